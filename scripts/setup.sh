@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs everything strom needs on a fresh Debian machine (Java is already there):
+# Debian packages (ZooKeeper for clusters, kcat as a real client) and a virtualenv in .venv
+# with strom and its test dependencies. Idempotent: a second run only checks.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+command -v kcat >/dev/null 2>&1 || need_apt+=(kcat)
+[ -f /usr/share/java/zookeeper.jar ] || need_apt+=(zookeeper)
+if [ ${#need_apt[@]} -gt 0 ]; then
+    echo "setup: installing Debian packages: ${need_apt[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+
+if [ ! -x .venv/bin/python ]; then
+    echo "setup: creating .venv"
+    python3 -m venv .venv
+fi
+stamp=.venv/.strom-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+    echo "setup: installing strom and its dependencies into .venv"
+    .venv/bin/python -m pip install -q --upgrade pip >/dev/null
+    .venv/bin/python -m pip install -q -e ".[test]"
+    touch "$stamp"
+fi

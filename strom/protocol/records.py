@@ -1,0 +1,422 @@
+"""RecordBatch v2 (magic 2): the unit strom stores, replicates and serves without parsing records.
+
+Batch layout (61-byte header, big-endian), exactly as it travels on the wire and lies in .log files::
+
+    0  baseOffset int64          21 attributes int16        43 producerId int64
+    8  batchLength int32         23 lastOffsetDelta int32   51 producerEpoch int16
+    12 partitionLeaderEpoch i32  27 baseTimestamp int64     53 baseSequence int32
+    16 magic int8                35 maxTimestamp int64      57 recordsCount int32
+    17 crc uint32 (CRC-32C of bytes 21..end)                61 records...
+
+The CRC covers neither baseOffset nor partitionLeaderEpoch, so the broker assigns offsets by
+patching those two fields and never recomputes it. Record-level parsing lives here too, but
+only tools, the cleaner and recompression use it: the produce and fetch paths stay per batch.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from dataclasses import dataclass, field
+from typing import Iterator, Sequence
+
+import crc32c
+
+from strom.protocol.errors import CorruptRecordError, InvalidRecordError
+
+HEADER = struct.Struct(">qiibIhiqqqhii")
+BATCH_HEADER_SIZE = HEADER.size  # 61
+LOG_OVERHEAD = 12  # baseOffset + batchLength: the part of a batch not counted in batchLength
+MAGIC_OFFSET = 16
+CRC_OFFSET = 17
+ATTRIBUTES_OFFSET = 21
+MAX_TIMESTAMP_OFFSET = 35
+_OFFSET_LENGTH = struct.Struct(">qi")
+_INT64 = struct.Struct(">q")
+_INT32 = struct.Struct(">i")
+_UINT32 = struct.Struct(">I")
+_INT16 = struct.Struct(">h")
+
+COMPRESSION_MASK = 0x07
+TIMESTAMP_TYPE_MASK = 0x08  # set: LogAppendTime
+TRANSACTIONAL_FLAG = 0x10
+CONTROL_FLAG = 0x20
+DELETE_HORIZON_FLAG = 0x40
+
+NO_PRODUCER_ID = -1
+NO_SEQUENCE = -1
+NO_TIMESTAMP = -1
+NO_PARTITION_LEADER_EPOCH = -1
+CREATE_TIME = 0
+LOG_APPEND_TIME = 1
+
+
+@dataclass(slots=True)
+class BatchHeader:
+    """A decoded 61-byte batch header; ``position`` is where the batch starts in its buffer or file."""
+
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
+    position: int = 0
+
+    @classmethod
+    def parse(cls, buf, position: int = 0) -> "BatchHeader":
+        return cls(*HEADER.unpack_from(buf, position), position)
+
+    @property
+    def size(self) -> int:
+        """Bytes the whole batch occupies, header included."""
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.last_offset + 1
+
+    @property
+    def compression(self) -> int:
+        return self.attributes & COMPRESSION_MASK
+
+    @property
+    def timestamp_type(self) -> int:
+        return LOG_APPEND_TIME if self.attributes & TIMESTAMP_TYPE_MASK else CREATE_TIME
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_FLAG)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_FLAG)
+
+    @property
+    def last_sequence(self) -> int:
+        if self.base_sequence == NO_SEQUENCE:
+            return NO_SEQUENCE
+        return (self.base_sequence + self.last_offset_delta) % (2**31)
+
+
+def batch_crc(buf, position: int, size: int) -> int:
+    """CRC-32C over attributes..end, as the batch's crc field should hold."""
+    return crc32c.crc32c(memoryview(buf)[position + ATTRIBUTES_OFFSET : position + size])
+
+
+def read_batch_header(buf, position: int, available: int) -> BatchHeader:
+    """Parse and sanity-check one batch header at ``position`` with ``available`` bytes in view.
+
+    Checks that need nothing but the header: magic, length bounds, record-count consistency.
+    """
+    if available < LOG_OVERHEAD + 5:
+        raise CorruptRecordError(f"record batch truncated: {available} bytes at position {position}")
+    base_offset, batch_length = _OFFSET_LENGTH.unpack_from(buf, position)
+    magic = buf[position + MAGIC_OFFSET]
+    if magic != 2:
+        raise InvalidRecordError(
+            f"message format magic v{magic} is not supported: strom stores only record batches "
+            "(magic 2, Kafka 0.11+); upgrade the client or enable its v2 message format"
+        )
+    if batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD:
+        raise CorruptRecordError(f"record batch length {batch_length} is below the minimum header size")
+    if available < batch_length + LOG_OVERHEAD:
+        raise CorruptRecordError(
+            f"record batch at position {position} declares {batch_length + LOG_OVERHEAD} bytes "
+            f"but only {available} remain"
+        )
+    header = BatchHeader.parse(buf, position)
+    if header.records_count < 0 or header.last_offset_delta < 0:
+        raise InvalidRecordError(
+            f"record batch has invalid counts: records={header.records_count} "
+            f"lastOffsetDelta={header.last_offset_delta}"
+        )
+    if header.records_count != header.last_offset_delta + 1 and not (
+        header.records_count == 0 and header.last_offset_delta == 0
+    ):
+        raise InvalidRecordError(
+            f"record batch has {header.records_count} records but lastOffsetDelta "
+            f"{header.last_offset_delta}"
+        )
+    return header
+
+
+def validate_batches(buf, max_batch_bytes: int | None = None) -> list[BatchHeader]:
+    """Validate every batch of a record set (a Produce payload or a follower's fetched bytes).
+
+    Raises before anything is written, so a bad payload leaves the log untouched. Checks the
+    length, magic 2, CRC-32C, the record count against lastOffsetDelta, and the size limit.
+    """
+    from strom.protocol.errors import RecordTooLargeError
+
+    view = memoryview(buf)
+    total = len(view)
+    if total == 0:
+        raise InvalidRecordError("record set is empty")
+    headers: list[BatchHeader] = []
+    position = 0
+    while position < total:
+        header = read_batch_header(view, position, total - position)
+        if max_batch_bytes is not None and header.size > max_batch_bytes:
+            raise RecordTooLargeError(
+                f"record batch of {header.size} bytes exceeds the maximum of {max_batch_bytes} (max.message.bytes)"
+            )
+        if header.records_count == 0:
+            raise InvalidRecordError("record batch has no records")
+        actual = batch_crc(view, position, header.size)
+        if actual != header.crc:
+            raise CorruptRecordError(
+                f"record batch at offset {header.base_offset} has CRC {header.crc:#010x}, computed {actual:#010x}"
+            )
+        headers.append(header)
+        position += header.size
+    return headers
+
+
+def patch_offset_and_epoch(buf: bytearray | memoryview, position: int, base_offset: int, leader_epoch: int) -> None:
+    """Assign offsets in place: the only two fields the CRC does not cover."""
+    _INT64.pack_into(buf, position, base_offset)
+    _INT32.pack_into(buf, position + 12, leader_epoch)
+
+
+def set_log_append_time(buf: bytearray | memoryview, position: int, size: int, timestamp_ms: int) -> None:
+    """Stamp LogAppendTime on a batch; attributes are CRC-covered, so the CRC is recomputed."""
+    attributes = _INT16.unpack_from(buf, position + ATTRIBUTES_OFFSET)[0] | TIMESTAMP_TYPE_MASK
+    _INT16.pack_into(buf, position + ATTRIBUTES_OFFSET, attributes)
+    _INT64.pack_into(buf, position + MAX_TIMESTAMP_OFFSET, timestamp_ms)
+    _UINT32.pack_into(buf, position + CRC_OFFSET, batch_crc(buf, position, size))
+
+
+def iter_batch_headers(buf) -> Iterator[BatchHeader]:
+    """Walk the batch headers of an in-memory record set (already validated or trusted)."""
+    view = memoryview(buf)
+    position = 0
+    total = len(view)
+    while position + BATCH_HEADER_SIZE <= total:
+        header = BatchHeader.parse(view, position)
+        if header.batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD or position + header.size > total:
+            return
+        yield header
+        position += header.size
+
+
+# ---------------------------------------------------------------------------------------------
+# Record level: varints and the record format (tools, cleaner, recompression, tests)
+
+
+def encode_varint(value: int, out: bytearray) -> None:
+    """Zig-zag varint as in protobuf, which Kafka's record format uses."""
+    value = (value << 1) ^ (value >> 63)
+    value &= 0xFFFFFFFFFFFFFFFF
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+
+
+def decode_varint(buf, position: int, limit: int) -> tuple[int, int]:
+    """Zig-zag varint at ``position``; returns (value, next position). Bounded by ``limit``."""
+    result = 0
+    shift = 0
+    while True:
+        if position >= limit:
+            raise CorruptRecordError("varint runs past the end of the record")
+        byte = buf[position]
+        position += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            break
+        shift += 7
+        if shift > 63:
+            raise CorruptRecordError("varint is longer than 10 bytes")
+    return (result >> 1) ^ -(result & 1), position
+
+
+@dataclass(slots=True)
+class Record:
+    """One record with absolute offset and timestamp; headers are (key, value-or-None) pairs."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]] = field(default_factory=list)
+
+
+def _read_bytes(buf, position: int, limit: int) -> tuple[bytes | None, int]:
+    length, position = decode_varint(buf, position, limit)
+    if length < 0:
+        return None, position
+    if position + length > limit:
+        raise CorruptRecordError("record field runs past the end of the record")
+    return bytes(buf[position : position + length]), position + length
+
+
+def _decode_record(buf, position: int, limit: int, header: BatchHeader) -> tuple[Record, int]:
+    length, position = decode_varint(buf, position, limit)
+    end = position + length
+    if length < 0 or end > limit:
+        raise CorruptRecordError(f"record length {length} runs past the end of the batch")
+    position += 1  # attributes, unused
+    timestamp_delta, position = decode_varint(buf, position, end)
+    offset_delta, position = decode_varint(buf, position, end)
+    key, position = _read_bytes(buf, position, end)
+    value, position = _read_bytes(buf, position, end)
+    count, position = decode_varint(buf, position, end)
+    if count < 0 or count > end - position:
+        raise CorruptRecordError(f"record header count {count} is impossible")
+    headers = []
+    for _ in range(count):
+        hkey, position = _read_bytes(buf, position, end)
+        hvalue, position = _read_bytes(buf, position, end)
+        headers.append(((hkey or b"").decode("utf-8", "replace"), hvalue))
+    if header.timestamp_type == LOG_APPEND_TIME:
+        timestamp = header.max_timestamp
+    else:
+        timestamp = header.base_timestamp + timestamp_delta
+    return Record(header.base_offset + offset_delta, timestamp, key, value, headers), end
+
+
+def batch_records_payload(batch, header: BatchHeader, max_output: int = 256 * 1024 * 1024) -> bytes:
+    """The (decompressed) bytes of a batch's records section."""
+    raw = memoryview(batch)[header.position + BATCH_HEADER_SIZE : header.position + header.size]
+    if header.compression == 0:
+        return bytes(raw)
+    from strom.protocol.compression import decompress
+
+    return decompress(header.compression, raw, max_output)
+
+
+def decode_batch_records(batch, header: BatchHeader | None = None) -> list[Record]:
+    """Every record of one batch (decompressing if needed)."""
+    if header is None:
+        header = BatchHeader.parse(batch, 0)
+    payload = batch_records_payload(batch, header)
+    if header.is_control and header.records_count == 0:
+        return []
+    records = []
+    position = 0
+    for _ in range(header.records_count):
+        record, position = _decode_record(payload, position, len(payload), header)
+        records.append(record)
+    return records
+
+
+def iter_records(buf) -> Iterator[Record]:
+    """Every record of every batch in a record set."""
+    for header in iter_batch_headers(buf):
+        yield from decode_batch_records(buf, header)
+
+
+@dataclass(slots=True)
+class NewRecord:
+    """A record to build into a batch; ``offset_delta`` defaults to its index in the batch."""
+
+    value: bytes | None
+    key: bytes | None = None
+    headers: Sequence[tuple[str, bytes | None]] = ()
+    timestamp: int | None = None
+    offset_delta: int | None = None
+
+
+def _encode_record(out: bytearray, record: NewRecord, offset_delta: int, timestamp_delta: int) -> None:
+    body = bytearray()
+    body.append(0)
+    encode_varint(timestamp_delta, body)
+    encode_varint(offset_delta, body)
+    for blob in (record.key, record.value):
+        if blob is None:
+            encode_varint(-1, body)
+        else:
+            encode_varint(len(blob), body)
+            body += blob
+    encode_varint(len(record.headers), body)
+    for hkey, hvalue in record.headers:
+        encoded = hkey.encode()
+        encode_varint(len(encoded), body)
+        body += encoded
+        if hvalue is None:
+            encode_varint(-1, body)
+        else:
+            encode_varint(len(hvalue), body)
+            body += hvalue
+    encode_varint(len(body), out)
+    out += body
+
+
+def build_batch(
+    records: Sequence[NewRecord],
+    *,
+    base_offset: int = 0,
+    compression: int = 0,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = -1,
+    base_sequence: int = NO_SEQUENCE,
+    transactional: bool = False,
+    control: bool = False,
+    timestamp_type: int = CREATE_TIME,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    last_offset_delta: int | None = None,
+) -> bytes:
+    """Build one v2 batch, as a producer (or the cleaner, or recompression) would."""
+    now = int(time.time() * 1000)
+    timestamps = [r.timestamp if r.timestamp is not None else now for r in records]
+    base_timestamp = min(timestamps) if timestamps else NO_TIMESTAMP
+    max_timestamp = max(timestamps) if timestamps else NO_TIMESTAMP
+    payload = bytearray()
+    deltas = []
+    for index, (record, ts) in enumerate(zip(records, timestamps)):
+        delta = record.offset_delta if record.offset_delta is not None else index
+        deltas.append(delta)
+        _encode_record(payload, record, delta, ts - base_timestamp)
+    if compression:
+        from strom.protocol.compression import compress
+
+        payload = bytearray(compress(compression, bytes(payload)))
+    if last_offset_delta is None:
+        last_offset_delta = max(deltas) if deltas else 0
+    attributes = compression & COMPRESSION_MASK
+    if timestamp_type == LOG_APPEND_TIME:
+        attributes |= TIMESTAMP_TYPE_MASK
+    if transactional:
+        attributes |= TRANSACTIONAL_FLAG
+    if control:
+        attributes |= CONTROL_FLAG
+    batch = bytearray(BATCH_HEADER_SIZE) + payload
+    HEADER.pack_into(
+        batch, 0, base_offset, len(batch) - LOG_OVERHEAD, partition_leader_epoch, 2, 0, attributes,
+        last_offset_delta, base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence,
+        len(records),
+    )
+    _UINT32.pack_into(batch, CRC_OFFSET, batch_crc(batch, 0, len(batch)))
+    return bytes(batch)
+
+
+def rebuild_batch(header: BatchHeader, records: Sequence[Record], compression: int | None = None) -> bytes:
+    """Re-encode a subset of a batch's records, keeping offsets, producer fields and flags.
+
+    Used by the cleaner (records dropped, offsets kept) and by topic-level recompression.
+    """
+    return build_batch(
+        [NewRecord(r.value, r.key, r.headers, r.timestamp, r.offset - header.base_offset) for r in records],
+        base_offset=header.base_offset,
+        compression=header.compression if compression is None else compression,
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        transactional=header.is_transactional,
+        control=header.is_control,
+        timestamp_type=header.timestamp_type,
+        partition_leader_epoch=header.partition_leader_epoch,
+    )

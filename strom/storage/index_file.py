@@ -1,0 +1,177 @@
+"""The memory-mapped, preallocated, fixed-entry-size file that .index and .timeindex share.
+
+An index is sparse and append-only with strictly increasing keys, so a lookup is a binary search
+over the mapped bytes. The active segment's index is preallocated to ``segment.index.bytes`` so
+appends never grow the file; it is trimmed to its entries when the segment rolls or the log
+closes. A file left preallocated by a crash has a zero-filled tail, which ``_count_entries``
+recognises because real entries are strictly increasing.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+
+
+class CorruptIndexError(Exception):
+    """The index does not match what its invariants allow; the log rebuilds it from the .log."""
+
+
+class IndexFile:
+    ENTRY: struct.Struct  # set by subclasses
+
+    def __init__(self, path: str, base_offset: int, max_index_size: int, writable: bool = True):
+        self.path = path
+        self.base_offset = base_offset
+        self.entry_size = self.ENTRY.size
+        self._max_index_size = max(self.entry_size, max_index_size - max_index_size % self.entry_size)
+        existed = os.path.exists(path) and os.path.getsize(path) > 0
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        length = os.fstat(self._fd).st_size
+        if existed and length % self.entry_size:
+            os.close(self._fd)
+            raise CorruptIndexError(f"{path}: size {length} is not a multiple of {self.entry_size}")
+        self._mmap: mmap.mmap | None = None
+        try:
+            self._map(length)
+            self.entries = self._count_entries(length // self.entry_size) if existed else 0
+            if writable:
+                self.resize(self._max_index_size)
+            self._check_order()
+        except BaseException:
+            self.close_without_trim()
+            raise
+
+    # -- mapping ---------------------------------------------------------------------------------
+    def _map(self, length: int) -> None:
+        if self._mmap is not None:
+            self._mmap.close()
+            self._mmap = None
+        if length > 0:
+            self._mmap = mmap.mmap(self._fd, length, access=mmap.ACCESS_WRITE)
+
+    @property
+    def max_entries(self) -> int:
+        return (len(self._mmap) if self._mmap is not None else 0) // self.entry_size
+
+    @property
+    def is_full(self) -> bool:
+        return self.entries >= self.max_entries
+
+    def resize(self, size: int) -> None:
+        """Grow (preallocate, for the active segment) or shrink the file; entries are kept."""
+        size = max(size - size % self.entry_size, self.entries * self.entry_size)
+        if self._mmap is not None and len(self._mmap) == size:
+            return
+        if self._mmap is not None:
+            self._mmap.flush()
+            self._mmap.close()
+            self._mmap = None
+        os.ftruncate(self._fd, size)
+        self._map(size)
+
+    def trim_to_valid_size(self) -> None:
+        self.resize(self.entries * self.entry_size)
+
+    def flush(self) -> None:
+        if self._mmap is not None:
+            self._mmap.flush()
+
+    def close(self) -> None:
+        if self._fd < 0:
+            return
+        self.trim_to_valid_size()
+        if self._mmap is not None:
+            self._mmap.close()
+            self._mmap = None
+        os.close(self._fd)
+        self._fd = -1
+
+    def close_without_trim(self) -> None:
+        """Simulates or handles a crash-like close: the preallocated tail stays on disk."""
+        if self._mmap is not None:
+            self._mmap.close()
+            self._mmap = None
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def rename(self, new_path: str) -> None:
+        os.rename(self.path, new_path)
+        self.path = new_path
+
+    def delete(self) -> None:
+        self.close_without_trim()
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+    # -- entries ---------------------------------------------------------------------------------
+    def entry(self, n: int) -> tuple:
+        return self.ENTRY.unpack_from(self._mmap, n * self.entry_size)
+
+    def key_of(self, entry: tuple) -> int:
+        """The field entries are sorted by (relative offset or timestamp)."""
+        raise NotImplementedError
+
+    def _append_entry(self, *fields) -> None:
+        if self.is_full:
+            raise CorruptIndexError(f"{self.path}: index is full ({self.entries} entries)")
+        self.ENTRY.pack_into(self._mmap, self.entries * self.entry_size, *fields)
+        self.entries += 1
+
+    def _count_entries(self, slots: int) -> int:
+        """Entries in use: a crash leaves a zero tail after the strictly increasing entries."""
+        zero = bytes(self.entry_size)
+        low, high = 1, slots  # slot 0 may legitimately be all zeros (offset 0 at position 0)
+        while low < high:
+            mid = (low + high) // 2
+            start = mid * self.entry_size
+            if self._mmap[start : start + self.entry_size] == zero:
+                high = mid
+            else:
+                low = mid + 1
+        return min(low, slots)
+
+    def _check_order(self) -> None:
+        """Kafka's cheap sanity check: the last entries must increase (a full scan would slow startup)."""
+        if self.entries >= 2:
+            previous, last = self.key_of(self.entry(self.entries - 2)), self.key_of(self.entry(self.entries - 1))
+            if last <= previous:
+                raise CorruptIndexError(f"{self.path}: last entry key {last} does not increase (previous {previous})")
+
+    def largest_at_or_below(self, target: int) -> int:
+        """Slot of the last entry whose key is <= target, or -1 when every key is larger."""
+        low, high = 0, self.entries - 1
+        found = -1
+        while low <= high:
+            mid = (low + high) // 2
+            if self.key_of(self.entry(mid)) <= target:
+                found = mid
+                low = mid + 1
+            else:
+                high = mid - 1
+        return found
+
+    def smallest_at_or_above(self, target: int) -> int:
+        """Slot of the first entry whose key is >= target, or ``entries`` when none is."""
+        low, high = 0, self.entries
+        while low < high:
+            mid = (low + high) // 2
+            if self.key_of(self.entry(mid)) < target:
+                low = mid + 1
+            else:
+                high = mid
+        return low
+
+    def truncate_entries(self, count: int) -> None:
+        count = max(0, min(count, self.entries))
+        if self._mmap is not None and count < self.entries:
+            start = count * self.entry_size
+            self._mmap[start : self.entries * self.entry_size] = bytes((self.entries - count) * self.entry_size)
+        self.entries = count
+
+    def reset(self) -> None:
+        self.truncate_entries(0)

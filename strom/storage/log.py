@@ -1,0 +1,543 @@
+"""A partition's log: an ordered list of segments with one active segment taking appends.
+
+The log owns offsets (log start, log end, high watermark, recovery point), validation of what
+is appended, rolling, retention, truncation and crash recovery. It knows nothing about the
+network or replication; the partition above it decides which offsets are committed.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from strom.protocol.compression import CompressionType
+from strom.protocol.errors import InvalidRecordError, OffsetOutOfRangeError
+from strom.protocol.records import (
+    LOG_APPEND_TIME,
+    BatchHeader,
+    decode_batch_records,
+    patch_offset_and_epoch,
+    rebuild_batch,
+    set_log_append_time,
+    validate_batches,
+)
+from strom.storage.leader_epoch import LeaderEpochCache
+from strom.storage.log_config import LogConfig
+from strom.storage.segment import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    FileSlice,
+    LogSegment,
+)
+
+log = logging.getLogger("strom.storage")
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+
+
+@dataclass(slots=True)
+class LogAppendInfo:
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int  # -1 unless the topic uses LogAppendTime
+    log_start_offset: int
+    records_count: int
+    batches: list[BatchHeader] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class FetchData:
+    """What a read returns: file slices to send, and the offset the first slice starts at."""
+
+    slices: list[FileSlice]
+    first_batch_offset: int | None = None
+
+    @property
+    def size(self) -> int:
+        return sum(s.length for s in self.slices)
+
+
+def parse_partition_dir(name: str) -> tuple[str, int] | None:
+    """``<topic>-<partition>``; topics may contain dashes, so split at the last one."""
+    topic, sep, partition = name.rpartition("-")
+    if not sep or not topic or not partition.isdigit():
+        return None
+    return topic, int(partition)
+
+
+class Log:
+    def __init__(
+        self,
+        directory: str,
+        config: LogConfig,
+        *,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        high_watermark: int | None = None,
+        had_clean_shutdown: bool = True,
+        clock: Callable[[], float] = time.time,
+    ):
+        self.directory = directory
+        self.config = config
+        self.clock = clock
+        os.makedirs(directory, exist_ok=True)
+        parsed = parse_partition_dir(os.path.basename(directory.rstrip("/")))
+        self.topic, self.partition = parsed if parsed else (os.path.basename(directory), 0)
+        self.segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self._pending_deletes: list[tuple[float, LogSegment]] = []
+        self._unflushed_records = 0
+        self._last_flush_ms = self.now_ms()
+        self.recovery_point = recovery_point
+        self.leader_epoch_cache = LeaderEpochCache(directory)
+        self._load(had_clean_shutdown)
+        self.log_end_offset = self.active_segment.read_next_offset()
+        self.log_start_offset = max(log_start_offset, self.segments[0].base_offset)
+        self.recovery_point = min(max(self.recovery_point, self.log_start_offset), self.log_end_offset)
+        self.high_watermark = self.log_end_offset if high_watermark is None else min(
+            max(high_watermark, self.log_start_offset), self.log_end_offset
+        )
+        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+
+    def now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+    # -- loading -----------------------------------------------------------------------------------
+    def _new_segment(self, base_offset: int, suffix: str = "", active: bool = False) -> LogSegment:
+        return LogSegment(
+            self.directory,
+            base_offset,
+            index_interval_bytes=self.config.index_interval_bytes,
+            max_index_size=self.config.segment_index_bytes,
+            suffix=suffix,
+            active=active,
+        )
+
+    def _load(self, had_clean_shutdown: bool) -> None:
+        names = os.listdir(self.directory)
+        # Leftovers of an interrupted cleaning or deletion. Old segments are intact when a
+        # .cleaned file exists; a .swap file is complete and replaces what it covers.
+        for name in names:
+            if name.endswith(CLEANED_SUFFIX) or name.endswith(DELETED_SUFFIX) or name.endswith(".tmp"):
+                os.unlink(os.path.join(self.directory, name))
+        names = os.listdir(self.directory)
+        log_bases = sorted(int(n[:20]) for n in names if n.endswith(LOG_SUFFIX) and n[:20].isdigit())
+        swap_bases = sorted(int(n[:20]) for n in names if n.endswith(LOG_SUFFIX + SWAP_SUFFIX) and n[:20].isdigit())
+        for name in names:  # index files with no .log of the same suffix are orphans
+            for index_suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                for suffix in ("", SWAP_SUFFIX):
+                    if name.endswith(index_suffix + suffix) and name[:20].isdigit():
+                        if not os.path.exists(os.path.join(self.directory, name[:20] + LOG_SUFFIX + suffix)):
+                            os.unlink(os.path.join(self.directory, name))
+        segments = {base: self._new_segment(base) for base in log_bases}
+        for base in swap_bases:
+            swap = self._new_segment(base, SWAP_SUFFIX)
+            swap.recover()
+            end = swap.read_next_offset()
+            for old_base in [b for b in segments if base <= b < end]:
+                log.info("completing interrupted swap in %s: replacing segment %d", self.directory, old_base)
+                segments.pop(old_base).delete_files()
+            swap.change_suffix("")
+            segments[base] = swap
+        self.segments = [segments[b] for b in sorted(segments)]
+        self._bases = [s.base_offset for s in self.segments]
+        if not self.segments:
+            start = max(self.recovery_point, 0)
+            self.segments = [self._new_segment(start, active=True)]
+            self._bases = [start]
+            return
+        self.active_segment.make_active()
+        if not had_clean_shutdown:
+            self._recover_unflushed()
+        for segment in self.segments:
+            if segment.needs_index_rebuild:
+                log.warning("rebuilding indexes of %s", segment.log_path)
+                self._recover_segment(segment)
+
+    def _recover_unflushed(self) -> None:
+        """After a crash, rescan every segment from the one holding the recovery point onwards."""
+        start = max(0, bisect.bisect_right(self._bases, self.recovery_point) - 1)
+        for i in range(start, len(self.segments)):
+            if self._recover_segment(self.segments[i]):
+                for doomed in self.segments[i + 1 :]:
+                    log.warning("deleting segment %s after a corrupt batch before it", doomed.log_path)
+                    doomed.delete_files()
+                del self.segments[i + 1 :]
+                del self._bases[i + 1 :]
+                self.active_segment.make_active()
+                break
+
+    def _recover_segment(self, segment: LogSegment) -> int:
+        truncated = segment.recover()
+        if truncated:
+            log.warning("recovery truncated %d bytes of %s", truncated, segment.log_path)
+        return truncated
+
+    # -- properties --------------------------------------------------------------------------------
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    def segment_for(self, offset: int) -> int:
+        """Index of the segment whose range holds ``offset`` (the floor by base offset)."""
+        return max(0, bisect.bisect_right(self._bases, offset) - 1)
+
+    # -- appends -----------------------------------------------------------------------------------
+    def append_as_leader(self, records, leader_epoch: int = -1) -> LogAppendInfo:
+        """Validate, assign offsets and append a producer's record set.
+
+        Raises CorruptRecordError / InvalidRecordError / RecordTooLargeError before writing, so a
+        rejected payload leaves the log untouched.
+        """
+        headers = validate_batches(records, self.config.max_message_bytes)
+        buf = records if isinstance(records, bytearray) else bytearray(records)
+        buf, headers = self._maybe_recompress(buf, headers)
+        append_time = -1
+        if self.config.message_timestamp_type == "LogAppendTime":
+            append_time = self.now_ms()
+        next_offset = self.log_end_offset
+        for header in headers:
+            patch_offset_and_epoch(buf, header.position, next_offset, leader_epoch)
+            header.base_offset = next_offset
+            header.partition_leader_epoch = leader_epoch
+            if append_time >= 0:
+                set_log_append_time(buf, header.position, header.size, append_time)
+                header.max_timestamp = append_time
+                header.attributes |= 0x08
+            next_offset = header.next_offset
+        if leader_epoch >= 0 and leader_epoch > self.leader_epoch_cache.latest_epoch:
+            self.leader_epoch_cache.assign(leader_epoch, self.log_end_offset)
+        return self._append(buf, headers, append_time)
+
+    def append_as_follower(self, records) -> LogAppendInfo:
+        """Append batches whose offsets the leader assigned; epochs come from the batches."""
+        headers = validate_batches(records)
+        if headers[0].base_offset < self.log_end_offset:
+            raise InvalidRecordError(
+                f"follower append at offset {headers[0].base_offset} is below the log end {self.log_end_offset}"
+            )
+        for header in headers:
+            epoch = header.partition_leader_epoch
+            if epoch >= 0 and epoch > self.leader_epoch_cache.latest_epoch:
+                self.leader_epoch_cache.assign(epoch, header.base_offset)
+        return self._append(records, headers, -1)
+
+    def _maybe_recompress(self, buf: bytearray, headers: list[BatchHeader]) -> tuple[bytearray, list[BatchHeader]]:
+        """A topic with compression.type set to a codec stores every batch in that codec."""
+        wanted = self.config.compression_type
+        if wanted == "producer":
+            return buf, headers
+        codec = CompressionType.from_name(wanted)
+        if all(h.compression == codec or h.is_control for h in headers):
+            return buf, headers
+        out = bytearray()
+        for header in headers:
+            if header.compression == codec or header.is_control:
+                out += buf[header.position : header.position + header.size]
+            else:
+                out += rebuild_batch(header, decode_batch_records(buf, header), codec)
+        return out, validate_batches(out, None)
+
+    def _append(self, buf, headers: list[BatchHeader], append_time: int) -> LogAppendInfo:
+        segment = self._maybe_roll(len(buf), headers)
+        segment.append(buf, headers)
+        first = headers[0].base_offset
+        last = headers[-1].last_offset
+        self.log_end_offset = last + 1
+        records_count = sum(h.records_count for h in headers)
+        self._unflushed_records += records_count
+        max_header = max(headers, key=lambda h: h.max_timestamp)
+        info = LogAppendInfo(first, last, max_header.max_timestamp, max_header.last_offset, append_time,
+                             self.log_start_offset, records_count, headers)
+        if self._unflushed_records >= self.config.flush_messages or (
+            self.config.flush_ms < 2**62 and self.now_ms() - self._last_flush_ms >= self.config.flush_ms
+        ):
+            self.flush()
+        return info
+
+    def _maybe_roll(self, size: int, headers: list[BatchHeader]) -> LogSegment:
+        segment = self.active_segment
+        if segment.size == 0:
+            return segment
+        max_timestamp = max(h.max_timestamp for h in headers)
+        reason = None
+        if segment.size + size > self.config.segment_bytes:
+            reason = "segment.bytes"
+        elif segment.indexes_full:
+            reason = "full index"
+        elif not segment.can_index(headers[-1].last_offset):
+            reason = "relative offset overflow"
+        elif self._waited_for_roll(segment, max_timestamp) > self.config.segment_ms - self.config.segment_jitter_ms:
+            reason = "segment.ms"
+        if reason is None:
+            return segment
+        return self.roll(reason)
+
+    def _waited_for_roll(self, segment: LogSegment, max_timestamp: int) -> int:
+        rolling = segment.rolling_timestamp()
+        if rolling != segment.created_ms and max_timestamp >= 0:
+            return max_timestamp - rolling
+        return self.now_ms() - segment.created_ms
+
+    def roll(self, reason: str = "requested") -> LogSegment:
+        """Start a new active segment at the log end; the old one is trimmed and flushed."""
+        old = self.active_segment
+        if old.size == 0:
+            return old
+        base = self.log_end_offset
+        old.on_roll()
+        new = self._new_segment(base, active=True)
+        self.segments.append(new)
+        self._bases.append(base)
+        self.recovery_point = max(self.recovery_point, base)
+        log.debug("rolled %s at offset %d (%s)", self.directory, base, reason)
+        return new
+
+    def update_high_watermark(self, offset: int) -> int:
+        """Set the committed end (the partition decides it); kept within [log start, log end]."""
+        self.high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
+        return self.high_watermark
+
+    # -- reads -------------------------------------------------------------------------------------
+    def read(self, start_offset: int, max_bytes: int, max_offset: int | None = None,
+             min_one_message: bool = True) -> FetchData:
+        """File slices from ``start_offset``, never past ``max_offset`` (exclusive: HW or LEO)."""
+        if start_offset < self.log_start_offset or start_offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {start_offset} is outside [{self.log_start_offset}, {self.log_end_offset}] "
+                f"of {self.topic}-{self.partition}"
+            )
+        upper = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
+        if start_offset >= upper:
+            return FetchData([])
+        i = self.segment_for(start_offset)
+        while i < len(self.segments):
+            segment = self.segments[i]
+            max_position = None
+            if upper < (self.segments[i + 1].base_offset if i + 1 < len(self.segments) else 2**63):
+                bound = segment.translate_offset(upper)
+                max_position = bound.position if bound is not None else segment.size
+            found = segment.read(start_offset, max_bytes, max_position, min_one_message)
+            if found is not None:
+                return FetchData([found], start_offset)
+            if max_position is not None:
+                break
+            i += 1
+        return FetchData([])
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """ListOffsets: (timestamp, offset) for EARLIEST(-2), LATEST(-1), MAX_TIMESTAMP(-3) or a time."""
+        if timestamp == EARLIEST_TIMESTAMP:
+            return -1, self.log_start_offset
+        if timestamp == LATEST_TIMESTAMP:
+            return -1, self.log_end_offset
+        if timestamp == MAX_TIMESTAMP:
+            return self._max_timestamp_offset()
+        for segment in self.segments:
+            if segment.max_timestamp >= timestamp or segment is self.active_segment:
+                found = segment.find_offset_by_timestamp(timestamp, self.log_start_offset)
+                if found is not None:
+                    return found
+        return None
+
+    def _max_timestamp_offset(self) -> tuple[int, int] | None:
+        best = max(self.segments, key=lambda s: s.max_timestamp)
+        if best.max_timestamp < 0:
+            return None
+        header = best.translate_offset(best.offset_of_max_timestamp)
+        if header is None:
+            return best.max_timestamp, best.offset_of_max_timestamp
+        data = os.pread(best.fd, header.size, header.position)
+        header.position = 0
+        for record in decode_batch_records(data, header):
+            if record.timestamp == best.max_timestamp:
+                return record.timestamp, record.offset
+        return best.max_timestamp, header.last_offset
+
+    # -- retention and deletion --------------------------------------------------------------------
+    def delete_old_segments(self) -> int:
+        """Retention: delete whole non-active segments past retention.ms, retention.bytes or the log start."""
+        self._close_pending_deletes()
+        now = self.now_ms()
+        doomed: list[LogSegment] = []
+        candidates = self.segments[:-1]
+        for segment in candidates:  # below the log start (DeleteRecords)
+            next_base = self._bases[self.segments.index(segment) + 1]
+            if next_base <= self.log_start_offset:
+                doomed.append(segment)
+        if self.config.delete:
+            if self.config.retention_ms >= 0:
+                for segment in candidates:
+                    if segment in doomed:
+                        continue
+                    largest = segment.max_timestamp if segment.max_timestamp >= 0 else int(
+                        os.stat(segment.log_path).st_mtime * 1000)
+                    if now - largest > self.config.retention_ms:
+                        doomed.append(segment)
+                    else:
+                        break
+            if self.config.retention_bytes >= 0:
+                excess = self.size_in_bytes - sum(s.size for s in doomed) - self.config.retention_bytes
+                for segment in candidates:
+                    if segment in doomed:
+                        continue
+                    if excess - segment.size < 0:
+                        break
+                    doomed.append(segment)
+                    excess -= segment.size
+        doomed = [s for s in self.segments[:-1] if s in doomed]
+        # only a prefix can go: a log has no holes between segments
+        prefix = 0
+        while prefix < len(doomed) and doomed[prefix] is self.segments[prefix]:
+            prefix += 1
+        doomed = doomed[:prefix]
+        if not doomed:
+            return 0
+        self._remove_segments(doomed)
+        new_start = self.segments[0].base_offset
+        if new_start > self.log_start_offset:
+            self.log_start_offset = new_start
+            self.leader_epoch_cache.truncate_from_start(new_start)
+        self.high_watermark = max(self.high_watermark, self.log_start_offset)
+        return len(doomed)
+
+    def _remove_segments(self, doomed: list[LogSegment]) -> None:
+        """Rename to .deleted now and close later (file.delete.delay.ms) so in-flight sendfiles finish."""
+        deadline = self.now_ms() + self.config.file_delete_delay_ms
+        for segment in doomed:
+            index = self.segments.index(segment)
+            del self.segments[index]
+            del self._bases[index]
+            segment.change_suffix(DELETED_SUFFIX)
+            self._pending_deletes.append((deadline, segment))
+            log.info("deleted segment %d of %s", segment.base_offset, self.directory)
+
+    def _close_pending_deletes(self, force: bool = False) -> None:
+        now = self.now_ms()
+        keep = []
+        for deadline, segment in self._pending_deletes:
+            if force or now >= deadline:
+                segment.delete_files()
+            else:
+                keep.append((deadline, segment))
+        self._pending_deletes = keep
+
+    def delete_records(self, offset: int) -> int:
+        """DeleteRecords: move the log start to ``offset`` (at most the high watermark)."""
+        if offset > self.high_watermark or offset < 0:
+            raise OffsetOutOfRangeError(
+                f"cannot delete records before {offset}: the high watermark is {self.high_watermark}"
+            )
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+            self.leader_epoch_cache.truncate_from_start(offset)
+            self.recovery_point = max(self.recovery_point, min(offset, self.log_end_offset))
+            self.delete_old_segments()
+        return self.log_start_offset
+
+    # -- truncation (replication) ------------------------------------------------------------------
+    def truncate_to(self, offset: int) -> bool:
+        """Drop everything at and after ``offset``; returns whether anything was removed."""
+        if offset >= self.log_end_offset:
+            return False
+        if offset < self.segments[0].base_offset:
+            self.truncate_fully_and_start_at(offset)
+            return True
+        keep = bisect.bisect_right(self._bases, offset)
+        for segment in self.segments[keep:]:
+            segment.delete_files()
+        del self.segments[keep:]
+        del self._bases[keep:]
+        segment = self.active_segment
+        segment.truncate_to(offset)
+        segment.make_active()
+        self.log_end_offset = segment.read_next_offset()
+        self.high_watermark = min(self.high_watermark, self.log_end_offset)
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        for segment in self.segments:
+            segment.delete_files()
+        self.segments = [self._new_segment(offset, active=True)]
+        self._bases = [offset]
+        self.log_end_offset = self.log_start_offset = self.high_watermark = self.recovery_point = offset
+        self.leader_epoch_cache.clear()
+
+    # -- replacing segments (the cleaner) ----------------------------------------------------------
+    def replace_segments(self, cleaned: LogSegment, old: list[LogSegment],
+                         crash_hook: Callable[[str], None] | None = None) -> None:
+        """Swap a .cleaned segment in for ``old`` the way Kafka does: .cleaned → .swap → live.
+
+        Each step is a rename, and a crash between any two leaves files that ``_load`` turns into
+        a readable log: before .swap exists the old segments are intact; once it does, the swap
+        wins over whatever it covers.
+        """
+        hook = crash_hook or (lambda step: None)
+        cleaned.flush()
+        cleaned.index.trim_to_valid_size()
+        cleaned.time_index.trim_to_valid_size()
+        hook("cleaned-written")
+        cleaned.change_suffix(SWAP_SUFFIX)
+        hook("renamed-to-swap")
+        deadline = self.now_ms() + self.config.file_delete_delay_ms
+        for segment in old:
+            segment.change_suffix(DELETED_SUFFIX)
+            self._pending_deletes.append((deadline, segment))
+            hook("old-segment-deleted")
+        cleaned.change_suffix("")
+        hook("swap-renamed")
+        first = self.segments.index(old[0])
+        self.segments[first : first + len(old)] = [cleaned]
+        self._bases = [s.base_offset for s in self.segments]
+
+    # -- durability --------------------------------------------------------------------------------
+    def flush(self) -> None:
+        """fsync every segment holding data past the recovery point, then advance it."""
+        start = self.segment_for(self.recovery_point)
+        for segment in self.segments[start:]:
+            segment.flush()
+        self.recovery_point = self.log_end_offset
+        self._unflushed_records = 0
+        self._last_flush_ms = self.now_ms()
+
+    def close(self) -> None:
+        self.flush()
+        self.leader_epoch_cache.flush()
+        self._close_pending_deletes(force=True)
+        for segment in self.segments:
+            segment.close()
+
+    def close_crashlike(self) -> None:
+        """Drop file handles without flushing or trimming: what a kill -9 leaves (tests)."""
+        for segment in self.segments:
+            segment.close_crashlike()
+        for _, segment in self._pending_deletes:
+            segment.close_crashlike()
+
+    def delete(self) -> None:
+        """Remove the partition's files (topic deletion)."""
+        for segment in self.segments:
+            segment.delete_files()
+        self._close_pending_deletes(force=True)
+        for name in os.listdir(self.directory):
+            os.unlink(os.path.join(self.directory, name))
+        os.rmdir(self.directory)

@@ -1,0 +1,377 @@
+"""One log segment: a .log file of record batches plus its sparse .index and .timeindex.
+
+The .log holds v2 batches exactly as produced (offsets patched), back to back, so a range of it
+can go to a socket with sendfile. Files are named by the segment's base offset, 20 digits.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass
+from typing import Iterator
+
+from strom.protocol.errors import CorruptRecordError, InvalidRecordError
+from strom.protocol.records import (
+    BATCH_HEADER_SIZE,
+    BatchHeader,
+    batch_crc,
+    decode_batch_records,
+    read_batch_header,
+)
+from strom.storage.index_file import CorruptIndexError
+from strom.storage.offset_index import OffsetIndex
+from strom.storage.time_index import TimeIndex
+
+log = logging.getLogger("strom.storage")
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+DELETED_SUFFIX = ".deleted"
+_SCAN_CHUNK = 1024 * 1024
+
+
+def file_name(base_offset: int, suffix: str) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+@dataclass(frozen=True, slots=True)
+class FileSlice:
+    """A byte range of a segment file, for sendfile (or a plain read for TLS and tools)."""
+
+    fd: int
+    position: int
+    length: int
+
+    def read(self) -> bytes:
+        return os.pread(self.fd, self.length, self.position)
+
+
+class LogSegment:
+    def __init__(
+        self,
+        directory: str,
+        base_offset: int,
+        *,
+        index_interval_bytes: int = 4096,
+        max_index_size: int = 10 * 1024 * 1024,
+        suffix: str = "",
+        active: bool = True,
+    ):
+        self.directory = directory
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.max_index_size = max_index_size
+        self.suffix = suffix
+        self.log_path = os.path.join(directory, file_name(base_offset, LOG_SUFFIX) + suffix)
+        self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        self.size = os.fstat(self._fd).st_size
+        self.bytes_since_last_index_entry = 0
+        self.created_ms = int(time.time() * 1000)
+        self._first_batch_timestamp: int | None = None
+        self.index, self.time_index = self._open_indexes(active)
+        self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry
+
+    # -- files -------------------------------------------------------------------------------------
+    @property
+    def fd(self) -> int:
+        return self._fd
+
+    def _index_paths(self) -> tuple[str, str]:
+        return (
+            os.path.join(self.directory, file_name(self.base_offset, INDEX_SUFFIX) + self.suffix),
+            os.path.join(self.directory, file_name(self.base_offset, TIME_INDEX_SUFFIX) + self.suffix),
+        )
+
+    def _open_indexes(self, active: bool) -> tuple[OffsetIndex, TimeIndex]:
+        index_path, time_index_path = self._index_paths()
+        # A missing index next to a non-empty log is rebuilt: open it empty and let the caller
+        # see `needs_index_rebuild`.
+        self.needs_index_rebuild = self.size > 0 and not (
+            os.path.exists(index_path) and os.path.exists(time_index_path)
+        )
+        try:
+            index = OffsetIndex(index_path, self.base_offset, self.max_index_size, writable=active)
+        except CorruptIndexError as exc:
+            log.warning("rebuilding corrupt index: %s", exc)
+            os.unlink(index_path)
+            index = OffsetIndex(index_path, self.base_offset, self.max_index_size, writable=active)
+            self.needs_index_rebuild = True
+        try:
+            time_index = TimeIndex(time_index_path, self.base_offset, self.max_index_size, writable=active)
+        except CorruptIndexError as exc:
+            log.warning("rebuilding corrupt time index: %s", exc)
+            os.unlink(time_index_path)
+            time_index = TimeIndex(time_index_path, self.base_offset, self.max_index_size, writable=active)
+            self.needs_index_rebuild = True
+        if not self.needs_index_rebuild:
+            try:
+                index.sanity_check(self.size)
+            except CorruptIndexError as exc:
+                log.warning("rebuilding index that disagrees with its log: %s", exc)
+                index.reset()
+                time_index.reset()
+                self.needs_index_rebuild = True
+        return index, time_index
+
+    def make_active(self) -> None:
+        """Preallocate the indexes again: this segment takes appends now."""
+        self.index.resize(self.max_index_size)
+        self.time_index.resize(self.max_index_size)
+
+    def on_roll(self) -> None:
+        """Trim and flush on roll, as Kafka does, so an inactive segment's files are final."""
+        self._index_max_timestamp()
+        self.index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+        self.flush()
+
+    def _index_max_timestamp(self) -> None:
+        """The time index's last entry must be the segment's max timestamp, so it survives a reopen."""
+        if self.max_timestamp >= 0 and self.time_index.last_entry[0] < self.max_timestamp:
+            if self.time_index.is_full:
+                self.time_index.resize((self.time_index.entries + 1) * self.time_index.entry_size)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+
+    def flush(self) -> None:
+        os.fsync(self._fd)
+        self.index.flush()
+        self.time_index.flush()
+
+    def close(self) -> None:
+        if self._fd < 0:
+            return
+        self._index_max_timestamp()
+        self.index.close()
+        self.time_index.close()
+        os.close(self._fd)
+        self._fd = -1
+
+    def close_crashlike(self) -> None:
+        """Close without trimming indexes (tests use it to leave what a crash leaves)."""
+        self.index.close_without_trim()
+        self.time_index.close_without_trim()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def change_suffix(self, new_suffix: str) -> None:
+        """Rename all three files from the current suffix to ``new_suffix`` (.cleaned/.swap/.deleted/'')."""
+        old_index, old_time = self._index_paths()
+        old_log = self.log_path
+        self.suffix = new_suffix
+        new_index, new_time = self._index_paths()
+        self.log_path = os.path.join(self.directory, file_name(self.base_offset, LOG_SUFFIX) + new_suffix)
+        os.rename(old_log, self.log_path)
+        self.index.rename(new_index)
+        self.time_index.rename(new_time)
+
+    def delete_files(self) -> None:
+        self.close_crashlike()
+        for path in (self.log_path, *self._index_paths()):
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+
+    # -- appends -----------------------------------------------------------------------------------
+    def append(self, buf, headers: list[BatchHeader]) -> None:
+        """Write validated, offset-assigned batches and index them.
+
+        Index entries are added per batch once ``index.interval.bytes`` have accumulated; the time
+        index gets an entry whenever the max timestamp grows.
+        """
+        position = self.size
+        view = memoryview(buf)
+        written = 0
+        total = len(view)
+        while written < total:
+            written += os.write(self._fd, view[written:])
+        for header in headers:
+            if self._first_batch_timestamp is None and self.size == 0:
+                self._first_batch_timestamp = header.max_timestamp
+            batch_position = position + header.position
+            if header.max_timestamp > self.max_timestamp:
+                self.max_timestamp = header.max_timestamp
+                self.offset_of_max_timestamp = header.last_offset
+            if self.bytes_since_last_index_entry > self.index_interval_bytes:
+                self.index.append(header.last_offset, batch_position)
+                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+                self.bytes_since_last_index_entry = 0
+            self.bytes_since_last_index_entry += header.size
+        self.size += total
+
+    def can_index(self, last_offset: int) -> bool:
+        """Relative offsets are uint32 in both indexes; Kafka also keeps them below Int.MaxValue."""
+        return 0 <= last_offset - self.base_offset <= 2**31 - 1
+
+    @property
+    def indexes_full(self) -> bool:
+        return self.index.is_full or self.time_index.is_full
+
+    def rolling_timestamp(self) -> int:
+        """Kafka rolls by the first batch's timestamp when it has one, else the segment's creation."""
+        if self._first_batch_timestamp is None and self.size > 0:
+            first = next(self.iter_batches(), None)
+            self._first_batch_timestamp = first.max_timestamp if first is not None else -1
+        if self._first_batch_timestamp is not None and self._first_batch_timestamp >= 0:
+            return self._first_batch_timestamp
+        return self.created_ms
+
+    # -- reads -------------------------------------------------------------------------------------
+    def iter_batches(self, start_position: int = 0, end_position: int | None = None, *, with_data: bool = False
+                     ) -> Iterator[BatchHeader] | Iterator[tuple[BatchHeader, memoryview]]:
+        """Batches from ``start_position``, read in large chunks; stops at the first bad header.
+
+        Yields headers with absolute file positions (and their bytes when ``with_data``). Callers
+        that must tell damage from a clean end (recovery) use ``scan_valid_prefix``.
+        """
+        end = self.size if end_position is None else min(end_position, self.size)
+        position = start_position
+        while position < end:
+            want = min(_SCAN_CHUNK, end - position) if with_data else min(BATCH_HEADER_SIZE * 64, end - position)
+            chunk = os.pread(self._fd, want, position)
+            if not chunk:
+                return
+            offset_in_chunk = 0
+            while offset_in_chunk + BATCH_HEADER_SIZE <= len(chunk):
+                try:
+                    header = read_batch_header(chunk, offset_in_chunk, end - position - offset_in_chunk)
+                except (CorruptRecordError, InvalidRecordError):
+                    return
+                header.position = position + offset_in_chunk
+                if with_data:
+                    if offset_in_chunk + header.size > len(chunk):
+                        if offset_in_chunk == 0:  # a single batch larger than the chunk
+                            data = os.pread(self._fd, header.size, header.position)
+                            yield header, memoryview(data)
+                            offset_in_chunk += header.size
+                        break
+                    yield header, memoryview(chunk)[offset_in_chunk : offset_in_chunk + header.size]
+                else:
+                    yield header
+                offset_in_chunk += header.size
+                if not with_data and offset_in_chunk + BATCH_HEADER_SIZE > len(chunk):
+                    break
+            if offset_in_chunk == 0 and len(chunk) < BATCH_HEADER_SIZE:
+                return
+            position += offset_in_chunk
+            if offset_in_chunk == 0:
+                return
+
+    def translate_offset(self, offset: int, start_position: int = 0) -> BatchHeader | None:
+        """The first batch whose last offset is >= ``offset`` (index lookup, then a short scan)."""
+        _, position = self.index.lookup(offset)
+        for header in self.iter_batches(max(position, start_position)):
+            if header.last_offset >= offset:
+                return header
+        return None
+
+    def read(self, start_offset: int, max_size: int, max_position: int | None = None,
+             min_one_message: bool = False) -> FileSlice | None:
+        """The bytes from the batch holding ``start_offset`` up to ``max_size``, as Kafka sends them.
+
+        With ``min_one_message`` the first batch goes out whole even when larger than max_size,
+        so a consumer never gets stuck behind an oversized batch. The end may cut a batch short;
+        clients drop a partial trailing batch, as with Kafka.
+        """
+        header = self.translate_offset(start_offset)
+        if header is None:
+            return None
+        end = self.size if max_position is None else min(max_position, self.size)
+        if header.position >= end:
+            return None
+        limit = max(max_size, header.size) if min_one_message else max_size
+        length = min(end - header.position, limit)
+        if length <= 0:
+            return None
+        return FileSlice(self._fd, header.position, length)
+
+    def read_next_offset(self) -> int:
+        """The offset after the last batch (scans from the last index entry only)."""
+        _, position = self.index.lookup(2**63 - 1)
+        next_offset = self.base_offset
+        for header in self.iter_batches(position):
+            next_offset = header.next_offset
+        return next_offset
+
+    def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, int] | None:
+        """(timestamp, offset) of the first record with timestamp >= target at or after start_offset."""
+        _, indexed_offset = self.time_index.lookup(timestamp)
+        header = self.translate_offset(max(indexed_offset, start_offset))
+        if header is None:
+            return None
+        for batch, data in self.iter_batches(header.position, with_data=True):
+            if batch.max_timestamp < timestamp:
+                continue
+            batch.position = 0
+            for record in decode_batch_records(data, batch):
+                if record.timestamp >= timestamp and record.offset >= start_offset:
+                    return record.timestamp, record.offset
+        return None
+
+    # -- recovery and truncation -------------------------------------------------------------------
+    def recover(self) -> int:
+        """Rebuild both indexes by scanning the .log, truncating at the first torn or corrupt batch.
+
+        Returns the number of bytes truncated. Everything before the damage is kept.
+        """
+        self.index.reset()
+        self.time_index.reset()
+        self.max_timestamp, self.offset_of_max_timestamp = -1, self.base_offset
+        self.bytes_since_last_index_entry = 0
+        valid_end = 0
+        position = 0
+        while position < self.size:
+            try:
+                head = os.pread(self._fd, BATCH_HEADER_SIZE, position)
+                header = read_batch_header(head, 0, self.size - position)
+                data = os.pread(self._fd, header.size, position)
+                if batch_crc(data, 0, header.size) != header.crc:
+                    raise CorruptRecordError(f"CRC mismatch in batch at offset {header.base_offset}")
+                if not self.can_index(header.last_offset) or header.base_offset < self.base_offset:
+                    raise CorruptRecordError(f"batch offset {header.base_offset} does not belong in this segment")
+            except (CorruptRecordError, InvalidRecordError, ValueError) as exc:
+                log.warning("truncating %s at position %d: %s", self.log_path, position, exc)
+                break
+            header.position = position
+            if header.max_timestamp > self.max_timestamp:
+                self.max_timestamp = header.max_timestamp
+                self.offset_of_max_timestamp = header.last_offset
+            if self.bytes_since_last_index_entry > self.index_interval_bytes:
+                self.index.append(header.last_offset, position)
+                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+                self.bytes_since_last_index_entry = 0
+            self.bytes_since_last_index_entry += header.size
+            position += header.size
+            valid_end = position
+        truncated = self.size - valid_end
+        if truncated:
+            os.ftruncate(self._fd, valid_end)
+            self.size = valid_end
+        self._index_max_timestamp()
+        self.needs_index_rebuild = False
+        self._first_batch_timestamp = None
+        return truncated
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch holding an offset >= ``offset`` (whole batches); returns bytes removed."""
+        header = self.translate_offset(offset)
+        if header is None:
+            return 0
+        position = header.position
+        self.index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        removed = self.size - position
+        os.ftruncate(self._fd, position)
+        self.size = position
+        self.bytes_since_last_index_entry = 0
+        self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry
+        if position == 0:
+            self._first_batch_timestamp = None
+            self.created_ms = int(time.time() * 1000)
+        return removed

@@ -1,0 +1,30 @@
+from strom.storage.checkpoint import LeaderEpochCheckpointFile, OffsetCheckpointFile
+
+
+def test_offset_checkpoint_is_kafkas_text_format(tmp_path):
+    path = tmp_path / "recovery-point-offset-checkpoint"
+    OffsetCheckpointFile(str(path)).write({("my.topic_x", 1): 42, ("a-b", 0): 7})
+    assert path.read_text() == "0\n2\na-b 0 7\nmy.topic_x 1 42\n"
+    assert OffsetCheckpointFile(str(path)).read() == {("my.topic_x", 1): 42, ("a-b", 0): 7}
+    assert not (tmp_path / "recovery-point-offset-checkpoint.tmp").exists()
+
+
+def test_kafka_written_checkpoint_parses(tmp_path):
+    path = tmp_path / "replication-offset-checkpoint"
+    path.write_text("0\n3\n__consumer_offsets 22 0\ntest 0 1000\ntest 1 999\n")
+    assert OffsetCheckpointFile(str(path)).read() == {
+        ("__consumer_offsets", 22): 0, ("test", 0): 1000, ("test", 1): 999}
+
+
+def test_damaged_checkpoint_reads_as_empty(tmp_path):
+    path = tmp_path / "log-start-offset-checkpoint"
+    path.write_text("0\n5\nx 0 1\n")
+    assert OffsetCheckpointFile(str(path)).read() == {}
+    assert OffsetCheckpointFile(str(tmp_path / "missing")).read() == {}
+
+
+def test_leader_epoch_checkpoint(tmp_path):
+    path = tmp_path / "leader-epoch-checkpoint"
+    LeaderEpochCheckpointFile(str(path)).write([(0, 0), (3, 120)])
+    assert path.read_text() == "0\n2\n0 0\n3 120\n"
+    assert LeaderEpochCheckpointFile(str(path)).read() == [(0, 0), (3, 120)]
