@@ -73,6 +73,7 @@ class LogSegment:
         self.bytes_since_last_index_entry = 0
         self.created_ms = int(time.time() * 1000)
         self._first_batch_timestamp: int | None = None
+        self.active = active
         self.index, self.time_index = self._open_indexes(active)
         self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry
 
@@ -120,11 +121,13 @@ class LogSegment:
 
     def make_active(self) -> None:
         """Preallocate the indexes again: this segment takes appends now."""
+        self.active = True
         self.index.resize(self.max_index_size)
         self.time_index.resize(self.max_index_size)
 
     def on_roll(self) -> None:
         """Trim and flush on roll, as Kafka does, so an inactive segment's files are final."""
+        self.active = False
         self._index_max_timestamp()
         self.index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
@@ -322,6 +325,8 @@ class LogSegment:
         """
         self.index.reset()
         self.time_index.reset()
+        self.index.resize(self.max_index_size)
+        self.time_index.resize(self.max_index_size)
         self.max_timestamp, self.offset_of_max_timestamp = -1, self.base_offset
         self.bytes_since_last_index_entry = 0
         valid_end = 0
@@ -354,6 +359,9 @@ class LogSegment:
             os.ftruncate(self._fd, valid_end)
             self.size = valid_end
         self._index_max_timestamp()
+        if not self.active:
+            self.index.trim_to_valid_size()
+            self.time_index.trim_to_valid_size()
         self.needs_index_rebuild = False
         self._first_batch_timestamp = None
         return truncated

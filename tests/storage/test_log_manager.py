@@ -1,0 +1,107 @@
+import asyncio
+import os
+
+import pytest
+
+from strom.storage.log_config import LogConfig
+from strom.storage.log_manager import LogDirError, LogManager, SchedulerIntervals
+from tests.storage.helpers import make_batch
+
+
+def test_layout_checkpoints_and_clean_shutdown(tmp_path):
+    dirs = [str(tmp_path / "d1"), str(tmp_path / "d2")]
+    manager = LogManager(dirs, LogConfig(segment_bytes=1000), broker_id=3)
+    manager.startup()
+    for partition in range(4):
+        partition_log = manager.get_or_create_log(("my.topic_a-b", partition))
+        for _ in range(5):
+            partition_log.append_as_leader(make_batch(1, value_size=300), leader_epoch=1)
+        partition_log.update_high_watermark(partition_log.log_end_offset)
+    assert {manager.log_dir_of(("my.topic_a-b", p)) for p in range(4)} == set(os.path.abspath(d) for d in dirs)
+    manager.shutdown()
+    for d in dirs:
+        names = set(os.listdir(d))
+        assert {".kafka_cleanshutdown", "meta.properties", "recovery-point-offset-checkpoint",
+                "replication-offset-checkpoint", "log-start-offset-checkpoint"} <= names
+        assert "broker.id=3" in open(os.path.join(d, "meta.properties")).read()
+        lines = open(os.path.join(d, "recovery-point-offset-checkpoint")).read().splitlines()
+        assert lines[:2] == ["0", "2"] and all(line.endswith(" 5") for line in lines[2:])
+    partition_dir = os.path.join(manager.log_dir_of(("my.topic_a-b", 0)), "my.topic_a-b-0")
+    assert sorted(os.listdir(partition_dir))[:3] == ["00000000000000000000.index", "00000000000000000000.log",
+                                                     "00000000000000000000.timeindex"]
+    assert open(os.path.join(partition_dir, "leader-epoch-checkpoint")).read() == "0\n1\n1 0\n"
+
+    again = LogManager(dirs, LogConfig(segment_bytes=1000), broker_id=3)
+    again.startup()
+    assert again.had_clean_shutdown
+    assert not any(os.path.exists(os.path.join(d, ".kafka_cleanshutdown")) for d in dirs)
+    assert sorted(again.logs) == [("my.topic_a-b", p) for p in range(4)]
+    assert all(l.log_end_offset == 5 and l.high_watermark == 5 for l in again.logs.values())
+    again.shutdown()
+
+
+def test_crash_is_detected_and_recovered(tmp_path):
+    manager = LogManager([str(tmp_path)], LogConfig())
+    manager.startup()
+    partition_log = manager.get_or_create_log(("t", 0))
+    for _ in range(3):
+        partition_log.append_as_leader(make_batch(2))
+    partition_log.close_crashlike()  # kill -9: no marker, no checkpoints
+    with open(partition_log.segments[0].log_path, "ab") as handle:
+        handle.write(b"\x00\x00\x00\x00\x00\x00\x00\x06\x00\x00\x01")  # a torn half-written batch
+    recovered = LogManager([str(tmp_path)], LogConfig())
+    recovered.startup()
+    assert not recovered.had_clean_shutdown
+    assert recovered.logs[("t", 0)].log_end_offset == 6
+    recovered.shutdown()
+
+
+def test_wrong_broker_id_is_refused(tmp_path):
+    LogManager([str(tmp_path)], LogConfig(), broker_id=1).startup()
+    with pytest.raises(LogDirError, match="broker.id=1"):
+        LogManager([str(tmp_path)], LogConfig(), broker_id=2).startup()
+
+
+def test_delete_log_removes_the_directory(tmp_path):
+    manager = LogManager([str(tmp_path)], LogConfig())
+    manager.startup()
+    manager.get_or_create_log(("gone", 0)).append_as_leader(make_batch(1))
+    manager.delete_log(("gone", 0))
+    assert manager.get_log(("gone", 0)) is None
+    assert not any(n.startswith("gone") for n in os.listdir(tmp_path))
+
+
+def test_topic_overrides_apply_to_new_and_existing_logs(tmp_path):
+    overrides = {"compacted": {"cleanup.policy": "compact", "segment.bytes": "2048"}}
+    manager = LogManager([str(tmp_path)], LogConfig(), topic_overrides=lambda t: overrides.get(t, {}))
+    manager.startup()
+    assert manager.get_or_create_log(("compacted", 0)).config.compact
+    assert manager.get_or_create_log(("compacted", 0)).config.segment_bytes == 2048
+    assert not manager.get_or_create_log(("plain", 0)).config.compact
+    overrides["plain"] = {"retention.ms": "1000"}
+    manager.update_topic_config("plain")
+    assert manager.get_log(("plain", 0)).config.retention_ms == 1000
+
+
+def test_scheduler_runs_retention_and_stops(tmp_path):
+    manager = LogManager([str(tmp_path)], LogConfig(segment_bytes=500, retention_bytes=0, file_delete_delay_ms=0),
+                         intervals=SchedulerIntervals(retention_check_ms=20, flush_check_ms=20, checkpoint_ms=20,
+                                                      cleaner_backoff_ms=20))
+    manager.startup()
+    partition_log = manager.get_or_create_log(("r", 0))
+    for _ in range(6):
+        partition_log.append_as_leader(make_batch(1, value_size=300))
+
+    async def run():
+        stop = asyncio.Event()
+        task = asyncio.create_task(manager.run_scheduler(stop))
+        for _ in range(100):
+            await asyncio.sleep(0.02)
+            if partition_log.log_start_offset == 5:
+                break
+        stop.set()
+        await asyncio.wait_for(task, 5)
+
+    asyncio.run(run())
+    assert partition_log.log_start_offset == 5 and len(partition_log.segments) == 1
+    assert os.path.exists(tmp_path / "recovery-point-offset-checkpoint")
