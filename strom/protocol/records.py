@@ -22,7 +22,7 @@ from typing import Iterator, Sequence
 
 import crc32c
 
-from strom.protocol.errors import CorruptRecordError, InvalidRecordError
+from strom.protocol.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
 BATCH_HEADER_SIZE = HEADER.size  # 61
@@ -116,19 +116,19 @@ def batch_crc(buf, position: int, size: int) -> int:
 
 
 def read_batch_header(buf, position: int, available: int) -> BatchHeader:
-    """Parse and sanity-check one batch header at ``position`` with ``available`` bytes in view.
+    """Parse and structurally check one batch header at ``position`` (``available`` bytes in view).
 
-    Checks that need nothing but the header: magic, length bounds, record-count consistency.
+    Checks what every reader needs (magic 2, length bounds); this runs for every batch scanned
+    in a segment, so it is kept to one unpack.
     """
-    if available < LOG_OVERHEAD + 5:
+    if available < BATCH_HEADER_SIZE:
+        if available >= MAGIC_OFFSET + 1 and buf[position + MAGIC_OFFSET] != 2:
+            raise InvalidRecordError(_magic_message(buf[position + MAGIC_OFFSET]))
         raise CorruptRecordError(f"record batch truncated: {available} bytes at position {position}")
-    base_offset, batch_length = _OFFSET_LENGTH.unpack_from(buf, position)
-    magic = buf[position + MAGIC_OFFSET]
-    if magic != 2:
-        raise InvalidRecordError(
-            f"message format magic v{magic} is not supported: strom stores only record batches "
-            "(magic 2, Kafka 0.11+); upgrade the client or enable its v2 message format"
-        )
+    fields = HEADER.unpack_from(buf, position)
+    if fields[3] != 2:
+        raise InvalidRecordError(_magic_message(fields[3]))
+    batch_length = fields[1]
     if batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD:
         raise CorruptRecordError(f"record batch length {batch_length} is below the minimum header size")
     if available < batch_length + LOG_OVERHEAD:
@@ -136,30 +136,21 @@ def read_batch_header(buf, position: int, available: int) -> BatchHeader:
             f"record batch at position {position} declares {batch_length + LOG_OVERHEAD} bytes "
             f"but only {available} remain"
         )
-    header = BatchHeader.parse(buf, position)
-    if header.records_count < 0 or header.last_offset_delta < 0:
-        raise InvalidRecordError(
-            f"record batch has invalid counts: records={header.records_count} "
-            f"lastOffsetDelta={header.last_offset_delta}"
-        )
-    if header.records_count != header.last_offset_delta + 1 and not (
-        header.records_count == 0 and header.last_offset_delta == 0
-    ):
-        raise InvalidRecordError(
-            f"record batch has {header.records_count} records but lastOffsetDelta "
-            f"{header.last_offset_delta}"
-        )
-    return header
+    return BatchHeader(*fields, position)
 
 
-def validate_batches(buf, max_batch_bytes: int | None = None) -> list[BatchHeader]:
+def _magic_message(magic: int) -> str:
+    return (f"message format magic v{magic} is not supported: strom stores only record batches "
+            "(magic 2, Kafka 0.11+); upgrade the client or enable its v2 message format")
+
+
+def validate_batches(buf, max_batch_bytes: int | None = None, *, from_producer: bool = True) -> list[BatchHeader]:
     """Validate every batch of a record set (a Produce payload or a follower's fetched bytes).
 
     Raises before anything is written, so a bad payload leaves the log untouched. Checks the
-    length, magic 2, CRC-32C, the record count against lastOffsetDelta, and the size limit.
+    length, magic 2, CRC-32C and the size limit; for producer batches also the record count
+    against lastOffsetDelta (compacted batches replicated to followers legitimately have gaps).
     """
-    from strom.protocol.errors import RecordTooLargeError
-
     view = memoryview(buf)
     total = len(view)
     if total == 0:
@@ -168,19 +159,22 @@ def validate_batches(buf, max_batch_bytes: int | None = None) -> list[BatchHeade
     position = 0
     while position < total:
         header = read_batch_header(view, position, total - position)
-        if max_batch_bytes is not None and header.size > max_batch_bytes:
+        size = header.batch_length + LOG_OVERHEAD
+        if max_batch_bytes is not None and size > max_batch_bytes:
             raise RecordTooLargeError(
-                f"record batch of {header.size} bytes exceeds the maximum of {max_batch_bytes} (max.message.bytes)"
+                f"record batch of {size} bytes exceeds the maximum of {max_batch_bytes} (max.message.bytes)"
             )
-        if header.records_count == 0:
-            raise InvalidRecordError("record batch has no records")
-        actual = batch_crc(view, position, header.size)
+        if from_producer and (header.records_count <= 0 or header.records_count != header.last_offset_delta + 1):
+            raise InvalidRecordError(
+                f"record batch has {header.records_count} records but lastOffsetDelta {header.last_offset_delta}"
+            )
+        actual = crc32c.crc32c(view[position + ATTRIBUTES_OFFSET : position + size])
         if actual != header.crc:
             raise CorruptRecordError(
                 f"record batch at offset {header.base_offset} has CRC {header.crc:#010x}, computed {actual:#010x}"
             )
         headers.append(header)
-        position += header.size
+        position += size
     return headers
 
 
@@ -209,6 +203,27 @@ def iter_batch_headers(buf) -> Iterator[BatchHeader]:
             return
         yield header
         position += header.size
+
+
+def complete_batches_end(buf) -> tuple[int, int]:
+    """(bytes of whole batches at the start of ``buf``, offset after the last of them).
+
+    A fetch may end in a partial batch; readers (followers, tools) keep only whole ones. Walks
+    with one small unpack per batch. Returns (0, -1) when not even one batch is complete.
+    """
+    total = len(buf)
+    position = 0
+    last_start = -1
+    while position + BATCH_HEADER_SIZE <= total:
+        size = _INT32.unpack_from(buf, position + 8)[0] + LOG_OVERHEAD
+        if size < BATCH_HEADER_SIZE or position + size > total:
+            break
+        last_start = position
+        position += size
+    if last_start < 0:
+        return 0, -1
+    next_offset = _INT64.unpack_from(buf, last_start)[0] + _INT32.unpack_from(buf, last_start + 23)[0] + 1
+    return position, next_offset
 
 
 # ---------------------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ class IndexFile:
             os.close(self._fd)
             raise CorruptIndexError(f"{path}: size {length} is not a multiple of {self.entry_size}")
         self._mmap: mmap.mmap | None = None
+        self.max_entries = 0
         try:
             self._map(length)
             self.entries = self._count_entries(length // self.entry_size) if existed else 0
@@ -50,10 +51,7 @@ class IndexFile:
             self._mmap = None
         if length > 0:
             self._mmap = mmap.mmap(self._fd, length, access=mmap.ACCESS_WRITE)
-
-    @property
-    def max_entries(self) -> int:
-        return (len(self._mmap) if self._mmap is not None else 0) // self.entry_size
+        self.max_entries = length // self.entry_size
 
     @property
     def is_full(self) -> bool:
@@ -93,6 +91,7 @@ class IndexFile:
         if self._mmap is not None:
             self._mmap.close()
             self._mmap = None
+        self.max_entries = 0
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1

@@ -100,6 +100,7 @@ class Log:
         self._pending_deletes: list[tuple[float, LogSegment]] = []
         self._unflushed_records = 0
         self._last_flush_ms = self.now_ms()
+        self._bound_cache: tuple | None = None
         self.recovery_point = recovery_point
         self.leader_epoch_cache = LeaderEpochCache(directory)
         self._load(had_clean_shutdown)
@@ -204,14 +205,15 @@ class Log:
         """Validate, assign offsets and append a producer's record set.
 
         Raises CorruptRecordError / InvalidRecordError / RecordTooLargeError before writing, so a
-        rejected payload leaves the log untouched.
+        rejected payload leaves the log untouched. This is the produce hot path: work is per
+        batch, never per record, unless the topic forces a codec or LogAppendTime.
         """
-        headers = validate_batches(records, self.config.max_message_bytes)
+        config = self.config
+        headers = validate_batches(records, config.max_message_bytes)
         buf = records if isinstance(records, bytearray) else bytearray(records)
-        buf, headers = self._maybe_recompress(buf, headers)
-        append_time = -1
-        if self.config.message_timestamp_type == "LogAppendTime":
-            append_time = self.now_ms()
+        if config.compression_type != "producer":
+            buf, headers = self._maybe_recompress(buf, headers)
+        append_time = self.now_ms() if config.message_timestamp_type == "LogAppendTime" else -1
         next_offset = self.log_end_offset
         for header in headers:
             patch_offset_and_epoch(buf, header.position, next_offset, leader_epoch)
@@ -221,14 +223,14 @@ class Log:
                 set_log_append_time(buf, header.position, header.size, append_time)
                 header.max_timestamp = append_time
                 header.attributes |= 0x08
-            next_offset = header.next_offset
-        if leader_epoch >= 0 and leader_epoch > self.leader_epoch_cache.latest_epoch:
+            next_offset = header.base_offset + header.last_offset_delta + 1
+        if leader_epoch > self.leader_epoch_cache.latest_epoch:
             self.leader_epoch_cache.assign(leader_epoch, self.log_end_offset)
         return self._append(buf, headers, append_time)
 
     def append_as_follower(self, records) -> LogAppendInfo:
         """Append batches whose offsets the leader assigned; epochs come from the batches."""
-        headers = validate_batches(records)
+        headers = validate_batches(records, from_producer=False)
         if headers[0].base_offset < self.log_end_offset:
             raise InvalidRecordError(
                 f"follower append at offset {headers[0].base_offset} is below the log end {self.log_end_offset}"
@@ -253,39 +255,46 @@ class Log:
                 out += buf[header.position : header.position + header.size]
             else:
                 out += rebuild_batch(header, decode_batch_records(buf, header), codec)
-        return out, validate_batches(out, None)
+        return out, validate_batches(out, None, from_producer=False)
 
     def _append(self, buf, headers: list[BatchHeader], append_time: int) -> LogAppendInfo:
         segment = self._maybe_roll(len(buf), headers)
         segment.append(buf, headers)
-        first = headers[0].base_offset
-        last = headers[-1].last_offset
-        self.log_end_offset = last + 1
-        records_count = sum(h.records_count for h in headers)
+        last = headers[-1]
+        self.log_end_offset = last.base_offset + last.last_offset_delta + 1
+        if len(headers) == 1:
+            records_count, max_header = last.records_count, last
+        else:
+            records_count = sum(h.records_count for h in headers)
+            max_header = max(headers, key=lambda h: h.max_timestamp)
         self._unflushed_records += records_count
-        max_header = max(headers, key=lambda h: h.max_timestamp)
-        info = LogAppendInfo(first, last, max_header.max_timestamp, max_header.last_offset, append_time,
-                             self.log_start_offset, records_count, headers)
-        if self._unflushed_records >= self.config.flush_messages or (
-            self.config.flush_ms < 2**62 and self.now_ms() - self._last_flush_ms >= self.config.flush_ms
+        info = LogAppendInfo(headers[0].base_offset, self.log_end_offset - 1, max_header.max_timestamp,
+                             max_header.last_offset, append_time, self.log_start_offset, records_count, headers)
+        config = self.config
+        if self._unflushed_records >= config.flush_messages or (
+            config.flush_ms < 2**62 and self.now_ms() - self._last_flush_ms >= config.flush_ms
         ):
             self.flush()
         return info
 
     def _maybe_roll(self, size: int, headers: list[BatchHeader]) -> LogSegment:
-        segment = self.active_segment
+        segment = self.segments[-1]
         if segment.size == 0:
             return segment
-        max_timestamp = max(h.max_timestamp for h in headers)
+        config = self.config
+        last = headers[-1]
         reason = None
-        if segment.size + size > self.config.segment_bytes:
+        if segment.size + size > config.segment_bytes:
             reason = "segment.bytes"
-        elif segment.indexes_full:
+        elif segment.index.entries >= segment.index.max_entries or (
+                segment.time_index.entries >= segment.time_index.max_entries):
             reason = "full index"
-        elif not segment.can_index(headers[-1].last_offset):
+        elif last.base_offset + last.last_offset_delta - segment.base_offset > 2**31 - 1:
             reason = "relative offset overflow"
-        elif self._waited_for_roll(segment, max_timestamp) > self.config.segment_ms - self.config.segment_jitter_ms:
-            reason = "segment.ms"
+        else:
+            max_timestamp = last.max_timestamp if len(headers) == 1 else max(h.max_timestamp for h in headers)
+            if self._waited_for_roll(segment, max_timestamp) > config.segment_ms - config.segment_jitter_ms:
+                reason = "segment.ms"
         if reason is None:
             return segment
         return self.roll(reason)
@@ -331,9 +340,9 @@ class Log:
         while i < len(self.segments):
             segment = self.segments[i]
             max_position = None
-            if upper < (self.segments[i + 1].base_offset if i + 1 < len(self.segments) else 2**63):
-                bound = segment.translate_offset(upper)
-                max_position = bound.position if bound is not None else segment.size
+            if upper < self.log_end_offset and upper < (
+                    self.segments[i + 1].base_offset if i + 1 < len(self.segments) else 2**63):
+                max_position = self._position_of(segment, upper)
             found = segment.read(start_offset, max_bytes, max_position, min_one_message)
             if found is not None:
                 return FetchData([found], start_offset)
@@ -341,6 +350,16 @@ class Log:
                 break
             i += 1
         return FetchData([])
+
+    def _position_of(self, segment: LogSegment, offset: int) -> int:
+        """File position where ``offset``'s batch starts; remembered, since fetches ask for the HW repeatedly."""
+        cached = self._bound_cache
+        if cached is not None and cached[0] is segment and cached[1] == offset and cached[3] == segment.size:
+            return cached[2]
+        bound = segment.translate_offset(offset)
+        position = bound.position if bound is not None else segment.size
+        self._bound_cache = (segment, offset, position, segment.size)
+        return position
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """ListOffsets: (timestamp, offset) for EARLIEST(-2), LATEST(-1), MAX_TIMESTAMP(-3) or a time."""

@@ -189,23 +189,24 @@ class LogSegment:
         index gets an entry whenever the max timestamp grows.
         """
         position = self.size
-        view = memoryview(buf)
-        written = 0
-        total = len(view)
-        while written < total:
-            written += os.write(self._fd, view[written:])
+        total = len(buf)
+        written = os.write(self._fd, buf)
+        if written < total:
+            view = memoryview(buf)
+            while written < total:
+                written += os.write(self._fd, view[written:])
+        if self.size == 0 and self._first_batch_timestamp is None:
+            self._first_batch_timestamp = headers[0].max_timestamp
+        interval = self.index_interval_bytes
         for header in headers:
-            if self._first_batch_timestamp is None and self.size == 0:
-                self._first_batch_timestamp = header.max_timestamp
-            batch_position = position + header.position
             if header.max_timestamp > self.max_timestamp:
                 self.max_timestamp = header.max_timestamp
-                self.offset_of_max_timestamp = header.last_offset
-            if self.bytes_since_last_index_entry > self.index_interval_bytes:
-                self.index.append(header.last_offset, batch_position)
+                self.offset_of_max_timestamp = header.base_offset + header.last_offset_delta
+            if self.bytes_since_last_index_entry > interval:
+                self.index.append(header.base_offset + header.last_offset_delta, position + header.position)
                 self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
                 self.bytes_since_last_index_entry = 0
-            self.bytes_since_last_index_entry += header.size
+            self.bytes_since_last_index_entry += header.batch_length + 12
         self.size += total
 
     def can_index(self, last_offset: int) -> bool:
