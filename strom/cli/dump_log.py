@@ -1,0 +1,135 @@
+"""``strom dump-log FILE...``: Kafka's DumpLogSegments for strom's (Kafka's) segment files.
+
+For .log files every batch with its header fields and CRC check, and with --print-data-log
+every record; for .index and .timeindex files every entry, flagged where it disagrees with the
+segment's .log next to it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import TextIO
+
+from strom.protocol.compression import CompressionType
+from strom.protocol.errors import KafkaError
+from strom.protocol.records import BatchHeader, batch_crc, decode_batch_records, read_batch_header
+
+TIMESTAMP_NAMES = {0: "CreateTime", 1: "LogAppendTime"}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("files", nargs="+", metavar="FILE", help=".log, .index or .timeindex files")
+    parser.add_argument("--print-data-log", action="store_true", help="print every record's key, value and headers")
+    parser.add_argument("--max-bytes", type=int, default=2**31 - 1, help="stop after this many bytes of a .log")
+
+
+def scan_log(path: str, max_bytes: int = -1) -> tuple[list[tuple[BatchHeader, bytes]], str | None]:
+    """Every batch of a .log file with its bytes, and a description of trailing damage if any."""
+    with open(path, "rb") as handle:
+        data = handle.read(max_bytes)
+    batches = []
+    position = 0
+    while position < len(data):
+        try:
+            header = read_batch_header(data, position, len(data) - position)
+        except KafkaError as exc:
+            return batches, f"at position {position}: {exc}"
+        batches.append((header, data[position : position + header.size]))
+        position += header.size
+    return batches, None
+
+
+def _bool(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def dump_log(path: str, print_data: bool, max_bytes: int, out: TextIO) -> None:
+    base = os.path.basename(path).split(".")[0]
+    out.write(f"Dumping {path}\nLog starting offset: {int(base) if base.isdigit() else 0}\n")
+    batches, damage = scan_log(path, max_bytes)
+    for header, data in batches:
+        valid = batch_crc(data, 0, header.size) == header.crc
+        codec = CompressionType(header.compression).kafka_name if header.compression <= 4 else "unknown"
+        out.write(
+            f"baseOffset: {header.base_offset} lastOffset: {header.last_offset} count: {header.records_count} "
+            f"baseSequence: {header.base_sequence} lastSequence: {header.last_sequence} "
+            f"producerId: {header.producer_id} producerEpoch: {header.producer_epoch} "
+            f"partitionLeaderEpoch: {header.partition_leader_epoch} "
+            f"isTransactional: {_bool(header.is_transactional)} isControl: {_bool(header.is_control)} "
+            f"position: {header.position} {TIMESTAMP_NAMES[header.timestamp_type]}: {header.max_timestamp} "
+            f"size: {header.size} magic: {header.magic} compresscodec: {codec} crc: {header.crc} "
+            f"isvalid: {_bool(valid)}\n"
+        )
+        if print_data and valid:
+            header_at_zero = BatchHeader(**{**_fields(header), "position": 0})
+            for record in decode_batch_records(data, header_at_zero):
+                keys = ",".join(k for k, _ in record.headers)
+                key = "" if record.key is None else record.key.decode("utf-8", "replace")
+                value = "" if record.value is None else record.value.decode("utf-8", "replace")
+                out.write(
+                    f"| offset: {record.offset} {TIMESTAMP_NAMES[header.timestamp_type]}: {record.timestamp} "
+                    f"keySize: {-1 if record.key is None else len(record.key)} "
+                    f"valueSize: {-1 if record.value is None else len(record.value)} "
+                    f"headerKeys: [{keys}] key: {key} payload: {value}\n"
+                )
+    if damage:
+        out.write(f"Found a corrupt or truncated batch {damage}\n")
+
+
+def _fields(header: BatchHeader) -> dict:
+    return {name: getattr(header, name) for name in BatchHeader.__slots__}
+
+
+def dump_index(path: str, out: TextIO) -> int:
+    """Print the entries of a .index/.timeindex; returns how many disagree with the .log."""
+    is_time = path.endswith(".timeindex")
+    entry_size = 12 if is_time else 8
+    base = int(os.path.basename(path).split(".")[0])
+    log_path = os.path.join(os.path.dirname(path), f"{base:020d}.log")
+    batches, _ = scan_log(log_path) if os.path.exists(log_path) else ([], None)
+    by_position = {h.position: h for h, _ in batches}
+    with open(path, "rb") as handle:
+        data = handle.read()
+    out.write(f"Dumping {path}\n")
+    mismatches = 0
+    usable = len(data) - len(data) % entry_size
+    for start in range(0, usable, entry_size):
+        chunk = data[start : start + entry_size]
+        if start and chunk == bytes(entry_size):
+            break  # preallocated tail
+        if is_time:
+            timestamp = int.from_bytes(chunk[:8], "big", signed=True)
+            offset = base + int.from_bytes(chunk[8:], "big")
+            seen = [h.max_timestamp for h, _ in batches if h.base_offset <= offset]
+            ok = bool(seen) and max(seen) == timestamp
+            out.write(f"timestamp: {timestamp} offset: {offset}{'' if ok else '  MISMATCH: not the max timestamp of the log up to this offset'}\n")
+        else:
+            offset = base + int.from_bytes(chunk[:4], "big")
+            position = int.from_bytes(chunk[4:], "big")
+            batch = by_position.get(position)
+            ok = batch is not None and batch.last_offset == offset
+            out.write(f"offset: {offset} position: {position}{'' if ok else '  MISMATCH: no batch ending at this offset starts at this position'}\n")
+        mismatches += not ok
+    if len(data) % entry_size:
+        out.write(f"Index size {len(data)} is not a multiple of {entry_size}: corrupt\n")
+        mismatches += 1
+    return mismatches
+
+
+def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
+    status = 0
+    for path in args.files:
+        if not os.path.exists(path):
+            print(f"strom dump-log: {path}: no such file", file=sys.stderr)
+            status = 1
+        elif path.endswith(".log"):
+            dump_log(path, args.print_data_log, args.max_bytes, out)
+        elif path.endswith((".index", ".timeindex")):
+            if dump_index(path, out):
+                status = 2
+        else:
+            print(f"strom dump-log: {path}: not a .log, .index or .timeindex file", file=sys.stderr)
+            status = 1
+    return status
