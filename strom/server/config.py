@@ -1,0 +1,547 @@
+"""BrokerConfig: the broker's settings, read from Kafka's server.properties keys with Kafka's defaults.
+
+The dataclass below *is* the key table: each field carries its Kafka key, parser, default and a
+one-line doc, so the parser, ``items()`` (DescribeConfigs) and ``config_reference_markdown()``
+(the README) cannot drift apart. A field is named after its key (``log.retention.ms`` ->
+``log_retention_ms``).
+
+Keys that Kafka derives from other keys (``log.retention.ms`` from minutes or hours,
+``log.roll.ms`` from hours, ``log.dirs`` from ``log.dir``, ``advertised.listeners`` from
+``listeners`` ...) default to None and are resolved once at construction, so readers always see
+the effective value. Change such a config by building a new one with ``from_mapping``, not with
+``dataclasses.replace`` (which would keep the already-resolved value).
+
+Unknown keys are logged and ignored rather than fatal, so an existing Kafka server.properties
+can be used as it is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, NamedTuple
+
+from strom.storage.log_config import (
+    COMPRESSION_TYPES,
+    INT_MAX,
+    LONG_MAX,
+    TIMESTAMP_TYPES,
+    ConfigError,
+    LogConfig,
+    parse_bool,
+    parse_choice,
+    parse_cleanup_policy,
+    parse_float,
+    parse_int,
+)
+
+log = logging.getLogger("strom.config")
+
+MINUTE_MS = 60 * 1000
+HOUR_MS = 60 * MINUTE_MS
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SUPPORTED_SECURITY_PROTOCOLS = ("PLAINTEXT",)  # strom has no TLS or SASL
+
+Parser = Callable[[str, str], Any]
+
+
+class Listener(NamedTuple):
+    name: str
+    host: str  # "" binds every interface, as in Kafka
+    port: int  # 0 picks a free port (tests)
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.name}://{host}:{self.port}"
+
+
+# --- value parsers: (key, raw string) -> typed value, raising ConfigError naming the key --------
+
+
+def _int(minimum: int | None = None, maximum: int = INT_MAX) -> Parser:
+    return lambda key, raw: parse_int(key, raw, minimum, maximum)
+
+
+def _long(minimum: int | None = None) -> Parser:
+    return lambda key, raw: parse_int(key, raw, minimum, LONG_MAX)
+
+
+def _ratio(key: str, raw: str) -> float:
+    return parse_float(key, raw, 0.0, 1.0)
+
+
+def _choice(*choices: str) -> Parser:
+    return lambda key, raw: parse_choice(key, raw, choices)
+
+
+def _text(key: str, raw: str) -> str:
+    text = str(raw).strip()
+    if not text:
+        raise ConfigError(key, "must not be empty")
+    return text
+
+
+def _optional_text(key: str, raw: str) -> str | None:
+    return str(raw).strip() or None
+
+
+def _csv(key: str, raw: str) -> tuple[str, ...]:
+    items = tuple(part.strip() for part in str(raw).split(",") if part.strip())
+    if not items:
+        raise ConfigError(key, "must list at least one value")
+    return items
+
+
+_LISTENER = re.compile(r"^([A-Za-z0-9_]+)://(\[[^\]]*\]|[^:/\[\]]*):(\d+)$")
+
+
+def _listeners(key: str, raw: str) -> tuple[Listener, ...]:
+    listeners = []
+    for item in _csv(key, raw):
+        match = _LISTENER.match(item)
+        if not match:
+            raise ConfigError(key, f"{item!r} is not NAME://host:port")
+        name, host, port = match.group(1).upper(), match.group(2).strip("[]"), int(match.group(3))
+        if port > 65535:
+            raise ConfigError(key, f"port {port} in {item!r} is above 65535")
+        if any(other.name == name for other in listeners):
+            raise ConfigError(key, f"listener name {name} appears twice")
+        listeners.append(Listener(name, host, port))
+    return tuple(listeners)
+
+
+def _protocol_map(key: str, raw: str) -> tuple[tuple[str, str], ...]:
+    pairs = []
+    for item in _csv(key, raw):
+        name, sep, protocol = item.partition(":")
+        protocol = protocol.strip().upper()
+        if not sep or not name.strip() or protocol not in SECURITY_PROTOCOLS:
+            choices = ", ".join(SECURITY_PROTOCOLS)
+            raise ConfigError(key, f"{item!r} is not NAME:PROTOCOL with PROTOCOL one of {choices}")
+        pairs.append((name.strip().upper(), protocol))
+    return tuple(pairs)
+
+
+def _listener_name(key: str, raw: str) -> str:
+    return _text(key, raw).upper()
+
+
+def _require(condition: bool, key: str, message: str) -> None:
+    if not condition:
+        raise ConfigError(key, message)
+
+
+def _key(key: str, default: Any, parse: Parser, doc: str) -> Any:
+    return dataclasses.field(default=default, metadata={"key": key, "parse": parse, "doc": doc})
+
+
+_DEFAULT_LISTENERS = (Listener("PLAINTEXT", "127.0.0.1", 9092),)
+_DEFAULT_PROTOCOL_MAP = tuple((protocol, protocol) for protocol in SECURITY_PROTOCOLS)
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """One broker's configuration; every field is one Kafka key with Kafka's default.
+
+    Deliberate differences from Kafka: broker.id defaults to 0 (one broker needs no id setup),
+    listeners to 127.0.0.1 (not every interface), log.dir to ./strom-data, and
+    zookeeper.connect may be unset (the embedded metadata store is used). The internal topics'
+    replication factors keep Kafka's 3 but are clamped to the number of live brokers when the
+    topic is created, so a single broker works without editing them.
+
+    num.io.threads, num.network.threads, num.recovery.threads.per.data.dir and background.threads
+    are accepted and ignored: a strom broker is one asyncio process; there are no thread pools
+    to size.
+    """
+
+    # --- broker identity, listeners and metadata store
+    broker_id: int = _key("broker.id", 0, _int(0),
+        "Id of this broker, unique in the cluster (>= 0).")
+    broker_rack: str | None = _key("broker.rack", None, _optional_text,
+        "Rack of this broker, used for rack-aware replica placement.")
+    listeners: tuple[Listener, ...] = _key("listeners", _DEFAULT_LISTENERS, _listeners,
+        "Comma list of NAME://host:port to listen on; empty host binds every interface, port 0 picks a free port.")
+    advertised_listeners: tuple[Listener, ...] | None = _key("advertised.listeners", None, _listeners,
+        "Listeners published to clients and other brokers; null: same as listeners.")
+    listener_security_protocol_map: tuple[tuple[str, str], ...] = _key("listener.security.protocol.map", _DEFAULT_PROTOCOL_MAP, _protocol_map,
+        "NAME:PROTOCOL for each listener name; strom serves PLAINTEXT only.")
+    inter_broker_listener_name: str | None = _key("inter.broker.listener.name", None, _listener_name,
+        "Listener brokers use to reach each other; null: PLAINTEXT if advertised, else the first one.")
+    zookeeper_connect: str | None = _key("zookeeper.connect", None, _optional_text,
+        "ZooKeeper connect string host:port[,host:port][/chroot]; null: the embedded single-node metadata store.")
+    zookeeper_session_timeout_ms: int = _key("zookeeper.session.timeout.ms", 18000, _int(1),
+        "ZooKeeper session timeout; a broker silent this long loses its registration.")
+    zookeeper_connection_timeout_ms: int | None = _key("zookeeper.connection.timeout.ms", None, _int(1),
+        "Time to wait for a ZooKeeper connection; null: zookeeper.session.timeout.ms.")
+    # --- network
+    socket_request_max_bytes: int = _key("socket.request.max.bytes", 104857600, _int(1),
+        "Largest request frame accepted; larger frames close the connection.")
+    socket_send_buffer_bytes: int = _key("socket.send.buffer.bytes", 102400, _int(-1),
+        "SO_SNDBUF of client sockets; -1: the OS default.")
+    socket_receive_buffer_bytes: int = _key("socket.receive.buffer.bytes", 102400, _int(-1),
+        "SO_RCVBUF of client sockets; -1: the OS default.")
+    connections_max_idle_ms: int = _key("connections.max.idle.ms", 600000, _long(),
+        "Idle connections are closed after this long.")
+    num_network_threads: int = _key("num.network.threads", 3, _int(1),
+        "Accepted for compatibility, ignored: strom is one asyncio process.")
+    num_io_threads: int = _key("num.io.threads", 8, _int(1),
+        "Accepted for compatibility, ignored: strom is one asyncio process.")
+    background_threads: int = _key("background.threads", 10, _int(1),
+        "Accepted for compatibility, ignored: strom is one asyncio process.")
+    # --- topics
+    num_partitions: int = _key("num.partitions", 1, _int(1),
+        "Partitions of an auto-created topic or of a CreateTopics without a count.")
+    default_replication_factor: int = _key("default.replication.factor", 1, _int(1),
+        "Replication factor of auto-created topics and CreateTopics without one.")
+    auto_create_topics_enable: bool = _key("auto.create.topics.enable", True, parse_bool,
+        "Create a topic when a client asks for its metadata.")
+    delete_topic_enable: bool = _key("delete.topic.enable", True, parse_bool, "Allow DeleteTopics.")
+    # --- log storage (log.* are the defaults of the topic-level keys, see log_config())
+    log_dir: str = _key("log.dir", "./strom-data", _text,
+        "Data directory, used when log.dirs is not set.")
+    log_dirs: tuple[str, ...] | None = _key("log.dirs", None, _csv,
+        "Comma list of data directories; null: log.dir.")
+    num_recovery_threads_per_data_dir: int = _key("num.recovery.threads.per.data.dir", 1, _int(1),
+        "Accepted for compatibility, ignored: strom is one asyncio process.")
+    message_max_bytes: int = _key("message.max.bytes", 1048588, _int(0),
+        "Largest record batch accepted (topic key max.message.bytes).")
+    log_segment_bytes: int = _key("log.segment.bytes", 1073741824, _int(14),
+        "Size at which a segment is rolled (segment.bytes).")
+    log_roll_ms: int | None = _key("log.roll.ms", None, _long(1),
+        "Age at which a segment is rolled (segment.ms); null: log.roll.hours.")
+    log_roll_hours: int = _key("log.roll.hours", 168, _int(1),
+        "Age in hours at which a segment is rolled, if log.roll.ms is not set.")
+    log_roll_jitter_ms: int | None = _key("log.roll.jitter.ms", None, _long(0),
+        "Random jitter subtracted from the roll age (segment.jitter.ms); null: log.roll.jitter.hours.")
+    log_roll_jitter_hours: int = _key("log.roll.jitter.hours", 0, _int(0),
+        "Roll jitter in hours, if log.roll.jitter.ms is not set.")
+    log_retention_ms: int | None = _key("log.retention.ms", None, _long(),
+        "Age after which segments are deleted (retention.ms); -1: unlimited; null: minutes, else hours.")
+    log_retention_minutes: int | None = _key("log.retention.minutes", None, _int(),
+        "Retention in minutes, if log.retention.ms is not set.")
+    log_retention_hours: int = _key("log.retention.hours", 168, _int(),
+        "Retention in hours, if neither log.retention.ms nor minutes is set.")
+    log_retention_bytes: int = _key("log.retention.bytes", -1, _long(),
+        "Size per partition beyond which old segments are deleted (retention.bytes); -1: unlimited.")
+    log_retention_check_interval_ms: int = _key("log.retention.check.interval.ms", 300000, _long(1),
+        "How often retention is enforced.")
+    log_index_interval_bytes: int = _key("log.index.interval.bytes", 4096, _int(0),
+        "Bytes of log between two offset-index entries (index.interval.bytes).")
+    log_index_size_max_bytes: int = _key("log.index.size.max.bytes", 10485760, _int(4),
+        "Maximum size of an index file; a full index rolls the segment (segment.index.bytes).")
+    log_preallocate: bool = _key("log.preallocate", False, parse_bool,
+        "Preallocate segment files (preallocate).")
+    log_flush_interval_messages: int = _key("log.flush.interval.messages", LONG_MAX, _long(1),
+        "Records appended before an fsync (flush.messages); default: leave it to the OS and replication.")
+    log_flush_interval_ms: int | None = _key("log.flush.interval.ms", None, _long(0),
+        "Age of unflushed data before an fsync (flush.ms); null: log.flush.scheduler.interval.ms.")
+    log_flush_scheduler_interval_ms: int = _key("log.flush.scheduler.interval.ms", LONG_MAX, _long(0),
+        "How often logs are checked for flushing.")
+    log_flush_offset_checkpoint_interval_ms: int = _key("log.flush.offset.checkpoint.interval.ms", 60000, _int(0),
+        "How often the recovery-point checkpoint is written.")
+    log_segment_delete_delay_ms: int = _key("log.segment.delete.delay.ms", 60000, _long(0),
+        "Delay before a deleted segment's files are removed (file.delete.delay.ms).")
+    log_cleanup_policy: tuple[str, ...] = _key("log.cleanup.policy", ("delete",), parse_cleanup_policy,
+        "delete, compact or compact,delete (cleanup.policy).")
+    log_cleaner_enable: bool = _key("log.cleaner.enable", True, parse_bool,
+        "Run the log cleaner (needed for compacted topics such as __consumer_offsets).")
+    log_cleaner_backoff_ms: int = _key("log.cleaner.backoff.ms", 15000, _long(0),
+        "Sleep of the cleaner when there is nothing to clean.")
+    log_cleaner_dedupe_buffer_size: int = _key("log.cleaner.dedupe.buffer.size", 134217728, _long(),
+        "Memory for the cleaner's key-to-offset map.")
+    log_cleaner_delete_retention_ms: int = _key("log.cleaner.delete.retention.ms", 86400000, _long(0),
+        "How long tombstones are kept in compacted topics (delete.retention.ms).")
+    log_cleaner_min_cleanable_ratio: float = _key("log.cleaner.min.cleanable.ratio", 0.5, _ratio,
+        "Dirty ratio above which a log is compacted (min.cleanable.dirty.ratio).")
+    log_cleaner_min_compaction_lag_ms: int = _key("log.cleaner.min.compaction.lag.ms", 0, _long(0),
+        "Minimum age of a record before it can be compacted (min.compaction.lag.ms).")
+    log_cleaner_max_compaction_lag_ms: int = _key("log.cleaner.max.compaction.lag.ms", LONG_MAX, _long(1),
+        "Maximum age of a record before it must be compacted (max.compaction.lag.ms).")
+    log_message_timestamp_type: str = _key("log.message.timestamp.type", "CreateTime", _choice(*TIMESTAMP_TYPES),
+        "CreateTime or LogAppendTime (message.timestamp.type).")
+    compression_type: str = _key("compression.type", "producer", _choice(*COMPRESSION_TYPES),
+        "Codec batches are stored with; producer: as sent.")
+    min_insync_replicas: int = _key("min.insync.replicas", 1, _int(1),
+        "In-sync replicas an acks=all produce needs (min.insync.replicas).")
+    unclean_leader_election_enable: bool = _key("unclean.leader.election.enable", False, parse_bool,
+        "Allow an out-of-sync replica to become leader, losing data.")
+    # --- replication
+    replica_lag_time_max_ms: int = _key("replica.lag.time.max.ms", 30000, _long(1),
+        "A follower not caught up for this long leaves the ISR.")
+    replica_fetch_max_bytes: int = _key("replica.fetch.max.bytes", 1048576, _int(0),
+        "Bytes a follower asks for per partition.")
+    replica_fetch_response_max_bytes: int = _key("replica.fetch.response.max.bytes", 10485760, _int(0),
+        "Bytes a follower asks for per fetch response.")
+    replica_fetch_wait_max_ms: int = _key("replica.fetch.wait.max.ms", 500, _int(0),
+        "Longest a follower's fetch waits at the leader for data.")
+    replica_fetch_min_bytes: int = _key("replica.fetch.min.bytes", 1, _int(1),
+        "Bytes a follower's fetch waits for.")
+    replica_fetch_backoff_ms: int = _key("replica.fetch.backoff.ms", 1000, _int(0),
+        "Sleep of a follower after a fetch error.")
+    replica_socket_timeout_ms: int = _key("replica.socket.timeout.ms", 30000, _int(1),
+        "Socket timeout of follower fetches.")
+    replica_high_watermark_checkpoint_interval_ms: int = _key("replica.high.watermark.checkpoint.interval.ms", 5000, _long(1),
+        "How often high watermarks are checkpointed.")
+    num_replica_fetchers: int = _key("num.replica.fetchers", 1, _int(1),
+        "Fetcher connections per source broker.")
+    auto_leader_rebalance_enable: bool = _key("auto.leader.rebalance.enable", True, parse_bool,
+        "Move leadership back to preferred replicas.")
+    leader_imbalance_check_interval_seconds: int = _key("leader.imbalance.check.interval.seconds", 300, _long(1),
+        "How often the controller checks leader balance.")
+    leader_imbalance_per_broker_percentage: int = _key("leader.imbalance.per.broker.percentage", 10, _int(0),
+        "Imbalance per broker that triggers a rebalance.")
+    controlled_shutdown_enable: bool = _key("controlled.shutdown.enable", True, parse_bool,
+        "Move leadership away before shutting down.")
+    controlled_shutdown_max_retries: int = _key("controlled.shutdown.max.retries", 3, _int(0),
+        "Attempts of a controlled shutdown.")
+    controlled_shutdown_retry_backoff_ms: int = _key("controlled.shutdown.retry.backoff.ms", 5000, _long(0),
+        "Sleep between controlled shutdown attempts.")
+    # --- consumer groups and offsets
+    group_initial_rebalance_delay_ms: int = _key("group.initial.rebalance.delay.ms", 3000, _int(0),
+        "Wait for more members before the first rebalance of an empty group.")
+    group_min_session_timeout_ms: int = _key("group.min.session.timeout.ms", 6000, _int(0),
+        "Smallest session timeout a member may ask for.")
+    group_max_session_timeout_ms: int = _key("group.max.session.timeout.ms", 1800000, _int(0),
+        "Largest session timeout a member may ask for.")
+    group_max_size: int = _key("group.max.size", INT_MAX, _int(1), "Most members of one group.")
+    offsets_topic_num_partitions: int = _key("offsets.topic.num.partitions", 50, _int(1),
+        "Partitions of __consumer_offsets (fixed once created).")
+    offsets_topic_replication_factor: int = _key("offsets.topic.replication.factor", 3, _int(1),
+        "Replication factor of __consumer_offsets; strom clamps it to the live brokers.")
+    offsets_topic_segment_bytes: int = _key("offsets.topic.segment.bytes", 104857600, _int(1),
+        "Segment size of __consumer_offsets.")
+    offsets_retention_minutes: int = _key("offsets.retention.minutes", 10080, _int(1),
+        "Committed offsets of an empty group expire after this long.")
+    offsets_retention_check_interval_ms: int = _key("offsets.retention.check.interval.ms", 600000, _long(1),
+        "How often expired offsets are removed.")
+    offsets_commit_timeout_ms: int = _key("offsets.commit.timeout.ms", 5000, _int(1),
+        "Longest an offset commit waits for replication.")
+    # --- transactions and idempotence
+    transaction_max_timeout_ms: int = _key("transaction.max.timeout.ms", 900000, _int(1),
+        "Largest transaction timeout a producer may ask for.")
+    transactional_id_expiration_ms: int = _key("transactional.id.expiration.ms", 604800000, _int(1),
+        "An idle transactional id expires after this long.")
+    transaction_state_log_num_partitions: int = _key("transaction.state.log.num.partitions", 50, _int(1),
+        "Partitions of __transaction_state (fixed once created).")
+    transaction_state_log_replication_factor: int = _key("transaction.state.log.replication.factor", 3, _int(1),
+        "Replication factor of __transaction_state; strom clamps it to the live brokers.")
+    transaction_state_log_min_isr: int = _key("transaction.state.log.min.isr", 2, _int(1),
+        "min.insync.replicas of __transaction_state (clamped like its replication factor).")
+    transaction_state_log_segment_bytes: int = _key("transaction.state.log.segment.bytes", 104857600, _int(1),
+        "Segment size of __transaction_state.")
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = _key("transaction.abort.timed.out.transaction.cleanup.interval.ms", 10000, _int(1),
+        "How often timed-out transactions are aborted.")
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = _key("transaction.remove.expired.transaction.cleanup.interval.ms", 3600000, _int(1),
+        "How often expired transactional ids are removed.")
+    producer_id_expiration_ms: int = _key("producer.id.expiration.ms", 86400000, _int(1),
+        "Idempotence state of a silent producer id is dropped after this long.")
+    producer_id_expiration_check_interval_ms: int = _key("producer.id.expiration.check.interval.ms", 600000, _int(1),
+        "How often expired producer ids are removed.")
+    # --- fetch
+    fetch_max_bytes: int = _key("fetch.max.bytes", 57671680, _int(1024),
+        "Largest fetch response the broker builds.")
+    max_incremental_fetch_session_cache_slots: int = _key("max.incremental.fetch.session.cache.slots", 1000, _int(0),
+        "Incremental fetch sessions kept by the broker.")
+
+    def __post_init__(self) -> None:
+        resolved: dict[str, Any] = {}
+        if self.log_dirs is None:
+            resolved["log_dirs"] = _csv("log.dir", self.log_dir)
+        if self.log_roll_ms is None:
+            resolved["log_roll_ms"] = self.log_roll_hours * HOUR_MS
+        if self.log_roll_jitter_ms is None:
+            resolved["log_roll_jitter_ms"] = self.log_roll_jitter_hours * HOUR_MS
+        retention = self.log_retention_ms
+        if retention is None:  # Kafka's precedence: ms > minutes > hours
+            if self.log_retention_minutes is not None:
+                retention = self.log_retention_minutes * MINUTE_MS
+            else:
+                retention = self.log_retention_hours * HOUR_MS
+        resolved["log_retention_ms"] = -1 if retention < 0 else retention  # any negative: unlimited
+        if self.log_flush_interval_ms is None:
+            resolved["log_flush_interval_ms"] = self.log_flush_scheduler_interval_ms
+        if self.zookeeper_connection_timeout_ms is None:
+            resolved["zookeeper_connection_timeout_ms"] = self.zookeeper_session_timeout_ms
+        advertised = self.advertised_listeners if self.advertised_listeners is not None else self.listeners
+        resolved["advertised_listeners"] = advertised
+        if self.inter_broker_listener_name is None and advertised:
+            names = [listener.name for listener in advertised]
+            resolved["inter_broker_listener_name"] = "PLAINTEXT" if "PLAINTEXT" in names else names[0]
+        for name, value in resolved.items():
+            object.__setattr__(self, name, value)
+        self._check_cross_key_rules()
+
+    def _check_cross_key_rules(self) -> None:
+        _require(self.group_min_session_timeout_ms <= self.group_max_session_timeout_ms,
+                 "group.min.session.timeout.ms", f"{self.group_min_session_timeout_ms} exceeds "
+                 f"group.max.session.timeout.ms {self.group_max_session_timeout_ms}")
+        _require(self.replica_fetch_wait_max_ms <= self.replica_socket_timeout_ms,
+                 "replica.socket.timeout.ms", f"{self.replica_socket_timeout_ms} is below "
+                 f"replica.fetch.wait.max.ms {self.replica_fetch_wait_max_ms}: fetches would time out")
+        _require(self.replica_fetch_wait_max_ms <= self.replica_lag_time_max_ms,
+                 "replica.fetch.wait.max.ms", f"{self.replica_fetch_wait_max_ms} exceeds "
+                 f"replica.lag.time.max.ms {self.replica_lag_time_max_ms}: idle followers would leave the ISR")
+        _require(bool(self.log_dirs), "log.dirs", "at least one directory is required")
+        _require(bool(self.listeners), "listeners", "at least one listener is required")
+        ports = [listener.port for listener in self.listeners if listener.port != 0]
+        _require(len(ports) == len(set(ports)), "listeners", "two listeners share a port")
+        protocols = dict(self.listener_security_protocol_map)
+        for listener in self.listeners:
+            protocol = protocols.get(listener.name)
+            _require(protocol is not None, "listeners",
+                     f"listener {listener.name} is not in listener.security.protocol.map")
+            _require(protocol in SUPPORTED_SECURITY_PROTOCOLS, "listeners",
+                     f"listener {listener.name} uses {protocol}; strom serves PLAINTEXT only")
+        names = {listener.name for listener in self.listeners}
+        for listener in self.advertised_listeners:
+            _require(listener.name in names, "advertised.listeners", f"{listener.name} is not in listeners")
+            # As Kafka: clients cannot connect to a wildcard address, so it must not be published.
+            _require(listener.host not in ("0.0.0.0", "::"), "advertised.listeners",
+                     f"{listener} is not routable; advertise an address clients can reach")
+        _require(self.advertised_listener(self.inter_broker_listener_name) is not None,
+                 "inter.broker.listener.name", f"{self.inter_broker_listener_name} is not an advertised listener")
+
+    # --- construction
+
+    @classmethod
+    def from_mapping(cls, mapping: Mapping[str, Any]) -> "BrokerConfig":
+        """Kafka key -> raw value (strings as in server.properties); unknown keys are warned about."""
+        values: dict[str, Any] = {}
+        for key, raw in mapping.items():
+            spec = _FIELDS_BY_KEY.get(key)
+            if spec is None:
+                log.warning("%s: unknown broker config, ignored", key)
+                continue
+            values[spec.name] = spec.metadata["parse"](key, raw)
+        return cls(**values)
+
+    @classmethod
+    def from_properties(cls, path: str | None, overrides: Mapping[str, str] | None = None) -> "BrokerConfig":
+        """server.properties at ``path`` (None: none), then ``overrides`` on top (e.g. --override)."""
+        values = read_properties(path) if path is not None else {}
+        values.update(overrides or {})
+        return cls.from_mapping(values)
+
+    # --- views
+
+    def items(self) -> dict[str, str | None]:
+        """Every key's effective value in Kafka's notation (None where Kafka reports null)."""
+        return {f.metadata["key"]: _to_text(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+    def log_config(self) -> LogConfig:
+        """The broker's log.* defaults as a topic LogConfig, before any topic's own overrides."""
+        return LogConfig(
+            segment_bytes=self.log_segment_bytes,
+            segment_ms=self.log_roll_ms,
+            segment_jitter_ms=self.log_roll_jitter_ms,
+            segment_index_bytes=self.log_index_size_max_bytes,
+            index_interval_bytes=self.log_index_interval_bytes,
+            retention_ms=self.log_retention_ms,
+            retention_bytes=self.log_retention_bytes,
+            cleanup_policy=self.log_cleanup_policy,
+            delete_retention_ms=self.log_cleaner_delete_retention_ms,
+            min_compaction_lag_ms=self.log_cleaner_min_compaction_lag_ms,
+            max_compaction_lag_ms=self.log_cleaner_max_compaction_lag_ms,
+            min_cleanable_dirty_ratio=self.log_cleaner_min_cleanable_ratio,
+            max_message_bytes=self.message_max_bytes,
+            message_timestamp_type=self.log_message_timestamp_type,
+            compression_type=self.compression_type,
+            flush_messages=self.log_flush_interval_messages,
+            flush_ms=self.log_flush_interval_ms,
+            file_delete_delay_ms=self.log_segment_delete_delay_ms,
+            min_insync_replicas=self.min_insync_replicas,
+            unclean_leader_election_enable=self.unclean_leader_election_enable,
+            preallocate=self.log_preallocate,
+        )
+
+    def advertised_listener(self, name: str) -> Listener | None:
+        return next((listener for listener in self.advertised_listeners if listener.name == name), None)
+
+
+_FIELDS_BY_KEY: dict[str, dataclasses.Field] = {f.metadata["key"]: f for f in dataclasses.fields(BrokerConfig)}
+
+
+def _to_text(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple):
+        # Listeners print as NAME://host:port, protocol map pairs as NAME:PROTOCOL.
+        return ",".join(str(v) if isinstance(v, (str, Listener)) else ":".join(v) for v in value)
+    return str(value)
+
+
+def config_reference_markdown() -> str:
+    """A Markdown table of every key, its default and meaning, for the README."""
+    rows = ["| Key | Default | Meaning |", "| --- | --- | --- |"]
+    for f in dataclasses.fields(BrokerConfig):
+        default = _to_text(f.default)
+        shown = "null" if default is None else default
+        doc = f.metadata["doc"].replace("|", "\\|")
+        rows.append(f"| `{f.metadata['key']}` | `{shown}` | {doc} |")
+    return "\n".join(rows) + "\n"
+
+
+# --- Java .properties -------------------------------------------------------------------------
+
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|.)", re.DOTALL)
+_NEWLINE = re.compile(r"\r\n|\r|\n")
+_BLANK = " \t\f"
+
+
+def read_properties(path: str) -> dict[str, str]:
+    """Read a .properties file (UTF-8; Java reads ISO-8859-1, identical for ASCII files)."""
+    with open(path, encoding="utf-8") as f:
+        return parse_properties(f.read())
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java Properties.load rules: #/! comments, key=value, key: value or key value, a trailing
+    odd backslash continues the line (leading blanks of the next line dropped), backslash
+    escapes; values are trimmed as Kafka trims them. A later duplicate key wins."""
+    props: dict[str, str] = {}
+    lines = _NEWLINE.split(text)
+    i = 0
+    while i < len(lines):
+        line = lines[i].lstrip(_BLANK)
+        i += 1
+        if not line or line[0] in "#!":
+            continue
+        while _continues(line):
+            line = line[:-1]
+            if i < len(lines):
+                line += lines[i].lstrip(_BLANK)
+                i += 1
+        key, value = _split_property(line)
+        props[key] = value
+    return props
+
+
+def _continues(line: str) -> bool:
+    trailing = len(line) - len(line.rstrip("\\"))
+    return trailing % 2 == 1
+
+
+def _split_property(line: str) -> tuple[str, str]:
+    end = 0
+    while end < len(line) and line[end] not in "=:" + _BLANK:
+        end += 2 if line[end] == "\\" else 1
+    end = min(end, len(line))
+    rest = line[end:].lstrip(_BLANK)
+    if rest[:1] in ("=", ":"):
+        rest = rest[1:]
+    return _unescape(line[:end]), _unescape(rest).strip()
+
+
+def _unescape(text: str) -> str:
+    def replace(match: re.Match) -> str:
+        code = match.group(1)
+        if len(code) == 5:
+            return chr(int(code[1:], 16))
+        return _ESCAPES.get(code, code)
+
+    return _ESCAPE.sub(replace, text)
