@@ -26,6 +26,7 @@ from strom.protocol.records import (
     validate_batches,
 )
 from strom.storage.leader_epoch import LeaderEpochCache
+from strom.txn.producer_state import ProducerStateManager
 from strom.storage.log_config import LogConfig
 from strom.storage.segment import (
     CLEANED_SUFFIX,
@@ -55,6 +56,7 @@ class LogAppendInfo:
     log_start_offset: int
     records_count: int
     batches: list[BatchHeader] = field(default_factory=list)
+    duplicate: bool = False  # a retried idempotent batch: offsets are the original append's
 
 
 @dataclass(slots=True)
@@ -112,6 +114,20 @@ class Log:
         )
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        self.producer_state = ProducerStateManager()
+        self._rebuild_producer_state()
+
+    def _rebuild_producer_state(self) -> None:
+        """Replay batch headers (no records) so idempotent retries are recognised after a restart.
+
+        Kafka snapshots this state at each roll; strom rescans headers, which costs one small read
+        per batch of the log at startup.
+        """
+        self.producer_state.truncate()
+        for segment in self.segments:
+            for header in segment.iter_batches():
+                if header.producer_id >= 0:
+                    self.producer_state.update(header)
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -210,6 +226,10 @@ class Log:
         """
         config = self.config
         headers = validate_batches(records, config.max_message_bytes)
+        if headers[0].producer_id >= 0:
+            duplicate = self._check_producer(headers)
+            if duplicate is not None:
+                return duplicate
         buf = records if isinstance(records, bytearray) else bytearray(records)
         if config.compression_type != "producer":
             buf, headers = self._maybe_recompress(buf, headers)
@@ -227,6 +247,19 @@ class Log:
         if leader_epoch > self.leader_epoch_cache.latest_epoch:
             self.leader_epoch_cache.assign(leader_epoch, self.log_end_offset)
         return self._append(buf, headers, append_time)
+
+    def _check_producer(self, headers: list[BatchHeader]) -> LogAppendInfo | None:
+        """Idempotence: answer a retried batch with its original offsets; refuse sequence gaps."""
+        state = self.producer_state
+        for header in headers:
+            if header.producer_id < 0:
+                continue
+            original = state.find_duplicate(header)
+            if original is not None:
+                return LogAppendInfo(original.first_offset, original.last_offset, original.timestamp,
+                                     original.last_offset, -1, self.log_start_offset, 0, [], duplicate=True)
+            state.check(header)
+        return None
 
     def append_as_follower(self, records) -> LogAppendInfo:
         """Append batches whose offsets the leader assigned; epochs come from the batches."""
@@ -260,6 +293,9 @@ class Log:
     def _append(self, buf, headers: list[BatchHeader], append_time: int) -> LogAppendInfo:
         segment = self._maybe_roll(len(buf), headers)
         segment.append(buf, headers)
+        for header in headers:
+            if header.producer_id >= 0:
+                self.producer_state.update(header)
         last = headers[-1]
         self.log_end_offset = last.base_offset + last.last_offset_delta + 1
         if len(headers) == 1:
@@ -491,6 +527,7 @@ class Log:
         self.high_watermark = min(self.high_watermark, self.log_end_offset)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        self._rebuild_producer_state()
         return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -500,6 +537,7 @@ class Log:
         self._bases = [offset]
         self.log_end_offset = self.log_start_offset = self.high_watermark = self.recovery_point = offset
         self.leader_epoch_cache.clear()
+        self.producer_state.truncate()
 
     # -- replacing segments (the cleaner) ----------------------------------------------------------
     def replace_segments(self, cleaned: LogSegment, old: list[LogSegment],

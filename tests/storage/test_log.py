@@ -304,3 +304,32 @@ def test_reopen_after_clean_close_keeps_everything(tmp_path):
     assert reopened.offset_for_timestamp(5039) == (5039, 77)
     assert reopened.leader_epoch_cache.entries == [(2, 0)]
     assert reopened.append_as_leader(make_batch(1)).first_offset == 80
+
+
+def idempotent_batch(seq: int, count: int = 2, producer_id: int = 42, epoch: int = 0) -> bytes:
+    return build_batch([NewRecord(b"s%d" % (seq + i)) for i in range(count)], producer_id=producer_id,
+                       producer_epoch=epoch, base_sequence=seq)
+
+
+def test_idempotent_retries_are_deduplicated_even_after_reopen(tmp_path):
+    from strom.protocol.errors import InvalidProducerEpochError, OutOfOrderSequenceError
+
+    log = open_log(tmp_path)
+    first = log.append_as_leader(idempotent_batch(0))
+    second = log.append_as_leader(idempotent_batch(2))
+    retry = log.append_as_leader(idempotent_batch(0))
+    assert retry.duplicate and (retry.first_offset, retry.last_offset) == (first.first_offset, first.last_offset)
+    assert log.log_end_offset == 4
+    with pytest.raises(OutOfOrderSequenceError):
+        log.append_as_leader(idempotent_batch(7))
+    with pytest.raises(OutOfOrderSequenceError):
+        log.append_as_leader(idempotent_batch(3, producer_id=99))
+    log.close()
+    reopened = open_log(tmp_path)
+    again = reopened.append_as_leader(idempotent_batch(2))
+    assert again.duplicate and again.first_offset == second.first_offset
+    assert reopened.append_as_leader(idempotent_batch(4)).first_offset == 4
+    assert reopened.append_as_leader(idempotent_batch(0, epoch=1)).first_offset == 6
+    with pytest.raises(InvalidProducerEpochError):
+        reopened.append_as_leader(idempotent_batch(6, epoch=0))
+    assert reopened.log_end_offset == 8

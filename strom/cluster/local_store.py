@@ -1,0 +1,148 @@
+"""The embedded single-node MetadataStore: an in-process tree persisted in the data dir.
+
+Persistent nodes are written to ``<log dir>/__cluster_metadata.json`` (temp file, fsync,
+rename) on every change; ephemeral nodes live only as long as the process, exactly as a
+ZooKeeper session's would.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import threading
+from dataclasses import dataclass, field
+
+from strom.cluster.store import (
+    BadVersionError,
+    MetadataStore,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    Watcher,
+)
+from strom.storage.checkpoint import fsync_dir
+
+FILE_NAME = "__cluster_metadata.json"
+
+
+@dataclass
+class _Node:
+    data: bytes = b""
+    version: int = 0
+    ephemeral: bool = False
+    data_watchers: list[Watcher] = field(default_factory=list)
+    child_watchers: list[Watcher] = field(default_factory=list)
+
+
+def _parent(path: str) -> str:
+    return path.rsplit("/", 1)[0] or "/"
+
+
+class LocalStore(MetadataStore):
+    def __init__(self, directory: str | None):
+        self._path = os.path.join(directory, FILE_NAME) if directory else None
+        self._nodes: dict[str, _Node] = {"/": _Node()}
+        self._lock = threading.RLock()
+        if self._path and os.path.exists(self._path):
+            with open(self._path, encoding="utf-8") as handle:
+                saved = json.load(handle)
+            for path, entry in saved.items():
+                self._nodes[path] = _Node(base64.b64decode(entry["data"]), entry["version"])
+
+    def _persist(self) -> None:
+        if not self._path:
+            return
+        saved = {p: {"data": base64.b64encode(n.data).decode(), "version": n.version}
+                 for p, n in self._nodes.items() if not n.ephemeral and p != "/"}
+        tmp = self._path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as handle:
+            json.dump(saved, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, self._path)
+        fsync_dir(os.path.dirname(self._path))
+
+    @staticmethod
+    def _fire(watchers: list[Watcher], path: str) -> None:
+        pending = list(watchers)
+        watchers.clear()
+        for watcher in pending:
+            watcher(path)
+
+    def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False, makepath: bool = False) -> None:
+        with self._lock:
+            if path in self._nodes:
+                raise NodeExistsError(path)
+            parent = _parent(path)
+            if parent not in self._nodes:
+                if not makepath:
+                    raise NoNodeError(parent)
+                self.ensure_path(parent)
+            self._nodes[path] = _Node(data, 0, ephemeral)
+            if not ephemeral:
+                self._persist()
+            self._fire(self._nodes[parent].child_watchers, parent)
+
+    def get(self, path: str, watch: Watcher | None = None) -> tuple[bytes, int]:
+        with self._lock:
+            node = self._nodes.get(path)
+            if node is None:
+                raise NoNodeError(path)
+            if watch:
+                node.data_watchers.append(watch)
+            return node.data, node.version
+
+    def set(self, path: str, data: bytes, version: int = -1) -> int:
+        with self._lock:
+            node = self._nodes.get(path)
+            if node is None:
+                raise NoNodeError(path)
+            if version != -1 and version != node.version:
+                raise BadVersionError(f"{path}: expected version {version}, found {node.version}")
+            node.data = data
+            node.version += 1
+            if not node.ephemeral:
+                self._persist()
+            self._fire(node.data_watchers, path)
+            return node.version
+
+    def delete(self, path: str, version: int = -1, *, recursive: bool = False) -> None:
+        with self._lock:
+            node = self._nodes.get(path)
+            if node is None:
+                raise NoNodeError(path)
+            if version != -1 and version != node.version:
+                raise BadVersionError(path)
+            kids = [p for p in self._nodes if p.startswith(path + "/")]
+            if kids and not recursive:
+                raise NotEmptyError(path)
+            for kid in sorted(kids, reverse=True):
+                self._fire(self._nodes.pop(kid).data_watchers, kid)
+            del self._nodes[path]
+            self._persist()
+            self._fire(node.data_watchers, path)
+            self._fire(self._nodes[_parent(path)].child_watchers, _parent(path))
+
+    def exists(self, path: str, watch: Watcher | None = None) -> bool:
+        with self._lock:
+            node = self._nodes.get(path)
+            if node is not None and watch:
+                node.data_watchers.append(watch)
+            return node is not None
+
+    def children(self, path: str, watch: Watcher | None = None) -> list[str]:
+        with self._lock:
+            node = self._nodes.get(path)
+            if node is None:
+                raise NoNodeError(path)
+            if watch:
+                node.child_watchers.append(watch)
+            prefix = path.rstrip("/") + "/"
+            return sorted(p[len(prefix):] for p in self._nodes
+                          if p.startswith(prefix) and "/" not in p[len(prefix):] and p != "/")
+
+    def close(self) -> None:
+        with self._lock:
+            for path in [p for p, n in self._nodes.items() if n.ephemeral]:
+                self.delete(path)
