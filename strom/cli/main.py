@@ -13,6 +13,7 @@ import sys
 
 # subcommand -> (module, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "server-start": ("strom.cli.server_start", "run a broker in the foreground"),
     "dump-log": ("strom.cli.dump_log", "print the batches and records of segment and index files"),
 }
 

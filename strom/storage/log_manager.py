@@ -80,9 +80,10 @@ class LogManager:
     def startup(self) -> None:
         for log_dir in self.log_dirs:
             os.makedirs(log_dir, exist_ok=True)
+            fresh = not os.path.exists(os.path.join(log_dir, META_PROPERTIES))
             self._check_meta_properties(log_dir)
             marker = os.path.join(log_dir, CLEAN_SHUTDOWN_FILE)
-            clean = os.path.exists(marker)
+            clean = fresh or os.path.exists(marker)
             self.had_clean_shutdown = self.had_clean_shutdown and clean
             recovery = OffsetCheckpointFile(os.path.join(log_dir, RECOVERY_POINT_CHECKPOINT)).read()
             starts = OffsetCheckpointFile(os.path.join(log_dir, LOG_START_OFFSET_CHECKPOINT)).read()
@@ -112,7 +113,7 @@ class LogManager:
                     clock=self.clock,
                 )
                 self._log_dir_of[tp] = log_dir
-            if clean:
+            if os.path.exists(marker):
                 os.unlink(marker)
         log.info("loaded %d partition logs from %s", len(self.logs), ", ".join(self.log_dirs))
 

@@ -1,0 +1,31 @@
+"""The handler table: one module per API, each with API_KEY, MIN_VERSION, MAX_VERSION, handle().
+
+ApiVersions is answered from this table, so what strom advertises is exactly what it serves.
+"""
+
+from __future__ import annotations
+
+from strom.server.dispatcher import HandlerSpec
+from strom.server.handlers import (
+    api_versions,
+    create_topics,
+    fetch,
+    init_producer_id,
+    list_offsets,
+    metadata,
+    produce,
+)
+
+_MODULES = [
+    api_versions,
+    metadata,
+    produce,
+    fetch,
+    list_offsets,
+    create_topics,
+    init_producer_id,
+]
+
+HANDLERS: dict[int, HandlerSpec] = {
+    int(m.API_KEY): HandlerSpec(int(m.API_KEY), m.MIN_VERSION, m.MAX_VERSION, m.handle) for m in _MODULES
+}

@@ -1,0 +1,47 @@
+"""``strom server-start [server.properties] [--override key=value ...]``: run one broker in the foreground.
+
+With no properties file it runs the embedded single-node default: 127.0.0.1:9092, data in
+./strom-data. The bound port is printed and written to ``<first log dir>/strom.port`` (useful
+with ``listeners=PLAINTEXT://127.0.0.1:0``). SIGTERM or Ctrl-C shuts down cleanly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("properties", nargs="?", help="a Kafka-style server.properties file")
+    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                        help="set a config key, overriding the file (repeatable)")
+    parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+
+
+def parse_overrides(items: list[str]) -> dict[str, str]:
+    overrides = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise SystemExit(f"strom server-start: --override expects KEY=VALUE, got {item!r}")
+        overrides[key.strip()] = value.strip()
+    return overrides
+
+
+def run(args: argparse.Namespace) -> int:
+    from strom.server.broker import run_broker
+    from strom.server.config import BrokerConfig
+    from strom.storage.log_config import ConfigError
+
+    logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.INFO),
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stderr)
+    try:
+        config = BrokerConfig.from_properties(args.properties, parse_overrides(args.override))
+    except ConfigError as exc:
+        print(f"strom server-start: invalid configuration: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"strom server-start: cannot read {args.properties}: {exc}", file=sys.stderr)
+        return 2
+    return run_broker(config)

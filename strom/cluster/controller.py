@@ -1,0 +1,236 @@
+"""The controller: the one broker that owns topic creation, deletion and leader election.
+
+Kafka's classic design: the first broker to create the ephemeral /controller znode is the
+controller; /controller_epoch is bumped on every election so brokers can ignore a stale one.
+Partition state znodes are written with the version read as a compare-and-set, so a deposed
+controller's writes fail instead of overwriting its successor's.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+
+from strom.cluster import model
+from strom.cluster.model import Broker, PartitionState, TopicAssignment
+from strom.cluster.placement import assign_replicas
+from strom.cluster.store import BadVersionError, MetadataStore, NodeExistsError, NoNodeError
+from strom.protocol.errors import (
+    InvalidConfigError,
+    InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
+    InvalidReplicationFactorError,
+    InvalidTopicError,
+    NotControllerError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+)
+from strom.storage.log_config import ConfigError, LogConfig
+
+log = logging.getLogger("strom.controller")
+
+MAX_TOPIC_NAME = 249
+_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
+NO_LEADER = -1
+
+
+def validate_topic_name(name: str) -> None:
+    """Kafka's rules: 1-249 of [a-zA-Z0-9._-], and not '.' or '..'."""
+    if not name:
+        raise InvalidTopicError("topic name is empty")
+    if name in (".", ".."):
+        raise InvalidTopicError(f"topic name cannot be {name!r}")
+    if len(name) > MAX_TOPIC_NAME:
+        raise InvalidTopicError(f"topic name is {len(name)} characters long, the limit is {MAX_TOPIC_NAME}")
+    if not _LEGAL.match(name):
+        raise InvalidTopicError(
+            f"topic name {name!r} is illegal: it may contain only ASCII letters, digits, '.', '_' and '-'"
+        )
+
+
+def collision_key(name: str) -> str:
+    """'.' and '_' collide in metric names, so Kafka refuses topics differing only by them."""
+    return name.replace(".", "_")
+
+
+class Controller:
+    def __init__(self, store: MetadataStore, broker_id: int, default_log_config: LogConfig):
+        self.store = store
+        self.broker_id = broker_id
+        self.default_log_config = default_log_config
+        self.epoch = 0
+        self.is_active = False
+
+    # -- election ----------------------------------------------------------------------------------
+    def elect(self) -> bool:
+        """Try to become the controller; True if this broker now is."""
+        payload = json.dumps({"version": 2, "brokerid": self.broker_id,
+                              "timestamp": str(int(time.time() * 1000))}).encode()
+        try:
+            self.store.create(model.CONTROLLER, payload, ephemeral=True)
+        except NodeExistsError:
+            self.is_active = self.current_controller() == self.broker_id
+            return self.is_active
+        found = self.store.get_or_none(model.CONTROLLER_EPOCH)
+        if found is None:
+            self.epoch = 1
+            self.store.create(model.CONTROLLER_EPOCH, b"1")
+        else:
+            self.epoch = int(found[0] or b"0") + 1
+            self.store.set(model.CONTROLLER_EPOCH, str(self.epoch).encode(), found[1])
+        self.is_active = True
+        log.info("broker %d is the controller (epoch %d)", self.broker_id, self.epoch)
+        return True
+
+    def current_controller(self) -> int:
+        found = self.store.get_or_none(model.CONTROLLER)
+        return json.loads(found[0])["brokerid"] if found else -1
+
+    def _require_active(self) -> None:
+        if not self.is_active:
+            raise NotControllerError(f"broker {self.broker_id} is not the controller")
+
+    # -- brokers -----------------------------------------------------------------------------------
+    def live_brokers(self) -> dict[int, Broker]:
+        brokers = {}
+        for child in self.store.children(model.BROKERS_IDS):
+            found = self.store.get_or_none(model.broker_path(int(child)))
+            if found is not None:
+                brokers[int(child)] = Broker.from_json(int(child), found[0])
+        return brokers
+
+    def topics(self) -> list[str]:
+        try:
+            return self.store.children(model.BROKERS_TOPICS)
+        except NoNodeError:
+            return []
+
+    # -- topics ------------------------------------------------------------------------------------
+    def validate_configs(self, configs: dict[str, str]) -> LogConfig:
+        try:
+            return self.default_log_config.with_overrides(configs)
+        except ConfigError as exc:
+            raise InvalidConfigError(str(exc)) from None
+
+    def create_topic(self, name: str, partitions: int, replication_factor: int,
+                     configs: dict[str, str] | None = None, assignment: dict[int, list[int]] | None = None,
+                     validate_only: bool = False) -> TopicAssignment:
+        self._require_active()
+        validate_topic_name(name)
+        existing = self.topics()
+        if name in existing:
+            raise TopicAlreadyExistsError(f"topic '{name}' already exists")
+        for other in existing:
+            if collision_key(other) == collision_key(name):
+                raise InvalidTopicError(f"topic '{name}' collides with existing topic '{other}' ('.' and '_' collide)")
+        configs = dict(configs or {})
+        self.validate_configs(configs)
+        brokers = self.live_brokers()
+        if assignment:
+            self._check_assignment(assignment, brokers)
+            partitions_map = {int(p): list(r) for p, r in assignment.items()}
+        else:
+            if partitions < 1:
+                raise InvalidPartitionsError(f"number of partitions must be at least 1, got {partitions}")
+            if replication_factor < 1:
+                raise InvalidReplicationFactorError(f"replication factor must be at least 1, got {replication_factor}")
+            if replication_factor > len(brokers):
+                raise InvalidReplicationFactorError(
+                    f"replication factor {replication_factor} is larger than the {len(brokers)} available brokers"
+                )
+            partitions_map = assign_replicas({b: brokers[b].rack for b in brokers}, partitions, replication_factor)
+        topic = TopicAssignment(name, partitions_map)
+        if validate_only:
+            return topic
+        self.store.create(model.topic_config_path(name), model.topic_config_json(configs), makepath=True)
+        self.store.create(model.topic_path(name), topic.to_json(), makepath=True)
+        self._create_partition_states(name, partitions_map, brokers)
+        log.info("created topic %s with %d partitions", name, len(partitions_map))
+        return topic
+
+    def _check_assignment(self, assignment: dict[int, list[int]], brokers: dict[int, Broker]) -> None:
+        sizes = {len(r) for r in assignment.values()}
+        if len(sizes) != 1 or 0 in sizes:
+            raise InvalidReplicaAssignmentError("every partition must have the same, non-zero number of replicas")
+        for partition, replicas in assignment.items():
+            if len(set(replicas)) != len(replicas):
+                raise InvalidReplicaAssignmentError(f"partition {partition} lists a broker twice: {replicas}")
+            unknown = [b for b in replicas if b not in brokers]
+            if unknown:
+                raise InvalidReplicaAssignmentError(f"partition {partition} uses unknown brokers {unknown}")
+
+    def _create_partition_states(self, name: str, partitions: dict[int, list[int]], brokers: dict[int, Broker]) -> None:
+        for partition, replicas in partitions.items():
+            live = [b for b in replicas if b in brokers]
+            leader = live[0] if live else NO_LEADER
+            state = PartitionState(leader, 0, live or list(replicas[:1]), self.epoch)
+            self.store.create(model.partition_state_path(name, partition), state.to_json(), makepath=True)
+
+    def delete_topic(self, name: str) -> None:
+        self._require_active()
+        if name not in self.topics():
+            raise UnknownTopicOrPartitionError(f"topic '{name}' does not exist")
+        self.store.delete(model.topic_path(name), recursive=True)
+        try:
+            self.store.delete(model.topic_config_path(name))
+        except NoNodeError:
+            pass
+        log.info("deleted topic %s", name)
+
+    def create_partitions(self, name: str, total: int, assignment: list[list[int]] | None = None,
+                          validate_only: bool = False) -> None:
+        self._require_active()
+        found = self.store.get_or_none(model.topic_path(name))
+        if found is None:
+            raise UnknownTopicOrPartitionError(f"topic '{name}' does not exist")
+        topic = TopicAssignment.from_json(name, found[0])
+        current = len(topic.partitions)
+        if total <= current:
+            raise InvalidPartitionsError(
+                f"topic '{name}' has {current} partitions; the new count must be larger, got {total}"
+            )
+        brokers = self.live_brokers()
+        rf = len(topic.partitions[0])
+        if assignment:
+            if len(assignment) != total - current:
+                raise InvalidReplicaAssignmentError(
+                    f"{len(assignment)} assignments given for {total - current} new partitions"
+                )
+            new = {current + i: list(r) for i, r in enumerate(assignment)}
+            self._check_assignment(new, brokers)
+        else:
+            if rf > len(brokers):
+                raise InvalidReplicationFactorError(f"replication factor {rf} is larger than {len(brokers)} live brokers")
+            new = assign_replicas({b: brokers[b].rack for b in brokers}, total - current, rf, first_partition=current)
+        if validate_only:
+            return
+        updated = TopicAssignment(name, {**topic.partitions, **new}, topic.topic_id)
+        self.store.set(model.topic_path(name), updated.to_json(), found[1])
+        self._create_partition_states(name, new, brokers)
+
+    def alter_topic_config(self, name: str, configs: dict[str, str], validate_only: bool = False) -> None:
+        self._require_active()
+        if name not in self.topics():
+            raise UnknownTopicOrPartitionError(f"topic '{name}' does not exist")
+        self.validate_configs(configs)
+        if validate_only:
+            return
+        path = model.topic_config_path(name)
+        if self.store.exists(path):
+            self.store.set(path, model.topic_config_json(configs))
+        else:
+            self.store.create(path, model.topic_config_json(configs), makepath=True)
+
+    def topic_config(self, name: str) -> dict[str, str]:
+        found = self.store.get_or_none(model.topic_config_path(name))
+        return model.parse_topic_config(found[0]) if found else {}
+
+    # -- partition state ---------------------------------------------------------------------------
+    def update_partition_state(self, topic: str, partition: int, state: PartitionState, version: int) -> int:
+        """Compare-and-set write of a partition's leader/ISR; raises BadVersionError when fenced."""
+        return self.store.set(model.partition_state_path(topic, partition), state.to_json(), version)
+
+
+__all__ = ["Controller", "validate_topic_name", "BadVersionError"]

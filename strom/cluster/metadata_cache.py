@@ -1,0 +1,86 @@
+"""Every broker's in-memory view of the cluster, read from the metadata store.
+
+Metadata, Produce and Fetch consult this cache, never the store, so a request never waits on
+ZooKeeper. ``load`` re-reads everything; it runs at startup and whenever the store reports a
+change (small clusters make a full re-read cheaper to reason about than deltas).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, field
+
+from strom.cluster import model
+from strom.cluster.model import Broker, PartitionState, TopicAssignment
+from strom.cluster.store import MetadataStore, NoNodeError
+
+
+@dataclass
+class TopicInfo:
+    name: str
+    topic_id: uuid.UUID
+    replicas: dict[int, list[int]]
+    states: dict[int, PartitionState] = field(default_factory=dict)
+    configs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def partition_count(self) -> int:
+        return len(self.replicas)
+
+    @property
+    def replication_factor(self) -> int:
+        return len(self.replicas[0]) if self.replicas else 0
+
+
+class MetadataCache:
+    def __init__(self) -> None:
+        self.brokers: dict[int, Broker] = {}
+        self.topics: dict[str, TopicInfo] = {}
+        self.controller_id = -1
+        self.cluster_id = ""
+
+    def load(self, store: MetadataStore) -> None:
+        brokers = {}
+        try:
+            for child in store.children(model.BROKERS_IDS):
+                found = store.get_or_none(model.broker_path(int(child)))
+                if found is not None:
+                    brokers[int(child)] = Broker.from_json(int(child), found[0])
+        except NoNodeError:
+            pass
+        topics = {}
+        try:
+            names = store.children(model.BROKERS_TOPICS)
+        except NoNodeError:
+            names = []
+        for name in names:
+            found = store.get_or_none(model.topic_path(name))
+            if found is None:
+                continue
+            assignment = TopicAssignment.from_json(name, found[0])
+            info = TopicInfo(name, assignment.topic_id, assignment.partitions)
+            for partition in assignment.partitions:
+                state = store.get_or_none(model.partition_state_path(name, partition))
+                if state is not None:
+                    info.states[partition] = PartitionState.from_json(state[0])
+            config = store.get_or_none(model.topic_config_path(name))
+            if config is not None:
+                info.configs = model.parse_topic_config(config[0])
+            topics[name] = info
+        controller = store.get_or_none(model.CONTROLLER)
+        self.controller_id = json.loads(controller[0])["brokerid"] if controller else -1
+        cluster = store.get_or_none(model.CLUSTER_ID)
+        if cluster is not None:
+            self.cluster_id = json.loads(cluster[0])["id"]
+        self.brokers = brokers
+        self.topics = topics
+
+    def topic_configs(self, topic: str) -> dict[str, str]:
+        info = self.topics.get(topic)
+        return info.configs if info else {}
+
+    def leader_of(self, topic: str, partition: int) -> int:
+        info = self.topics.get(topic)
+        state = info.states.get(partition) if info else None
+        return state.leader if state else -1

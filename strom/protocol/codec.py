@@ -1,0 +1,444 @@
+"""Bounded decoding of Kafka messages into kio's dataclasses, and encoding back.
+
+Why not kio's own reader: kio 0.6.5's native reader pre-allocates arrays
+from the count on the wire, so a 20-byte request claiming 2**31-1 elements
+aborts the whole process. This reader takes the message layout from kio's
+dataclass metadata (field order, `kafka_type`, nullability, tags, nested
+entities, `__flexible__`) but bounds every length and count by the bytes
+left, and turns every malformed input into DecodeError.
+
+Why generated code: the decoder runs for every request, so each entity class
+is compiled once into a small Python function (runs of fixed-size fields
+become one struct unpack, nested entities call their own compiled reader),
+and decoding does no reflection.
+
+Values match kio's native reader: ints are plain ints, timedelta_* fields are
+`timedelta`, datetime_i64 is a UTC `datetime` (nullable: -1 is None), the
+all-zero uuid is None, error codes are `ErrorCode` members. `records` fields
+are memoryview slices of the input (never copied or parsed) and stay valid as
+long as the input buffer is not mutated.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from dataclasses import MISSING, fields
+from datetime import UTC, datetime, timedelta
+from types import NoneType, UnionType
+from typing import Any, Callable, get_args, get_origin
+from uuid import UUID
+
+from kio.serial import entity_writer
+from kio.serial._implicit_defaults import get_tagged_field_default
+from kio.serial._introspect import (
+    EntityField,
+    EntityTupleField,
+    PrimitiveField,
+    PrimitiveTupleField,
+    classify_field,
+    get_field_tag,
+    is_optional,
+)
+
+from .api import request_class, response_class
+from .errors import DecodeError, ErrorCode, UnsupportedVersionError
+
+__all__ = [
+    "DecodeError",
+    "decode",
+    "decode_request",
+    "decode_response",
+    "encode",
+    "encode_request",
+    "encode_response",
+    "read_uvarint",
+    "skip_tagged_fields",
+]
+
+Buffer = bytes | bytearray | memoryview
+Reader = Callable[[memoryview, int], tuple[Any, int]]
+
+# Everything a malformed buffer can make the generated readers raise; all of
+# it becomes DecodeError at the entry points.
+_MALFORMED = (struct.error, IndexError, ValueError, OverflowError)
+
+
+# --- public entry points ---------------------------------------------------
+
+
+def decode(cls: type, buf: Buffer, offset: int = 0) -> tuple[Any, int]:
+    """Decode one `cls` (any kio entity) at `offset`; returns it and the offset after it."""
+    reader = _READERS.get(cls) or _compile(cls)
+    view = buf if isinstance(buf, memoryview) and buf.format == "B" else memoryview(buf).cast("B")
+    try:
+        return reader(view, offset)
+    except DecodeError as exc:
+        raise DecodeError(f"{cls.__qualname__} v{cls.__version__}: {exc}") from None
+    except _MALFORMED as exc:
+        raise DecodeError(f"{cls.__qualname__} v{cls.__version__}: malformed ({exc})") from None
+
+
+def decode_request(api_key: int, api_version: int, body: Buffer, offset: int = 0) -> Any:
+    """Decode a request body. Trailing bytes are ignored (librdkafka's Metadata v9+ sends some)."""
+    cls = request_class(api_key, api_version)
+    if cls is None:
+        raise UnsupportedVersionError(f"no schema for api_key {api_key} version {api_version}")
+    return decode(cls, body, offset)[0]
+
+
+def decode_response(api_key: int, api_version: int, body: Buffer, offset: int = 0) -> Any:
+    """Decode a response body (follower fetches, tools)."""
+    cls = response_class(api_key, api_version)
+    if cls is None:
+        raise UnsupportedVersionError(f"no schema for api_key {api_key} version {api_version}")
+    return decode(cls, body, offset)[0]
+
+
+def encode(obj: Any) -> bytes:
+    """Encode a kio entity with kio's pure-Python writer (no header, no size prefix).
+
+    Fine for control-plane messages; hot responses (Produce, Fetch) are encoded
+    by hand as chunk lists so that record bytes are never copied.
+    """
+    out = io.BytesIO()
+    entity_writer(type(obj))(out, obj)
+    return out.getvalue()
+
+
+encode_response = encode
+encode_request = encode
+
+
+# --- primitives --------------------------------------------------------------
+
+
+def read_uvarint(buf: Buffer, pos: int) -> tuple[int, int]:
+    """Unsigned varint of at most 5 bytes, as Kafka's ByteUtils.readUnsignedVarint."""
+    b = buf[pos]
+    if b < 0x80:
+        return b, pos + 1
+    value, shift = b & 0x7F, 7
+    while True:
+        pos += 1
+        b = buf[pos]
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, pos + 1
+        shift += 7
+        if shift > 28:
+            raise DecodeError("varint is longer than 5 bytes")
+
+
+def skip_tagged_fields(buf: Buffer, pos: int) -> int:
+    """Skip a tagged-field section: unknown tags are ignored, as Kafka does."""
+    count, pos = read_uvarint(buf, pos)
+    if count > len(buf) - pos:
+        raise DecodeError(f"{count} tagged fields cannot fit in {len(buf) - pos} bytes")
+    for _ in range(count):
+        _tag, pos = read_uvarint(buf, pos)
+        size, pos = read_uvarint(buf, pos)
+        pos += size
+        if pos > len(buf):
+            raise DecodeError(f"tagged field of {size} bytes runs past the end")
+    return pos
+
+
+def _read_tags(buf: memoryview, pos: int, known: dict[int, tuple[str, Reader]]) -> tuple[dict[str, Any], int]:
+    # Each known tag is decoded from a view cut to its declared size, so a
+    # lying field cannot read into its neighbours.
+    count, pos = read_uvarint(buf, pos)
+    if count > len(buf) - pos:
+        raise DecodeError(f"{count} tagged fields cannot fit in {len(buf) - pos} bytes")
+    values = {}
+    for _ in range(count):
+        tag, pos = read_uvarint(buf, pos)
+        size, pos = read_uvarint(buf, pos)
+        end = pos + size
+        if end > len(buf):
+            raise DecodeError(f"tagged field {tag} of {size} bytes runs past the end")
+        entry = known.get(tag)
+        if entry is not None:
+            values[entry[0]] = entry[1](buf[pos:end], 0)[0]
+        pos = end
+    return values, pos
+
+
+def _length(compact: bool, wide: bool) -> Callable[[memoryview, int], tuple[int, int]]:
+    """Reader of a string/bytes/array length; -1 means null in both encodings."""
+    if compact:
+
+        def read_compact(buf: memoryview, pos: int) -> tuple[int, int]:
+            n, pos = read_uvarint(buf, pos)
+            return n - 1, pos
+
+        return read_compact
+    unpack = (_I32 if wide else _I16).unpack_from
+    size = 4 if wide else 2
+
+    def read_legacy(buf: memoryview, pos: int) -> tuple[int, int]:
+        return unpack(buf, pos)[0], pos + size
+
+    return read_legacy
+
+
+def _blob(kind: str, compact: bool, nullable: bool, name: str) -> Reader:
+    """Reader for string / bytes / records fields."""
+    length = _length(compact, wide=kind != "string")
+
+    def read(buf: memoryview, pos: int) -> tuple[Any, int]:
+        n, pos = length(buf, pos)
+        if n < 0:
+            if n == -1 and nullable:
+                return None, pos
+            raise DecodeError(f"{name}: invalid {kind} length {n}")
+        end = pos + n
+        if end > len(buf):
+            raise DecodeError(f"{name}: {kind} of {n} bytes runs past the end ({len(buf) - pos} left)")
+        if kind == "string":
+            return str(buf[pos:end], "utf-8"), end
+        if kind == "bytes":
+            return bytes(buf[pos:end]), end
+        return buf[pos:end], end  # records: a view, never copied
+
+    return read
+
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_ZERO_UUID = bytes(16)
+_ERROR_CODES = {int(code): code for code in ErrorCode}
+
+
+def _error_code(value: int) -> ErrorCode:
+    return _ERROR_CODES.get(value, ErrorCode.UNKNOWN_SERVER_ERROR)
+
+
+def _timedelta_ms(value: int) -> timedelta:
+    return timedelta(milliseconds=value)
+
+
+def _datetime_ms(value: int) -> datetime:
+    if value < 0:
+        raise DecodeError(f"negative timestamp {value}")
+    return _EPOCH + timedelta(milliseconds=value)
+
+
+def _nullable_datetime_ms(value: int) -> datetime | None:
+    return None if value == -1 else _datetime_ms(value)
+
+
+def _uuid(value: bytes) -> UUID | None:
+    return None if value == _ZERO_UUID else UUID(bytes=value)
+
+
+# kafka_type -> (struct code, conversion) for fixed-size types.
+_FIXED: dict[str, tuple[str, Callable[[Any], Any] | None]] = {
+    "bool": ("?", None),
+    "int8": ("b", None),
+    "int16": ("h", None),
+    "int32": ("i", None),
+    "int64": ("q", None),
+    "uint8": ("B", None),
+    "uint16": ("H", None),
+    "uint32": ("I", None),
+    "uint64": ("Q", None),
+    "float64": ("d", None),
+    "error_code": ("h", _error_code),
+    "timedelta_i32": ("i", _timedelta_ms),
+    "timedelta_i64": ("q", _timedelta_ms),
+    "datetime_i64": ("q", _datetime_ms),
+    "uuid": ("16s", _uuid),
+}
+
+
+def _fixed(kafka_type: str, nullable: bool) -> tuple[str, Callable[[Any], Any] | None] | None:
+    spec = _FIXED.get(kafka_type)
+    if spec is not None and kafka_type == "datetime_i64" and nullable:
+        return ("q", _nullable_datetime_ms)
+    return spec
+
+
+def _fixed_reader(code: str, conv: Callable[[Any], Any] | None) -> Reader:
+    unpack, size = struct.Struct(">" + code).unpack_from, struct.calcsize(">" + code)
+    if conv is None:
+        return lambda buf, pos: (unpack(buf, pos)[0], pos + size)
+    return lambda buf, pos: (conv(unpack(buf, pos)[0]), pos + size)
+
+
+# --- per-class compilation -----------------------------------------------------
+
+_READERS: dict[type, Reader] = {}
+_MIN_SIZES: dict[type, int] = {}
+
+
+class _Field:
+    """How one field is read: inline (fixed struct code + conversion) or by a reader call."""
+
+    __slots__ = ("name", "code", "conv", "reader", "min_size")
+
+    def __init__(self, name: str, code: str | None, conv: Any, reader: Reader, min_size: int) -> None:
+        self.name, self.code, self.conv, self.reader, self.min_size = name, code, conv, reader, min_size
+
+
+def _array(item: Reader, item_min: int, compact: bool, nullable: bool, name: str, code: str | None, conv: Any) -> Reader:
+    length = _length(compact, wide=True)
+    item_min = max(item_min, 1)  # as Kafka: a count above the bytes left is an error
+    size = struct.calcsize(">" + code) if code else 0
+
+    def read(buf: memoryview, pos: int) -> tuple[tuple | None, int]:
+        n, pos = length(buf, pos)
+        if n < 0:
+            if n == -1 and nullable:
+                return None, pos
+            raise DecodeError(f"{name}: invalid array length {n}")
+        if n * item_min > len(buf) - pos:
+            raise DecodeError(f"{name}: {n} elements cannot fit in {len(buf) - pos} bytes")
+        if code is not None:  # fixed-size elements: one unpack for the whole array
+            values = struct.unpack_from(f">{n}{code}", buf, pos)
+            return (values if conv is None else tuple(map(conv, values))), pos + n * size
+        out = []
+        append = out.append
+        for _ in range(n):
+            value, pos = item(buf, pos)
+            append(value)
+        return tuple(out), pos
+
+    return read
+
+
+def _nullable_entity(read_entity: Reader) -> Reader:
+    # KIP-893: an int8 marker; negative means null (Kafka's reader tests < 0).
+    def read(buf: memoryview, pos: int) -> tuple[Any, int]:
+        if buf[pos] >= 0x80:
+            return None, pos + 1
+        return read_entity(buf, pos + 1)
+
+    return read
+
+
+def _outer_nullable(field: Any) -> bool:
+    """Nullability of the field itself (for arrays, of the array, not its elements)."""
+    return get_origin(field.type) is UnionType and NoneType in get_args(field.type)
+
+
+def _plan_field(field: Any, flexible: bool, tagged: bool) -> _Field:
+    name = field.name
+    kind = classify_field(field)
+    kafka_type = field.metadata.get("kafka_type")
+    if isinstance(kind, PrimitiveField):
+        nullable = is_optional(field)
+        fixed = _fixed(kafka_type, nullable)
+        if fixed is not None:
+            code, conv = fixed
+            return _Field(name, code, conv, _fixed_reader(code, conv), struct.calcsize(">" + code))
+        if kafka_type not in ("string", "bytes", "records"):
+            raise TypeError(f"{name}: unsupported kafka_type {kafka_type!r}")
+        min_size = 1 if flexible else (2 if kafka_type == "string" else 4)
+        return _Field(name, None, None, _blob(kafka_type, flexible, nullable, name), min_size)
+    if isinstance(kind, EntityField):
+        reader, min_size = _entity_reader(kind.type_), _MIN_SIZES.get(kind.type_, 0)
+        if is_optional(field) and not tagged:
+            return _Field(name, None, None, _nullable_entity(reader), 1)
+        return _Field(name, None, None, reader, min_size)
+    nullable = _outer_nullable(field)
+    if isinstance(kind, EntityTupleField):
+        item, item_min, code, conv = _entity_reader(kind.type_), _MIN_SIZES.get(kind.type_, 0), None, None
+    else:
+        assert isinstance(kind, PrimitiveTupleField)
+        fixed = _fixed(kafka_type, False)
+        if fixed is not None:
+            code, conv = fixed
+            item, item_min = _fixed_reader(code, conv), struct.calcsize(">" + code)
+            if code == "16s":  # ">3" + "16s" would mean one 316-byte string
+                code = conv = None
+        else:
+            code = conv = None
+            item = _blob(kafka_type, flexible, False, f"{name}[]")
+            item_min = 1 if flexible else (2 if kafka_type == "string" else 4)
+    return _Field(name, None, None, _array(item, item_min, flexible, nullable, name, code, conv), 1 if flexible else 4)
+
+
+def _entity_reader(cls: type) -> Reader:
+    reader = _READERS.get(cls)
+    if reader is None:
+        if cls in _COMPILING:  # a recursive schema: resolve at call time
+            return lambda buf, pos: _READERS[cls](buf, pos)
+        reader = _compile(cls)
+    return reader
+
+
+_COMPILING: set[type] = set()
+
+
+def _compile(cls: type) -> Reader:
+    """Generate `read(buf, pos) -> (cls(...), pos)` for one kio entity class."""
+    _COMPILING.add(cls)
+    try:
+        flexible = cls.__flexible__
+        plain: list[_Field] = []
+        tagged: dict[int, tuple[str, Reader]] = {}
+        defaults: dict[str, Any] = {}
+        for f in fields(cls):
+            tag = get_field_tag(f)
+            if tag is None:
+                plain.append(_plan_field(f, flexible, tagged=False))
+            else:
+                tagged[tag] = (f.name, _plan_field(f, flexible, tagged=True).reader)
+                defaults[f.name] = f.default if f.default is not MISSING else get_tagged_field_default(f)
+        _MIN_SIZES[cls] = sum(p.min_size for p in plain) + (1 if flexible else 0)
+        source, env = _generate(cls, plain, tagged, defaults, flexible)
+        exec(compile(source, f"<strom.codec {cls.__module__}.{cls.__qualname__}>", "exec"), env)
+        reader = _READERS[cls] = env["read"]
+        return reader
+    finally:
+        _COMPILING.discard(cls)
+
+
+def _generate(cls: type, plain: list[_Field], tagged: dict, defaults: dict, flexible: bool) -> tuple[str, dict]:
+    env: dict[str, Any] = {"CLS": cls}
+    lines = ["def read(buf, pos):"]
+    run: list[tuple[int, _Field]] = []
+
+    def flush() -> None:
+        if not run:
+            return
+        fmt = ">" + "".join(f.code for _, f in run)
+        first = run[0][0]
+        env[f"S{first}"] = struct.Struct(fmt).unpack_from
+        targets = "".join(f"v{i}, " for i, _ in run)
+        lines.append(f"    {targets}= S{first}(buf, pos)")
+        lines.append(f"    pos += {struct.calcsize(fmt)}")
+        for i, f in run:
+            if f.conv is not None:
+                env[f"C{i}"] = f.conv
+                lines.append(f"    v{i} = C{i}(v{i})")
+        run.clear()
+
+    for i, f in enumerate(plain):
+        if f.code is not None:
+            run.append((i, f))
+            continue
+        flush()
+        env[f"R{i}"] = f.reader
+        lines.append(f"    v{i}, pos = R{i}(buf, pos)")
+    flush()
+    args = [f"{f.name}=v{i}" for i, f in enumerate(plain)]
+    if flexible and tagged:
+        env["READ_TAGS"], env["TAGS"], env["EMPTY"] = _read_tags, tagged, {}
+        lines += [
+            "    if buf[pos]:",
+            "        tags, pos = READ_TAGS(buf, pos, TAGS)",
+            "    else:",
+            "        tags = EMPTY",
+            "        pos += 1",
+        ]
+        for j, (name, default) in enumerate(defaults.items()):
+            env[f"D{j}"] = default
+            args.append(f"{name}=tags.get({name!r}, D{j})")
+    elif flexible:
+        env["SKIP_TAGS"] = skip_tagged_fields
+        lines += ["    if buf[pos]:", "        pos = SKIP_TAGS(buf, pos)", "    else:", "        pos += 1"]
+    lines.append(f"    return CLS({', '.join(args)}), pos")
+    return "\n".join(lines) + "\n", env

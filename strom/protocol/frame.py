@@ -1,0 +1,198 @@
+"""Size-prefixed frames and the request/response headers inside them.
+
+Frame: >i size, then `size` bytes. Request header: >h api_key, >h api_version,
+>i correlation_id, then from v1 a nullable int16-length client_id (never the
+compact form, even in v2, so that any broker can read who sent a request it
+does not understand), then in v2 tagged fields. Response header: >i
+correlation_id, then in v1 tagged fields (always empty here).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from .api import request_class, request_header_version
+from .codec import skip_tagged_fields
+from .errors import DecodeError
+
+_SIZE = struct.Struct(">i")
+_HEADER_START = struct.Struct(">hhi")
+_INT16 = struct.Struct(">h")
+_RESPONSE_V0 = struct.Struct(">ii")
+
+Buffer = bytes | bytearray | memoryview
+
+
+class FrameError(ValueError):
+    """The byte stream cannot be split into frames; the connection must be closed."""
+
+
+class FrameDecoder:
+    """Splits a byte stream into frames without trusting the size prefixes.
+
+    A size is checked the moment its four bytes arrive, before any buffer for
+    the body exists, so a hostile prefix costs nothing. Frames lying wholly
+    inside a `bytes` chunk are returned as memoryview slices of it (no copy);
+    a frame spread over chunks is copied once into a bytearray of its exact
+    size, which is then handed over and never touched again. Either way the
+    returned buffer is immutable from here on, so slices of it (Produce
+    records) stay valid for as long as someone holds them.
+
+    Memory held between calls is one partial frame (at most max_frame_bytes)
+    plus the complete frames not yet taken with `next_frame`.
+    After a FrameError the decoder is dead: every later call raises it again.
+    """
+
+    __slots__ = ("max_frame_bytes", "_frames", "_head", "_body", "_filled", "_error")
+
+    def __init__(self, max_frame_bytes: int) -> None:
+        if max_frame_bytes < 0:
+            raise ValueError(f"max_frame_bytes must be >= 0, got {max_frame_bytes}")
+        self.max_frame_bytes = max_frame_bytes
+        self._frames: deque[memoryview] = deque()
+        self._head = bytearray()  # a size prefix split across chunks (< 4 bytes)
+        self._body: bytearray | None = None  # the frame being filled
+        self._filled = 0
+        self._error: FrameError | None = None
+
+    def feed(self, chunk: Buffer) -> None:
+        """Add bytes from the stream; raises FrameError on a bad size prefix."""
+        if self._error is not None:
+            raise self._error
+        view = chunk if isinstance(chunk, memoryview) and chunk.format == "B" else memoryview(chunk).cast("B")
+        # Only an immutable chunk may be sliced into frames: a bytearray could be reused by the caller.
+        zero_copy = isinstance(view.obj, bytes)
+        pos, end = 0, len(view)
+        while pos < end:
+            body = self._body
+            if body is not None:  # continue a frame started in an earlier chunk
+                take = min(len(body) - self._filled, end - pos)
+                body[self._filled : self._filled + take] = view[pos : pos + take]
+                self._filled += take
+                pos += take
+                if self._filled == len(body):
+                    self._frames.append(memoryview(body))
+                    self._body = None
+                continue
+            if self._head or end - pos < 4:  # the size prefix itself is split
+                take = min(4 - len(self._head), end - pos)
+                self._head += view[pos : pos + take]
+                pos += take
+                if len(self._head) < 4:
+                    return
+                (size,) = _SIZE.unpack(self._head)
+                self._head.clear()
+            else:
+                (size,) = _SIZE.unpack_from(view, pos)
+                pos += 4
+            self._check(size)
+            if zero_copy and end - pos >= size:
+                self._frames.append(view[pos : pos + size])
+                pos += size
+            elif size == 0:
+                self._frames.append(memoryview(b""))
+            else:
+                self._body = bytearray(size)
+                self._filled = 0
+
+    def next_frame(self) -> memoryview | None:
+        """The next complete frame (without its size prefix), or None until more bytes arrive."""
+        if self._error is not None:
+            raise self._error
+        return self._frames.popleft() if self._frames else None
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes held: complete frames not yet taken plus the partial one (its full size is reserved)."""
+        partial = len(self._body) if self._body is not None else len(self._head)
+        return partial + sum(len(f) for f in self._frames)
+
+    def _check(self, size: int) -> None:
+        if size < 0 or size > self.max_frame_bytes:
+            self._frames.clear()
+            self._error = FrameError(
+                f"frame size {size} is outside [0, {self.max_frame_bytes}] (socket.request.max.bytes)"
+            )
+            raise self._error
+
+
+@dataclass(frozen=True, slots=True)
+class RequestHeader:
+    """A parsed request header. `header_version` is the one the body was framed with."""
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    header_version: int
+
+
+def parse_request_header(frame: Buffer) -> tuple[RequestHeader, int]:
+    """Parse the header at the start of a request frame; returns it and the body offset.
+
+    For an (api_key, api_version) kio does not know, the header is read on a
+    best-effort basis and never fails once the correlation id is in hand: the
+    server must still be able to answer UNSUPPORTED_VERSION to it. For known
+    versions a malformed header raises DecodeError.
+    """
+    if len(frame) < 8:
+        raise DecodeError(f"request frame of {len(frame)} bytes is shorter than a request header")
+    api_key, api_version, correlation_id = _HEADER_START.unpack_from(frame, 0)
+    version = request_header_version(api_key, api_version)
+    if request_class(api_key, api_version) is None:
+        try:
+            client_id, offset = _read_header_rest(frame, version)
+        except DecodeError:
+            client_id, offset = None, len(frame)
+    else:
+        client_id, offset = _read_header_rest(frame, version)
+    return RequestHeader(api_key, api_version, correlation_id, client_id, version), offset
+
+
+def _read_header_rest(frame: Buffer, version: int) -> tuple[str | None, int]:
+    offset, end = 8, len(frame)
+    client_id = None
+    if version >= 1:
+        if end < 10:
+            raise DecodeError("request header truncated before client_id")
+        (length,) = _INT16.unpack_from(frame, offset)
+        offset += 2
+        if length >= 0:
+            if offset + length > end:
+                raise DecodeError(f"client_id length {length} runs past the end of the frame")
+            # Lenient decoding: client_id only labels logs and quotas, and Kafka's
+            # Java reader replaces malformed UTF-8 rather than failing.
+            client_id = bytes(frame[offset : offset + length]).decode("utf-8", "replace")
+            offset += length
+        elif length != -1:
+            raise DecodeError(f"client_id has invalid length {length}")
+    if version >= 2:
+        try:
+            offset = skip_tagged_fields(frame, offset)
+        except IndexError:
+            raise DecodeError("request header tagged fields run past the end of the frame") from None
+    return client_id, offset
+
+
+def response_header(correlation_id: int, header_version: int, body_size: int) -> bytes:
+    """Size prefix plus response header, for bodies sent as separate chunks (or with sendfile)."""
+    if header_version == 0:
+        return _RESPONSE_V0.pack(body_size + 4, correlation_id)
+    if header_version == 1:
+        return _RESPONSE_V0.pack(body_size + 5, correlation_id) + b"\x00"
+    raise ValueError(f"unknown response header version {header_version}")
+
+
+def encode_response_frame(correlation_id: int, header_version: int, body_chunks: Iterable[Buffer]) -> list[Buffer]:
+    """A complete response frame as chunks for `writelines`; body chunks are not copied."""
+    if isinstance(body_chunks, (bytes, bytearray, memoryview)):
+        chunks: list[Buffer] = [body_chunks]
+    else:
+        chunks = list(body_chunks)
+    size = 0
+    for chunk in chunks:
+        size += chunk.nbytes if isinstance(chunk, memoryview) else len(chunk)
+    return [response_header(correlation_id, header_version, size), *chunks]

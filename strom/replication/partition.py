@@ -1,0 +1,136 @@
+"""One partition replica on this broker: leader or follower, with LEO, HW, ISR and leader epoch.
+
+The leader's high watermark is the smallest log end offset among the in-sync replicas; only
+offsets below it are committed, and only they are shown to consumers. With a single replica the
+HW follows the log end at once, so acks=all completes on append, through the same code path a
+cluster uses.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+from strom.cluster.model import PartitionState
+from strom.protocol.errors import (
+    FencedLeaderEpochError,
+    NotEnoughReplicasError,
+    NotLeaderError,
+    UnknownLeaderEpochError,
+)
+from strom.storage.log import FetchData, Log, LogAppendInfo
+
+log = logging.getLogger("strom.replication")
+
+
+@dataclass
+class FollowerState:
+    """What the leader knows of one follower, from its fetches."""
+
+    log_end_offset: int = 0
+    last_caught_up_ms: int = 0
+    last_fetch_ms: int = 0
+
+
+@dataclass
+class ReadResult:
+    data: FetchData
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    log_end_offset: int
+
+
+class Partition:
+    def __init__(self, topic: str, index: int, log_: Log, local_broker_id: int):
+        self.topic = topic
+        self.index = index
+        self.log = log_
+        self.local_broker_id = local_broker_id
+        self.leader_id = -1
+        self.leader_epoch = -1
+        self.replicas: list[int] = []
+        self.isr: list[int] = []
+        self.followers: dict[int, FollowerState] = {}
+        self.state_version = -1
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return self.topic, self.index
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader_id == self.local_broker_id
+
+    # -- role changes ------------------------------------------------------------------------------
+    def make_leader(self, state: PartitionState, replicas: list[int], state_version: int = -1) -> None:
+        now = int(time.time() * 1000)
+        became = not self.is_leader or state.leader_epoch != self.leader_epoch
+        self.leader_id = state.leader
+        self.leader_epoch = state.leader_epoch
+        self.replicas = list(replicas)
+        self.isr = list(state.isr)
+        self.state_version = state_version
+        if became:
+            self.followers = {b: FollowerState(last_caught_up_ms=now) for b in replicas if b != self.local_broker_id}
+            # KIP-101: the new epoch starts at this leader's log end.
+            self.log.leader_epoch_cache.assign(state.leader_epoch, self.log.log_end_offset)
+            log.info("%s-%d: leader at epoch %d (isr %s)", self.topic, self.index, state.leader_epoch, state.isr)
+        self.maybe_increment_high_watermark()
+
+    def make_follower(self, state: PartitionState, replicas: list[int], state_version: int = -1) -> None:
+        self.leader_id = state.leader
+        self.leader_epoch = state.leader_epoch
+        self.replicas = list(replicas)
+        self.isr = list(state.isr)
+        self.state_version = state_version
+        self.followers = {}
+
+    # -- leader side -------------------------------------------------------------------------------
+    def check_leader_epoch(self, current_leader_epoch: int) -> None:
+        """KIP-320: a client or follower that knows a different epoch is refused, not served stale data."""
+        if current_leader_epoch < 0:
+            return
+        if current_leader_epoch < self.leader_epoch:
+            raise FencedLeaderEpochError(
+                f"{self.topic}-{self.index}: leader epoch {current_leader_epoch} is older than {self.leader_epoch}"
+            )
+        if current_leader_epoch > self.leader_epoch:
+            raise UnknownLeaderEpochError(
+                f"{self.topic}-{self.index}: leader epoch {current_leader_epoch} is newer than {self.leader_epoch}"
+            )
+
+    def append_as_leader(self, records, required_acks: int) -> LogAppendInfo:
+        if not self.is_leader:
+            raise NotLeaderError(f"broker {self.local_broker_id} is not the leader of {self.topic}-{self.index}")
+        min_isr = self.log.config.min_insync_replicas
+        if required_acks == -1 and len(self.isr) < min_isr:
+            raise NotEnoughReplicasError(
+                f"{self.topic}-{self.index} has {len(self.isr)} in-sync replicas, min.insync.replicas is {min_isr}"
+            )
+        info = self.log.append_as_leader(records, self.leader_epoch)
+        self.maybe_increment_high_watermark()
+        return info
+
+    def maybe_increment_high_watermark(self) -> bool:
+        """HW = min LEO over the ISR; returns whether it moved."""
+        if not self.is_leader:
+            return False
+        new_hw = self.log.log_end_offset
+        for broker_id in self.isr:
+            if broker_id != self.local_broker_id:
+                follower = self.followers.get(broker_id)
+                new_hw = min(new_hw, follower.log_end_offset if follower else 0)
+        if new_hw > self.log.high_watermark:
+            self.log.update_high_watermark(new_hw)
+            return True
+        return False
+
+    def read(self, offset: int, max_bytes: int, *, for_replica: bool = False, min_one_message: bool = True,
+             read_committed: bool = False) -> ReadResult:
+        """Consumers read below the HW; followers up to the log end."""
+        log_ = self.log
+        upper = log_.log_end_offset if for_replica else log_.high_watermark
+        data = log_.read(offset, max_bytes, upper, min_one_message)
+        return ReadResult(data, log_.high_watermark, log_.high_watermark, log_.log_start_offset, log_.log_end_offset)

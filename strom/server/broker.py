@@ -1,0 +1,219 @@
+"""A strom broker process: startup, serving and shutdown, each in a fixed order.
+
+Startup: bind the listener (so the port is known) → metadata store → log manager (recovery) →
+register the broker → controller election → metadata → replicas → accept connections → print
+the bound port and write it to ``<first log dir>/strom.port``.
+
+Shutdown (SIGTERM/SIGINT only set an event): stop accepting → let in-flight requests finish
+under a timeout → stop background tasks → flush logs and checkpoints → write the clean-shutdown
+marker → leave the metadata store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import socket
+import time
+import uuid
+
+from strom.cluster import model
+from strom.cluster.controller import Controller
+from strom.cluster.local_store import LocalStore
+from strom.cluster.metadata_cache import MetadataCache
+from strom.cluster.model import Broker as BrokerInfo
+from strom.cluster.store import MetadataStore, NodeExistsError
+from strom.replication.replica_manager import ReplicaManager
+from strom.server.config import BrokerConfig
+from strom.server.connection import Connection
+from strom.server.dispatcher import Dispatcher
+from strom.txn.producer_ids import ProducerIdManager
+from strom.storage.log_manager import LogManager, SchedulerIntervals
+
+log = logging.getLogger("strom.broker")
+
+PORT_FILE = "strom.port"
+SHUTDOWN_GRACE_S = 5.0
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig):
+        from strom.server.handlers import HANDLERS
+
+        self.config = config
+        self.broker_id = config.broker_id
+        self.metadata = MetadataCache()
+        self.dispatcher = Dispatcher(self, HANDLERS)
+        self.connections: set[Connection] = set()
+        self.store: MetadataStore | None = None
+        self.log_manager: LogManager | None = None
+        self.replica_manager: ReplicaManager | None = None
+        self.controller: Controller | None = None
+        self.host = ""
+        self.port = 0
+        self._server: asyncio.AbstractServer | None = None
+        self._stop = asyncio.Event()
+        self._background: list[asyncio.Task] = []
+        self.started_at = time.time()
+
+    # -- startup -----------------------------------------------------------------------------------
+    async def start(self) -> None:
+        config = self.config
+        listener = config.listeners[0]
+        sock = socket.socket(socket.AF_INET6 if ":" in listener.host else socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((listener.host or "0.0.0.0", listener.port))
+        sock.listen(512)
+        sock.setblocking(False)
+        self.port = sock.getsockname()[1]
+        advertised = config.advertised_listener(listener.name)
+        self.host = advertised.host or listener.host or socket.gethostname()
+        advertised_port = advertised.port or self.port
+
+        for log_dir in config.log_dirs:
+            os.makedirs(log_dir, exist_ok=True)
+        self.store = self._open_store()
+        self._ensure_cluster_id()
+        self.log_manager = LogManager(
+            config.log_dirs, config.log_config(), broker_id=self.broker_id, cluster_id=self.metadata.cluster_id,
+            intervals=SchedulerIntervals(
+                retention_check_ms=config.log_retention_check_interval_ms,
+                checkpoint_ms=config.log_flush_offset_checkpoint_interval_ms,
+                cleaner_backoff_ms=config.log_cleaner_backoff_ms,
+                cleaner_enabled=config.log_cleaner_enable,
+            ),
+            topic_overrides=self._topic_overrides,
+        )
+        self.log_manager.startup()
+        self.replica_manager = ReplicaManager(self.broker_id, self.log_manager, self.metadata)
+        self.store.ensure_path(model.BROKERS_IDS)
+        self.store.ensure_path(model.BROKERS_TOPICS)
+        self.store.ensure_path(model.CONFIG_TOPICS)
+        info = BrokerInfo(self.broker_id, self.host, advertised_port, config.broker_rack)
+        try:
+            self.store.create(model.broker_path(self.broker_id), info.to_json(), ephemeral=True)
+        except NodeExistsError:
+            raise RuntimeError(f"broker.id={self.broker_id} is already registered by another live broker") from None
+        self.controller = Controller(self.store, self.broker_id, config.log_config())
+        self.controller.elect()
+        self.producer_ids = ProducerIdManager(self.store, self.broker_id)
+        self.refresh_metadata()
+
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(lambda: Connection(self), sock=sock)
+        self._background.append(asyncio.create_task(self.log_manager.run_scheduler(self._stop)))
+        self._announce(listener.host, self.port)
+
+    def _open_store(self) -> MetadataStore:
+        if self.config.zookeeper_connect:
+            from strom.cluster.zk_store import ZkStore
+
+            return ZkStore(self.config.zookeeper_connect, self.config.zookeeper_session_timeout_ms)
+        return LocalStore(self.config.log_dirs[0])
+
+    def _ensure_cluster_id(self) -> None:
+        found = self.store.get_or_none(model.CLUSTER_ID)
+        if found is None:
+            cluster_id = model.base64url_uuid(uuid.uuid4())
+            try:
+                self.store.create(model.CLUSTER_ID, json.dumps({"version": "1", "id": cluster_id}).encode(),
+                                  makepath=True)
+            except NodeExistsError:
+                pass
+            found = self.store.get(model.CLUSTER_ID)
+        self.metadata.cluster_id = json.loads(found[0])["id"]
+
+    def _topic_overrides(self, topic: str) -> dict[str, str]:
+        info = self.metadata.topics.get(topic)
+        if info is not None:
+            return info.configs
+        found = self.store.get_or_none(model.topic_config_path(topic)) if self.store else None
+        return model.parse_topic_config(found[0]) if found else {}
+
+    def _announce(self, host: str, port: int) -> None:
+        address = f"{host}:{port}"
+        with open(os.path.join(self.config.log_dirs[0], PORT_FILE + ".tmp"), "w") as handle:
+            handle.write(f"{port}\n")
+        os.replace(os.path.join(self.config.log_dirs[0], PORT_FILE + ".tmp"),
+                   os.path.join(self.config.log_dirs[0], PORT_FILE))
+        took = time.time() - self.started_at
+        log.info("broker %d started in %.2fs, listening on %s", self.broker_id, took, address)
+        print(f"strom broker {self.broker_id} listening on {address} (data in {', '.join(self.config.log_dirs)})",
+              flush=True)
+
+    def refresh_metadata(self) -> None:
+        """Re-read cluster metadata and bring local replicas in line (after any metadata change)."""
+        self.metadata.load(self.store)
+        self.replica_manager.apply_metadata()
+
+    def create_topic(self, name: str, partitions: int, replication_factor: int, configs: dict[str, str] | None = None,
+                     assignment: dict[int, list[int]] | None = None, validate_only: bool = False):
+        created = self.controller.create_topic(name, partitions, replication_factor, configs, assignment,
+                                               validate_only=validate_only)
+        if not validate_only:
+            self.refresh_metadata()
+        return created
+
+    def auto_create_topic(self, name: str):
+        """auto.create.topics.enable: a topic first named by Metadata gets the broker defaults."""
+        factor = min(self.config.default_replication_factor, max(1, len(self.metadata.brokers)))
+        return self.create_topic(name, self.config.num_partitions, factor)
+
+    # -- serving -----------------------------------------------------------------------------------
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    async def serve_until_stopped(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                loop.add_signal_handler(sig, self.request_stop)
+            except (NotImplementedError, RuntimeError):
+                pass
+        await self._stop.wait()
+        await self.shutdown()
+
+    async def shutdown(self) -> None:
+        log.info("broker %d shutting down", self.broker_id)
+        self._stop.set()
+        if self._server is not None:
+            self._server.close()
+        deadline = time.monotonic() + SHUTDOWN_GRACE_S
+        while any(not c.idle for c in self.connections) and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        for connection in list(self.connections):
+            if connection.transport is not None:
+                connection.transport.close()
+        for task in self._background:
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+        if self.log_manager is not None:
+            self.log_manager.shutdown()
+        if self.store is not None:
+            self.store.close()
+        log.info("broker %d stopped", self.broker_id)
+
+
+def run_broker(config: BrokerConfig) -> int:
+    """Run a broker in this process until SIGTERM/SIGINT; returns the exit status."""
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:
+        pass
+
+    async def main() -> None:
+        broker = Broker(config)
+        try:
+            await broker.start()
+        except BaseException:
+            await broker.shutdown()
+            raise
+        await broker.serve_until_stopped()
+
+    asyncio.run(main())
+    return 0

@@ -1,0 +1,166 @@
+"""One client connection: frames in, responses out, in request order.
+
+As in Kafka, a connection's requests are processed one at a time: while a request waits (a
+long-poll Fetch, acks=all) the connection stops reading, so responses go back in request order
+and a client cannot make the broker buffer without bound. Requests that need no waiting are
+answered synchronously inside ``data_received``.
+
+Fetch bodies are file slices: once the transport's buffer is empty they go from the segment
+file to the socket with ``os.sendfile`` (no copy through Python); if the socket would block,
+the rest is copied through the transport instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import inspect
+import logging
+import os
+from typing import TYPE_CHECKING, Any
+
+from strom.protocol.errors import DecodeError
+from strom.protocol.frame import FrameDecoder, FrameError
+from strom.server.dispatcher import CloseConnection
+from strom.storage.segment import FileSlice
+
+if TYPE_CHECKING:
+    from strom.server.broker import Broker
+
+log = logging.getLogger("strom.server")
+
+
+class Connection(asyncio.Protocol):
+    def __init__(self, broker: "Broker"):
+        self.broker = broker
+        self.dispatcher = broker.dispatcher
+        self.decoder = FrameDecoder(broker.config.socket_request_max_bytes)
+        self.transport: asyncio.Transport | None = None
+        self.peer = "?"
+        self._socket_fd = -1
+        self._busy = False  # a request is waiting; later frames stay queued in the decoder
+        self._write_paused = False
+        self._closed = False
+        self._task: asyncio.Task | None = None
+
+    # -- asyncio.Protocol --------------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        sock = transport.get_extra_info("socket")
+        self._socket_fd = sock.fileno() if sock is not None else -1
+        self.broker.connections.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closed = True
+        self.broker.connections.discard(self)
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._process()
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            self.decoder.feed(data)
+        except FrameError as exc:
+            self._abort(f"malformed frame: {exc}")
+            return
+        self._process()
+
+    # -- processing --------------------------------------------------------------------------------
+    @property
+    def idle(self) -> bool:
+        return not self._busy
+
+    def _process(self) -> None:
+        while not self._busy and not self._write_paused and not self._closed:
+            try:
+                frame = self.decoder.next_frame()
+            except FrameError as exc:
+                self._abort(f"malformed frame: {exc}")
+                return
+            if frame is None:
+                break
+            try:
+                header, result = self.dispatcher.handle_frame(frame, self.peer)
+            except (DecodeError, CloseConnection) as exc:
+                self._abort(f"malformed request: {exc}")
+                return
+            except Exception:
+                log.exception("request from %s failed; closing the connection", self.peer)
+                self._abort("internal error")
+                return
+            if inspect.isawaitable(result):
+                self._busy = True
+                self.transport.pause_reading()
+                self._task = asyncio.ensure_future(self._complete(header, result))
+                return
+            if result is not None:
+                self._send(header, result)
+        if self._write_paused and not self._closed:
+            return
+
+    async def _complete(self, header, awaitable) -> None:
+        try:
+            response = await awaitable
+        except asyncio.CancelledError:
+            return
+        except Exception:
+            log.exception("request from %s failed; closing the connection", self.peer)
+            self._abort("internal error")
+            return
+        if self._closed:
+            return
+        if response is not None:
+            self._send(header, response)
+        self._busy = False
+        self._task = None
+        self.transport.resume_reading()
+        self._process()
+
+    def _send(self, header, response: Any) -> None:
+        chunks = self.dispatcher.encode(header, response)
+        transport = self.transport
+        pending: list[Any] = []
+        for chunk in chunks:
+            if isinstance(chunk, FileSlice):
+                if pending:
+                    transport.writelines(pending)
+                    pending = []
+                self._send_file(chunk)
+            else:
+                pending.append(chunk)
+        if pending:
+            transport.writelines(pending)
+
+    def _send_file(self, file_slice: FileSlice) -> None:
+        position, remaining = file_slice.position, file_slice.length
+        if self._socket_fd >= 0 and self.transport.get_write_buffer_size() == 0:
+            try:
+                while remaining > 0:
+                    sent = os.sendfile(self._socket_fd, file_slice.fd, position, remaining)
+                    if sent == 0:
+                        break
+                    position += sent
+                    remaining -= sent
+            except BlockingIOError:
+                pass
+            except OSError as exc:
+                if exc.errno not in (errno.EAGAIN, errno.EINTR):
+                    self._abort(f"sendfile failed: {exc}")
+                    return
+        if remaining > 0:
+            self.transport.write(os.pread(file_slice.fd, remaining, position))
+
+    def _abort(self, reason: str) -> None:
+        if not self._closed:
+            log.warning("closing connection from %s: %s", self.peer, reason)
+            self._closed = True
+            if self.transport is not None:
+                self.transport.abort()

@@ -1,0 +1,110 @@
+"""From a request frame to a response: header, version check, decode, handler, encode.
+
+Handlers are small functions keyed by API in ``strom.server.handlers.HANDLERS``. A handler
+returns its response directly, or an awaitable when it has to wait (long-poll Fetch, acks=all),
+or None when no response is sent (acks=0). Most requests never wait, so the common path makes
+no coroutine at all. Exceptions become error codes here, in one place.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+from strom.protocol import api
+from strom.protocol.codec import decode_request, encode
+from strom.protocol.errors import DecodeError, ErrorCode, KafkaError
+from strom.protocol.frame import RequestHeader, parse_request_header, response_header
+from strom.storage.segment import FileSlice
+
+if TYPE_CHECKING:
+    from strom.server.broker import Broker
+
+log = logging.getLogger("strom.server")
+
+
+@dataclass
+class RawResponse:
+    """A hand-encoded body: bytes chunks and file slices (sent with sendfile where possible)."""
+
+    chunks: list[Any] = field(default_factory=list)
+
+    @property
+    def size(self) -> int:
+        return sum(c.length if isinstance(c, FileSlice) else len(c) for c in self.chunks)
+
+
+@dataclass
+class RequestContext:
+    broker: "Broker"
+    header: RequestHeader
+    peer: str
+
+    @property
+    def api_version(self) -> int:
+        return self.header.api_version
+
+
+@dataclass(frozen=True)
+class HandlerSpec:
+    api_key: int
+    min_version: int
+    max_version: int
+    handle: Callable[[RequestContext, Any], Any]
+
+
+class CloseConnection(Exception):
+    """The request cannot be answered meaningfully; the connection is closed (Kafka does the same)."""
+
+
+_INT16 = struct.Struct(">h")
+
+
+def unsupported_version_body(header: RequestHeader, handlers: dict[int, HandlerSpec]) -> list[bytes]:
+    """ApiVersions v0 answer with UNSUPPORTED_VERSION and our ranges, so a client can pick a version."""
+    chunks = [_INT16.pack(ErrorCode.UNSUPPORTED_VERSION), struct.pack(">i", len(handlers))]
+    for spec in sorted(handlers.values(), key=lambda s: s.api_key):
+        chunks.append(struct.pack(">hhh", spec.api_key, spec.min_version, spec.max_version))
+    return chunks
+
+
+class Dispatcher:
+    def __init__(self, broker: "Broker", handlers: dict[int, HandlerSpec]):
+        self.broker = broker
+        self.handlers = handlers
+
+    def handle_frame(self, frame, peer: str) -> tuple[RequestHeader, Any]:
+        """Returns (header, result); result is a response, an awaitable of one, or None."""
+        header, offset = parse_request_header(frame)
+        spec = self.handlers.get(header.api_key)
+        if spec is None or not spec.min_version <= header.api_version <= spec.max_version:
+            if header.api_key == api.ApiKey.API_VERSIONS:
+                return header, RawResponse(unsupported_version_body(header, self.handlers))
+            log.info("unsupported api_key %d version %d from %s (client %s)", header.api_key,
+                     header.api_version, peer, header.client_id)
+            # No body schema can be trusted here; an error code alone tells the client what happened.
+            return header, RawResponse([_INT16.pack(ErrorCode.UNSUPPORTED_VERSION)])
+        request = decode_request(header.api_key, header.api_version, frame, offset)
+        context = RequestContext(self.broker, header, peer)
+        return header, spec.handle(context, request)
+
+    def encode(self, header: RequestHeader, response: Any) -> list[Any]:
+        """Size prefix + response header + body chunks (file slices stay slices)."""
+        header_version = (0 if header.api_key == api.ApiKey.API_VERSIONS
+                          else api.response_header_version(header.api_key, header.api_version))
+        if isinstance(response, RawResponse):
+            return [response_header(header.correlation_id, header_version, response.size), *response.chunks]
+        body = encode(response)
+        return [response_header(header.correlation_id, header_version, len(body)), body]
+
+
+def error_from_exception(exc: BaseException) -> tuple[int, str]:
+    """The Kafka error code and message for an exception raised while serving a partition."""
+    if isinstance(exc, KafkaError):
+        return int(exc.error_code), str(exc)
+    if isinstance(exc, DecodeError):
+        return int(ErrorCode.CORRUPT_MESSAGE), str(exc)
+    log.exception("unexpected error", exc_info=exc)
+    return int(ErrorCode.UNKNOWN_SERVER_ERROR), f"{type(exc).__name__}: {exc}"

@@ -1,0 +1,82 @@
+"""Metadata: brokers, controller, and every requested topic's partitions with leader, replicas and ISR."""
+
+from __future__ import annotations
+
+from strom.cluster.controller import validate_topic_name
+from strom.protocol.api import ApiKey, response_class
+from strom.protocol.entities import build, field_value
+from strom.protocol.errors import ErrorCode, KafkaError
+
+API_KEY = ApiKey.METADATA
+MIN_VERSION = 0
+MAX_VERSION = 12
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+OPERATIONS_NOT_REQUESTED = -(2**31)
+
+
+def partition_entries(broker, info) -> list[dict]:
+    live = broker.metadata.brokers
+    entries = []
+    for index in sorted(info.replicas):
+        replicas = info.replicas[index]
+        state = info.states.get(index)
+        leader = state.leader if state and state.leader in live else -1
+        entries.append({
+            "error_code": ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
+            "partition_index": index,
+            "leader_id": leader,
+            "leader_epoch": state.leader_epoch if state else -1,
+            "replica_nodes": replicas,
+            "isr_nodes": state.isr if state else [],
+            "offline_replicas": [b for b in replicas if b not in live],
+        })
+    return entries
+
+
+def topic_entry(broker, name: str) -> dict:
+    info = broker.metadata.topics.get(name)
+    if info is None:
+        return {"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": name, "partitions": [],
+                "topic_authorized_operations": OPERATIONS_NOT_REQUESTED}
+    return {"error_code": ErrorCode.NONE, "name": name, "topic_id": info.topic_id,
+            "is_internal": name in INTERNAL_TOPICS, "partitions": partition_entries(broker, info),
+            "topic_authorized_operations": OPERATIONS_NOT_REQUESTED}
+
+
+def handle(ctx, request):
+    broker = ctx.broker
+    version = ctx.api_version
+    requested = field_value(request, "topics")
+    if requested is None or (version == 0 and not requested):
+        names = sorted(broker.metadata.topics)
+    else:
+        names = []
+        by_id = {info.topic_id: name for name, info in broker.metadata.topics.items()}
+        for topic in requested:
+            name = field_value(topic, "name")
+            if name is None:
+                name = by_id.get(field_value(topic, "topic_id"), "")
+            names.append(name)
+    allow_create = field_value(request, "allow_auto_topic_creation", True)
+    topics = []
+    for name in names:
+        if name not in broker.metadata.topics:
+            try:
+                validate_topic_name(name)
+            except KafkaError as exc:
+                topics.append({"error_code": exc.error_code, "name": name, "partitions": []})
+                continue
+            if allow_create and broker.config.auto_create_topics_enable:
+                try:
+                    broker.auto_create_topic(name)
+                except KafkaError as exc:
+                    topics.append({"error_code": exc.error_code, "name": name, "partitions": []})
+                    continue
+        topics.append(topic_entry(broker, name))
+    brokers = [{"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
+               for b in sorted(broker.metadata.brokers.values(), key=lambda b: b.broker_id)]
+    return build(response_class(API_KEY, version), {
+        "throttle_time": 0, "brokers": brokers, "cluster_id": broker.metadata.cluster_id,
+        "controller_id": broker.metadata.controller_id, "topics": topics,
+        "cluster_authorized_operations": OPERATIONS_NOT_REQUESTED,
+    })
