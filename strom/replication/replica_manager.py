@@ -8,6 +8,7 @@ leader it serves Produce and Fetch, elsewhere it answers NOT_LEADER_OR_FOLLOWER.
 from __future__ import annotations
 
 import logging
+from typing import Callable
 
 from strom.cluster.metadata_cache import MetadataCache
 from strom.protocol.errors import NotLeaderError, UnknownTopicOrPartitionError
@@ -26,6 +27,8 @@ class ReplicaManager:
         self.metadata = metadata
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.purgatory = Purgatory()
+        # called with (partition, is_leader) whenever this broker gains or loses a leadership
+        self.leadership_listeners: list[Callable[[Partition, bool], None]] = []
 
     def apply_metadata(self) -> None:
         """Bring local replicas in line with the metadata: create, lead, follow or delete."""
@@ -43,16 +46,23 @@ class ReplicaManager:
                     partition = self.partitions[key] = Partition(topic.name, index, log_, self.broker_id)
                 if state is None:
                     continue
+                was_leader = partition.is_leader
                 if state.leader == self.broker_id:
                     partition.make_leader(state, replicas)
                 else:
                     partition.make_follower(state, replicas)
+                if partition.is_leader != was_leader:
+                    for listener in self.leadership_listeners:
+                        listener(partition, partition.is_leader)
             for key, partition in self.partitions.items():
                 if key[0] == topic.name:
                     partition.log.config = self.log_manager.config_for(topic.name)
         for key in [k for k in self.partitions if k not in wanted]:
             log.info("removing replica %s-%d", *key)
-            del self.partitions[key]
+            removed = self.partitions.pop(key)
+            if removed.is_leader:
+                for listener in self.leadership_listeners:
+                    listener(removed, False)
             self.log_manager.delete_log(key)
             self.purgatory.notify(key)
         # logs on disk for topics that no longer exist (deleted while this broker was down)

@@ -26,6 +26,9 @@ from strom.cluster.local_store import LocalStore
 from strom.cluster.metadata_cache import MetadataCache
 from strom.cluster.model import Broker as BrokerInfo
 from strom.cluster.store import MetadataStore, NodeExistsError
+from strom.group.coordinator import GroupCoordinator
+from strom.group.offset_store import OFFSETS_TOPIC
+from strom.protocol.errors import TopicAlreadyExistsError
 from strom.replication.replica_manager import ReplicaManager
 from strom.server.config import BrokerConfig
 from strom.server.connection import Connection
@@ -89,6 +92,8 @@ class Broker:
         )
         self.log_manager.startup()
         self.replica_manager = ReplicaManager(self.broker_id, self.log_manager, self.metadata)
+        self.group_coordinator = GroupCoordinator(self)
+        self.replica_manager.leadership_listeners.append(self.group_coordinator.on_leadership_change)
         self.store.ensure_path(model.BROKERS_IDS)
         self.store.ensure_path(model.BROKERS_TOPICS)
         self.store.ensure_path(model.CONFIG_TOPICS)
@@ -105,6 +110,7 @@ class Broker:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(lambda: Connection(self), sock=sock)
         self._background.append(asyncio.create_task(self.log_manager.run_scheduler(self._stop)))
+        self._background.append(asyncio.create_task(self.group_coordinator.run_expiry(self._stop)))
         self._announce(listener.host, self.port)
 
     def _open_store(self) -> MetadataStore:
@@ -161,6 +167,23 @@ class Broker:
         """auto.create.topics.enable: a topic first named by Metadata gets the broker defaults."""
         factor = min(self.config.default_replication_factor, max(1, len(self.metadata.brokers)))
         return self.create_topic(name, self.config.num_partitions, factor)
+
+    def ensure_offsets_topic(self) -> None:
+        """Create __consumer_offsets on first use, as Kafka does.
+
+        Its replication factor is offsets.topic.replication.factor, capped at the number of live
+        brokers (Kafka instead refuses to create it until that many brokers are up, which
+        leaves a fresh single-broker or two-broker cluster without consumer groups).
+        """
+        if OFFSETS_TOPIC in self.metadata.topics:
+            return
+        factor = max(1, min(self.config.offsets_topic_replication_factor, len(self.metadata.brokers)))
+        try:
+            self.create_topic(OFFSETS_TOPIC, self.config.offsets_topic_num_partitions, factor, {
+                "cleanup.policy": "compact", "compression.type": "producer",
+                "segment.bytes": str(self.config.offsets_topic_segment_bytes)})
+        except TopicAlreadyExistsError:
+            self.refresh_metadata()
 
     # -- serving -----------------------------------------------------------------------------------
     def request_stop(self) -> None:

@@ -1,0 +1,657 @@
+"""The group coordinator: consumer group membership (classic protocol) and committed offsets.
+
+A broker coordinates the groups whose __consumer_offsets partition it leads. Join and Sync
+requests are parked on futures until the rebalance they belong to completes; timers (session
+expiry, rebalance timeout, the initial rebalance delay) run on the event loop. The rules follow
+Kafka's GroupCoordinator, including static membership (KIP-345) and the member id handshake
+(KIP-394: MEMBER_ID_REQUIRED).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from strom.group import records as schema
+from strom.group.group import CommittedOffset, Group, GroupState, Member
+from strom.group.offset_store import OFFSETS_TOPIC, OffsetStore
+from strom.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from strom.replication.partition import Partition
+    from strom.server.broker import Broker
+
+log = logging.getLogger("strom.group")
+
+OFFSET_METADATA_MAX_BYTES = 4096
+
+
+@dataclass
+class JoinResult:
+    error_code: int
+    generation: int = -1
+    protocol_type: str | None = None
+    protocol: str | None = None
+    leader: str = ""
+    member_id: str = ""
+    members: list[dict] | None = None
+    skip_assignment: bool = False
+
+
+def _join_error(code: int, member_id: str = "") -> JoinResult:
+    return JoinResult(code, member_id=member_id)
+
+
+class GroupCoordinator:
+    def __init__(self, broker: "Broker"):
+        self.broker = broker
+        self.config = broker.config
+        self.store = OffsetStore(broker)
+        self.groups: dict[str, Group] = {}
+        self.owned_partitions: set[int] = set()
+
+    # -- ownership ---------------------------------------------------------------------------------
+    def on_leadership_change(self, partition: "Partition", is_leader: bool) -> None:
+        if partition.topic != OFFSETS_TOPIC:
+            return
+        if is_leader and partition.index not in self.owned_partitions:
+            self._load(partition)
+            self.owned_partitions.add(partition.index)
+        elif not is_leader and partition.index in self.owned_partitions:
+            self.owned_partitions.discard(partition.index)
+            for group_id in [g for g, group in self.groups.items() if group.partition == partition.index]:
+                self._unload(self.groups.pop(group_id))
+
+    def _load(self, partition: "Partition") -> None:
+        loaded: dict[str, Group] = {}
+        for key, value in OffsetStore.replay(partition):
+            group = loaded.get(key.group)
+            if isinstance(key, schema.OffsetKey):
+                if group is None:
+                    group = loaded[key.group] = Group(key.group, partition.index)
+                if value is None:
+                    group.offsets.pop((key.topic, key.partition), None)
+                else:
+                    v = schema.decode_offset_value(value)
+                    group.offsets[(key.topic, key.partition)] = CommittedOffset(
+                        v.offset, v.leader_epoch, v.metadata, v.commit_timestamp)
+            elif value is None:
+                loaded.pop(key.group, None)
+            else:
+                if group is None:
+                    group = loaded[key.group] = Group(key.group, partition.index)
+                self._restore_metadata(group, schema.decode_group_value(value))
+        for group_id, group in loaded.items():
+            self.groups[group_id] = group
+            for member in group.members.values():
+                self._schedule_session_expiry(group, member)
+        if loaded:
+            log.info("loaded %d groups from %s-%d", len(loaded), OFFSETS_TOPIC, partition.index)
+
+    def _restore_metadata(self, group: Group, value: schema.GroupValue) -> None:
+        group.protocol_type = value.protocol_type or None
+        group.generation = value.generation
+        group.protocol = value.protocol
+        group.leader_id = value.leader
+        group.members = {}
+        group.static_members = {}
+        for m in value.members:
+            member = Member(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout,
+                            m.session_timeout, value.protocol_type, [(value.protocol or "", m.subscription)],
+                            m.assignment)
+            group.members[m.member_id] = member
+            if m.group_instance_id:
+                group.static_members[m.group_instance_id] = m.member_id
+        group.transition(GroupState.STABLE if group.members else GroupState.EMPTY)
+
+    def _unload(self, group: Group) -> None:
+        for member in group.members.values():
+            self._cancel_session(member)
+            self._complete_join(member, _join_error(ErrorCode.NOT_COORDINATOR))
+            self._complete_sync(member, ErrorCode.NOT_COORDINATOR, b"")
+        if group.join_timer:
+            group.join_timer.cancel()
+        group.transition(GroupState.DEAD)
+
+    def coordinator_error(self, group_id: str) -> int:
+        """NONE when this broker coordinates ``group_id``, else the error the client acts on."""
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID
+        if OFFSETS_TOPIC not in self.broker.metadata.topics:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if self.store.partition_for(group_id) not in self.owned_partitions:
+            return ErrorCode.NOT_COORDINATOR
+        return ErrorCode.NONE
+
+    # -- join --------------------------------------------------------------------------------------
+    async def join_group(self, group_id: str, member_id: str, instance_id: str | None, client_id: str,
+                         client_host: str, protocol_type: str, protocols: list[tuple[str, bytes]],
+                         session_timeout_ms: int, rebalance_timeout_ms: int, require_known_member_id: bool
+                         ) -> JoinResult:
+        error = self.coordinator_error(group_id)
+        if error:
+            return _join_error(error, member_id)
+        if not (self.config.group_min_session_timeout_ms <= session_timeout_ms
+                <= self.config.group_max_session_timeout_ms):
+            return _join_error(ErrorCode.INVALID_SESSION_TIMEOUT, member_id)
+        group = self.groups.get(group_id)
+        if group is None:
+            if member_id:
+                return _join_error(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
+            group = self.groups[group_id] = Group(group_id, self.store.partition_for(group_id))
+        if group.state == GroupState.DEAD:
+            return _join_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id)
+        if not group.supports(protocol_type, protocols):
+            return _join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
+        if not member_id and len(group.members) >= self.config.group_max_size:
+            return _join_error(ErrorCode.GROUP_MAX_SIZE_REACHED, member_id)
+        args = (client_id, client_host, protocol_type, protocols, session_timeout_ms, rebalance_timeout_ms)
+        if not member_id:
+            new_id = f"{instance_id or client_id}-{uuid.uuid4()}"
+            if instance_id is not None and instance_id in group.static_members:
+                return await self._rejoin_static(group, instance_id, new_id, *args)
+            if instance_id is None and require_known_member_id:
+                group.pending_members.add(new_id)
+                asyncio.get_running_loop().call_later(session_timeout_ms / 1000, self._expire_pending,
+                                                      group, new_id)
+                return _join_error(ErrorCode.MEMBER_ID_REQUIRED, new_id)
+            return await self._add_member_and_rebalance(group, new_id, instance_id, *args)
+        if member_id in group.pending_members:
+            group.pending_members.discard(member_id)
+            return await self._add_member_and_rebalance(group, member_id, instance_id, *args)
+        if instance_id is not None and group.static_members.get(instance_id) not in (None, member_id):
+            return _join_error(ErrorCode.FENCED_INSTANCE_ID, member_id)
+        member = group.members.get(member_id)
+        if member is None:
+            return _join_error(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
+        if group.state == GroupState.PREPARING_REBALANCE:
+            return await self._update_member_and_rebalance(group, member, protocols, session_timeout_ms,
+                                                           rebalance_timeout_ms)
+        if group.state == GroupState.COMPLETING_REBALANCE and member.matches(protocols):
+            return self._current_join_info(group, member)  # a resent JoinGroup: answer what it missed
+        if group.state == GroupState.STABLE and member.member_id != group.leader_id and member.matches(protocols):
+            return self._current_join_info(group, member)
+        return await self._update_member_and_rebalance(group, member, protocols, session_timeout_ms,
+                                                       rebalance_timeout_ms)
+
+    def _current_join_info(self, group: Group, member: Member) -> JoinResult:
+        members = self._member_list(group) if member.member_id == group.leader_id else []
+        return JoinResult(ErrorCode.NONE, group.generation, group.protocol_type, group.protocol,
+                          group.leader_id or "", member.member_id, members)
+
+    def _member_list(self, group: Group) -> list[dict]:
+        return [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                 "metadata": m.metadata_for(group.protocol or "")} for m in group.members.values()]
+
+    async def _add_member_and_rebalance(self, group: Group, member_id: str, instance_id: str | None,
+                                        client_id: str, client_host: str, protocol_type: str,
+                                        protocols: list[tuple[str, bytes]], session_timeout_ms: int,
+                                        rebalance_timeout_ms: int) -> JoinResult:
+        member = Member(member_id, instance_id, client_id, client_host, rebalance_timeout_ms, session_timeout_ms,
+                        protocol_type, protocols, is_new=True)
+        if group.is_empty:
+            group.protocol_type = protocol_type
+        if group.leader_id is None or group.leader_id not in group.members:
+            group.leader_id = member_id
+        group.members[member_id] = member
+        if instance_id is not None:
+            group.static_members[instance_id] = member_id
+        group.new_member_added = True
+        member.join_future = asyncio.get_running_loop().create_future()
+        future = member.join_future
+        self._prepare_rebalance(group, f"member {member_id} joined")
+        self._maybe_complete_join(group)
+        return await future
+
+    async def _update_member_and_rebalance(self, group: Group, member: Member, protocols, session_timeout_ms: int,
+                                           rebalance_timeout_ms: int) -> JoinResult:
+        member.protocols = protocols
+        member.session_timeout_ms = session_timeout_ms
+        member.rebalance_timeout_ms = rebalance_timeout_ms
+        self._cancel_session(member)
+        self._complete_join(member, _join_error(ErrorCode.REBALANCE_IN_PROGRESS, member.member_id))
+        member.join_future = asyncio.get_running_loop().create_future()
+        future = member.join_future
+        if group.state != GroupState.PREPARING_REBALANCE:
+            self._prepare_rebalance(group, f"member {member.member_id} rejoined")
+        self._maybe_complete_join(group)
+        return await future
+
+    async def _rejoin_static(self, group: Group, instance_id: str, new_id: str, client_id: str, client_host: str,
+                             protocol_type: str, protocols, session_timeout_ms: int, rebalance_timeout_ms: int
+                             ) -> JoinResult:
+        """A static member restarted: it takes over its old identity; a stable group does not rebalance."""
+        old_id = group.static_members[instance_id]
+        old = group.members.pop(old_id)
+        self._cancel_session(old)
+        self._complete_join(old, _join_error(ErrorCode.FENCED_INSTANCE_ID, old_id))
+        self._complete_sync(old, ErrorCode.FENCED_INSTANCE_ID, b"")
+        member = Member(new_id, instance_id, client_id, client_host, rebalance_timeout_ms, session_timeout_ms,
+                        protocol_type, protocols, assignment=old.assignment)
+        group.members[new_id] = member
+        group.static_members[instance_id] = new_id
+        if group.leader_id == old_id:
+            group.leader_id = new_id
+        log.info("static member %s of group %s rejoined as %s", instance_id, group.group_id, new_id)
+        if group.state == GroupState.STABLE and old.matches(protocols):
+            self._schedule_session_expiry(group, member)
+            await self._persist_group(group)
+            result = JoinResult(ErrorCode.NONE, group.generation, group.protocol_type, group.protocol,
+                                group.leader_id or "", new_id, [])
+            # KIP-345: the leader keeps its role but need not reassign (skip_assignment, JoinGroup v9+)
+            result.skip_assignment = new_id == group.leader_id
+            if result.skip_assignment:
+                result.members = self._member_list(group)
+            return result
+        member.join_future = asyncio.get_running_loop().create_future()
+        future = member.join_future
+        if group.state != GroupState.PREPARING_REBALANCE:
+            self._prepare_rebalance(group, f"static member {instance_id} rejoined with new metadata")
+        self._maybe_complete_join(group)
+        return await future
+
+    def _expire_pending(self, group: Group, member_id: str) -> None:
+        if member_id in group.pending_members:
+            group.pending_members.discard(member_id)
+            self._maybe_complete_join(group)
+
+    # -- rebalance state machine -------------------------------------------------------------------
+    def _prepare_rebalance(self, group: Group, reason: str) -> None:
+        if group.state == GroupState.COMPLETING_REBALANCE:
+            for member in group.members.values():  # their assignment is obsolete: rejoin
+                self._complete_sync(member, ErrorCode.REBALANCE_IN_PROGRESS, b"")
+        loop = asyncio.get_running_loop()
+        if group.join_timer:
+            group.join_timer.cancel()
+        initial = group.state == GroupState.EMPTY
+        group.transition(GroupState.PREPARING_REBALANCE)
+        log.info("preparing to rebalance group %s (generation %d): %s", group.group_id, group.generation, reason)
+        if initial and self.config.group_initial_rebalance_delay_ms > 0:
+            # Kafka's InitialDelayedJoin: wait for more members before the first assignment.
+            delay = min(self.config.group_initial_rebalance_delay_ms, group.max_rebalance_timeout_ms())
+            remaining = max(0, group.max_rebalance_timeout_ms() - delay)
+            group.new_member_added = False
+            group.join_timer = loop.call_later(delay / 1000, self._on_initial_delay, group, delay, remaining)
+            group.initial_delay = True
+        else:
+            group.initial_delay = False
+            group.join_timer = loop.call_later(group.max_rebalance_timeout_ms() / 1000, self._complete_rebalance_join,
+                                               group)
+
+    def _on_initial_delay(self, group: Group, delay: int, remaining: int) -> None:
+        if group.state != GroupState.PREPARING_REBALANCE:
+            return
+        if group.new_member_added and remaining > 0:
+            group.new_member_added = False
+            step = min(delay, remaining)
+            group.join_timer = asyncio.get_running_loop().call_later(
+                step / 1000, self._on_initial_delay, group, delay, remaining - step)
+            return
+        group.initial_delay = False
+        if group.all_members_joined():
+            self._complete_rebalance_join(group)
+        else:
+            group.join_timer = asyncio.get_running_loop().call_later(
+                group.max_rebalance_timeout_ms() / 1000, self._complete_rebalance_join, group)
+
+    def _maybe_complete_join(self, group: Group) -> None:
+        if (group.state == GroupState.PREPARING_REBALANCE and not group.initial_delay
+                and group.all_members_joined()):
+            self._complete_rebalance_join(group)
+
+    def _complete_rebalance_join(self, group: Group) -> None:
+        if group.state != GroupState.PREPARING_REBALANCE:
+            return
+        if group.join_timer:
+            group.join_timer.cancel()
+            group.join_timer = None
+        for member in [m for m in group.members.values() if not m.is_awaiting_join]:
+            log.info("removing member %s of group %s: it did not rejoin in time", member.member_id, group.group_id)
+            self._remove_member(group, member)
+        group.pending_members.clear()
+        if group.is_empty:
+            group.generation += 1
+            group.protocol = None
+            group.leader_id = None
+            group.transition(GroupState.EMPTY)
+            asyncio.ensure_future(self._persist_group(group))
+            return
+        group.generation += 1
+        group.protocol = group.select_protocol()
+        if group.leader_id not in group.members:
+            group.leader_id = next(iter(group.members))
+        group.transition(GroupState.COMPLETING_REBALANCE)
+        log.info("group %s generation %d: %d members, protocol %s, leader %s", group.group_id, group.generation,
+                 len(group.members), group.protocol, group.leader_id)
+        members = self._member_list(group)
+        for member in group.members.values():
+            result = JoinResult(ErrorCode.NONE, group.generation, group.protocol_type, group.protocol,
+                                group.leader_id, member.member_id,
+                                members if member.member_id == group.leader_id else [])
+            member.is_new = False
+            self._complete_join(member, result)
+            self._schedule_session_expiry(group, member)
+
+    # -- sync --------------------------------------------------------------------------------------
+    async def sync_group(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
+                         protocol_type: str | None, protocol_name: str | None,
+                         assignments: dict[str, bytes]) -> tuple[int, bytes, str | None, str | None]:
+        error = self.coordinator_error(group_id)
+        group = self.groups.get(group_id)
+        if not error:
+            error = self._validate_member(group, member_id, instance_id, generation)
+        if not error and ((protocol_type is not None and protocol_type != group.protocol_type)
+                          or (protocol_name is not None and protocol_name != group.protocol)):
+            error = ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+        if error:
+            return error, b"", None, None
+        member = group.members[member_id]
+        if group.state == GroupState.PREPARING_REBALANCE:
+            return ErrorCode.REBALANCE_IN_PROGRESS, b"", None, None
+        if group.state == GroupState.STABLE:
+            self._schedule_session_expiry(group, member)
+            return ErrorCode.NONE, member.assignment, group.protocol_type, group.protocol
+        # CompletingRebalance: park until the leader's assignment arrives
+        member.sync_future = asyncio.get_running_loop().create_future()
+        future = member.sync_future
+        self._schedule_session_expiry(group, member)
+        if member_id == group.leader_id:
+            for m in group.members.values():
+                m.assignment = assignments.get(m.member_id, b"")
+            generation_synced = group.generation
+            code = await self._persist_group(group)
+            if group.state == GroupState.COMPLETING_REBALANCE and group.generation == generation_synced:
+                if code:
+                    for m in group.members.values():
+                        m.assignment = b""
+                        self._complete_sync(m, code, b"")
+                    self._prepare_rebalance(group, "could not store the assignment")
+                else:
+                    group.transition(GroupState.STABLE)
+                    for m in group.members.values():
+                        self._complete_sync(m, ErrorCode.NONE, m.assignment)
+        code, assignment = await future
+        return code, assignment, group.protocol_type, group.protocol
+
+    def _validate_member(self, group: Group | None, member_id: str, instance_id: str | None, generation: int) -> int:
+        if group is None or group.state == GroupState.DEAD:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if instance_id is not None and group.static_members.get(instance_id) not in (None, member_id):
+            return ErrorCode.FENCED_INSTANCE_ID
+        if member_id not in group.members:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if generation != group.generation:
+            return ErrorCode.ILLEGAL_GENERATION
+        return ErrorCode.NONE
+
+    # -- heartbeat and leave -----------------------------------------------------------------------
+    def heartbeat(self, group_id: str, generation: int, member_id: str, instance_id: str | None) -> int:
+        error = self.coordinator_error(group_id)
+        if error:
+            return error
+        group = self.groups.get(group_id)
+        if group is not None and group.state == GroupState.EMPTY:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        error = self._validate_member(group, member_id, instance_id, generation)
+        if error == ErrorCode.ILLEGAL_GENERATION and group.state == GroupState.PREPARING_REBALANCE:
+            error = ErrorCode.REBALANCE_IN_PROGRESS
+        if error:
+            return error
+        member = group.members[member_id]
+        self._schedule_session_expiry(group, member)
+        if group.state == GroupState.PREPARING_REBALANCE:
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return ErrorCode.NONE
+
+    def leave_group(self, group_id: str, leaving: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
+        error = self.coordinator_error(group_id)
+        if error:
+            return error, []
+        group = self.groups.get(group_id)
+        results = []
+        for member_id, instance_id in leaving:
+            if group is None:
+                results.append(ErrorCode.UNKNOWN_MEMBER_ID)
+                continue
+            if instance_id is not None:
+                known = group.static_members.get(instance_id)
+                if known is None:
+                    results.append(ErrorCode.UNKNOWN_MEMBER_ID)
+                    continue
+                if member_id and known != member_id:
+                    results.append(ErrorCode.FENCED_INSTANCE_ID)
+                    continue
+                member_id = known
+            member = group.members.get(member_id)
+            if member is None:
+                if member_id in group.pending_members:
+                    group.pending_members.discard(member_id)
+                    results.append(ErrorCode.NONE)
+                else:
+                    results.append(ErrorCode.UNKNOWN_MEMBER_ID)
+                continue
+            log.info("member %s left group %s", member_id, group.group_id)
+            self._remove_member_and_update(group, member)
+            results.append(ErrorCode.NONE)
+        return ErrorCode.NONE, results
+
+    def _remove_member(self, group: Group, member: Member) -> None:
+        group.members.pop(member.member_id, None)
+        if member.group_instance_id and group.static_members.get(member.group_instance_id) == member.member_id:
+            del group.static_members[member.group_instance_id]
+        self._cancel_session(member)
+        self._complete_join(member, _join_error(ErrorCode.UNKNOWN_MEMBER_ID, member.member_id))
+        self._complete_sync(member, ErrorCode.UNKNOWN_MEMBER_ID, b"")
+        if group.leader_id == member.member_id:
+            group.leader_id = next(iter(group.members), None)
+
+    def _remove_member_and_update(self, group: Group, member: Member) -> None:
+        self._remove_member(group, member)
+        if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            self._prepare_rebalance(group, f"member {member.member_id} left")
+        elif group.state == GroupState.PREPARING_REBALANCE:
+            self._maybe_complete_join(group)
+
+    # -- sessions ----------------------------------------------------------------------------------
+    def _schedule_session_expiry(self, group: Group, member: Member) -> None:
+        self._cancel_session(member)
+        member.session_timer = asyncio.get_running_loop().call_later(
+            member.session_timeout_ms / 1000, self._on_session_expired, group, member)
+
+    @staticmethod
+    def _cancel_session(member: Member) -> None:
+        if member.session_timer is not None:
+            member.session_timer.cancel()
+            member.session_timer = None
+
+    def _on_session_expired(self, group: Group, member: Member) -> None:
+        if group.members.get(member.member_id) is not member or member.is_awaiting_join:
+            return
+        log.info("member %s of group %s expired after %d ms without a heartbeat", member.member_id,
+                 group.group_id, member.session_timeout_ms)
+        self._remove_member_and_update(group, member)
+
+    @staticmethod
+    def _complete_join(member: Member, result: JoinResult) -> None:
+        if member.join_future is not None and not member.join_future.done():
+            member.join_future.set_result(result)
+        member.join_future = None
+
+    @staticmethod
+    def _complete_sync(member: Member, code: int, assignment: bytes) -> None:
+        if member.sync_future is not None and not member.sync_future.done():
+            member.sync_future.set_result((code, assignment))
+        member.sync_future = None
+
+    async def _persist_group(self, group: Group) -> int:
+        value = schema.GroupValue(
+            group.protocol_type or "", group.generation, group.protocol, group.leader_id,
+            int(time.time() * 1000),
+            [schema.MemberRecord(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                                 m.rebalance_timeout_ms, m.session_timeout_ms, m.metadata_for(group.protocol or ""),
+                                 m.assignment) for m in group.members.values()],
+        )
+        return await self.store.write(group.partition, [(schema.encode_key(schema.GroupKey(group.group_id)),
+                                                         schema.encode_group_value(value))])
+
+    # -- offsets -----------------------------------------------------------------------------------
+    async def commit_offsets(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
+                             offsets: dict[tuple[str, int], tuple[int, int, str | None]]) -> dict[tuple[str, int], int]:
+        def everywhere(code: int) -> dict[tuple[str, int], int]:
+            return {tp: code for tp in offsets}
+
+        error = self.coordinator_error(group_id)
+        if error:
+            return everywhere(error)
+        group = self.groups.get(group_id)
+        if generation < 0 and not member_id:
+            if group is not None and not group.is_empty:
+                return everywhere(ErrorCode.UNKNOWN_MEMBER_ID)  # a group with members commits through them
+            if group is None:
+                group = self.groups[group_id] = Group(group_id, self.store.partition_for(group_id))
+        else:
+            error = self._validate_member(group, member_id, instance_id, generation)
+            if error:
+                return everywhere(error)
+            if group.state == GroupState.COMPLETING_REBALANCE:
+                return everywhere(ErrorCode.REBALANCE_IN_PROGRESS)
+            self._schedule_session_expiry(group, group.members[member_id])
+        results: dict[tuple[str, int], int] = {}
+        entries = []
+        now = int(time.time() * 1000)
+        accepted: dict[tuple[str, int], CommittedOffset] = {}
+        for (topic, partition), (offset, leader_epoch, metadata) in offsets.items():
+            if metadata is not None and len(metadata.encode()) > OFFSET_METADATA_MAX_BYTES:
+                results[(topic, partition)] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+                continue
+            committed = CommittedOffset(offset, leader_epoch, metadata or "", now)
+            accepted[(topic, partition)] = committed
+            entries.append((schema.encode_key(schema.OffsetKey(group_id, topic, partition)),
+                            schema.encode_offset_value(schema.OffsetValue(offset, leader_epoch, metadata or "", now))))
+        if entries:
+            code = await self.store.write(group.partition, entries)
+            if not code:
+                group.offsets.update(accepted)
+            for tp in accepted:
+                results[tp] = code
+        return results
+
+    def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None
+                      ) -> tuple[int, dict[tuple[str, int], CommittedOffset | None]]:
+        error = self.coordinator_error(group_id)
+        if error:
+            return error, {}
+        group = self.groups.get(group_id)
+        stored = group.offsets if group else {}
+        if partitions is None:
+            return ErrorCode.NONE, dict(stored)
+        return ErrorCode.NONE, {tp: stored.get(tp) for tp in partitions}
+
+    async def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> tuple[int, dict]:
+        error = self.coordinator_error(group_id)
+        if error:
+            return error, {}
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.GROUP_ID_NOT_FOUND, {}
+        if group.state not in (GroupState.EMPTY, GroupState.STABLE, GroupState.PREPARING_REBALANCE,
+                               GroupState.COMPLETING_REBALANCE):
+            return ErrorCode.GROUP_ID_NOT_FOUND, {}
+        subscribed = group.subscribed_topics() if not group.is_empty else set()
+        if subscribed is None and not group.is_empty:
+            return ErrorCode.NON_EMPTY_GROUP, {}
+        results = {}
+        doomed = []
+        for tp in partitions:
+            if tp[0] in (subscribed or set()):
+                results[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+            else:
+                results[tp] = ErrorCode.NONE
+                doomed.append(tp)
+        if doomed:
+            code = await self.store.write(group.partition, [
+                (schema.encode_key(schema.OffsetKey(group_id, t, p)), None) for t, p in doomed])
+            for tp in doomed:
+                if code:
+                    results[tp] = code
+                else:
+                    group.offsets.pop(tp, None)
+        return ErrorCode.NONE, results
+
+    # -- listing, describing, deleting -------------------------------------------------------------
+    def list_groups(self, states: set[str] | None = None) -> list[Group]:
+        return [g for g in self.groups.values()
+                if g.state != GroupState.DEAD and g.partition in self.owned_partitions
+                and (not states or g.state.value in states)]
+
+    def describe_group(self, group_id: str) -> tuple[int, Group | None]:
+        error = self.coordinator_error(group_id)
+        if error:
+            return error, None
+        return ErrorCode.NONE, self.groups.get(group_id)
+
+    async def delete_groups(self, group_ids: list[str]) -> dict[str, int]:
+        results = {}
+        for group_id in group_ids:
+            error = self.coordinator_error(group_id)
+            group = self.groups.get(group_id)
+            if error:
+                results[group_id] = error
+            elif group is None or group.state == GroupState.DEAD:
+                results[group_id] = ErrorCode.GROUP_ID_NOT_FOUND
+            elif not group.is_empty:
+                results[group_id] = ErrorCode.NON_EMPTY_GROUP
+            else:
+                entries = [(schema.encode_key(schema.OffsetKey(group_id, t, p)), None) for t, p in group.offsets]
+                entries.append((schema.encode_key(schema.GroupKey(group_id)), None))
+                code = await self.store.write(group.partition, entries)
+                if not code:
+                    group.transition(GroupState.DEAD)
+                    self.groups.pop(group_id, None)
+                results[group_id] = code
+        return results
+
+    async def expire_offsets(self) -> int:
+        """offsets.retention.minutes: drop the offsets of groups that have been empty that long."""
+        retention_ms = self.config.offsets_retention_minutes * 60_000
+        now = int(time.time() * 1000)
+        removed = 0
+        for group in list(self.groups.values()):
+            if group.partition not in self.owned_partitions or not group.is_empty or not group.offsets:
+                continue
+            if now - group.state_timestamp < retention_ms:
+                continue
+            expired = [tp for tp, c in group.offsets.items() if now - c.commit_timestamp >= retention_ms]
+            if not expired:
+                continue
+            entries = [(schema.encode_key(schema.OffsetKey(group.group_id, t, p)), None) for t, p in expired]
+            if len(expired) == len(group.offsets):
+                entries.append((schema.encode_key(schema.GroupKey(group.group_id)), None))
+            if not await self.store.write(group.partition, entries):
+                for tp in expired:
+                    group.offsets.pop(tp, None)
+                removed += len(expired)
+                if not group.offsets:
+                    self.groups.pop(group.group_id, None)
+        return removed
+
+    async def run_expiry(self, stop: asyncio.Event) -> None:
+        interval = self.config.offsets_retention_check_interval_ms / 1000
+        while not stop.is_set():
+            try:
+                await asyncio.wait_for(stop.wait(), interval)
+                return
+            except asyncio.TimeoutError:
+                pass
+            try:
+                removed = await self.expire_offsets()
+                if removed:
+                    log.info("expired %d committed offsets", removed)
+            except Exception:
+                log.exception("offset expiry failed")
+
+

@@ -1,0 +1,137 @@
+"""A consumer group's state: members, generation, protocol and the classic-protocol state machine.
+
+    Empty ──join──▶ PreparingRebalance ──all joined / timeout──▶ CompletingRebalance
+      ▲                    ▲   │                                       │ leader's SyncGroup
+      │                    │   └── all members left ──▶ Empty          ▼
+      └──last member left──┴─────── member joins/leaves/expires ◀── Stable
+    Dead: the group was deleted (or its partition moved to another coordinator).
+
+The broker never looks inside protocol metadata or assignments: it passes the bytes between
+members, so every client-side assignor (range, roundrobin, sticky, cooperative-sticky) works.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+
+class GroupState(enum.Enum):
+    EMPTY = "Empty"
+    PREPARING_REBALANCE = "PreparingRebalance"
+    COMPLETING_REBALANCE = "CompletingRebalance"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+@dataclass
+class Member:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]
+    assignment: bytes = b""
+    join_future: asyncio.Future | None = None
+    sync_future: asyncio.Future | None = None
+    session_timer: asyncio.TimerHandle | None = None
+    is_new: bool = False
+
+    @property
+    def is_awaiting_join(self) -> bool:
+        return self.join_future is not None and not self.join_future.done()
+
+    @property
+    def is_awaiting_sync(self) -> bool:
+        return self.sync_future is not None and not self.sync_future.done()
+
+    def metadata_for(self, protocol: str) -> bytes:
+        for name, metadata in self.protocols:
+            if name == protocol:
+                return metadata
+        return b""
+
+    def matches(self, protocols: list[tuple[str, bytes]]) -> bool:
+        return self.protocols == protocols
+
+
+@dataclass
+class CommittedOffset:
+    offset: int
+    leader_epoch: int
+    metadata: str
+    commit_timestamp: int
+
+
+@dataclass
+class Group:
+    group_id: str
+    partition: int  # the __consumer_offsets partition that stores it
+    state: GroupState = GroupState.EMPTY
+    generation: int = 0
+    protocol_type: str | None = None
+    protocol: str | None = None
+    leader_id: str | None = None
+    members: dict[str, Member] = field(default_factory=dict)
+    static_members: dict[str, str] = field(default_factory=dict)  # group.instance.id -> member id
+    pending_members: set[str] = field(default_factory=set)  # ids handed out with MEMBER_ID_REQUIRED
+    offsets: dict[tuple[str, int], CommittedOffset] = field(default_factory=dict)
+    state_timestamp: int = field(default_factory=lambda: int(time.time() * 1000))
+    join_timer: asyncio.TimerHandle | None = None
+    new_member_added: bool = False
+    initial_delay: bool = False  # in the first rebalance's group.initial.rebalance.delay.ms window
+
+    def transition(self, state: GroupState) -> None:
+        self.state = state
+        self.state_timestamp = int(time.time() * 1000)
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.members
+
+    def supports(self, protocol_type: str, protocols: list[tuple[str, bytes]]) -> bool:
+        """A joining member must share the protocol type and at least one protocol with the group."""
+        if self.is_empty:
+            return bool(protocol_type) and bool(protocols)
+        if protocol_type != self.protocol_type:
+            return False
+        names = {name for name, _ in protocols}
+        return bool(names & self.candidate_protocols())
+
+    def candidate_protocols(self) -> set[str]:
+        sets = [{name for name, _ in m.protocols} for m in self.members.values()]
+        return set.intersection(*sets) if sets else set()
+
+    def select_protocol(self) -> str:
+        """Kafka's vote: each member votes for its most preferred protocol that all members support."""
+        candidates = self.candidate_protocols()
+        votes: Counter[str] = Counter()
+        for member in self.members.values():
+            for name, _ in member.protocols:
+                if name in candidates:
+                    votes[name] += 1
+                    break
+        return max(sorted(votes), key=lambda name: votes[name])
+
+    def all_members_joined(self) -> bool:
+        return all(m.is_awaiting_join for m in self.members.values()) and not self.pending_members
+
+    def max_rebalance_timeout_ms(self) -> int:
+        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+
+    def subscribed_topics(self) -> set[str] | None:
+        """Topics the consumer members subscribe to (None when the protocol is not 'consumer')."""
+        if self.protocol_type != "consumer" or self.protocol is None:
+            return None
+        from strom.group.subscription import subscription_topics
+
+        topics: set[str] = set()
+        for member in self.members.values():
+            topics |= subscription_topics(member.metadata_for(self.protocol))
+        return topics

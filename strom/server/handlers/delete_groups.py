@@ -1,0 +1,20 @@
+"""DeleteGroups: only empty groups; their offsets and metadata become tombstones."""
+
+from __future__ import annotations
+
+from strom.protocol.api import ApiKey, response_class
+from strom.protocol.entities import build
+
+API_KEY = ApiKey.DELETE_GROUPS
+MIN_VERSION = 0
+MAX_VERSION = 2
+
+
+async def _delete(ctx, request):
+    results = await ctx.broker.group_coordinator.delete_groups(list(request.groups_names))
+    return build(response_class(API_KEY, ctx.api_version), {
+        "throttle_time": 0, "results": [{"group_id": g, "error_code": code} for g, code in results.items()]})
+
+
+def handle(ctx, request):
+    return _delete(ctx, request)

@@ -1,0 +1,32 @@
+"""DescribeGroups: state, protocol and members (with their metadata and assignment) of each group."""
+
+from __future__ import annotations
+
+from strom.protocol.api import ApiKey, response_class
+from strom.protocol.entities import build
+
+API_KEY = ApiKey.DESCRIBE_GROUPS
+MIN_VERSION = 0
+MAX_VERSION = 5
+OPERATIONS_NOT_REQUESTED = -(2**31)
+
+
+def describe(coordinator, group_id: str) -> dict:
+    error, group = coordinator.describe_group(group_id)
+    entry = {"error_code": error, "group_id": group_id, "group_state": "Dead", "protocol_type": "",
+             "protocol_data": "", "members": [], "authorized_operations": OPERATIONS_NOT_REQUESTED}
+    if error or group is None:
+        return entry
+    entry.update(group_state=group.state.value, protocol_type=group.protocol_type or "",
+                 protocol_data=group.protocol or "")
+    entry["members"] = [{
+        "member_id": m.member_id, "group_instance_id": m.group_instance_id, "client_id": m.client_id,
+        "client_host": m.client_host, "member_metadata": m.metadata_for(group.protocol or ""),
+        "member_assignment": m.assignment,
+    } for m in group.members.values()]
+    return entry
+
+
+def handle(ctx, request):
+    groups = [describe(ctx.broker.group_coordinator, group_id) for group_id in request.groups]
+    return build(response_class(API_KEY, ctx.api_version), {"throttle_time": 0, "groups": groups})

@@ -1,0 +1,31 @@
+"""JoinGroup: parked until the group's rebalance completes; the leader gets every member's metadata."""
+
+from __future__ import annotations
+
+from strom.protocol.api import ApiKey, response_class
+from strom.protocol.entities import build, field_value, millis
+
+API_KEY = ApiKey.JOIN_GROUP
+MIN_VERSION = 0
+MAX_VERSION = 9
+
+
+async def _join(ctx, request):
+    session_timeout = millis(request.session_timeout)
+    rebalance_timeout = millis(field_value(request, "rebalance_timeout", request.session_timeout))
+    result = await ctx.broker.group_coordinator.join_group(
+        request.group_id, request.member_id, field_value(request, "group_instance_id"),
+        ctx.header.client_id or "", ctx.peer.rsplit(":", 1)[0], request.protocol_type,
+        [(p.name, bytes(p.metadata)) for p in request.protocols], session_timeout, rebalance_timeout,
+        require_known_member_id=ctx.api_version >= 4,
+    )
+    return build(response_class(API_KEY, ctx.api_version), {
+        "throttle_time": 0, "error_code": result.error_code, "generation_id": result.generation,
+        "protocol_type": result.protocol_type, "protocol_name": result.protocol if ctx.api_version >= 7
+        else (result.protocol or ""), "leader": result.leader, "skip_assignment": result.skip_assignment,
+        "member_id": result.member_id, "members": result.members or [],
+    })
+
+
+def handle(ctx, request):
+    return _join(ctx, request)

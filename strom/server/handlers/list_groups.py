@@ -1,0 +1,17 @@
+"""ListGroups: the groups this broker coordinates (v4+: filtered by state)."""
+
+from __future__ import annotations
+
+from strom.protocol.api import ApiKey, response_class
+from strom.protocol.entities import build, field_value
+
+API_KEY = ApiKey.LIST_GROUPS
+MIN_VERSION = 0
+MAX_VERSION = 4
+
+
+def handle(ctx, request):
+    states = set(field_value(request, "states_filter", ()) or ())
+    groups = [{"group_id": g.group_id, "protocol_type": g.protocol_type or "", "group_state": g.state.value}
+              for g in ctx.broker.group_coordinator.list_groups(states)]
+    return build(response_class(API_KEY, ctx.api_version), {"throttle_time": 0, "error_code": 0, "groups": groups})

@@ -1,0 +1,24 @@
+"""OffsetDelete: remove committed offsets of topics the group no longer subscribes to."""
+
+from __future__ import annotations
+
+from strom.protocol.api import ApiKey, response_class
+from strom.protocol.entities import build
+
+API_KEY = ApiKey.OFFSET_DELETE
+MIN_VERSION = 0
+MAX_VERSION = 0
+
+
+async def _delete(ctx, request):
+    wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+    error, results = await ctx.broker.group_coordinator.delete_offsets(request.group_id, wanted)
+    topics = [{"name": t.name, "partitions": [
+        {"partition_index": p.partition_index, "error_code": results.get((t.name, p.partition_index), error)}
+        for p in t.partitions]} for t in request.topics]
+    return build(response_class(API_KEY, ctx.api_version), {"error_code": error, "throttle_time": 0,
+                                                           "topics": [] if error else topics})
+
+
+def handle(ctx, request):
+    return _delete(ctx, request)
