@@ -1,0 +1,59 @@
+"""Generated README sections: the supported APIs and the config reference.
+
+Both come from the code (the handler table, BrokerConfig's key table), so the README cannot
+drift from what the broker does: ``python -m strom.docs --write README.md`` rewrites the blocks
+between the ``<!-- BEGIN name -->`` / ``<!-- END name -->`` markers, and a test fails when the
+README is out of date.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+
+
+def api_table() -> str:
+    from strom.protocol.api import ApiKey
+    from strom.server.handlers import HANDLERS
+
+    lines = ["| API | key | versions |", "| --- | --- | --- |"]
+    for spec in sorted(HANDLERS.values(), key=lambda s: s.api_key):
+        name = "".join(part.capitalize() for part in ApiKey(spec.api_key).name.split("_"))
+        lines.append(f"| {name} | {spec.api_key} | {spec.min_version}–{spec.max_version} |")
+    return "\n".join(lines)
+
+
+def config_table() -> str:
+    from strom.server.config import config_reference_markdown
+
+    return config_reference_markdown().rstrip()
+
+
+SECTIONS = {"api-table": api_table, "config-table": config_table}
+
+
+def render(text: str) -> str:
+    for name, make in SECTIONS.items():
+        pattern = re.compile(rf"(<!-- BEGIN {name} -->\n).*?(<!-- END {name} -->)", re.S)
+        text = pattern.sub(lambda m: m.group(1) + make() + "\n" + m.group(2), text)
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--write", metavar="README", help="rewrite the generated blocks of this file")
+    args = parser.parse_args(argv)
+    if args.write:
+        with open(args.write, encoding="utf-8") as handle:
+            text = handle.read()
+        with open(args.write, "w", encoding="utf-8") as handle:
+            handle.write(render(text))
+        return 0
+    for name, make in SECTIONS.items():
+        print(f"## {name}\n{make()}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
