@@ -42,6 +42,7 @@ class Connection(asyncio.Protocol):
         self._write_paused = False
         self._closed = False
         self._task: asyncio.Task | None = None
+        self._out: list = []  # response bytes of this drain, written with one syscall
 
     # -- asyncio.Protocol --------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -79,6 +80,12 @@ class Connection(asyncio.Protocol):
         return not self._busy
 
     def _process(self) -> None:
+        try:
+            self._drain()
+        finally:
+            self._flush()
+
+    def _drain(self) -> None:
         while not self._busy and not self._write_paused and not self._closed:
             try:
                 frame = self.decoder.next_frame()
@@ -86,7 +93,7 @@ class Connection(asyncio.Protocol):
                 self._abort(f"malformed frame: {exc}")
                 return
             if frame is None:
-                break
+                return
             try:
                 header, result = self.dispatcher.handle_frame(frame, self.peer)
             except (DecodeError, CloseConnection) as exc:
@@ -103,8 +110,6 @@ class Connection(asyncio.Protocol):
                 return
             if result is not None:
                 self._send(header, result)
-        if self._write_paused and not self._closed:
-            return
 
     async def _complete(self, header, awaitable) -> None:
         try:
@@ -119,25 +124,29 @@ class Connection(asyncio.Protocol):
             return
         if response is not None:
             self._send(header, response)
+            self._flush()
         self._busy = False
         self._task = None
         self.transport.resume_reading()
         self._process()
 
     def _send(self, header, response: Any) -> None:
-        chunks = self.dispatcher.encode(header, response)
-        transport = self.transport
-        pending: list[Any] = []
-        for chunk in chunks:
+        """Queue a response; bytes wait in ``_out`` so pipelined responses share one write."""
+        out = self._out
+        for chunk in self.dispatcher.encode(header, response):
             if isinstance(chunk, FileSlice):
-                if pending:
-                    transport.writelines(pending)
-                    pending = []
+                self._flush()
                 self._send_file(chunk)
             else:
-                pending.append(chunk)
-        if pending:
-            transport.writelines(pending)
+                out.append(chunk)
+
+    def _flush(self) -> None:
+        if self._out and not self._closed:
+            data = self._out[0] if len(self._out) == 1 else b"".join(self._out)
+            self._out = []
+            self.transport.write(data)
+        else:
+            self._out = []
 
     def _send_file(self, file_slice: FileSlice) -> None:
         position, remaining = file_slice.position, file_slice.length

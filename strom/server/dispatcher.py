@@ -53,6 +53,8 @@ class HandlerSpec:
     min_version: int
     max_version: int
     handle: Callable[[RequestContext, Any], Any]
+    # hot APIs decode by hand: (frame, body offset, version) -> request
+    decode: Callable[[Any, int, int], Any] | None = None
 
 
 class CloseConnection(Exception):
@@ -86,7 +88,10 @@ class Dispatcher:
                      header.api_version, peer, header.client_id)
             # No body schema can be trusted here; an error code alone tells the client what happened.
             return header, RawResponse([_INT16.pack(ErrorCode.UNSUPPORTED_VERSION)])
-        request = decode_request(header.api_key, header.api_version, frame, offset)
+        if spec.decode is not None:
+            request = spec.decode(frame, offset, header.api_version)
+        else:
+            request = decode_request(header.api_key, header.api_version, frame, offset)
         context = RequestContext(self.broker, header, peer)
         return header, spec.handle(context, request)
 

@@ -1,19 +1,24 @@
-"""A tiny writer for the responses strom encodes by hand (Produce, Fetch).
+"""Encoding helpers for the responses strom writes by hand (Produce, Fetch).
 
-It knows the two encodings of Kafka's arrays and strings: classic (int32/int16 lengths) and
-flexible (unsigned varint length + 1, with tagged-field sections).
+Kafka has two encodings of arrays and strings: classic (int32/int16 lengths, -1 for null) and
+flexible (unsigned varint of length + 1, 0 for null, plus tagged-field sections). These are
+plain functions returning bytes, because the hot path joins a handful of small pieces.
 """
 
 from __future__ import annotations
 
 import struct
+from functools import lru_cache
 
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
-_INT64 = struct.Struct(">q")
+_SMALL_UVARINTS = [bytes([n]) for n in range(128)]
+NO_TAGS = b"\x00"
 
 
 def uvarint(value: int) -> bytes:
+    if value < 128:
+        return _SMALL_UVARINTS[value]
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)
@@ -22,57 +27,27 @@ def uvarint(value: int) -> bytes:
     return bytes(out)
 
 
-class WireWriter:
-    __slots__ = ("flexible", "_parts")
+def array_length(count: int | None, flexible: bool) -> bytes:
+    if flexible:
+        return uvarint(0 if count is None else count + 1)
+    return _INT32.pack(-1 if count is None else count)
 
-    def __init__(self, flexible: bool):
-        self.flexible = flexible
-        self._parts: list[bytes] = []
 
-    def raw(self, data: bytes) -> None:
-        self._parts.append(data)
+@lru_cache(maxsize=4096)
+def string(text: str, flexible: bool) -> bytes:
+    """Topic names repeat in every response, so their encodings are cached."""
+    data = text.encode()
+    return (uvarint(len(data) + 1) if flexible else _INT16.pack(len(data))) + data
 
-    def int16(self, value: int) -> None:
-        self._parts.append(_INT16.pack(value))
 
-    def int32(self, value: int) -> None:
-        self._parts.append(_INT32.pack(value))
+def nullable_string(text: str | None, flexible: bool) -> bytes:
+    if text is None:
+        return b"\x00" if flexible else b"\xff\xff"
+    return string(text, flexible)
 
-    def int64(self, value: int) -> None:
-        self._parts.append(_INT64.pack(value))
 
-    def array_length(self, count: int | None) -> None:
-        if self.flexible:
-            self._parts.append(uvarint(0 if count is None else count + 1))
-        else:
-            self._parts.append(_INT32.pack(-1 if count is None else count))
-
-    def string(self, text: str) -> None:
-        data = text.encode()
-        self._parts.append((uvarint(len(data) + 1) if self.flexible else _INT16.pack(len(data))) + data)
-
-    def nullable_string(self, text: str | None) -> None:
-        if text is None:
-            self._parts.append(b"\x00" if self.flexible else _INT16.pack(-1))
-        else:
-            self.string(text)
-
-    def bytes_length(self, length: int | None) -> None:
-        """The length prefix of a bytes/records field whose content is sent separately."""
-        if self.flexible:
-            self._parts.append(uvarint(0 if length is None else length + 1))
-        else:
-            self._parts.append(_INT32.pack(-1 if length is None else length))
-
-    def tagged_fields(self) -> None:
-        if self.flexible:
-            self._parts.append(b"\x00")
-
-    def getvalue(self) -> bytes:
-        return b"".join(self._parts)
-
-    def take(self) -> bytes:
-        """The bytes so far, leaving the writer empty (to interleave with file slices)."""
-        data = b"".join(self._parts)
-        self._parts = []
-        return data
+def bytes_length(length: int | None, flexible: bool) -> bytes:
+    """The length prefix of a bytes/records field whose content is sent separately."""
+    if flexible:
+        return uvarint(0 if length is None else length + 1)
+    return _INT32.pack(-1 if length is None else length)

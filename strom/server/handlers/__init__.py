@@ -49,5 +49,6 @@ _MODULES = [
 ]
 
 HANDLERS: dict[int, HandlerSpec] = {
-    int(m.API_KEY): HandlerSpec(int(m.API_KEY), m.MIN_VERSION, m.MAX_VERSION, m.handle) for m in _MODULES
+    int(m.API_KEY): HandlerSpec(int(m.API_KEY), m.MIN_VERSION, m.MAX_VERSION, m.handle, getattr(m, "decode", None))
+    for m in _MODULES
 }

@@ -16,7 +16,7 @@ from strom.protocol.api import ApiKey
 from strom.protocol.entities import field_value, millis
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.server.dispatcher import RawResponse, error_from_exception
-from strom.server.wire import WireWriter
+from strom.server import wire
 from strom.storage.segment import FileSlice
 
 API_KEY = ApiKey.FETCH
@@ -24,6 +24,8 @@ MIN_VERSION = 4  # librdkafka sends v2 record batches only to brokers with Fetch
 MAX_VERSION = 12  # v13+ names topics by id
 
 _PARTITION_HEAD = struct.Struct(">ihqq")
+_ERROR_AND_SESSION = struct.Struct(">hi")
+_NO_PREFERRED_REPLICA = b"\xff\xff\xff\xff"
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
 
@@ -112,30 +114,35 @@ async def _long_poll(broker, request, replica_id: int, max_wait_ms: int, version
 
 def encode_response(results, version: int, error_code: int = 0) -> RawResponse:
     flexible = version >= 12
-    out = WireWriter(flexible)
-    chunks: list = []
-    out.int32(0)  # throttle_time_ms
+    parts = [_INT32.pack(0)]  # throttle_time_ms
     if version >= 7:
-        out.int16(error_code)
-        out.int32(0)  # session_id: sessions declined
-    out.array_length(len(results))
+        parts.append(_ERROR_AND_SESSION.pack(error_code, 0))  # session id 0: sessions declined
+    parts.append(wire.array_length(len(results), flexible))
+    chunks: list = []
     for name, partitions in results:
-        out.string(name)
-        out.array_length(len(partitions))
+        parts.append(wire.string(name, flexible))
+        parts.append(wire.array_length(len(partitions), flexible))
         for data in partitions:
-            out.raw(_PARTITION_HEAD.pack(data.index, data.error_code, data.high_watermark, data.last_stable_offset))
+            parts.append(_PARTITION_HEAD.pack(data.index, data.error_code, data.high_watermark,
+                                              data.last_stable_offset))
             if version >= 5:
-                out.raw(_INT64.pack(data.log_start_offset))
-            out.array_length(0)  # aborted_transactions (none: no aborted transactions yet)
+                parts.append(_INT64.pack(data.log_start_offset))
+            parts.append(wire.array_length(0, flexible))  # aborted_transactions: none without transactions
             if version >= 11:
-                out.raw(_INT32.pack(-1))  # preferred_read_replica
-            size = sum(s.length for s in data.slices)
-            out.bytes_length(size)
+                parts.append(_NO_PREFERRED_REPLICA)
+            size = 0
+            for file_slice in data.slices:
+                size += file_slice.length
+            parts.append(wire.bytes_length(size, flexible))
             if data.slices:
-                chunks.append(out.take())
+                chunks.append(b"".join(parts))
                 chunks.extend(data.slices)
-            out.tagged_fields()
-        out.tagged_fields()
-    out.tagged_fields()
-    chunks.append(out.take())
+                parts = []
+            if flexible:
+                parts.append(wire.NO_TAGS)
+        if flexible:
+            parts.append(wire.NO_TAGS)
+    if flexible:
+        parts.append(wire.NO_TAGS)
+    chunks.append(b"".join(parts))
     return RawResponse(chunks)

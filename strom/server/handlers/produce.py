@@ -11,9 +11,9 @@ import time
 
 from strom.protocol.api import ApiKey
 from strom.protocol.entities import millis
-from strom.protocol.errors import ErrorCode, KafkaError
+from strom.protocol.errors import DecodeError, ErrorCode, KafkaError
 from strom.server.dispatcher import RawResponse, error_from_exception
-from strom.server.wire import WireWriter
+from strom.server import wire
 
 API_KEY = ApiKey.PRODUCE
 MIN_VERSION = 3  # v3 is the first with record batches (magic 2); older versions carry message sets
@@ -21,6 +21,13 @@ MAX_VERSION = 9
 
 _PARTITION_V3 = struct.Struct(">ihqq")
 _PARTITION_V5 = struct.Struct(">ihqqq")
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_ACKS_TIMEOUT_COUNT = struct.Struct(">hii")
+_ACKS_TIMEOUT = struct.Struct(">hi")
+_INDEX_SIZE = struct.Struct(">ii")
+_THROTTLE = b"\x00\x00\x00\x00"
+_THROTTLE_FLEXIBLE = _THROTTLE + wire.NO_TAGS
 
 
 class PartitionResult:
@@ -97,22 +104,171 @@ async def _await_replication(broker, results, timeout_ms: int, version: int) -> 
 
 def encode_response(results: list[tuple[str, list[PartitionResult]]], version: int) -> RawResponse:
     flexible = version >= 9
-    out = WireWriter(flexible)
-    out.array_length(len(results))
+    parts = [wire.array_length(len(results), flexible)]
     for name, partitions in results:
-        out.string(name)
-        out.array_length(len(partitions))
+        parts.append(wire.string(name, flexible))
+        parts.append(wire.array_length(len(partitions), flexible))
         for r in partitions:
             if version >= 5:
-                out.raw(_PARTITION_V5.pack(r.index, r.error_code, r.base_offset, r.log_append_time,
-                                           r.log_start_offset))
+                parts.append(_PARTITION_V5.pack(r.index, r.error_code, r.base_offset, r.log_append_time,
+                                                r.log_start_offset))
             else:
-                out.raw(_PARTITION_V3.pack(r.index, r.error_code, r.base_offset, r.log_append_time))
+                parts.append(_PARTITION_V3.pack(r.index, r.error_code, r.base_offset, r.log_append_time))
             if version >= 8:
-                out.array_length(0)  # record_errors
-                out.nullable_string(r.message if r.error_code else None)
-            out.tagged_fields()
-        out.tagged_fields()
-    out.int32(0)  # throttle_time_ms
-    out.tagged_fields()
-    return RawResponse([out.getvalue()])
+                parts.append(wire.array_length(0, flexible))  # record_errors
+                parts.append(wire.nullable_string(r.message if r.error_code else None, flexible))
+            if flexible:
+                parts.append(wire.NO_TAGS)
+        if flexible:
+            parts.append(wire.NO_TAGS)
+    parts.append(_THROTTLE_FLEXIBLE if flexible else _THROTTLE)
+    return RawResponse([b"".join(parts)])
+
+
+class TopicData:
+    __slots__ = ("name", "partition_data")
+
+    def __init__(self, name: str, partition_data: list):
+        self.name = name
+        self.partition_data = partition_data
+
+
+class PartitionData:
+    __slots__ = ("index", "records")
+
+    def __init__(self, index: int, records):
+        self.index = index
+        self.records = records
+
+
+class Request:
+    __slots__ = ("transactional_id", "acks", "timeout", "topic_data")
+
+    def __init__(self, transactional_id, acks, timeout, topic_data):
+        self.transactional_id = transactional_id
+        self.acks = acks
+        self.timeout = timeout
+        self.topic_data = topic_data
+
+
+def decode(body, offset: int, version: int) -> Request:
+    """Produce is decoded by hand: it is the hottest request, and records must stay views.
+
+    v3-8 use classic strings/arrays/bytes, v9 compact forms and tagged fields. As bounded as the
+    generic decoder: every length and count is checked against the bytes left before use.
+    """
+    try:
+        if version >= 9:
+            return _decode_flexible(body, offset)
+        return _decode_classic(body, offset)
+    except (struct.error, IndexError) as exc:
+        raise DecodeError(f"malformed produce request: {exc}") from None
+
+
+def _check(pos: int, end: int) -> None:
+    if pos > end:
+        raise DecodeError(f"produce request field runs past the end ({pos} > {end})")
+
+
+def _decode_classic(body, pos: int) -> Request:
+    end = len(body)
+    (length,) = _I16.unpack_from(body, pos)
+    pos += 2
+    transactional_id = None
+    if length >= 0:
+        _check(pos + length, end)
+        transactional_id = bytes(body[pos : pos + length]).decode("utf-8", "replace")
+        pos += length
+    acks, timeout, topic_count = _ACKS_TIMEOUT_COUNT.unpack_from(body, pos)
+    pos += 10
+    if topic_count > (end - pos) // 6:
+        raise DecodeError(f"{topic_count} topics cannot fit in {end - pos} bytes")
+    topics = []
+    for _ in range(max(0, topic_count)):
+        (length,) = _I16.unpack_from(body, pos)
+        pos += 2
+        _check(pos + max(0, length), end)
+        name = bytes(body[pos : pos + max(0, length)]).decode("utf-8", "replace")
+        pos += max(0, length)
+        (partition_count,) = _I32.unpack_from(body, pos)
+        pos += 4
+        if partition_count > (end - pos) // 8:
+            raise DecodeError(f"{partition_count} partitions cannot fit in {end - pos} bytes")
+        partitions = []
+        for _ in range(max(0, partition_count)):
+            index, size = _INDEX_SIZE.unpack_from(body, pos)
+            pos += 8
+            records = None
+            if size >= 0:
+                _check(pos + size, end)
+                records = body[pos : pos + size]
+                pos += size
+            partitions.append(PartitionData(index, records))
+        topics.append(TopicData(name, partitions))
+    return Request(transactional_id, acks, timeout, topics)
+
+
+def _uvarint(body, pos: int) -> tuple[int, int]:
+    byte = body[pos]
+    if byte < 0x80:
+        return byte, pos + 1
+    result = byte & 0x7F
+    shift = 7
+    while True:
+        pos += 1
+        byte = body[pos]
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result, pos + 1
+        shift += 7
+        if shift > 35:
+            raise DecodeError("varint is too long")
+
+
+def _skip_tags(body, pos: int, end: int) -> int:
+    count, pos = _uvarint(body, pos)
+    for _ in range(count):
+        _, pos = _uvarint(body, pos)
+        size, pos = _uvarint(body, pos)
+        pos += size
+        _check(pos, end)
+    return pos
+
+
+def _decode_flexible(body, pos: int) -> Request:
+    end = len(body)
+    length, pos = _uvarint(body, pos)
+    transactional_id = None
+    if length > 0:
+        _check(pos + length - 1, end)
+        transactional_id = bytes(body[pos : pos + length - 1]).decode("utf-8", "replace")
+        pos += length - 1
+    acks, timeout = _ACKS_TIMEOUT.unpack_from(body, pos)
+    pos += 6
+    topic_count, pos = _uvarint(body, pos)
+    if topic_count - 1 > end - pos:
+        raise DecodeError(f"{topic_count - 1} topics cannot fit in {end - pos} bytes")
+    topics = []
+    for _ in range(max(0, topic_count - 1)):
+        length, pos = _uvarint(body, pos)
+        size = max(0, length - 1)
+        _check(pos + size, end)
+        name = bytes(body[pos : pos + size]).decode("utf-8", "replace")
+        pos += size
+        partition_count, pos = _uvarint(body, pos)
+        if partition_count - 1 > (end - pos) // 5:
+            raise DecodeError(f"{partition_count - 1} partitions cannot fit in {end - pos} bytes")
+        partitions = []
+        for _ in range(max(0, partition_count - 1)):
+            (index,) = _I32.unpack_from(body, pos)
+            length, pos = _uvarint(body, pos + 4)
+            records = None
+            if length > 0:
+                _check(pos + length - 1, end)
+                records = body[pos : pos + length - 1]
+                pos += length - 1
+            pos = _skip_tags(body, pos, end)
+            partitions.append(PartitionData(index, records))
+        pos = _skip_tags(body, pos, end)
+        topics.append(TopicData(name, partitions))
+    return Request(transactional_id, acks, timeout, topics)
