@@ -23,7 +23,6 @@ from strom.protocol.errors import (
     InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
     InvalidTopicError,
-    NotControllerError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
@@ -88,10 +87,6 @@ class Controller:
         found = self.store.get_or_none(model.CONTROLLER)
         return json.loads(found[0])["brokerid"] if found else -1
 
-    def _require_active(self) -> None:
-        if not self.is_active:
-            raise NotControllerError(f"broker {self.broker_id} is not the controller")
-
     # -- brokers -----------------------------------------------------------------------------------
     def live_brokers(self) -> dict[int, Broker]:
         brokers = {}
@@ -117,7 +112,8 @@ class Controller:
     def create_topic(self, name: str, partitions: int, replication_factor: int,
                      configs: dict[str, str] | None = None, assignment: dict[int, list[int]] | None = None,
                      validate_only: bool = False) -> TopicAssignment:
-        self._require_active()
+        """Any broker may write a new topic's znodes (as Kafka's AdminZkClient does); the
+        controller creates the partition states, here or in its next reconcile pass."""
         validate_topic_name(name)
         existing = self.topics()
         if name in existing:
@@ -146,7 +142,8 @@ class Controller:
             return topic
         self.store.create(model.topic_config_path(name), model.topic_config_json(configs), makepath=True)
         self.store.create(model.topic_path(name), topic.to_json(), makepath=True)
-        self._create_partition_states(name, partitions_map, brokers)
+        if self.is_active:
+            self._create_partition_states(name, partitions_map, brokers)
         log.info("created topic %s with %d partitions", name, len(partitions_map))
         return topic
 
@@ -169,7 +166,6 @@ class Controller:
             self.store.create(model.partition_state_path(name, partition), state.to_json(), makepath=True)
 
     def delete_topic(self, name: str) -> None:
-        self._require_active()
         if name not in self.topics():
             raise UnknownTopicOrPartitionError(f"topic '{name}' does not exist")
         self.store.delete(model.topic_path(name), recursive=True)
@@ -181,7 +177,6 @@ class Controller:
 
     def create_partitions(self, name: str, total: int, assignment: list[list[int]] | None = None,
                           validate_only: bool = False) -> None:
-        self._require_active()
         found = self.store.get_or_none(model.topic_path(name))
         if found is None:
             raise UnknownTopicOrPartitionError(f"topic '{name}' does not exist")
@@ -208,10 +203,10 @@ class Controller:
             return
         updated = TopicAssignment(name, {**topic.partitions, **new}, topic.topic_id)
         self.store.set(model.topic_path(name), updated.to_json(), found[1])
-        self._create_partition_states(name, new, brokers)
+        if self.is_active:
+            self._create_partition_states(name, new, brokers)
 
     def alter_topic_config(self, name: str, configs: dict[str, str], validate_only: bool = False) -> None:
-        self._require_active()
         if name not in self.topics():
             raise UnknownTopicOrPartitionError(f"topic '{name}' does not exist")
         self.validate_configs(configs)
@@ -231,6 +226,92 @@ class Controller:
     def update_partition_state(self, topic: str, partition: int, state: PartitionState, version: int) -> int:
         """Compare-and-set write of a partition's leader/ISR; raises BadVersionError when fenced."""
         return self.store.set(model.partition_state_path(topic, partition), state.to_json(), version)
+
+    def reconcile(self, metadata, unclean_enabled) -> int:
+        """Level-triggered control loop, run on every metadata change while this broker is controller.
+
+        For every partition: create a missing state (topics created by other brokers), elect a
+        leader when the leader is not alive, and drop dead brokers from the ISR. Each leader or
+        controller-made ISR change bumps the leader epoch. Returns the number of writes.
+        """
+        if not self.is_active:
+            return 0
+        live = set(metadata.brokers)
+        writes = 0
+        for topic in list(metadata.topics.values()):
+            for index, replicas in topic.replicas.items():
+                state = topic.states.get(index)
+                if state is None:
+                    alive = [b for b in replicas if b in live]
+                    new = PartitionState(alive[0] if alive else NO_LEADER, 0, alive or replicas[:1], self.epoch)
+                    try:
+                        self.store.create(model.partition_state_path(topic.name, index), new.to_json(),
+                                          makepath=True)
+                        writes += 1
+                    except NodeExistsError:
+                        pass
+                    continue
+                new = self._elect(topic.name, index, replicas, state, live,
+                                  unclean_enabled(topic.name))
+                if new is None:
+                    continue
+                try:
+                    self.update_partition_state(topic.name, index, new, topic.state_versions.get(index, -1))
+                    writes += 1
+                except (BadVersionError, NoNodeError):
+                    log.info("partition %s-%d changed under the controller; retrying on the next pass",
+                             topic.name, index)
+        return writes
+
+    def _elect(self, topic: str, index: int, replicas: list[int], state: PartitionState, live: set[int],
+               unclean: bool) -> PartitionState | None:
+        isr_alive = [b for b in state.isr if b in live]
+        if state.leader in live:
+            if len(isr_alive) == len(state.isr):
+                return None
+            # a follower died: shrink the ISR now rather than after replica.lag.time.max.ms
+            return PartitionState(state.leader, state.leader_epoch + 1, isr_alive, self.epoch)
+        # the leader is gone: the first live replica (in preference order) that is in the ISR
+        candidates = [b for b in replicas if b in isr_alive]
+        if candidates:
+            leader = candidates[0]
+            log.info("electing %d as leader of %s-%d (epoch %d)", leader, topic, index, state.leader_epoch + 1)
+            return PartitionState(leader, state.leader_epoch + 1, isr_alive, self.epoch)
+        if unclean:
+            alive = [b for b in replicas if b in live]
+            if alive:
+                log.warning("UNCLEAN leader election for %s-%d: %d was not in the ISR %s; committed messages "
+                            "may be lost", topic, index, alive[0], state.isr)
+                return PartitionState(alive[0], state.leader_epoch + 1, [alive[0]], self.epoch)
+        if state.leader == NO_LEADER:
+            return None
+        log.warning("%s-%d has no live in-sync replica (ISR %s): offline until one returns", topic, index, state.isr)
+        # Kafka keeps the last ISR member in the ISR so that it can take over when it returns.
+        return PartitionState(NO_LEADER, state.leader_epoch + 1, state.isr[-1:] if not isr_alive else isr_alive,
+                              self.epoch)
+
+    def preferred_leader_moves(self, metadata) -> int:
+        """auto.leader.rebalance.enable: give leadership back to each live, in-sync preferred replica."""
+        if not self.is_active:
+            return 0
+        moves = 0
+        for topic in metadata.topics.values():
+            for index, replicas in topic.replicas.items():
+                state = topic.states.get(index)
+                preferred = replicas[0]
+                if (state is None or state.leader == preferred or preferred not in metadata.brokers
+                        or preferred not in state.isr):
+                    continue
+                new = PartitionState(preferred, state.leader_epoch + 1, state.isr, self.epoch)
+                try:
+                    self.update_partition_state(topic.name, index, new, topic.state_versions.get(index, -1))
+                    moves += 1
+                except (BadVersionError, NoNodeError):
+                    pass
+        return moves
+
+    def resign(self) -> None:
+        self.is_active = False
 
 
 __all__ = ["Controller", "validate_topic_name", "BadVersionError"]

@@ -89,7 +89,7 @@ class LocalStore(MetadataStore):
             node = self._nodes.get(path)
             if node is None:
                 raise NoNodeError(path)
-            if watch:
+            if watch and watch not in node.data_watchers:
                 node.data_watchers.append(watch)
             return node.data, node.version
 
@@ -127,7 +127,7 @@ class LocalStore(MetadataStore):
     def exists(self, path: str, watch: Watcher | None = None) -> bool:
         with self._lock:
             node = self._nodes.get(path)
-            if node is not None and watch:
+            if node is not None and watch and watch not in node.data_watchers:
                 node.data_watchers.append(watch)
             return node is not None
 
@@ -136,7 +136,7 @@ class LocalStore(MetadataStore):
             node = self._nodes.get(path)
             if node is None:
                 raise NoNodeError(path)
-            if watch:
+            if watch and watch not in node.child_watchers:
                 node.child_watchers.append(watch)
             prefix = path.rstrip("/") + "/"
             return sorted(p[len(prefix):] for p in self._nodes

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from strom.cluster import model
 from strom.cluster.model import Broker, PartitionState, TopicAssignment
-from strom.cluster.store import MetadataStore, NoNodeError
+from strom.cluster.store import MetadataStore, NoNodeError, Watcher
 
 
 @dataclass
@@ -22,6 +22,7 @@ class TopicInfo:
     topic_id: uuid.UUID
     replicas: dict[int, list[int]]
     states: dict[int, PartitionState] = field(default_factory=dict)
+    state_versions: dict[int, int] = field(default_factory=dict)  # znode versions, for compare-and-set
     configs: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -40,35 +41,41 @@ class MetadataCache:
         self.controller_id = -1
         self.cluster_id = ""
 
-    def load(self, store: MetadataStore) -> None:
+    def load(self, store: MetadataStore, watch: Watcher | None = None) -> None:
+        """Re-read everything; with ``watch``, ask to be told when any of it changes."""
         brokers = {}
         try:
-            for child in store.children(model.BROKERS_IDS):
-                found = store.get_or_none(model.broker_path(int(child)))
+            for child in store.children(model.BROKERS_IDS, watch):
+                found = _get(store, model.broker_path(int(child)), watch)
                 if found is not None:
                     brokers[int(child)] = Broker.from_json(int(child), found[0])
         except NoNodeError:
             pass
         topics = {}
         try:
-            names = store.children(model.BROKERS_TOPICS)
+            names = store.children(model.BROKERS_TOPICS, watch)
         except NoNodeError:
             names = []
         for name in names:
-            found = store.get_or_none(model.topic_path(name))
+            found = _get(store, model.topic_path(name), watch)
             if found is None:
                 continue
             assignment = TopicAssignment.from_json(name, found[0])
             info = TopicInfo(name, assignment.topic_id, assignment.partitions)
             for partition in assignment.partitions:
-                state = store.get_or_none(model.partition_state_path(name, partition))
+                state = _get(store, model.partition_state_path(name, partition), watch)
                 if state is not None:
                     info.states[partition] = PartitionState.from_json(state[0])
-            config = store.get_or_none(model.topic_config_path(name))
+                    info.state_versions[partition] = state[1]
+                elif watch is not None:
+                    store.exists(model.partition_state_path(name, partition), watch)
+            config = _get(store, model.topic_config_path(name), watch)
             if config is not None:
                 info.configs = model.parse_topic_config(config[0])
             topics[name] = info
         controller = store.get_or_none(model.CONTROLLER)
+        if watch is not None:
+            store.exists(model.CONTROLLER, watch)
         self.controller_id = json.loads(controller[0])["brokerid"] if controller else -1
         cluster = store.get_or_none(model.CLUSTER_ID)
         if cluster is not None:
@@ -84,3 +91,10 @@ class MetadataCache:
         info = self.topics.get(topic)
         state = info.states.get(partition) if info else None
         return state.leader if state else -1
+
+
+def _get(store: MetadataStore, path: str, watch: Watcher | None) -> tuple[bytes, int] | None:
+    try:
+        return store.get(path, watch)
+    except NoNodeError:
+        return None

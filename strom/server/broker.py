@@ -60,10 +60,14 @@ class Broker:
         self._server: asyncio.AbstractServer | None = None
         self._stop = asyncio.Event()
         self._background: list[asyncio.Task] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._reload_handle: asyncio.TimerHandle | None = None
+        self._registration = b""
         self.started_at = time.time()
 
     # -- startup -----------------------------------------------------------------------------------
     async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
         config = self.config
         listener = config.listeners[0]
         sock = socket.socket(socket.AF_INET6 if ":" in listener.host else socket.AF_INET, socket.SOCK_STREAM)
@@ -97,14 +101,13 @@ class Broker:
         self.store.ensure_path(model.BROKERS_IDS)
         self.store.ensure_path(model.BROKERS_TOPICS)
         self.store.ensure_path(model.CONFIG_TOPICS)
-        info = BrokerInfo(self.broker_id, self.host, advertised_port, config.broker_rack)
-        try:
-            self.store.create(model.broker_path(self.broker_id), info.to_json(), ephemeral=True)
-        except NodeExistsError:
-            raise RuntimeError(f"broker.id={self.broker_id} is already registered by another live broker") from None
+        self._registration = BrokerInfo(self.broker_id, self.host, advertised_port, config.broker_rack).to_json()
+        self._register()
         self.controller = Controller(self.store, self.broker_id, config.log_config())
         self.controller.elect()
         self.producer_ids = ProducerIdManager(self.store, self.broker_id)
+        if hasattr(self.store, "session_listeners"):
+            self.store.session_listeners.append(self._on_session_event)
         self.refresh_metadata()
 
         loop = asyncio.get_running_loop()
@@ -150,10 +153,64 @@ class Broker:
         print(f"strom broker {self.broker_id} listening on {address} (data in {', '.join(self.config.log_dirs)})",
               flush=True)
 
+    def _register(self) -> None:
+        """The ephemeral /brokers/ids/<id>: this broker counts as alive exactly while it exists."""
+        path = model.broker_path(self.broker_id)
+        try:
+            self.store.create(path, self._registration, ephemeral=True)
+        except NodeExistsError:
+            raise RuntimeError(f"broker.id={self.broker_id} is already registered by another live broker") from None
+
+    def _on_session_event(self, event: str) -> None:
+        """ZooKeeper session lost / re-established (kazoo's thread): hop to the loop."""
+        self._loop.call_soon_threadsafe(self._handle_session_event, event)
+
+    def _handle_session_event(self, event: str) -> None:
+        if event == "lost":
+            self.controller.resign()
+        elif event == "connected":
+            log.info("re-registering broker %d after a ZooKeeper session expiry", self.broker_id)
+            try:
+                self._register()
+            except RuntimeError:
+                log.exception("could not re-register")
+            self.controller.elect()
+            self._schedule_reload()
+
+    def _on_store_change(self, path: str) -> None:
+        """A metadata watch fired (maybe on kazoo's thread): reload soon, once for a burst of changes."""
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._schedule_reload)
+
+    def _schedule_reload(self) -> None:
+        if self._reload_handle is None and not self._stop.is_set():
+            self._reload_handle = self._loop.call_later(0.02, self._reload)
+
+    def _reload(self) -> None:
+        self._reload_handle = None
+        try:
+            self.refresh_metadata()
+        except Exception:
+            log.exception("metadata reload failed; retrying")
+            self._reload_handle = self._loop.call_later(0.5, self._reload)
+
     def refresh_metadata(self) -> None:
-        """Re-read cluster metadata and bring local replicas in line (after any metadata change)."""
-        self.metadata.load(self.store)
+        """Re-read cluster metadata and bring local replicas in line (after any metadata change).
+
+        The controller runs its reconcile pass first; what it writes fires the watches again,
+        and the next reload applies it.
+        """
+        self.metadata.load(self.store, watch=self._on_store_change)
+        if not self.controller.is_active and self.metadata.controller_id == -1:
+            self.controller.elect()
+            self.metadata.controller_id = self.controller.current_controller()
+        if self.controller.is_active:
+            if self.controller.reconcile(self.metadata, self._unclean_enabled):
+                self.metadata.load(self.store, watch=self._on_store_change)
         self.replica_manager.apply_metadata()
+
+    def _unclean_enabled(self, topic: str) -> bool:
+        return self.log_manager.config_for(topic).unclean_leader_election_enable
 
     def create_topic(self, name: str, partitions: int, replication_factor: int, configs: dict[str, str] | None = None,
                      assignment: dict[int, list[int]] | None = None, validate_only: bool = False):

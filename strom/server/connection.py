@@ -132,21 +132,19 @@ class Connection(asyncio.Protocol):
 
     def _send(self, header, response: Any) -> None:
         """Queue a response; bytes wait in ``_out`` so pipelined responses share one write."""
-        out = self._out
         for chunk in self.dispatcher.encode(header, response):
             if isinstance(chunk, FileSlice):
                 self._flush()
                 self._send_file(chunk)
             else:
-                out.append(chunk)
+                self._out.append(chunk)
 
     def _flush(self) -> None:
-        if self._out and not self._closed:
-            data = self._out[0] if len(self._out) == 1 else b"".join(self._out)
+        out = self._out
+        if out:
             self._out = []
-            self.transport.write(data)
-        else:
-            self._out = []
+            if not self._closed:
+                self.transport.write(out[0] if len(out) == 1 else b"".join(out))
 
     def _send_file(self, file_slice: FileSlice) -> None:
         position, remaining = file_slice.position, file_slice.length

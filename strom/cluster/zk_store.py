@@ -1,0 +1,126 @@
+"""MetadataStore on a real ZooKeeper, through kazoo (the only module that imports it).
+
+Watches and session events arrive on kazoo's threads; callers that touch asyncio state must
+hop back to their loop (the broker does, with call_soon_threadsafe). A lost session (expired)
+deletes this broker's ephemeral nodes, exactly as in Kafka; ``session_listeners`` are told when
+a new session replaces it, so the broker can register again.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import BadVersionError as KazooBadVersion
+from kazoo.exceptions import NodeExistsError as KazooNodeExists
+from kazoo.exceptions import NoNodeError as KazooNoNode
+from kazoo.exceptions import NotEmptyError as KazooNotEmpty
+from kazoo.handlers.threading import KazooTimeoutError
+
+from strom.cluster.store import (
+    BadVersionError,
+    MetadataStore,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    StoreError,
+    Watcher,
+)
+
+log = logging.getLogger("strom.zookeeper")
+
+
+def _translate(exc: Exception) -> Exception:
+    if isinstance(exc, KazooNoNode):
+        return NoNodeError(str(exc))
+    if isinstance(exc, KazooNodeExists):
+        return NodeExistsError(str(exc))
+    if isinstance(exc, KazooBadVersion):
+        return BadVersionError(str(exc))
+    if isinstance(exc, KazooNotEmpty):
+        return NotEmptyError(str(exc))
+    return StoreError(f"{type(exc).__name__}: {exc}")
+
+
+class ZkStore(MetadataStore):
+    def __init__(self, connect: str, session_timeout_ms: int = 18000, connection_timeout_ms: int | None = None):
+        self.client = KazooClient(hosts=connect, timeout=session_timeout_ms / 1000)
+        self.session_listeners: list[Callable[[str], None]] = []  # called with "lost" / "connected"
+        self._lost = False
+        self._wrappers: dict[Watcher, Callable] = {}  # one kazoo callback per watcher, so kazoo dedups
+        self.client.add_listener(self._on_state)
+        try:
+            self.client.start(timeout=(connection_timeout_ms or session_timeout_ms) / 1000)
+        except KazooTimeoutError:
+            raise StoreError(f"cannot connect to ZooKeeper at {connect}") from None
+        if "/" in connect:  # kazoo handles a chroot but does not create it
+            self.client.ensure_path("/")
+
+    def _on_state(self, state: str) -> None:
+        if state == KazooState.LOST:
+            log.warning("ZooKeeper session expired: ephemeral registrations are gone")
+            self._lost = True
+            for listener in list(self.session_listeners):
+                listener("lost")
+        elif state == KazooState.CONNECTED and self._lost:
+            self._lost = False
+            log.info("new ZooKeeper session established")
+            for listener in list(self.session_listeners):
+                listener("connected")
+
+    @property
+    def session_id(self) -> int:
+        return self.client.client_id[0] if self.client.client_id else 0
+
+    def _wrap(self, watch: Watcher | None):
+        if watch is None:
+            return None
+        wrapper = self._wrappers.get(watch)
+        if wrapper is None:
+            wrapper = self._wrappers[watch] = lambda event: watch(event.path)
+        return wrapper
+
+    def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False, makepath: bool = False) -> None:
+        try:
+            self.client.create(path, data, ephemeral=ephemeral, makepath=makepath)
+        except Exception as exc:
+            raise _translate(exc) from None
+
+    def get(self, path: str, watch: Watcher | None = None) -> tuple[bytes, int]:
+        try:
+            data, stat = self.client.get(path, watch=self._wrap(watch))
+        except Exception as exc:
+            raise _translate(exc) from None
+        return data, stat.version
+
+    def set(self, path: str, data: bytes, version: int = -1) -> int:
+        try:
+            return self.client.set(path, data, version=version).version
+        except Exception as exc:
+            raise _translate(exc) from None
+
+    def delete(self, path: str, version: int = -1, *, recursive: bool = False) -> None:
+        try:
+            self.client.delete(path, version=version, recursive=recursive)
+        except Exception as exc:
+            raise _translate(exc) from None
+
+    def exists(self, path: str, watch: Watcher | None = None) -> bool:
+        try:
+            return self.client.exists(path, watch=self._wrap(watch)) is not None
+        except Exception as exc:
+            raise _translate(exc) from None
+
+    def children(self, path: str, watch: Watcher | None = None) -> list[str]:
+        try:
+            return sorted(self.client.get_children(path, watch=self._wrap(watch)))
+        except Exception as exc:
+            raise _translate(exc) from None
+
+    def close(self) -> None:
+        try:
+            self.client.stop()
+            self.client.close()
+        except Exception:  # closing must not fail shutdown
+            log.debug("error closing the ZooKeeper client", exc_info=True)

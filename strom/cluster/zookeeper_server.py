@@ -1,0 +1,72 @@
+"""Starting a real ZooKeeper server from Debian's package, for `strom cluster` and the tests.
+
+Debian's zkServer.sh assumes the /etc and /var/log layout of a system service, so the server is
+started directly with a generated zoo.cfg (loopback only, no admin server).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+
+JARS = ["zookeeper.jar", "zookeeper-jute.jar", "slf4j-api.jar", "netty-all.jar", "metrics-core.jar",
+        "snappy-java.jar", "commons-cli.jar", "log4j-1.2.jar"]
+JAVA_DIR = "/usr/share/java"
+MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def write_config(directory: str, port: int) -> str:
+    data_dir = os.path.join(directory, "data")
+    os.makedirs(data_dir, exist_ok=True)
+    path = os.path.join(directory, "zoo.cfg")
+    with open(path, "w") as handle:
+        handle.write(f"dataDir={data_dir}\nclientPort={port}\nclientPortAddress=127.0.0.1\ntickTime=500\n"
+                     "initLimit=10\nsyncLimit=5\nmaxSessionTimeout=60000\nminSessionTimeout=1000\n"
+                     "admin.enableServer=false\n4lw.commands.whitelist=ruok,srvr\n")
+    return path
+
+
+def start(directory: str, port: int = 0, timeout_s: float = 30.0) -> tuple[subprocess.Popen, int]:
+    """Start a server in ``directory``; returns (process, port) once it accepts connections."""
+    missing = [jar for jar in JARS if not os.path.exists(os.path.join(JAVA_DIR, jar))]
+    if missing:
+        raise RuntimeError(f"ZooKeeper jars missing ({', '.join(missing)}): apt-get install zookeeper")
+    port = port or free_port()
+    config = write_config(directory, port)
+    classpath = ":".join(os.path.join(JAVA_DIR, jar) for jar in JARS)
+    log = open(os.path.join(directory, "zookeeper.log"), "ab")
+    process = subprocess.Popen(["java", "-Xmx256m", "-cp", classpath, MAIN_CLASS, config],
+                               stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    log.close()
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"ZooKeeper exited with {process.returncode}; see {directory}/zookeeper.log")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
+                sock.sendall(b"ruok")
+                if sock.recv(4) == b"imok":
+                    return process, port
+        except OSError:
+            pass
+        time.sleep(0.1)
+    process.kill()
+    raise RuntimeError(f"ZooKeeper did not start within {timeout_s}s")
+
+
+def stop(process: subprocess.Popen, timeout_s: float = 10.0) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout_s)
