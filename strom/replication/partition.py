@@ -31,6 +31,7 @@ class FollowerState:
     log_end_offset: int = 0
     last_caught_up_ms: int = 0
     last_fetch_ms: int = 0
+    last_fetch_leader_end: int = 0  # the leader's log end at the follower's previous fetch
 
 
 @dataclass
@@ -126,6 +127,42 @@ class Partition:
             self.log.update_high_watermark(new_hw)
             return True
         return False
+
+    def update_follower(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
+        """A follower fetched from ``fetch_offset`` (its log end): track it, maybe expand the ISR.
+
+        Kafka's caught-up rule: a follower is caught up when it has fetched up to the leader's
+        log end as of its previous fetch. Returns whether the ISR must be written.
+        """
+        follower = self.followers.get(replica_id)
+        if follower is None:
+            follower = self.followers[replica_id] = FollowerState(last_caught_up_ms=now_ms)
+        leader_end = self.log.log_end_offset
+        if fetch_offset >= leader_end:
+            follower.last_caught_up_ms = now_ms
+        elif fetch_offset >= follower.last_fetch_leader_end and follower.last_fetch_ms:
+            follower.last_caught_up_ms = max(follower.last_caught_up_ms, follower.last_fetch_ms)
+        follower.log_end_offset = fetch_offset
+        follower.last_fetch_ms = now_ms
+        follower.last_fetch_leader_end = leader_end
+        epoch_start = self._epoch_start_offset()
+        return (replica_id not in self.isr and replica_id in self.replicas
+                and fetch_offset >= self.log.high_watermark and fetch_offset >= epoch_start)
+
+    def _epoch_start_offset(self) -> int:
+        entries = self.log.leader_epoch_cache.entries
+        return entries[-1][1] if entries and entries[-1][0] == self.leader_epoch else 0
+
+    def lagging_followers(self, now_ms: int, max_lag_ms: int) -> list[int]:
+        """ISR members that have not caught up within replica.lag.time.max.ms."""
+        lagging = []
+        for broker_id in self.isr:
+            if broker_id == self.local_broker_id:
+                continue
+            follower = self.followers.get(broker_id)
+            if follower is None or now_ms - follower.last_caught_up_ms > max_lag_ms:
+                lagging.append(broker_id)
+        return lagging
 
     def read(self, offset: int, max_bytes: int, *, for_replica: bool = False, min_one_message: bool = True,
              read_committed: bool = False) -> ReadResult:

@@ -7,8 +7,15 @@ leader it serves Produce and Fetch, elsewhere it answers NOT_LEADER_OR_FOLLOWER.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from typing import Callable
+import time
+from typing import TYPE_CHECKING, Callable
+
+from strom.cluster import model
+from strom.cluster.model import PartitionState
+from strom.cluster.store import BadVersionError, NoNodeError, StoreError
+from strom.replication.fetcher import ReplicaFetcherManager
 
 from strom.cluster.metadata_cache import MetadataCache
 from strom.protocol.errors import NotLeaderError, UnknownTopicOrPartitionError
@@ -17,57 +24,134 @@ from strom.replication.purgatory import Purgatory
 from strom.storage.log import LogAppendInfo
 from strom.storage.log_manager import LogManager
 
+if TYPE_CHECKING:
+    from strom.server.broker import Broker
+
 log = logging.getLogger("strom.replication")
 
 
 class ReplicaManager:
-    def __init__(self, broker_id: int, log_manager: LogManager, metadata: MetadataCache):
-        self.broker_id = broker_id
-        self.log_manager = log_manager
-        self.metadata = metadata
+    def __init__(self, broker: "Broker"):
+        self.broker = broker
+        self.broker_id = broker.broker_id
+        self.log_manager: LogManager = broker.log_manager
+        self.metadata: MetadataCache = broker.metadata
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.purgatory = Purgatory()
+        self.fetchers = ReplicaFetcherManager(broker)
         # called with (partition, is_leader) whenever this broker gains or loses a leadership
         self.leadership_listeners: list[Callable[[Partition, bool], None]] = []
+        self._known_topics: set[str] | None = None
 
     def apply_metadata(self) -> None:
         """Bring local replicas in line with the metadata: create, lead, follow or delete."""
         wanted: set[tuple[str, int]] = set()
         for topic in self.metadata.topics.values():
+            config = self.log_manager.config_for(topic.name)
             for index, replicas in topic.replicas.items():
                 if self.broker_id not in replicas:
                     continue
                 key = (topic.name, index)
                 wanted.add(key)
-                state = topic.states.get(index)
                 partition = self.partitions.get(key)
                 if partition is None:
-                    log_ = self.log_manager.get_or_create_log(key)
+                    log_ = self.log_manager.get_or_create_log(key, config)
                     partition = self.partitions[key] = Partition(topic.name, index, log_, self.broker_id)
-                if state is None:
-                    continue
-                was_leader = partition.is_leader
-                if state.leader == self.broker_id:
-                    partition.make_leader(state, replicas)
-                else:
-                    partition.make_follower(state, replicas)
-                if partition.is_leader != was_leader:
-                    for listener in self.leadership_listeners:
-                        listener(partition, partition.is_leader)
-            for key, partition in self.partitions.items():
-                if key[0] == topic.name:
-                    partition.log.config = self.log_manager.config_for(topic.name)
+                partition.log.config = config
+                state = topic.states.get(index)
+                if state is not None:
+                    self._apply_state(partition, state, replicas, topic.state_versions.get(index, -1))
         for key in [k for k in self.partitions if k not in wanted]:
-            log.info("removing replica %s-%d", *key)
-            removed = self.partitions.pop(key)
-            if removed.is_leader:
-                for listener in self.leadership_listeners:
-                    listener(removed, False)
+            self._remove_replica(key, delete=key[0] not in self.metadata.topics)
+        # Logs of topics deleted while we watched go too; strays found at startup are kept
+        # (deleting data on a possibly incomplete view would be worse than keeping it).
+        if self._known_topics is not None:
+            for key in [k for k in list(self.log_manager.logs) if k not in wanted]:
+                if key[0] in self._known_topics and key[0] not in self.metadata.topics:
+                    self.log_manager.delete_log(key)
+        self._known_topics = set(self.metadata.topics)
+
+    def _apply_state(self, partition: Partition, state, replicas: list[int], version: int) -> None:
+        was_leader = partition.is_leader
+        changed = (state.leader != partition.leader_id or state.leader_epoch != partition.leader_epoch)
+        if state.leader == self.broker_id:
+            if not was_leader:
+                self.fetchers.unfollow(partition.key)
+            partition.make_leader(state, replicas, version)
+        else:
+            partition.make_follower(state, replicas, version)
+            if changed or was_leader:
+                if state.leader >= 0:
+                    self.fetchers.follow(partition)
+                else:
+                    self.fetchers.unfollow(partition.key)
+        if partition.is_leader != was_leader:
+            for listener in self.leadership_listeners:
+                listener(partition, partition.is_leader)
+        if changed:
+            self.purgatory.notify(partition.key)  # waiting fetches and produces re-check leadership
+
+    def _remove_replica(self, key: tuple[str, int], delete: bool) -> None:
+        log.info("removing replica %s-%d", *key)
+        removed = self.partitions.pop(key)
+        self.fetchers.unfollow(key)
+        if removed.is_leader:
+            for listener in self.leadership_listeners:
+                listener(removed, False)
+        if delete:
             self.log_manager.delete_log(key)
-            self.purgatory.notify(key)
-        # logs on disk for topics that no longer exist (deleted while this broker was down)
-        for key in [k for k in list(self.log_manager.logs) if k not in wanted]:
-            self.log_manager.delete_log(key)
+        self.purgatory.notify(key)
+
+    # -- the leader's view of its followers --------------------------------------------------------
+    def record_follower_fetch(self, partition: Partition, replica_id: int, fetch_offset: int) -> None:
+        now = int(time.time() * 1000)
+        if partition.update_follower(replica_id, fetch_offset, now):
+            self._write_isr(partition, sorted(set(partition.isr) | {replica_id}, key=partition.replicas.index),
+                            "caught up")
+        if partition.maybe_increment_high_watermark():
+            self.purgatory.notify(partition.key)
+
+    def shrink_isrs(self) -> None:
+        """Drop followers that fell behind for replica.lag.time.max.ms (run periodically)."""
+        now = int(time.time() * 1000)
+        max_lag = self.broker.config.replica_lag_time_max_ms
+        for partition in list(self.partitions.values()):
+            if not partition.is_leader:
+                continue
+            lagging = partition.lagging_followers(now, max_lag)
+            if lagging:
+                self._write_isr(partition, [b for b in partition.isr if b not in lagging],
+                                f"{lagging} fell behind for over {max_lag} ms")
+                if partition.maybe_increment_high_watermark():
+                    self.purgatory.notify(partition.key)
+
+    def _write_isr(self, partition: Partition, isr: list[int], reason: str) -> None:
+        """The leader changes its ISR with a compare-and-set on the state znode (fenced if stale)."""
+        state = PartitionState(partition.leader_id, partition.leader_epoch, isr, self.broker.controller.epoch)
+        try:
+            version = self.broker.store.set(model.partition_state_path(partition.topic, partition.index),
+                                            state.to_json(), partition.state_version)
+        except (BadVersionError, NoNodeError, StoreError) as exc:
+            log.info("%s-%d: ISR change to %s lost a race (%s); reloading metadata", partition.topic,
+                     partition.index, isr, exc)
+            self.broker.request_metadata_reload()
+            return
+        log.info("%s-%d: ISR %s -> %s (%s)", partition.topic, partition.index, partition.isr, isr, reason)
+        partition.isr = isr
+        partition.state_version = version
+
+    async def run_isr_checks(self, stop: asyncio.Event) -> None:
+        interval = max(0.05, self.broker.config.replica_lag_time_max_ms / 2000)
+        while not stop.is_set():
+            try:
+                await asyncio.wait_for(stop.wait(), interval)
+                return
+            except asyncio.TimeoutError:
+                pass
+            try:
+                self.shrink_isrs()
+            except Exception:
+                log.exception("ISR check failed")
 
     def get_partition(self, topic: str, index: int) -> Partition:
         partition = self.partitions.get((topic, index))

@@ -58,7 +58,8 @@ class Broker:
         self.host = ""
         self.port = 0
         self._server: asyncio.AbstractServer | None = None
-        self._stop = asyncio.Event()
+        self._stop = asyncio.Event()  # set once shutdown has begun: background work ends
+        self._shutdown_requested = asyncio.Event()  # SIGTERM/SIGINT
         self._background: list[asyncio.Task] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._reload_handle: asyncio.TimerHandle | None = None
@@ -95,7 +96,7 @@ class Broker:
             topic_overrides=self._topic_overrides,
         )
         self.log_manager.startup()
-        self.replica_manager = ReplicaManager(self.broker_id, self.log_manager, self.metadata)
+        self.replica_manager = ReplicaManager(self)
         self.group_coordinator = GroupCoordinator(self)
         self.replica_manager.leadership_listeners.append(self.group_coordinator.on_leadership_change)
         self.store.ensure_path(model.BROKERS_IDS)
@@ -114,6 +115,7 @@ class Broker:
         self._server = await loop.create_server(lambda: Connection(self), sock=sock)
         self._background.append(asyncio.create_task(self.log_manager.run_scheduler(self._stop)))
         self._background.append(asyncio.create_task(self.group_coordinator.run_expiry(self._stop)))
+        self._background.append(asyncio.create_task(self.replica_manager.run_isr_checks(self._stop)))
         self._announce(listener.host, self.port)
 
     def _open_store(self) -> MetadataStore:
@@ -182,12 +184,17 @@ class Broker:
         if self._loop is not None and not self._loop.is_closed():
             self._loop.call_soon_threadsafe(self._schedule_reload)
 
+    def request_metadata_reload(self) -> None:
+        self._schedule_reload()
+
     def _schedule_reload(self) -> None:
         if self._reload_handle is None and not self._stop.is_set():
             self._reload_handle = self._loop.call_later(0.02, self._reload)
 
     def _reload(self) -> None:
         self._reload_handle = None
+        if self._stop.is_set():
+            return
         try:
             self.refresh_metadata()
         except Exception:
@@ -244,7 +251,7 @@ class Broker:
 
     # -- serving -----------------------------------------------------------------------------------
     def request_stop(self) -> None:
-        self._stop.set()
+        self._shutdown_requested.set()
 
     async def serve_until_stopped(self) -> None:
         loop = asyncio.get_running_loop()
@@ -253,12 +260,39 @@ class Broker:
                 loop.add_signal_handler(sig, self.request_stop)
             except (NotImplementedError, RuntimeError):
                 pass
-        await self._stop.wait()
+        await self._shutdown_requested.wait()
         await self.shutdown()
+
+    async def _controlled_shutdown(self) -> None:
+        """Hand leaderships to other in-sync replicas before going away, as Kafka's controlled shutdown.
+
+        Deregistering makes the controller elect new leaders at once; serving continues until this
+        broker leads nothing that another live ISR member could take (bounded wait).
+        """
+        if not self.config.controlled_shutdown_enable or len(self.metadata.brokers) <= 1:
+            return
+        try:
+            self.store.delete(model.broker_path(self.broker_id))
+        except Exception:
+            return
+        deadline = time.monotonic() + SHUTDOWN_GRACE_S
+        while time.monotonic() < deadline:
+            movable = [p for p in self.replica_manager.partitions.values()
+                       if p.is_leader and any(b != self.broker_id and b in self.metadata.brokers for b in p.isr)]
+            if not movable:
+                log.info("controlled shutdown: no leaderships left to move")
+                return
+            await asyncio.sleep(0.05)
+        log.warning("controlled shutdown: still leading %d partitions after %.0fs", len(movable), SHUTDOWN_GRACE_S)
 
     async def shutdown(self) -> None:
         log.info("broker %d shutting down", self.broker_id)
+        if self.store is not None and self.replica_manager is not None and not self._stop.is_set():
+            await self._controlled_shutdown()
         self._stop.set()
+        if self._reload_handle is not None:
+            self._reload_handle.cancel()
+            self._reload_handle = None
         if self._server is not None:
             self._server.close()
         deadline = time.monotonic() + SHUTDOWN_GRACE_S
@@ -270,6 +304,8 @@ class Broker:
         for task in self._background:
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
+        if self.replica_manager is not None:
+            await self.replica_manager.fetchers.shutdown()
         if self.log_manager is not None:
             self.log_manager.shutdown()
         if self.store is not None:

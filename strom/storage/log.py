@@ -494,6 +494,14 @@ class Log:
                 keep.append((deadline, segment))
         self._pending_deletes = keep
 
+    def advance_log_start_offset(self, offset: int) -> None:
+        """A follower follows the leader's log start (retention or DeleteRecords on the leader)."""
+        offset = min(offset, self.log_end_offset)
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+            self.leader_epoch_cache.truncate_from_start(offset)
+            self.delete_old_segments()
+
     def delete_records(self, offset: int) -> int:
         """DeleteRecords: move the log start to ``offset`` (at most the high watermark)."""
         if offset > self.high_watermark or offset < 0:

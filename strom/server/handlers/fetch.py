@@ -14,7 +14,7 @@ import time
 
 from strom.protocol.api import ApiKey
 from strom.protocol.entities import field_value, millis
-from strom.protocol.errors import ErrorCode, KafkaError
+from strom.protocol.errors import ErrorCode, KafkaError, NotLeaderError
 from strom.server.dispatcher import RawResponse, error_from_exception
 from strom.server import wire
 from strom.storage.segment import FileSlice
@@ -57,6 +57,11 @@ def _read_all(broker, request, replica_id: int) -> tuple[list[tuple[str, list[Pa
             try:
                 partition = replicas.leader_partition(name, wanted.partition)
                 partition.check_leader_epoch(field_value(wanted, "current_leader_epoch", -1))
+                if replica_id >= 0:
+                    if replica_id not in partition.replicas or replica_id not in broker.metadata.brokers:
+                        raise NotLeaderError(f"{replica_id} is not a live replica of {name}-{wanted.partition}; "
+                                             "only brokers may fetch with a replica id")
+                    replicas.record_follower_fetch(partition, replica_id, wanted.fetch_offset)
                 limit = min(wanted.partition_max_bytes, remaining)
                 read = partition.read(wanted.fetch_offset, limit, for_replica=replica_id >= 0,
                                       min_one_message=total == 0)

@@ -78,10 +78,21 @@ def handle(ctx, request):
 
 
 def _committed(broker, topic: str, result: PartitionResult) -> bool:
+    """Whether an acks=all append is settled: replicated to the ISR, or failed."""
     if result.wait_for < 0:
         return True
     partition = broker.replica_manager.partitions.get((topic, result.index))
-    return partition is None or partition.log.high_watermark >= result.wait_for
+    if partition is None or not partition.is_leader:
+        result.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+        result.message = "leadership moved before the append was replicated"
+    elif partition.log.high_watermark < result.wait_for:
+        return False
+    elif len(partition.isr) < partition.log.config.min_insync_replicas:
+        # committed, but by fewer replicas than the topic asks for (Kafka's same answer)
+        result.error_code = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        result.message = f"in-sync replicas {partition.isr} are fewer than min.insync.replicas"
+    result.wait_for = -1
+    return True
 
 
 async def _await_replication(broker, results, timeout_ms: int, version: int) -> RawResponse:

@@ -1,0 +1,81 @@
+"""An inter-broker Kafka client connection: one request at a time, encoded and decoded with kio.
+
+Followers use it to fetch from leaders (Fetch, OffsetForLeaderEpoch, ListOffsets). Responses
+are bounded in size before anything is read, and every wait has a timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from typing import Any
+
+from strom.protocol import api
+from strom.protocol.codec import decode_response, encode
+from strom.protocol.entities import build
+
+_SIZE = struct.Struct(">i")
+_HEADER = struct.Struct(">hhi")
+MAX_RESPONSE_BYTES = 256 * 1024 * 1024
+
+
+class BrokerConnectionError(Exception):
+    pass
+
+
+class BrokerClient:
+    def __init__(self, host: str, port: int, client_id: str, timeout_s: float = 30.0):
+        self.host = host
+        self.port = port
+        self.client_id = client_id.encode()
+        self.timeout_s = timeout_s
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._correlation = 0
+
+    @property
+    def connected(self) -> bool:
+        return self._writer is not None and not self._writer.is_closing()
+
+    async def connect(self) -> None:
+        try:
+            self._reader, self._writer = await asyncio.wait_for(
+                asyncio.open_connection(self.host, self.port), self.timeout_s)
+        except (OSError, asyncio.TimeoutError) as exc:
+            raise BrokerConnectionError(f"cannot connect to {self.host}:{self.port}: {exc}") from None
+
+    async def request(self, api_key: int, version: int, values: dict[str, Any], timeout_s: float | None = None) -> Any:
+        """Send one request built from ``values`` and return the decoded response."""
+        if not self.connected:
+            await self.connect()
+        self._correlation = (self._correlation + 1) & 0x7FFFFFFF
+        body = encode(build(api.request_class(api_key, version), values))
+        header = _HEADER.pack(api_key, version, self._correlation)
+        header_version = api.request_header_version(api_key, version)
+        if header_version >= 1:
+            header += struct.pack(">h", len(self.client_id)) + self.client_id
+        if header_version >= 2:
+            header += b"\x00"
+        try:
+            self._writer.write(_SIZE.pack(len(header) + len(body)) + header + body)
+            await self._writer.drain()
+            raw = await asyncio.wait_for(self._reader.readexactly(4), timeout_s or self.timeout_s)
+            (size,) = _SIZE.unpack(raw)
+            if not 4 <= size <= MAX_RESPONSE_BYTES:
+                raise BrokerConnectionError(f"response of {size} bytes from {self.host}:{self.port}")
+            data = await asyncio.wait_for(self._reader.readexactly(size), timeout_s or self.timeout_s)
+        except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError) as exc:
+            self.close()
+            raise BrokerConnectionError(f"request to {self.host}:{self.port} failed: {exc!r}") from None
+        (correlation,) = _SIZE.unpack_from(data, 0)
+        if correlation != self._correlation:
+            self.close()
+            raise BrokerConnectionError(f"correlation id {correlation} != {self._correlation}")
+        offset = 4 + (1 if api.response_header_version(api_key, version) >= 1 else 0)
+        return decode_response(api_key, version, memoryview(data), offset)
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+        self._writer = None
+        self._reader = None

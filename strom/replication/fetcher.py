@@ -1,0 +1,251 @@
+"""Followers pull from leaders with Fetch requests, as Kafka's replica fetcher threads do.
+
+One fetcher task per (leader, fetcher index) with ``num.replica.fetchers`` per leader, each on
+its own connection. A partition that becomes a follower first truncates its log using the
+leader's OffsetForLeaderEpoch answer (KIP-101/279), never its high watermark alone, then fetches
+from its log end. The leader learns each follower's log end from the fetch offset, and the
+follower learns the high watermark from the response.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from strom.protocol.api import ApiKey
+from strom.protocol.errors import ErrorCode, KafkaError
+from strom.protocol.records import complete_batches_end
+from strom.replication.client import BrokerClient, BrokerConnectionError
+from strom.storage.leader_epoch import UNDEFINED_EPOCH
+
+if TYPE_CHECKING:
+    from strom.replication.partition import Partition
+    from strom.server.broker import Broker
+
+log = logging.getLogger("strom.replication")
+
+FETCH_VERSION = 12
+EPOCH_VERSION = 4
+LIST_OFFSETS_VERSION = 7
+RETRY_BACKOFF_S = 0.2
+
+
+class ReplicaFetcher:
+    def __init__(self, broker: "Broker", leader_id: int, index: int):
+        self.broker = broker
+        self.leader_id = leader_id
+        self.index = index
+        self.partitions: dict[tuple[str, int], "Partition"] = {}
+        self.needs_truncation: set[tuple[str, int]] = set()
+        self._wakeup = asyncio.Event()
+        self._client: BrokerClient | None = None
+        self._task = asyncio.ensure_future(self._run())
+
+    def add(self, partition: "Partition") -> None:
+        self.partitions[partition.key] = partition
+        self.needs_truncation.add(partition.key)
+        self._wakeup.set()
+
+    def remove(self, key: tuple[str, int]) -> None:
+        self.partitions.pop(key, None)
+        self.needs_truncation.discard(key)
+
+    async def stop(self) -> None:
+        self._task.cancel()
+        try:
+            await self._task
+        except (asyncio.CancelledError, Exception):
+            pass
+        if self._client is not None:
+            self._client.close()
+
+    # -- the loop ----------------------------------------------------------------------------------
+    def _connect_client(self) -> BrokerClient | None:
+        node = self.broker.metadata.brokers.get(self.leader_id)
+        if node is None:
+            return None
+        if self._client is None or (self._client.host, self._client.port) != (node.host, node.port):
+            if self._client is not None:
+                self._client.close()
+            self._client = BrokerClient(node.host, node.port, f"strom-replica-fetcher-{self.broker.broker_id}",
+                                        timeout_s=self.broker.config.replica_socket_timeout_ms / 1000)
+        return self._client
+
+    async def _run(self) -> None:
+        while True:
+            if not self.partitions:
+                self._wakeup.clear()
+                await self._wakeup.wait()
+                continue
+            client = self._connect_client()
+            if client is None:
+                await asyncio.sleep(RETRY_BACKOFF_S)
+                continue
+            try:
+                if self.needs_truncation:
+                    await self._truncate(client)
+                await self._fetch_once(client)
+            except BrokerConnectionError as exc:
+                log.info("fetcher %d->%d: %s", self.broker.broker_id, self.leader_id, exc)
+                await asyncio.sleep(RETRY_BACKOFF_S)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("replica fetcher %d->%d failed; retrying", self.broker.broker_id, self.leader_id)
+                await asyncio.sleep(RETRY_BACKOFF_S)
+
+    # -- truncation --------------------------------------------------------------------------------
+    async def _truncate(self, client: BrokerClient) -> None:
+        """KIP-101/279: truncate to where our latest epoch ends on the leader, not to our HW."""
+        keys = [k for k in self.needs_truncation if k in self.partitions]
+        by_topic: dict[str, list[dict]] = {}
+        for topic, index in keys:
+            partition = self.partitions[(topic, index)]
+            by_topic.setdefault(topic, []).append({
+                "partition": index, "current_leader_epoch": partition.leader_epoch,
+                "leader_epoch": partition.log.leader_epoch_cache.latest_epoch})
+        response = await client.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, EPOCH_VERSION, {
+            "replica_id": self.broker.broker_id,
+            "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]})
+        for topic in response.topics:
+            for result in topic.partitions:
+                key = (topic.topic, result.partition)
+                partition = self.partitions.get(key)
+                if partition is None:
+                    continue
+                if result.error_code != ErrorCode.NONE:
+                    log.info("%s-%d: OffsetForLeaderEpoch error %s; retrying", *key, result.error_code)
+                    continue
+                self._apply_truncation(partition, result.leader_epoch, result.end_offset)
+                self.needs_truncation.discard(key)
+
+    @staticmethod
+    def _apply_truncation(partition: "Partition", leader_epoch: int, end_offset: int) -> None:
+        log_ = partition.log
+        cache = log_.leader_epoch_cache
+        if leader_epoch == UNDEFINED_EPOCH or end_offset < 0:
+            target = log_.high_watermark  # no epoch information: the pre-KIP-101 fallback
+        elif leader_epoch == cache.latest_epoch:
+            target = min(end_offset, log_.log_end_offset)
+        else:
+            # the leader's epoch is older than ours: our log diverged after it ended on the leader
+            our_end = cache.end_offset_for(leader_epoch, log_.log_end_offset)[1]
+            target = min(end_offset, our_end if our_end >= 0 else log_.log_end_offset)
+        if target < log_.log_end_offset:
+            log.info("%s-%d: truncating from %d to %d (leader epoch %d ends at %d)", partition.topic,
+                     partition.index, log_.log_end_offset, target, leader_epoch, end_offset)
+            log_.truncate_to(target)
+
+    # -- fetching ----------------------------------------------------------------------------------
+    async def _fetch_once(self, client: BrokerClient) -> None:
+        config = self.broker.config
+        fetchable = [p for k, p in self.partitions.items() if k not in self.needs_truncation]
+        if not fetchable:
+            await asyncio.sleep(RETRY_BACKOFF_S)
+            return
+        by_topic: dict[str, list[dict]] = {}
+        for partition in fetchable:
+            by_topic.setdefault(partition.topic, []).append({
+                "partition": partition.index, "current_leader_epoch": partition.leader_epoch,
+                "fetch_offset": partition.log.log_end_offset, "log_start_offset": partition.log.log_start_offset,
+                "partition_max_bytes": config.replica_fetch_max_bytes})
+        response = await client.request(ApiKey.FETCH, FETCH_VERSION, {
+            "replica_id": self.broker.broker_id, "max_wait": config.replica_fetch_wait_max_ms,
+            "min_bytes": config.replica_fetch_min_bytes, "max_bytes": config.replica_fetch_response_max_bytes,
+            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
+            "forgotten_topics_data": [], "rack_id": ""},
+            timeout_s=config.replica_fetch_wait_max_ms / 1000 + config.replica_socket_timeout_ms / 1000)
+        moved = False
+        for topic in response.responses:
+            for data in topic.partitions:
+                key = (topic.topic, data.partition_index)
+                partition = self.partitions.get(key)
+                if partition is None or key in self.needs_truncation:
+                    continue
+                moved |= await self._handle_partition(client, partition, data)
+        if not moved:
+            await asyncio.sleep(0)
+
+    async def _handle_partition(self, client: BrokerClient, partition: "Partition", data) -> bool:
+        code = data.error_code
+        log_ = partition.log
+        if code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            await self._reset_out_of_range(client, partition)
+            return True
+        if code in (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_LEADER_EPOCH):
+            await asyncio.sleep(RETRY_BACKOFF_S)  # metadata is about to change; wait for it
+            return False
+        if code != ErrorCode.NONE:
+            log.warning("%s-%d: fetch error %s", partition.topic, partition.index, code)
+            return False
+        records = data.records
+        appended = False
+        if records is not None and len(records):
+            whole, _ = complete_batches_end(records)
+            if whole:
+                try:
+                    log_.append_as_follower(records[:whole])
+                    appended = True
+                except KafkaError as exc:
+                    log.warning("%s-%d: cannot append fetched data: %s; re-truncating", partition.topic,
+                                partition.index, exc)
+                    self.needs_truncation.add(partition.key)
+                    return False
+        if data.log_start_offset > log_.log_start_offset:
+            log_.advance_log_start_offset(data.log_start_offset)
+        log_.update_high_watermark(min(data.high_watermark, log_.log_end_offset))
+        if appended:
+            self.broker.replica_manager.purgatory.notify(partition.key)
+        return appended
+
+    async def _reset_out_of_range(self, client: BrokerClient, partition: "Partition") -> None:
+        """Our log end is outside the leader's log: align with its start or end."""
+        response = await client.request(ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION, {
+            "replica_id": self.broker.broker_id, "isolation_level": 0,
+            "topics": [{"name": partition.topic, "partitions": [
+                {"partition_index": partition.index, "current_leader_epoch": partition.leader_epoch,
+                 "timestamp": t} for t in (-2, -1)]}]})
+        results = response.topics[0].partitions if response.topics else []
+        if len(results) < 2 or any(r.error_code for r in results):
+            return
+        earliest, latest = results[0].offset, results[1].offset
+        log_ = partition.log
+        if log_.log_end_offset > latest:
+            log_.truncate_to(latest)
+        elif log_.log_end_offset < earliest:
+            log.info("%s-%d: log end %d is below the leader's log start %d: starting over there",
+                     partition.topic, partition.index, log_.log_end_offset, earliest)
+            log_.truncate_fully_and_start_at(earliest)
+
+
+class ReplicaFetcherManager:
+    def __init__(self, broker: "Broker"):
+        self.broker = broker
+        self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
+        self._assigned: dict[tuple[str, int], tuple[int, int]] = {}
+
+    def follow(self, partition: "Partition") -> None:
+        """Start (or restart, after a leader change) fetching ``partition`` from its leader."""
+        self.unfollow(partition.key)
+        if partition.leader_id < 0:
+            return
+        count = max(1, self.broker.config.num_replica_fetchers)
+        fetcher_key = (partition.leader_id, hash(partition.key) % count)
+        fetcher = self.fetchers.get(fetcher_key)
+        if fetcher is None:
+            fetcher = self.fetchers[fetcher_key] = ReplicaFetcher(self.broker, *fetcher_key)
+        fetcher.add(partition)
+        self._assigned[partition.key] = fetcher_key
+
+    def unfollow(self, key: tuple[str, int]) -> None:
+        fetcher_key = self._assigned.pop(key, None)
+        if fetcher_key is not None and fetcher_key in self.fetchers:
+            self.fetchers[fetcher_key].remove(key)
+
+    async def shutdown(self) -> None:
+        await asyncio.gather(*(f.stop() for f in self.fetchers.values()), return_exceptions=True)
+        self.fetchers.clear()
+        self._assigned.clear()
