@@ -30,6 +30,9 @@ def parse_overrides(items: list[str]) -> dict[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    # kio registers test-data hooks when the hypothesis library is importable, which costs a
+    # broker a few hundred milliseconds of startup in environments that have it installed.
+    sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]
     from strom.server.broker import run_broker
     from strom.server.config import BrokerConfig
     from strom.storage.log_config import ConfigError
