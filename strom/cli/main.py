@@ -15,13 +15,24 @@ import sys
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "server-start": ("strom.cli.server_start", "run a broker in the foreground"),
     "dump-log": ("strom.cli.dump_log", "print the batches and records of segment and index files"),
+    "consumer-groups": ("strom.cli.consumer_groups", "list, describe, delete consumer groups; reset their offsets"),
+    "topics": ("strom.cli.topics", "create, list, describe, alter and delete topics"),
+    "console-producer": ("strom.cli.console_producer", "send lines from stdin as messages"),
+    "console-consumer": ("strom.cli.console_consumer", "print messages of a topic to stdout"),
+    "configs": ("strom.cli.configs", "describe and alter topic and broker configs"),
+    "producer-perf-test": ("strom.cli.producer_perf_test", "measure producer throughput and latency"),
+    "consumer-perf-test": ("strom.cli.consumer_perf_test", "measure consumer throughput"),
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser; with ``only``, just that subcommand's module is imported (fast startup)."""
     parser = argparse.ArgumentParser(prog="strom", description="strom: a Kafka-compatible log")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in SUBCOMMANDS.items():
+        if only is not None and name != only:
+            sub.add_parser(name, help=help_text)
+            continue
         module = importlib.import_module(module_name)
         command_parser = sub.add_parser(name, help=help_text, description=module.__doc__,
                                         formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -31,7 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(argv[0] if argv and argv[0] in SUBCOMMANDS else None)
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
