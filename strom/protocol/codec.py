@@ -271,15 +271,26 @@ def _fixed_reader(code: str, conv: Callable[[Any], Any] | None) -> Reader:
 
 _READERS: dict[type, Reader] = {}
 _MIN_SIZES: dict[type, int] = {}
+_COMPILING: set[type] = set()
 
 
 class _Field:
-    """How one field is read: inline (fixed struct code + conversion) or by a reader call."""
+    """How one field is read.
 
-    __slots__ = ("name", "code", "conv", "reader", "min_size")
+    kind is "fixed" (inlined struct code + conversion), "blob" (string/bytes/
+    records, inlined), "entities" (array of entities, inlined loop) or "call"
+    (everything else: a reader function).
+    """
 
-    def __init__(self, name: str, code: str | None, conv: Any, reader: Reader, min_size: int) -> None:
-        self.name, self.code, self.conv, self.reader, self.min_size = name, code, conv, reader, min_size
+    __slots__ = ("name", "kind", "code", "conv", "reader", "min_size", "blob", "compact", "nullable", "item", "item_min")
+
+    def __init__(self, name: str, kind: str, reader: Reader, min_size: int, **extra: Any) -> None:
+        self.name, self.kind, self.reader, self.min_size = name, kind, reader, min_size
+        self.code = self.conv = self.blob = None
+        self.compact = self.nullable = False
+        self.item, self.item_min = None, 1
+        for key, value in extra.items():
+            setattr(self, key, value)
 
 
 def _array(item: Reader, item_min: int, compact: bool, nullable: bool, name: str, code: str | None, conv: Any) -> Reader:
@@ -323,6 +334,10 @@ def _outer_nullable(field: Any) -> bool:
     return get_origin(field.type) is UnionType and NoneType in get_args(field.type)
 
 
+def _blob_min(kafka_type: str, flexible: bool) -> int:
+    return 1 if flexible else (2 if kafka_type == "string" else 4)
+
+
 def _plan_field(field: Any, flexible: bool, tagged: bool) -> _Field:
     name = field.name
     kind = classify_field(field)
@@ -332,32 +347,37 @@ def _plan_field(field: Any, flexible: bool, tagged: bool) -> _Field:
         fixed = _fixed(kafka_type, nullable)
         if fixed is not None:
             code, conv = fixed
-            return _Field(name, code, conv, _fixed_reader(code, conv), struct.calcsize(">" + code))
+            return _Field(name, "fixed", _fixed_reader(code, conv), struct.calcsize(">" + code), code=code, conv=conv)
         if kafka_type not in ("string", "bytes", "records"):
             raise TypeError(f"{name}: unsupported kafka_type {kafka_type!r}")
-        min_size = 1 if flexible else (2 if kafka_type == "string" else 4)
-        return _Field(name, None, None, _blob(kafka_type, flexible, nullable, name), min_size)
+        reader = _blob(kafka_type, flexible, nullable, name)
+        return _Field(
+            name, "blob", reader, _blob_min(kafka_type, flexible), blob=kafka_type, compact=flexible, nullable=nullable
+        )
     if isinstance(kind, EntityField):
-        reader, min_size = _entity_reader(kind.type_), _MIN_SIZES.get(kind.type_, 0)
+        reader = _entity_reader(kind.type_)
         if is_optional(field) and not tagged:
-            return _Field(name, None, None, _nullable_entity(reader), 1)
-        return _Field(name, None, None, reader, min_size)
+            return _Field(name, "call", _nullable_entity(reader), 1)
+        return _Field(name, "call", reader, _MIN_SIZES.get(kind.type_, 0))
     nullable = _outer_nullable(field)
+    array_min = 1 if flexible else 4
     if isinstance(kind, EntityTupleField):
-        item, item_min, code, conv = _entity_reader(kind.type_), _MIN_SIZES.get(kind.type_, 0), None, None
-    else:
-        assert isinstance(kind, PrimitiveTupleField)
-        fixed = _fixed(kafka_type, False)
-        if fixed is not None:
-            code, conv = fixed
-            item, item_min = _fixed_reader(code, conv), struct.calcsize(">" + code)
-            if code == "16s":  # ">3" + "16s" would mean one 316-byte string
-                code = conv = None
-        else:
+        item, item_min = _entity_reader(kind.type_), max(_MIN_SIZES.get(kind.type_, 0), 1)
+        reader = _array(item, item_min, flexible, nullable, name, None, None)
+        return _Field(
+            name, "entities", reader, array_min, compact=flexible, nullable=nullable, item=item, item_min=item_min
+        )
+    assert isinstance(kind, PrimitiveTupleField)
+    code = conv = None
+    fixed = _fixed(kafka_type, False)
+    if fixed is not None:
+        code, conv = fixed
+        item, item_min = _fixed_reader(code, conv), struct.calcsize(">" + code)
+        if code == "16s":  # ">3" + "16s" would mean one 316-byte string
             code = conv = None
-            item = _blob(kafka_type, flexible, False, f"{name}[]")
-            item_min = 1 if flexible else (2 if kafka_type == "string" else 4)
-    return _Field(name, None, None, _array(item, item_min, flexible, nullable, name, code, conv), 1 if flexible else 4)
+    else:
+        item, item_min = _blob(kafka_type, flexible, False, f"{name}[]"), _blob_min(kafka_type, flexible)
+    return _Field(name, "call", _array(item, item_min, flexible, nullable, name, code, conv), array_min)
 
 
 def _entity_reader(cls: type) -> Reader:
@@ -369,11 +389,8 @@ def _entity_reader(cls: type) -> Reader:
     return reader
 
 
-_COMPILING: set[type] = set()
-
-
 def _compile(cls: type) -> Reader:
-    """Generate `read(buf, pos) -> (cls(...), pos)` for one kio entity class."""
+    """Generate `read(buf, pos) -> (cls instance, pos)` for one kio entity class."""
     _COMPILING.add(cls)
     try:
         flexible = cls.__flexible__
@@ -388,7 +405,7 @@ def _compile(cls: type) -> Reader:
                 tagged[tag] = (f.name, _plan_field(f, flexible, tagged=True).reader)
                 defaults[f.name] = f.default if f.default is not MISSING else get_tagged_field_default(f)
         _MIN_SIZES[cls] = sum(p.min_size for p in plain) + (1 if flexible else 0)
-        source, env = _generate(cls, plain, tagged, defaults, flexible)
+        source, env = _generate(cls, plain, defaults, tagged, flexible)
         exec(compile(source, f"<strom.codec {cls.__module__}.{cls.__qualname__}>", "exec"), env)
         reader = _READERS[cls] = env["read"]
         return reader
@@ -396,9 +413,67 @@ def _compile(cls: type) -> Reader:
         _COMPILING.discard(cls)
 
 
-def _generate(cls: type, plain: list[_Field], tagged: dict, defaults: dict, flexible: bool) -> tuple[str, dict]:
-    env: dict[str, Any] = {"CLS": cls}
-    lines = ["def read(buf, pos):"]
+def _bad_length(name: str, what: str, n: int) -> None:
+    raise DecodeError(f"{name}: invalid {what} length {n}")
+
+
+def _overrun(name: str, what: str, n: int, left: int) -> None:
+    raise DecodeError(f"{name}: {what} of {n} cannot fit in the {left} bytes left")
+
+
+_VALUE = {"string": 'str(buf[pos:end], "utf-8")', "bytes": "bytes(buf[pos:end])", "records": "buf[pos:end]"}
+
+
+def _length_lines(compact: bool, wide: bool) -> list[str]:
+    if compact:  # a one-byte varint is by far the common case
+        return ["n = buf[pos]", "if n < 0x80:", "    pos += 1", "else:", "    n, pos = UVARINT(buf, pos)", "n -= 1"]
+    return [f"n, = {'I32' if wide else 'I16'}(buf, pos)", f"pos += {4 if wide else 2}"]
+
+
+def _null_check(i: int, f: _Field, what: str, body: list[str]) -> list[str]:
+    if not f.nullable:
+        return [f"if n < 0: BAD_LENGTH(N{i}, {what!r}, n)", *body]
+    head = ["if n < 0:", f"    if n != -1: BAD_LENGTH(N{i}, {what!r}, n)", f"    v{i} = None", "else:"]
+    return head + ["    " + line for line in body]
+
+
+def _field_lines(i: int, f: _Field, env: dict[str, Any]) -> list[str]:
+    env[f"N{i}"] = f.name
+    if f.kind == "blob":
+        body = [
+            "end = pos + n",
+            f"if end > len(buf): OVERRUN(N{i}, {f.blob!r}, n, len(buf) - pos)",
+            f"v{i} = {_VALUE[f.blob]}",
+            "pos = end",
+        ]
+        return _length_lines(f.compact, f.blob != "string") + _null_check(i, f, f.blob, body)
+    if f.kind == "entities":
+        env[f"R{i}"] = f.item
+        body = [
+            f"if n * {f.item_min} > len(buf) - pos: OVERRUN(N{i}, 'array', n, len(buf) - pos)",
+            "out = []",
+            "append = out.append",
+            "for _ in range(n):",
+            f"    x, pos = R{i}(buf, pos)",
+            "    append(x)",
+            f"v{i} = tuple(out)",
+        ]
+        return _length_lines(f.compact, True) + _null_check(i, f, "array", body)
+    env[f"R{i}"] = f.reader
+    return [f"v{i}, pos = R{i}(buf, pos)"]
+
+
+def _generate(cls: type, plain: list[_Field], defaults: dict, tagged: dict, flexible: bool) -> tuple[str, dict]:
+    env: dict[str, Any] = {
+        "NEW": object.__new__,
+        "CLS": cls,
+        "UVARINT": read_uvarint,
+        "I16": _I16.unpack_from,
+        "I32": _I32.unpack_from,
+        "BAD_LENGTH": _bad_length,
+        "OVERRUN": _overrun,
+    }
+    body: list[str] = []
     run: list[tuple[int, _Field]] = []
 
     def flush() -> None:
@@ -407,38 +482,35 @@ def _generate(cls: type, plain: list[_Field], tagged: dict, defaults: dict, flex
         fmt = ">" + "".join(f.code for _, f in run)
         first = run[0][0]
         env[f"S{first}"] = struct.Struct(fmt).unpack_from
-        targets = "".join(f"v{i}, " for i, _ in run)
-        lines.append(f"    {targets}= S{first}(buf, pos)")
-        lines.append(f"    pos += {struct.calcsize(fmt)}")
+        body.append(f"{''.join(f'v{i}, ' for i, _ in run)}= S{first}(buf, pos)")
+        body.append(f"pos += {struct.calcsize(fmt)}")
         for i, f in run:
             if f.conv is not None:
                 env[f"C{i}"] = f.conv
-                lines.append(f"    v{i} = C{i}(v{i})")
+                body.append(f"v{i} = C{i}(v{i})")
         run.clear()
 
     for i, f in enumerate(plain):
-        if f.code is not None:
+        if f.kind == "fixed":
             run.append((i, f))
-            continue
-        flush()
-        env[f"R{i}"] = f.reader
-        lines.append(f"    v{i}, pos = R{i}(buf, pos)")
+        else:
+            flush()
+            body += _field_lines(i, f, env)
     flush()
-    args = [f"{f.name}=v{i}" for i, f in enumerate(plain)]
     if flexible and tagged:
         env["READ_TAGS"], env["TAGS"], env["EMPTY"] = _read_tags, tagged, {}
-        lines += [
-            "    if buf[pos]:",
-            "        tags, pos = READ_TAGS(buf, pos, TAGS)",
-            "    else:",
-            "        tags = EMPTY",
-            "        pos += 1",
-        ]
-        for j, (name, default) in enumerate(defaults.items()):
-            env[f"D{j}"] = default
-            args.append(f"{name}=tags.get({name!r}, D{j})")
+        body += ["if buf[pos]:", "    tags, pos = READ_TAGS(buf, pos, TAGS)", "else:", "    tags = EMPTY", "    pos += 1"]
     elif flexible:
         env["SKIP_TAGS"] = skip_tagged_fields
-        lines += ["    if buf[pos]:", "        pos = SKIP_TAGS(buf, pos)", "    else:", "        pos += 1"]
-    lines.append(f"    return CLS({', '.join(args)}), pos")
-    return "\n".join(lines) + "\n", env
+        body += ["if buf[pos]:", "    pos = SKIP_TAGS(buf, pos)", "else:", "    pos += 1"]
+    # kio's classes are frozen slotted dataclasses without __post_init__, so
+    # filling the slots directly builds the same object as __init__, 2-3x faster.
+    body.append("o = NEW(CLS)")
+    for i, f in enumerate(plain):
+        env[f"SET{i}"] = getattr(cls, f.name).__set__
+        body.append(f"SET{i}(o, v{i})")
+    for j, (name, default) in enumerate(defaults.items()):
+        env[f"SETT{j}"], env[f"D{j}"] = getattr(cls, name).__set__, default
+        body.append(f"SETT{j}(o, tags.get({name!r}, D{j}))")
+    body.append("return o, pos")
+    return "def read(buf, pos):\n" + "".join(f"    {line}\n" for line in body), env

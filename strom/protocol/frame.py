@@ -36,17 +36,18 @@ class FrameDecoder:
     A size is checked the moment its four bytes arrive, before any buffer for
     the body exists, so a hostile prefix costs nothing. Frames lying wholly
     inside a `bytes` chunk are returned as memoryview slices of it (no copy);
-    a frame spread over chunks is copied once into a bytearray of its exact
-    size, which is then handed over and never touched again. Either way the
+    a frame spread over chunks is gathered into a bytearray that grows with the
+    bytes received (an announced size reserves nothing), which is then handed
+    over and never touched again. Either way the
     returned buffer is immutable from here on, so slices of it (Produce
     records) stay valid for as long as someone holds them.
 
-    Memory held between calls is one partial frame (at most max_frame_bytes)
-    plus the complete frames not yet taken with `next_frame`.
+    Memory held between calls is the received part of one frame (at most
+    max_frame_bytes) plus the complete frames not yet taken with `next_frame`.
     After a FrameError the decoder is dead: every later call raises it again.
     """
 
-    __slots__ = ("max_frame_bytes", "_frames", "_head", "_body", "_filled", "_error")
+    __slots__ = ("max_frame_bytes", "_frames", "_head", "_body", "_expected", "_error")
 
     def __init__(self, max_frame_bytes: int) -> None:
         if max_frame_bytes < 0:
@@ -55,7 +56,7 @@ class FrameDecoder:
         self._frames: deque[memoryview] = deque()
         self._head = bytearray()  # a size prefix split across chunks (< 4 bytes)
         self._body: bytearray | None = None  # the frame being filled
-        self._filled = 0
+        self._expected = 0  # the full size of the frame being filled
         self._error: FrameError | None = None
 
     def feed(self, chunk: Buffer) -> None:
@@ -69,11 +70,12 @@ class FrameDecoder:
         while pos < end:
             body = self._body
             if body is not None:  # continue a frame started in an earlier chunk
-                take = min(len(body) - self._filled, end - pos)
-                body[self._filled : self._filled + take] = view[pos : pos + take]
-                self._filled += take
+                # The buffer grows with the bytes that actually arrive: a size prefix alone
+                # (announced, never sent) must not reserve its memory.
+                take = min(self._expected - len(body), end - pos)
+                body += view[pos : pos + take]
                 pos += take
-                if self._filled == len(body):
+                if len(body) == self._expected:
                     self._frames.append(memoryview(body))
                     self._body = None
                 continue
@@ -95,8 +97,8 @@ class FrameDecoder:
             elif size == 0:
                 self._frames.append(memoryview(b""))
             else:
-                self._body = bytearray(size)
-                self._filled = 0
+                self._body = bytearray()
+                self._expected = size  # the size the body will have once complete
 
     def next_frame(self) -> memoryview | None:
         """The next complete frame (without its size prefix), or None until more bytes arrive."""
@@ -106,7 +108,7 @@ class FrameDecoder:
 
     @property
     def buffered_bytes(self) -> int:
-        """Bytes held: complete frames not yet taken plus the partial one (its full size is reserved)."""
+        """Bytes held: complete frames not yet taken plus the partial one (as received so far)."""
         partial = len(self._body) if self._body is not None else len(self._head)
         return partial + sum(len(f) for f in self._frames)
 

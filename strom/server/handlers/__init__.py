@@ -25,6 +25,15 @@ from strom.server.handlers import (
     list_offsets,
     metadata,
     produce,
+    delete_topics,
+    create_partitions,
+    describe_configs,
+    alter_configs,
+    incremental_alter_configs,
+    delete_records,
+    describe_cluster,
+    describe_log_dirs,
+    offset_for_leader_epoch,
 )
 
 _MODULES = [
@@ -46,6 +55,15 @@ _MODULES = [
     list_offsets,
     create_topics,
     init_producer_id,
+    delete_topics,
+    create_partitions,
+    describe_configs,
+    alter_configs,
+    incremental_alter_configs,
+    delete_records,
+    describe_cluster,
+    describe_log_dirs,
+    offset_for_leader_epoch,
 ]
 
 HANDLERS: dict[int, HandlerSpec] = {

@@ -7,7 +7,7 @@ from strom.protocol.entities import build, field_value
 from strom.protocol.errors import ErrorCode, KafkaError
 
 API_KEY = ApiKey.CREATE_TOPICS
-MIN_VERSION = 0
+MIN_VERSION = 2  # kio has no classes for v0 and v1
 MAX_VERSION = 7
 
 

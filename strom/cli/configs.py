@@ -1,0 +1,211 @@
+"""``strom configs``: describe and alter topic and broker configs, like Kafka's kafka-configs.sh.
+
+    strom configs --bootstrap-server 127.0.0.1:9092 --entity-type topics --entity-name orders --describe
+    strom configs --bootstrap-server 127.0.0.1:9092 --entity-type topics --entity-name orders --describe --all
+    strom configs --bootstrap-server 127.0.0.1:9092 --entity-type topics --entity-name orders \\
+        --alter --add-config retention.ms=86400000,cleanup.policy=[compact,delete] --delete-config segment.ms
+    strom configs --bootstrap-server 127.0.0.1:9092 --entity-type brokers --entity-name 0 --describe --all
+
+--describe prints Kafka's layout: ``Dynamic configs for topic orders are:`` (``All configs`` with
+--all) and one ``  name=value sensitive=false synonyms={SOURCE:name=value, ...}`` line per entry,
+sorted by name. Without --all only the entity's dynamic entries are shown (DYNAMIC_TOPIC_CONFIG for a
+topic, DYNAMIC_BROKER_CONFIG for a broker). The cluster-default broker entity (Kafka's
+--entity-default) is refused: librdkafka cannot address a config resource with an empty name.
+--alter uses IncrementalAlterConfigs (SET for --add-config, DELETE for --delete-config); a value
+holding commas is grouped in square brackets. Uses the DescribeConfigs and IncrementalAlterConfigs APIs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+
+from strom.cli.client_props import ToolError, client_config, error_text, exits_quietly_on_broken_pipe, load_properties
+
+TIMEOUT_S = 30.0
+ENTITY_TYPES = ("topics", "brokers")
+DEFAULT_ENTITY = ""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_mutually_exclusive_group(required=True)
+    actions.add_argument("--describe", action="store_true", help="list configs for the given entity")
+    actions.add_argument("--alter", action="store_true", help="alter the configuration of the entity")
+    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT",
+                        help="REQUIRED: the broker(s) to connect to")
+    parser.add_argument("--command-config", metavar="FILE", help="admin client properties file")
+    parser.add_argument("--entity-type", choices=ENTITY_TYPES, help="topics or brokers")
+    parser.add_argument("--entity-name", help="topic name or broker id (all of them when left out with --describe)")
+    parser.add_argument("--entity-default", action="store_true",
+                        help="the cluster-wide default broker entity (entity type brokers)")
+    parser.add_argument("--topic", help="shortcut for --entity-type topics --entity-name TOPIC")
+    parser.add_argument("--broker", help="shortcut for --entity-type brokers --entity-name BROKER")
+    parser.add_argument("--broker-defaults", action="store_true",
+                        help="shortcut for --entity-type brokers --entity-default")
+    parser.add_argument("--all", action="store_true", help="--describe: every config, not only dynamic ones")
+    parser.add_argument("--add-config", metavar="K1=V1,K2=[V2,V3]", help="configs to set")
+    parser.add_argument("--add-config-file", metavar="FILE", help="a properties file of configs to set")
+    parser.add_argument("--delete-config", action="append", default=[], metavar="K1,K2",
+                        help="configs to remove (comma-separated, repeatable)")
+
+
+@exits_quietly_on_broken_pipe
+def run(args: argparse.Namespace) -> int:
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    try:
+        entity_type, entity_name = resolve_entity(args)
+        overrides = load_properties(args.command_config) if args.command_config else {}
+        admin = AdminClient(client_config(args.bootstrap_server, overrides=overrides))
+        if args.describe:
+            describe(admin, entity_type, entity_name, args.all)
+        else:
+            alter(admin, entity_type, entity_name, args)
+        return 0
+    except ToolError as exc:
+        print(str(exc), file=sys.stderr)
+        return 1
+    except (KafkaException, ValueError) as exc:
+        print(f"Error while executing config command: {error_text(exc)}", file=sys.stderr)
+        return 1
+
+
+def resolve_entity(args: argparse.Namespace) -> tuple[str, str | None]:
+    """(entity type, entity name); the name is None for 'all entities'."""
+    choices = []
+    if args.entity_type:
+        name = DEFAULT_ENTITY if args.entity_default else args.entity_name
+        choices.append((args.entity_type, name))
+    elif args.entity_name is not None or args.entity_default:
+        raise ToolError("--entity-type must be specified with --entity-name or --entity-default")
+    if args.topic is not None:
+        choices.append(("topics", args.topic))
+    if args.broker is not None:
+        choices.append(("brokers", args.broker))
+    if args.broker_defaults:
+        choices.append(("brokers", DEFAULT_ENTITY))
+    if len(choices) != 1:
+        raise ToolError("Exactly one entity must be given: --entity-type with --entity-name/--entity-default, "
+                        "or one of --topic, --broker, --broker-defaults")
+    entity_type, name = choices[0]
+    if args.entity_default and entity_type != "brokers":
+        raise ToolError("--entity-default is only valid with --entity-type brokers")
+    if args.entity_default and args.entity_name is not None:
+        raise ToolError("--entity-name and --entity-default cannot be used together")
+    if name == DEFAULT_ENTITY:
+        # librdkafka refuses a config resource with an empty name, which is how Kafka addresses it.
+        raise ToolError("The cluster-wide default broker entity (--entity-default, --broker-defaults) cannot be "
+                        "addressed through librdkafka; describe or alter a broker by id instead")
+    if entity_type == "brokers" and name:
+        try:
+            int(name)
+        except ValueError:
+            raise ToolError(f"The entity name for brokers must be a valid integer broker id, found: {name}") from None
+    if args.alter:
+        if name is None:
+            raise ToolError("An entity name must be specified with --alter")
+        if not (args.add_config or args.add_config_file or args.delete_config):
+            raise ToolError("At least one of --add-config, --add-config-file or --delete-config must be specified "
+                            "with --alter")
+    elif args.add_config or args.add_config_file or args.delete_config:
+        raise ToolError("--add-config, --add-config-file and --delete-config are only valid with --alter")
+    return entity_type, name
+
+
+# ---------------------------------------------------------------- describe
+
+
+def resource(entity_type: str, name: str):
+    from confluent_kafka.admin import ConfigResource, ResourceType
+
+    return ConfigResource(ResourceType.TOPIC if entity_type == "topics" else ResourceType.BROKER, name)
+
+
+def dynamic_source(entity_type: str):
+    from confluent_kafka.admin import ConfigSource
+
+    return ConfigSource.DYNAMIC_TOPIC_CONFIG if entity_type == "topics" else ConfigSource.DYNAMIC_BROKER_CONFIG
+
+
+def fetch_entries(admin, entity_type: str, name: str, describe_all: bool) -> list:
+    futures = admin.describe_configs([resource(entity_type, name)], request_timeout=TIMEOUT_S)
+    entries = next(iter(futures.values())).result(timeout=TIMEOUT_S)
+    wanted = dynamic_source(entity_type).value
+    return sorted((entry for entry in entries.values() if describe_all or entry.source == wanted),
+                  key=lambda entry: entry.name)
+
+
+def source_name(source) -> str:
+    from confluent_kafka.admin import ConfigSource
+
+    try:
+        return ConfigSource(source).name
+    except ValueError:
+        return str(source)
+
+
+def show(value) -> str:
+    return "null" if value is None else str(value)
+
+
+def describe(admin, entity_type: str, name: str | None, describe_all: bool) -> None:
+    if name is not None:
+        names = [name]
+    elif entity_type == "topics":
+        names = sorted(admin.list_topics(timeout=TIMEOUT_S).topics)
+    else:
+        names = [str(b) for b in sorted(admin.list_topics(timeout=TIMEOUT_S).brokers)]
+    for entity in names:
+        entries = fetch_entries(admin, entity_type, entity, describe_all)
+        print(f"{'All' if describe_all else 'Dynamic'} configs for {entity_type[:-1]} {entity} are:")
+        for entry in entries:
+            synonyms = ", ".join(f"{source_name(s.source)}:{s.name}={show(s.value)}"
+                                 for s in (entry.synonyms or {}).values())
+            print(f"  {entry.name}={show(entry.value)} sensitive={str(bool(entry.is_sensitive)).lower()} "
+                  f"synonyms={{{synonyms}}}")
+
+
+# ---------------------------------------------------------------- alter
+
+
+_OUTSIDE_BRACKETS = r"(?=[^\]]*(?:\[|$))"
+
+
+def parse_add_config(text: str | None) -> dict[str, str]:
+    """Kafka's --add-config: ``k1=v1,k2=[v2,v3]``; commas inside brackets stay in the value."""
+    configs: dict[str, str] = {}
+    if not text:
+        return configs
+    for item in re.split("," + _OUTSIDE_BRACKETS, text):
+        pieces = re.split(r"\s*=\s*" + _OUTSIDE_BRACKETS, item)
+        if len(pieces) != 2:
+            raise ToolError('Invalid entity config: all configs to be added must be in the format "key=val" or '
+                            '"key=[val1,val2]" to group values which contain commas.')
+        key = pieces[0].strip()
+        if not re.fullmatch(r"[a-zA-Z0-9._-]*", key):
+            raise ToolError(f"Invalid character found for config key: {key}")
+        configs[key] = re.sub(r"\[?\]?", "", pieces[1]).strip()
+    return configs
+
+
+def alter(admin, entity_type: str, name: str, args: argparse.Namespace) -> None:
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
+
+    to_add = load_properties(args.add_config_file) if args.add_config_file else {}
+    to_add.update(parse_add_config(args.add_config))
+    to_delete = [key.strip() for item in args.delete_config for key in item.split(",") if key.strip()]
+    if to_delete:
+        current = {entry.name for entry in fetch_entries(admin, entity_type, name, describe_all=False)}
+        missing = [key for key in to_delete if key not in current]
+        if missing:
+            raise ToolError(f"Invalid config(s): {','.join(missing)}")
+    target = resource(entity_type, name)
+    target.incremental_configs = (
+        [ConfigEntry(key, None, incremental_operation=AlterConfigOpType.DELETE) for key in to_delete]
+        + [ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET) for key, value in to_add.items()])
+    futures = admin.incremental_alter_configs([target], request_timeout=TIMEOUT_S)
+    for future in futures.values():
+        future.result(timeout=TIMEOUT_S)
+    print(f"Completed updating config for {entity_type[:-1]} {name}.")

@@ -1,0 +1,42 @@
+"""CreatePartitions: grow a topic to ``count`` partitions, optionally with the new replicas' placement.
+
+The controller validates (count must grow, assignments must name live brokers, one list per new
+partition) and writes the new partitions; refreshing the metadata creates the local logs. A topic
+listed twice is INVALID_REQUEST for both entries, as in Kafka.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from strom.protocol.api import ApiKey, response_class
+from strom.protocol.entities import build, field_value
+from strom.protocol.errors import ErrorCode, KafkaError
+
+API_KEY = ApiKey.CREATE_PARTITIONS
+MIN_VERSION = 0
+MAX_VERSION = 3
+
+
+def handle(ctx, request):
+    broker = ctx.broker
+    validate_only = field_value(request, "validate_only", False)
+    counts = Counter(topic.name for topic in request.topics)
+    results = []
+    changed = False
+    for topic in request.topics:
+        entry = {"name": topic.name, "error_code": ErrorCode.NONE, "error_message": None}
+        if counts[topic.name] > 1:
+            entry.update(error_code=ErrorCode.INVALID_REQUEST, error_message=f"topic '{topic.name}' is listed twice")
+            results.append(entry)
+            continue
+        assignment = [list(a.broker_ids) for a in topic.assignments] if topic.assignments is not None else None
+        try:
+            broker.controller.create_partitions(topic.name, topic.count, assignment, validate_only=validate_only)
+            changed = changed or not validate_only
+        except KafkaError as exc:
+            entry.update(error_code=exc.error_code, error_message=exc.message)
+        results.append(entry)
+    if changed:
+        broker.refresh_metadata()
+    return build(response_class(API_KEY, ctx.api_version), {"throttle_time": 0, "results": results})

@@ -1,0 +1,44 @@
+"""DescribeCluster (KIP-700): brokers, cluster id and controller, from the metadata cache.
+
+endpoint_type (v1+) asks for brokers (1) or KRaft controllers (2). strom's controller is one of
+its brokers and has no endpoint of its own, so, like a Kafka broker, it answers a request for
+controllers with MISMATCHED_ENDPOINT_TYPE, and an unknown type with UNSUPPORTED_ENDPOINT_TYPE.
+No broker is ever fenced (v2's include_fenced_brokers changes nothing).
+"""
+
+from __future__ import annotations
+
+from strom.protocol.api import ApiKey, response_class
+from strom.protocol.entities import build, field_value
+from strom.protocol.errors import ErrorCode
+
+API_KEY = ApiKey.DESCRIBE_CLUSTER
+MIN_VERSION = 0
+MAX_VERSION = 2
+
+BROKERS_ENDPOINT = 1
+CONTROLLERS_ENDPOINT = 2
+OPERATIONS_NOT_REQUESTED = -(2**31)
+# No authorizer: every cluster operation is allowed (Kafka then reports all it supports):
+# CREATE 5, ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12.
+CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
+
+
+def handle(ctx, request):
+    broker = ctx.broker
+    endpoint = field_value(request, "endpoint_type", BROKERS_ENDPOINT)
+    body = {"throttle_time": 0, "error_code": ErrorCode.NONE, "error_message": None, "endpoint_type": endpoint,
+            "cluster_id": broker.metadata.cluster_id, "controller_id": broker.metadata.controller_id,
+            "brokers": [], "cluster_authorized_operations": OPERATIONS_NOT_REQUESTED}
+    if endpoint == CONTROLLERS_ENDPOINT:
+        body.update(error_code=ErrorCode.MISMATCHED_ENDPOINT_TYPE,
+                    error_message="this is a broker endpoint; strom has no separate controller endpoints")
+    elif endpoint != BROKERS_ENDPOINT:
+        body.update(error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE, error_message=f"unknown endpoint type {endpoint}")
+    else:
+        body["brokers"] = [{"broker_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack,
+                            "is_fenced": False}
+                           for b in sorted(broker.metadata.brokers.values(), key=lambda b: b.broker_id)]
+        if request.include_cluster_authorized_operations:
+            body["cluster_authorized_operations"] = CLUSTER_OPERATIONS
+    return build(response_class(API_KEY, ctx.api_version), body)

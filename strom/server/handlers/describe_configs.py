@@ -1,0 +1,264 @@
+"""DescribeConfigs: a topic's effective settings, this broker's settings, or its loggers' levels.
+
+Topic entries are every topic key strom knows, with the effective value (broker ``log.*`` default
+overlaid with the topic's override). Their source and synonyms follow Kafka (KIP-226): an override
+is DYNAMIC_TOPIC_CONFIG (1), then come the broker keys that set the default: STATIC_BROKER_CONFIG
+(4) for those set in server.properties, DEFAULT_CONFIG (5) for built-in defaults. The entry's
+source is its first synonym's. Broker entries are every server.properties key, read-only since
+strom has no dynamic broker configs. The broker resource named "" is Kafka's cluster-wide
+*dynamic* default, which strom never has: it is answered with no entries, as Kafka answers when
+none are set. Another broker's id is INVALID_REQUEST (each broker describes itself).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from functools import lru_cache
+
+from strom.cluster.controller import validate_topic_name
+from strom.protocol.api import ApiKey, response_class
+from strom.protocol.entities import build, field_value
+from strom.protocol.errors import ErrorCode, InvalidRequestError, KafkaError, UnknownTopicOrPartitionError
+from strom.server.config import BrokerConfig
+from strom.storage.log_config import ConfigError
+
+API_KEY = ApiKey.DESCRIBE_CONFIGS
+MIN_VERSION = 1  # kio has no v0 classes (v0 had is_default where v1+ has config_source)
+MAX_VERSION = 4
+
+# ConfigResource.Type
+TOPIC = 2
+BROKER = 4
+BROKER_LOGGER = 8
+
+# DescribeConfigsResponse.ConfigSource
+DYNAMIC_TOPIC_CONFIG = 1
+DYNAMIC_BROKER_CONFIG = 2
+DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+STATIC_BROKER_CONFIG = 4
+DEFAULT_CONFIG = 5
+DYNAMIC_BROKER_LOGGER_CONFIG = 6
+
+# DescribeConfigsResponse.ConfigType (KIP-569)
+BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST = 1, 2, 3, 4, 5, 6, 7
+
+# Kafka's topic key -> broker keys that give its default, in precedence order (ServerTopicConfigSynonyms).
+TOPIC_SYNONYMS: dict[str, tuple[str, ...]] = {
+    "segment.bytes": ("log.segment.bytes",),
+    "segment.ms": ("log.roll.ms", "log.roll.hours"),
+    "segment.jitter.ms": ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+    "segment.index.bytes": ("log.index.size.max.bytes",),
+    "index.interval.bytes": ("log.index.interval.bytes",),
+    "retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+    "retention.bytes": ("log.retention.bytes",),
+    "cleanup.policy": ("log.cleanup.policy",),
+    "delete.retention.ms": ("log.cleaner.delete.retention.ms",),
+    "min.compaction.lag.ms": ("log.cleaner.min.compaction.lag.ms",),
+    "max.compaction.lag.ms": ("log.cleaner.max.compaction.lag.ms",),
+    "min.cleanable.dirty.ratio": ("log.cleaner.min.cleanable.ratio",),
+    "max.message.bytes": ("message.max.bytes",),
+    "message.timestamp.type": ("log.message.timestamp.type",),
+    "compression.type": ("compression.type",),
+    "flush.messages": ("log.flush.interval.messages",),
+    "flush.ms": ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
+    "file.delete.delay.ms": ("log.segment.delete.delay.ms",),
+    "min.insync.replicas": ("min.insync.replicas",),
+    "unclean.leader.election.enable": ("unclean.leader.election.enable",),
+    "preallocate": ("log.preallocate",),
+}
+
+TOPIC_TYPES: dict[str, int] = {
+    "segment.bytes": INT, "segment.index.bytes": INT, "index.interval.bytes": INT, "max.message.bytes": INT,
+    "min.insync.replicas": INT, "cleanup.policy": LIST, "min.cleanable.dirty.ratio": DOUBLE,
+    "message.timestamp.type": STRING, "compression.type": STRING,
+    "unclean.leader.election.enable": BOOLEAN, "preallocate": BOOLEAN,
+}  # every other topic key is a LONG
+
+# Broker keys Kafka derives from one another; describing any of them shows the whole chain.
+_BROKER_CHAINS = (
+    ("log.roll.ms", "log.roll.hours"),
+    ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+    ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+    ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
+)
+BROKER_SYNONYMS: dict[str, tuple[str, ...]] = {key: chain for chain in _BROKER_CHAINS for key in chain}
+
+_FIELDS = {f.metadata["key"]: f for f in dataclasses.fields(BrokerConfig)}
+_LEVELS = {"DEBUG": "DEBUG", "INFO": "INFO", "WARNING": "WARN", "ERROR": "ERROR", "CRITICAL": "FATAL"}
+
+
+# -- broker keys -----------------------------------------------------------------------------------
+@lru_cache(maxsize=1)
+def _builtin_defaults() -> dict[str, str | None]:
+    """Each key's built-in default as text; None for keys Kafka derives from others (no default of their own)."""
+    values = BrokerConfig().items()
+    return {key: (values[key] if f.default is not None else None) for key, f in _FIELDS.items()}
+
+
+@lru_cache(maxsize=4)
+def explicit_keys(config: BrokerConfig) -> frozenset[str]:
+    """Keys whose value is not the built-in (or derived) default: those set in server.properties.
+
+    BrokerConfig keeps only effective values, so a derived key (default None) counts as set when
+    its value differs from what re-deriving it gives; a key set to exactly its default reads as unset.
+    """
+    found = set()
+    for key, f in _FIELDS.items():
+        value = getattr(config, f.name)
+        if f.default is None:
+            try:
+                baseline = getattr(dataclasses.replace(config, **{f.name: None}), f.name)
+            except ValueError:  # ConfigError: the rest alone would not validate, so the key was needed
+                baseline = None
+        else:
+            baseline = f.default
+        if value != baseline:
+            found.add(key)
+    return frozenset(found)
+
+
+@lru_cache(maxsize=4)
+def _values(config: BrokerConfig) -> dict[str, str | None]:
+    return config.items()  # read-only: shared between calls
+
+
+def broker_synonyms(config: BrokerConfig, chain: tuple[str, ...]) -> list[dict]:
+    """Kafka's order: every statically set key of the chain, then every built-in default."""
+    values = _values(config)
+    explicit = explicit_keys(config)
+    defaults = _builtin_defaults()
+    out = [{"name": k, "value": values[k], "source": STATIC_BROKER_CONFIG} for k in chain if k in explicit]
+    out += [{"name": k, "value": defaults[k], "source": DEFAULT_CONFIG} for k in chain if defaults.get(k) is not None]
+    return out
+
+
+def broker_config_type(key: str) -> int:
+    f = _FIELDS[key]
+    annotation = str(f.type)
+    if annotation.startswith("bool"):
+        return BOOLEAN
+    if annotation.startswith("float"):
+        return DOUBLE
+    if annotation.startswith("tuple"):
+        return LIST
+    if annotation.startswith("int"):
+        return LONG if f.metadata["parse"].__qualname__.startswith("_long") else INT
+    return STRING
+
+
+def broker_doc(key: str) -> str | None:
+    f = _FIELDS.get(key)
+    return f.metadata["doc"] if f is not None else None
+
+
+# -- entries -----------------------------------------------------------------------------------------
+def topic_entries(broker, name: str, overrides: dict[str, str], wanted, synonyms: bool, docs: bool) -> list[dict]:
+    effective = broker.config.log_config().with_overrides(overrides).to_topic_configs()
+    entries = []
+    for key, value in effective.items():
+        if wanted is not None and key not in wanted:
+            continue
+        chain = broker_synonyms(broker.config, TOPIC_SYNONYMS.get(key, ()))
+        if key in overrides:
+            chain.insert(0, {"name": key, "value": value, "source": DYNAMIC_TOPIC_CONFIG})
+        first_broker_key = TOPIC_SYNONYMS.get(key, (None,))[0]
+        entries.append({
+            "name": key, "value": value, "read_only": False, "is_sensitive": False,
+            "config_source": chain[0]["source"] if chain else DEFAULT_CONFIG,
+            "synonyms": chain if synonyms else [],
+            "config_type": TOPIC_TYPES.get(key, LONG),
+            "documentation": broker_doc(first_broker_key) if docs and first_broker_key else None,
+        })
+    return entries
+
+
+def broker_entries(broker, wanted, synonyms: bool, docs: bool) -> list[dict]:
+    entries = []
+    for key, value in _values(broker.config).items():
+        if wanted is not None and key not in wanted:
+            continue
+        chain = broker_synonyms(broker.config, BROKER_SYNONYMS.get(key, (key,)))
+        while chain and chain[0]["name"] != key:  # as Kafka: the chain starts at the described key
+            chain.pop(0)
+        entries.append({
+            "name": key, "value": value, "read_only": True, "is_sensitive": False,
+            "config_source": chain[0]["source"] if chain else DEFAULT_CONFIG,
+            "synonyms": chain if synonyms else [],
+            "config_type": broker_config_type(key),
+            "documentation": broker_doc(key) if docs else None,
+        })
+    return entries
+
+
+def logger_entries(wanted) -> list[dict]:
+    """Python loggers under 'strom' and the root, with Kafka's (log4j) level names."""
+    names = ["root"] + sorted(n for n in logging.root.manager.loggerDict if n == "strom" or n.startswith("strom."))
+    entries = []
+    for name in names:
+        if wanted is not None and name not in wanted:
+            continue
+        logger = logging.getLogger() if name == "root" else logging.getLogger(name)
+        level = _LEVELS.get(logging.getLevelName(logger.getEffectiveLevel()), "INFO")
+        entries.append({"name": name, "value": level, "read_only": True, "is_sensitive": False,
+                        "config_source": DYNAMIC_BROKER_LOGGER_CONFIG, "synonyms": [], "config_type": STRING,
+                        "documentation": None})
+    return entries
+
+
+def local_broker_id(broker, name: str, *, allow_default: bool) -> bool:
+    """Check a broker resource name: True for this broker, False for "" (the cluster default)."""
+    if name == "" and allow_default:
+        return False
+    if name == "":
+        raise InvalidRequestError("broker id must not be empty")
+    try:
+        broker_id = int(name)
+    except ValueError:
+        raise InvalidRequestError(f"broker id must be an integer, but it is: {name!r}") from None
+    if broker_id != broker.broker_id:
+        expected = f"{broker.broker_id} or empty string" if allow_default else str(broker.broker_id)
+        raise InvalidRequestError(f"unexpected broker id, expected {expected}, but received {name}")
+    return True
+
+
+def topic_overrides(broker, name: str) -> dict[str, str]:
+    """The topic's overrides from the metadata cache; errors for bad names and unknown topics."""
+    validate_topic_name(name)
+    info = broker.metadata.topics.get(name)
+    if info is None:
+        raise UnknownTopicOrPartitionError(f"topic '{name}' does not exist")
+    return dict(info.configs)
+
+
+def describe(broker, resource, synonyms: bool, docs: bool) -> list[dict]:
+    keys = resource.configuration_keys
+    wanted = None if keys is None else set(keys)
+    kind, name = resource.resource_type, resource.resource_name
+    if kind == TOPIC:
+        return topic_entries(broker, name, topic_overrides(broker, name), wanted, synonyms, docs)
+    if kind == BROKER:
+        if not local_broker_id(broker, name, allow_default=True):
+            return []  # no dynamic cluster-wide defaults exist in strom
+        return broker_entries(broker, wanted, synonyms, docs)
+    if kind == BROKER_LOGGER:
+        local_broker_id(broker, name, allow_default=False)
+        return logger_entries(wanted)
+    raise InvalidRequestError(f"unsupported resource type: {kind}")
+
+
+def handle(ctx, request):
+    synonyms = field_value(request, "include_synonyms", False)
+    docs = field_value(request, "include_documentation", False)
+    results = []
+    for resource in request.resources:
+        entry = {"resource_type": resource.resource_type, "resource_name": resource.resource_name,
+                 "error_code": ErrorCode.NONE, "error_message": None, "configs": []}
+        try:
+            entry["configs"] = describe(ctx.broker, resource, synonyms, docs)
+        except KafkaError as exc:
+            entry.update(error_code=exc.error_code, error_message=exc.message)
+        except ConfigError as exc:  # an override in the store that no longer parses
+            entry.update(error_code=ErrorCode.INVALID_CONFIG, error_message=str(exc))
+        results.append(entry)
+    return build(response_class(API_KEY, ctx.api_version), {"throttle_time": 0, "results": results})
