@@ -140,10 +140,11 @@ class Controller:
         topic = TopicAssignment(name, partitions_map)
         if validate_only:
             return topic
-        self.store.create(model.topic_config_path(name), model.topic_config_json(configs), makepath=True)
-        self.store.create(model.topic_path(name), topic.to_json(), makepath=True)
-        if self.is_active:
-            self._create_partition_states(name, partitions_map, brokers)
+        with self.store.batch():
+            self.store.create(model.topic_config_path(name), model.topic_config_json(configs), makepath=True)
+            self.store.create(model.topic_path(name), topic.to_json(), makepath=True)
+            if self.is_active:
+                self._create_partition_states(name, partitions_map, brokers)
         log.info("created topic %s with %d partitions", name, len(partitions_map))
         return topic
 

@@ -8,6 +8,7 @@ ZooKeeper session's would.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import threading
@@ -44,15 +45,33 @@ class LocalStore(MetadataStore):
         self._path = os.path.join(directory, FILE_NAME) if directory else None
         self._nodes: dict[str, _Node] = {"/": _Node()}
         self._lock = threading.RLock()
+        self._batching = 0
+        self._dirty = False
         if self._path and os.path.exists(self._path):
             with open(self._path, encoding="utf-8") as handle:
                 saved = json.load(handle)
             for path, entry in saved.items():
                 self._nodes[path] = _Node(base64.b64decode(entry["data"]), entry["version"])
 
+    @contextlib.contextmanager
+    def batch(self):
+        """Write the file once for a burst of changes (creating 50 partitions fsyncs once, not 50 times)."""
+        with self._lock:
+            self._batching += 1
+            try:
+                yield
+            finally:
+                self._batching -= 1
+                if self._batching == 0 and self._dirty:
+                    self._persist()
+
     def _persist(self) -> None:
         if not self._path:
             return
+        if self._batching:
+            self._dirty = True
+            return
+        self._dirty = False
         saved = {p: {"data": base64.b64encode(n.data).decode(), "version": n.version}
                  for p, n in self._nodes.items() if not n.ephemeral and p != "/"}
         tmp = self._path + ".tmp"
@@ -118,10 +137,13 @@ class LocalStore(MetadataStore):
             if kids and not recursive:
                 raise NotEmptyError(path)
             for kid in sorted(kids, reverse=True):
-                self._fire(self._nodes.pop(kid).data_watchers, kid)
+                removed = self._nodes.pop(kid)
+                self._fire(removed.data_watchers, kid)
+                self._fire(removed.child_watchers, kid)
             del self._nodes[path]
             self._persist()
             self._fire(node.data_watchers, path)
+            self._fire(node.child_watchers, path)
             self._fire(self._nodes[_parent(path)].child_watchers, _parent(path))
 
     def exists(self, path: str, watch: Watcher | None = None) -> bool:

@@ -7,6 +7,7 @@ broker code path. Paths and JSON payloads follow Kafka's classic ZooKeeper layou
 
 from __future__ import annotations
 
+import contextlib
 from abc import ABC, abstractmethod
 from typing import Callable
 
@@ -58,6 +59,11 @@ class MetadataStore(ABC):
 
     @abstractmethod
     def close(self) -> None: ...
+
+    @contextlib.contextmanager
+    def batch(self):
+        """Group many writes; a store may make them durable once at the end (no atomicity implied)."""
+        yield
 
     def ensure_path(self, path: str) -> None:
         parts = [p for p in path.split("/") if p]

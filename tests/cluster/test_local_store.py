@@ -1,0 +1,57 @@
+"""The embedded metadata store behaves like the ZooKeeper it stands in for."""
+
+import os
+
+import pytest
+
+from strom.cluster.local_store import FILE_NAME, LocalStore
+from strom.cluster.store import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
+
+
+def test_persistent_nodes_survive_and_ephemerals_do_not(tmp_path):
+    store = LocalStore(str(tmp_path))
+    store.create("/brokers/topics/t", b'{"p":1}', makepath=True)
+    store.create("/brokers/ids/0", b"me", ephemeral=True, makepath=True)
+    assert store.children("/brokers") == ["ids", "topics"]
+    with pytest.raises(NodeExistsError):
+        store.create("/brokers/topics/t", b"again")
+    reopened = LocalStore(str(tmp_path))
+    assert reopened.get("/brokers/topics/t") == (b'{"p":1}', 0)
+    assert not reopened.exists("/brokers/ids/0")
+
+
+def test_compare_and_set_fences_stale_writers(tmp_path):
+    store = LocalStore(str(tmp_path))
+    store.create("/state", b"a")
+    _, version = store.get("/state")
+    assert store.set("/state", b"b", version) == version + 1
+    with pytest.raises(BadVersionError):
+        store.set("/state", b"c", version)
+    assert store.get("/state")[0] == b"b"
+    with pytest.raises(NoNodeError):
+        store.set("/missing", b"x")
+
+
+def test_watches_fire_once_and_deletes_respect_children(tmp_path):
+    store = LocalStore(str(tmp_path))
+    fired = []
+    store.create("/a", b"")
+    store.create("/a/b", b"")
+    store.get("/a/b", fired.append)
+    store.children("/a", fired.append)
+    store.set("/a/b", b"x")
+    store.set("/a/b", b"y")  # the data watch was one-shot
+    with pytest.raises(NotEmptyError):
+        store.delete("/a")
+    store.delete("/a", recursive=True)
+    assert fired == ["/a/b", "/a"]
+
+
+def test_batch_writes_the_file_once(tmp_path):
+    store = LocalStore(str(tmp_path))
+    path = os.path.join(tmp_path, FILE_NAME)
+    with store.batch():
+        for i in range(20):
+            store.create(f"/topics/p{i}", b"s", makepath=True)
+        assert not os.path.exists(path)  # nothing written yet inside the batch
+    assert len(LocalStore(str(tmp_path)).children("/topics")) == 20
