@@ -46,6 +46,14 @@ def _join_error(code: int, member_id: str = "") -> JoinResult:
     return JoinResult(code, member_id=member_id)
 
 
+def _new_member_id(prefix: str) -> str:
+    """Kafka's ``<client id or instance id>-<uuid>``, with the prefix cut so that the id fits a record."""
+    room = schema.MAX_STRING_BYTES - 37
+    if not schema.fits(prefix + "-" * 37):
+        prefix = prefix.encode()[:room].decode("utf-8", "ignore")
+    return f"{prefix}-{uuid.uuid4()}"
+
+
 class GroupCoordinator:
     def __init__(self, broker: "Broker"):
         self.broker = broker
@@ -107,6 +115,8 @@ class GroupCoordinator:
             if m.group_instance_id:
                 group.static_members[m.group_instance_id] = m.member_id
         group.transition(GroupState.STABLE if group.members else GroupState.EMPTY)
+        if value.current_state_timestamp > 0:  # retention counts from when it became empty, not from loading
+            group.state_timestamp = value.current_state_timestamp
 
     def _unload(self, group: Group) -> None:
         for member in group.members.values():
@@ -119,7 +129,7 @@ class GroupCoordinator:
 
     def coordinator_error(self, group_id: str) -> int:
         """NONE when this broker coordinates ``group_id``, else the error the client acts on."""
-        if not group_id:
+        if not group_id or not schema.fits(group_id):  # too long for __consumer_offsets' int16 strings
             return ErrorCode.INVALID_GROUP_ID
         if OFFSETS_TOPIC not in self.broker.metadata.topics:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
@@ -135,6 +145,8 @@ class GroupCoordinator:
         error = self.coordinator_error(group_id)
         if error:
             return _join_error(error, member_id)
+        if not all(schema.fits(s) for s in (instance_id or "", protocol_type, *(name for name, _ in protocols))):
+            return _join_error(ErrorCode.INVALID_REQUEST, member_id)  # it could never be stored
         if not (self.config.group_min_session_timeout_ms <= session_timeout_ms
                 <= self.config.group_max_session_timeout_ms):
             return _join_error(ErrorCode.INVALID_SESSION_TIMEOUT, member_id)
@@ -151,7 +163,7 @@ class GroupCoordinator:
             return _join_error(ErrorCode.GROUP_MAX_SIZE_REACHED, member_id)
         args = (client_id, client_host, protocol_type, protocols, session_timeout_ms, rebalance_timeout_ms)
         if not member_id:
-            new_id = f"{instance_id or client_id}-{uuid.uuid4()}"
+            new_id = _new_member_id(instance_id or client_id)
             if instance_id is not None and instance_id in group.static_members:
                 return await self._rejoin_static(group, instance_id, new_id, *args)
             if instance_id is None and require_known_member_id:
@@ -239,7 +251,9 @@ class GroupCoordinator:
         log.info("static member %s of group %s rejoined as %s", instance_id, group.group_id, new_id)
         if group.state == GroupState.STABLE and old.matches(protocols):
             self._schedule_session_expiry(group, member)
-            await self._persist_group(group)
+            code = await self._persist_group(group)
+            if code:  # as Kafka: the client retries; the new member id is already the instance's
+                return _join_error(code, new_id)
             result = JoinResult(ErrorCode.NONE, group.generation, group.protocol_type, group.protocol,
                                 group.leader_id or "", new_id, [])
             # KIP-345: the leader keeps its role but need not reassign (skip_assignment, JoinGroup v9+)
@@ -489,8 +503,7 @@ class GroupCoordinator:
 
     async def _persist_group(self, group: Group) -> int:
         value = schema.GroupValue(
-            group.protocol_type or "", group.generation, group.protocol, group.leader_id,
-            int(time.time() * 1000),
+            group.protocol_type or "", group.generation, group.protocol, group.leader_id, group.state_timestamp,
             [schema.MemberRecord(m.member_id, m.group_instance_id, m.client_id, m.client_host,
                                  m.rebalance_timeout_ms, m.session_timeout_ms, m.metadata_for(group.protocol or ""),
                                  m.assignment) for m in group.members.values()],
@@ -535,6 +548,8 @@ class GroupCoordinator:
         if entries:
             code = await self.store.write(group.partition, entries)
             if not code:
+                if group.state == GroupState.DEAD:  # removed by expiry while the write was in flight
+                    group = self.groups.setdefault(group_id, Group(group_id, group.partition))
                 group.offsets.update(accepted)
             for tp in accepted:
                 results[tp] = code
@@ -584,9 +599,10 @@ class GroupCoordinator:
 
     # -- listing, describing, deleting -------------------------------------------------------------
     def list_groups(self, states: set[str] | None = None) -> list[Group]:
+        wanted = {s.lower() for s in states or ()}  # state names match case-insensitively, as in Kafka 3.7+
         return [g for g in self.groups.values()
                 if g.state != GroupState.DEAD and g.partition in self.owned_partitions
-                and (not states or g.state.value in states)]
+                and (not wanted or g.state.value.lower() in wanted)]
 
     def describe_group(self, group_id: str) -> tuple[int, Group | None]:
         error = self.coordinator_error(group_id)
@@ -616,27 +632,50 @@ class GroupCoordinator:
         return results
 
     async def expire_offsets(self) -> int:
-        """offsets.retention.minutes: drop the offsets of groups that have been empty that long."""
+        """offsets.retention.minutes, as Kafka's offset cleanup does it (KIP-211).
+
+        An empty group's offsets expire once it has been empty that long (and the offset is that
+        old); a stable consumer group's offsets of topics it no longer subscribes to expire that long
+        after their commit. An empty group left with no offsets is removed (a tombstone), so it
+        stops being listed. Returns how many offsets were removed.
+        """
         retention_ms = self.config.offsets_retention_minutes * 60_000
         now = int(time.time() * 1000)
         removed = 0
         for group in list(self.groups.values()):
-            if group.partition not in self.owned_partitions or not group.is_empty or not group.offsets:
+            if group.partition not in self.owned_partitions:
                 continue
-            if now - group.state_timestamp < retention_ms:
+            if group.is_empty and group.state == GroupState.EMPTY:
+                if now - group.state_timestamp < retention_ms:
+                    expired = []
+                else:
+                    expired = [tp for tp, c in group.offsets.items() if now - c.commit_timestamp >= retention_ms]
+                forget_group = len(expired) == len(group.offsets)
+                # a group made a moment ago by a commit still in flight has no offsets yet: leave it be
+                if not group.offsets and now - group.state_timestamp < self.config.offsets_commit_timeout_ms:
+                    continue
+            elif group.state == GroupState.STABLE and (subscribed := group.subscribed_topics()) is not None:
+                expired = [tp for tp, c in group.offsets.items()
+                           if tp[0] not in subscribed and now - c.commit_timestamp >= retention_ms]
+                forget_group = False
+            else:
                 continue
-            expired = [tp for tp, c in group.offsets.items() if now - c.commit_timestamp >= retention_ms]
-            if not expired:
+            if not expired and not forget_group:
                 continue
             entries = [(schema.encode_key(schema.OffsetKey(group.group_id, t, p)), None) for t, p in expired]
-            if len(expired) == len(group.offsets):
+            if forget_group:
                 entries.append((schema.encode_key(schema.GroupKey(group.group_id)), None))
-            if not await self.store.write(group.partition, entries):
-                for tp in expired:
-                    group.offsets.pop(tp, None)
-                removed += len(expired)
-                if not group.offsets:
-                    self.groups.pop(group.group_id, None)
+            doomed = {tp: group.offsets[tp] for tp in expired}
+            if await self.store.write(group.partition, entries):
+                continue
+            for tp, offset in doomed.items():
+                if group.offsets.get(tp) is offset:  # not committed again while the tombstones were written
+                    del group.offsets[tp]
+            removed += len(expired)
+            if forget_group and group.is_empty and not group.offsets and self.groups.get(group.group_id) is group:
+                log.info("group %s is empty and has no offsets left: removed", group.group_id)
+                group.transition(GroupState.DEAD)
+                del self.groups[group.group_id]
         return removed
 
     async def run_expiry(self, stop: asyncio.Event) -> None:

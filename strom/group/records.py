@@ -30,6 +30,7 @@ OFFSET_KEY_VERSION = 1
 GROUP_KEY_VERSION = 2
 OFFSET_VALUE_VERSION = 3
 GROUP_VALUE_VERSION = 3
+MAX_STRING_BYTES = 32767  # an int16 length: the longest group id, topic or member id a record can hold
 
 
 class RecordFormatError(ValueError):
@@ -66,12 +67,17 @@ class _Reader:
         return b"" if length < 0 else self._take(length)
 
 
+def fits(value: str) -> bool:
+    """Whether ``value`` can be stored in one of these records' int16-length strings."""
+    return len(value) * 4 <= MAX_STRING_BYTES or len(value.encode()) <= MAX_STRING_BYTES
+
+
 def _string(value: str | None) -> bytes:
     if value is None:
         return _I16.pack(-1)
     data = value.encode()
-    if len(data) > 32767:
-        raise RecordFormatError("string longer than 32767 bytes")
+    if len(data) > MAX_STRING_BYTES:
+        raise RecordFormatError(f"string longer than {MAX_STRING_BYTES} bytes")
     return _I16.pack(len(data)) + data
 
 

@@ -7,6 +7,7 @@ created on first use, as Kafka does, with offsets.topic.num.partitions partition
 from __future__ import annotations
 
 from strom.group.offset_store import OFFSETS_TOPIC
+from strom.group.records import fits
 from strom.protocol.api import ApiKey, response_class
 from strom.protocol.entities import build, field_value
 from strom.protocol.errors import ErrorCode, KafkaError
@@ -21,9 +22,9 @@ def coordinator_for(broker, key: str, key_type: int) -> dict:
     if key_type != GROUP_KEY_TYPE:
         return {"key": key, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "node_id": -1, "host": "", "port": -1,
                 "error_message": "transaction coordinators are not available yet"}
-    if not key:
+    if not key or not fits(key):
         return {"key": key, "error_code": ErrorCode.INVALID_GROUP_ID, "node_id": -1, "host": "", "port": -1,
-                "error_message": "the group id is empty"}
+                "error_message": "the group id is empty" if not key else "the group id is longer than 32767 bytes"}
     try:
         broker.ensure_offsets_topic()
     except KafkaError as exc:

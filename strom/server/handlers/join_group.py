@@ -1,4 +1,8 @@
-"""JoinGroup: parked until the group's rebalance completes; the leader gets every member's metadata."""
+"""JoinGroup: parked until the group's rebalance completes; the leader gets every member's metadata.
+
+The member's client_host is written as Java's InetAddress.toString() ("/127.0.0.1"), which is what
+DescribeGroups returns and kafka-consumer-groups.sh prints under HOST.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +19,7 @@ async def _join(ctx, request):
     rebalance_timeout = millis(field_value(request, "rebalance_timeout", request.session_timeout))
     result = await ctx.broker.group_coordinator.join_group(
         request.group_id, request.member_id, field_value(request, "group_instance_id"),
-        ctx.header.client_id or "", ctx.peer.rsplit(":", 1)[0], request.protocol_type,
+        ctx.header.client_id or "", "/" + ctx.peer.rsplit(":", 1)[0], request.protocol_type,
         [(p.name, bytes(p.metadata)) for p in request.protocols], session_timeout, rebalance_timeout,
         require_known_member_id=ctx.api_version >= 4,
     )
