@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import inspect
 import logging
 import os
 from typing import TYPE_CHECKING, Any
 
 from strom.protocol.errors import DecodeError
 from strom.protocol.frame import FrameDecoder, FrameError
-from strom.server.dispatcher import CloseConnection
+from strom.server.dispatcher import CloseConnection, RawResponse
 from strom.storage.segment import FileSlice
 
 if TYPE_CHECKING:
@@ -103,13 +102,14 @@ class Connection(asyncio.Protocol):
                 log.exception("request from %s failed; closing the connection", self.peer)
                 self._abort("internal error")
                 return
-            if inspect.isawaitable(result):
+            if result is None:
+                continue
+            if type(result) is not RawResponse and hasattr(result, "__await__"):
                 self._busy = True
                 self.transport.pause_reading()
                 self._task = asyncio.ensure_future(self._complete(header, result))
                 return
-            if result is not None:
-                self._send(header, result)
+            self._send(header, result)
 
     async def _complete(self, header, awaitable) -> None:
         try:

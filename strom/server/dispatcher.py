@@ -76,6 +76,7 @@ class Dispatcher:
     def __init__(self, broker: "Broker", handlers: dict[int, HandlerSpec]):
         self.broker = broker
         self.handlers = handlers
+        self._response_header_versions: dict[tuple[int, int], int] = {}
 
     def handle_frame(self, frame, peer: str) -> tuple[RequestHeader, Any]:
         """Returns (header, result); result is a response, an awaitable of one, or None."""
@@ -97,8 +98,12 @@ class Dispatcher:
 
     def encode(self, header: RequestHeader, response: Any) -> list[Any]:
         """Size prefix + response header + body chunks (file slices stay slices)."""
-        header_version = (0 if header.api_key == api.ApiKey.API_VERSIONS
-                          else api.response_header_version(header.api_key, header.api_version))
+        key = (header.api_key, header.api_version)
+        header_version = self._response_header_versions.get(key)
+        if header_version is None:  # only served (api, version) pairs get here, so the dict is bounded
+            header_version = (0 if header.api_key == api.ApiKey.API_VERSIONS
+                              else api.response_header_version(header.api_key, header.api_version))
+            self._response_header_versions[key] = header_version
         if isinstance(response, RawResponse):
             return [response_header(header.correlation_id, header_version, response.size), *response.chunks]
         body = encode(response)
