@@ -1,0 +1,188 @@
+"""Spark benchmark: rows/s through the strom source against Parquet, in the same Spark session.
+
+    python -m strom.bench.spark [--records 2000000] [--size 100] [--partitions 4] [--master local[*]]
+
+Starts a broker (``strom server-start`` subprocess), produces RECORDS values of SIZE bytes across
+PARTITIONS partitions, then times ``groupBy("partition").count()`` over
+
+* the strom source (``spark.read.format("strom")``: every record crosses the wire, librdkafka,
+  Python and Arrow), and
+* a Parquet file holding the same records (Spark's vectorized reader; column pruning means it
+  reads only the partition column),
+* and, for scale, the same over Parquet when every value must be read (``sum(length(value))``).
+
+Each query runs ``--repeat`` times after one warm-up and the best time counts. Prints rows/s and
+the ratio to Parquet; asserts nothing (the machine is shared and noisy).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+
+def produce(bootstrap: str, topic: str, records: int, size: int, partitions: int) -> float:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 50,
+                         "batch.size": 1_000_000, "queue.buffering.max.kbytes": 1_048_576,
+                         "queue.buffering.max.messages": 1_000_000})
+    value = b"v" * size
+    started = time.perf_counter()
+    produce_one = producer.produce
+    for i in range(records):
+        try:
+            produce_one(topic, value, partition=i % partitions)
+        except BufferError:
+            producer.poll(0.05)
+            produce_one(topic, value, partition=i % partitions)
+    if producer.flush(300) != 0:
+        raise RuntimeError("records not acknowledged")
+    return time.perf_counter() - started
+
+
+def replay_source_class():
+    """A Python data source that yields ready-made Arrow batches: the ceiling of the API itself."""
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    class ReplayReader(DataSourceReader):
+        def __init__(self, options):
+            self.partitions_n = int(options["partitions"])
+            self.rows = int(options["rows"])
+            self.size = int(options["size"])
+
+        def partitions(self):
+            return [InputPartition(i) for i in range(self.partitions_n)]
+
+        def read(self, partition):
+            import numpy as np
+            import pyarrow as pa
+            from pyspark.sql.pandas.types import to_arrow_schema
+
+            from strom.spark.source import kafka_schema
+
+            schema = to_arrow_schema(kafka_schema(False), timezone="UTC")
+            n = 20_000
+            batch = pa.RecordBatch.from_arrays([
+                pa.nulls(n, pa.binary()), pa.array([b"v" * self.size] * n, pa.binary()),
+                pa.repeat(pa.scalar("bench"), n), pa.repeat(pa.scalar(partition.value, pa.int32()), n),
+                pa.array(np.arange(n, dtype=np.int64)),
+                pa.array(np.zeros(n, dtype=np.int64)).cast(schema.field("timestamp").type),
+                pa.repeat(pa.scalar(0, pa.int32()), n)], schema=schema)
+            for _ in range(self.rows // n):
+                yield batch
+
+    class ReplaySource(DataSource):
+        @classmethod
+        def name(cls):
+            return "strom_bench_replay"
+
+        def schema(self):
+            from strom.spark.source import kafka_schema
+
+            return kafka_schema(False)
+
+        def reader(self, schema):
+            return ReplayReader(self.options)
+
+    return ReplaySource
+
+
+def best_time(run, repeat: int) -> float:
+    run()  # warm-up: JIT, Python workers, consumer/file caches
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - started)
+    return min(times)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m strom.bench.spark", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=2_000_000)
+    parser.add_argument("--size", type=int, default=100)
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--master", default="local[*]")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--dir", default=None, help="work directory (default: a temporary one)")
+    args = parser.parse_args(argv)
+
+    from strom.cli.demo import EmbeddedBroker, create_topics
+    from strom.spark import register, use_this_python
+
+    work = args.dir or tempfile.mkdtemp(prefix="strom-bench-spark-")
+    os.makedirs(work, exist_ok=True)
+    use_this_python()
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    broker = EmbeddedBroker(os.path.join(work, "data")).start()
+    spark = None
+    try:
+        create_topics(broker.bootstrap, {"bench": args.partitions})
+        seconds = produce(broker.bootstrap, "bench", args.records, args.size, args.partitions)
+        print(f"produced {args.records:,} records of {args.size} B in {seconds:.1f}s "
+              f"({args.records / seconds:,.0f} records/s)", flush=True)
+
+        from pyspark.sql import SparkSession
+        from pyspark.sql import functions as F
+
+        spark = (SparkSession.builder.master(args.master).appName("strom-bench")
+                 .config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1")
+                 .config("spark.sql.shuffle.partitions", str(args.partitions)).getOrCreate())
+        spark.sparkContext.setLogLevel("ERROR")
+        register(spark)
+        source = (spark.read.format("strom").option("kafka.bootstrap.servers", broker.bootstrap)
+                  .option("subscribe", "bench").load())
+        parquet_path = os.path.join(work, "bench.parquet")
+        source.write.mode("overwrite").parquet(parquet_path)
+        parquet = spark.read.parquet(parquet_path)
+
+        def count(df):
+            def run():
+                rows = df.groupBy("partition").count().collect()
+                total = sum(r["count"] for r in rows)
+                if total != args.records:
+                    raise RuntimeError(f"counted {total} rows, expected {args.records}")
+            return run
+
+        def count_bytes(df):
+            return lambda: df.groupBy("partition").agg(F.sum(F.length("value"))).collect()
+
+        spark.dataSource.register(replay_source_class())
+        replay = (spark.read.format("strom_bench_replay").option("partitions", args.partitions)
+                  .option("rows", args.records // args.partitions).option("size", args.size).load())
+        cores = spark.sparkContext.defaultParallelism
+        t_source = best_time(count(source), args.repeat)
+        t_parquet = best_time(count(parquet), args.repeat)
+        t_parquet_values = best_time(count_bytes(parquet), args.repeat)
+        t_source_values = best_time(count_bytes(source), args.repeat)
+        t_replay = best_time(count(replay), args.repeat)
+        n = args.records
+        print(f"spark {spark.version}, master {args.master} ({cores} cores), {n:,} records x {args.size} B, "
+              f"{args.partitions} partitions, best of {args.repeat}")
+        print(f"  strom source  groupBy(partition).count()        {t_source:6.2f}s  {n / t_source:12,.0f} rows/s")
+        print(f"  parquet       groupBy(partition).count()        {t_parquet:6.2f}s  {n / t_parquet:12,.0f} rows/s")
+        print(f"  strom source  groupBy(partition).sum(len(value)) {t_source_values:5.2f}s  "
+              f"{n / t_source_values:12,.0f} rows/s")
+        print(f"  parquet       groupBy(partition).sum(len(value)) {t_parquet_values:5.2f}s  "
+              f"{n / t_parquet_values:12,.0f} rows/s")
+        print(f"  ready-made Arrow batches from a Python data source (no broker, no client): "
+              f"{t_replay:5.2f}s  {n / t_replay:12,.0f} rows/s")
+        print(f"  ratio source/parquet (count): {t_parquet / t_source:.2f}   "
+              f"(values read): {t_parquet_values / t_source_values:.2f}   target >= 0.5")
+    finally:
+        if spark is not None:
+            spark.stop()
+        broker.stop()
+        if not args.dir:
+            shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

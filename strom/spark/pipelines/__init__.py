@@ -1,0 +1,1 @@
+"""Example Spark pipelines over strom topics (runnable modules, spark-submit-able files)."""

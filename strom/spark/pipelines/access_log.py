@@ -1,0 +1,253 @@
+"""Web-analytics pipeline: nginx access-log lines from a strom topic, per event-time window.
+
+    python -m strom.spark.pipelines.access_log --bootstrap-server 127.0.0.1:9092 \\
+        --topic access-log --output-topic access-stats \\
+        --parquet-dir ./out/parquet --checkpoint-dir ./out/checkpoints
+    spark-submit strom/spark/pipelines/access_log.py ...   (same arguments)
+
+Two Structured Streaming queries read the topic through the ``strom`` source, parse the
+combined-format lines and aggregate over tumbling event-time windows (default 1 minute) with a
+watermark (default 10 s), in append mode, so each window is emitted once, when it is final:
+
+* ``minute_stats``: requests, page views (requests for non-static URLs) and unique visitors
+  (``approx_count_distinct`` of the client IP, rsd 1%) per window;
+* ``url_status``: requests per (window, url, status), from which each batch derives the
+  requests per status code and the top 10 URLs per window.
+
+Every finished micro-batch goes to the output topic as JSON (``kind`` = minute | status |
+top_url; at least once, like any Kafka sink) and to Parquet under ``<parquet-dir>/<table>/
+batch_id=<n>``. A replayed batch (after a crash or a restart from the checkpoint) has the same
+id and the same rows and overwrites its own directory, so the Parquet tables hold every
+window exactly once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+LOG_PATTERN = (r'^(\S+) \S+ (\S+) \[([^\]]+)\] "(\S+) (\S+)[^"]*" (\d{3}) (\d+|-) '
+               r'"([^"]*)" "([^"]*)"')
+TIME_FORMAT = "dd/MMM/yyyy:HH:mm:ss Z"
+STATIC_PREFIXES = ("/static/", "/favicon.ico")
+# HyperLogLog++ relative standard deviation of unique visitors: 2^14 registers, ~12 KB of state a window
+UNIQUES_RSD = 0.01
+TABLES = ("minute_stats", "status_counts", "top_urls")
+
+
+def parse_lines(raw):
+    """Access-log records from a DataFrame with a binary or string ``value``; unparsable lines dropped."""
+    from pyspark.sql import functions as F
+
+    line = F.col("value").cast("string")
+
+    def group(i):
+        return F.regexp_extract(line, LOG_PATTERN, i)
+
+    parsed = raw.select(
+        group(1).alias("ip"),
+        F.to_timestamp(group(3), TIME_FORMAT).alias("event_time"),
+        group(4).alias("method"),
+        group(5).alias("url"),
+        group(6).cast("int").alias("status"),
+        F.when(group(7) == "-", 0).otherwise(group(7).cast("long")).alias("bytes"),
+        group(8).alias("referrer"),
+        group(9).alias("user_agent"),
+    )
+    return parsed.where((F.col("ip") != "") & F.col("event_time").isNotNull())
+
+
+def is_page(url_col):
+    from pyspark.sql import functions as F
+
+    cond = F.lit(True)
+    for prefix in STATIC_PREFIXES:
+        cond = cond & ~url_col.startswith(prefix)
+    return cond
+
+
+def minute_stats(events, window: str = "1 minute", watermark: str = "10 seconds"):
+    """Requests, page views and unique visitors per event-time window (a streaming aggregation)."""
+    from pyspark.sql import functions as F
+
+    return (events.withWatermark("event_time", watermark)
+            .groupBy(F.window("event_time", window))
+            .agg(F.count(F.lit(1)).alias("requests"),
+                 F.count(F.when(is_page(F.col("url")), 1)).alias("page_views"),
+                 F.approx_count_distinct("ip", rsd=UNIQUES_RSD).alias("unique_visitors"))
+            .select(F.col("window.start").alias("window_start"), F.col("window.end").alias("window_end"),
+                    "requests", "page_views", "unique_visitors"))
+
+
+def url_status_counts(events, window: str = "1 minute", watermark: str = "10 seconds"):
+    """Requests per (window, url, status): the state behind status counts and top URLs."""
+    from pyspark.sql import functions as F
+
+    return (events.withWatermark("event_time", watermark)
+            .groupBy(F.window("event_time", window), "url", "status")
+            .agg(F.count(F.lit(1)).alias("requests"))
+            .select(F.col("window.start").alias("window_start"), F.col("window.end").alias("window_end"),
+                    "url", "status", "requests"))
+
+
+def status_counts(url_status):
+    from pyspark.sql import functions as F
+
+    return (url_status.groupBy("window_start", "window_end", "status")
+            .agg(F.sum("requests").alias("requests")))
+
+
+def top_urls(url_status, n: int = 10):
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    per_url = url_status.groupBy("window_start", "window_end", "url").agg(F.sum("requests").alias("requests"))
+    rank = Window.partitionBy("window_start").orderBy(F.desc("requests"), F.asc("url"))
+    return per_url.withColumn("rank", F.row_number().over(rank)).where(F.col("rank") <= n)
+
+
+class BatchOutput:
+    """foreachBatch target: Parquet (idempotent per batch id) and the output topic (at least once)."""
+
+    def __init__(self, bootstrap: str, output_topic: str | None, parquet_dir: str | None, kind: str):
+        self.bootstrap = bootstrap
+        self.output_topic = output_topic
+        self.parquet_dir = parquet_dir
+        self.kind = kind
+
+    def tables(self, df) -> dict:
+        if self.kind == "minute":
+            return {"minute_stats": df}
+        return {"status_counts": status_counts(df), "top_urls": top_urls(df)}
+
+    def __call__(self, df, batch_id: int) -> None:
+        from functools import reduce
+
+        from pyspark.sql import functions as F
+
+        df = df.persist()
+        try:
+            if df.isEmpty():  # most batches: no window closed yet
+                return
+            messages = []
+            for table, result in self.tables(df).items():
+                result = result.coalesce(1)
+                if self.parquet_dir:
+                    path = os.path.join(self.parquet_dir, table, f"batch_id={batch_id}")
+                    result.write.mode("overwrite").parquet(path)
+                kind = {"minute_stats": "minute", "status_counts": "status", "top_urls": "top_url"}[table]
+                payload = F.to_json(F.struct(F.lit(kind).alias("kind"), *[F.col(c) for c in result.columns]))
+                messages.append(result.select(F.lit(kind).alias("key"), payload.alias("value")))
+            if self.output_topic:  # one Spark job for all tables
+                (reduce(lambda a, b: a.unionByName(b), messages).write.format("strom").mode("append")
+                 .option("kafka.bootstrap.servers", self.bootstrap)
+                 .option("topic", self.output_topic).save())
+        finally:
+            df.unpersist()
+
+
+def start(spark, *, bootstrap: str, topic: str, output_topic: str | None, parquet_dir: str | None,
+          checkpoint_dir: str, window: str = "1 minute", watermark: str = "10 seconds",
+          trigger_seconds: float = 5.0, available_now: bool = False,
+          max_offsets_per_trigger: int | None = None, starting_offsets: str = "earliest") -> list:
+    """Start both queries; returns their StreamingQuery handles."""
+    from strom.spark import register
+
+    register(spark)
+    reader = (spark.readStream.format("strom")
+              .option("kafka.bootstrap.servers", bootstrap)
+              .option("subscribe", topic)
+              .option("startingOffsets", starting_offsets))
+    if max_offsets_per_trigger:
+        reader = reader.option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
+    events = parse_lines(reader.load())
+    queries = []
+    for name, agg, kind in (("minute_stats", minute_stats(events, window, watermark), "minute"),
+                            ("url_status", url_status_counts(events, window, watermark), "url_status")):
+        writer = (agg.writeStream.queryName(name).outputMode("append")
+                  .option("checkpointLocation", os.path.join(checkpoint_dir, name))
+                  .foreachBatch(BatchOutput(bootstrap, output_topic, parquet_dir, kind)))
+        writer = writer.trigger(availableNow=True) if available_now else \
+            writer.trigger(processingTime=f"{trigger_seconds} seconds")
+        queries.append(writer.start())
+    return queries
+
+
+def stop_queries(queries, timeout: float = 60.0) -> None:
+    """Stop each query between micro-batches when possible.
+
+    Stopping in the middle of a foreachBatch call interrupts the Python callback; Spark then
+    matches the (long) Py4J error text with a regex that can overflow the JVM stack and print a
+    StackOverflowError. Waiting for the trigger to go idle avoids that; the wait is bounded.
+    """
+    import time
+
+    for query in queries:
+        deadline = time.monotonic() + timeout
+        while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        query.stop()
+
+
+def build_session(app_name: str = "strom-access-log", shuffle_partitions: int = 4):
+    """A SparkSession for the pipeline: local[*] unless spark-submit chose a master."""
+    from strom.spark import use_this_python
+
+    use_this_python()
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark import SparkConf
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(app_name)
+    conf = SparkConf()
+    if not conf.contains("spark.master"):
+        builder = builder.master("local[*]").config("spark.ui.enabled", "false")
+    if not conf.contains("spark.sql.shuffle.partitions"):
+        # a streaming aggregation keeps one state store per shuffle partition: 200 is far too many here
+        builder = builder.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+    return builder.getOrCreate()
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="strom.spark.pipelines.access_log", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--bootstrap-server", required=True)
+    parser.add_argument("--topic", required=True, help="topic of access-log lines")
+    parser.add_argument("--output-topic", default=None, help="topic for the aggregated results (JSON)")
+    parser.add_argument("--parquet-dir", default=None, help="directory for the Parquet tables")
+    parser.add_argument("--checkpoint-dir", required=True)
+    parser.add_argument("--window", default="1 minute")
+    parser.add_argument("--watermark", default="10 seconds")
+    parser.add_argument("--trigger-seconds", type=float, default=5.0)
+    parser.add_argument("--max-offsets-per-trigger", type=int, default=None)
+    parser.add_argument("--available-now", action="store_true",
+                        help="process what is in the topic now, then stop (Trigger.AvailableNow)")
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if not args.output_topic and not args.parquet_dir:
+        print("give --output-topic, --parquet-dir or both", file=sys.stderr)
+        return 2
+    spark = build_session()
+    spark.sparkContext.setLogLevel("WARN")
+    queries = start(spark, bootstrap=args.bootstrap_server, topic=args.topic, output_topic=args.output_topic,
+                    parquet_dir=args.parquet_dir, checkpoint_dir=args.checkpoint_dir, window=args.window,
+                    watermark=args.watermark, trigger_seconds=args.trigger_seconds,
+                    available_now=args.available_now, max_offsets_per_trigger=args.max_offsets_per_trigger)
+    try:
+        for query in queries:
+            query.awaitTermination()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        stop_queries(queries)
+        spark.stop()
+    failed = [q.name for q in queries if q.exception() is not None]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
