@@ -17,6 +17,6 @@ def test_generated_sections_are_up_to_date():
 def test_the_two_commands_are_in_the_readme_and_ci_runs_the_test_one():
     with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as handle:
         text = handle.read()
-    assert "bash scripts/test.sh" in text and "bash scripts/quickstart.sh" in text
+    assert "bash scripts/test.sh" in text and "bash scripts/demo.sh" in text
     with open(os.path.join(ROOT, ".ci", "run"), encoding="utf-8") as handle:
         assert "bash scripts/test.sh" in handle.read()

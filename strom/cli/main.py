@@ -15,6 +15,9 @@ import sys
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "server-start": ("strom.cli.server_start", "run a broker in the foreground"),
     "dump-log": ("strom.cli.dump_log", "print the batches and records of segment and index files"),
+    "ingest": ("strom.cli.ingest", "tail log files into a topic (survives rotation and restarts)"),
+    "gen-access-log": ("strom.cli.gen_access_log", "write realistic nginx access-log lines"),
+    "demo": ("strom.cli.demo", "access logs -> strom -> Spark, with a live terminal table"),
     "consumer-groups": ("strom.cli.consumer_groups", "list, describe, delete consumer groups; reset their offsets"),
     "topics": ("strom.cli.topics", "create, list, describe, alter and delete topics"),
     "console-producer": ("strom.cli.console_producer", "send lines from stdin as messages"),
@@ -22,6 +25,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "configs": ("strom.cli.configs", "describe and alter topic and broker configs"),
     "producer-perf-test": ("strom.cli.producer_perf_test", "measure producer throughput and latency"),
     "consumer-perf-test": ("strom.cli.consumer_perf_test", "measure consumer throughput"),
+    "cluster": ("strom.cli.cluster", "start, stop and inspect a multi-broker cluster on this machine"),
+    "leader-election": ("strom.cli.leader_election", "elect preferred or unclean leaders for partitions"),
 }
 
 

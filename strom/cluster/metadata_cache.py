@@ -63,12 +63,15 @@ class MetadataCache:
             assignment = TopicAssignment.from_json(name, found[0])
             info = TopicInfo(name, assignment.topic_id, assignment.partitions)
             for partition in assignment.partitions:
-                state = _get(store, model.partition_state_path(name, partition), watch)
+                path = model.partition_state_path(name, partition)
+                state = _get(store, path, watch)
+                # missing: an exists-watch reports its creation; but when it was created between
+                # the two calls, exists() watches a node we never read and nothing fires again
+                if state is None and watch is not None and store.exists(path, watch):
+                    state = _get(store, path, watch)
                 if state is not None:
                     info.states[partition] = PartitionState.from_json(state[0])
                     info.state_versions[partition] = state[1]
-                elif watch is not None:
-                    store.exists(model.partition_state_path(name, partition), watch)
             config = _get(store, model.topic_config_path(name), watch)
             if config is not None:
                 info.configs = model.parse_topic_config(config[0])

@@ -103,7 +103,8 @@ class Broker:
         self.store.ensure_path(model.BROKERS_TOPICS)
         self.store.ensure_path(model.CONFIG_TOPICS)
         self._registration = BrokerInfo(self.broker_id, self.host, advertised_port, config.broker_rack).to_json()
-        self._register()
+        # a ZooKeeper registration left by a crashed predecessor expires within the session timeout
+        self._register(config.zookeeper_session_timeout_ms / 1000 + 2 if config.zookeeper_connect else 0)
         self.controller = Controller(self.store, self.broker_id, config.log_config())
         self.controller.elect()
         self.producer_ids = ProducerIdManager(self.store, self.broker_id)
@@ -155,13 +156,24 @@ class Broker:
         print(f"strom broker {self.broker_id} listening on {address} (data in {', '.join(self.config.log_dirs)})",
               flush=True)
 
-    def _register(self) -> None:
-        """The ephemeral /brokers/ids/<id>: this broker counts as alive exactly while it exists."""
+    def _register(self, wait_s: float = 0.0) -> None:
+        """The ephemeral /brokers/ids/<id>: this broker counts as alive exactly while it exists.
+
+        After a crash and a quick restart the node still belongs to the dead process's session
+        until ZooKeeper expires it, so startup waits up to the session timeout for it to go
+        (Kafka does the same, KAFKA-7165); a node that outlives that belongs to a live broker.
+        """
         path = model.broker_path(self.broker_id)
-        try:
-            self.store.create(path, self._registration, ephemeral=True)
-        except NodeExistsError:
-            raise RuntimeError(f"broker.id={self.broker_id} is already registered by another live broker") from None
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                self.store.create(path, self._registration, ephemeral=True)
+                return
+            except NodeExistsError:
+                if time.monotonic() >= deadline:
+                    raise RuntimeError(
+                        f"broker.id={self.broker_id} is already registered by another live broker") from None
+                time.sleep(0.2)
 
     def _on_session_event(self, event: str) -> None:
         """ZooKeeper session lost / re-established (kazoo's thread): hop to the loop."""

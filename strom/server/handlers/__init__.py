@@ -34,6 +34,7 @@ from strom.server.handlers import (
     describe_cluster,
     describe_log_dirs,
     offset_for_leader_epoch,
+    elect_leaders,
 )
 
 _MODULES = [
@@ -64,6 +65,7 @@ _MODULES = [
     describe_cluster,
     describe_log_dirs,
     offset_for_leader_epoch,
+    elect_leaders,
 ]
 
 HANDLERS: dict[int, HandlerSpec] = {

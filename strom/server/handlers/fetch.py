@@ -101,20 +101,18 @@ def handle(ctx, request):
 
 
 async def _long_poll(broker, request, replica_id: int, max_wait_ms: int, version: int) -> RawResponse:
+    """Wait for data, woken by appends. Each pass re-reads before waiting, so an append that
+    lands between the handler's first read and this coroutine starting is not missed."""
     deadline = time.monotonic() + max_wait_ms / 1000
     keys = [(t.topic, p.partition) for t in request.topics for p in t.partitions]
     purgatory = broker.replica_manager.purgatory
     while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            break
-        if not await purgatory.wait(keys, left):
-            break
         results, total, any_error = _read_all(broker, request, replica_id)
-        if total >= request.min_bytes or any_error:
+        left = deadline - time.monotonic()
+        if total >= request.min_bytes or any_error or left <= 0:
             return encode_response(results, version)
-    results, _, _ = _read_all(broker, request, replica_id)
-    return encode_response(results, version)
+        if not await purgatory.wait(keys, left):
+            return encode_response(_read_all(broker, request, replica_id)[0], version)
 
 
 def encode_response(results, version: int, error_code: int = 0) -> RawResponse:

@@ -1,0 +1,315 @@
+"""Cluster benchmark: what replication costs and how long a failover takes, on a local 3-broker cluster.
+
+    python -m strom.bench.cluster [--messages 200000] [--size 200] [--failovers 3] [--latency-s 10]
+                                  [--rates 100 500]
+
+Starts ZooKeeper and three brokers with ``strom cluster start`` in a temporary directory
+(zookeeper.session.timeout.ms=6000, replica.lag.time.max.ms=3000), then measures with
+confluent-kafka:
+
+- produce throughput at replication factor 3 with acks=all against replication factor 1 in the
+  same run (3 partitions each, idempotent producer, linger.ms=5) and their ratio;
+- failover: kill -9 the leader of a partition while an acks=all producer writes to every
+  partition that broker leads; the time from the kill to the first acknowledged write on those
+  partitions. Detection takes the ZooKeeper session timeout, which dominates; the killed broker
+  is restarted and the ISR refilled before the next round;
+- end-to-end latency at replication factor 3, acks=all, linger.ms=0: a paced producer writes its
+  send time into each message and an assigned consumer subtracts it on arrival; p50/p99/max per
+  rate. The consumer's group.id brings __consumer_offsets (50 partitions, RF 3) into being, as in
+  any real cluster; how many partitions each broker follows is printed, because every follower
+  fetch carries all of them (strom declines KIP-227 fetch sessions).
+
+Prints figures and asserts nothing (these machines are shared and noisy).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import signal
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+SESSION_TIMEOUT_MS = 6000
+LAG_TIME_MAX_MS = 3000
+
+
+def strom(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "strom.cli.main", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+class LocalCluster:
+    def __init__(self, directory: str):
+        self.dir = directory
+        started = strom("cluster", "start", "--brokers", "3", "--dir", directory,
+                        "--override", f"zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}",
+                        "--override", f"replica.lag.time.max.ms={LAG_TIME_MAX_MS}")
+        if started.returncode != 0:
+            raise SystemExit(f"strom cluster start failed:\n{started.stdout}{started.stderr}")
+        self.bootstrap = re.search(r"^Bootstrap servers: (\S+)$", started.stdout, re.M)[1]
+        from confluent_kafka.admin import AdminClient
+
+        self.admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 3})
+
+    def pid(self, broker_id: int) -> int:
+        with open(os.path.join(self.dir, "pids", f"server-{broker_id}.pid")) as handle:
+            return int(handle.read())
+
+    def kill(self, broker_id: int) -> None:
+        os.kill(self.pid(broker_id), signal.SIGKILL)
+
+    def restart(self, broker_id: int) -> None:
+        from strom.cli.cluster import Layout, _spawn
+
+        layout = Layout(self.dir)
+        _spawn([sys.executable, "-m", "strom.cli.main", "server-start", layout.properties(broker_id)],
+               layout.broker_log(broker_id), layout.broker_pid(broker_id))
+
+    def create_topic(self, name: str, partitions: int, replication_factor: int, configs: dict | None = None) -> None:
+        from confluent_kafka.admin import NewTopic
+
+        futures = self.admin.create_topics([NewTopic(name, partitions, replication_factor, config=configs or {})])
+        for future in futures.values():
+            future.result(timeout=30)
+        self.wait(lambda: self.full_isr(name), 30, f"{name} to be fully in sync")
+
+    def partitions(self, topic: str):
+        metadata = self.admin.list_topics(topic, timeout=10)
+        return metadata.topics[topic].partitions
+
+    def full_isr(self, topic: str) -> bool:
+        try:
+            parts = self.partitions(topic)
+        except Exception:
+            return False
+        return bool(parts) and all(p.leader >= 0 and sorted(p.isrs) == sorted(p.replicas) for p in parts.values())
+
+    @staticmethod
+    def wait(condition, timeout_s: float, what: str) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if condition():
+                return
+            time.sleep(0.1)
+        raise SystemExit(f"timed out waiting for {what}")
+
+    def stop(self) -> None:
+        strom("cluster", "stop", "--dir", self.dir)
+
+
+# -- throughput ------------------------------------------------------------------------------------
+def produce_throughput(bootstrap: str, topic: str, count: int, size: int) -> float:
+    """Seconds to produce ``count`` messages of ``size`` bytes with acks=all, until all are acknowledged."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                         "linger.ms": 5, "batch.size": 262144, "queue.buffering.max.messages": 500000,
+                         "log_level": 3})
+    payload = os.urandom(size // 2).hex().encode()[:size]
+    failed = []
+
+    def report(err, msg):
+        if err is not None:
+            failed.append(err)
+
+    started = time.perf_counter()
+    for i in range(count):
+        while True:
+            try:
+                producer.produce(topic, payload, partition=i % 3, on_delivery=report)
+                break
+            except BufferError:
+                producer.poll(0.01)
+        if i % 1000 == 0:
+            producer.poll(0)
+    left = producer.flush(120)
+    elapsed = time.perf_counter() - started
+    if left or failed:
+        raise SystemExit(f"{topic}: {left} undelivered, {len(failed)} failed ({failed[:3]})")
+    return elapsed
+
+
+# -- failover --------------------------------------------------------------------------------------
+def failover_round(cluster: LocalCluster, topic: str) -> tuple[float, int, list[int]]:
+    """Kill the leader of partition 0; seconds until the first acknowledged write on its partitions."""
+    from confluent_kafka import Producer
+
+    parts = cluster.partitions(topic)
+    victim = parts[0].leader
+    led = sorted(p for p, meta in parts.items() if meta.leader == victim)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True,
+                         "linger.ms": 0, "message.timeout.ms": 60000, "retry.backoff.ms": 20,
+                         "retry.backoff.max.ms": 200, "topic.metadata.refresh.interval.ms": 500,
+                         "reconnect.backoff.max.ms": 200, "log_level": 0})
+    first_ack: list[float] = []
+    kill_time = [0.0]
+    lock = threading.Lock()
+
+    def report(err, msg, sent_at):
+        # only a write sent after the kill counts: earlier ones may have been committed before it
+        if err is None and kill_time[0] and sent_at > kill_time[0]:
+            with lock:
+                if not first_ack:
+                    first_ack.append(time.monotonic())
+
+    stop = threading.Event()
+
+    def write():
+        i = 0
+        while not stop.is_set():
+            sent_at = time.monotonic()
+            producer.produce(topic, b"x" * 100, partition=led[i % len(led)],
+                             on_delivery=lambda err, msg, sent_at=sent_at: report(err, msg, sent_at))
+            producer.poll(0.005)
+            i += 1
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    time.sleep(1.0)  # steady state first
+    kill_time[0] = time.monotonic()
+    cluster.kill(victim)
+    deadline = time.monotonic() + SESSION_TIMEOUT_MS / 1000 + 30
+    while not first_ack and time.monotonic() < deadline:
+        time.sleep(0.01)
+    stop.set()
+    writer.join(10)
+    producer.flush(30)
+    took = first_ack[0] - kill_time[0] if first_ack else float("nan")
+    cluster.restart(victim)
+    cluster.wait(lambda: cluster.full_isr(topic), 60, f"{topic} back in sync after restarting {victim}")
+    return took, victim, led
+
+
+# -- end-to-end latency ----------------------------------------------------------------------------
+def end_to_end_latency(bootstrap: str, topic: str, seconds: float, rate: int) -> list[float]:
+    """Milliseconds from produce() to the consumer's poll() returning the message."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-latency", "enable.auto.commit": False,
+                         "fetch.wait.max.ms": 100, "fetch.min.bytes": 1, "log_level": 3})
+    consumer.assign([TopicPartition(topic, p, -1) for p in range(3)])  # -1: from the end
+    for _ in range(10):  # let the assignment settle (offset lookups) before timing anything
+        consumer.poll(0.1)
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                         "linger.ms": 0, "log_level": 3})
+    latencies: list[float] = []
+    warmed: set[int] = set()
+    expected = int(seconds * rate)
+    stop = threading.Event()
+
+    def consume():
+        while not stop.is_set() and len(latencies) < expected:
+            msg = consumer.poll(0.1)
+            if msg is None or msg.error():
+                continue
+            if msg.value() == b"warm-up":
+                warmed.add(msg.partition())
+                continue
+            (sent,) = struct.unpack(">d", msg.value()[:8])
+            latencies.append((time.perf_counter() - sent) * 1000)
+
+    reader = threading.Thread(target=consume, daemon=True)
+    reader.start()
+    # connections, producer id and offset lookups first: time the steady state, not the start
+    deadline = time.monotonic() + 30
+    while len(warmed) < 3 and time.monotonic() < deadline:
+        for p in range(3):
+            producer.produce(topic, b"warm-up", partition=p)
+        producer.flush(10)
+        time.sleep(0.2)
+    interval = 1.0 / rate
+    next_send = time.perf_counter()
+    for i in range(expected):
+        while time.perf_counter() < next_send:
+            time.sleep(max(0.0, min(0.001, next_send - time.perf_counter())))
+        producer.produce(topic, struct.pack(">d", time.perf_counter()) + b"x" * 92, partition=i % 3)
+        producer.poll(0)
+        next_send += interval
+    producer.flush(30)
+    reader.join(30)
+    stop.set()
+    consumer.close()
+    return latencies
+
+
+def followed_partitions(cluster: LocalCluster) -> dict[int, int]:
+    """broker id -> partitions it replicates without leading them (what its fetchers carry)."""
+    metadata = cluster.admin.list_topics(timeout=10)
+    counts = {b: 0 for b in metadata.brokers}
+    for topic in metadata.topics.values():
+        for partition in topic.partitions.values():
+            for replica in partition.replicas:
+                if replica != partition.leader:
+                    counts[replica] = counts.get(replica, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--messages", type=int, default=200000, help="messages per throughput run")
+    parser.add_argument("--size", type=int, default=200, help="message size in bytes")
+    parser.add_argument("--failovers", type=int, default=3, help="leader kills to time")
+    parser.add_argument("--latency-s", type=float, default=10.0, help="seconds of paced latency measurement")
+    parser.add_argument("--rates", type=int, nargs="+", default=[100, 500],
+                        help="paced messages/s of the latency measurements (default 100 500)")
+    parser.add_argument("--dir", help="where the cluster lives (default: a temporary directory, removed)")
+    args = parser.parse_args(argv)
+
+    directory = args.dir or tempfile.mkdtemp(prefix="strom-bench-cluster-")
+    print(f"cluster benchmark: 3 brokers + ZooKeeper on 127.0.0.1 in {directory}")
+    print(f"settings: zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS} replica.lag.time.max.ms={LAG_TIME_MAX_MS}, "
+          f"{os.cpu_count()} CPUs")
+    cluster = LocalCluster(os.path.join(directory, "cluster"))
+    try:
+        cluster.create_topic("bench-rf1", 3, 1)
+        cluster.create_topic("bench-rf3", 3, 3, {"min.insync.replicas": "2"})
+        mb = args.messages * args.size / 1e6
+        produce_throughput(cluster.bootstrap, "bench-rf1", min(20000, args.messages), args.size)  # warm up
+        rf1 = produce_throughput(cluster.bootstrap, "bench-rf1", args.messages, args.size)
+        rf3 = produce_throughput(cluster.bootstrap, "bench-rf3", args.messages, args.size)
+        print(f"\nproduce, acks=all, {args.messages} x {args.size} B, 3 partitions, idempotent, linger.ms=5")
+        print(f"{'':14}{'msg/s':>10}{'MB/s':>8}")
+        print(f"{'RF=1':14}{args.messages / rf1:10.0f}{mb / rf1:8.1f}")
+        print(f"{'RF=3':14}{args.messages / rf3:10.0f}{mb / rf3:8.1f}")
+        print(f"RF=3 / RF=1 throughput ratio: {rf1 / rf3:.2f}")
+
+        cluster.create_topic("bench-failover", 3, 3, {"min.insync.replicas": "2"})
+        print(f"\nfailover: kill -9 of a leader -> first acks=all write acknowledged on its partitions "
+              f"(zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS})")
+        times = []
+        for round_ in range(args.failovers):
+            took, victim, led = failover_round(cluster, "bench-failover")
+            times.append(took)
+            print(f"  round {round_ + 1}: killed broker {victim} (leader of partitions {led}): {took:.2f} s")
+        if times:
+            print(f"  median {statistics.median(times):.2f} s, min {min(times):.2f} s, max {max(times):.2f} s")
+
+        print(f"\nend-to-end latency, RF=3, acks=all, idempotent, linger.ms=0, {args.latency_s:.0f} s per rate")
+        for rate in args.rates:
+            latencies = end_to_end_latency(cluster.bootstrap, "bench-rf3", args.latency_s, rate)
+            if latencies:
+                print(f"  {rate:5d} msg/s ({len(latencies)} messages): p50 {percentile(latencies, 0.50):.1f} ms  "
+                      f"p99 {percentile(latencies, 0.99):.1f} ms  max {max(latencies):.1f} ms")
+        print(f"  partitions each broker follows (what every fetch of its fetchers carries, "
+              f"__consumer_offsets included): {followed_partitions(cluster)}")
+    finally:
+        cluster.stop()
+        if not args.dir:
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,449 @@
+"""``strom cluster``: a multi-broker cluster on this machine, as the seeds' quickstart builds by hand.
+
+    strom cluster start --brokers 3 --dir ./cluster      # a ZooKeeper and brokers 1, 2, 3
+    strom cluster status --dir ./cluster
+    strom cluster stop --dir ./cluster
+
+``start`` writes ``config/server-<id>.properties`` for every broker (its own broker.id,
+listeners and log.dirs, the shared zookeeper.connect), starts a ZooKeeper server from Debian's
+package unless ``--zookeeper HOST:PORT`` names one, then starts the brokers detached from the
+terminal (their output goes to ``logs/``, their pids to ``pids/``), and prints the bootstrap
+servers once every broker serves. Starting a stopped cluster's directory again reuses its
+configuration and data. ``stop`` stops the brokers one after the other, each with a controlled
+shutdown, then the ZooKeeper it started. ``status`` shows which brokers run and are registered
+in ZooKeeper, the controller and the bootstrap servers of the running brokers; it exits 1 when
+something is down.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+STATE_FILE = "cluster.json"
+START_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 30.0
+
+
+class ClusterError(Exception):
+    pass
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    start = actions.add_parser("start", help="start ZooKeeper (unless given) and N brokers in the background")
+    start.add_argument("--dir", required=True, help="the cluster's directory (configs, data, logs, pids)")
+    start.add_argument("--brokers", type=int, default=3, help="number of brokers (default 3)")
+    start.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]",
+                       help="use this ZooKeeper instead of starting one")
+    start.add_argument("--base-port", type=int, metavar="PORT",
+                       help="listen on PORT, PORT+1, ... (default: free ports chosen once and kept)")
+    start.add_argument("--first-id", type=int, default=1, help="broker.id of the first broker (default 1)")
+    start.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                       help="a broker config for every broker's properties file (repeatable)")
+    stop = actions.add_parser("stop", help="stop the brokers (controlled shutdown), then the ZooKeeper it started")
+    stop.add_argument("--dir", required=True, help="the cluster's directory")
+    status = actions.add_parser("status", help="which brokers are up, the controller, the bootstrap servers")
+    status.add_argument("--dir", required=True, help="the cluster's directory")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        if args.action == "start":
+            return start(args)
+        if args.action == "stop":
+            return stop(args.dir)
+        return status(args.dir)
+    except ClusterError as exc:
+        print(f"strom cluster {args.action}: {exc}", file=sys.stderr)
+        return 1
+
+
+# -- processes ---------------------------------------------------------------------------------------
+def _process_state(pid: int) -> str | None:
+    """The /proc state letter of ``pid``, or None when there is no such process."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return handle.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def is_running(pid: int | None, marker: str) -> bool:
+    """Whether ``pid`` is alive (not a zombie) and still the process we started (its command line
+    contains ``marker``), so a recycled pid is never mistaken for ours."""
+    if not pid:
+        return False
+    state = _process_state(pid)
+    return state is not None and state != "Z" and marker in _cmdline(pid)
+
+
+def _read_pid(path: str) -> int | None:
+    try:
+        with open(path) as handle:
+            return int(handle.read().strip() or 0) or None
+    except (OSError, ValueError):
+        return None
+
+
+def _write(path: str, text: str) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w") as handle:
+        handle.write(text)
+    os.replace(tmp, path)
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers bind: TIME_WAIT is no obstacle
+        try:
+            sock.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+def _accepts(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def _spawn(command: list[str], log_path: str, pid_path: str, cwd: str | None = None) -> subprocess.Popen:
+    """Start ``command`` in its own session (it outlives this command and the terminal)."""
+    with open(log_path, "ab") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   start_new_session=True, cwd=cwd)
+    _write(pid_path, f"{process.pid}\n")
+    return process
+
+
+# -- the cluster's files -----------------------------------------------------------------------------
+class Layout:
+    def __init__(self, directory: str):
+        self.dir = os.path.abspath(directory)
+        self.state = os.path.join(self.dir, STATE_FILE)
+        self.config = os.path.join(self.dir, "config")
+        self.logs = os.path.join(self.dir, "logs")
+        self.pids = os.path.join(self.dir, "pids")
+        self.zookeeper = os.path.join(self.dir, "zookeeper")
+
+    def properties(self, broker_id: int) -> str:
+        return os.path.join(self.config, f"server-{broker_id}.properties")
+
+    def data(self, broker_id: int) -> str:
+        return os.path.join(self.dir, "data", f"kafka-logs-{broker_id}")
+
+    def broker_pid(self, broker_id: int) -> str:
+        return os.path.join(self.pids, f"server-{broker_id}.pid")
+
+    def broker_log(self, broker_id: int) -> str:
+        return os.path.join(self.logs, f"server-{broker_id}.log")
+
+    @property
+    def zookeeper_pid(self) -> str:
+        return os.path.join(self.pids, "zookeeper.pid")
+
+    def load(self) -> dict | None:
+        try:
+            with open(self.state) as handle:
+                return json.load(handle)
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            raise ClusterError(f"cannot read {self.state}: {exc}") from None
+
+
+def _properties_text(broker_id: int, port: int, data_dir: str, zookeeper: str, count: int,
+                     overrides: dict[str, str]) -> str:
+    lines = [
+        "# written by `strom cluster start`; edit and `strom cluster stop/start` to apply",
+        f"broker.id={broker_id}",
+        f"listeners=PLAINTEXT://127.0.0.1:{port}",
+        f"log.dirs={data_dir}",
+        f"zookeeper.connect={zookeeper}",
+        f"offsets.topic.replication.factor={min(3, count)}",
+    ]
+    for key, value in overrides.items():
+        lines.append(f"{key}={value}")
+    return "\n".join(lines) + "\n"
+
+
+def _parse_overrides(items: list[str]) -> dict[str, str]:
+    result = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ClusterError(f"--override expects KEY=VALUE, got {item!r}")
+        result[key.strip()] = value.strip()
+    return result
+
+
+# -- start -------------------------------------------------------------------------------------------
+def _start_zookeeper(layout: Layout) -> tuple[int, str]:
+    """A ZooKeeper server from Debian's package on a free loopback port; returns (pid, host:port)."""
+    from strom.cluster import zookeeper_server as zk
+
+    missing = [jar for jar in zk.JARS if not os.path.exists(os.path.join(zk.JAVA_DIR, jar))]
+    if missing:
+        raise ClusterError(f"ZooKeeper jars missing ({', '.join(missing)}): apt-get install zookeeper, "
+                           "or pass --zookeeper HOST:PORT")
+    os.makedirs(layout.zookeeper, exist_ok=True)
+    config_path = os.path.join(layout.zookeeper, "zoo.cfg")
+    port = None
+    if os.path.exists(config_path):  # a restart keeps the port the brokers were configured with
+        with open(config_path) as handle:
+            for line in handle:
+                if line.startswith("clientPort="):
+                    port = int(line.split("=", 1)[1])
+    if port is None or not _port_free(port):
+        port = zk.free_port()
+    config = zk.write_config(layout.zookeeper, port)
+    classpath = ":".join(os.path.join(zk.JAVA_DIR, jar) for jar in zk.JARS)
+    process = _spawn(["java", "-Xmx256m", "-cp", classpath, zk.MAIN_CLASS, config],
+                     os.path.join(layout.logs, "zookeeper.log"), layout.zookeeper_pid)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise ClusterError(f"ZooKeeper exited with {process.returncode}; see {layout.logs}/zookeeper.log")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
+                sock.sendall(b"ruok")
+                if sock.recv(4) == b"imok":
+                    return process.pid, f"127.0.0.1:{port}"
+        except OSError:
+            pass
+        time.sleep(0.1)
+    _terminate(process.pid, "QuorumPeerMain")
+    raise ClusterError(f"ZooKeeper did not answer within {START_TIMEOUT_S:.0f}s")
+
+
+def _broker_ports(count: int, base_port: int | None) -> list[int]:
+    if base_port is None:
+        from strom.cluster.zookeeper_server import free_port
+
+        ports: list[int] = []
+        while len(ports) < count:
+            port = free_port()
+            if port not in ports:
+                ports.append(port)
+        return ports
+    ports = list(range(base_port, base_port + count))
+    busy = [p for p in ports if not _port_free(p)]
+    if busy:
+        raise ClusterError(f"port(s) {', '.join(map(str, busy))} are in use")
+    return ports
+
+
+def start(args: argparse.Namespace) -> int:
+    layout = Layout(args.dir)
+    overrides = _parse_overrides(args.override)
+    state = layout.load()
+    if state is not None:
+        running = [b for b, info in state["brokers"].items() if is_running(_read_pid(layout.broker_pid(int(b))),
+                                                                           "server-start")]
+        if running:
+            raise ClusterError(f"brokers {', '.join(running)} of {layout.dir} are running; "
+                               "`strom cluster stop` first")
+        if args.brokers != len(state["brokers"]):
+            raise ClusterError(f"{layout.dir} holds a cluster of {len(state['brokers'])} brokers, "
+                               f"not {args.brokers}")
+    elif args.brokers < 1:
+        raise ClusterError("--brokers must be at least 1")
+    for path in (layout.dir, layout.config, layout.logs, layout.pids):
+        os.makedirs(path, exist_ok=True)
+
+    managed = args.zookeeper is None and (state is None or state.get("zookeeper_managed", True))
+    if managed:
+        zk_pid = _read_pid(layout.zookeeper_pid)
+        if is_running(zk_pid, "QuorumPeerMain"):
+            zookeeper = state["zookeeper"] if state else None
+        else:
+            zk_pid, zookeeper = _start_zookeeper(layout)
+            print(f"started ZooKeeper on {zookeeper} (pid {zk_pid})", flush=True)
+    else:
+        zookeeper = args.zookeeper or state["zookeeper"]
+
+    if state is None:
+        ids = list(range(args.first_id, args.first_id + args.brokers))
+        ports = _broker_ports(args.brokers, args.base_port)
+        state = {"zookeeper": zookeeper, "zookeeper_managed": managed,
+                 "brokers": {str(b): {"port": p} for b, p in zip(ids, ports)}}
+    state["zookeeper"], state["zookeeper_managed"] = zookeeper, managed
+    count = len(state["brokers"])
+    for key, info in state["brokers"].items():
+        broker_id = int(key)
+        path = layout.properties(broker_id)
+        if not os.path.exists(path) or overrides:
+            _write(path, _properties_text(broker_id, info["port"], layout.data(broker_id), zookeeper, count,
+                                          overrides))
+        else:  # keep the user's edits; only the ZooKeeper address may have moved (a restarted ZooKeeper)
+            _rewrite_key(path, "zookeeper.connect", zookeeper)
+    _write(layout.state, json.dumps(state, indent=2) + "\n")
+
+    processes = {}
+    for key in state["brokers"]:
+        broker_id = int(key)
+        os.makedirs(layout.data(broker_id), exist_ok=True)
+        port_file = os.path.join(layout.data(broker_id), "strom.port")
+        if os.path.exists(port_file):
+            os.unlink(port_file)
+        processes[broker_id] = _spawn(
+            [sys.executable, "-m", "strom.cli.main", "server-start", layout.properties(broker_id)],
+            layout.broker_log(broker_id), layout.broker_pid(broker_id))
+    deadline = time.monotonic() + START_TIMEOUT_S
+    waiting = set(processes)
+    while waiting and time.monotonic() < deadline:
+        for broker_id in sorted(waiting):
+            process = processes[broker_id]
+            if process.poll() is not None:
+                raise ClusterError(f"broker {broker_id} exited with {process.returncode}; "
+                                   f"see {layout.broker_log(broker_id)}")
+            if os.path.exists(os.path.join(layout.data(broker_id), "strom.port")):
+                waiting.discard(broker_id)
+        time.sleep(0.05)
+    if waiting:
+        raise ClusterError(f"brokers {sorted(waiting)} did not start within {START_TIMEOUT_S:.0f}s; "
+                           f"see {layout.logs}")
+    for broker_id, process in sorted(processes.items()):
+        port = state["brokers"][str(broker_id)]["port"]
+        print(f"started broker {broker_id} on 127.0.0.1:{port} (pid {process.pid}, "
+              f"config {layout.properties(broker_id)})", flush=True)
+    print(f"Bootstrap servers: {bootstrap(state)}", flush=True)
+    return 0
+
+
+def _rewrite_key(path: str, key: str, value: str) -> None:
+    with open(path) as handle:
+        lines = handle.read().splitlines()
+    out = [f"{key}={value}" if line.split("=", 1)[0].strip() == key else line for line in lines]
+    _write(path, "\n".join(out) + "\n")
+
+
+def bootstrap(state: dict, only: set[int] | None = None) -> str:
+    return ",".join(f"127.0.0.1:{info['port']}" for key, info in sorted(state["brokers"].items(), key=lambda kv: int(kv[0]))
+                    if only is None or int(key) in only)
+
+
+# -- stop --------------------------------------------------------------------------------------------
+def _terminate(pid: int, marker: str, timeout_s: float = STOP_TIMEOUT_S) -> bool:
+    """SIGTERM, wait, SIGKILL; returns whether it had to kill."""
+    if not is_running(pid, marker):
+        return False
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not is_running(pid, marker):
+            return False
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 5
+    while is_running(pid, marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return True
+
+
+def stop(directory: str) -> int:
+    layout = Layout(directory)
+    state = layout.load()
+    if state is None:
+        raise ClusterError(f"{layout.dir} holds no cluster ({STATE_FILE} is missing)")
+    # one at a time, highest id first: each hands its leaderships to brokers still running
+    for key in sorted(state["brokers"], key=int, reverse=True):
+        broker_id = int(key)
+        pid = _read_pid(layout.broker_pid(broker_id))
+        if not is_running(pid, "server-start"):
+            print(f"broker {broker_id} is not running")
+            continue
+        killed = _terminate(pid, "server-start")
+        print(f"stopped broker {broker_id} (pid {pid}{', killed after the timeout' if killed else ''})", flush=True)
+    if state.get("zookeeper_managed"):
+        pid = _read_pid(layout.zookeeper_pid)
+        if is_running(pid, "QuorumPeerMain"):
+            _terminate(pid, "QuorumPeerMain")
+            print(f"stopped ZooKeeper (pid {pid})", flush=True)
+    return 0
+
+
+# -- status ------------------------------------------------------------------------------------------
+def _zookeeper_view(connect: str) -> tuple[set[int] | None, int]:
+    """(registered broker ids, controller id) from ZooKeeper; (None, -1) when it cannot be reached."""
+    import logging
+
+    logging.getLogger("kazoo").setLevel(logging.CRITICAL)
+    logging.getLogger("strom.zookeeper").setLevel(logging.CRITICAL)
+    from strom.cluster import model
+    from strom.cluster.store import NoNodeError, StoreError
+    from strom.cluster.zk_store import ZkStore
+
+    try:
+        store = ZkStore(connect, session_timeout_ms=10000, connection_timeout_ms=3000)
+    except StoreError:
+        return None, -1
+    try:
+        try:
+            registered = {int(c) for c in store.children(model.BROKERS_IDS)}
+        except NoNodeError:
+            registered = set()
+        found = store.get_or_none(model.CONTROLLER)
+        controller = json.loads(found[0])["brokerid"] if found else -1
+        return registered, controller
+    except StoreError:
+        return None, -1
+    finally:
+        store.close()
+
+
+def status(directory: str) -> int:
+    layout = Layout(directory)
+    state = layout.load()
+    if state is None:
+        raise ClusterError(f"{layout.dir} holds no cluster ({STATE_FILE} is missing)")
+    all_up = True
+    zookeeper = state["zookeeper"]
+    if state.get("zookeeper_managed"):
+        pid = _read_pid(layout.zookeeper_pid)
+        up = is_running(pid, "QuorumPeerMain")
+        all_up &= up
+        print(f"ZooKeeper {zookeeper}: {'up' if up else 'down'}" + (f" (pid {pid})" if up else ""))
+    else:
+        print(f"ZooKeeper {zookeeper}: external")
+    registered, controller = _zookeeper_view(zookeeper)
+    if registered is None:
+        print(f"ZooKeeper {zookeeper} cannot be reached: registrations and controller unknown")
+    live = set()
+    for key in sorted(state["brokers"], key=int):
+        broker_id = int(key)
+        port = state["brokers"][key]["port"]
+        pid = _read_pid(layout.broker_pid(broker_id))
+        running = is_running(pid, "server-start")
+        serving = running and _accepts("127.0.0.1", port)
+        if serving:
+            live.add(broker_id)
+        all_up &= serving and (registered is None or broker_id in registered)
+        text = "up" if serving else ("starting" if running else "down")
+        details = [f"127.0.0.1:{port}"]
+        if running:
+            details.append(f"pid {pid}")
+        if registered is not None:
+            details.append("registered" if broker_id in registered else "not registered")
+        print(f"broker {broker_id}: {text} ({', '.join(details)})")
+    print(f"controller: {('broker ' + str(controller)) if controller >= 0 else 'none'}")
+    print(f"Bootstrap servers: {bootstrap(state, live)}")
+    return 0 if all_up else 1
