@@ -291,19 +291,29 @@ class Controller:
         return PartitionState(NO_LEADER, state.leader_epoch + 1, state.isr[-1:] if not isr_alive else isr_alive,
                               self.epoch)
 
-    def preferred_leader_moves(self, metadata) -> int:
-        """auto.leader.rebalance.enable: give leadership back to each live, in-sync preferred replica."""
+    def preferred_leader_moves(self, metadata, imbalance_percentage: int = 10) -> int:
+        """auto.leader.rebalance.enable: give leadership back to live, in-sync preferred replicas.
+
+        As in Kafka, only brokers whose share of preferred-but-not-leading partitions exceeds
+        leader.imbalance.per.broker.percentage get their leaderships back.
+        """
         if not self.is_active:
             return 0
-        moves = 0
+        preferred_of: dict[int, list[tuple]] = {}
         for topic in metadata.topics.values():
             for index, replicas in topic.replicas.items():
-                state = topic.states.get(index)
-                preferred = replicas[0]
-                if (state is None or state.leader == preferred or preferred not in metadata.brokers
-                        or preferred not in state.isr):
-                    continue
-                new = PartitionState(preferred, state.leader_epoch + 1, state.isr, self.epoch)
+                preferred_of.setdefault(replicas[0], []).append((topic, index))
+        moves = 0
+        for broker_id, owned in preferred_of.items():
+            if broker_id not in metadata.brokers:
+                continue
+            off = [(t, i) for t, i in owned if t.states.get(i) is not None and t.states[i].leader != broker_id
+                   and broker_id in t.states[i].isr]
+            if not off or 100 * len(off) / len(owned) <= imbalance_percentage:
+                continue
+            for topic, index in off:
+                state = topic.states[index]
+                new = PartitionState(broker_id, state.leader_epoch + 1, state.isr, self.epoch)
                 try:
                     self.update_partition_state(topic.name, index, new, topic.state_versions.get(index, -1))
                     moves += 1

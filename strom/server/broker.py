@@ -117,6 +117,8 @@ class Broker:
         self._background.append(asyncio.create_task(self.log_manager.run_scheduler(self._stop)))
         self._background.append(asyncio.create_task(self.group_coordinator.run_expiry(self._stop)))
         self._background.append(asyncio.create_task(self.replica_manager.run_isr_checks(self._stop)))
+        if config.auto_leader_rebalance_enable:
+            self._background.append(asyncio.create_task(self._run_leader_rebalance()))
         self._announce(listener.host, self.port)
 
     def _open_store(self) -> MetadataStore:
@@ -227,6 +229,23 @@ class Broker:
             if self.controller.reconcile(self.metadata, self._unclean_enabled):
                 self.metadata.load(self.store, watch=self._on_store_change)
         self.replica_manager.apply_metadata()
+
+    async def _run_leader_rebalance(self) -> None:
+        """auto.leader.rebalance.enable: every leader.imbalance.check.interval.seconds, on the controller."""
+        interval = self.config.leader_imbalance_check_interval_seconds
+        while not self._stop.is_set():
+            try:
+                await asyncio.wait_for(self._stop.wait(), interval)
+                return
+            except asyncio.TimeoutError:
+                pass
+            try:
+                moved = self.controller.preferred_leader_moves(
+                    self.metadata, self.config.leader_imbalance_per_broker_percentage)
+                if moved:
+                    log.info("moved %d leaderships back to their preferred replicas", moved)
+            except Exception:
+                log.exception("preferred leader rebalance failed")
 
     def _unclean_enabled(self, topic: str) -> bool:
         return self.log_manager.config_for(topic).unclean_leader_election_enable
