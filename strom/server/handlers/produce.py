@@ -10,6 +10,7 @@ import struct
 import time
 
 from strom.protocol.api import ApiKey
+from strom.protocol.codec import read_uvarint
 from strom.protocol.entities import millis
 from strom.protocol.errors import DecodeError, ErrorCode, KafkaError
 from strom.server.dispatcher import RawResponse, error_from_exception
@@ -219,28 +220,11 @@ def _decode_classic(body, pos: int) -> Request:
     return Request(transactional_id, acks, timeout, topics)
 
 
-def _uvarint(body, pos: int) -> tuple[int, int]:
-    byte = body[pos]
-    if byte < 0x80:
-        return byte, pos + 1
-    result = byte & 0x7F
-    shift = 7
-    while True:
-        pos += 1
-        byte = body[pos]
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return result, pos + 1
-        shift += 7
-        if shift > 35:
-            raise DecodeError("varint is too long")
-
-
 def _skip_tags(body, pos: int, end: int) -> int:
-    count, pos = _uvarint(body, pos)
+    count, pos = read_uvarint(body, pos)
     for _ in range(count):
-        _, pos = _uvarint(body, pos)
-        size, pos = _uvarint(body, pos)
+        _, pos = read_uvarint(body, pos)
+        size, pos = read_uvarint(body, pos)
         pos += size
         _check(pos, end)
     return pos
@@ -248,7 +232,7 @@ def _skip_tags(body, pos: int, end: int) -> int:
 
 def _decode_flexible(body, pos: int) -> Request:
     end = len(body)
-    length, pos = _uvarint(body, pos)
+    length, pos = read_uvarint(body, pos)
     transactional_id = None
     if length > 0:
         _check(pos + length - 1, end)
@@ -256,23 +240,23 @@ def _decode_flexible(body, pos: int) -> Request:
         pos += length - 1
     acks, timeout = _ACKS_TIMEOUT.unpack_from(body, pos)
     pos += 6
-    topic_count, pos = _uvarint(body, pos)
+    topic_count, pos = read_uvarint(body, pos)
     if topic_count - 1 > end - pos:
         raise DecodeError(f"{topic_count - 1} topics cannot fit in {end - pos} bytes")
     topics = []
     for _ in range(max(0, topic_count - 1)):
-        length, pos = _uvarint(body, pos)
+        length, pos = read_uvarint(body, pos)
         size = max(0, length - 1)
         _check(pos + size, end)
         name = bytes(body[pos : pos + size]).decode("utf-8", "replace")
         pos += size
-        partition_count, pos = _uvarint(body, pos)
+        partition_count, pos = read_uvarint(body, pos)
         if partition_count - 1 > (end - pos) // 5:
             raise DecodeError(f"{partition_count - 1} partitions cannot fit in {end - pos} bytes")
         partitions = []
         for _ in range(max(0, partition_count - 1)):
             (index,) = _I32.unpack_from(body, pos)
-            length, pos = _uvarint(body, pos + 4)
+            length, pos = read_uvarint(body, pos + 4)
             records = None
             if length > 0:
                 _check(pos + length - 1, end)
