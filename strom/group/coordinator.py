@@ -678,19 +678,7 @@ class GroupCoordinator:
                 del self.groups[group.group_id]
         return removed
 
-    async def run_expiry(self, stop: asyncio.Event) -> None:
-        interval = self.config.offsets_retention_check_interval_ms / 1000
-        while not stop.is_set():
-            try:
-                await asyncio.wait_for(stop.wait(), interval)
-                return
-            except asyncio.TimeoutError:
-                pass
-            try:
-                removed = await self.expire_offsets()
-                if removed:
-                    log.info("expired %d committed offsets", removed)
-            except Exception:
-                log.exception("offset expiry failed")
-
-
+    async def expire_and_log(self) -> None:
+        removed = await self.expire_offsets()
+        if removed:
+            log.info("expired %d committed offsets", removed)

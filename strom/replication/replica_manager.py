@@ -7,7 +7,6 @@ leader it serves Produce and Fetch, elsewhere it answers NOT_LEADER_OR_FOLLOWER.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from typing import TYPE_CHECKING, Callable
@@ -139,19 +138,6 @@ class ReplicaManager:
         log.info("%s-%d: ISR %s -> %s (%s)", partition.topic, partition.index, partition.isr, isr, reason)
         partition.isr = isr
         partition.state_version = version
-
-    async def run_isr_checks(self, stop: asyncio.Event) -> None:
-        interval = max(0.05, self.broker.config.replica_lag_time_max_ms / 2000)
-        while not stop.is_set():
-            try:
-                await asyncio.wait_for(stop.wait(), interval)
-                return
-            except asyncio.TimeoutError:
-                pass
-            try:
-                self.shrink_isrs()
-            except Exception:
-                log.exception("ISR check failed")
 
     def get_partition(self, topic: str, index: int) -> Partition:
         partition = self.partitions.get((topic, index))

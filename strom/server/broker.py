@@ -33,6 +33,7 @@ from strom.replication.replica_manager import ReplicaManager
 from strom.server.config import BrokerConfig
 from strom.server.connection import Connection
 from strom.server.dispatcher import Dispatcher
+from strom.server.periodic import run_every
 from strom.txn.producer_ids import ProducerIdManager
 from strom.storage.log_manager import LogManager, SchedulerIntervals
 
@@ -115,10 +116,16 @@ class Broker:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(lambda: Connection(self), sock=sock)
         self._background.append(asyncio.create_task(self.log_manager.run_scheduler(self._stop)))
-        self._background.append(asyncio.create_task(self.group_coordinator.run_expiry(self._stop)))
-        self._background.append(asyncio.create_task(self.replica_manager.run_isr_checks(self._stop)))
+        self._background.append(asyncio.create_task(run_every(
+            config.offsets_retention_check_interval_ms / 1000, self.group_coordinator.expire_and_log, self._stop,
+            "offset expiry")))
+        self._background.append(asyncio.create_task(run_every(
+            max(0.05, config.replica_lag_time_max_ms / 2000), self.replica_manager.shrink_isrs, self._stop,
+            "ISR check")))
         if config.auto_leader_rebalance_enable:
-            self._background.append(asyncio.create_task(self._run_leader_rebalance()))
+            self._background.append(asyncio.create_task(run_every(
+                config.leader_imbalance_check_interval_seconds, self._rebalance_leaders, self._stop,
+                "preferred leader rebalance")))
         self._announce(listener.host, self.port)
 
     def _open_store(self) -> MetadataStore:
@@ -230,22 +237,11 @@ class Broker:
                 self.metadata.load(self.store, watch=self._on_store_change)
         self.replica_manager.apply_metadata()
 
-    async def _run_leader_rebalance(self) -> None:
-        """auto.leader.rebalance.enable: every leader.imbalance.check.interval.seconds, on the controller."""
-        interval = self.config.leader_imbalance_check_interval_seconds
-        while not self._stop.is_set():
-            try:
-                await asyncio.wait_for(self._stop.wait(), interval)
-                return
-            except asyncio.TimeoutError:
-                pass
-            try:
-                moved = self.controller.preferred_leader_moves(
-                    self.metadata, self.config.leader_imbalance_per_broker_percentage)
-                if moved:
-                    log.info("moved %d leaderships back to their preferred replicas", moved)
-            except Exception:
-                log.exception("preferred leader rebalance failed")
+    def _rebalance_leaders(self) -> None:
+        """auto.leader.rebalance.enable: run every leader.imbalance.check.interval.seconds (acts on the controller)."""
+        moved = self.controller.preferred_leader_moves(self.metadata, self.config.leader_imbalance_per_broker_percentage)
+        if moved:
+            log.info("moved %d leaderships back to their preferred replicas", moved)
 
     def _unclean_enabled(self, topic: str) -> bool:
         return self.log_manager.config_for(topic).unclean_leader_election_enable

@@ -1,0 +1,30 @@
+"""Running a broker task every N seconds until shutdown, on the event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from typing import Any, Callable
+
+log = logging.getLogger("strom.server")
+
+
+async def run_every(interval_s: float, task: Callable[[], Any], stop: asyncio.Event, name: str) -> None:
+    """Call ``task`` (plain or async) every ``interval_s`` until ``stop`` is set.
+
+    A failing run is logged and the schedule goes on: a background task must never take the
+    broker down.
+    """
+    while not stop.is_set():
+        try:
+            await asyncio.wait_for(stop.wait(), interval_s)
+            return
+        except asyncio.TimeoutError:
+            pass
+        try:
+            result = task()
+            if inspect.isawaitable(result):
+                await result
+        except Exception:
+            log.exception("%s failed", name)
