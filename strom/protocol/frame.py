@@ -20,6 +20,7 @@ from .errors import DecodeError
 
 _SIZE = struct.Struct(">i")
 _HEADER_START = struct.Struct(">hhi")
+_HEADER_WITH_CLIENT_ID_LENGTH = struct.Struct(">hhih")
 _INT16 = struct.Struct(">h")
 _RESPONSE_V0 = struct.Struct(">ii")
 
@@ -143,10 +144,20 @@ def parse_request_header(frame: Buffer) -> tuple[RequestHeader, int]:
     server must still be able to answer UNSUPPORTED_VERSION to it. For known
     versions a malformed header raises DecodeError.
     """
-    if len(frame) < 8:
-        raise DecodeError(f"request frame of {len(frame)} bytes is shorter than a request header")
-    api_key, api_version, correlation_id = _HEADER_START.unpack_from(frame, 0)
-    known = _KNOWN_HEADERS.get((api_key, api_version))
+    size = len(frame)
+    if size < 8:
+        raise DecodeError(f"request frame of {size} bytes is shorter than a request header")
+    if size >= 10:
+        api_key, api_version, correlation_id, length = _HEADER_WITH_CLIENT_ID_LENGTH.unpack_from(frame, 0)
+        known = _KNOWN_HEADERS.get((api_key, api_version))
+        if known == 1 and 0 <= length <= size - 10:  # the common case, in one unpack
+            # Lenient decoding: client_id only labels logs and quotas, and Kafka's Java reader
+            # replaces malformed UTF-8 rather than failing.
+            client_id = str(frame[10 : 10 + length], "utf-8", "replace")
+            return RequestHeader(api_key, api_version, correlation_id, client_id, 1), 10 + length
+    else:
+        api_key, api_version, correlation_id = _HEADER_START.unpack_from(frame, 0)
+        known = _KNOWN_HEADERS.get((api_key, api_version))
     if known is not None:
         client_id, offset = _read_header_rest(frame, known)
         return RequestHeader(api_key, api_version, correlation_id, client_id, known), offset
@@ -176,9 +187,7 @@ def _read_header_rest(frame: Buffer, version: int) -> tuple[str | None, int]:
         if length >= 0:
             if offset + length > end:
                 raise DecodeError(f"client_id length {length} runs past the end of the frame")
-            # Lenient decoding: client_id only labels logs and quotas, and Kafka's
-            # Java reader replaces malformed UTF-8 rather than failing.
-            client_id = bytes(frame[offset : offset + length]).decode("utf-8", "replace")
+            client_id = str(frame[offset : offset + length], "utf-8", "replace")  # lenient, as above
             offset += length
         elif length != -1:
             raise DecodeError(f"client_id has invalid length {length}")

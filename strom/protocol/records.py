@@ -32,6 +32,7 @@ CRC_OFFSET = 17
 ATTRIBUTES_OFFSET = 21
 MAX_TIMESTAMP_OFFSET = 35
 _OFFSET_LENGTH = struct.Struct(">qi")
+_OFFSET_LENGTH_EPOCH = struct.Struct(">qii")
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
 _UINT32 = struct.Struct(">I")
@@ -158,30 +159,32 @@ def validate_batches(buf, max_batch_bytes: int | None = None, *, from_producer: 
     headers: list[BatchHeader] = []
     position = 0
     while position < total:
-        header = read_batch_header(view, position, total - position)
-        size = header.batch_length + LOG_OVERHEAD
+        if total - position < BATCH_HEADER_SIZE:
+            read_batch_header(view, position, total - position)  # raises the precise error
+        fields = HEADER.unpack_from(view, position)
+        size = fields[1] + LOG_OVERHEAD
+        if fields[3] != 2 or size < BATCH_HEADER_SIZE or size > total - position:
+            read_batch_header(view, position, total - position)  # raises the precise error
         if max_batch_bytes is not None and size > max_batch_bytes:
             raise RecordTooLargeError(
                 f"record batch of {size} bytes exceeds the maximum of {max_batch_bytes} (max.message.bytes)"
             )
-        if from_producer and (header.records_count <= 0 or header.records_count != header.last_offset_delta + 1):
-            raise InvalidRecordError(
-                f"record batch has {header.records_count} records but lastOffsetDelta {header.last_offset_delta}"
-            )
+        if from_producer and (fields[12] <= 0 or fields[12] != fields[6] + 1):
+            raise InvalidRecordError(f"record batch has {fields[12]} records but lastOffsetDelta {fields[6]}")
         actual = crc32c.crc32c(view[position + ATTRIBUTES_OFFSET : position + size])
-        if actual != header.crc:
+        if actual != fields[4]:
             raise CorruptRecordError(
-                f"record batch at offset {header.base_offset} has CRC {header.crc:#010x}, computed {actual:#010x}"
+                f"record batch at offset {fields[0]} has CRC {fields[4]:#010x}, computed {actual:#010x}"
             )
-        headers.append(header)
+        headers.append(BatchHeader(*fields, position))
         position += size
     return headers
 
 
-def patch_offset_and_epoch(buf: bytearray | memoryview, position: int, base_offset: int, leader_epoch: int) -> None:
-    """Assign offsets in place: the only two fields the CRC does not cover."""
-    _INT64.pack_into(buf, position, base_offset)
-    _INT32.pack_into(buf, position + 12, leader_epoch)
+def patch_offset_and_epoch(buf: bytearray | memoryview, header: BatchHeader, base_offset: int,
+                           leader_epoch: int) -> None:
+    """Assign offsets in place: the only two fields the CRC does not cover (one pack spans both)."""
+    _OFFSET_LENGTH_EPOCH.pack_into(buf, header.position, base_offset, header.batch_length, leader_epoch)
 
 
 def set_log_append_time(buf: bytearray | memoryview, position: int, size: int, timestamp_ms: int) -> None:

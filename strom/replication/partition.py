@@ -105,13 +105,18 @@ class Partition:
     def append_as_leader(self, records, required_acks: int) -> LogAppendInfo:
         if not self.is_leader:
             raise NotLeaderError(f"broker {self.local_broker_id} is not the leader of {self.topic}-{self.index}")
-        min_isr = self.log.config.min_insync_replicas
-        if required_acks == -1 and len(self.isr) < min_isr:
+        if required_acks == -1 and len(self.isr) < self.log.config.min_insync_replicas:
             raise NotEnoughReplicasError(
-                f"{self.topic}-{self.index} has {len(self.isr)} in-sync replicas, min.insync.replicas is {min_isr}"
+                f"{self.topic}-{self.index} has {len(self.isr)} in-sync replicas, "
+                f"min.insync.replicas is {self.log.config.min_insync_replicas}"
             )
-        info = self.log.append_as_leader(records, self.leader_epoch)
-        self.maybe_increment_high_watermark()
+        log = self.log
+        info = log.append_as_leader(records, self.leader_epoch)
+        isr = self.isr
+        if len(isr) == 1 and isr[0] == self.local_broker_id:  # alone in sync: all appended is committed
+            log.high_watermark = log.log_end_offset
+        else:
+            self.maybe_increment_high_watermark()
         return info
 
     def maybe_increment_high_watermark(self) -> bool:

@@ -154,7 +154,9 @@ class ReplicaManager:
         return partition
 
     def append(self, topic: str, index: int, records, required_acks: int) -> LogAppendInfo:
-        partition = self.leader_partition(topic, index)
+        partition = self.partitions.get((topic, index))
+        if partition is None or not partition.is_leader:
+            partition = self.leader_partition(topic, index)  # raises the precise error
         info = partition.append_as_leader(records, required_acks)
         self.purgatory.notify(partition.key)
         return info

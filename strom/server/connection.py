@@ -42,6 +42,7 @@ class Connection(asyncio.Protocol):
         self._closed = False
         self._task: asyncio.Task | None = None
         self._out: list = []  # response bytes of this drain, written with one syscall
+        self._write_behind = broker.log_manager.write_behind
 
     # -- asyncio.Protocol --------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -140,8 +141,10 @@ class Connection(asyncio.Protocol):
                 self._out.append(chunk)
 
     def _flush(self) -> None:
+        """Send queued responses, after the appends they acknowledge have reached the log files."""
         out = self._out
         if out:
+            self._write_behind.write_all()
             self._out = []
             if not self._closed:
                 self.transport.write(out[0] if len(out) == 1 else b"".join(out))

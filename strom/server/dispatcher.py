@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from strom.protocol import api
@@ -25,26 +25,27 @@ if TYPE_CHECKING:
 log = logging.getLogger("strom.server")
 
 
-@dataclass
 class RawResponse:
     """A hand-encoded body: bytes chunks and file slices (sent with sendfile where possible)."""
 
-    chunks: list[Any] = field(default_factory=list)
+    __slots__ = ("chunks", "size")
 
-    @property
-    def size(self) -> int:
-        return sum(c.length if isinstance(c, FileSlice) else len(c) for c in self.chunks)
+    def __init__(self, chunks: list[Any], size: int | None = None):
+        self.chunks = chunks
+        self.size = size if size is not None else sum(
+            c.length if isinstance(c, FileSlice) else len(c) for c in chunks)
 
 
-@dataclass
 class RequestContext:
-    broker: "Broker"
-    header: RequestHeader
-    peer: str
+    """What a handler knows about its request besides the body. Built per request, so kept slotted."""
 
-    @property
-    def api_version(self) -> int:
-        return self.header.api_version
+    __slots__ = ("broker", "header", "peer", "api_version")
+
+    def __init__(self, broker: "Broker", header: RequestHeader, peer: str):
+        self.broker = broker
+        self.header = header
+        self.peer = peer
+        self.api_version = header.api_version
 
 
 @dataclass(frozen=True)
@@ -104,8 +105,11 @@ class Dispatcher:
             header_version = (0 if header.api_key == api.ApiKey.API_VERSIONS
                               else api.response_header_version(header.api_key, header.api_version))
             self._response_header_versions[key] = header_version
-        if isinstance(response, RawResponse):
-            return [response_header(header.correlation_id, header_version, response.size), *response.chunks]
+        if type(response) is RawResponse:
+            chunks = response.chunks
+            if len(chunks) == 1 and type(chunks[0]) is bytes:  # the common small response: one write
+                return [response_header(header.correlation_id, header_version, response.size) + chunks[0]]
+            return [response_header(header.correlation_id, header_version, response.size), *chunks]
         body = encode(response)
         return [response_header(header.correlation_id, header_version, len(body)), body]
 

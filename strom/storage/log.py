@@ -11,8 +11,8 @@ import bisect
 import logging
 import os
 import time
-from dataclasses import dataclass, field
-from typing import Callable
+from dataclasses import dataclass
+from typing import Callable, NamedTuple, Sequence
 
 from strom.protocol.compression import CompressionType
 from strom.protocol.errors import InvalidRecordError, OffsetOutOfRangeError
@@ -38,6 +38,7 @@ from strom.storage.segment import (
     FileSlice,
     LogSegment,
 )
+from strom.storage.write_behind import WriteBehind
 
 log = logging.getLogger("strom.storage")
 
@@ -46,8 +47,9 @@ LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
 
 
-@dataclass(slots=True)
-class LogAppendInfo:
+class LogAppendInfo(NamedTuple):
+    """What an append did. A NamedTuple: one is built per Produce request, and tuples are cheap."""
+
     first_offset: int
     last_offset: int
     max_timestamp: int
@@ -55,7 +57,7 @@ class LogAppendInfo:
     log_append_time: int  # -1 unless the topic uses LogAppendTime
     log_start_offset: int
     records_count: int
-    batches: list[BatchHeader] = field(default_factory=list)
+    batches: Sequence[BatchHeader] = ()
     duplicate: bool = False  # a retried idempotent batch: offsets are the original append's
 
 
@@ -90,10 +92,12 @@ class Log:
         high_watermark: int | None = None,
         had_clean_shutdown: bool = True,
         clock: Callable[[], float] = time.time,
+        write_behind: WriteBehind | None = None,
     ):
         self.directory = directory
         self.config = config
         self.clock = clock
+        self.write_behind = write_behind
         os.makedirs(directory, exist_ok=True)
         parsed = parse_partition_dir(os.path.basename(directory.rstrip("/")))
         self.topic, self.partition = parsed if parsed else (os.path.basename(directory), 0)
@@ -141,6 +145,7 @@ class Log:
             max_index_size=self.config.segment_index_bytes,
             suffix=suffix,
             active=active,
+            write_behind=self.write_behind,
         )
 
     def _load(self, had_clean_shutdown: bool) -> None:
@@ -236,7 +241,7 @@ class Log:
         append_time = self.now_ms() if config.message_timestamp_type == "LogAppendTime" else -1
         next_offset = self.log_end_offset
         for header in headers:
-            patch_offset_and_epoch(buf, header.position, next_offset, leader_epoch)
+            patch_offset_and_epoch(buf, header, next_offset, leader_epoch)
             header.base_offset = next_offset
             header.partition_leader_epoch = leader_epoch
             if append_time >= 0:
@@ -246,7 +251,7 @@ class Log:
             next_offset = header.base_offset + header.last_offset_delta + 1
         if leader_epoch > self.leader_epoch_cache.latest_epoch:
             self.leader_epoch_cache.assign(leader_epoch, self.log_end_offset)
-        return self._append(buf, headers, append_time)
+        return self._append(buf, headers, append_time, defer=True)
 
     def _check_producer(self, headers: list[BatchHeader]) -> LogAppendInfo | None:
         """Idempotence: answer a retried batch with its original offsets; refuse sequence gaps."""
@@ -290,9 +295,9 @@ class Log:
                 out += rebuild_batch(header, decode_batch_records(buf, header), codec)
         return out, validate_batches(out, None, from_producer=False)
 
-    def _append(self, buf, headers: list[BatchHeader], append_time: int) -> LogAppendInfo:
+    def _append(self, buf, headers: list[BatchHeader], append_time: int, defer: bool = False) -> LogAppendInfo:
         segment = self._maybe_roll(len(buf), headers)
-        segment.append(buf, headers)
+        segment.append(buf, headers, defer=defer)
         for header in headers:
             if header.producer_id >= 0:
                 self.producer_state.update(header)

@@ -27,6 +27,7 @@ from strom.storage.checkpoint import (
 )
 from strom.storage.log import Log, parse_partition_dir
 from strom.storage.log_config import LogConfig
+from strom.storage.write_behind import WriteBehind
 
 log = logging.getLogger("strom.storage")
 
@@ -71,6 +72,7 @@ class LogManager:
         self.intervals = intervals
         self.topic_overrides = topic_overrides
         self.clock = clock
+        self.write_behind = WriteBehind()  # the connection writes it out before sending responses
         self.logs: dict[TopicPartition, Log] = {}
         self._log_dir_of: dict[TopicPartition, str] = {}
         self._cleaner_offsets: dict[TopicPartition, int] = {}
@@ -111,6 +113,7 @@ class LogManager:
                     high_watermark=watermarks.get(tp),
                     had_clean_shutdown=clean,
                     clock=self.clock,
+                    write_behind=self.write_behind,
                 )
                 self._log_dir_of[tp] = log_dir
             if os.path.exists(marker):
@@ -153,7 +156,7 @@ class LogManager:
             return existing
         log_dir = min(self.log_dirs, key=lambda d: sum(1 for v in self._log_dir_of.values() if v == d))
         path = os.path.join(log_dir, f"{tp[0]}-{tp[1]}")
-        created = Log(path, config or self.config_for(tp[0]), clock=self.clock)
+        created = Log(path, config or self.config_for(tp[0]), clock=self.clock, write_behind=self.write_behind)
         self.logs[tp] = created
         self._log_dir_of[tp] = log_dir
         return created

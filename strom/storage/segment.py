@@ -23,6 +23,7 @@ from strom.protocol.records import (
 from strom.storage.index_file import CorruptIndexError
 from strom.storage.offset_index import OffsetIndex
 from strom.storage.time_index import TimeIndex
+from strom.storage.write_behind import MAX_PENDING_BYTES, WriteBehind
 
 log = logging.getLogger("strom.storage")
 
@@ -61,6 +62,7 @@ class LogSegment:
         max_index_size: int = 10 * 1024 * 1024,
         suffix: str = "",
         active: bool = True,
+        write_behind: WriteBehind | None = None,
     ):
         self.directory = directory
         self.base_offset = base_offset
@@ -69,7 +71,9 @@ class LogSegment:
         self.suffix = suffix
         self.log_path = os.path.join(directory, file_name(base_offset, LOG_SUFFIX) + suffix)
         self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        self.size = os.fstat(self._fd).st_size
+        self.size = os.fstat(self._fd).st_size  # includes appends still pending in _pending
+        self.write_behind = write_behind
+        self._pending = bytearray()  # leader appends not yet written (see strom.storage.write_behind)
         self.bytes_since_last_index_entry = 0
         self.created_ms = int(time.time() * 1000)
         self._first_batch_timestamp: int | None = None
@@ -80,7 +84,23 @@ class LogSegment:
     # -- files -------------------------------------------------------------------------------------
     @property
     def fd(self) -> int:
+        if self._pending:
+            self.write_pending()
         return self._fd
+
+    def write_pending(self) -> None:
+        """Write buffered appends to the file; every reader of the file calls this first."""
+        pending = self._pending
+        if not pending or self._fd < 0:
+            pending.clear()
+            return
+        written = os.write(self._fd, pending)
+        if written < len(pending):
+            view = memoryview(pending)
+            while written < len(pending):
+                written += os.write(self._fd, view[written:])
+            view.release()
+        pending.clear()
 
     def _index_paths(self) -> tuple[str, str]:
         return (
@@ -141,6 +161,7 @@ class LogSegment:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
 
     def flush(self) -> None:
+        self.write_pending()
         os.fsync(self._fd)
         self.index.flush()
         self.time_index.flush()
@@ -148,6 +169,7 @@ class LogSegment:
     def close(self) -> None:
         if self._fd < 0:
             return
+        self.write_pending()
         self._index_max_timestamp()
         self.index.close()
         self.time_index.close()
@@ -156,6 +178,7 @@ class LogSegment:
 
     def close_crashlike(self) -> None:
         """Close without trimming indexes (tests use it to leave what a crash leaves)."""
+        self.write_pending()  # acknowledged appends reached the page cache, which a crash keeps
         self.index.close_without_trim()
         self.time_index.close_without_trim()
         if self._fd >= 0:
@@ -182,19 +205,28 @@ class LogSegment:
                 pass
 
     # -- appends -----------------------------------------------------------------------------------
-    def append(self, buf, headers: list[BatchHeader]) -> None:
+    def append(self, buf, headers: list[BatchHeader], *, defer: bool = False) -> None:
         """Write validated, offset-assigned batches and index them.
 
-        Index entries are added per batch once ``index.interval.bytes`` have accumulated; the time
-        index gets an entry whenever the max timestamp grows.
+        With ``defer`` (leader appends) small batches wait in a buffer that the segment's
+        WriteBehind writes once per event-loop turn. Index entries are added per batch once
+        ``index.interval.bytes`` have accumulated; the time index gets an entry whenever the max
+        timestamp grows.
         """
         position = self.size
         total = len(buf)
-        written = os.write(self._fd, buf)
-        if written < total:
-            view = memoryview(buf)
-            while written < total:
-                written += os.write(self._fd, view[written:])
+        pending = self._pending
+        if defer and self.write_behind is not None and len(pending) + total <= MAX_PENDING_BYTES and (
+                pending or self.write_behind.defer(self)):
+            pending += buf
+        else:
+            if pending:
+                self.write_pending()
+            written = os.write(self._fd, buf)
+            if written < total:
+                view = memoryview(buf)
+                while written < total:
+                    written += os.write(self._fd, view[written:])
         if self.size == 0 and self._first_batch_timestamp is None:
             self._first_batch_timestamp = headers[0].max_timestamp
         interval = self.index_interval_bytes
@@ -234,6 +266,8 @@ class LogSegment:
         Yields headers with absolute file positions (and their bytes when ``with_data``). Callers
         that must tell damage from a clean end (recovery) use ``scan_valid_prefix``.
         """
+        if self._pending:
+            self.write_pending()
         end = self.size if end_position is None else min(end_position, self.size)
         position = start_position
         while position < end:
@@ -293,7 +327,7 @@ class LogSegment:
         length = min(end - header.position, limit)
         if length <= 0:
             return None
-        return FileSlice(self._fd, header.position, length)
+        return FileSlice(self.fd, header.position, length)
 
     def read_next_offset(self) -> int:
         """The offset after the last batch (scans from the last index entry only)."""
@@ -330,6 +364,7 @@ class LogSegment:
         self.time_index.resize(self.max_index_size)
         self.max_timestamp, self.offset_of_max_timestamp = -1, self.base_offset
         self.bytes_since_last_index_entry = 0
+        self.write_pending()
         valid_end = 0
         position = 0
         while position < self.size:

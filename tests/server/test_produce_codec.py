@@ -29,9 +29,25 @@ def test_decode_matches_kio(version):
     decoded = decode(b"junk" + body, 4, version)
     assert decoded.transactional_id == request.transactional_id
     assert (decoded.acks, decoded.timeout) == (-1, 1500)
-    assert [t.name for t in decoded.topic_data] == ["orders", "b"]
-    partitions = decoded.topic_data[0].partition_data
-    assert [(p.index, None if p.records is None else bytes(p.records)) for p in partitions] == [(0, BATCH), (7, None)]
+    assert [name for name, _ in decoded.topic_data] == ["orders", "b"]
+    partitions = decoded.topic_data[0][1]
+    assert [(index, None if records is None else bytes(records)) for index, records in partitions] == [
+        (0, BATCH), (7, None)]
+
+
+@pytest.mark.parametrize("version", range(3, 10))
+def test_single_partition_response_is_what_kio_reads(version):
+    """One topic, one partition, no error: the shortcut encoding of linger.ms=0 traffic."""
+    body = encode_response([("orders", [PartitionResult(5, 0, 1234567, 99, 17)])], version).chunks[0]
+    response = decode_response(0, version, body)
+    (partition,) = response.responses[0].partition_responses
+    assert response.responses[0].name == "orders"
+    assert (partition.index, int(partition.error_code), partition.base_offset) == (5, 0, 1234567)
+    assert partition.log_append_time == datetime.datetime.fromtimestamp(0.099, datetime.timezone.utc)
+    if version >= 5:
+        assert partition.log_start_offset == 17
+    if version >= 8:
+        assert partition.error_message is None and len(partition.record_errors) == 0
 
 
 @pytest.mark.parametrize("version", range(3, 10))

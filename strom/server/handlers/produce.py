@@ -48,20 +48,19 @@ class PartitionResult:
 def handle(ctx, request):
     broker = ctx.broker
     acks = request.acks
-    replicas = broker.replica_manager
+    append = broker.replica_manager.append
     results: list[tuple[str, list[PartitionResult]]] = []
-    for topic in request.topic_data:
-        name = topic.name
+    for name, partition_data in request.topic_data:
         partitions = []
-        for data in topic.partition_data:
-            result = PartitionResult(data.index)
+        for index, records in partition_data:
+            result = PartitionResult(index)
             if acks not in (0, 1, -1):
                 result.error_code = ErrorCode.INVALID_REQUIRED_ACKS
-            elif data.records is None or len(data.records) == 0:
+            elif not records:
                 result.error_code, result.message = ErrorCode.INVALID_RECORD, "produce request without records"
             else:
                 try:
-                    info = replicas.append(name, data.index, data.records, acks)
+                    info = append(name, index, records, acks)
                     result.base_offset = info.first_offset
                     result.log_append_time = info.log_append_time
                     result.log_start_offset = info.log_start_offset
@@ -73,8 +72,11 @@ def handle(ctx, request):
         results.append((name, partitions))
     if acks == 0:
         return None
-    if acks == -1 and any(not _committed(broker, name, r) for name, rs in results for r in rs):
-        return _await_replication(broker, results, millis(request.timeout), ctx.api_version)
+    if acks == -1:
+        for name, partitions in results:
+            for result in partitions:
+                if not _committed(broker, name, result):
+                    return _await_replication(broker, results, millis(request.timeout), ctx.api_version)
     return encode_response(results, ctx.api_version)
 
 
@@ -116,6 +118,8 @@ async def _await_replication(broker, results, timeout_ms: int, version: int) -> 
 
 def encode_response(results: list[tuple[str, list[PartitionResult]]], version: int) -> RawResponse:
     flexible = version >= 9
+    if not flexible and len(results) == 1 and len(results[0][1]) == 1 and results[0][1][0].error_code == 0:
+        return _encode_one_partition(results[0][0], results[0][1][0], version)
     parts = [wire.array_length(len(results), flexible)]
     for name, partitions in results:
         parts.append(wire.string(name, flexible))
@@ -134,26 +138,36 @@ def encode_response(results: list[tuple[str, list[PartitionResult]]], version: i
         if flexible:
             parts.append(wire.NO_TAGS)
     parts.append(_THROTTLE_FLEXIBLE if flexible else _THROTTLE)
-    return RawResponse([b"".join(parts)])
+    body = b"".join(parts)
+    return RawResponse([body], len(body))
 
 
-class TopicData:
-    __slots__ = ("name", "partition_data")
+# One topic, one partition, no error: the shape of every request from a client that sends each
+# message as it comes (linger.ms=0). One pack after the cached topic prefix.
+_ONE_PARTITION_V3 = struct.Struct(">iihqqi")  # partition count, partition fields, throttle
+_ONE_PARTITION_V5 = struct.Struct(">iihqqqi")
+_ONE_PARTITION_V8 = struct.Struct(">iihqqqihi")  # + empty record_errors, null error_message
 
-    def __init__(self, name: str, partition_data: list):
-        self.name = name
-        self.partition_data = partition_data
+
+def _encode_one_partition(name: str, r: PartitionResult, version: int) -> RawResponse:
+    prefix = _ONE_TOPIC + wire.string(name, False)
+    if version >= 8:
+        body = prefix + _ONE_PARTITION_V8.pack(1, r.index, 0, r.base_offset, r.log_append_time,
+                                               r.log_start_offset, 0, -1, 0)
+    elif version >= 5:
+        body = prefix + _ONE_PARTITION_V5.pack(1, r.index, 0, r.base_offset, r.log_append_time,
+                                               r.log_start_offset, 0)
+    else:
+        body = prefix + _ONE_PARTITION_V3.pack(1, r.index, 0, r.base_offset, r.log_append_time, 0)
+    return RawResponse([body], len(body))
 
 
-class PartitionData:
-    __slots__ = ("index", "records")
-
-    def __init__(self, index: int, records):
-        self.index = index
-        self.records = records
+_ONE_TOPIC = b"\x00\x00\x00\x01"
 
 
 class Request:
+    """A decoded Produce request; ``topic_data`` is ``[(topic, [(partition, records view), ...]), ...]``."""
+
     __slots__ = ("transactional_id", "acks", "timeout", "topic_data")
 
     def __init__(self, transactional_id, acks, timeout, topic_data):
@@ -189,25 +203,27 @@ def _decode_classic(body, pos: int) -> Request:
     transactional_id = None
     if length >= 0:
         _check(pos + length, end)
-        transactional_id = bytes(body[pos : pos + length]).decode("utf-8", "replace")
+        transactional_id = str(body[pos : pos + length], "utf-8", "replace")
         pos += length
     acks, timeout, topic_count = _ACKS_TIMEOUT_COUNT.unpack_from(body, pos)
     pos += 10
     if topic_count > (end - pos) // 6:
         raise DecodeError(f"{topic_count} topics cannot fit in {end - pos} bytes")
     topics = []
-    for _ in range(max(0, topic_count)):
+    for _ in range(topic_count):
         (length,) = _I16.unpack_from(body, pos)
         pos += 2
-        _check(pos + max(0, length), end)
-        name = bytes(body[pos : pos + max(0, length)]).decode("utf-8", "replace")
-        pos += max(0, length)
+        if length < 0:
+            length = 0
+        _check(pos + length, end)
+        name = str(body[pos : pos + length], "utf-8", "replace")
+        pos += length
         (partition_count,) = _I32.unpack_from(body, pos)
         pos += 4
         if partition_count > (end - pos) // 8:
             raise DecodeError(f"{partition_count} partitions cannot fit in {end - pos} bytes")
         partitions = []
-        for _ in range(max(0, partition_count)):
+        for _ in range(partition_count):
             index, size = _INDEX_SIZE.unpack_from(body, pos)
             pos += 8
             records = None
@@ -215,8 +231,8 @@ def _decode_classic(body, pos: int) -> Request:
                 _check(pos + size, end)
                 records = body[pos : pos + size]
                 pos += size
-            partitions.append(PartitionData(index, records))
-        topics.append(TopicData(name, partitions))
+            partitions.append((index, records))
+        topics.append((name, partitions))
     return Request(transactional_id, acks, timeout, topics)
 
 
@@ -236,7 +252,7 @@ def _decode_flexible(body, pos: int) -> Request:
     transactional_id = None
     if length > 0:
         _check(pos + length - 1, end)
-        transactional_id = bytes(body[pos : pos + length - 1]).decode("utf-8", "replace")
+        transactional_id = str(body[pos : pos + length - 1], "utf-8", "replace")
         pos += length - 1
     acks, timeout = _ACKS_TIMEOUT.unpack_from(body, pos)
     pos += 6
@@ -248,7 +264,7 @@ def _decode_flexible(body, pos: int) -> Request:
         length, pos = read_uvarint(body, pos)
         size = max(0, length - 1)
         _check(pos + size, end)
-        name = bytes(body[pos : pos + size]).decode("utf-8", "replace")
+        name = str(body[pos : pos + size], "utf-8", "replace")
         pos += size
         partition_count, pos = read_uvarint(body, pos)
         if partition_count - 1 > (end - pos) // 5:
@@ -263,7 +279,7 @@ def _decode_flexible(body, pos: int) -> Request:
                 records = body[pos : pos + length - 1]
                 pos += length - 1
             pos = _skip_tags(body, pos, end)
-            partitions.append(PartitionData(index, records))
+            partitions.append((index, records))
         pos = _skip_tags(body, pos, end)
-        topics.append(TopicData(name, partitions))
+        topics.append((name, partitions))
     return Request(transactional_id, acks, timeout, topics)

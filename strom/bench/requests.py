@@ -1,0 +1,89 @@
+"""Requests per broker CPU-second: one message per Produce request.
+
+    python -m strom.bench.requests [--messages 100000] [--size 100] [--kcat kcat] [--acks 1]
+
+Starts a strom broker on 127.0.0.1 (port 0, data in a temporary directory), then pipes
+--messages lines into ``kcat -P`` with ``linger.ms=0`` and ``batch.num.messages=1``, so every
+message travels in its own Produce request (librdkafka pipelines them on one connection). The
+broker's CPU time is read from ``/proc/PID/stat`` (utime + stime) before and after, which makes
+the figure independent of how busy the rest of this shared machine is. Prints requests, wall
+time, broker CPU-seconds and requests per broker CPU-second; asserts nothing about time.
+
+Set LD_LIBRARY_PATH to use a newer librdkafka with Debian's kcat (the shared bench does).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def start_broker(data_dir: str) -> tuple[subprocess.Popen, int]:
+    port_file = os.path.join(data_dir, "strom.port")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "strom.cli.main", "server-start",
+         "--override", "listeners=PLAINTEXT://127.0.0.1:0", "--override", f"log.dirs={data_dir}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if os.path.exists(port_file):
+            with open(port_file) as handle:
+                text = handle.read().strip()
+            if text:
+                return process, int(text)
+        if process.poll() is not None:
+            raise SystemExit("broker exited during startup")
+        time.sleep(0.05)
+    process.kill()
+    raise SystemExit("broker did not start within 30 s")
+
+
+def produce(kcat: str, bootstrap: str, topic: str, lines: bytes, acks: str) -> float:
+    started = time.perf_counter()
+    subprocess.run([kcat, "-P", "-b", bootstrap, "-t", topic, "-p", "0",
+                    "-X", "linger.ms=0", "-X", "batch.num.messages=1", "-X", f"acks={acks}",
+                    "-X", "queue.buffering.max.messages=1000000"],
+                   input=lines, check=True, timeout=600)
+    return time.perf_counter() - started
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--messages", type=int, default=100_000)
+    parser.add_argument("--size", type=int, default=100)
+    parser.add_argument("--kcat", default=shutil.which("kcat") or "kcat")
+    parser.add_argument("--acks", default="1")
+    args = parser.parse_args(argv)
+    line = b"x" * (args.size - 1) + b"\n"
+    data_dir = tempfile.mkdtemp(prefix="strom-bench-requests-")
+    broker, port = start_broker(data_dir)
+    try:
+        bootstrap = f"127.0.0.1:{port}"
+        produce(args.kcat, bootstrap, "warmup", line * 1000, args.acks)
+        before = cpu_seconds(broker.pid)
+        wall = produce(args.kcat, bootstrap, "requests", line * args.messages, args.acks)
+        used = cpu_seconds(broker.pid) - before
+    finally:
+        broker.terminate()
+        broker.wait(timeout=30)
+        shutil.rmtree(data_dir, ignore_errors=True)
+    print(f"one message per Produce request: {args.messages} x {args.size} B, acks={args.acks}")
+    print(f"wall {wall:.2f} s  ({args.messages / wall:,.0f} requests/s)")
+    print(f"broker CPU {used:.2f} s  ->  {args.messages / used:,.0f} requests per broker CPU-second")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,49 @@
+"""Coalesces the small leader appends of one event-loop turn into one write per segment.
+
+A client that sends one message per Produce request (``linger.ms=0``) pipelines hundreds of tiny
+requests, which the broker handles in one turn of the event loop. Writing each to its segment
+file costs a system call that is most of the request's cost, so leader appends are held in the
+segment's buffer and written together: by the connection before it sends the responses of the
+requests it just handled (so nothing is acknowledged before it reaches the page cache, Kafka's
+acks=1 guarantee), by any read of the segment, and, for appends made elsewhere (the group
+coordinator, the controller), by a callback at the end of the turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from strom.storage.segment import LogSegment
+
+# Past this, a segment writes its buffer at once: memory held by deferred appends stays small.
+MAX_PENDING_BYTES = 1024 * 1024
+
+
+class WriteBehind:
+    __slots__ = ("_segments", "_scheduled")
+
+    def __init__(self) -> None:
+        self._segments: list[LogSegment] = []
+        self._scheduled = False
+
+    def defer(self, segment: "LogSegment") -> bool:
+        """Register a segment that has started buffering; False when there is no event loop to flush it."""
+        if not self._scheduled:
+            try:
+                asyncio.get_running_loop().call_soon(self.write_all)
+            except RuntimeError:
+                return False
+            self._scheduled = True
+        self._segments.append(segment)
+        return True
+
+    def write_all(self) -> None:
+        """Write every buffered append to its file (a no-op when nothing is pending)."""
+        segments = self._segments
+        if segments:
+            self._segments = []
+            for segment in segments:
+                segment.write_pending()
+        self._scheduled = False
