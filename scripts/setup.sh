@@ -15,9 +15,20 @@ if [ ${#need_apt[@]} -gt 0 ]; then
     apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
 fi
 
+# The interpreter: STROM_PYTHON if set, else Debian's python3.11 when present, else python3.
+# Debian builds CPython with profile-guided optimisation and a statically linked libpython; a
+# plain source build (pyenv's, say) runs strom's request path about 40% slower on this machine
+# (python -m strom.bench.requests: ~30k against ~42k requests per broker CPU-second).
+python=${STROM_PYTHON:-}
+if [ -z "$python" ]; then
+    python=python3
+    if [ -x /usr/bin/python3.11 ] && /usr/bin/python3.11 -c "import ensurepip, venv" 2>/dev/null; then
+        python=/usr/bin/python3.11
+    fi
+fi
 if [ ! -x .venv/bin/python ]; then
-    echo "setup: creating .venv"
-    python3 -m venv .venv
+    echo "setup: creating .venv with $python ($("$python" --version 2>&1))"
+    "$python" -m venv .venv
 fi
 stamp=.venv/.strom-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then

@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from .api import request_class, request_header_version
+from .api import request_class, request_header_version, response_header_version
 from .codec import skip_tagged_fields
 from .errors import DecodeError
 
@@ -218,3 +218,27 @@ def encode_response_frame(correlation_id: int, header_version: int, body_chunks:
     for chunk in chunks:
         size += chunk.nbytes if isinstance(chunk, memoryview) else len(chunk)
     return [response_header(correlation_id, header_version, size), *chunks]
+
+
+# -- the client side ------------------------------------------------------------------------------
+
+
+def request_frame(api_key: int, api_version: int, correlation_id: int, client_id: bytes, body: bytes) -> bytes:
+    """A whole request frame (size prefix, header of the version the api uses, body), for clients."""
+    header = _HEADER_START.pack(api_key, api_version, correlation_id)
+    header_version = request_header_version(api_key, api_version)
+    if header_version >= 1:
+        header += _INT16.pack(len(client_id)) + client_id
+    if header_version >= 2:
+        header += b"\x00"
+    return _SIZE.pack(len(header) + len(body)) + header + body
+
+
+def response_body_offset(api_key: int, api_version: int, frame: Buffer, correlation_id: int) -> int:
+    """Check a response frame's correlation id; returns where its body starts."""
+    if len(frame) < 4:
+        raise DecodeError(f"response frame of {len(frame)} bytes has no correlation id")
+    (received,) = _SIZE.unpack_from(frame, 0)
+    if received != correlation_id:
+        raise DecodeError(f"response correlation id {received} does not match request {correlation_id}")
+    return 4 + (1 if response_header_version(api_key, api_version) >= 1 else 0)

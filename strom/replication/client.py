@@ -13,9 +13,10 @@ from typing import Any
 from strom.protocol import api
 from strom.protocol.codec import decode_response, encode
 from strom.protocol.entities import build
+from strom.protocol.errors import DecodeError
+from strom.protocol.frame import request_frame, response_body_offset
 
 _SIZE = struct.Struct(">i")
-_HEADER = struct.Struct(">hhi")
 MAX_RESPONSE_BYTES = 256 * 1024 * 1024
 
 
@@ -50,14 +51,8 @@ class BrokerClient:
             await self.connect()
         self._correlation = (self._correlation + 1) & 0x7FFFFFFF
         body = encode(build(api.request_class(api_key, version), values))
-        header = _HEADER.pack(api_key, version, self._correlation)
-        header_version = api.request_header_version(api_key, version)
-        if header_version >= 1:
-            header += struct.pack(">h", len(self.client_id)) + self.client_id
-        if header_version >= 2:
-            header += b"\x00"
         try:
-            self._writer.write(_SIZE.pack(len(header) + len(body)) + header + body)
+            self._writer.write(request_frame(api_key, version, self._correlation, self.client_id, body))
             await self._writer.drain()
             raw = await asyncio.wait_for(self._reader.readexactly(4), timeout_s or self.timeout_s)
             (size,) = _SIZE.unpack(raw)
@@ -67,11 +62,11 @@ class BrokerClient:
         except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError) as exc:
             self.close()
             raise BrokerConnectionError(f"request to {self.host}:{self.port} failed: {exc!r}") from None
-        (correlation,) = _SIZE.unpack_from(data, 0)
-        if correlation != self._correlation:
+        try:
+            offset = response_body_offset(api_key, version, data, self._correlation)
+        except DecodeError as exc:
             self.close()
-            raise BrokerConnectionError(f"correlation id {correlation} != {self._correlation}")
-        offset = 4 + (1 if api.response_header_version(api_key, version) >= 1 else 0)
+            raise BrokerConnectionError(f"from {self.host}:{self.port}: {exc}") from None
         return decode_response(api_key, version, memoryview(data), offset)
 
     def close(self) -> None:

@@ -36,11 +36,11 @@ def create_topic(bootstrap: str, name: str, partitions: int) -> None:
     admin.create_topics([NewTopic(name, partitions, 1)])[name].result(WAIT_S)
 
 
-def produce(bootstrap: str, topic: str, records) -> list[tuple[int, int]]:
+def produce(bootstrap: str, topic: str, records, **config) -> list[tuple[int, int]]:
     """Produce (value, key, partition, headers) tuples; returns [(partition, offset)] in order."""
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, **config})
     placed: dict[int, tuple[int, int]] = {}
     errors = []
 

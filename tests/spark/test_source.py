@@ -46,6 +46,32 @@ def test_batch_read_returns_exactly_the_produced_records(spark, broker):
     assert offsets == ([(0, o) for o in range(10, 60)] + [(1, o) for o in range(100)] + [(2, o) for o in range(5)])
 
 
+def test_fetch_reads_and_client_library_reads_agree(spark, broker):
+    """Big compressed batches go through the bulk decoder; read_committed takes confluent-kafka."""
+    create_topic(broker.bootstrap, "bulk", 2)
+    records = [(None if i % 97 == 0 else bytes([65 + i % 26]) * (i % 300),
+                None if i % 7 == 0 else b"key-%d" % i, i % 2,
+                [("n", str(i).encode()), ("empty", None)] if i % 3 == 0 else None) for i in range(3000)]
+    placed = produce(broker.bootstrap, "bulk", records, **{"linger.ms": 200, "batch.size": 1_000_000,
+                                                          "compression.type": "lz4"})
+    expected = {(p, o): (v, k, [tuple(h) for h in hs] if hs else None)
+                for (v, k, _, hs), (p, o) in zip(records, placed)}
+
+    def read(**extra):
+        df = strom_reader(spark, broker.bootstrap, subscribe="bulk", includeHeaders="true", **extra)
+        return {(r.partition, r.offset): (r.value, r.key, [(h.key, h.value) for h in r.headers] if r.headers
+                                          else None) for r in df.collect()}
+
+    assert read() == expected
+    assert read(**{"kafka.isolation.level": "read_committed"}) == expected
+    # a range that starts and ends inside batches is cut to the offsets asked for
+    ranged = strom_reader(spark, broker.bootstrap, subscribe="bulk",
+                          startingOffsets=json.dumps({"bulk": {"0": 333, "1": 0}}),
+                          endingOffsets=json.dumps({"bulk": {"0": 1234, "1": 1}}))
+    assert sorted((r.partition, r.offset) for r in ranged.select("partition", "offset").collect()) == (
+        [(0, o) for o in range(333, 1234)] + [(1, 0)])
+
+
 def test_fail_on_data_loss(spark, broker):
     from confluent_kafka import TopicPartition
     from confluent_kafka.admin import AdminClient

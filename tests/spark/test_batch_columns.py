@@ -1,0 +1,98 @@
+"""The vectorized batch decoder agrees with the per-record decoder on every field."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from strom.protocol.errors import CorruptRecordError
+from strom.protocol.records import (
+    CREATE_TIME,
+    LOG_APPEND_TIME,
+    BatchHeader,
+    NewRecord,
+    build_batch,
+    decode_batch_records,
+)
+from strom.spark.batch_columns import decode_columns
+
+# lengths around the 1-, 2- and 3-byte varint boundaries (63/64 and 8191/8192 after zig-zag)
+_sizes = st.sampled_from([0, 1, 5, 63, 64, 100, 127, 128, 8191, 8192, 20000])
+_blob = st.one_of(st.none(), _sizes.flatmap(lambda n: st.binary(min_size=n, max_size=n)))
+_record = st.builds(
+    NewRecord, value=_blob, key=_blob,
+    headers=st.lists(st.tuples(st.text(max_size=5), st.one_of(st.none(), st.binary(max_size=8))), max_size=2),
+    timestamp=st.integers(1_600_000_000_000, 1_800_000_000_000),
+)
+
+
+def _compare(batch: bytes, with_headers: bool) -> None:
+    header = BatchHeader.parse(batch, 0)
+    expected = decode_batch_records(batch, header)
+    got = decode_columns(batch, header, with_headers)
+    assert list(got.offsets) == [r.offset for r in expected]
+    assert list(got.timestamps) == [r.timestamp for r in expected]
+    assert got.keys.to_pylist() == [r.key for r in expected]
+    assert got.values.to_pylist() == [r.value for r in expected]
+    if with_headers:
+        assert got.headers == [r.headers for r in expected]
+    else:
+        assert got.headers is None
+
+
+@settings(max_examples=150, deadline=None)
+@given(records=st.lists(_record, min_size=1, max_size=40), codec=st.sampled_from([0, 1, 2, 3, 4]),
+       base_offset=st.integers(0, 2**40), with_headers=st.booleans())
+def test_matches_the_record_decoder(records, codec, base_offset, with_headers):
+    _compare(build_batch(records, base_offset=base_offset, compression=codec), with_headers)
+
+
+def test_log_append_time_gives_every_record_the_batch_time():
+    batch = build_batch([NewRecord(b"a", timestamp=5), NewRecord(b"b", timestamp=9)],
+                        timestamp_type=LOG_APPEND_TIME)
+    columns = decode_columns(batch, BatchHeader.parse(batch, 0))
+    assert list(columns.timestamps) == [9, 9]
+    _compare(build_batch([NewRecord(b"x", timestamp=7)], timestamp_type=CREATE_TIME), False)
+
+
+def test_offset_gaps_from_compaction_are_kept():
+    records = [NewRecord(b"a", offset_delta=0), NewRecord(b"c", offset_delta=2), NewRecord(b"f", offset_delta=5)]
+    batch = build_batch(records, base_offset=100)
+    assert list(decode_columns(batch, BatchHeader.parse(batch, 0)).offsets) == [100, 102, 105]
+
+
+def test_a_batch_at_a_position_inside_a_larger_buffer():
+    first = build_batch([NewRecord(b"one")], base_offset=0)
+    second = build_batch([NewRecord(b"two", key=b"k"), NewRecord(None)], base_offset=1)
+    buf = first + second
+    header = BatchHeader.parse(buf, len(first))
+    columns = decode_columns(buf, header)
+    assert columns.values.to_pylist() == [b"two", None]
+    assert columns.keys.to_pylist() == [b"k", None]
+
+
+@pytest.mark.parametrize("cut", [1, 5, 20])
+def test_a_record_section_cut_short_is_corrupt(cut):
+    batch = bytearray(build_batch([NewRecord(b"v" * 50, key=b"k") for _ in range(3)]))
+    header = BatchHeader.parse(batch, 0)
+    truncated = bytes(batch[: len(batch) - cut])
+    header.batch_length -= cut  # a consistent header over records that no longer fit
+    with pytest.raises(CorruptRecordError):
+        decode_columns(truncated, header)
+
+
+def test_a_value_length_past_its_record_is_corrupt():
+    batch = bytearray(build_batch([NewRecord(b"v" * 10), NewRecord(b"w" * 10)]))
+    header = BatchHeader.parse(batch, 0)
+    # the first record: length, attributes, ts delta, offset delta, key length (-1), value length
+    value_length_at = 61 + 1 + 1 + 1 + 1 + 1
+    assert batch[value_length_at] == 20  # zig-zag of 10
+    batch[value_length_at] = 100  # 50 bytes: past the record's end
+    with pytest.raises(CorruptRecordError):
+        decode_columns(bytes(batch), header)
+
+
+def test_control_batches_have_no_data_records():
+    batch = build_batch([NewRecord(b"\x00\x00\x00\x00", key=b"\x00\x00\x00\x00")], control=True, transactional=True)
+    assert len(decode_columns(batch, BatchHeader.parse(batch, 0)).offsets) == 0
