@@ -22,7 +22,7 @@ STOP_TIMEOUT_S = 15
 
 class BrokerProcess:
     def __init__(self, data_dir: Path | str, overrides: dict[str, str] | None = None, *,
-                 properties: str | None = None, broker_id: int = 0):
+                 properties: str | None = None, broker_id: int = 0, args: list[str] | None = None):
         self.data_dir = Path(data_dir)
         self.overrides = {
             "broker.id": str(broker_id),
@@ -32,6 +32,7 @@ class BrokerProcess:
             **(overrides or {}),
         }
         self.properties = properties
+        self.args = list(args or [])
         self.process: subprocess.Popen | None = None
         self.port = 0
         self.log_path = self.data_dir.parent / f"{self.data_dir.name}.broker.log"
@@ -46,7 +47,7 @@ class BrokerProcess:
             cmd.append(self.properties)
         for key, value in self.overrides.items():
             cmd += ["--override", f"{key}={value}"]
-        return cmd
+        return cmd + self.args
 
     def start(self) -> "BrokerProcess":
         self.data_dir.mkdir(parents=True, exist_ok=True)

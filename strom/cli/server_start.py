@@ -8,7 +8,6 @@ with ``listeners=PLAINTEXT://127.0.0.1:0``). SIGTERM or Ctrl-C shuts down cleanl
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 
 
@@ -17,6 +16,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                         help="set a config key, overriding the file (repeatable)")
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    parser.add_argument("--log-format", default="text", choices=["text", "json"],
+                        help="text lines, or one JSON object per line for log collectors (default text)")
 
 
 def parse_overrides(items: list[str]) -> dict[str, str]:
@@ -37,8 +38,9 @@ def run(args: argparse.Namespace) -> int:
     from strom.server.config import BrokerConfig
     from strom.storage.log_config import ConfigError
 
-    logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.INFO),
-                        format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stderr)
+    from strom.server import logs
+
+    logs.configure(args.log_level, args.log_format)
     try:
         config = BrokerConfig.from_properties(args.properties, parse_overrides(args.override))
     except ConfigError as exc:

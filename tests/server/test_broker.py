@@ -1,5 +1,6 @@
 """The broker process as a user meets it: startup config errors, topics, restarts, long polls."""
 
+import json
 import os
 import socket
 import struct
@@ -42,6 +43,21 @@ def test_unknown_key_is_a_warning_not_an_error(tmp_path):
     with BrokerProcess(tmp_path / "data", {"no.such.key": "1"}) as broker:
         assert broker.port > 0
     assert "no.such.key" in broker.read_log()
+
+
+def test_json_logs_are_one_object_per_line(tmp_path):
+    """--log-format json: every line a log collector reads parses, with time, level, logger and message."""
+    with BrokerProcess(tmp_path / "data", {"no.such.key": "1"}, args=["--log-format", "json"]) as broker:
+        with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as sock:
+            sock.sendall(struct.pack(">i", -5))  # a negative frame length: closed with a warning
+            assert sock.recv(16) == b""
+
+    lines = [json.loads(line) for line in broker.read_log().splitlines() if line.startswith("{")]
+    assert all(set(entry) >= {"time", "level", "logger", "message"} for entry in lines)
+    assert any(e["level"] == "WARNING" and "no.such.key" in e["message"] for e in lines)
+    assert any(e["logger"] == "strom.server" and "malformed frame" in e["message"] for e in lines)
+    other = [line for line in broker.read_log().splitlines() if line and not line.startswith("{")]
+    assert all(not line[:4].isdigit() for line in other), other  # no text-format log lines left
 
 
 def admin(broker):
