@@ -230,12 +230,8 @@ def _read_with_fetch(opts: SourceOptions, r: OffsetRange, arrow_schema) -> Itera
         yield rows.take()
 
 
-class _RowAccumulator:
-    """Decoded records of one topic-partition, gathered into RecordBatches of about READ_BATCH rows.
-
-    Bulk-decoded batches stay arrays; small batches' records wait in lists until the next bulk
-    batch or the emit, so one Arrow conversion covers many of them.
-    """
+class _PartitionBatches:
+    """The source schema filled for one topic-partition: constant columns and the final assembly."""
 
     def __init__(self, topic: str, partition: int, arrow_schema, include_headers: bool):
         import pyarrow as pa
@@ -245,6 +241,31 @@ class _RowAccumulator:
         self.schema = arrow_schema
         self.timestamp_type = arrow_schema.field("timestamp").type
         self.headers_type = arrow_schema.field("headers").type if include_headers else None
+
+    def record_batch(self, keys, values, offsets, millis, timestamp_types, headers):
+        """One RecordBatch from per-record columns (Arrow or numpy); timestamps in milliseconds."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        n = len(offsets)
+        columns = [keys, values, pa.repeat(self.topic, n), pa.repeat(self.partition, n), pa.array(offsets),
+                   # Spark's timestamp is microseconds UTC
+                   pc.multiply(pa.array(millis), 1000).cast(self.timestamp_type), pa.array(timestamp_types)]
+        if self.headers_type is not None:
+            # a record without headers gets null, as in Spark's Kafka source
+            columns.append(pa.array([h or None for h in headers], self.headers_type))
+        return pa.RecordBatch.from_arrays(columns, schema=self.schema)
+
+
+class _RowAccumulator(_PartitionBatches):
+    """Decoded records of one topic-partition, gathered into RecordBatches of about READ_BATCH rows.
+
+    Bulk-decoded batches stay arrays; small batches' records wait in lists until the next bulk
+    batch or the emit, so one Arrow conversion covers many of them.
+    """
+
+    def __init__(self, topic: str, partition: int, arrow_schema, include_headers: bool):
+        super().__init__(topic, partition, arrow_schema, include_headers)
         self.count = 0
         self._parts: list[tuple] = []  # (offsets, timestamps, keys, values, spark timestamp types, headers)
         self._small: list[list] = [[], [], [], [], [], []]
@@ -301,22 +322,12 @@ class _RowAccumulator:
         import pyarrow as pa
 
         self._close_small_run()
-        parts, self._parts, n, self.count = self._parts, [], self.count, 0
-        offsets = np.concatenate([p[0] for p in parts])
-        millis = np.concatenate([p[1] for p in parts])
-        columns = [
-            pa.concat_arrays([p[2] for p in parts]),
-            pa.concat_arrays([p[3] for p in parts]),
-            pa.repeat(self.topic, n),
-            pa.repeat(self.partition, n),
-            pa.array(offsets),
-            pa.array(millis * 1000).cast(self.timestamp_type),  # Spark's timestamp: microseconds UTC
-            pa.array(np.concatenate([p[4] for p in parts])),
-        ]
-        if self.headers_type is not None:
-            # a record without headers gets null, as confluent-kafka (and Spark's Kafka source) give
-            columns.append(pa.array([h or None for p in parts for h in p[5]], self.headers_type))
-        return pa.RecordBatch.from_arrays(columns, schema=self.schema)
+        parts, self._parts, self.count = self._parts, [], 0
+        return self.record_batch(
+            pa.concat_arrays([p[2] for p in parts]), pa.concat_arrays([p[3] for p in parts]),
+            np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
+            np.concatenate([p[4] for p in parts]),
+            [h for p in parts for h in p[5]] if self.headers_type is not None else None)
 
 
 def _read_with_consumer(opts: SourceOptions, r: OffsetRange, arrow_schema) -> Iterator:
@@ -392,47 +403,31 @@ def _read_with_consumer(opts: SourceOptions, r: OffsetRange, arrow_schema) -> It
         _release(key, consumer, healthy)
 
 
-class _BatchBuilder:
+class _BatchBuilder(_PartitionBatches):
     """Messages of one topic-partition → one RecordBatch of the source schema.
 
     Per record this costs about 0.5 µs of Python/C calls; the dearest is ``Message.timestamp``
     (a tuple per call). ``map`` over the unbound C methods avoids a Python frame per element,
-    constant columns are ``pa.repeat`` and contiguous offsets an ``arange``.
+    and contiguous offsets are an ``arange``.
     """
-
-    def __init__(self, topic: str, partition: int, arrow_schema, include_headers: bool):
-        import pyarrow as pa
-
-        self.topic = pa.scalar(topic, pa.string())
-        self.partition = pa.scalar(partition, pa.int32())
-        self.schema = arrow_schema
-        self.timestamp_type = arrow_schema.field("timestamp").type
-        self.headers_type = arrow_schema.field("headers").type if include_headers else None
 
     def __call__(self, msgs: list):
         import numpy as np
         import pyarrow as pa
-        import pyarrow.compute as pc
         from confluent_kafka import Message
 
         n = len(msgs)
         first, last = msgs[0].offset(), msgs[-1].offset()
         if last - first == n - 1:  # no gaps (no compaction or control records in this batch)
-            offsets = pa.array(np.arange(first, last + 1, dtype=np.int64))
+            offsets = np.arange(first, last + 1, dtype=np.int64)
         else:
-            offsets = pa.array(list(map(Message.offset, msgs)), pa.int64())
+            offsets = np.fromiter(map(Message.offset, msgs), np.int64, n)
         stamps = list(map(Message.timestamp, msgs))
-        columns = [
+        return self.record_batch(
             pa.array(list(map(Message.key, msgs)), pa.binary()),
             pa.array(list(map(Message.value, msgs)), pa.binary()),
-            pa.repeat(self.topic, n),
-            pa.repeat(self.partition, n),
             offsets,
-            # librdkafka reports milliseconds; Spark's timestamp is microseconds UTC
-            pc.multiply(pa.array([t[1] for t in stamps], pa.int64()), 1000).cast(self.timestamp_type),
+            np.fromiter((t[1] for t in stamps), np.int64, n),  # librdkafka reports milliseconds
             # librdkafka: 0 none, 1 CreateTime, 2 LogAppendTime; Spark: -1, 0, 1
-            pc.subtract(pa.array([t[0] for t in stamps], pa.int32()), 1),
-        ]
-        if self.headers_type is not None:
-            columns.append(pa.array(list(map(Message.headers, msgs)), self.headers_type))
-        return pa.RecordBatch.from_arrays(columns, schema=self.schema)
+            np.fromiter((t[0] for t in stamps), np.int32, n) - 1,
+            list(map(Message.headers, msgs)) if self.headers_type is not None else None)
