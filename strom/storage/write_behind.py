@@ -12,6 +12,8 @@ coordinator, the controller), by a callback at the end of the turn.
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -19,6 +21,8 @@ if TYPE_CHECKING:
 
 # Past this, a segment writes its buffer at once: memory held by deferred appends stays small.
 MAX_PENDING_BYTES = 1024 * 1024
+
+log = logging.getLogger("strom.storage")
 
 
 class WriteBehind:
@@ -40,10 +44,20 @@ class WriteBehind:
         return True
 
     def write_all(self) -> None:
-        """Write every buffered append to its file (a no-op when nothing is pending)."""
+        """Write every buffered append to its file (a no-op when nothing is pending).
+
+        A failed write leaves a log whose offsets and indexes run ahead of its file, so the broker
+        halts, as Kafka halts when its log directories fail. Nothing pending was acknowledged, and
+        the next start's recovery truncates whatever part reached the file torn.
+        """
         segments = self._segments
         if segments:
             self._segments = []
             for segment in segments:
-                segment.write_pending()
+                try:
+                    segment.write_pending()
+                except OSError as exc:
+                    log.critical("writing %s failed: %s; halting the broker", segment.log_path, exc)
+                    logging.shutdown()
+                    os._exit(1)
         self._scheduled = False
