@@ -105,12 +105,12 @@ class Partition:
     def append_as_leader(self, records, required_acks: int) -> LogAppendInfo:
         if not self.is_leader:
             raise NotLeaderError(f"broker {self.local_broker_id} is not the leader of {self.topic}-{self.index}")
-        if required_acks == -1 and len(self.isr) < self.log.config.min_insync_replicas:
-            raise NotEnoughReplicasError(
-                f"{self.topic}-{self.index} has {len(self.isr)} in-sync replicas, "
-                f"min.insync.replicas is {self.log.config.min_insync_replicas}"
-            )
         log = self.log
+        min_isr = log.config.min_insync_replicas
+        if required_acks == -1 and len(self.isr) < min_isr:
+            raise NotEnoughReplicasError(
+                f"{self.topic}-{self.index} has {len(self.isr)} in-sync replicas, min.insync.replicas is {min_isr}"
+            )
         info = log.append_as_leader(records, self.leader_epoch)
         isr = self.isr
         if len(isr) == 1 and isr[0] == self.local_broker_id:  # alone in sync: all appended is committed

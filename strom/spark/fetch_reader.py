@@ -242,10 +242,7 @@ def read_batches(opts: SourceOptions, r: OffsetRange, on_data_loss
     try:
         try:
             low, high = reader.watermarks()
-        except _Retry as exc:  # UNKNOWN_TOPIC_OR_PARTITION for the whole wait: the topic was deleted
-            on_data_loss(f"{r.topic}-{r.partition} cannot be read: {exc}")
-            return
-        except PartitionGone as exc:
+        except PartitionGone as exc:  # the topic was deleted
             on_data_loss(str(exc))
             return
         start, end = r.start, r.end

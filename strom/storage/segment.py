@@ -91,16 +91,17 @@ class LogSegment:
     def write_pending(self) -> None:
         """Write buffered appends to the file; every reader of the file calls this first."""
         pending = self._pending
-        if not pending or self._fd < 0:
-            pending.clear()
-            return
-        written = os.write(self._fd, pending)
-        if written < len(pending):
-            view = memoryview(pending)
-            while written < len(pending):
-                written += os.write(self._fd, view[written:])
-            view.release()
+        if pending and self._fd >= 0:
+            self._write_fully(pending)
         pending.clear()
+
+    def _write_fully(self, data) -> None:
+        """One write, and more only if the kernel took less (O_APPEND: each lands at the end)."""
+        written = os.write(self._fd, data)
+        if written < len(data):
+            with memoryview(data) as view:
+                while written < len(data):
+                    written += os.write(self._fd, view[written:])
 
     def _index_paths(self) -> tuple[str, str]:
         return (
@@ -222,11 +223,7 @@ class LogSegment:
         else:
             if pending:
                 self.write_pending()
-            written = os.write(self._fd, buf)
-            if written < total:
-                view = memoryview(buf)
-                while written < total:
-                    written += os.write(self._fd, view[written:])
+            self._write_fully(buf)
         if self.size == 0 and self._first_batch_timestamp is None:
             self._first_batch_timestamp = headers[0].max_timestamp
         interval = self.index_interval_bytes
