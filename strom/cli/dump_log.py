@@ -1,8 +1,9 @@
 """``strom dump-log FILE...``: Kafka's DumpLogSegments for strom's (Kafka's) segment files.
 
 For .log files every batch with its header fields and CRC check, and with --print-data-log
-every record; for .index and .timeindex files every entry, flagged where it disagrees with the
-segment's .log next to it.
+every record (transaction markers as Kafka prints them: ``endTxnMarker: COMMIT``); for .index and
+.timeindex files every entry, flagged where it disagrees with the segment's .log next to it; for
+.txnindex files every aborted transaction.
 """
 
 from __future__ import annotations
@@ -14,13 +15,20 @@ from typing import TextIO
 
 from strom.protocol.compression import CompressionType
 from strom.protocol.errors import KafkaError
-from strom.protocol.records import BatchHeader, batch_crc, decode_batch_records, read_batch_header
+from strom.protocol.records import (
+    BatchHeader,
+    batch_crc,
+    decode_batch_records,
+    read_batch_header,
+    read_control_record,
+)
+from strom.storage.txn_index import CorruptTxnIndexError, TransactionIndex
 
 TIMESTAMP_NAMES = {0: "CreateTime", 1: "LogAppendTime"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("files", nargs="+", metavar="FILE", help=".log, .index or .timeindex files")
+    parser.add_argument("files", nargs="+", metavar="FILE", help=".log, .index, .timeindex or .txnindex files")
     parser.add_argument("--print-data-log", action="store_true", help="print every record's key, value and headers")
     parser.add_argument("--max-bytes", type=int, default=2**31 - 1, help="stop after this many bytes of a .log")
 
@@ -64,6 +72,9 @@ def dump_log(path: str, print_data: bool, max_bytes: int, out: TextIO) -> None:
         )
         if print_data and valid:
             header_at_zero = BatchHeader(**{**_fields(header), "position": 0})
+            if header.is_control:
+                out.write(_marker_line(data, header_at_zero))
+                continue
             for record in decode_batch_records(data, header_at_zero):
                 keys = ",".join(k for k, _ in record.headers)
                 key = "" if record.key is None else record.key.decode("utf-8", "replace")
@@ -76,6 +87,30 @@ def dump_log(path: str, print_data: bool, max_bytes: int, out: TextIO) -> None:
                 )
     if damage:
         out.write(f"Found a corrupt or truncated batch {damage}\n")
+
+
+def _marker_line(data: bytes, header: BatchHeader) -> str:
+    try:
+        commit, coordinator_epoch = read_control_record(data, header)
+        what = f"endTxnMarker: {'COMMIT' if commit else 'ABORT'} coordinatorEpoch: {coordinator_epoch}"
+    except KafkaError as exc:
+        what = f"unknown control record: {exc}"
+    return (f"| offset: {header.base_offset} {TIMESTAMP_NAMES[header.timestamp_type]}: {header.max_timestamp} "
+            f"{what}\n")
+
+
+def dump_txn_index(path: str, out: TextIO) -> int:
+    """Print the aborted transactions of a .txnindex; returns 1 if the file is corrupt."""
+    out.write(f"Dumping {path}\n")
+    try:
+        entries = TransactionIndex.read_entries(path)
+    except CorruptTxnIndexError as exc:
+        out.write(f"{exc}\n")
+        return 1
+    for entry in entries:
+        out.write(f"version: 0 producerId: {entry.producer_id} firstOffset: {entry.first_offset} "
+                  f"lastOffset: {entry.last_offset} lastStableOffset: {entry.last_stable_offset}\n")
+    return 0
 
 
 def _fields(header: BatchHeader) -> dict:
@@ -129,7 +164,10 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
         elif path.endswith((".index", ".timeindex")):
             if dump_index(path, out):
                 status = 2
+        elif path.endswith(".txnindex"):
+            if dump_txn_index(path, out):
+                status = 2
         else:
-            print(f"strom dump-log: {path}: not a .log, .index or .timeindex file", file=sys.stderr)
+            print(f"strom dump-log: {path}: not a .log, .index, .timeindex or .txnindex file", file=sys.stderr)
             status = 1
     return status

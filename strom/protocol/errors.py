@@ -370,6 +370,15 @@ class ConcurrentTransactionsError(KafkaError):
     error_code = ErrorCode.CONCURRENT_TRANSACTIONS
 
 
+class TransactionCoordinatorFencedError(KafkaError):
+    """A marker or request from a coordinator whose epoch is older than one already seen."""
+    error_code = ErrorCode.TRANSACTION_COORDINATOR_FENCED
+
+
+class UnstableOffsetCommitError(KafkaError):
+    error_code = ErrorCode.UNSTABLE_OFFSET_COMMIT
+
+
 # Groups and coordinators
 class CoordinatorNotAvailableError(KafkaError):
     error_code = ErrorCode.COORDINATOR_NOT_AVAILABLE

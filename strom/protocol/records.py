@@ -438,3 +438,43 @@ def rebuild_batch(header: BatchHeader, records: Sequence[Record], compression: i
         timestamp_type=header.timestamp_type,
         partition_leader_epoch=header.partition_leader_epoch,
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# Control batches: the commit and abort markers of transactions (KIP-98)
+#
+# One record, offset delta 0. Key: int16 version (0) + int16 type; value: int16 version (0) +
+# int32 coordinator epoch. Kafka writes them uncompressed, with base sequence -1.
+
+CONTROL_ABORT = 0
+CONTROL_COMMIT = 1
+_CONTROL_KEY = struct.Struct(">hh")
+_CONTROL_VALUE = struct.Struct(">hi")
+
+
+def build_control_batch(producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
+                        timestamp: int | None = None) -> bytes:
+    """A transaction marker as the partition leader writes it on WriteTxnMarkers."""
+    key = _CONTROL_KEY.pack(0, CONTROL_COMMIT if commit else CONTROL_ABORT)
+    value = _CONTROL_VALUE.pack(0, coordinator_epoch)
+    return build_batch([NewRecord(value, key=key, timestamp=timestamp)], producer_id=producer_id,
+                       producer_epoch=producer_epoch, transactional=True, control=True)
+
+
+def read_control_record(batch, header: BatchHeader) -> tuple[bool, int]:
+    """(commit?, coordinator epoch) of a control batch starting at ``header.position`` of ``batch``.
+
+    A control record of another type (Kafka reserves types >= 2) reads as neither commit nor
+    abort: the caller treats it as no marker.
+    """
+    records = decode_batch_records(batch, header)
+    if not records or records[0].key is None or len(records[0].key) < 4:
+        raise CorruptRecordError(f"control batch at offset {header.base_offset} has no control record key")
+    _, kind = _CONTROL_KEY.unpack_from(records[0].key, 0)
+    if kind not in (CONTROL_ABORT, CONTROL_COMMIT):
+        raise InvalidRecordError(f"control record type {kind} at offset {header.base_offset} is not a marker")
+    epoch = -1
+    value = records[0].value
+    if value is not None and len(value) >= 6:
+        epoch = _CONTROL_VALUE.unpack_from(value, 0)[1]
+    return kind == CONTROL_COMMIT, epoch

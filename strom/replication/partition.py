@@ -20,6 +20,7 @@ from strom.protocol.errors import (
     UnknownLeaderEpochError,
 )
 from strom.storage.log import FetchData, Log, LogAppendInfo
+from strom.storage.txn_index import AbortedTxn
 
 log = logging.getLogger("strom.replication")
 
@@ -41,6 +42,7 @@ class ReadResult:
     last_stable_offset: int
     log_start_offset: int
     log_end_offset: int
+    aborted: list[AbortedTxn] | None = None  # read_committed only: aborted transactions in the range
 
 
 class Partition:
@@ -119,6 +121,15 @@ class Partition:
             self.maybe_increment_high_watermark()
         return info
 
+    def append_marker_as_leader(self, producer_id: int, producer_epoch: int, commit: bool,
+                                coordinator_epoch: int) -> LogAppendInfo:
+        """A transaction marker (WriteTxnMarkers); committed like any acks=all append, by the ISR."""
+        if not self.is_leader:
+            raise NotLeaderError(f"broker {self.local_broker_id} is not the leader of {self.topic}-{self.index}")
+        info = self.log.append_marker(producer_id, producer_epoch, commit, coordinator_epoch, self.leader_epoch)
+        self.maybe_increment_high_watermark()
+        return info
+
     def maybe_increment_high_watermark(self) -> bool:
         """HW = min LEO over the ISR; returns whether it moved."""
         if not self.is_leader:
@@ -171,8 +182,14 @@ class Partition:
 
     def read(self, offset: int, max_bytes: int, *, for_replica: bool = False, min_one_message: bool = True,
              read_committed: bool = False) -> ReadResult:
-        """Consumers read below the HW; followers up to the log end."""
+        """Consumers read below the HW (read_committed: below the LSO); followers up to the log end."""
         log_ = self.log
-        upper = log_.log_end_offset if for_replica else log_.high_watermark
+        high_watermark = log_.high_watermark
+        stable = log_.last_stable_offset
+        if for_replica:
+            upper = log_.log_end_offset
+        else:
+            upper = stable if read_committed else high_watermark
         data = log_.read(offset, max_bytes, upper, min_one_message)
-        return ReadResult(data, log_.high_watermark, log_.high_watermark, log_.log_start_offset, log_.log_end_offset)
+        aborted = log_.aborted_transactions(offset, upper) if read_committed and data.slices else None
+        return ReadResult(data, high_watermark, stable, log_.log_start_offset, log_.log_end_offset, aborted)

@@ -153,6 +153,14 @@ class ReplicaManager:
             raise NotLeaderError(f"broker {self.broker_id} is not the leader of {topic}-{index}")
         return partition
 
+    def append_txn_marker(self, topic: str, index: int, producer_id: int, producer_epoch: int, commit: bool,
+                          coordinator_epoch: int) -> LogAppendInfo:
+        """Write a commit/abort marker on the leader; the caller waits for the HW to pass it."""
+        partition = self.leader_partition(topic, index)
+        info = partition.append_marker_as_leader(producer_id, producer_epoch, commit, coordinator_epoch)
+        self.purgatory.notify(partition.key)
+        return info
+
     def append(self, topic: str, index: int, records, required_acks: int) -> LogAppendInfo:
         partition = self.partitions.get((topic, index))
         if partition is None or not partition.is_leader:

@@ -9,6 +9,11 @@ segments are rewritten into one ``.cleaned`` segment and swapped in by Log.repla
 Tombstones (null value) are kept for ``delete.retention.ms`` after their batch's timestamp so
 that consumers that are behind still see the delete; after that they are dropped. (Kafka
 measures the same horizon from segment modification times; timestamps make it deterministic.)
+
+Transactions: cleaning stops at the last stable offset, so an open transaction is never
+compacted; records of aborted transactions are removed and never win a key (otherwise an
+aborted offset commit in __consumer_offsets would replace a committed one). Markers are kept,
+with the .txnindex entries of the segments they are in.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from typing import Callable
 from strom.protocol.records import decode_batch_records, iter_batch_headers, rebuild_batch
 from strom.storage.log import Log
 from strom.storage.segment import CLEANED_SUFFIX, LogSegment
+from strom.storage.txn_index import AbortedTxn
 
 log = logging.getLogger("strom.storage.cleaner")
 
@@ -33,7 +39,22 @@ class CleanResult:
 
 
 def first_uncleanable_offset(log_: Log) -> int:
-    return min(log_.active_segment.base_offset, log_.high_watermark)
+    return min(log_.active_segment.base_offset, log_.last_stable_offset)
+
+
+class _AbortedRanges:
+    """Which transactional batches belong to aborted transactions, from the txn indexes."""
+
+    def __init__(self, aborted: list[AbortedTxn]):
+        self.by_producer: dict[int, list[tuple[int, int]]] = {}
+        for entry in aborted:
+            self.by_producer.setdefault(entry.producer_id, []).append((entry.first_offset, entry.last_offset))
+
+    def __contains__(self, header) -> bool:
+        if not header.is_transactional or header.is_control:
+            return False
+        ranges = self.by_producer.get(header.producer_id)
+        return bool(ranges) and any(first <= header.base_offset <= last for first, last in ranges)
 
 
 def cleanable_segments(log_: Log, min_compaction_lag_ms: int = 0) -> list[LogSegment]:
@@ -61,11 +82,12 @@ def dirty_ratio(log_: Log, first_dirty_offset: int) -> float:
     return dirty / total
 
 
-def _build_offset_map(segments: list[LogSegment], first_dirty_offset: int) -> dict[bytes, int]:
+def _build_offset_map(segments: list[LogSegment], first_dirty_offset: int,
+                      aborted: _AbortedRanges) -> dict[bytes, int]:
     latest: dict[bytes, int] = {}
     for segment in segments:
         for header, data in segment.iter_batches(with_data=True):
-            if header.last_offset < first_dirty_offset or header.is_control:
+            if header.last_offset < first_dirty_offset or header.is_control or header in aborted:
                 continue
             header.position = 0
             for record in decode_batch_records(data, header):
@@ -94,7 +116,8 @@ def clean_log(log_: Log, first_dirty_offset: int, crash_hook: Callable[[str], No
     segments = cleanable_segments(log_, log_.config.min_compaction_lag_ms)
     if not segments:
         return CleanResult(first_dirty_offset, 0, 0, 0)
-    offset_map = _build_offset_map(segments, first_dirty_offset)
+    aborted = _AbortedRanges(log_.aborted_transactions(segments[0].base_offset, first_uncleanable_offset(log_)))
+    offset_map = _build_offset_map(segments, first_dirty_offset, aborted)
     tombstone_horizon = log_.now_ms() - log_.config.delete_retention_ms
     bytes_before = sum(s.size for s in segments)
     removed = 0
@@ -107,6 +130,9 @@ def clean_log(log_: Log, first_dirty_offset: int, crash_hook: Callable[[str], No
                 header.position = 0
                 if header.is_control:
                     kept_bytes = bytes(data)
+                elif header in aborted:
+                    removed += header.records_count
+                    continue
                 else:
                     records = decode_batch_records(data, header)
                     kept = [r for r in records if _retain(r, offset_map, header.max_timestamp, tombstone_horizon)]
@@ -115,6 +141,7 @@ def clean_log(log_: Log, first_dirty_offset: int, crash_hook: Callable[[str], No
                         continue
                     kept_bytes = bytes(data) if len(kept) == len(records) else rebuild_batch(header, kept)
                 cleaned.append(kept_bytes, list(iter_batch_headers(kept_bytes)))
+        cleaned.txn_index.replace([e for segment in group for e in segment.txn_index.entries])
         log_.replace_segments(cleaned, group, crash_hook)
     bytes_after = sum(s.size for s in cleanable_segments(log_))
     next_dirty = first_uncleanable_offset(log_)

@@ -15,18 +15,20 @@ from dataclasses import dataclass
 from typing import Callable, NamedTuple, Sequence
 
 from strom.protocol.compression import CompressionType
-from strom.protocol.errors import InvalidRecordError, OffsetOutOfRangeError
+from strom.protocol.errors import CorruptRecordError, InvalidRecordError, OffsetOutOfRangeError
 from strom.protocol.records import (
     LOG_APPEND_TIME,
     BatchHeader,
+    build_control_batch,
     decode_batch_records,
     patch_offset_and_epoch,
+    read_control_record,
     rebuild_batch,
     set_log_append_time,
     validate_batches,
 )
 from strom.storage.leader_epoch import LeaderEpochCache
-from strom.txn.producer_state import ProducerStateManager
+from strom.storage.producer_state import ProducerStateManager
 from strom.storage.log_config import LogConfig
 from strom.storage.segment import (
     CLEANED_SUFFIX,
@@ -38,6 +40,7 @@ from strom.storage.segment import (
     FileSlice,
     LogSegment,
 )
+from strom.storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn
 from strom.storage.write_behind import WriteBehind
 
 log = logging.getLogger("strom.storage")
@@ -122,16 +125,67 @@ class Log:
         self._rebuild_producer_state()
 
     def _rebuild_producer_state(self) -> None:
-        """Replay batch headers (no records) so idempotent retries are recognised after a restart.
+        """Replay batch headers (no records) so idempotent retries and open transactions are known
+        after a restart.
 
         Kafka snapshots this state at each roll; strom rescans headers, which costs one small read
-        per batch of the log at startup.
+        per batch of the log at startup, plus one read per transaction marker. The same pass
+        checks every segment's .txnindex against the abort markers it holds and rewrites one
+        that disagrees (missing, corrupt, or left longer by a crash or a truncation).
         """
-        self.producer_state.truncate()
+        state = self.producer_state
+        state.truncate()
         for segment in self.segments:
+            aborted: list[AbortedTxn] = []
             for header in segment.iter_batches():
-                if header.producer_id >= 0:
-                    self.producer_state.update(header)
+                if header.producer_id < 0:
+                    continue
+                if not header.is_control:
+                    state.update(header)
+                    continue
+                marker = self._read_marker(segment.read_batch(header), header, 0)
+                if marker is not None:
+                    done = state.complete_txn(header, *marker)
+                    if done is not None:
+                        aborted.append(done)
+            if aborted != segment.txn_index.entries or segment.txn_index.corrupt:
+                if segment.txn_index.entries or segment.txn_index.corrupt:
+                    log.warning("rebuilding %s from the log's abort markers", segment.txn_index.path)
+                segment.txn_index.replace(aborted)
+
+    def _read_marker(self, buf, header: BatchHeader, position: int) -> tuple[bool, int] | None:
+        """(commit?, coordinator epoch) of a control batch, or None for a control record that is no marker."""
+        saved = header.position
+        header.position = position
+        try:
+            return read_control_record(buf, header)
+        except InvalidRecordError:
+            log.warning("%s: control batch at offset %d is not a transaction marker; ignored",
+                        self.directory, header.base_offset)
+            return None
+        finally:
+            header.position = saved
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The LSO: read_committed consumers read below it (the HW when no transaction holds it back)."""
+        high_watermark = self.high_watermark
+        first = self.producer_state.first_unstable_offset(high_watermark)
+        return high_watermark if first is None or first > high_watermark else first
+
+    def aborted_transactions(self, start_offset: int, upper_offset: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping [start_offset, upper_offset), for a read_committed fetch.
+
+        An abort is indexed in the segment of its marker, which is never before the segment
+        holding ``start_offset`` when the transaction overlaps the range, but may be any later
+        one (a transaction that began in range can end far beyond it). Aborts are rare, so
+        walking the in-memory entries of the remaining segments is cheap.
+        """
+        found: list[AbortedTxn] = []
+        for segment in self.segments[self.segment_for(start_offset):]:
+            if segment.txn_index.entries:
+                found.extend(segment.txn_index.collect(start_offset, upper_offset))
+        return found
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -159,7 +213,7 @@ class Log:
         log_bases = sorted(int(n[:20]) for n in names if n.endswith(LOG_SUFFIX) and n[:20].isdigit())
         swap_bases = sorted(int(n[:20]) for n in names if n.endswith(LOG_SUFFIX + SWAP_SUFFIX) and n[:20].isdigit())
         for name in names:  # index files with no .log of the same suffix are orphans
-            for index_suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            for index_suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
                 for suffix in ("", SWAP_SUFFIX):
                     if name.endswith(index_suffix + suffix) and name[:20].isdigit():
                         if not os.path.exists(os.path.join(self.directory, name[:20] + LOG_SUFFIX + suffix)):
@@ -231,6 +285,9 @@ class Log:
         """
         config = self.config
         headers = validate_batches(records, config.max_message_bytes)
+        for header in headers:
+            if header.is_control:
+                raise InvalidRecordError("clients may not write control batches (transaction markers)")
         if headers[0].producer_id >= 0:
             duplicate = self._check_producer(headers)
             if duplicate is not None:
@@ -252,6 +309,24 @@ class Log:
         if leader_epoch > self.leader_epoch_cache.latest_epoch:
             self.leader_epoch_cache.assign(leader_epoch, self.log_end_offset)
         return self._append(buf, headers, append_time, defer=True)
+
+    def append_marker(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
+                      leader_epoch: int = -1) -> LogAppendInfo:
+        """Write a transaction's commit or abort marker (the leader's side of WriteTxnMarkers).
+
+        Raises InvalidProducerEpochError for a fenced producer epoch and
+        TransactionCoordinatorFencedError for a marker from an older coordinator, before writing.
+        """
+        self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        append_time = self.now_ms()
+        buf = bytearray(build_control_batch(producer_id, producer_epoch, commit, coordinator_epoch, append_time))
+        headers = validate_batches(buf, from_producer=False)
+        patch_offset_and_epoch(buf, headers[0], self.log_end_offset, leader_epoch)
+        headers[0].base_offset = self.log_end_offset
+        headers[0].partition_leader_epoch = leader_epoch
+        if leader_epoch > self.leader_epoch_cache.latest_epoch:
+            self.leader_epoch_cache.assign(leader_epoch, self.log_end_offset)
+        return self._append(buf, headers, -1, defer=True)
 
     def _check_producer(self, headers: list[BatchHeader]) -> LogAppendInfo | None:
         """Idempotence: answer a retried batch with its original offsets; refuse sequence gaps."""
@@ -296,11 +371,23 @@ class Log:
         return out, validate_batches(out, None, from_producer=False)
 
     def _append(self, buf, headers: list[BatchHeader], append_time: int, defer: bool = False) -> LogAppendInfo:
+        markers = None
+        for header in headers:  # read markers before writing: a bad one must leave the log untouched
+            if header.is_control and header.producer_id >= 0:
+                if markers is None:
+                    markers = {}
+                markers[header.base_offset] = self._read_marker(buf, header, header.position)
         segment = self._maybe_roll(len(buf), headers)
         segment.append(buf, headers, defer=defer)
+        state = self.producer_state
         for header in headers:
             if header.producer_id >= 0:
-                self.producer_state.update(header)
+                if not header.is_control:
+                    state.update(header)
+                elif (marker := markers[header.base_offset]) is not None:
+                    aborted = state.complete_txn(header, *marker)
+                    if aborted is not None:
+                        segment.txn_index.append(aborted)
         last = headers[-1]
         self.log_end_offset = last.base_offset + last.last_offset_delta + 1
         if len(headers) == 1:

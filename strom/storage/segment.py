@@ -23,6 +23,7 @@ from strom.protocol.records import (
 from strom.storage.index_file import CorruptIndexError
 from strom.storage.offset_index import OffsetIndex
 from strom.storage.time_index import TimeIndex
+from strom.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 from strom.storage.write_behind import MAX_PENDING_BYTES, WriteBehind
 
 log = logging.getLogger("strom.storage")
@@ -80,6 +81,7 @@ class LogSegment:
         self.active = active
         self.index, self.time_index = self._open_indexes(active)
         self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry
+        self.txn_index = TransactionIndex(self._txn_index_path())
 
     # -- files -------------------------------------------------------------------------------------
     @property
@@ -108,6 +110,9 @@ class LogSegment:
             os.path.join(self.directory, file_name(self.base_offset, INDEX_SUFFIX) + self.suffix),
             os.path.join(self.directory, file_name(self.base_offset, TIME_INDEX_SUFFIX) + self.suffix),
         )
+
+    def _txn_index_path(self) -> str:
+        return os.path.join(self.directory, file_name(self.base_offset, TXN_INDEX_SUFFIX) + self.suffix)
 
     def _open_indexes(self, active: bool) -> tuple[OffsetIndex, TimeIndex]:
         index_path, time_index_path = self._index_paths()
@@ -166,6 +171,7 @@ class LogSegment:
         os.fsync(self._fd)
         self.index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         if self._fd < 0:
@@ -196,6 +202,7 @@ class LogSegment:
         os.rename(old_log, self.log_path)
         self.index.rename(new_index)
         self.time_index.rename(new_time)
+        self.txn_index.rename(self._txn_index_path())
 
     def delete_files(self) -> None:
         self.close_crashlike()
@@ -204,6 +211,7 @@ class LogSegment:
                 os.unlink(path)
             except FileNotFoundError:
                 pass
+        self.txn_index.delete()
 
     # -- appends -----------------------------------------------------------------------------------
     def append(self, buf, headers: list[BatchHeader], *, defer: bool = False) -> None:
@@ -297,6 +305,10 @@ class LogSegment:
             position += offset_in_chunk
             if offset_in_chunk == 0:
                 return
+
+    def read_batch(self, header: BatchHeader) -> bytes:
+        """The whole batch ``header`` describes (its position is in this file)."""
+        return os.pread(self.fd, header.size, header.position)
 
     def translate_offset(self, offset: int, start_position: int = 0) -> BatchHeader | None:
         """The first batch whose last offset is >= ``offset`` (index lookup, then a short scan)."""
@@ -407,6 +419,7 @@ class LogSegment:
         position = header.position
         self.index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         removed = self.size - position
         os.ftruncate(self._fd, position)
         self.size = position

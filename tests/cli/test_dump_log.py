@@ -63,3 +63,19 @@ def test_dump_log_flags_a_bad_crc_and_index_mismatch(tmp_path):
 def test_dump_log_missing_file(tmp_path):
     result = strom("dump-log", str(tmp_path / "nope.log"))
     assert result.returncode == 1 and "no such file" in result.stderr
+
+
+def test_dump_log_shows_markers_and_the_txnindex(tmp_path):
+    log = Log(str(tmp_path / "pay-0"), LogConfig())
+    txn = build_batch([NewRecord(b"doomed")], producer_id=11, producer_epoch=2, base_sequence=0, transactional=True)
+    log.append_as_leader(txn, leader_epoch=0)
+    log.append_marker(11, 2, commit=False, coordinator_epoch=5)
+    log.close()
+    directory = str(tmp_path / "pay-0")
+    result = strom("dump-log", "--print-data-log", os.path.join(directory, "00000000000000000000.log"),
+                   os.path.join(directory, "00000000000000000000.txnindex"))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert any("isTransactional: true isControl: true" in line and "producerId: 11" in line for line in lines)
+    assert any(line.startswith("| offset: 1 ") and "endTxnMarker: ABORT coordinatorEpoch: 5" in line for line in lines)
+    assert "version: 0 producerId: 11 firstOffset: 0 lastOffset: 1 lastStableOffset: 2" in lines

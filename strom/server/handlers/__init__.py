@@ -17,6 +17,7 @@ _MODULE_NAMES = [
     "offset_for_leader_epoch", "elect_leaders",
     "find_coordinator", "join_group", "sync_group", "heartbeat", "leave_group", "offset_commit",
     "offset_fetch", "offset_delete", "list_groups", "describe_groups", "delete_groups",
+    "describe_producers",
 ]
 _MODULES = [importlib.import_module(f"strom.server.handlers.{name}") for name in _MODULE_NAMES]
 

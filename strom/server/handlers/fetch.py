@@ -5,6 +5,10 @@ and is woken by the next append to one of its partitions, never by a sleep loop.
 is encoded by hand with the record bytes left as file slices, which the connection sends with
 sendfile. Fetch sessions (KIP-227) are declined by answering session id 0, which every client
 handles by sending full fetches.
+
+read_committed consumers (isolation_level 1) read below the last stable offset and get the
+aborted transactions overlapping what they read, so they can drop those batches; markers are
+sent like any batch, and clients skip them.
 """
 
 from __future__ import annotations
@@ -28,10 +32,12 @@ _ERROR_AND_SESSION = struct.Struct(">hi")
 _NO_PREFERRED_REPLICA = b"\xff\xff\xff\xff"
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
+_ABORTED = struct.Struct(">qq")
 
 
 class PartitionData:
-    __slots__ = ("index", "error_code", "high_watermark", "last_stable_offset", "log_start_offset", "slices")
+    __slots__ = ("index", "error_code", "high_watermark", "last_stable_offset", "log_start_offset", "slices",
+                 "aborted")
 
     def __init__(self, index: int):
         self.index = index
@@ -40,11 +46,13 @@ class PartitionData:
         self.last_stable_offset = -1
         self.log_start_offset = -1
         self.slices: list[FileSlice] = []
+        self.aborted = None
 
 
 def _read_all(broker, request, replica_id: int) -> tuple[list[tuple[str, list[PartitionData]]], int, bool]:
     """One pass over the requested partitions; returns (results, bytes, any_error)."""
     replicas = broker.replica_manager
+    read_committed = replica_id < 0 and field_value(request, "isolation_level", 0) == 1
     remaining = request.max_bytes if field_value(request, "max_bytes") is not None else 2**31 - 1
     total = 0
     any_error = False
@@ -64,11 +72,12 @@ def _read_all(broker, request, replica_id: int) -> tuple[list[tuple[str, list[Pa
                     replicas.record_follower_fetch(partition, replica_id, wanted.fetch_offset)
                 limit = min(wanted.partition_max_bytes, remaining)
                 read = partition.read(wanted.fetch_offset, limit, for_replica=replica_id >= 0,
-                                      min_one_message=total == 0)
+                                      min_one_message=total == 0, read_committed=read_committed)
                 data.high_watermark = read.high_watermark
                 data.last_stable_offset = read.last_stable_offset
                 data.log_start_offset = read.log_start_offset
                 data.slices = read.data.slices
+                data.aborted = read.aborted
                 size = read.data.size
                 total += size
                 remaining = max(0, remaining - size)
@@ -78,7 +87,7 @@ def _read_all(broker, request, replica_id: int) -> tuple[list[tuple[str, list[Pa
                 log_ = replicas.partitions.get((name, wanted.partition))
                 if log_ is not None:
                     data.high_watermark = log_.log.high_watermark
-                    data.last_stable_offset = log_.log.high_watermark
+                    data.last_stable_offset = log_.log.last_stable_offset
                     data.log_start_offset = log_.log.log_start_offset
             partitions.append(data)
         results.append((name, partitions))
@@ -130,7 +139,15 @@ def encode_response(results, version: int, error_code: int = 0) -> RawResponse:
                                               data.last_stable_offset))
             if version >= 5:
                 parts.append(_INT64.pack(data.log_start_offset))
-            parts.append(wire.array_length(0, flexible))  # aborted_transactions: none without transactions
+            aborted = data.aborted
+            if aborted:
+                parts.append(wire.array_length(len(aborted), flexible))
+                for entry in aborted:
+                    parts.append(_ABORTED.pack(entry.producer_id, entry.first_offset))
+                    if flexible:
+                        parts.append(wire.NO_TAGS)
+            else:
+                parts.append(wire.array_length(0, flexible))
             if version >= 11:
                 parts.append(_NO_PREFERRED_REPLICA)
             size = 0

@@ -13,17 +13,18 @@ MIN_VERSION = 1
 MAX_VERSION = 7
 
 
-def lookup(partition, timestamp: int) -> dict:
+def lookup(partition, timestamp: int, read_committed: bool = False) -> dict:
     log_ = partition.log
     if timestamp == LATEST_TIMESTAMP:
-        # consumers see only committed data: "latest" is the high watermark, as in Kafka
-        offset = log_.high_watermark
+        # consumers see only committed data: "latest" is the high watermark, as in Kafka, and the
+        # last stable offset for read_committed consumers
+        offset = log_.last_stable_offset if read_committed else log_.high_watermark
         return {"timestamp": -1, "offset": offset, "leader_epoch": log_.leader_epoch_cache.latest_epoch}
     if timestamp == EARLIEST_TIMESTAMP:
         offset = log_.log_start_offset
         return {"timestamp": -1, "offset": offset, "leader_epoch": log_.leader_epoch_cache.epoch_for_offset(offset)}
     found = log_.offset_for_timestamp(timestamp)
-    if found is None or found[1] >= log_.high_watermark:
+    if found is None or found[1] >= (log_.last_stable_offset if read_committed else log_.high_watermark):
         return {"timestamp": -1, "offset": -1, "leader_epoch": -1}
     found_timestamp, offset = found
     return {"timestamp": found_timestamp, "offset": offset,
@@ -32,6 +33,7 @@ def lookup(partition, timestamp: int) -> dict:
 
 def handle(ctx, request):
     replicas = ctx.broker.replica_manager
+    read_committed = field_value(request, "isolation_level", 0) == 1
     topics = []
     for topic in request.topics:
         partitions = []
@@ -40,7 +42,7 @@ def handle(ctx, request):
             try:
                 partition = replicas.leader_partition(topic.name, wanted.partition_index)
                 partition.check_leader_epoch(field_value(wanted, "current_leader_epoch", -1))
-                entry.update(lookup(partition, wanted.timestamp))
+                entry.update(lookup(partition, wanted.timestamp, read_committed))
             except (KafkaError, ValueError) as exc:
                 entry.update({"error_code": error_from_exception(exc)[0], "timestamp": -1, "offset": -1,
                               "leader_epoch": -1})

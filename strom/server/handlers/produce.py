@@ -1,6 +1,12 @@
 """Produce: append each partition's batches on its leader; acks=all waits for the high watermark.
 
 The response is encoded by hand (this is the hottest request). acks=0 sends no response at all.
+
+Transactional batches are verified first (KIP-890 part 1): a partition that holds no open
+transaction of the producer asks the transaction coordinator whether the transaction added
+it. Without that check, a batch sent after its transaction ended (a late retry, a zombie)
+would silently open a transaction no coordinator knows, which blocks read_committed consumers
+(the "hanging transaction").
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from strom.protocol.api import ApiKey
 from strom.protocol.codec import read_uvarint
 from strom.protocol.entities import millis
 from strom.protocol.errors import DecodeError, ErrorCode, KafkaError
+from strom.protocol.records import BATCH_HEADER_SIZE, BatchHeader
 from strom.server.dispatcher import RawResponse, error_from_exception
 from strom.server import wire
 
@@ -46,6 +53,56 @@ class PartitionResult:
 
 
 def handle(ctx, request):
+    if request.transactional_id is not None:
+        unverified = _unverified_partitions(ctx.broker, request)
+        if unverified:
+            return _verify_then_append(ctx, request, unverified)
+    return _append_all(ctx, request)
+
+
+# Coordinator errors the producer must retry become NOT_ENOUGH_REPLICAS, as in Kafka 3.6+.
+_RETRIABLE_VERIFICATION = {ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
+                           ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.CONCURRENT_TRANSACTIONS}
+
+
+def _unverified_partitions(broker, request) -> dict[tuple[str, int], BatchHeader]:
+    """Partitions whose transactional batch would start a transaction this leader has not seen."""
+    found = {}
+    partitions = broker.replica_manager.partitions
+    for name, partition_data in request.topic_data:
+        for index, records in partition_data:
+            if records is None or len(records) < BATCH_HEADER_SIZE:
+                continue  # the append reports it
+            header = BatchHeader.parse(records, 0)
+            if not header.is_transactional or header.producer_id < 0:
+                continue
+            partition = partitions.get((name, index))
+            if partition is None or not partition.is_leader:
+                continue
+            if header.producer_id not in partition.log.producer_state.ongoing:
+                found[(name, index)] = header
+    return found
+
+
+async def _verify_then_append(ctx, request, unverified: dict[tuple[str, int], BatchHeader]):
+    coordinator = getattr(ctx.broker, "transaction_coordinator", None)
+    first = next(iter(unverified.values()))
+    if coordinator is None:
+        codes = {tp: ErrorCode.INVALID_TXN_STATE for tp in unverified}
+    else:
+        codes = await coordinator.verify_partitions(request.transactional_id, first.producer_id,
+                                                    first.producer_epoch, list(unverified))
+    rejected = {}
+    for tp, code in codes.items():
+        if code:
+            rejected[tp] = ErrorCode.NOT_ENOUGH_REPLICAS if code in _RETRIABLE_VERIFICATION else code
+    result = _append_all(ctx, request, rejected)
+    if result is not None and not isinstance(result, RawResponse):
+        result = await result
+    return result
+
+
+def _append_all(ctx, request, rejected: dict[tuple[str, int], int] | None = None):
     broker = ctx.broker
     acks = request.acks
     append = broker.replica_manager.append
@@ -58,6 +115,9 @@ def handle(ctx, request):
                 result.error_code = ErrorCode.INVALID_REQUIRED_ACKS
             elif not records:
                 result.error_code, result.message = ErrorCode.INVALID_RECORD, "produce request without records"
+            elif rejected and (name, index) in rejected:
+                result.error_code = rejected[(name, index)]
+                result.message = "the transaction has not added this partition (KIP-890 verification)"
             else:
                 try:
                     info = append(name, index, records, acks)
