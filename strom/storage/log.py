@@ -27,6 +27,7 @@ from strom.protocol.records import (
     set_log_append_time,
     validate_batches,
 )
+from strom.storage import producer_snapshot
 from strom.storage.leader_epoch import LeaderEpochCache
 from strom.storage.producer_state import ProducerStateManager
 from strom.storage.log_config import LogConfig
@@ -124,21 +125,48 @@ class Log:
         self.producer_state = ProducerStateManager()
         self._rebuild_producer_state()
 
-    def _rebuild_producer_state(self) -> None:
-        """Replay batch headers (no records) so idempotent retries and open transactions are known
-        after a restart.
+    def _load_newest_snapshot(self) -> int:
+        """Load the newest usable producer snapshot; returns its offset (the log start without one)."""
+        directory = self.directory
+        producer_snapshot.delete_snapshots_after(directory, self.log_end_offset)
+        for offset in reversed(producer_snapshot.snapshot_offsets(directory)):
+            if offset < self.segments[0].base_offset:
+                break
+            try:
+                self.producer_state.load_snapshot(
+                    producer_snapshot.read_snapshot(producer_snapshot.snapshot_path(directory, offset)))
+                return offset
+            except (OSError, producer_snapshot.CorruptSnapshotError) as exc:
+                log.warning("ignoring producer snapshot %d of %s: %s", offset, directory, exc)
+                producer_snapshot.delete_snapshot(directory, offset)
+        self.producer_state.truncate()
+        return self.segments[0].base_offset
 
-        Kafka snapshots this state at each roll; strom rescans headers, which costs one small read
-        per batch of the log at startup, plus one read per transaction marker. The same pass
-        checks every segment's .txnindex against the abort markers it holds and rewrites one
-        that disagrees (missing, corrupt, or left longer by a crash or a truncation).
+    def take_snapshot(self, offset: int | None = None) -> None:
+        """Write the producer state as of ``offset`` (the log end by default): on roll and on close."""
+        producer_snapshot.write_snapshot(self.directory, self.log_end_offset if offset is None else offset,
+                                         self.producer_state.snapshot_entries())
+
+    def _rebuild_producer_state(self) -> None:
+        """Know each producer's last sequence and open transaction after a restart or truncation.
+
+        From the newest producer snapshot (Kafka's .snapshot files, written on roll and on clean
+        shutdown), then the batch headers after it, plus one read per transaction marker. The
+        same pass checks the .txnindex of each replayed segment against the abort markers it
+        holds and rewrites one that disagrees (missing, corrupt, or left longer by a crash or a
+        truncation).
         """
         state = self.producer_state
-        state.truncate()
-        for segment in self.segments:
-            aborted: list[AbortedTxn] = []
+        if any(segment.txn_index.needs_rebuild for segment in self.segments):
+            log.warning("%s: a .txnindex is missing or corrupt; rebuilding from the whole log", self.directory)
+            state.truncate()
+            start = self.segments[0].base_offset
+        else:
+            start = self._load_newest_snapshot()
+        for segment in self.segments[self.segment_for(start):]:
+            aborted: list[AbortedTxn] = [e for e in segment.txn_index.entries if e.last_offset < start]
             for header in segment.iter_batches():
-                if header.producer_id < 0:
+                if header.producer_id < 0 or header.base_offset < start:
                     continue
                 if not header.is_control:
                     state.update(header)
@@ -148,8 +176,8 @@ class Log:
                     done = state.complete_txn(header, *marker)
                     if done is not None:
                         aborted.append(done)
-            if aborted != segment.txn_index.entries or segment.txn_index.corrupt:
-                if segment.txn_index.entries or segment.txn_index.corrupt:
+            if aborted != segment.txn_index.entries or segment.txn_index.needs_rebuild:
+                if segment.txn_index.entries:
                     log.warning("rebuilding %s from the log's abort markers", segment.txn_index.path)
                 segment.txn_index.replace(aborted)
 
@@ -444,6 +472,7 @@ class Log:
         self.segments.append(new)
         self._bases.append(base)
         self.recovery_point = max(self.recovery_point, base)
+        self.take_snapshot(base)
         log.debug("rolled %s at offset %d (%s)", self.directory, base, reason)
         return new
 
@@ -615,6 +644,7 @@ class Log:
         if offset < self.segments[0].base_offset:
             self.truncate_fully_and_start_at(offset)
             return True
+        producer_snapshot.delete_snapshots_after(self.directory, offset)  # before the data goes
         keep = bisect.bisect_right(self._bases, offset)
         for segment in self.segments[keep:]:
             segment.delete_files()
@@ -631,6 +661,7 @@ class Log:
         return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
+        producer_snapshot.delete_snapshots_after(self.directory, -1)
         for segment in self.segments:
             segment.delete_files()
         self.segments = [self._new_segment(offset, active=True)]
@@ -678,6 +709,7 @@ class Log:
 
     def close(self) -> None:
         self.flush()
+        self.take_snapshot()
         self.leader_epoch_cache.flush()
         self._close_pending_deletes(force=True)
         for segment in self.segments:

@@ -24,6 +24,7 @@ from strom.protocol.errors import (
     TransactionCoordinatorFencedError,
 )
 from strom.protocol.records import NO_PRODUCER_ID, NO_SEQUENCE, BatchHeader
+from strom.storage.producer_snapshot import SnapshotEntry
 from strom.storage.txn_index import AbortedTxn
 
 BATCHES_REMEMBERED = 5
@@ -171,6 +172,31 @@ class ProducerStateManager:
         self.producers.clear()
         self.ongoing.clear()
         self.unreplicated.clear()
+
+    # -- snapshots ---------------------------------------------------------------------------------
+    def snapshot_entries(self) -> list[SnapshotEntry]:
+        entries = []
+        for producer_id, entry in self.producers.items():
+            last = entry.batches[-1] if entry.batches else None
+            entries.append(SnapshotEntry(
+                producer_id, entry.epoch, last.last_seq if last else NO_SEQUENCE, last.last_offset if last else -1,
+                last.last_offset - last.first_offset if last else 0, entry.last_timestamp, entry.coordinator_epoch,
+                entry.current_txn_first_offset))
+        return entries
+
+    def load_snapshot(self, entries: list[SnapshotEntry]) -> None:
+        """Start from a snapshot (the log replays the batches after its offset on top)."""
+        self.truncate()
+        for e in entries:
+            entry = self.producers[e.producer_id] = ProducerEntry(
+                e.epoch, last_timestamp=e.timestamp, coordinator_epoch=e.coordinator_epoch,
+                current_txn_first_offset=e.current_txn_first_offset)
+            if e.last_sequence != NO_SEQUENCE and e.last_offset >= 0:
+                first_seq = (e.last_sequence - e.offset_delta) % (INT32_MAX + 1)
+                entry.batches.append(BatchMetadata(first_seq, e.last_sequence, e.last_offset - e.offset_delta,
+                                                   e.last_offset, e.timestamp))
+            if e.current_txn_first_offset >= 0:
+                self.ongoing[e.producer_id] = e.current_txn_first_offset
 
     def producer_epoch(self, producer_id: int) -> int | None:
         entry = self.producers.get(producer_id)

@@ -81,7 +81,7 @@ class LogSegment:
         self.active = active
         self.index, self.time_index = self._open_indexes(active)
         self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry
-        self.txn_index = TransactionIndex(self._txn_index_path())
+        self.txn_index = TransactionIndex(self._txn_index_path(), create=self.size == 0)
 
     # -- files -------------------------------------------------------------------------------------
     @property

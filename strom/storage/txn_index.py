@@ -5,9 +5,10 @@ Entry (34 bytes, big-endian, Kafka's layout): >h version (0), >q producer_id, >q
 
 A read_committed fetch sends the aborted transactions that overlap the fetched range, so the
 client can drop their batches; the index is what makes that a lookup rather than a scan. Aborts
-are rare, so the entries are also kept in memory and the file is created only when the first
-entry arrives, as Kafka does. The file is a cache of what the log says: the log rebuilds it
-whenever it does not match (see ``Log._rebuild_producer_state``).
+are rare, so the entries are also kept in memory. Unlike Kafka, which creates the file only when
+the first abort arrives, strom creates it (empty) with its segment: then a missing file means a
+lost one, and the log rebuilds it from the markers instead of silently serving aborted data as
+committed (see ``Log._rebuild_producer_state``).
 """
 
 from __future__ import annotations
@@ -33,15 +34,19 @@ class CorruptTxnIndexError(ValueError):
 
 
 class TransactionIndex:
-    def __init__(self, path: str):
+    def __init__(self, path: str, *, create: bool):
         self.path = path
         self.entries: list[AbortedTxn] = []
-        self.corrupt = False
+        self.needs_rebuild = False  # missing or corrupt next to a segment with data
         if os.path.exists(path):
             try:
                 self.entries = self.read_entries(path)
             except CorruptTxnIndexError:
-                self.corrupt = True  # the log rebuilds it from the markers
+                self.needs_rebuild = True
+        elif create:
+            open(path, "ab").close()
+        else:
+            self.needs_rebuild = True
 
     @staticmethod
     def read_entries(path: str) -> list[AbortedTxn]:
@@ -68,10 +73,7 @@ class TransactionIndex:
     def replace(self, entries: Iterable[AbortedTxn]) -> None:
         """Rewrite the file with exactly ``entries`` (recovery, truncation, cleaning)."""
         self.entries = list(entries)
-        self.corrupt = False
-        if not self.entries:
-            self.delete()
-            return
+        self.needs_rebuild = False
         tmp = self.path + ".tmp"
         with open(tmp, "wb") as handle:
             handle.write(b"".join(_ENTRY.pack(0, *e) for e in self.entries))
