@@ -266,6 +266,10 @@ class Log:
         self.active_segment.make_active()
         if not had_clean_shutdown:
             self._recover_unflushed()
+        elif not self.active_segment.tail_is_valid():
+            log.warning("%s: the active segment ends in a damaged batch despite a clean shutdown; recovering it",
+                        self.directory)
+            self._recover_segment(self.active_segment)
         for segment in self.segments:
             if segment.needs_index_rebuild:
                 log.warning("rebuilding indexes of %s", segment.log_path)

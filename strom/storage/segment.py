@@ -362,6 +362,38 @@ class LogSegment:
         return None
 
     # -- recovery and truncation -------------------------------------------------------------------
+    def _checked_batches(self, position: int) -> Iterator[BatchHeader]:
+        """Whole batches that pass their CRC, from ``position``; stops, logging why, at the first damaged one."""
+        self.write_pending()
+        while position < self.size:
+            try:
+                head = os.pread(self._fd, BATCH_HEADER_SIZE, position)
+                header = read_batch_header(head, 0, self.size - position)
+                data = os.pread(self._fd, header.size, position)
+                if batch_crc(data, 0, header.size) != header.crc:
+                    raise CorruptRecordError(f"CRC mismatch in batch at offset {header.base_offset}")
+                if not self.can_index(header.last_offset) or header.base_offset < self.base_offset:
+                    raise CorruptRecordError(f"batch offset {header.base_offset} does not belong in this segment")
+            except (CorruptRecordError, InvalidRecordError, ValueError) as exc:
+                log.warning("damaged batch in %s at position %d: %s", self.log_path, position, exc)
+                return
+            header.position = position
+            yield header
+            position += header.size
+
+    def tail_is_valid(self) -> bool:
+        """Whether the batches after the last offset-index entry are whole and pass their CRC.
+
+        At most index.interval.bytes plus one batch: cheap enough for every start, clean or not.
+        A clean-shutdown marker says the broker stopped in order, not that nothing touched the
+        file since, and appending after a torn batch would hide everything appended later.
+        """
+        _, position = self.index.lookup(2**63 - 1)
+        end = position
+        for header in self._checked_batches(position):
+            end = header.position + header.size
+        return end == self.size
+
     def recover(self) -> int:
         """Rebuild both indexes by scanning the .log, truncating at the first torn or corrupt batch.
 
@@ -373,22 +405,9 @@ class LogSegment:
         self.time_index.resize(self.max_index_size)
         self.max_timestamp, self.offset_of_max_timestamp = -1, self.base_offset
         self.bytes_since_last_index_entry = 0
-        self.write_pending()
         valid_end = 0
-        position = 0
-        while position < self.size:
-            try:
-                head = os.pread(self._fd, BATCH_HEADER_SIZE, position)
-                header = read_batch_header(head, 0, self.size - position)
-                data = os.pread(self._fd, header.size, position)
-                if batch_crc(data, 0, header.size) != header.crc:
-                    raise CorruptRecordError(f"CRC mismatch in batch at offset {header.base_offset}")
-                if not self.can_index(header.last_offset) or header.base_offset < self.base_offset:
-                    raise CorruptRecordError(f"batch offset {header.base_offset} does not belong in this segment")
-            except (CorruptRecordError, InvalidRecordError, ValueError) as exc:
-                log.warning("truncating %s at position %d: %s", self.log_path, position, exc)
-                break
-            header.position = position
+        for header in self._checked_batches(0):
+            position = header.position
             if header.max_timestamp > self.max_timestamp:
                 self.max_timestamp = header.max_timestamp
                 self.offset_of_max_timestamp = header.last_offset
@@ -397,8 +416,7 @@ class LogSegment:
                 self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
                 self.bytes_since_last_index_entry = 0
             self.bytes_since_last_index_entry += header.size
-            position += header.size
-            valid_end = position
+            valid_end = position + header.size
         truncated = self.size - valid_end
         if truncated:
             os.ftruncate(self._fd, valid_end)

@@ -147,6 +147,26 @@ def test_torn_write_after_crash_is_truncated(broker):
     assert_same(confluent_consume(broker.bootstrap, topic, 10), sent + more)
 
 
+def test_torn_tail_after_a_clean_shutdown_is_truncated(broker):
+    """A clean-shutdown marker does not vouch for the file: a batch cut after a clean stop must not
+    hide what is appended next from a consumer that checks CRCs."""
+    topic = unique_topic("dur-clean-torn")
+    sent = sample_messages(8)
+    confluent_produce(broker.bootstrap, topic, sent[:6], acks="all")
+    confluent_produce(broker.bootstrap, topic, sent[6:], acks="all")  # the last batch: offsets 6 and 7
+    assert broker.stop() == 0, broker.read_log()
+    [segment] = sorted((broker.data_dir / f"{topic}-0").glob("*.log"))
+    size = segment.stat().st_size
+    with open(segment, "r+b") as f:
+        f.truncate(size - 30)  # into the last batch
+    broker.start()
+    more = sample_messages(1, ts_base=1_720_000_000_000)
+    assert confluent_produce(broker.bootstrap, topic, more) == [6]
+    got = confluent_consume(broker.bootstrap, topic, 7, **{"check.crcs": True})
+    assert_same(got, sent[:6] + more)
+    assert "damaged batch" in broker.log_path.read_text(errors="replace")
+
+
 # -- idempotent produce: a retried request is deduplicated -------------------------------------------
 
 
