@@ -140,9 +140,19 @@ class Controller:
         topic = TopicAssignment(name, partitions_map)
         if validate_only:
             return topic
+        # Two brokers may create the same topic at once (say, __consumer_offsets for two groups'
+        # first FindCoordinator). As in Kafka, the config is set-or-created and the topic znode
+        # decides: whoever creates it second gets TOPIC_ALREADY_EXISTS, a retriable answer.
         with self.store.batch():
-            self.store.create(model.topic_config_path(name), model.topic_config_json(configs), makepath=True)
-            self.store.create(model.topic_path(name), topic.to_json(), makepath=True)
+            config_path, config = model.topic_config_path(name), model.topic_config_json(configs)
+            try:
+                self.store.create(config_path, config, makepath=True)
+            except NodeExistsError:
+                self.store.set(config_path, config)
+            try:
+                self.store.create(model.topic_path(name), topic.to_json(), makepath=True)
+            except NodeExistsError:
+                raise TopicAlreadyExistsError(f"topic '{name}' already exists") from None
             if self.is_active:
                 self._create_partition_states(name, partitions_map, brokers)
         log.info("created topic %s with %d partitions", name, len(partitions_map))
@@ -164,7 +174,10 @@ class Controller:
             live = [b for b in replicas if b in brokers]
             leader = live[0] if live else NO_LEADER
             state = PartitionState(leader, 0, live or list(replicas[:1]), self.epoch)
-            self.store.create(model.partition_state_path(name, partition), state.to_json(), makepath=True)
+            try:
+                self.store.create(model.partition_state_path(name, partition), state.to_json(), makepath=True)
+            except NodeExistsError:
+                pass  # a reconcile pass made it first
 
     def delete_topic(self, name: str) -> None:
         if name not in self.topics():

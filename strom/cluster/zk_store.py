@@ -4,6 +4,11 @@ Watches and session events arrive on kazoo's threads; callers that touch asyncio
 hop back to their loop (the broker does, with call_soon_threadsafe). A lost session (expired)
 deletes this broker's ephemeral nodes, exactly as in Kafka; ``session_listeners`` are told when
 a new session replaces it, so the broker can register again.
+
+Every call is bounded: kazoo's plain methods wait forever while the connection is suspended,
+and they run on the broker's event loop, so one unanswered call would freeze the broker (and
+its shutdown). Calls go through kazoo's async methods and wait at most the session timeout,
+then raise StoreError, which callers already treat as "ZooKeeper is unavailable".
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ def _translate(exc: Exception) -> Exception:
 class ZkStore(MetadataStore):
     def __init__(self, connect: str, session_timeout_ms: int = 18000, connection_timeout_ms: int | None = None):
         self.client = KazooClient(hosts=connect, timeout=session_timeout_ms / 1000)
+        self.call_timeout_s = session_timeout_ms / 1000
         self.session_listeners: list[Callable[[str], None]] = []  # called with "lost" / "connected"
         self._lost = False
         self._wrappers: dict[Watcher, Callable] = {}  # one kazoo callback per watcher, so kazoo dedups
@@ -81,42 +87,65 @@ class ZkStore(MetadataStore):
             wrapper = self._wrappers[watch] = lambda event: watch(event.path)
         return wrapper
 
-    def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False, makepath: bool = False) -> None:
+    def _call(self, started):
+        """Wait for a kazoo async call, at most ``call_timeout_s``."""
         try:
-            self.client.create(path, data, ephemeral=ephemeral, makepath=makepath)
+            return started.get(timeout=self.call_timeout_s)
+        except KazooTimeoutError:
+            raise StoreError(f"ZooKeeper did not answer within {self.call_timeout_s:.0f}s") from None
         except Exception as exc:
             raise _translate(exc) from None
 
-    def get(self, path: str, watch: Watcher | None = None) -> tuple[bytes, int]:
+    def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False, makepath: bool = False) -> None:
         try:
-            data, stat = self.client.get(path, watch=self._wrap(watch))
+            started = self.client.create_async(path, data, ephemeral=ephemeral, makepath=makepath)
         except Exception as exc:
             raise _translate(exc) from None
+        self._call(started)
+
+    def get(self, path: str, watch: Watcher | None = None) -> tuple[bytes, int]:
+        try:
+            started = self.client.get_async(path, watch=self._wrap(watch))
+        except Exception as exc:
+            raise _translate(exc) from None
+        data, stat = self._call(started)
         return data, stat.version
 
     def set(self, path: str, data: bytes, version: int = -1) -> int:
         try:
-            return self.client.set(path, data, version=version).version
+            started = self.client.set_async(path, data, version=version)
         except Exception as exc:
             raise _translate(exc) from None
+        return self._call(started).version
 
     def delete(self, path: str, version: int = -1, *, recursive: bool = False) -> None:
+        if recursive:  # children first, each call bounded; a path already gone is fine (as in kazoo)
+            try:
+                for child in self.children(path):
+                    self.delete(f"{path.rstrip('/')}/{child}", recursive=True)
+                self.delete(path)
+            except NoNodeError:
+                pass
+            return
         try:
-            self.client.delete(path, version=version, recursive=recursive)
+            started = self.client.delete_async(path, version=version)
         except Exception as exc:
             raise _translate(exc) from None
+        self._call(started)
 
     def exists(self, path: str, watch: Watcher | None = None) -> bool:
         try:
-            return self.client.exists(path, watch=self._wrap(watch)) is not None
+            started = self.client.exists_async(path, watch=self._wrap(watch))
         except Exception as exc:
             raise _translate(exc) from None
+        return self._call(started) is not None
 
     def children(self, path: str, watch: Watcher | None = None) -> list[str]:
         try:
-            return sorted(self.client.get_children(path, watch=self._wrap(watch)))
+            started = self.client.get_children_async(path, watch=self._wrap(watch))
         except Exception as exc:
             raise _translate(exc) from None
+        return sorted(self._call(started))
 
     def close(self) -> None:
         try:

@@ -25,7 +25,7 @@ from strom.cluster.controller import Controller
 from strom.cluster.local_store import LocalStore
 from strom.cluster.metadata_cache import MetadataCache
 from strom.cluster.model import Broker as BrokerInfo
-from strom.cluster.store import MetadataStore, NodeExistsError
+from strom.cluster.store import MetadataStore, NodeExistsError, StoreError
 from strom.group.coordinator import GroupCoordinator
 from strom.group.offset_store import OFFSETS_TOPIC
 from strom.protocol.errors import TopicAlreadyExistsError
@@ -218,6 +218,9 @@ class Broker:
             return
         try:
             self.refresh_metadata()
+        except StoreError as exc:  # ZooKeeper unreachable for now: expected while it is down
+            log.warning("metadata reload failed (%s); retrying", exc)
+            self._reload_handle = self._loop.call_later(0.5, self._reload)
         except Exception:
             log.exception("metadata reload failed; retrying")
             self._reload_handle = self._loop.call_later(0.5, self._reload)
@@ -330,14 +333,23 @@ class Broker:
                 connection.transport.close()
         for task in self._background:
             task.cancel()
-        await asyncio.gather(*self._background, return_exceptions=True)
+        # Every step is bounded: a shutdown that hangs is worse than one that skips a courtesy.
+        await self._bounded(asyncio.gather(*self._background, return_exceptions=True), "background tasks")
         if self.replica_manager is not None:
-            await self.replica_manager.fetchers.shutdown()
+            await self._bounded(self.replica_manager.fetchers.shutdown(), "replica fetchers")
         if self.log_manager is not None:
             self.log_manager.shutdown()
         if self.store is not None:
-            self.store.close()
+            await self._bounded(asyncio.get_running_loop().run_in_executor(None, self.store.close),
+                                "closing the metadata store")
         log.info("broker %d stopped", self.broker_id)
+
+    @staticmethod
+    async def _bounded(step, what: str) -> None:
+        try:
+            await asyncio.wait_for(step, SHUTDOWN_GRACE_S)
+        except asyncio.TimeoutError:
+            log.warning("shutdown: %s did not finish within %.0fs; going on", what, SHUTDOWN_GRACE_S)
 
 
 def run_broker(config: BrokerConfig) -> int:
