@@ -60,6 +60,13 @@ class MetadataStore(ABC):
     @abstractmethod
     def close(self) -> None: ...
 
+    def unconfirmed_for(self) -> float:
+        """Seconds since this broker last knew its session (registration) alive; 0 while it does.
+
+        The embedded store has no session to lose.
+        """
+        return 0.0
+
     @contextlib.contextmanager
     def batch(self):
         """Group many writes; a store may make them durable once at the end (no atomicity implied)."""

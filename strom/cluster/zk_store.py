@@ -7,13 +7,15 @@ a new session replaces it, so the broker can register again.
 
 Every call is bounded: kazoo's plain methods wait forever while the connection is suspended,
 and they run on the broker's event loop, so one unanswered call would freeze the broker (and
-its shutdown). Calls go through kazoo's async methods and wait at most the session timeout,
-then raise StoreError, which callers already treat as "ZooKeeper is unavailable".
+its shutdown). While the connection is down a call fails at once; otherwise it goes through
+kazoo's async methods and waits at most the session timeout. Either way it raises StoreError,
+which callers already treat as "ZooKeeper is unavailable".
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from typing import Callable
 
 from kazoo.client import KazooClient, KazooState
@@ -52,6 +54,7 @@ class ZkStore(MetadataStore):
     def __init__(self, connect: str, session_timeout_ms: int = 18000, connection_timeout_ms: int | None = None):
         self.client = KazooClient(hosts=connect, timeout=session_timeout_ms / 1000)
         self.call_timeout_s = session_timeout_ms / 1000
+        self._suspended_since: float | None = None  # monotonic time the connection dropped
         self.session_listeners: list[Callable[[str], None]] = []  # called with "lost" / "connected"
         self._lost = False
         self._wrappers: dict[Watcher, Callable] = {}  # one kazoo callback per watcher, so kazoo dedups
@@ -64,6 +67,10 @@ class ZkStore(MetadataStore):
             self.client.ensure_path("/")
 
     def _on_state(self, state: str) -> None:
+        if state == KazooState.SUSPENDED:
+            self._suspended_since = time.monotonic()
+        elif state == KazooState.CONNECTED:
+            self._suspended_since = None
         if state == KazooState.LOST:
             log.warning("ZooKeeper session expired: ephemeral registrations are gone")
             self._lost = True
@@ -74,6 +81,13 @@ class ZkStore(MetadataStore):
             log.info("new ZooKeeper session established")
             for listener in list(self.session_listeners):
                 listener("connected")
+
+    def unconfirmed_for(self) -> float:
+        """A lost session is unconfirmed for good (until a new one); a dropped connection since it dropped."""
+        if self._lost:
+            return float("inf")
+        since = self._suspended_since
+        return 0.0 if since is None else time.monotonic() - since
 
     @property
     def session_id(self) -> int:
@@ -87,6 +101,10 @@ class ZkStore(MetadataStore):
             wrapper = self._wrappers[watch] = lambda event: watch(event.path)
         return wrapper
 
+    def _check_connected(self) -> None:
+        if self._lost or self._suspended_since is not None:
+            raise StoreError("not connected to ZooKeeper")
+
     def _call(self, started):
         """Wait for a kazoo async call, at most ``call_timeout_s``."""
         try:
@@ -97,6 +115,7 @@ class ZkStore(MetadataStore):
             raise _translate(exc) from None
 
     def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False, makepath: bool = False) -> None:
+        self._check_connected()
         try:
             started = self.client.create_async(path, data, ephemeral=ephemeral, makepath=makepath)
         except Exception as exc:
@@ -104,6 +123,7 @@ class ZkStore(MetadataStore):
         self._call(started)
 
     def get(self, path: str, watch: Watcher | None = None) -> tuple[bytes, int]:
+        self._check_connected()
         try:
             started = self.client.get_async(path, watch=self._wrap(watch))
         except Exception as exc:
@@ -112,6 +132,7 @@ class ZkStore(MetadataStore):
         return data, stat.version
 
     def set(self, path: str, data: bytes, version: int = -1) -> int:
+        self._check_connected()
         try:
             started = self.client.set_async(path, data, version=version)
         except Exception as exc:
@@ -127,6 +148,7 @@ class ZkStore(MetadataStore):
             except NoNodeError:
                 pass
             return
+        self._check_connected()
         try:
             started = self.client.delete_async(path, version=version)
         except Exception as exc:
@@ -134,6 +156,7 @@ class ZkStore(MetadataStore):
         self._call(started)
 
     def exists(self, path: str, watch: Watcher | None = None) -> bool:
+        self._check_connected()
         try:
             started = self.client.exists_async(path, watch=self._wrap(watch))
         except Exception as exc:
@@ -141,6 +164,7 @@ class ZkStore(MetadataStore):
         return self._call(started) is not None
 
     def children(self, path: str, watch: Watcher | None = None) -> list[str]:
+        self._check_connected()
         try:
             started = self.client.get_children_async(path, watch=self._wrap(watch))
         except Exception as exc:

@@ -41,6 +41,9 @@ class ReplicaManager:
         # called with (partition, is_leader) whenever this broker gains or loses a leadership
         self.leadership_listeners: list[Callable[[Partition, bool], None]] = []
         self._known_topics: set[str] | None = None
+        # Set while this broker cannot confirm its ZooKeeper session: it then leads nothing, as a
+        # KRaft broker fenced by its controller, so clients move to the leader elected meanwhile.
+        self.fenced = False
 
     def apply_metadata(self) -> None:
         """Bring local replicas in line with the metadata: create, lead, follow or delete."""
@@ -149,6 +152,8 @@ class ReplicaManager:
 
     def leader_partition(self, topic: str, index: int) -> Partition:
         partition = self.get_partition(topic, index)
+        if self.fenced:
+            raise NotLeaderError(f"broker {self.broker_id} cannot confirm its ZooKeeper session and leads nothing")
         if not partition.is_leader:
             raise NotLeaderError(f"broker {self.broker_id} is not the leader of {topic}-{index}")
         return partition
@@ -163,7 +168,7 @@ class ReplicaManager:
 
     def append(self, topic: str, index: int, records, required_acks: int) -> LogAppendInfo:
         partition = self.partitions.get((topic, index))
-        if partition is None or not partition.is_leader:
+        if partition is None or not partition.is_leader or self.fenced:
             partition = self.leader_partition(topic, index)  # raises the precise error
         info = partition.append_as_leader(records, required_acks)
         self.purgatory.notify(partition.key)

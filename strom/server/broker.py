@@ -41,6 +41,7 @@ log = logging.getLogger("strom.broker")
 
 PORT_FILE = "strom.port"
 SHUTDOWN_GRACE_S = 5.0
+FENCE_CHECK_S = 0.2
 
 
 class Broker:
@@ -65,6 +66,8 @@ class Broker:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._reload_handle: asyncio.TimerHandle | None = None
         self._registration = b""
+        self._unfence_after_reload = False
+        self._reload_failing = False
         self.started_at = time.time()
 
     # -- startup -----------------------------------------------------------------------------------
@@ -122,6 +125,9 @@ class Broker:
         self._background.append(asyncio.create_task(run_every(
             max(0.05, config.replica_lag_time_max_ms / 2000), self.replica_manager.shrink_isrs, self._stop,
             "ISR check")))
+        if config.zookeeper_connect:
+            self._background.append(asyncio.create_task(run_every(
+                FENCE_CHECK_S, self._check_session, self._stop, "ZooKeeper session check")))
         if config.auto_leader_rebalance_enable:
             self._background.append(asyncio.create_task(run_every(
                 config.leader_imbalance_check_interval_seconds, self._rebalance_leaders, self._stop,
@@ -188,8 +194,37 @@ class Broker:
         """ZooKeeper session lost / re-established (kazoo's thread): hop to the loop."""
         self._loop.call_soon_threadsafe(self._handle_session_event, event)
 
+    def _check_session(self) -> None:
+        """Fence this broker while its ZooKeeper session cannot be confirmed (KRaft's broker fencing).
+
+        ZooKeeper expires a silent session after zookeeper.session.timeout.ms, and the controller
+        then elects other leaders; a broker cut off from ZooKeeper but not from its clients would
+        go on answering as leader, acknowledging nothing (acks=all) or, worse, serving stale
+        reads. The client notices a dropped connection about two thirds into the timeout, so a
+        broker unconfirmed for a third of it more is fenced about when the session expires: it
+        answers NOT_LEADER_OR_FOLLOWER and claims no leadership in Metadata, and clients move.
+        It is unfenced once the session is confirmed and metadata has been reloaded.
+        """
+        replicas = self.replica_manager
+        unconfirmed = self.store.unconfirmed_for()
+        if not replicas.fenced and unconfirmed > self.config.zookeeper_session_timeout_ms / 3000:
+            self._fence(f"its ZooKeeper session is unconfirmed for {min(unconfirmed, 1e9):.1f}s")
+        elif replicas.fenced and unconfirmed == 0 and not self._unfence_after_reload:
+            self._unfence_after_reload = True
+            self._schedule_reload()
+
+    def _fence(self, reason: str) -> None:
+        if self.replica_manager.fenced:
+            return
+        log.warning("broker %d fenced: %s; it leads nothing until the session is confirmed", self.broker_id, reason)
+        self.replica_manager.fenced = True
+        self._unfence_after_reload = False
+        for key in list(self.replica_manager.partitions):
+            self.replica_manager.purgatory.notify(key)  # waiting produces and fetches re-check leadership
+
     def _handle_session_event(self, event: str) -> None:
         if event == "lost":
+            self._fence("its ZooKeeper session expired")
             self.controller.resign()
         elif event == "connected":
             log.info("re-registering broker %d after a ZooKeeper session expiry", self.broker_id)
@@ -218,9 +253,19 @@ class Broker:
             return
         try:
             self.refresh_metadata()
+            if self._reload_failing:
+                self._reload_failing = False
+                log.info("metadata reloaded after ZooKeeper came back")
+            if self._unfence_after_reload and self.store.unconfirmed_for() == 0:
+                self._unfence_after_reload = False
+                self.replica_manager.fenced = False
+                log.info("broker %d unfenced: ZooKeeper session confirmed and metadata reloaded", self.broker_id)
         except StoreError as exc:  # ZooKeeper unreachable for now: expected while it is down
-            log.warning("metadata reload failed (%s); retrying", exc)
+            if not self._reload_failing:  # once per outage, not twice a second
+                log.warning("metadata reload failed (%s); retrying every 0.5s", exc)
+            self._reload_failing = True
             self._reload_handle = self._loop.call_later(0.5, self._reload)
+            return
         except Exception:
             log.exception("metadata reload failed; retrying")
             self._reload_handle = self._loop.call_later(0.5, self._reload)

@@ -16,11 +16,12 @@ OPERATIONS_NOT_REQUESTED = -(2**31)
 
 def partition_entries(broker, info) -> list[dict]:
     live = broker.metadata.brokers
+    fenced_self = broker.broker_id if broker.replica_manager.fenced else None  # claims no leadership
     entries = []
     for index in sorted(info.replicas):
         replicas = info.replicas[index]
         state = info.states.get(index)
-        leader = state.leader if state and state.leader in live else -1
+        leader = state.leader if state and state.leader in live and state.leader != fenced_self else -1
         entries.append({
             "error_code": ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
             "partition_index": index,

@@ -145,7 +145,7 @@ def _committed(broker, topic: str, result: PartitionResult) -> bool:
     if result.wait_for < 0:
         return True
     partition = broker.replica_manager.partitions.get((topic, result.index))
-    if partition is None or not partition.is_leader:
+    if partition is None or not partition.is_leader or broker.replica_manager.fenced:
         result.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
         result.message = "leadership moved before the append was replicated"
     elif partition.log.high_watermark < result.wait_for:
