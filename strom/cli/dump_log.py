@@ -1,7 +1,9 @@
 """``strom dump-log FILE...``: Kafka's DumpLogSegments for strom's (Kafka's) segment files.
 
 For .log files every batch with its header fields and CRC check, and with --print-data-log
-every record (transaction markers as Kafka prints them: ``endTxnMarker: COMMIT``); for .index and
+every record (transaction markers as Kafka prints them: ``endTxnMarker: COMMIT``; the records of
+__consumer_offsets and __transaction_state decoded as JSON, as Kafka's --offsets-decoder and
+--transaction-log-decoder do, chosen from the partition directory's name); for .index and
 .timeindex files every entry, flagged where it disagrees with the segment's .log next to it; for
 .txnindex files every aborted transaction.
 """
@@ -9,6 +11,8 @@ every record (transaction markers as Kafka prints them: ``endTxnMarker: COMMIT``
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import os
 import sys
 from typing import TextIO
@@ -22,7 +26,9 @@ from strom.protocol.records import (
     read_batch_header,
     read_control_record,
 )
+from strom.group import records as group_records
 from strom.storage.txn_index import CorruptTxnIndexError, TransactionIndex
+from strom.txn import records as txn_records
 
 TIMESTAMP_NAMES = {0: "CreateTime", 1: "LogAppendTime"}
 
@@ -31,6 +37,53 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("files", nargs="+", metavar="FILE", help=".log, .index, .timeindex or .txnindex files")
     parser.add_argument("--print-data-log", action="store_true", help="print every record's key, value and headers")
     parser.add_argument("--max-bytes", type=int, default=2**31 - 1, help="stop after this many bytes of a .log")
+    parser.add_argument("--offsets-decoder", action="store_true",
+                        help="decode records as __consumer_offsets records (implied in its partition directories)")
+    parser.add_argument("--transaction-log-decoder", action="store_true",
+                        help="decode records as __transaction_state records (implied in its partition directories)")
+
+
+def _decode_offsets_record(key: bytes, value: bytes | None) -> tuple[str, str]:
+    decoded = group_records.decode_key(key)
+    if isinstance(decoded, group_records.OffsetKey):
+        payload = None if value is None else dataclasses.asdict(group_records.decode_offset_value(value))
+        kind = "offset_commit"
+    else:
+        payload = None if value is None else dataclasses.asdict(group_records.decode_group_value(value))
+        kind = "group_metadata"
+        if payload is not None:
+            for member in payload["members"]:  # opaque protocol bytes: their sizes say enough
+                member["subscription"] = len(member["subscription"])
+                member["assignment"] = len(member["assignment"])
+    return (json.dumps({"type": kind, "data": dataclasses.asdict(decoded)}),
+            "<DELETE>" if payload is None else json.dumps(payload))
+
+
+def _decode_transaction_record(key: bytes, value: bytes | None) -> tuple[str, str]:
+    key_json = json.dumps({"type": str(txn_records.KEY_VERSION),
+                           "data": {"transactionalId": txn_records.decode_key(key)}})
+    if value is None:
+        return key_json, "<DELETE>"
+    v = txn_records.decode_value(value)
+    return key_json, json.dumps({"version": str(txn_records.VALUE_VERSION), "data": {
+        "producerId": v.producer_id, "producerEpoch": v.producer_epoch, "transactionTimeoutMs": v.timeout_ms,
+        "transactionStatus": v.state.display_name,
+        "transactionPartitions": [{"topic": t, "partitionIds": ps} for t, ps in sorted(v.partitions.items())],
+        "transactionLastUpdateTimestampMs": v.last_update_ms, "transactionStartTimestampMs": v.start_ms}})
+
+
+def _decoder_for(path: str, args: argparse.Namespace):
+    directory = os.path.basename(os.path.dirname(os.path.abspath(path)))
+    if getattr(args, "transaction_log_decoder", False) or directory.startswith("__transaction_state-"):
+        return _decode_transaction_record
+    if getattr(args, "offsets_decoder", False) or directory.startswith("__consumer_offsets-"):
+        return _decode_offsets_record
+    return None
+
+
+def _plain_record(key: bytes | None, value: bytes | None) -> tuple[str, str]:
+    return ("" if key is None else key.decode("utf-8", "replace"),
+            "" if value is None else value.decode("utf-8", "replace"))
 
 
 def scan_log(path: str, max_bytes: int = -1) -> tuple[list[tuple[BatchHeader, bytes]], str | None]:
@@ -53,7 +106,7 @@ def _bool(value: bool) -> str:
     return "true" if value else "false"
 
 
-def dump_log(path: str, print_data: bool, max_bytes: int, out: TextIO) -> None:
+def dump_log(path: str, print_data: bool, max_bytes: int, out: TextIO, decoder=None) -> None:
     base = os.path.basename(path).split(".")[0]
     out.write(f"Dumping {path}\nLog starting offset: {int(base) if base.isdigit() else 0}\n")
     batches, damage = scan_log(path, max_bytes)
@@ -77,8 +130,12 @@ def dump_log(path: str, print_data: bool, max_bytes: int, out: TextIO) -> None:
                 continue
             for record in decode_batch_records(data, header_at_zero):
                 keys = ",".join(k for k, _ in record.headers)
-                key = "" if record.key is None else record.key.decode("utf-8", "replace")
-                value = "" if record.value is None else record.value.decode("utf-8", "replace")
+                key, value = _plain_record(record.key, record.value)
+                if decoder is not None and record.key is not None:
+                    try:
+                        key, value = decoder(record.key, record.value)
+                    except group_records.RecordFormatError as exc:
+                        value = f"{value} (undecodable: {exc})"
                 out.write(
                     f"| offset: {record.offset} {TIMESTAMP_NAMES[header.timestamp_type]}: {record.timestamp} "
                     f"keySize: {-1 if record.key is None else len(record.key)} "
@@ -160,7 +217,7 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
             print(f"strom dump-log: {path}: no such file", file=sys.stderr)
             status = 1
         elif path.endswith(".log"):
-            dump_log(path, args.print_data_log, args.max_bytes, out)
+            dump_log(path, args.print_data_log, args.max_bytes, out, _decoder_for(path, args))
         elif path.endswith((".index", ".timeindex")):
             if dump_index(path, out):
                 status = 2

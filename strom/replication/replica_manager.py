@@ -17,7 +17,7 @@ from strom.cluster.store import BadVersionError, NoNodeError, StoreError
 from strom.replication.fetcher import ReplicaFetcherManager
 
 from strom.cluster.metadata_cache import MetadataCache
-from strom.protocol.errors import NotLeaderError, UnknownTopicOrPartitionError
+from strom.protocol.errors import NotLeaderError, RequestTimedOutError, UnknownTopicOrPartitionError
 from strom.replication.partition import Partition
 from strom.replication.purgatory import Purgatory
 from strom.storage.log import LogAppendInfo
@@ -164,6 +164,31 @@ class ReplicaManager:
         partition = self.leader_partition(topic, index)
         info = partition.append_marker_as_leader(producer_id, producer_epoch, commit, coordinator_epoch)
         self.purgatory.notify(partition.key)
+        return info
+
+    async def wait_committed(self, topic: str, index: int, offset: int, timeout_s: float) -> None:
+        """Wait until the high watermark passes ``offset`` (acks=all for the broker's own writes).
+
+        Raises NotLeaderError when leadership is lost meanwhile (the write may be truncated by
+        the new leader) and RequestTimedOutError when the followers do not catch up in time.
+        """
+        key = (topic, index)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            held = self.partitions.get(key)
+            if held is None or not held.is_leader or self.fenced:
+                raise NotLeaderError(f"broker {self.broker_id} lost the leadership of {topic}-{index}")
+            if held.log.high_watermark > offset:
+                return
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise RequestTimedOutError(f"{topic}-{index} did not replicate offset {offset} in {timeout_s:.0f}s")
+            await self.purgatory.wait([key], left)
+
+    async def append_committed(self, topic: str, index: int, records, timeout_s: float) -> LogAppendInfo:
+        """Append as leader with acks=all semantics (min.insync.replicas checked) and wait for the HW."""
+        info = self.append(topic, index, records, -1)
+        await self.wait_committed(topic, index, info.last_offset, timeout_s)
         return info
 
     def append(self, topic: str, index: int, records, required_acks: int) -> LogAppendInfo:

@@ -34,6 +34,7 @@ from strom.server.config import BrokerConfig
 from strom.server.connection import Connection
 from strom.server.dispatcher import Dispatcher
 from strom.server.periodic import run_every
+from strom.txn.coordinator import TRANSACTION_STATE_TOPIC, TransactionCoordinator
 from strom.txn.producer_ids import ProducerIdManager
 from strom.storage.log_manager import LogManager, SchedulerIntervals
 
@@ -57,6 +58,7 @@ class Broker:
         self.log_manager: LogManager | None = None
         self.replica_manager: ReplicaManager | None = None
         self.controller: Controller | None = None
+        self.transaction_coordinator: TransactionCoordinator | None = None
         self.host = ""
         self.port = 0
         self._server: asyncio.AbstractServer | None = None
@@ -103,6 +105,8 @@ class Broker:
         self.replica_manager = ReplicaManager(self)
         self.group_coordinator = GroupCoordinator(self)
         self.replica_manager.leadership_listeners.append(self.group_coordinator.on_leadership_change)
+        self.transaction_coordinator = TransactionCoordinator(self)
+        self.replica_manager.leadership_listeners.append(self.transaction_coordinator.on_leadership_change)
         self.store.ensure_path(model.BROKERS_IDS)
         self.store.ensure_path(model.BROKERS_TOPICS)
         self.store.ensure_path(model.CONFIG_TOPICS)
@@ -122,6 +126,7 @@ class Broker:
         self._background.append(asyncio.create_task(run_every(
             config.offsets_retention_check_interval_ms / 1000, self.group_coordinator.expire_and_log, self._stop,
             "offset expiry")))
+        self._background.append(asyncio.create_task(self.transaction_coordinator.run_timers()))
         self._background.append(asyncio.create_task(run_every(
             max(0.05, config.replica_lag_time_max_ms / 2000), self.replica_manager.shrink_isrs, self._stop,
             "ISR check")))
@@ -324,6 +329,24 @@ class Broker:
         except TopicAlreadyExistsError:
             self.refresh_metadata()
 
+    def ensure_transaction_state_topic(self) -> None:
+        """Create __transaction_state on first use, capped at the live brokers like __consumer_offsets."""
+        if TRANSACTION_STATE_TOPIC in self.metadata.topics:
+            return
+        factor = max(1, min(self.config.transaction_state_log_replication_factor, len(self.metadata.brokers)))
+        try:
+            self.create_topic(TRANSACTION_STATE_TOPIC, self.config.transaction_state_log_num_partitions, factor, {
+                "cleanup.policy": "compact", "compression.type": "uncompressed",
+                "min.insync.replicas": str(min(self.config.transaction_state_log_min_isr, factor)),
+                "unclean.leader.election.enable": "false",
+                "segment.bytes": str(self.config.transaction_state_log_segment_bytes)})
+        except TopicAlreadyExistsError:
+            self.refresh_metadata()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
     # -- serving -----------------------------------------------------------------------------------
     def request_stop(self) -> None:
         self._shutdown_requested.set()
@@ -380,6 +403,8 @@ class Broker:
             task.cancel()
         # Every step is bounded: a shutdown that hangs is worse than one that skips a courtesy.
         await self._bounded(asyncio.gather(*self._background, return_exceptions=True), "background tasks")
+        if self.transaction_coordinator is not None:
+            await self._bounded(self.transaction_coordinator.shutdown(), "transaction markers")
         if self.replica_manager is not None:
             await self._bounded(self.replica_manager.fetchers.shutdown(), "replica fetchers")
         if self.log_manager is not None:

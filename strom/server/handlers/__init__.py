@@ -16,8 +16,9 @@ _MODULE_NAMES = [
     "incremental_alter_configs", "delete_records", "describe_cluster", "describe_log_dirs",
     "offset_for_leader_epoch", "elect_leaders",
     "find_coordinator", "join_group", "sync_group", "heartbeat", "leave_group", "offset_commit",
-    "offset_fetch", "offset_delete", "list_groups", "describe_groups", "delete_groups",
-    "describe_producers",
+    "offset_fetch", "offset_delete", "txn_offset_commit", "list_groups", "describe_groups", "delete_groups",
+    "describe_producers", "add_partitions_to_txn", "add_offsets_to_txn", "end_txn", "write_txn_markers",
+    "describe_transactions", "list_transactions",
 ]
 _MODULES = [importlib.import_module(f"strom.server.handlers.{name}") for name in _MODULE_NAMES]
 

@@ -1,7 +1,8 @@
 """FindCoordinator: which broker coordinates a group (key type 0) or a transactional id (key type 1).
 
-The group coordinator is the leader of the group's __consumer_offsets partition. The topic is
-created on first use, as Kafka does, with offsets.topic.num.partitions partitions.
+The group coordinator is the leader of the group's __consumer_offsets partition, the
+transaction coordinator the leader of the id's __transaction_state partition. Both topics are
+created on first use, as Kafka does.
 """
 
 from __future__ import annotations
@@ -11,31 +12,39 @@ from strom.group.records import fits
 from strom.protocol.api import ApiKey, response_class
 from strom.protocol.entities import build, field_value
 from strom.protocol.errors import ErrorCode, KafkaError
+from strom.txn.coordinator import TRANSACTION_STATE_TOPIC
 
 API_KEY = ApiKey.FIND_COORDINATOR
 MIN_VERSION = 0
 MAX_VERSION = 4
 GROUP_KEY_TYPE = 0
+TRANSACTION_KEY_TYPE = 1
+
+
+def _error(key: str, code: int, message: str) -> dict:
+    return {"key": key, "error_code": code, "node_id": -1, "host": "", "port": -1, "error_message": message}
 
 
 def coordinator_for(broker, key: str, key_type: int) -> dict:
-    if key_type != GROUP_KEY_TYPE:
-        return {"key": key, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "node_id": -1, "host": "", "port": -1,
-                "error_message": "transaction coordinators are not available yet"}
+    if key_type not in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE):
+        return _error(key, ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}")
+    what = "group id" if key_type == GROUP_KEY_TYPE else "transactional id"
     if not key or not fits(key):
-        return {"key": key, "error_code": ErrorCode.INVALID_GROUP_ID, "node_id": -1, "host": "", "port": -1,
-                "error_message": "the group id is empty" if not key else "the group id is longer than 32767 bytes"}
+        return _error(key, ErrorCode.INVALID_GROUP_ID if key_type == GROUP_KEY_TYPE else ErrorCode.INVALID_REQUEST,
+                      f"the {what} is empty" if not key else f"the {what} is longer than 32767 bytes")
     try:
-        broker.ensure_offsets_topic()
+        if key_type == GROUP_KEY_TYPE:
+            broker.ensure_offsets_topic()
+            topic, partition = OFFSETS_TOPIC, broker.group_coordinator.store.partition_for(key)
+        else:
+            broker.ensure_transaction_state_topic()
+            topic, partition = TRANSACTION_STATE_TOPIC, broker.transaction_coordinator.partition_for(key)
     except KafkaError as exc:
-        return {"key": key, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "node_id": -1, "host": "",
-                "port": -1, "error_message": exc.message}
-    partition = broker.group_coordinator.store.partition_for(key)
-    leader = broker.metadata.leader_of(OFFSETS_TOPIC, partition)
+        return _error(key, ErrorCode.COORDINATOR_NOT_AVAILABLE, exc.message)
+    leader = broker.metadata.leader_of(topic, partition)
     node = broker.metadata.brokers.get(leader)
     if node is None:
-        return {"key": key, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "node_id": -1, "host": "",
-                "port": -1, "error_message": f"{OFFSETS_TOPIC}-{partition} has no leader"}
+        return _error(key, ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{topic}-{partition} has no leader")
     return {"key": key, "error_code": ErrorCode.NONE, "node_id": node.broker_id, "host": node.host,
             "port": node.port, "error_message": None}
 

@@ -85,17 +85,17 @@ def _unverified_partitions(broker, request) -> dict[tuple[str, int], BatchHeader
 
 
 async def _verify_then_append(ctx, request, unverified: dict[tuple[str, int], BatchHeader]):
-    coordinator = getattr(ctx.broker, "transaction_coordinator", None)
     first = next(iter(unverified.values()))
-    if coordinator is None:
-        codes = {tp: ErrorCode.INVALID_TXN_STATE for tp in unverified}
-    else:
-        codes = await coordinator.verify_partitions(request.transactional_id, first.producer_id,
-                                                    first.producer_epoch, list(unverified))
+    codes = await ctx.broker.transaction_coordinator.verify_partitions(
+        request.transactional_id, first.producer_id, first.producer_epoch, list(unverified))
     rejected = {}
     for tp, code in codes.items():
-        if code:
-            rejected[tp] = ErrorCode.NOT_ENOUGH_REPLICAS if code in _RETRIABLE_VERIFICATION else code
+        if code in _RETRIABLE_VERIFICATION:
+            rejected[tp] = ErrorCode.NOT_ENOUGH_REPLICAS
+        elif code == ErrorCode.PRODUCER_FENCED:  # as Kafka: a partition speaks of epochs, not of fencing
+            rejected[tp] = ErrorCode.INVALID_PRODUCER_EPOCH
+        elif code:
+            rejected[tp] = code
     result = _append_all(ctx, request, rejected)
     if result is not None and not isinstance(result, RawResponse):
         result = await result

@@ -1,0 +1,28 @@
+"""EndTxn: commit or abort the producer's transaction.
+
+Answered once PrepareCommit/PrepareAbort is committed to __transaction_state: from then on the
+outcome is decided and survives a coordinator failure; the markers follow asynchronously.
+"""
+
+from __future__ import annotations
+
+from strom.protocol.api import ApiKey, response_class
+from strom.protocol.entities import build
+from strom.protocol.errors import ErrorCode
+
+API_KEY = ApiKey.END_TXN
+MIN_VERSION = 0
+MAX_VERSION = 4
+FENCED_SINCE_VERSION = 2
+
+
+async def _handle(ctx, request):
+    code = await ctx.broker.transaction_coordinator.end_txn(request.transactional_id, request.producer_id,
+                                                            request.producer_epoch, request.committed)
+    if code == ErrorCode.PRODUCER_FENCED and ctx.api_version < FENCED_SINCE_VERSION:
+        code = ErrorCode.INVALID_PRODUCER_EPOCH
+    return build(response_class(API_KEY, ctx.api_version), {"throttle_time": 0, "error_code": code})
+
+
+def handle(ctx, request):
+    return _handle(ctx, request)

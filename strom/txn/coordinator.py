@@ -1,0 +1,427 @@
+"""The transaction coordinator (KIP-98): transactional ids, their producer epochs and their transactions.
+
+A broker coordinates the transactional ids whose __transaction_state partition it leads, just
+as the group coordinator follows __consumer_offsets. Every state change is written to that
+partition and committed (acks=all) before it is answered, so a new coordinator elected after
+a failure loads exactly what clients were told; it then finishes every transaction it finds
+in PrepareCommit or PrepareAbort, and keeps timing out the ones still Ongoing.
+
+Commit and abort are two-phase, as in Kafka: EndTxn writes PrepareCommit/PrepareAbort and is
+answered; the markers are then written to every partition of the transaction, and the
+CompleteCommit/CompleteAbort record ends it. Until then the id answers
+CONCURRENT_TRANSACTIONS, which clients retry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable
+
+from strom.group.offset_store import OFFSETS_TOPIC
+from strom.group.records import RecordFormatError, partition_for_group
+from strom.protocol.api import ApiKey
+from strom.protocol.errors import ErrorCode, KafkaError
+from strom.protocol.records import NewRecord, build_batch, iter_batch_headers, decode_batch_records
+from strom.replication.client import BrokerConnectionError
+from strom.txn import records as schema
+from strom.txn.markers import MarkerChannel
+from strom.txn.metadata import MAX_EPOCH, IllegalTransition, TxnMetadata, TxnTransition
+from strom.txn.records import TxnState
+
+if TYPE_CHECKING:
+    from strom.replication.partition import Partition
+    from strom.server.broker import Broker
+
+log = logging.getLogger("strom.txn")
+
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+STATE_WRITE_TIMEOUT_S = 10.0
+VERIFY_TIMEOUT_S = 5.0
+ADD_PARTITIONS_TO_TXN_VERIFY_VERSION = 4
+
+_RETRIABLE_WRITE_ERRORS = {ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+                           ErrorCode.REQUEST_TIMED_OUT, ErrorCode.KAFKA_STORAGE_ERROR}
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class InitResult:
+    error_code: int
+    producer_id: int = -1
+    producer_epoch: int = -1
+
+
+class TransactionCoordinator:
+    def __init__(self, broker: "Broker"):
+        self.broker = broker
+        self.config = broker.config
+        self.txns: dict[str, TxnMetadata] = {}
+        self.owned: set[int] = set()
+        self.markers = MarkerChannel(broker)
+        self._completions: set[asyncio.Task] = set()
+
+    # -- placement and ownership ---------------------------------------------------------------------
+    @property
+    def num_partitions(self) -> int:
+        info = self.broker.metadata.topics.get(TRANSACTION_STATE_TOPIC)
+        return info.partition_count if info else self.config.transaction_state_log_num_partitions
+
+    def partition_for(self, transactional_id: str) -> int:
+        """Kafka's Utils.abs(transactionalId.hashCode) % partitions, so strom picks Kafka's partition."""
+        return partition_for_group(transactional_id, self.num_partitions)
+
+    def coordinator_epoch(self, index: int) -> int:
+        """The state partition's leader epoch: markers carry it so that a deposed coordinator's lose."""
+        partition = self.broker.replica_manager.partitions.get((TRANSACTION_STATE_TOPIC, index))
+        return partition.leader_epoch if partition is not None else -1
+
+    def on_leadership_change(self, partition: "Partition", is_leader: bool) -> None:
+        if partition.topic != TRANSACTION_STATE_TOPIC:
+            return
+        if is_leader and partition.index not in self.owned:
+            self.owned.add(partition.index)
+            self._load(partition)
+        elif not is_leader and partition.index in self.owned:
+            self.owned.discard(partition.index)
+            for txn_id in [t for t, m in self.txns.items() if m.coordinator_partition == partition.index]:
+                del self.txns[txn_id]
+
+    def _load(self, partition: "Partition") -> None:
+        loaded: dict[str, TxnMetadata] = {}
+        for txn_id, value in _replay(partition):
+            if value is None:
+                loaded.pop(txn_id, None)
+            else:
+                loaded[txn_id] = TxnMetadata.from_log(txn_id, value, partition.index)
+        for txn_id, meta in loaded.items():
+            self.txns[txn_id] = meta
+            if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+                # the previous coordinator died between the two phases: finish what it promised
+                self._complete_later(meta, meta.state == TxnState.PREPARE_COMMIT)
+        if loaded:
+            log.info("loaded %d transactional ids from %s-%d", len(loaded), TRANSACTION_STATE_TOPIC, partition.index)
+
+    def coordinator_error(self, transactional_id: str | None) -> int:
+        if not transactional_id:
+            return ErrorCode.INVALID_REQUEST
+        if TRANSACTION_STATE_TOPIC not in self.broker.metadata.topics:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if self.partition_for(transactional_id) not in self.owned or self.broker.replica_manager.fenced:
+            return ErrorCode.NOT_COORDINATOR
+        return ErrorCode.NONE
+
+    def _owns(self, index: int, epoch: int) -> bool:
+        return index in self.owned and self.coordinator_epoch(index) == epoch
+
+    # -- writing state ---------------------------------------------------------------------------------
+    async def _write(self, meta: TxnMetadata, transition: TxnTransition, tombstone: bool = False) -> int:
+        """Write a prepared transition and complete it once committed; an error code (NONE on success)."""
+        index = meta.coordinator_partition
+        epoch = self.coordinator_epoch(index)
+        value = None if tombstone else schema.encode_value(transition.log_value())
+        batch = build_batch([NewRecord(value, key=schema.encode_key(meta.transactional_id),
+                                       timestamp=transition.update_ms)])
+        try:
+            await self.broker.replica_manager.append_committed(TRANSACTION_STATE_TOPIC, index, batch,
+                                                              STATE_WRITE_TIMEOUT_S)
+        except KafkaError as exc:
+            meta.abandon()
+            log.info("could not write the state of %s to %s-%d: %s", meta.transactional_id,
+                     TRANSACTION_STATE_TOPIC, index, exc)
+            if exc.error_code in _RETRIABLE_WRITE_ERRORS:
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE
+            return ErrorCode.NOT_COORDINATOR
+        if not self._owns(index, epoch) or self.txns.get(meta.transactional_id) is not meta:
+            meta.abandon()
+            return ErrorCode.NOT_COORDINATOR
+        meta.complete(transition)
+        return ErrorCode.NONE
+
+    # -- InitProducerId --------------------------------------------------------------------------------
+    async def init_producer_id(self, transactional_id: str, timeout_ms: int, producer_id: int = -1,
+                               producer_epoch: int = -1) -> InitResult:
+        error = self.coordinator_error(transactional_id)
+        if error:
+            return InitResult(error)
+        if not 0 < timeout_ms <= self.config.transaction_max_timeout_ms:
+            return InitResult(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
+        meta = self.txns.get(transactional_id)
+        fresh = meta is None
+        if fresh:
+            meta = self.txns[transactional_id] = TxnMetadata(
+                transactional_id, self.broker.producer_ids.next_id(), -1, timeout_ms,
+                coordinator_partition=self.partition_for(transactional_id))
+        if meta.pending is not None or meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            return InitResult(ErrorCode.CONCURRENT_TRANSACTIONS)
+        if producer_id >= 0 and not fresh:  # KIP-360: a known producer re-initialising
+            if (producer_id, producer_epoch) == (meta.producer_id, meta.last_producer_epoch) and \
+                    meta.state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
+                return InitResult(ErrorCode.NONE, meta.producer_id, meta.producer_epoch)  # a retry
+            if producer_id != meta.producer_id:
+                return InitResult(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+            if producer_epoch != meta.producer_epoch:
+                return InitResult(ErrorCode.PRODUCER_FENCED)
+        if meta.state == TxnState.ONGOING:
+            # A new incarnation of the producer: fence the old one and abort what it left open;
+            # the client retries and then gets the next epoch.
+            await self._fence_and_abort(meta)
+            return InitResult(ErrorCode.CONCURRENT_TRANSACTIONS)
+        if meta.state == TxnState.DEAD:
+            return InitResult(ErrorCode.CONCURRENT_TRANSACTIONS)
+        new_id, new_epoch = meta.producer_id, meta.producer_epoch + 1
+        if new_epoch >= MAX_EPOCH - 1:  # the epoch is exhausted: a new producer id, as Kafka
+            new_id, new_epoch = self.broker.producer_ids.next_id(), 0
+        transition = meta.prepare(TxnState.EMPTY, _now_ms(), producer_id=new_id, epoch=new_epoch,
+                                  timeout_ms=timeout_ms)
+        code = await self._write(meta, transition)
+        if code:
+            if fresh and self.txns.get(transactional_id) is meta and meta.producer_epoch < 0:
+                del self.txns[transactional_id]
+            return InitResult(code)
+        return InitResult(ErrorCode.NONE, meta.producer_id, meta.producer_epoch)
+
+    # -- adding partitions -------------------------------------------------------------------------
+    def _check_producer(self, transactional_id: str, producer_id: int, producer_epoch: int
+                        ) -> tuple[int, TxnMetadata | None]:
+        error = self.coordinator_error(transactional_id)
+        if error:
+            return error, None
+        meta = self.txns.get(transactional_id)
+        if meta is None or meta.producer_id != producer_id:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING, None
+        if meta.producer_epoch != producer_epoch:
+            return ErrorCode.PRODUCER_FENCED, None
+        return ErrorCode.NONE, meta
+
+    async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                             partitions: Iterable[tuple[str, int]]) -> int:
+        """Add partitions to the producer's transaction, starting one if none is open."""
+        error, meta = self._check_producer(transactional_id, producer_id, producer_epoch)
+        if error:
+            return error
+        wanted = set(partitions)
+        if meta.pending is not None or meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            return ErrorCode.CONCURRENT_TRANSACTIONS
+        if meta.state == TxnState.ONGOING and wanted <= meta.partitions:
+            return ErrorCode.NONE
+        try:
+            transition = meta.prepare(TxnState.ONGOING, _now_ms(), add=wanted)
+        except IllegalTransition:
+            return ErrorCode.INVALID_TXN_STATE
+        return await self._write(meta, transition)
+
+    def check_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                         partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """AddPartitionsToTxn v4 verify_only: which partitions the open transaction has added."""
+        partitions = list(partitions)
+        error, meta = self._check_producer(transactional_id, producer_id, producer_epoch)
+        if error:
+            return {tp: error for tp in partitions}
+        if meta.state != TxnState.ONGOING:
+            return {tp: ErrorCode.INVALID_TXN_STATE for tp in partitions}
+        return {tp: ErrorCode.NONE if tp in meta.partitions else ErrorCode.INVALID_TXN_STATE for tp in partitions}
+
+    async def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                                partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """KIP-890 part 1 for a partition leader: ask the coordinator whether the transaction added these."""
+        if TRANSACTION_STATE_TOPIC not in self.broker.metadata.topics:
+            return {tp: ErrorCode.COORDINATOR_NOT_AVAILABLE for tp in partitions}
+        index = self.partition_for(transactional_id)
+        leader = self.broker.metadata.leader_of(TRANSACTION_STATE_TOPIC, index)
+        if leader == self.broker.broker_id:
+            return self.check_partitions(transactional_id, producer_id, producer_epoch, partitions)
+        if leader < 0:
+            return {tp: ErrorCode.COORDINATOR_NOT_AVAILABLE for tp in partitions}
+        by_topic: dict[str, list[int]] = {}
+        for topic, p in partitions:
+            by_topic.setdefault(topic, []).append(p)
+        request = {"transactions": [{
+            "transactional_id": transactional_id, "producer_id": producer_id, "producer_epoch": producer_epoch,
+            "verify_only": True, "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}]}
+        try:
+            response = await self.markers.peers.request(leader, ApiKey.ADD_PARTITIONS_TO_TXN,
+                                                        ADD_PARTITIONS_TO_TXN_VERIFY_VERSION, request,
+                                                        VERIFY_TIMEOUT_S)
+        except BrokerConnectionError as exc:
+            log.info("verifying %s with coordinator %d: %s", transactional_id, leader, exc)
+            return {tp: ErrorCode.COORDINATOR_NOT_AVAILABLE for tp in partitions}
+        if response.error_code:
+            return {tp: int(response.error_code) for tp in partitions}
+        codes = {tp: ErrorCode.INVALID_TXN_STATE for tp in partitions}
+        for result in response.results_by_transaction:
+            for topic in result.topic_results:
+                for p in topic.results_by_partition:
+                    codes[(topic.name, p.partition_index)] = int(p.partition_error_code)
+        return codes
+
+    def offsets_partition(self, group_id: str) -> tuple[str, int]:
+        """The __consumer_offsets partition that AddOffsetsToTxn adds for a group."""
+        self.broker.ensure_offsets_topic()
+        return OFFSETS_TOPIC, self.broker.group_coordinator.store.partition_for(group_id)
+
+    # -- ending transactions -----------------------------------------------------------------------
+    async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> int:
+        error, meta = self._check_producer(transactional_id, producer_id, producer_epoch)
+        if error:
+            if error == ErrorCode.PRODUCER_FENCED and meta is None:
+                meta = self.txns.get(transactional_id)
+                # a retry of an EndTxn whose answer was lost, after a timeout fenced the epoch
+                if meta is not None and producer_epoch == meta.last_producer_epoch and not commit \
+                        and meta.state in (TxnState.PREPARE_ABORT, TxnState.COMPLETE_ABORT):
+                    return ErrorCode.NONE if meta.state == TxnState.COMPLETE_ABORT else \
+                        ErrorCode.CONCURRENT_TRANSACTIONS
+            return error
+        if meta.pending is not None:
+            return ErrorCode.CONCURRENT_TRANSACTIONS
+        state = meta.state
+        if state == TxnState.ONGOING:
+            return await self._prepare_end(meta, commit, meta.producer_epoch)
+        done, preparing = ((TxnState.COMPLETE_COMMIT, TxnState.PREPARE_COMMIT) if commit
+                           else (TxnState.COMPLETE_ABORT, TxnState.PREPARE_ABORT))
+        if state == done:
+            return ErrorCode.NONE  # a retry after the answer was lost
+        if state == preparing:
+            return ErrorCode.CONCURRENT_TRANSACTIONS
+        return ErrorCode.INVALID_TXN_STATE
+
+    async def _prepare_end(self, meta: TxnMetadata, commit: bool, epoch: int) -> int:
+        transition = meta.prepare(TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT, _now_ms(),
+                                  epoch=epoch)
+        code = await self._write(meta, transition)
+        if code == ErrorCode.NONE:
+            self._complete_later(meta, commit)
+        return code
+
+    async def _fence_and_abort(self, meta: TxnMetadata) -> int:
+        """Abort an open transaction under the next epoch, so that its producer is fenced everywhere."""
+        epoch = meta.producer_epoch + 1 if meta.producer_epoch + 1 < MAX_EPOCH else meta.producer_epoch
+        log.info("aborting the open transaction of %s (producer %d) and fencing epoch %d",
+                 meta.transactional_id, meta.producer_id, meta.producer_epoch)
+        return await self._prepare_end(meta, False, epoch)
+
+    def _complete_later(self, meta: TxnMetadata, commit: bool) -> None:
+        task = asyncio.get_running_loop().create_task(self._send_markers_and_complete(meta, commit))
+        self._completions.add(task)
+        task.add_done_callback(self._completions.discard)
+
+    async def _send_markers_and_complete(self, meta: TxnMetadata, commit: bool) -> None:
+        index = meta.coordinator_partition
+        epoch = self.coordinator_epoch(index)
+
+        def still_coordinator() -> bool:
+            return self._owns(index, epoch) and self.txns.get(meta.transactional_id) is meta
+
+        try:
+            written = await self.markers.write(meta.producer_id, meta.producer_epoch, commit, epoch,
+                                               meta.sorted_partitions, still_coordinator)
+            backoff = 0.05
+            while written and still_coordinator():
+                if meta.pending is None:
+                    transition = meta.prepare(TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT,
+                                              _now_ms())
+                    if await self._write(meta, transition) == ErrorCode.NONE:
+                        return
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 1.0)
+        except Exception:
+            log.exception("finishing the transaction of %s failed; the next coordinator will finish it",
+                          meta.transactional_id)
+
+    # -- timeouts and expiry -----------------------------------------------------------------------
+    async def abort_timed_out(self) -> None:
+        """Abort transactions open longer than their timeout (transaction.abort.timed.out...interval.ms)."""
+        now = _now_ms()
+        for meta in list(self.txns.values()):
+            if meta.state == TxnState.ONGOING and meta.pending is None and now > meta.start_ms + meta.timeout_ms:
+                await self._fence_and_abort(meta)
+
+    async def expire_transactional_ids(self) -> None:
+        """Forget ids idle for transactional.id.expiration.ms: a tombstone, then gone from memory."""
+        now = _now_ms()
+        idle = (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
+        for meta in list(self.txns.values()):
+            if meta.state in idle and meta.pending is None and \
+                    now - meta.update_ms > self.config.transactional_id_expiration_ms:
+                transition = meta.prepare(TxnState.DEAD, now)
+                if await self._write(meta, transition, tombstone=True) == ErrorCode.NONE:
+                    self.txns.pop(meta.transactional_id, None)
+                    log.info("transactional id %s expired", meta.transactional_id)
+
+    async def run_timers(self) -> None:
+        """Both periodic checks, each on its own interval."""
+        abort_every = self.config.transaction_abort_timed_out_transaction_cleanup_interval_ms / 1000
+        expire_every = self.config.transaction_remove_expired_transaction_cleanup_interval_ms / 1000
+        next_expiry = time.monotonic() + expire_every
+        while not self.broker.stopping:
+            await asyncio.sleep(abort_every)
+            try:
+                await self.abort_timed_out()
+                if time.monotonic() >= next_expiry:
+                    next_expiry = time.monotonic() + expire_every
+                    await self.expire_transactional_ids()
+            except Exception:
+                log.exception("transaction timers failed; retrying")
+
+    async def shutdown(self) -> None:
+        for task in list(self._completions):
+            task.cancel()
+        await asyncio.gather(*self._completions, return_exceptions=True)
+        self.markers.peers.close()
+
+    # -- describing --------------------------------------------------------------------------------
+    def describe(self, transactional_id: str) -> tuple[int, TxnMetadata | None]:
+        error = self.coordinator_error(transactional_id)
+        if error:
+            return error, None
+        meta = self.txns.get(transactional_id)
+        if meta is None or meta.producer_epoch < 0:
+            return ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, None
+        return ErrorCode.NONE, meta
+
+    def list(self, states: set[str], producer_ids: set[int], min_duration_ms: int) -> list[TxnMetadata]:
+        now = _now_ms()
+        found = []
+        for meta in self.txns.values():
+            if meta.producer_epoch < 0:
+                continue
+            if states and meta.state.display_name not in states:
+                continue
+            if producer_ids and meta.producer_id not in producer_ids:
+                continue
+            if min_duration_ms >= 0 and (meta.state != TxnState.ONGOING or now - meta.start_ms < min_duration_ms):
+                continue
+            found.append(meta)
+        return sorted(found, key=lambda m: m.transactional_id)
+
+
+def _replay(partition: "Partition"):
+    """Every (transactional id, value or None) of a state partition, in offset order."""
+    log_ = partition.log
+    offset = log_.log_start_offset
+    while offset < log_.log_end_offset:
+        data = log_.read(offset, 4 * 1024 * 1024, log_.log_end_offset)
+        if not data.slices:
+            return
+        chunk = b"".join(s.read() for s in data.slices)
+        last = offset - 1
+        for header in iter_batch_headers(chunk):
+            last = header.last_offset
+            if header.is_control:
+                continue
+            for record in decode_batch_records(chunk, header):
+                if record.offset < offset or record.key is None:
+                    continue
+                try:
+                    txn_id = schema.decode_key(record.key)
+                    yield txn_id, None if record.value is None else schema.decode_value(record.value)
+                except RecordFormatError as exc:
+                    log.warning("skipping unreadable record at %d in %s: %s", record.offset, log_.directory, exc)
+        if last < offset:
+            return
+        offset = last + 1

@@ -1,0 +1,120 @@
+"""One transactional id's state at its coordinator, and the transitions Kafka allows between states.
+
+A transition is first *prepared* (``pending`` is set, so concurrent requests for the same id
+get CONCURRENT_TRANSACTIONS), then written to __transaction_state, and only *completed* once
+that write is committed: the in-memory state never runs ahead of what a new coordinator would
+load after a failover.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from strom.txn.records import TxnLogValue, TxnState
+
+# Kafka's TransactionState.validPreviousStates.
+VALID_PREVIOUS = {
+    TxnState.EMPTY: {TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT},
+    TxnState.ONGOING: {TxnState.ONGOING, TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT},
+    TxnState.PREPARE_COMMIT: {TxnState.ONGOING},
+    TxnState.PREPARE_ABORT: {TxnState.ONGOING, TxnState.PREPARE_EPOCH_FENCE},
+    TxnState.COMPLETE_COMMIT: {TxnState.PREPARE_COMMIT},
+    TxnState.COMPLETE_ABORT: {TxnState.PREPARE_ABORT},
+    TxnState.DEAD: {TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT},
+    TxnState.PREPARE_EPOCH_FENCE: {TxnState.ONGOING},
+}
+
+MAX_EPOCH = 32767
+
+
+class IllegalTransition(Exception):
+    pass
+
+
+@dataclass
+class TxnTransition:
+    """What a transition will make of the metadata once its record is committed."""
+
+    state: TxnState
+    producer_id: int
+    producer_epoch: int
+    last_producer_epoch: int
+    timeout_ms: int
+    partitions: set[tuple[str, int]]
+    start_ms: int
+    update_ms: int
+
+    def log_value(self) -> TxnLogValue:
+        by_topic: dict[str, list[int]] = {}
+        for topic, index in self.partitions:
+            by_topic.setdefault(topic, []).append(index)
+        # Kafka stores PrepareEpochFence as the PrepareAbort it leads to (the state is never persisted)
+        state = TxnState.PREPARE_ABORT if self.state == TxnState.PREPARE_EPOCH_FENCE else self.state
+        return TxnLogValue(self.producer_id, self.producer_epoch, self.timeout_ms, state, by_topic,
+                           self.update_ms, self.start_ms)
+
+
+@dataclass
+class TxnMetadata:
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    state: TxnState = TxnState.EMPTY
+    partitions: set[tuple[str, int]] = field(default_factory=set)
+    start_ms: int = -1
+    update_ms: int = -1
+    # the epoch before the last bump, so that a producer retrying InitProducerId or EndTxn after
+    # its response was lost is recognised (Kafka's lastProducerEpoch)
+    last_producer_epoch: int = -1
+    pending: TxnState | None = None
+    coordinator_partition: int = 0
+
+    @classmethod
+    def from_log(cls, transactional_id: str, value: TxnLogValue, coordinator_partition: int) -> "TxnMetadata":
+        partitions = {(t, p) for t, ps in value.partitions.items() for p in ps}
+        return cls(transactional_id, value.producer_id, value.producer_epoch, value.timeout_ms, value.state,
+                   partitions, value.start_ms, value.last_update_ms, coordinator_partition=coordinator_partition)
+
+    def prepare(self, state: TxnState, now_ms: int, *, producer_id: int | None = None, epoch: int | None = None,
+                timeout_ms: int | None = None, add: set[tuple[str, int]] | None = None) -> TxnTransition:
+        """Check the move to ``state`` and mark it pending; the caller writes it, then completes or aborts it."""
+        if self.pending is not None:
+            raise IllegalTransition(f"{self.transactional_id} is already moving to {self.pending.name}")
+        if self.state not in VALID_PREVIOUS[state]:
+            raise IllegalTransition(f"{self.transactional_id} cannot go from {self.state.name} to {state.name}")
+        partitions = set(self.partitions)
+        start = self.start_ms
+        if state == TxnState.ONGOING:
+            if self.state != TxnState.ONGOING:
+                start = now_ms
+                partitions = set()
+            partitions |= add or set()
+        elif state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT, TxnState.DEAD):
+            partitions = set()
+        new_epoch = self.producer_epoch if epoch is None else epoch
+        transition = TxnTransition(
+            state, self.producer_id if producer_id is None else producer_id, new_epoch,
+            self.producer_epoch if new_epoch != self.producer_epoch else self.last_producer_epoch,
+            self.timeout_ms if timeout_ms is None else timeout_ms, partitions, start, now_ms)
+        self.pending = state
+        return transition
+
+    def complete(self, transition: TxnTransition) -> None:
+        self.state = transition.state
+        self.producer_id = transition.producer_id
+        if transition.producer_epoch != self.producer_epoch:
+            self.last_producer_epoch = self.producer_epoch
+        self.producer_epoch = transition.producer_epoch
+        self.timeout_ms = transition.timeout_ms
+        self.partitions = transition.partitions
+        self.start_ms = transition.start_ms
+        self.update_ms = transition.update_ms
+        self.pending = None
+
+    def abandon(self) -> None:
+        self.pending = None
+
+    @property
+    def sorted_partitions(self) -> list[tuple[str, int]]:
+        return sorted(self.partitions)
