@@ -39,6 +39,9 @@ log = logging.getLogger("strom.txn")
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 STATE_WRITE_TIMEOUT_S = 10.0
+# How long a request for an id that is mid-transition waits for it to settle before answering
+# CONCURRENT_TRANSACTIONS (Kafka answers at once, and clients back off for 20-100 ms).
+SETTLE_WAIT_S = 1.0
 VERIFY_TIMEOUT_S = 5.0
 ADD_PARTITIONS_TO_TXN_VERIFY_VERSION = 4
 
@@ -65,6 +68,7 @@ class TransactionCoordinator:
         self.owned: set[int] = set()
         self.markers = MarkerChannel(broker)
         self._completions: set[asyncio.Task] = set()
+        self._settled: dict[str, asyncio.Event] = {}
 
     # -- placement and ownership ---------------------------------------------------------------------
     @property
@@ -128,6 +132,15 @@ class TransactionCoordinator:
         batch = build_batch([NewRecord(value, key=schema.encode_key(meta.transactional_id),
                                        timestamp=transition.update_ms)])
         try:
+            return await self._append_and_complete(meta, transition, index, epoch, batch)
+        finally:
+            event = self._settled.pop(meta.transactional_id, None)
+            if event is not None:
+                event.set()
+
+    async def _append_and_complete(self, meta: TxnMetadata, transition: TxnTransition, index: int, epoch: int,
+                                   batch: bytes) -> int:
+        try:
             await self.broker.replica_manager.append_committed(TRANSACTION_STATE_TOPIC, index, batch,
                                                               STATE_WRITE_TIMEOUT_S)
         except KafkaError as exc:
@@ -143,6 +156,21 @@ class TransactionCoordinator:
         meta.complete(transition)
         return ErrorCode.NONE
 
+    async def _settle(self, meta: TxnMetadata) -> None:
+        """Wait (bounded) while the id is between states: the transition in flight, or the markers
+        of a commit/abort, usually finish within milliseconds, and answering
+        CONCURRENT_TRANSACTIONS would cost the client a retry backoff instead."""
+        deadline = time.monotonic() + SETTLE_WAIT_S
+        while meta.pending is not None or meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            left = deadline - time.monotonic()
+            if left <= 0 or self.txns.get(meta.transactional_id) is not meta:
+                return
+            event = self._settled.setdefault(meta.transactional_id, asyncio.Event())
+            try:
+                await asyncio.wait_for(event.wait(), left)
+            except asyncio.TimeoutError:
+                return
+
     # -- InitProducerId --------------------------------------------------------------------------------
     async def init_producer_id(self, transactional_id: str, timeout_ms: int, producer_id: int = -1,
                                producer_epoch: int = -1) -> InitResult:
@@ -157,6 +185,7 @@ class TransactionCoordinator:
             meta = self.txns[transactional_id] = TxnMetadata(
                 transactional_id, self.broker.producer_ids.next_id(), -1, timeout_ms,
                 coordinator_partition=self.partition_for(transactional_id))
+        await self._settle(meta)
         if meta.pending is not None or meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
             return InitResult(ErrorCode.CONCURRENT_TRANSACTIONS)
         if producer_id >= 0 and not fresh:  # KIP-360: a known producer re-initialising
@@ -206,6 +235,10 @@ class TransactionCoordinator:
         if error:
             return error
         wanted = set(partitions)
+        await self._settle(meta)
+        error, meta = self._check_producer(transactional_id, producer_id, producer_epoch)  # it may have moved on
+        if error:
+            return error
         if meta.pending is not None or meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
             return ErrorCode.CONCURRENT_TRANSACTIONS
         if meta.state == TxnState.ONGOING and wanted <= meta.partitions:
