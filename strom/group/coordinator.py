@@ -27,6 +27,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("strom.group")
 
+# Transaction coordinator errors of a verification that the client should retry.
+_RETRIABLE_VERIFICATION = {ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
+                           ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.CONCURRENT_TRANSACTIONS}
+
 OFFSET_METADATA_MAX_BYTES = 4096
 
 
@@ -40,6 +44,18 @@ class JoinResult:
     member_id: str = ""
     members: list[dict] | None = None
     skip_assignment: bool = False
+
+
+class _Offset:
+    """An ``on_append`` callback for OffsetStore.write that remembers where the batch went."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = -1
+
+    def __call__(self, offset: int) -> None:
+        self.value = offset
 
 
 def _join_error(code: int, member_id: str = "") -> JoinResult:
@@ -61,6 +77,9 @@ class GroupCoordinator:
         self.store = OffsetStore(broker)
         self.groups: dict[str, Group] = {}
         self.owned_partitions: set[int] = set()
+        # (offsets partition, producer id) -> groups holding that producer's pending offsets,
+        # so that a marker (complete_txn) finds them without scanning every group
+        self._txn_groups: dict[tuple[int, int], set[str]] = {}
 
     # -- ownership ---------------------------------------------------------------------------------
     def on_leadership_change(self, partition: "Partition", is_leader: bool) -> None:
@@ -73,32 +92,73 @@ class GroupCoordinator:
             self.owned_partitions.discard(partition.index)
             for group_id in [g for g, group in self.groups.items() if group.partition == partition.index]:
                 self._unload(self.groups.pop(group_id))
+            for key in [k for k in self._txn_groups if k[0] == partition.index]:
+                del self._txn_groups[key]
 
     def _load(self, partition: "Partition") -> None:
+        """Replay the partition as Kafka's GroupMetadataManager loads it.
+
+        Offsets in a transactional batch stay pending per producer id until that producer's
+        marker: a commit makes them count (unless a later record of the same partition already
+        did), an abort drops them. Transactions still open at the end stay pending: their
+        coordinator will write the marker, and WriteTxnMarkers then calls complete_txn.
+        """
         loaded: dict[str, Group] = {}
-        for key, value in OffsetStore.replay(partition):
-            group = loaded.get(key.group)
-            if isinstance(key, schema.OffsetKey):
-                if group is None:
-                    group = loaded[key.group] = Group(key.group, partition.index)
-                if value is None:
-                    group.offsets.pop((key.topic, key.partition), None)
+        pending: dict[int, dict[tuple[str, str, int], CommittedOffset]] = {}  # producer -> (group, tp) -> offset
+
+        def group_of(group_id: str) -> Group:
+            group = loaded.get(group_id)
+            if group is None:
+                group = loaded[group_id] = Group(group_id, partition.index)
+            return group
+
+        for batch in OffsetStore.replay(partition):
+            if batch.marker is not None:
+                settled = pending.pop(batch.producer_id, {})
+                if batch.marker:
+                    for (group_id, topic, index), committed in settled.items():
+                        offsets = group_of(group_id).offsets
+                        current = offsets.get((topic, index))
+                        if current is None or current.older_than(committed):
+                            offsets[(topic, index)] = committed
+                continue
+            for key, value in batch.records:
+                if isinstance(key, schema.OffsetKey):
+                    gtp = (key.group, key.topic, key.partition)
+                    if batch.transactional:
+                        txn = pending.setdefault(batch.producer_id, {})
+                        if value is None:
+                            txn.pop(gtp, None)
+                        else:
+                            txn[gtp] = self._decode_offset(value, batch.base_offset)
+                    elif value is None:
+                        for txn in pending.values():  # a tombstone deletes what open transactions wrote before it
+                            txn.pop(gtp, None)
+                        if key.group in loaded:
+                            loaded[key.group].offsets.pop((key.topic, key.partition), None)
+                    else:
+                        group_of(key.group).offsets[(key.topic, key.partition)] = self._decode_offset(
+                            value, batch.base_offset)
+                elif value is None:
+                    loaded.pop(key.group, None)
                 else:
-                    v = schema.decode_offset_value(value)
-                    group.offsets[(key.topic, key.partition)] = CommittedOffset(
-                        v.offset, v.leader_epoch, v.metadata, v.commit_timestamp)
-            elif value is None:
-                loaded.pop(key.group, None)
-            else:
-                if group is None:
-                    group = loaded[key.group] = Group(key.group, partition.index)
-                self._restore_metadata(group, schema.decode_group_value(value))
+                    self._restore_metadata(group_of(key.group), schema.decode_group_value(value))
+        for producer_id, txn in pending.items():
+            for (group_id, topic, index), committed in txn.items():
+                group_of(group_id).pending_txn_offsets.setdefault(producer_id, {})[(topic, index)] = committed
+                self._txn_groups.setdefault((partition.index, producer_id), set()).add(group_id)
         for group_id, group in loaded.items():
             self.groups[group_id] = group
             for member in group.members.values():
                 self._schedule_session_expiry(group, member)
         if loaded:
-            log.info("loaded %d groups from %s-%d", len(loaded), OFFSETS_TOPIC, partition.index)
+            log.info("loaded %d groups from %s-%d (%d open transactions)", len(loaded), OFFSETS_TOPIC,
+                     partition.index, sum(1 for txn in pending.values() if txn))
+
+    @staticmethod
+    def _decode_offset(value: bytes, record_offset: int) -> CommittedOffset:
+        v = schema.decode_offset_value(value)
+        return CommittedOffset(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, record_offset)
 
     def _restore_metadata(self, group: Group, value: schema.GroupValue) -> None:
         group.protocol_type = value.protocol_type or None
@@ -533,27 +593,153 @@ class GroupCoordinator:
             if group.state == GroupState.COMPLETING_REBALANCE:
                 return everywhere(ErrorCode.REBALANCE_IN_PROGRESS)
             self._schedule_session_expiry(group, group.members[member_id])
+        results, accepted, entries = self._offset_entries(group_id, offsets)
+        if entries:
+            def on_append(record_offset: int) -> None:
+                for committed in accepted.values():
+                    committed.record_offset = record_offset
+
+            in_flight = group.commits_in_flight
+            in_flight.update(accepted.keys())
+            try:
+                code = await self.store.write(group.partition, entries, on_append=on_append)
+            finally:
+                in_flight.subtract(accepted.keys())
+                for tp in accepted:
+                    if in_flight[tp] <= 0:
+                        del in_flight[tp]
+            if not code:
+                if group.state == GroupState.DEAD:  # removed by expiry while the write was in flight
+                    group = self.groups.setdefault(group_id, Group(group_id, group.partition))
+                for tp, committed in accepted.items():
+                    group.commit_offset(tp, committed)
+            for tp in accepted:
+                results[tp] = code
+        return results
+
+    @staticmethod
+    def _offset_entries(group_id: str, offsets: dict[tuple[str, int], tuple[int, int, str | None]]
+                        ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], CommittedOffset],
+                                   list[tuple[bytes, bytes]]]:
+        """(errors of offsets that cannot be stored, the storable ones, their records)."""
         results: dict[tuple[str, int], int] = {}
+        accepted: dict[tuple[str, int], CommittedOffset] = {}
         entries = []
         now = int(time.time() * 1000)
-        accepted: dict[tuple[str, int], CommittedOffset] = {}
         for (topic, partition), (offset, leader_epoch, metadata) in offsets.items():
             if metadata is not None and len(metadata.encode()) > OFFSET_METADATA_MAX_BYTES:
                 results[(topic, partition)] = ErrorCode.OFFSET_METADATA_TOO_LARGE
                 continue
-            committed = CommittedOffset(offset, leader_epoch, metadata or "", now)
-            accepted[(topic, partition)] = committed
+            accepted[(topic, partition)] = CommittedOffset(offset, leader_epoch, metadata or "", now)
             entries.append((schema.encode_key(schema.OffsetKey(group_id, topic, partition)),
                             schema.encode_offset_value(schema.OffsetValue(offset, leader_epoch, metadata or "", now))))
-        if entries:
-            code = await self.store.write(group.partition, entries)
-            if not code:
-                if group.state == GroupState.DEAD:  # removed by expiry while the write was in flight
-                    group = self.groups.setdefault(group_id, Group(group_id, group.partition))
-                group.offsets.update(accepted)
-            for tp in accepted:
-                results[tp] = code
+        return results, accepted, entries
+
+    # -- transactional offsets (KIP-98) --------------------------------------------------------------
+    async def commit_txn_offsets(self, group_id: str, transactional_id: str, producer_id: int, producer_epoch: int,
+                                 member_id: str, generation: int, instance_id: str | None,
+                                 offsets: dict[tuple[str, int], tuple[int, int, str | None]]
+                                 ) -> dict[tuple[str, int], int]:
+        """TxnOffsetCommit: offsets that count only if the producer's transaction commits.
+
+        They are written as the producer's transactional batch to the group's partition and kept
+        pending under its producer id; the marker the transaction coordinator writes there later
+        settles them (complete_txn). As in Kafka, a producer outside any group (generation -1, no
+        member id) may commit for the group, while a member's commit (v3+) is checked against the
+        group's generation, so that a zombie member cannot commit after a rebalance.
+        """
+        def everywhere(code: int) -> dict[tuple[str, int], int]:
+            return {tp: code for tp in offsets}
+
+        error = self._check_txn_commit(group_id, producer_id, member_id, generation, instance_id)
+        if error:
+            return everywhere(error)
+        partition = self.store.partition_for(group_id)
+        error = await self._verify_txn(transactional_id, producer_id, producer_epoch, partition)
+        if not error:  # the group may have changed while the coordinator answered
+            error = self._check_txn_commit(group_id, producer_id, member_id, generation, instance_id)
+        if error:
+            return everywhere(error)
+        known_epoch, _ = self.store.producer_status(partition, producer_id)
+        if known_epoch is not None and producer_epoch < known_epoch:
+            return everywhere(ErrorCode.INVALID_PRODUCER_EPOCH)  # a zombie of a fenced producer
+        results, accepted, entries = self._offset_entries(group_id, offsets)
+        if not entries:
+            return results
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = Group(group_id, partition)
+
+        def on_append(record_offset: int) -> None:  # before the wait: the marker may come right after
+            for committed in accepted.values():
+                committed.record_offset = record_offset
+            group.pending_txn_offsets.setdefault(producer_id, {}).update(accepted)
+            self._txn_groups.setdefault((partition, producer_id), set()).add(group_id)
+
+        code = await self.store.write(partition, entries, producer_id=producer_id, producer_epoch=producer_epoch,
+                                      on_append=on_append)
+        pending = group.pending_txn_offsets.get(producer_id)
+        if code:
+            # as Kafka's failPendingTxnOffsetCommit: the client is told to retry; forget them
+            if pending is not None:
+                for tp, committed in accepted.items():
+                    if pending.get(tp) is committed:
+                        del pending[tp]
+                if not pending:
+                    del group.pending_txn_offsets[producer_id]
+        elif group.state == GroupState.DEAD:  # deleted while the write was in flight
+            self._rehome_pending(group)
+        for tp in accepted:
+            results[tp] = code
         return results
+
+    def _check_txn_commit(self, group_id: str, producer_id: int, member_id: str, generation: int,
+                          instance_id: str | None) -> int:
+        """Kafka's validateOffsetCommit for transactional commits."""
+        error = self.coordinator_error(group_id)
+        if error:
+            return error
+        if producer_id < 0:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        group = self.groups.get(group_id)
+        if group is not None and group.state == GroupState.DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if generation >= 0 or member_id or instance_id is not None:
+            return self._validate_member(group, member_id, instance_id, generation)
+        return ErrorCode.NONE
+
+    async def _verify_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, partition: int) -> int:
+        """KIP-890 part 1, as Produce does it: unless this producer's transaction is already open in
+        the group's partition, its coordinator must confirm that the transaction added it
+        (AddOffsetsToTxn). Otherwise a late TxnOffsetCommit would open a transaction no
+        coordinator ends, and the partition's LSO would hang behind it."""
+        epoch, open_here = self.store.producer_status(partition, producer_id)
+        if open_here and epoch == producer_epoch:
+            return ErrorCode.NONE
+        tp = (OFFSETS_TOPIC, partition)
+        codes = await self.broker.transaction_coordinator.verify_partitions(
+            transactional_id, producer_id, producer_epoch, [tp])
+        code = codes.get(tp, ErrorCode.INVALID_TXN_STATE)
+        if code in _RETRIABLE_VERIFICATION:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE  # the client finds the coordinator again and retries
+        if code == ErrorCode.PRODUCER_FENCED:
+            return ErrorCode.INVALID_PRODUCER_EPOCH  # as Kafka's AddPartitionsToTxnManager answers
+        return code
+
+    def complete_txn(self, offsets_partition: int, producer_id: int, commit: bool) -> None:
+        """The producer's marker is committed in ``offsets_partition`` (WriteTxnMarkers).
+
+        Commit makes the transaction's pending offsets of every group of that partition the
+        committed ones, unless a later record of the same partition already committed another;
+        abort drops them.
+        """
+        for group_id in self._txn_groups.pop((offsets_partition, producer_id), ()):
+            group = self.groups.get(group_id)
+            if group is None or group.partition != offsets_partition or group.state == GroupState.DEAD:
+                continue  # deleted, or moved to another coordinator: its loading replays the marker
+            count = group.complete_txn(producer_id, commit)
+            if count:
+                log.debug("group %s: %d offsets of producer %d committed", group_id, count, producer_id)
 
     def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None
                       ) -> tuple[int, dict[tuple[str, int], CommittedOffset | None]]:
@@ -565,6 +751,16 @@ class GroupCoordinator:
         if partitions is None:
             return ErrorCode.NONE, dict(stored)
         return ErrorCode.NONE, {tp: stored.get(tp) for tp in partitions}
+
+    def unstable_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None) -> set[tuple[str, int]]:
+        """Partitions for which OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT: an
+        open transaction (or a commit being written) holds an offset the answer may not show yet.
+        Without a partition list only partitions with a committed offset are answered, as in Kafka."""
+        group = self.groups.get(group_id)
+        if group is None or group.state == GroupState.DEAD:
+            return set()
+        wanted = group.offsets.keys() if partitions is None else partitions
+        return {tp for tp in wanted if group.has_pending_offset(tp)}
 
     async def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> tuple[int, dict]:
         error = self.coordinator_error(group_id)
@@ -588,13 +784,14 @@ class GroupCoordinator:
                 results[tp] = ErrorCode.NONE
                 doomed.append(tp)
         if doomed:
+            written = _Offset()
             code = await self.store.write(group.partition, [
-                (schema.encode_key(schema.OffsetKey(group_id, t, p)), None) for t, p in doomed])
+                (schema.encode_key(schema.OffsetKey(group_id, t, p)), None) for t, p in doomed], on_append=written)
             for tp in doomed:
                 if code:
                     results[tp] = code
                 else:
-                    group.offsets.pop(tp, None)
+                    group.remove_offset(tp, written.value)
         return ErrorCode.NONE, results
 
     # -- listing, describing, deleting -------------------------------------------------------------
@@ -622,14 +819,32 @@ class GroupCoordinator:
             elif not group.is_empty:
                 results[group_id] = ErrorCode.NON_EMPTY_GROUP
             else:
-                entries = [(schema.encode_key(schema.OffsetKey(group_id, t, p)), None) for t, p in group.offsets]
+                # as Kafka: the offsets of open transactions go too (their commit will find nothing)
+                doomed = set(group.offsets)
+                for pending in group.pending_txn_offsets.values():
+                    doomed.update(pending)
+                entries = [(schema.encode_key(schema.OffsetKey(group_id, t, p)), None) for t, p in sorted(doomed)]
                 entries.append((schema.encode_key(schema.GroupKey(group_id)), None))
-                code = await self.store.write(group.partition, entries)
+                written = _Offset()
+                code = await self.store.write(group.partition, entries, on_append=written)
                 if not code:
+                    for tp in doomed:
+                        group.remove_offset(tp, written.value)
                     group.transition(GroupState.DEAD)
-                    self.groups.pop(group_id, None)
+                    if self.groups.get(group_id) is group:
+                        del self.groups[group_id]
+                    self._rehome_pending(group)
                 results[group_id] = code
         return results
+
+    def _rehome_pending(self, dead: Group) -> None:
+        """Offsets a transaction wrote after the tombstones of a deleted group belong to the group
+        id's next life, as a reload of the log would see them."""
+        if dead.pending_txn_offsets:
+            alive = self.groups.setdefault(dead.group_id, Group(dead.group_id, dead.partition))
+            for producer_id, pending in dead.pending_txn_offsets.items():
+                alive.pending_txn_offsets.setdefault(producer_id, {}).update(pending)
+            dead.pending_txn_offsets.clear()
 
     async def expire_offsets(self) -> int:
         """offsets.retention.minutes, as Kafka's offset cleanup does it (KIP-211).
@@ -645,18 +860,23 @@ class GroupCoordinator:
         for group in list(self.groups.values()):
             if group.partition not in self.owned_partitions:
                 continue
+            # An offset an open transaction (or a commit in flight) is about to replace does not
+            # expire: its tombstone would delete the pending one too. A group with open
+            # transactions stays, whatever its committed offsets (as in Kafka).
             if group.is_empty and group.state == GroupState.EMPTY:
                 if now - group.state_timestamp < retention_ms:
                     expired = []
                 else:
-                    expired = [tp for tp, c in group.offsets.items() if now - c.commit_timestamp >= retention_ms]
-                forget_group = len(expired) == len(group.offsets)
+                    expired = [tp for tp, c in group.offsets.items()
+                               if now - c.commit_timestamp >= retention_ms and not group.has_pending_offset(tp)]
+                forget_group = len(expired) == len(group.offsets) and not group.has_pending_txn_offsets()
                 # a group made a moment ago by a commit still in flight has no offsets yet: leave it be
                 if not group.offsets and now - group.state_timestamp < self.config.offsets_commit_timeout_ms:
                     continue
             elif group.state == GroupState.STABLE and (subscribed := group.subscribed_topics()) is not None:
                 expired = [tp for tp, c in group.offsets.items()
-                           if tp[0] not in subscribed and now - c.commit_timestamp >= retention_ms]
+                           if tp[0] not in subscribed and now - c.commit_timestamp >= retention_ms
+                           and not group.has_pending_offset(tp)]
                 forget_group = False
             else:
                 continue
@@ -672,7 +892,8 @@ class GroupCoordinator:
                 if group.offsets.get(tp) is offset:  # not committed again while the tombstones were written
                     del group.offsets[tp]
             removed += len(expired)
-            if forget_group and group.is_empty and not group.offsets and self.groups.get(group.group_id) is group:
+            if (forget_group and group.is_empty and not group.offsets and not group.pending_txn_offsets
+                    and self.groups.get(group.group_id) is group):
                 log.info("group %s is empty and has no offsets left: removed", group.group_id)
                 group.transition(GroupState.DEAD)
                 del self.groups[group.group_id]

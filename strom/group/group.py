@@ -67,6 +67,13 @@ class CommittedOffset:
     leader_epoch: int
     metadata: str
     commit_timestamp: int
+    # Offset in __consumer_offsets of the record that carried it. A transaction's offsets become
+    # visible only at its commit marker, so "the last write wins" is decided by record offsets:
+    # a plain commit written after a transactional one (but before its marker) stays.
+    record_offset: int = -1
+
+    def older_than(self, other: "CommittedOffset") -> bool:
+        return self.record_offset < other.record_offset
 
 
 @dataclass
@@ -82,6 +89,10 @@ class Group:
     static_members: dict[str, str] = field(default_factory=dict)  # group.instance.id -> member id
     pending_members: set[str] = field(default_factory=set)  # ids handed out with MEMBER_ID_REQUIRED
     offsets: dict[tuple[str, int], CommittedOffset] = field(default_factory=dict)
+    # producer id -> offsets its open transaction committed (TxnOffsetCommit): invisible to
+    # OffsetFetch until the commit marker, dropped by the abort marker
+    pending_txn_offsets: dict[int, dict[tuple[str, int], CommittedOffset]] = field(default_factory=dict)
+    commits_in_flight: Counter[tuple[str, int]] = field(default_factory=Counter)  # plain commits being written
     state_timestamp: int = field(default_factory=lambda: int(time.time() * 1000))
     join_timer: asyncio.TimerHandle | None = None
     new_member_added: bool = False
@@ -94,6 +105,50 @@ class Group:
     @property
     def is_empty(self) -> bool:
         return not self.members
+
+    # -- offsets ----------------------------------------------------------------------------------
+    def commit_offset(self, tp: tuple[str, int], committed: CommittedOffset) -> None:
+        """A plain commit whose record is written: it wins unless a later record already did."""
+        current = self.offsets.get(tp)
+        if current is None or not committed.older_than(current):
+            self.offsets[tp] = committed
+
+    def has_pending_offset(self, tp: tuple[str, int]) -> bool:
+        """Whether OffsetFetch with require_stable must answer UNSTABLE_OFFSET_COMMIT (as Kafka)."""
+        return self.commits_in_flight[tp] > 0 or any(tp in p for p in self.pending_txn_offsets.values())
+
+    def has_pending_txn_offsets(self, tp: tuple[str, int] | None = None) -> bool:
+        if tp is None:
+            return bool(self.pending_txn_offsets)
+        return any(tp in p for p in self.pending_txn_offsets.values())
+
+    def complete_txn(self, producer_id: int, commit: bool) -> int:
+        """The producer's marker is written: its pending offsets become committed or vanish.
+
+        Returns how many offsets the commit made visible.
+        """
+        pending = self.pending_txn_offsets.pop(producer_id, {})
+        if not commit:
+            return 0
+        for tp, committed in pending.items():
+            current = self.offsets.get(tp)
+            if current is None or current.older_than(committed):
+                self.offsets[tp] = committed
+        return len(pending)
+
+    def remove_offset(self, tp: tuple[str, int], tombstone_offset: int) -> None:
+        """A tombstone for ``tp`` is written at ``tombstone_offset``: it deletes what records before it
+        committed, the pending offsets of open transactions included (as a replay of the log would);
+        what was written after it stays."""
+        current = self.offsets.get(tp)
+        if current is not None and current.record_offset < tombstone_offset:
+            del self.offsets[tp]
+        for producer_id in [pid for pid, p in self.pending_txn_offsets.items() if tp in p]:
+            pending = self.pending_txn_offsets[producer_id]
+            if pending[tp].record_offset < tombstone_offset:
+                del pending[tp]
+                if not pending:
+                    del self.pending_txn_offsets[producer_id]
 
     def supports(self, protocol_type: str, protocols: list[tuple[str, bytes]]) -> bool:
         """A joining member must share the protocol type and at least one protocol with the group."""

@@ -12,7 +12,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass
-from typing import Callable, NamedTuple, Sequence
+from typing import Callable, Iterator, NamedTuple, Sequence
 
 from strom.protocol.compression import CompressionType
 from strom.protocol.errors import CorruptRecordError, InvalidRecordError, OffsetOutOfRangeError
@@ -21,6 +21,7 @@ from strom.protocol.records import (
     BatchHeader,
     build_control_batch,
     decode_batch_records,
+    iter_batch_headers,
     patch_offset_and_epoch,
     read_control_record,
     rebuild_batch,
@@ -511,6 +512,27 @@ class Log:
                 break
             i += 1
         return FetchData([])
+
+    def iter_batches(self, chunk_bytes: int = 4 * 1024 * 1024) -> Iterator[tuple[BatchHeader, bytes]]:
+        """Every batch from the log start to the log end, as (header, the buffer holding it).
+
+        The coordinators load their state by replaying an internal topic this way; a chunk is
+        read at a time, so a large partition is never in memory at once.
+        """
+        offset = self.log_start_offset
+        while offset < self.log_end_offset:
+            data = self.read(offset, chunk_bytes, self.log_end_offset)
+            if not data.slices:
+                return
+            chunk = b"".join(s.read() for s in data.slices)
+            last = offset - 1
+            for header in iter_batch_headers(chunk):
+                if header.last_offset >= offset:
+                    last = header.last_offset
+                    yield header, chunk
+            if last < offset:
+                return
+            offset = last + 1
 
     def _position_of(self, segment: LogSegment, offset: int) -> int:
         """File position where ``offset``'s batch starts; remembered, since fetches ask for the HW repeatedly."""

@@ -76,9 +76,14 @@ class ProducerStateManager:
 
     def check(self, header: BatchHeader) -> None:
         """Raise unless ``header`` is the next batch of its producer (call after find_duplicate)."""
-        if header.producer_id == NO_PRODUCER_ID or header.base_sequence == NO_SEQUENCE:
+        if header.producer_id == NO_PRODUCER_ID:
             return
         entry = self.producers.get(header.producer_id)
+        if header.base_sequence == NO_SEQUENCE:  # transactional offset commits: no sequence, but epochs
+            if entry is not None and header.producer_epoch < entry.epoch:
+                raise InvalidProducerEpochError(
+                    f"producer {header.producer_id} epoch {header.producer_epoch} is older than {entry.epoch}")
+            return
         if entry is None:
             if header.base_sequence != 0:
                 raise OutOfOrderSequenceError(

@@ -24,7 +24,7 @@ from strom.group.offset_store import OFFSETS_TOPIC
 from strom.group.records import RecordFormatError, partition_for_group
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError
-from strom.protocol.records import NewRecord, build_batch, iter_batch_headers, decode_batch_records
+from strom.protocol.records import NewRecord, build_batch, decode_batch_records
 from strom.replication.client import BrokerConnectionError
 from strom.txn import records as schema
 from strom.txn.markers import MarkerChannel
@@ -435,26 +435,13 @@ class TransactionCoordinator:
 
 def _replay(partition: "Partition"):
     """Every (transactional id, value or None) of a state partition, in offset order."""
-    log_ = partition.log
-    offset = log_.log_start_offset
-    while offset < log_.log_end_offset:
-        data = log_.read(offset, 4 * 1024 * 1024, log_.log_end_offset)
-        if not data.slices:
-            return
-        chunk = b"".join(s.read() for s in data.slices)
-        last = offset - 1
-        for header in iter_batch_headers(chunk):
-            last = header.last_offset
-            if header.is_control:
+    for header, chunk in partition.log.iter_batches():
+        if header.is_control:
+            continue
+        for record in decode_batch_records(chunk, header):
+            if record.key is None:
                 continue
-            for record in decode_batch_records(chunk, header):
-                if record.offset < offset or record.key is None:
-                    continue
-                try:
-                    txn_id = schema.decode_key(record.key)
-                    yield txn_id, None if record.value is None else schema.decode_value(record.value)
-                except RecordFormatError as exc:
-                    log.warning("skipping unreadable record at %d in %s: %s", record.offset, log_.directory, exc)
-        if last < offset:
-            return
-        offset = last + 1
+            try:
+                yield schema.decode_key(record.key), None if record.value is None else schema.decode_value(record.value)
+            except RecordFormatError as exc:
+                log.warning("skipping unreadable record at %d in %s: %s", record.offset, partition.log.directory, exc)

@@ -127,7 +127,7 @@ class MarkerChannel:
                   "topics": [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]}
         try:
             response = await self.peers.request(leader, ApiKey.WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION,
-                                                {"markers": [marker]}, MARKER_REQUEST_TIMEOUT_S)
+                                                {"markers": [marker]}, MARKER_REQUEST_TIMEOUT_S + 5)
         except BrokerConnectionError as exc:
             log.info("markers for producer %d to broker %d: %s; retrying", producer_id, leader, exc)
             return {}

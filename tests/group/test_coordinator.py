@@ -16,7 +16,7 @@ from strom.group import group as group_module
 from strom.group import records as schema
 from strom.group.coordinator import GroupCoordinator
 from strom.group.group import GroupState
-from strom.group.offset_store import OFFSETS_TOPIC, OffsetStore
+from strom.group.offset_store import OFFSETS_TOPIC, OffsetStore, StoredBatch
 from strom.protocol.errors import ErrorCode
 from strom.server.config import BrokerConfig
 
@@ -44,8 +44,10 @@ class RecordingStore(OffsetStore):
         self.error = ErrorCode.NONE
         self.before_write = None  # an async hook that runs while a write is "in flight"
 
-    async def write(self, partition, entries):
+    async def write(self, partition, entries, *, producer_id=-1, producer_epoch=-1, on_append=None):
         entries = list(entries)
+        if not self.error and on_append is not None:
+            on_append(sum(len(batch) for batch in self.writes))  # the offset the batch would get
         if self.before_write is not None:
             hook, self.before_write = self.before_write, None
             await hook()
@@ -327,7 +329,8 @@ def test_loading_replays_records_with_tombstones_and_keeps_state_timestamps(monk
         (schema.OffsetKey("gone", "t", 0), schema.encode_offset_value(schema.OffsetValue(1))),
         (schema.GroupKey("gone"), None),
     ]
-    monkeypatch.setattr(OffsetStore, "replay", staticmethod(lambda partition: iter(records)))
+    batches = [StoredBatch(offset, -1, records=[record]) for offset, record in enumerate(records)]
+    monkeypatch.setattr(OffsetStore, "replay", staticmethod(lambda partition: iter(batches)))
 
     async def scenario():
         coordinator.owned_partitions = set()
@@ -377,3 +380,82 @@ def test_list_groups_filters_states_case_insensitively(clock):
         coordinator.leave_group("busy", [(member, None)])
 
     run(scenario())
+
+
+# -- transactional offsets in __consumer_offsets -------------------------------------------------------
+
+
+def offset_record(group: str, topic: str, partition: int, offset: int | None, timestamp: int = T0):
+    value = None if offset is None else schema.encode_offset_value(schema.OffsetValue(offset, -1, "", timestamp))
+    return schema.OffsetKey(group, topic, partition), value
+
+
+def load(monkeypatch, coordinator, batches, index=7) -> None:
+    monkeypatch.setattr(OffsetStore, "replay", staticmethod(lambda partition: iter(batches)))
+    coordinator.owned_partitions = set()
+    coordinator.on_leadership_change(SimpleNamespace(topic=OFFSETS_TOPIC, index=index), True)
+    coordinator.owned_partitions = set(range(50))  # whatever partition the test's group ids hash to
+
+
+def committed_offsets(coordinator, group_id) -> dict:
+    return {tp: c.offset for tp, c in coordinator.fetch_offsets(group_id, None)[1].items()}
+
+
+def test_loading_settles_transactional_offsets_at_their_markers(monkeypatch, clock):
+    coordinator = make_coordinator()
+    batches = [
+        StoredBatch(0, -1, records=[offset_record("g", "t", p, 1) for p in range(4)]),
+        StoredBatch(1, 7, records=[offset_record("g", "t", 0, 10), offset_record("g", "t", 1, 10)]),
+        StoredBatch(3, -1, records=[offset_record("g", "t", 1, 5)]),  # after producer 7's record: it stays
+        StoredBatch(4, 7, marker=True),
+        StoredBatch(5, 8, records=[offset_record("g", "t", 2, 20)]),
+        StoredBatch(6, 8, marker=False),
+        StoredBatch(7, 9, records=[offset_record("g", "t", 3, 30), offset_record("h", "t", 0, 31)]),
+        StoredBatch(9, 10, records=[offset_record("g", "t", 2, 40)]),
+        StoredBatch(10, -1, records=[offset_record("g", "t", 2, None)]),  # deletes producer 10's pending offset too
+        StoredBatch(11, 10, marker=True),
+    ]
+    load(monkeypatch, coordinator, batches)
+    assert committed_offsets(coordinator, "g") == {("t", 0): 10, ("t", 1): 5, ("t", 3): 1}
+    assert committed_offsets(coordinator, "h") == {}  # a group known only from an open transaction
+    assert coordinator.unstable_offsets("g", [("t", p) for p in range(4)]) == {("t", 3)}
+    assert coordinator.unstable_offsets("h", [("t", 0)]) == {("t", 0)}
+    assert coordinator.unstable_offsets("g", None) == {("t", 3)}  # only partitions with a committed offset
+
+    coordinator.complete_txn(7, 9, commit=True)  # producer 9's marker, written after the load
+    assert committed_offsets(coordinator, "g") == {("t", 0): 10, ("t", 1): 5, ("t", 3): 30}
+    assert committed_offsets(coordinator, "h") == {("t", 0): 31}
+    assert coordinator.unstable_offsets("g", None) == set() and coordinator.unstable_offsets("h", None) == set()
+
+
+def test_an_abort_marker_after_loading_drops_the_pending_offsets(monkeypatch, clock):
+    coordinator = make_coordinator()
+    load(monkeypatch, coordinator, [StoredBatch(0, -1, records=[offset_record("g", "t", 0, 1)]),
+                                    StoredBatch(1, 4, records=[offset_record("g", "t", 0, 2)])])
+    coordinator.complete_txn(8, 4, commit=True)  # another partition's marker: not this group's
+    assert coordinator.unstable_offsets("g", [("t", 0)]) == {("t", 0)}
+    coordinator.complete_txn(7, 4, commit=False)
+    assert committed_offsets(coordinator, "g") == {("t", 0): 1}
+    assert coordinator.unstable_offsets("g", [("t", 0)]) == set()
+
+
+def test_offsets_and_groups_of_open_transactions_do_not_expire(monkeypatch, clock):
+    coordinator = make_coordinator()
+    old = T0 - 60 * MINUTE
+    load(monkeypatch, coordinator, [
+        StoredBatch(0, -1, records=[offset_record("g", "t", 0, 1, old), offset_record("g", "t", 1, 1, old)]),
+        StoredBatch(2, 5, records=[offset_record("g", "t", 0, 2, old), offset_record("pending-only", "t", 0, 3, old)]),
+    ])
+
+    async def scenario():
+        clock.advance(11 * MINUTE)
+        # t-1 expires; t-0 would take producer 5's pending offset with it; both groups stay
+        assert await coordinator.expire_offsets() == 1
+        assert committed_offsets(coordinator, "g") == {("t", 0): 1}
+        assert {"g", "pending-only"} <= set(coordinator.groups)
+        coordinator.complete_txn(7, 5, commit=True)
+        assert committed_offsets(coordinator, "pending-only") == {("t", 0): 3}
+
+    run(scenario())
+    assert schema.GroupKey("g") not in coordinator.store.tombstones()
+    assert coordinator.store.tombstones() == [schema.OffsetKey("g", "t", 1)]

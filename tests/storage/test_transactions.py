@@ -238,3 +238,14 @@ def test_compaction_removes_aborted_records_and_never_lets_them_win_a_key(tmp_pa
     assert b"committed-0" in values and b"open-0" in values  # the open txn is past the LSO: untouched
     assert sum(h.is_control for h in headers) == 2  # markers are kept
     assert log.aborted_transactions(0, log.log_end_offset) != []
+
+
+def test_a_batch_without_sequences_from_an_older_epoch_is_refused(tmp_path):
+    """TxnOffsetCommit writes carry no sequence, but a fenced epoch must not roll the producer back."""
+    log_ = Log(str(tmp_path / "t-0"), CONFIG)
+    log_.append_as_leader(txn_batch(7, 0, epoch=3))
+    stale = build_batch([NewRecord(b"old", timestamp=NOW)], producer_id=7, producer_epoch=2, transactional=True)
+    with pytest.raises(InvalidProducerEpochError):
+        log_.append_as_leader(stale)
+    assert log_.producer_state.producers[7].epoch == 3
+    log_.close()

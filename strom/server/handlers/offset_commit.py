@@ -11,27 +11,37 @@ MIN_VERSION = 2
 MAX_VERSION = 8
 
 
-async def _commit(ctx, request):
+def requested_offsets(broker, topics) -> tuple[dict, dict]:
+    """(offsets to store, results decided already): as Kafka, only offsets of existing partitions are stored."""
     offsets = {}
     results = {}
-    known = ctx.broker.metadata.topics
-    for topic in request.topics:
+    known = broker.metadata.topics
+    for topic in topics:
         info = known.get(topic.name)
         for p in topic.partitions:
             if info is None or not 0 <= p.partition_index < info.partition_count:
-                # as Kafka: only offsets of existing partitions are stored
                 results[(topic.name, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             offsets[(topic.name, p.partition_index)] = (p.committed_offset,
                                                         field_value(p, "committed_leader_epoch", -1),
                                                         p.committed_metadata)
+    return offsets, results
+
+
+def offsets_response(ctx, api_key: int, topics, results: dict):
+    """The response of OffsetCommit and TxnOffsetCommit, which share their shape."""
+    answered = [{"name": topic.name, "partitions": [
+        {"partition_index": p.partition_index, "error_code": results[(topic.name, p.partition_index)]}
+        for p in topic.partitions]} for topic in topics]
+    return build(response_class(api_key, ctx.api_version), {"throttle_time": 0, "topics": answered})
+
+
+async def _commit(ctx, request):
+    offsets, results = requested_offsets(ctx.broker, request.topics)
     results.update(await ctx.broker.group_coordinator.commit_offsets(
         request.group_id, request.generation_id_or_member_epoch, request.member_id,
         field_value(request, "group_instance_id"), offsets))
-    topics = [{"name": topic.name, "partitions": [
-        {"partition_index": p.partition_index, "error_code": results[(topic.name, p.partition_index)]}
-        for p in topic.partitions]} for topic in request.topics]
-    return build(response_class(API_KEY, ctx.api_version), {"throttle_time": 0, "topics": topics})
+    return offsets_response(ctx, API_KEY, request.topics, results)
 
 
 def handle(ctx, request):

@@ -1,28 +1,39 @@
-"""OffsetFetch: a group's committed offsets (-1 where nothing is committed); v8+ asks for many groups."""
+"""OffsetFetch: a group's committed offsets (-1 where nothing is committed); v8+ asks for many groups.
+
+Offsets of open transactions are never shown. With require_stable (v7+, what read_committed
+consumers send, KIP-447) a partition whose offset a transaction is about to replace answers
+UNSTABLE_OFFSET_COMMIT instead, and the client asks again: otherwise a consumer taking over a
+partition could start from the offset before a transaction that then commits, and process its
+input twice.
+"""
 
 from __future__ import annotations
 
 from collections import defaultdict
 
 from strom.protocol.api import ApiKey, response_class
-from strom.protocol.entities import build
+from strom.protocol.entities import build, field_value
+from strom.protocol.errors import ErrorCode
 
 API_KEY = ApiKey.OFFSET_FETCH
 MIN_VERSION = 1
 MAX_VERSION = 8
 
 
-def _group_result(coordinator, group_id: str, topics) -> tuple[int, list[dict]]:
+def _group_result(coordinator, group_id: str, topics, require_stable: bool) -> tuple[int, list[dict]]:
     wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
     error, offsets = coordinator.fetch_offsets(group_id, wanted)
+    unstable = coordinator.unstable_offsets(group_id, wanted) if require_stable and not error else set()
     by_topic: dict[str, list[dict]] = defaultdict(list)
     for (topic, partition), committed in sorted(offsets.items()):
+        if (topic, partition) in unstable:
+            committed = None
         by_topic[topic].append({
             "partition_index": partition,
             "committed_offset": committed.offset if committed else -1,
             "committed_leader_epoch": committed.leader_epoch if committed else -1,
             "metadata": committed.metadata if committed else "",
-            "error_code": 0,
+            "error_code": ErrorCode.UNSTABLE_OFFSET_COMMIT if (topic, partition) in unstable else 0,
         })
     return error, [{"name": name, "partitions": partitions} for name, partitions in by_topic.items()]
 
@@ -30,13 +41,14 @@ def _group_result(coordinator, group_id: str, topics) -> tuple[int, list[dict]]:
 def handle(ctx, request):
     coordinator = ctx.broker.group_coordinator
     cls = response_class(API_KEY, ctx.api_version)
+    require_stable = bool(field_value(request, "require_stable", False))
     if ctx.api_version >= 8:
         groups = []
         for group in request.groups:
-            error, topics = _group_result(coordinator, group.group_id, group.topics)
+            error, topics = _group_result(coordinator, group.group_id, group.topics, require_stable)
             groups.append({"group_id": group.group_id, "topics": topics, "error_code": error})
         return build(cls, {"throttle_time": 0, "groups": groups})
-    error, topics = _group_result(coordinator, request.group_id, request.topics)
+    error, topics = _group_result(coordinator, request.group_id, request.topics, require_stable)
     if ctx.api_version < 2 and error:  # v0-1 have no top-level error: report it per partition
         for topic in topics:
             for partition in topic["partitions"]:

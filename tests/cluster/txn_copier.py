@@ -1,0 +1,109 @@
+"""A transactional copier, the shape of Kafka's transactions system test: read an input topic with
+a consumer group (read_committed), write each record to the same partition of an output topic,
+and commit the input offsets in the same transaction (send_offsets_to_transaction).
+
+    python -m tests.cluster.txn_copier BOOTSTRAP INPUT OUTPUT GROUP TRANSACTIONAL_ID DEADLINE_S
+
+Runs until every input partition's committed offset reaches its end offset as measured at start
+(exit 0) or the deadline passes (exit 3). After an abortable error it aborts and rewinds to the
+committed offsets, as a Kafka application must; a fatal one (fenced) exits 2. The test kills it
+with SIGKILL and starts it again; the new instance fences the old one through its transactional id.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+BATCH = 200
+
+
+def end_offsets(consumer: Consumer, topic: str) -> dict[int, int]:
+    metadata = consumer.list_topics(topic, timeout=20)
+    ends = {}
+    for partition in metadata.topics[topic].partitions:
+        ends[partition] = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=20)[1]
+    return ends
+
+
+def committed(consumer: Consumer, topic: str, partitions: list[int]) -> list[TopicPartition]:
+    """The group's committed offsets, retried while its coordinator moves (bounded)."""
+    for _ in range(30):
+        try:
+            return consumer.committed([TopicPartition(topic, p) for p in partitions], timeout=20)
+        except KafkaException as exc:
+            print(f"committed offsets not readable yet: {exc}", flush=True)
+            time.sleep(0.5)
+    raise SystemExit(4)
+
+
+def rewind(consumer: Consumer, topic: str, partitions: list[int]) -> None:
+    for tp in committed(consumer, topic, partitions):
+        consumer.seek(TopicPartition(topic, tp.partition, tp.offset if tp.offset >= 0 else 0))
+
+
+def attempt(call) -> str:
+    """Run a transactional call the way librdkafka asks: retry retriable errors, report the rest."""
+    for _ in range(20):
+        try:
+            call()
+            return "ok"
+        except KafkaException as exc:
+            error: KafkaError = exc.args[0]
+            if error.fatal():
+                print(f"fatal: {error}", flush=True)
+                return "fatal"
+            if error.txn_requires_abort():
+                print(f"aborting after: {error}", flush=True)
+                return "abort"
+            if not error.retriable():
+                print(f"not retriable: {error}", flush=True)
+                return "fatal"
+            time.sleep(0.2)
+    return "fatal"
+
+
+def main(bootstrap: str, source: str, target: str, group: str, transactional_id: str, deadline_s: float) -> int:
+    deadline = time.monotonic() + deadline_s
+    common = {"bootstrap.servers": bootstrap, "reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 500,
+              "topic.metadata.refresh.interval.ms": 1000, "retry.backoff.ms": 50}
+    consumer = Consumer({**common, "group.id": group, "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                         "isolation.level": "read_committed", "session.timeout.ms": 6000,
+                         "heartbeat.interval.ms": 500})
+    producer = Producer({**common, "transactional.id": transactional_id, "transaction.timeout.ms": 20000,
+                         "message.timeout.ms": 20000, "linger.ms": 5})
+    producer.init_transactions(60)
+    ends = end_offsets(consumer, source)
+    partitions = sorted(ends)
+    consumer.assign([TopicPartition(source, p) for p in partitions])
+    rewind(consumer, source, partitions)
+    while time.monotonic() < deadline:
+        if all(tp.offset >= ends[tp.partition] for tp in committed(consumer, source, partitions)):
+            print("copied everything", flush=True)
+            return 0
+        messages = [m for m in consumer.consume(BATCH, 1.0) if m.error() is None]
+        if not messages:
+            continue
+        producer.begin_transaction()
+        for message in messages:
+            producer.produce(target, message.value(), message.key(), partition=message.partition())
+        positions = {m.partition(): m.offset() + 1 for m in messages}
+        offsets = [TopicPartition(source, p, o) for p, o in positions.items()]
+        outcome = attempt(lambda: producer.send_offsets_to_transaction(
+            offsets, consumer.consumer_group_metadata(), 30))
+        if outcome == "ok":
+            outcome = attempt(lambda: producer.commit_transaction(30))
+        if outcome == "fatal":
+            return 2
+        if outcome == "abort":
+            if attempt(lambda: producer.abort_transaction(30)) != "ok":
+                return 2
+            rewind(consumer, source, partitions)
+    print("deadline passed", flush=True)
+    return 3
+
+
+if __name__ == "__main__":
+    sys.exit(main(*sys.argv[1:6], float(sys.argv[6])))
