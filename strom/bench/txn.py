@@ -1,0 +1,175 @@
+"""Transactions benchmark: what exactly-once costs a producer and a consumer.
+
+    python -m strom.bench.txn [--bootstrap-server H:P] [--seconds 8] [--size 100] [--partitions 4]
+
+Without --bootstrap-server it starts a throwaway broker on 127.0.0.1 (port 0, temp data dir).
+With confluent-kafka (librdkafka) clients, each figure in the same run:
+
+* produce: an idempotent producer as fast as it goes, then a transactional one committing every
+  100 ms, then one committing every 1000 records; msgs/s and the ratio to idempotent (goal >= 0.8);
+* commit latency: p50/p99 of commit_transaction() over both transactional runs;
+* consume: the topic the runs wrote (data, markers and every tenth transaction aborted), read to
+  the end by a read_uncommitted consumer and by a read_committed one; msgs/s delivered, and the
+  ratio of the times to read the whole topic (goal >= 0.9). Time is the fair measure: a
+  read_committed consumer walks the same log but delivers fewer messages.
+
+Prints figures and asserts nothing about time (shared, noisy machines).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+import uuid
+
+from strom.cli.demo import EmbeddedBroker
+
+
+def create_topic(bootstrap: str, partitions: int) -> str:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    name = f"bench-txn-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
+        future.result(15)
+    return name
+
+
+def idempotent_run(bootstrap: str, topic: str, seconds: float, payload: bytes) -> float:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
+    sent = 0
+    started = time.perf_counter()
+    while time.perf_counter() - started < seconds:
+        for _ in range(1000):
+            _produce(producer, topic, payload)
+        sent += 1000
+    producer.flush(60)
+    return sent / (time.perf_counter() - started)
+
+
+def _produce(producer, topic: str, payload: bytes) -> None:
+    while True:
+        try:
+            producer.produce(topic, payload)
+            return
+        except BufferError:
+            producer.poll(0.01)
+
+
+def transactional_run(bootstrap: str, topic: str, seconds: float, payload: bytes, *, every_ms: float | None = None,
+                      every_records: int | None = None, abort_every: int = 0) -> tuple[float, list[float]]:
+    """msgs/s including commits, and each commit's latency in seconds. Every ``abort_every``-th
+    transaction is aborted (0: none), so the topic also holds aborted data for the consume run."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"bench-{uuid.uuid4().hex[:8]}",
+                         "linger.ms": 5})
+    producer.init_transactions(30)
+    sent = committed = 0
+    commits: list[float] = []
+    started = time.perf_counter()
+    producer.begin_transaction()
+    txn_started, in_txn, transactions = started, 0, 0
+    while True:
+        for _ in range(100):
+            _produce(producer, topic, payload)
+        in_txn += 100
+        now = time.perf_counter()
+        due = (every_ms is not None and (now - txn_started) * 1000 >= every_ms) or (
+            every_records is not None and in_txn >= every_records)
+        if due or now - started >= seconds:
+            transactions += 1
+            before = time.perf_counter()
+            if abort_every and transactions % abort_every == 0:
+                producer.abort_transaction(30)
+            else:
+                producer.commit_transaction(30)
+                committed += in_txn
+                commits.append(time.perf_counter() - before)
+            sent += in_txn
+            in_txn = 0
+            if now - started >= seconds:
+                break
+            producer.begin_transaction()
+            txn_started = time.perf_counter()
+    return sent / (time.perf_counter() - started), commits
+
+
+def consume_all(bootstrap: str, topic: str, isolation: str, timeout_s: float = 120) -> tuple[int, float]:
+    """(messages, seconds) for one consumer reading every partition from the start to the end."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:8]}",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                         "isolation.level": isolation, "enable.partition.eof": True})
+    metadata = consumer.list_topics(topic, timeout=15)
+    partitions = [TopicPartition(topic, p, 0) for p in metadata.topics[topic].partitions]
+    consumer.assign(partitions)
+    done: set[int] = set()
+    count = 0
+    started = time.perf_counter()
+    deadline = time.monotonic() + timeout_s
+    while len(done) < len(partitions) and time.monotonic() < deadline:
+        for message in consumer.consume(10000, 1.0):
+            error = message.error()
+            if error is None:
+                count += 1
+            elif error.code() == error._PARTITION_EOF:
+                done.add(message.partition())
+    elapsed = time.perf_counter() - started
+    consumer.close()
+    return count, elapsed
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] if ordered else float("nan")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m strom.bench.txn", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--bootstrap-server")
+    parser.add_argument("--seconds", type=float, default=8.0, help="length of each produce run")
+    parser.add_argument("--size", type=int, default=100, help="value size in bytes")
+    parser.add_argument("--partitions", type=int, default=4)
+    args = parser.parse_args(argv)
+    broker = None
+    if args.bootstrap_server is None:
+        broker = EmbeddedBroker(os.path.join(tempfile.mkdtemp(prefix="strom-bench-txn-"), "data")).start()
+    bootstrap = args.bootstrap_server or broker.bootstrap
+    payload = os.urandom(args.size)
+    try:
+        topic = create_topic(bootstrap, args.partitions)
+        idempotent = idempotent_run(bootstrap, topic, args.seconds, payload)
+        per_100ms, commits_a = transactional_run(bootstrap, topic, args.seconds, payload, every_ms=100, abort_every=10)
+        per_1000, commits_b = transactional_run(bootstrap, topic, args.seconds, payload, every_records=1000,
+                                                abort_every=10)
+        commits = commits_a + commits_b
+        uncommitted_count, uncommitted_s = consume_all(bootstrap, topic, "read_uncommitted")
+        committed_count, committed_s = consume_all(bootstrap, topic, "read_committed")
+        print(f"transactions benchmark: {args.size} B values, {args.partitions} partitions, "
+              f"{args.seconds:.0f} s per produce run, confluent-kafka clients")
+        print(f"{'figure':48} {'value':>14} {'ratio':>8}")
+        print(f"{'idempotent produce (msgs/s)':48} {idempotent:14,.0f}")
+        print(f"{'transactional, commit every 100 ms (msgs/s)':48} {per_100ms:14,.0f} {per_100ms / idempotent:8.2f}")
+        print(f"{'transactional, commit every 1000 records':48} {per_1000:14,.0f} {per_1000 / idempotent:8.2f}")
+        print(f"{'commit latency p50 (ms)':48} {percentile(commits, 0.5) * 1000:14.2f}")
+        print(f"{'commit latency p99 (ms)':48} {percentile(commits, 0.99) * 1000:14.2f}")
+        print(f"{'commits measured':48} {len(commits):14d}")
+        print(f"{'read_uncommitted consume (msgs/s)':48} {uncommitted_count / uncommitted_s:14,.0f}"
+              f"          {uncommitted_count:,} msgs in {uncommitted_s:.2f} s")
+        print(f"{'read_committed consume (msgs/s)':48} {committed_count / committed_s:14,.0f} "
+              f"{uncommitted_s / committed_s:8.2f} {committed_count:,} msgs in {committed_s:.2f} s "
+              "(ratio: time to read the topic)")
+    finally:
+        if broker is not None:
+            broker.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
