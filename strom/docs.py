@@ -1,9 +1,9 @@
-"""Generated README sections: the supported APIs and the config reference.
+"""Generated README sections: the supported APIs and the broker and topic config references.
 
-Both come from the code (the handler table, BrokerConfig's key table), so the README cannot
-drift from what the broker does: ``python -m strom.docs --write README.md`` rewrites the blocks
-between the ``<!-- BEGIN name -->`` / ``<!-- END name -->`` markers, and a test fails when the
-README is out of date.
+All come from the code (the handler table, BrokerConfig's and LogConfig's key tables), so the
+README cannot drift from what the broker does: ``python -m strom.docs --write README.md``
+rewrites the blocks between the ``<!-- BEGIN name -->`` / ``<!-- END name -->`` markers, and a
+test fails when the README is out of date.
 """
 
 from __future__ import annotations
@@ -30,7 +30,13 @@ def config_table() -> str:
     return config_reference_markdown().rstrip()
 
 
-SECTIONS = {"api-table": api_table, "config-table": config_table}
+def topic_config_table() -> str:
+    from strom.storage.log_config import topic_config_reference_markdown
+
+    return topic_config_reference_markdown().rstrip()
+
+
+SECTIONS = {"api-table": api_table, "config-table": config_table, "topic-config-table": topic_config_table}
 
 
 def render(text: str) -> str:

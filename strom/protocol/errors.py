@@ -220,6 +220,22 @@ class RecordListTooLargeError(KafkaError):
     error_code = ErrorCode.RECORD_LIST_TOO_LARGE
 
 
+class RecordValidationError(KafkaError):
+    """Records of a batch break a topic rule; the batch is refused and they are named (KIP-467).
+
+    ``record_errors`` are (index in the batch, message) pairs, sent in ProduceResponse v8+'s
+    record_errors so a client fails exactly those records with the batch's error code and the
+    others with its own "invalid different record" error. The code is INVALID_RECORD, or
+    INVALID_TIMESTAMP when any record has a bad timestamp, as in Kafka.
+    """
+    error_code = ErrorCode.INVALID_RECORD
+
+    def __init__(self, message: str, record_errors: list[tuple[int, str | None]], *,
+                 error_code: ErrorCode | None = None) -> None:
+        super().__init__(message, error_code=error_code)
+        self.record_errors = record_errors
+
+
 class InvalidTimestampError(KafkaError):
     """A CreateTime is outside message.timestamp.*.ms of the broker's clock."""
     error_code = ErrorCode.INVALID_TIMESTAMP

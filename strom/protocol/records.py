@@ -9,8 +9,10 @@ Batch layout (61-byte header, big-endian), exactly as it travels on the wire and
     17 crc uint32 (CRC-32C of bytes 21..end)                61 records...
 
 The CRC covers neither baseOffset nor partitionLeaderEpoch, so the broker assigns offsets by
-patching those two fields and never recomputes it. Record-level parsing lives here too, but
-only tools, the cleaner and recompression use it: the produce and fetch paths stay per batch.
+patching those two fields and never recomputes it. Record-level parsing lives here too, for
+tools, the cleaner and recompression, and for the leader's record checks where Kafka's rules need
+them (``scan_records``, ``first_offset_gap``): fetch, and produce to a plain topic in
+uncompressed batches, stay per batch.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from __future__ import annotations
 import struct
 import time
 from dataclasses import dataclass, field
-from typing import Iterator, Sequence
+from typing import Iterator, NamedTuple, Sequence
 
 import crc32c
 
@@ -316,6 +318,121 @@ def batch_records_payload(batch, header: BatchHeader, max_output: int = 256 * 10
     return decompress(header.compression, raw, max_output)
 
 
+PREMATURE_EOF = "Incorrect declared batch size, premature EOF reached"
+RECORDS_REMAINING = "Incorrect declared batch size, records still remaining in file"
+
+
+class RecordSummary(NamedTuple):
+    """What the broker checks of one record: no key or value bytes are copied to get it."""
+
+    timestamp_delta: int
+    offset_delta: int
+    key_length: int  # -1: null key
+
+
+def scan_records(buf, start: int, end: int, count: int) -> list[RecordSummary]:
+    """Walk ``count`` records in ``buf[start:end]`` (a batch's records section, decompressed).
+
+    Checks the structure as Kafka's DefaultRecord reader does: every record ends exactly where
+    its length says, and the section holds exactly ``count`` records (Kafka's messages, raised
+    as InvalidRecordError). Runs for every record a producer sends to a topic with per-record
+    rules (compaction, timestamp bounds), so it reads lengths and skips bytes, never copies.
+    """
+    try:
+        return _scan_records(buf, start, end, count)
+    except CorruptRecordError as exc:  # a varint past the record's end or longer than 10 bytes
+        raise InvalidRecordError(f"Found invalid record structure: {exc}") from None
+
+
+def _scan_records(buf, start: int, end: int, count: int) -> list[RecordSummary]:
+    out: list[RecordSummary] = []
+    append = out.append
+    pos = start
+    for _ in range(count):
+        if pos >= end:
+            raise InvalidRecordError(PREMATURE_EOF)
+        length, pos = _varint(buf, pos, end)
+        body = pos
+        limit = pos + length
+        if length < 6 or limit > end:  # attributes and five one-byte varints at the least
+            raise InvalidRecordError(PREMATURE_EOF if length > 0 else f"Invalid record size {length}")
+        timestamp_delta, pos = _varint(buf, pos + 1, limit)  # + 1: attributes, unused in v2
+        offset_delta, pos = _varint(buf, pos, limit)
+        key_length, pos = _varint(buf, pos, limit)
+        if key_length > 0:
+            pos += key_length
+        value_length, pos = _varint(buf, pos, limit)
+        if value_length > 0:
+            pos += value_length
+        headers, pos = _varint(buf, pos, limit)
+        if headers:
+            if headers < 0 or headers > limit - pos:
+                raise InvalidRecordError(f"Found invalid number of record headers {headers}")
+            for _header in range(headers):
+                header_key_length, pos = _varint(buf, pos, limit)
+                if header_key_length < 0:
+                    raise InvalidRecordError(f"Invalid negative header key size {header_key_length}")
+                pos += header_key_length
+                header_value_length, pos = _varint(buf, pos, limit)
+                if header_value_length > 0:
+                    pos += header_value_length
+        if pos != limit:
+            raise InvalidRecordError(f"Invalid record size: expected to read {length} bytes in record payload, "
+                                     f"but instead read {pos - body}")
+        append(RecordSummary(timestamp_delta, offset_delta, key_length))
+    if pos != end:
+        raise InvalidRecordError(RECORDS_REMAINING)
+    return out
+
+
+def first_offset_gap(buf, start: int, end: int, count: int) -> int:
+    """Hop over ``count`` records by their lengths; the index of the first whose offset delta is
+    not its index (-1: offsets are consecutive from 0).
+
+    The cheap check of a compressed batch for a topic without per-record rules: the record
+    count and the framing must match the header (InvalidRecordError with Kafka's messages
+    otherwise), and only the offset delta of each record is read.
+    """
+    try:
+        gap = -1
+        pos = start
+        for index in range(count):
+            if pos >= end:
+                raise InvalidRecordError(PREMATURE_EOF)
+            length, pos = _varint(buf, pos, end)
+            limit = pos + length
+            if length < 6 or limit > end:
+                raise InvalidRecordError(PREMATURE_EOF if length > 0 else f"Invalid record size {length}")
+            timestamp_byte = buf[pos + 1]
+            if timestamp_byte < 0x80:
+                offset_delta, _ = _varint(buf, pos + 2, limit)
+            else:
+                _, after = decode_varint(buf, pos + 1, limit)
+                offset_delta, _ = _varint(buf, after, limit)
+            if offset_delta != index and gap < 0:
+                gap = index
+            pos = limit
+        if pos != end:
+            raise InvalidRecordError(RECORDS_REMAINING)
+        return gap
+    except CorruptRecordError as exc:
+        raise InvalidRecordError(f"Found invalid record structure: {exc}") from None
+
+
+def _varint(buf, pos: int, limit: int) -> tuple[int, int]:
+    """decode_varint with the one- and two-byte cases (most record fields) unrolled."""
+    if pos < limit:
+        byte = buf[pos]
+        if byte < 0x80:
+            return (byte >> 1) ^ -(byte & 1), pos + 1
+        if pos + 1 < limit:
+            second = buf[pos + 1]
+            if second < 0x80:
+                value = (byte & 0x7F) | (second << 7)
+                return (value >> 1) ^ -(value & 1), pos + 2
+    return decode_varint(buf, pos, limit)
+
+
 def decode_batch_records(batch, header: BatchHeader | None = None) -> list[Record]:
     """Every record of one batch (decompressing if needed)."""
     if header is None:
@@ -386,6 +503,7 @@ def build_batch(
     timestamp_type: int = CREATE_TIME,
     partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
     last_offset_delta: int | None = None,
+    compression_level: int | None = None,
 ) -> bytes:
     """Build one v2 batch, as a producer (or the cleaner, or recompression) would."""
     now = int(time.time() * 1000)
@@ -401,7 +519,7 @@ def build_batch(
     if compression:
         from strom.protocol.compression import compress
 
-        payload = bytearray(compress(compression, bytes(payload)))
+        payload = bytearray(compress(compression, bytes(payload), compression_level))
     if last_offset_delta is None:
         last_offset_delta = max(deltas) if deltas else 0
     attributes = compression & COMPRESSION_MASK
@@ -421,10 +539,12 @@ def build_batch(
     return bytes(batch)
 
 
-def rebuild_batch(header: BatchHeader, records: Sequence[Record], compression: int | None = None) -> bytes:
+def rebuild_batch(header: BatchHeader, records: Sequence[Record], compression: int | None = None,
+                  compression_level: int | None = None) -> bytes:
     """Re-encode a subset of a batch's records, keeping offsets, producer fields and flags.
 
-    Used by the cleaner (records dropped, offsets kept) and by topic-level recompression.
+    Used by the cleaner (records dropped, offsets kept), by topic-level recompression (at the
+    topic's compression.<codec>.level) and to renumber a compressed batch's inner offsets.
     """
     return build_batch(
         [NewRecord(r.value, r.key, r.headers, r.timestamp, r.offset - header.base_offset) for r in records],
@@ -437,6 +557,7 @@ def rebuild_batch(header: BatchHeader, records: Sequence[Record], compression: i
         control=header.is_control,
         timestamp_type=header.timestamp_type,
         partition_leader_epoch=header.partition_leader_epoch,
+        compression_level=compression_level,
     )
 
 

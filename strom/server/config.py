@@ -30,11 +30,15 @@ from strom.storage.log_config import (
     TIMESTAMP_TYPES,
     ConfigError,
     LogConfig,
+    did_you_mean,
     parse_bool,
     parse_choice,
     parse_cleanup_policy,
+    parse_compression_level,
     parse_float,
     parse_int,
+    parse_metadata_version,
+    warn_ignored,
 )
 
 log = logging.getLogger("strom.config")
@@ -133,8 +137,9 @@ def _require(condition: bool, key: str, message: str) -> None:
         raise ConfigError(key, message)
 
 
-def _key(key: str, default: Any, parse: Parser, doc: str) -> Any:
-    return dataclasses.field(default=default, metadata={"key": key, "parse": parse, "doc": doc})
+def _key(key: str, default: Any, parse: Parser, doc: str, ignored: str | None = None) -> Any:
+    """``ignored``: why a key Kafka accepts has no effect in strom (logged once when it is set)."""
+    return dataclasses.field(default=default, metadata={"key": key, "parse": parse, "doc": doc, "ignored": ignored})
 
 
 _DEFAULT_LISTENERS = (Listener("PLAINTEXT", "127.0.0.1", 9092),)
@@ -232,7 +237,8 @@ class BrokerConfig:
     log_index_size_max_bytes: int = _key("log.index.size.max.bytes", 10485760, _int(4),
         "Maximum size of an index file; a full index rolls the segment (segment.index.bytes).")
     log_preallocate: bool = _key("log.preallocate", False, parse_bool,
-        "Preallocate segment files (preallocate).")
+        "Accepted and ignored (preallocate): segment files grow as they are written.",
+        ignored="segment files grow as they are written")
     log_flush_interval_messages: int = _key("log.flush.interval.messages", LONG_MAX, _long(1),
         "Records appended before an fsync (flush.messages); default: leave it to the OS and replication.")
     log_flush_interval_ms: int | None = _key("log.flush.interval.ms", None, _long(0),
@@ -258,11 +264,39 @@ class BrokerConfig:
     log_cleaner_min_compaction_lag_ms: int = _key("log.cleaner.min.compaction.lag.ms", 0, _long(0),
         "Minimum age of a record before it can be compacted (min.compaction.lag.ms).")
     log_cleaner_max_compaction_lag_ms: int = _key("log.cleaner.max.compaction.lag.ms", LONG_MAX, _long(1),
-        "Maximum age of a record before it must be compacted (max.compaction.lag.ms).")
+        "Accepted and ignored (max.compaction.lag.ms): the cleaner compacts by dirty ratio alone.",
+        ignored="the cleaner compacts by log.cleaner.min.cleanable.ratio alone")
     log_message_timestamp_type: str = _key("log.message.timestamp.type", "CreateTime", _choice(*TIMESTAMP_TYPES),
         "CreateTime or LogAppendTime (message.timestamp.type).")
+    log_message_timestamp_before_max_ms: int = _key("log.message.timestamp.before.max.ms", LONG_MAX, _long(0),
+        "How far a CreateTime may lie in the past (message.timestamp.before.max.ms).")
+    log_message_timestamp_after_max_ms: int = _key("log.message.timestamp.after.max.ms", LONG_MAX, _long(0),
+        "How far a CreateTime may lie in the future (message.timestamp.after.max.ms).")
+    log_message_timestamp_difference_max_ms: int = _key("log.message.timestamp.difference.max.ms", LONG_MAX,
+        _long(0), "Deprecated: both bounds where the two above are unset (message.timestamp.difference.max.ms).")
+    log_message_format_version: str = _key("log.message.format.version", "3.0-IV1", parse_metadata_version,
+        "Deprecated; accepted and ignored (message.format.version): strom writes only record batches (magic 2).",
+        ignored="strom writes only record batches (magic 2)")
+    log_message_downconversion_enable: bool = _key("log.message.downconversion.enable", True, parse_bool,
+        "Deprecated; accepted and ignored (message.downconversion.enable): strom never down-converts.",
+        ignored="strom stores and serves record batches (magic 2) only")
+    inter_broker_protocol_version: str = _key("inter.broker.protocol.version", "3.9-IV0", parse_metadata_version,
+        "Accepted and ignored: strom brokers speak one protocol.",
+        ignored="strom brokers of one version speak one protocol")
+    log_local_retention_ms: int = _key("log.local.retention.ms", -2, _long(-2),
+        "Accepted and ignored (local.retention.ms): strom has no tiered storage.",
+        ignored="strom has no tiered storage")
+    log_local_retention_bytes: int = _key("log.local.retention.bytes", -2, _long(-2),
+        "Accepted and ignored (local.retention.bytes): strom has no tiered storage.",
+        ignored="strom has no tiered storage")
     compression_type: str = _key("compression.type", "producer", _choice(*COMPRESSION_TYPES),
         "Codec batches are stored with; producer: as sent.")
+    compression_gzip_level: int = _key("compression.gzip.level", -1, parse_compression_level("gzip"),
+        "gzip level when strom recompresses: 1-9, -1 for zlib's default.")
+    compression_lz4_level: int = _key("compression.lz4.level", 9, parse_compression_level("lz4"),
+        "lz4 level when strom recompresses: 1-17.")
+    compression_zstd_level: int = _key("compression.zstd.level", 3, parse_compression_level("zstd"),
+        "zstd level when strom recompresses: -131072-22.")
     min_insync_replicas: int = _key("min.insync.replicas", 1, _int(1),
         "In-sync replicas an acks=all produce needs (min.insync.replicas).")
     unclean_leader_election_enable: bool = _key("unclean.leader.election.enable", False, parse_bool,
@@ -383,6 +417,9 @@ class BrokerConfig:
         _require(self.replica_fetch_wait_max_ms <= self.replica_lag_time_max_ms,
                  "replica.fetch.wait.max.ms", f"{self.replica_fetch_wait_max_ms} exceeds "
                  f"replica.lag.time.max.ms {self.replica_lag_time_max_ms}: idle followers would leave the ISR")
+        _require(self.log_cleaner_min_compaction_lag_ms <= self.log_cleaner_max_compaction_lag_ms,
+                 "log.cleaner.min.compaction.lag.ms", f"{self.log_cleaner_min_compaction_lag_ms} exceeds "
+                 f"log.cleaner.max.compaction.lag.ms {self.log_cleaner_max_compaction_lag_ms}")
         _require(bool(self.log_dirs), "log.dirs", "at least one directory is required")
         _require(bool(self.listeners), "listeners", "at least one listener is required")
         ports = [listener.port for listener in self.listeners if listener.port != 0]
@@ -412,9 +449,11 @@ class BrokerConfig:
         for key, raw in mapping.items():
             spec = _FIELDS_BY_KEY.get(key)
             if spec is None:
-                log.warning("%s: unknown broker config, ignored", key)
+                log.warning("%s: unknown broker config, ignored%s", key, did_you_mean(key, _FIELDS_BY_KEY))
                 continue
             values[spec.name] = spec.metadata["parse"](key, raw)
+            if spec.metadata["ignored"]:
+                warn_ignored(key, str(raw).strip(), spec.metadata["ignored"])
         return cls(**values)
 
     @classmethod
@@ -454,6 +493,16 @@ class BrokerConfig:
             min_insync_replicas=self.min_insync_replicas,
             unclean_leader_election_enable=self.unclean_leader_election_enable,
             preallocate=self.log_preallocate,
+            compression_gzip_level=self.compression_gzip_level,
+            compression_lz4_level=self.compression_lz4_level,
+            compression_zstd_level=self.compression_zstd_level,
+            message_format_version=self.log_message_format_version,
+            message_timestamp_difference_max_ms=self.log_message_timestamp_difference_max_ms,
+            message_timestamp_before_max_ms=self.log_message_timestamp_before_max_ms,
+            message_timestamp_after_max_ms=self.log_message_timestamp_after_max_ms,
+            message_downconversion_enable=self.log_message_downconversion_enable,
+            local_retention_ms=self.log_local_retention_ms,
+            local_retention_bytes=self.log_local_retention_bytes,
         )
 
     def advertised_listener(self, name: str) -> Listener | None:

@@ -32,6 +32,7 @@ from strom.storage import producer_snapshot
 from strom.storage.leader_epoch import LeaderEpochCache
 from strom.storage.producer_state import ProducerStateManager
 from strom.storage.log_config import LogConfig
+from strom.storage.log_validator import needs_record_walk, validate_records
 from strom.storage.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -312,15 +313,22 @@ class Log:
     def append_as_leader(self, records, leader_epoch: int = -1) -> LogAppendInfo:
         """Validate, assign offsets and append a producer's record set.
 
-        Raises CorruptRecordError / InvalidRecordError / RecordTooLargeError before writing, so a
-        rejected payload leaves the log untouched. This is the produce hot path: work is per
-        batch, never per record, unless the topic forces a codec or LogAppendTime.
+        Raises CorruptRecordError / InvalidRecordError / RecordTooLargeError /
+        RecordValidationError before writing, so a rejected payload leaves the log untouched.
+        This is the produce hot path: work is per batch, never per record, unless Kafka's rules
+        need the records (compressed batches, compacted topics, timestamp bounds; see
+        log_validator) or the topic forces a codec or LogAppendTime.
         """
         config = self.config
         headers = validate_batches(records, config.max_message_bytes)
         for header in headers:
             if header.is_control:
                 raise InvalidRecordError("clients may not write control batches (transaction markers)")
+        if needs_record_walk(config, headers):
+            rebuilt, headers = validate_records(records, headers, config, f"{self.topic}-{self.partition}",
+                                                self.now_ms())
+            if rebuilt is not None:
+                records = rebuilt
         if headers[0].producer_id >= 0:
             duplicate = self._check_producer(headers)
             if duplicate is not None:
@@ -400,7 +408,10 @@ class Log:
             if header.compression == codec or header.is_control:
                 out += buf[header.position : header.position + header.size]
             else:
-                out += rebuild_batch(header, decode_batch_records(buf, header), codec)
+                batch_records = decode_batch_records(buf, header)
+                for index, record in enumerate(batch_records):  # as Kafka: offsets are assigned afresh,
+                    record.offset = header.base_offset + index  # whatever deltas the producer wrote
+                out += rebuild_batch(header, batch_records, codec, self.config.compression_level)
         return out, validate_batches(out, None, from_producer=False)
 
     def _append(self, buf, headers: list[BatchHeader], append_time: int, defer: bool = False) -> LogAppendInfo:

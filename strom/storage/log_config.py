@@ -4,13 +4,23 @@ A topic's effective config is the broker's defaults (``log.*`` keys in server.pr
 ``strom.server.config``) overlaid with the topic's own overrides (``retention.ms=...``). The
 topic keys and their defaults are Kafka's, so ``kafka-configs``-style tools and users' muscle
 memory carry over unchanged.
+
+Every topic config Kafka 3.9 accepts is accepted here, with Kafka's validation: the table
+``TOPIC_KEYS`` says for each what strom does, and the README's topic table is generated from it.
+Keys that mean nothing to strom (deprecated message-format keys, tiered storage, replication
+quotas) are stored and shown like any other and logged once as ignored, because older tools and
+client test suites set them and a refusal would break them for no gain.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import logging
+import re
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from functools import cached_property
+from typing import Any, Callable, Mapping, NamedTuple
 
 
 class ConfigError(ValueError):
@@ -71,36 +81,220 @@ def parse_cleanup_policy(key: str, raw: str) -> tuple[str, ...]:
 
 INT_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
+LONG_MIN = -(2**63)
 
-# topic key -> (field name, parser). Parsers take (key, raw string).
-_TOPIC_KEYS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
-    "segment.bytes": ("segment_bytes", lambda k, v: parse_int(k, v, 14, INT_MAX)),
-    "segment.ms": ("segment_ms", lambda k, v: parse_int(k, v, 1)),
-    "segment.jitter.ms": ("segment_jitter_ms", lambda k, v: parse_int(k, v, 0)),
-    "segment.index.bytes": ("segment_index_bytes", lambda k, v: parse_int(k, v, 4, INT_MAX)),
-    "index.interval.bytes": ("index_interval_bytes", lambda k, v: parse_int(k, v, 0, INT_MAX)),
-    "retention.ms": ("retention_ms", lambda k, v: parse_int(k, v, -1)),
-    "retention.bytes": ("retention_bytes", lambda k, v: parse_int(k, v)),
-    "cleanup.policy": ("cleanup_policy", parse_cleanup_policy),
-    "delete.retention.ms": ("delete_retention_ms", lambda k, v: parse_int(k, v, 0)),
-    "min.compaction.lag.ms": ("min_compaction_lag_ms", lambda k, v: parse_int(k, v, 0)),
-    "max.compaction.lag.ms": ("max_compaction_lag_ms", lambda k, v: parse_int(k, v, 1)),
-    "min.cleanable.dirty.ratio": ("min_cleanable_dirty_ratio", lambda k, v: parse_float(k, v, 0.0, 1.0)),
-    "max.message.bytes": ("max_message_bytes", lambda k, v: parse_int(k, v, 0, INT_MAX)),
-    "message.timestamp.type": ("message_timestamp_type", lambda k, v: parse_choice(k, v, TIMESTAMP_TYPES)),
-    "compression.type": ("compression_type", lambda k, v: parse_choice(k, v, COMPRESSION_TYPES)),
-    "flush.messages": ("flush_messages", lambda k, v: parse_int(k, v, 1)),
-    "flush.ms": ("flush_ms", lambda k, v: parse_int(k, v, 0)),
-    "file.delete.delay.ms": ("file_delete_delay_ms", lambda k, v: parse_int(k, v, 0)),
-    "min.insync.replicas": ("min_insync_replicas", lambda k, v: parse_int(k, v, 1)),
-    "unclean.leader.election.enable": ("unclean_leader_election_enable", parse_bool),
-    "preallocate": ("preallocate", parse_bool),
+log = logging.getLogger("strom.config")
+
+# Kafka's MetadataVersion strings (3.9), the values message.format.version and
+# inter.broker.protocol.version accept: release -> its IV sub-versions ("" for none).
+_METADATA_VERSIONS = {
+    "0.8.0": ("",), "0.8.1": ("",), "0.8.2": ("",), "0.9.0": ("",),
+    "0.10.0": ("IV0", "IV1"), "0.10.1": ("IV0", "IV1", "IV2"), "0.10.2": ("IV0",),
+    "0.11.0": ("IV0", "IV1", "IV2"), "1.0": ("IV0",), "1.1": ("IV0",), "2.0": ("IV0", "IV1"),
+    "2.1": ("IV0", "IV1", "IV2"), "2.2": ("IV0", "IV1"), "2.3": ("IV0", "IV1"), "2.4": ("IV0", "IV1"),
+    "2.5": ("IV0",), "2.6": ("IV0",), "2.7": ("IV0", "IV1", "IV2"), "2.8": ("IV0", "IV1"),
+    "3.0": ("IV0", "IV1"), "3.1": ("IV0",), "3.2": ("IV0",), "3.3": ("IV0", "IV1", "IV2", "IV3"),
+    "3.4": ("IV0",), "3.5": ("IV0", "IV1", "IV2"), "3.6": ("IV0", "IV1", "IV2"),
+    "3.7": ("IV0", "IV1", "IV2", "IV3", "IV4"), "3.8": ("IV0",), "3.9": ("IV0",), "4.0": ("IV0", "IV1"),
 }
+_PRODUCTION_RELEASES = set(_METADATA_VERSIONS) - {"4.0"}  # a bare "4.0" is not valid in Kafka 3.9
+METADATA_VERSION_KEYS = frozenset(
+    [f"{release}-{iv}" if iv else release for release, ivs in _METADATA_VERSIONS.items() for iv in ivs]
+    + list(_PRODUCTION_RELEASES))
+
+
+def parse_metadata_version(key: str, raw: str) -> str:
+    """Kafka's MetadataVersion.fromVersionString: "2.8", "2.8.1", "3.0-IV1", "0.10.2.1" ... (kept as given)."""
+    text = str(raw).strip()
+    segments = text.split(".")
+    wanted = 3 if text.startswith("0.") else 2
+    lookup = text if wanted >= len(segments) else ".".join(segments[:wanted])
+    if lookup not in METADATA_VERSION_KEYS:
+        raise ConfigError(key, f"Version {text} is not a valid version")
+    return text
+
+
+def parse_compression_level(codec: str) -> Callable[[str, str], int]:
+    """Kafka's level validators (KIP-390): gzip 1..9 or -1, lz4 1..17, zstd -131072..22."""
+    def parse(key: str, raw: str) -> int:
+        if codec == "gzip":
+            value = parse_int(key, raw)
+            if value != -1 and not 1 <= value <= 9:
+                raise ConfigError(key, f"Value must be between 1 and 9 or equal to -1, got {value}")
+            return value
+        if codec == "lz4":
+            return parse_int(key, raw, 1, 17)
+        return parse_int(key, raw, -131072, 22)
+    return parse
+
+
+_REPLICA = re.compile(r"^([0-9]+:[0-9]+)?$")
+
+
+def parse_throttled_replicas(key: str, raw: str) -> tuple[str, ...]:
+    """Kafka's ThrottledReplicaListValidator: "*" or partition:broker pairs."""
+    text = str(raw).strip()
+    items = tuple(part.strip() for part in text.split(",")) if text else ()
+    if not (all(_REPLICA.match(item) for item in items) or "".join(items) == "*"):
+        raise ConfigError(key, f"{key} must be the literal '*' or a list of replicas in the following format: "
+                               "[partitionId]:[brokerId],[partitionId]:[brokerId],...")
+    return items
+
+
+def parse_remote_storage_enable(key: str, raw: str) -> bool:
+    if parse_bool(key, raw):  # Kafka's answer when remote.log.storage.system.enable is false
+        raise ConfigError(key, "Tiered Storage functionality is disabled in the broker. "
+                               "Topic cannot be configured with remote log storage.")
+    return False
+
+
+class TopicKey(NamedTuple):
+    """One of Kafka 3.9's topic configs: how strom parses, stores and documents it."""
+
+    field: str
+    parse: Callable[[str, str], Any]
+    kind: str  # Kafka's ConfigDef type: int, long, double, boolean, string, list
+    server_keys: tuple[str, ...]  # broker keys giving the default, first wins (Kafka's ServerTopicConfigSynonyms)
+    effect: str  # what strom does with it (the README's topic config table)
+    ignored: str | None = None  # accepted and shown, no effect: why (logged once when set)
+    refused: tuple[str, ...] = ()  # values Kafka 3.9 accepts that strom refuses (INVALID_CONFIG)
+
+
+def _int(minimum: int | None = None, maximum: int | None = INT_MAX) -> Callable[[str, str], int]:
+    return lambda key, raw: parse_int(key, raw, minimum, maximum)
+
+
+def _long(minimum: int | None = None) -> Callable[[str, str], int]:
+    return lambda key, raw: parse_int(key, raw, minimum, LONG_MAX)
+
+
+_NO_DOWNCONVERSION = ("strom stores and serves record batches (magic 2) only, so there is nothing to "
+                      "down-convert")
+_NO_TIERED_STORAGE = "strom has no tiered storage: every segment stays local, under retention.ms and retention.bytes"
+
+# Kafka 3.9's topic configs (LogConfig), in Kafka's order.
+TOPIC_KEYS: dict[str, TopicKey] = {
+    "segment.bytes": TopicKey("segment_bytes", _int(14), "int", ("log.segment.bytes",), "Implemented."),
+    "segment.ms": TopicKey("segment_ms", _long(1), "long", ("log.roll.ms", "log.roll.hours"), "Implemented."),
+    "segment.jitter.ms": TopicKey("segment_jitter_ms", _long(0), "long",
+                                  ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+                                  "Implemented, as a fixed head start: a segment rolls at segment.ms minus the "
+                                  "jitter (Kafka draws a random part of it per segment)."),
+    "segment.index.bytes": TopicKey("segment_index_bytes", _int(4), "int", ("log.index.size.max.bytes",),
+                                    "Implemented."),
+    "flush.messages": TopicKey("flush_messages", _long(1), "long", ("log.flush.interval.messages",), "Implemented."),
+    "flush.ms": TopicKey("flush_ms", _long(0), "long", ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
+                         "Implemented."),
+    "retention.bytes": TopicKey("retention_bytes", _long(), "long", ("log.retention.bytes",), "Implemented."),
+    "retention.ms": TopicKey("retention_ms", _long(-1), "long",
+                             ("log.retention.ms", "log.retention.minutes", "log.retention.hours"), "Implemented."),
+    "max.message.bytes": TopicKey("max_message_bytes", _int(0), "int", ("message.max.bytes",),
+                                  "Implemented: a larger batch gets MESSAGE_TOO_LARGE."),
+    "index.interval.bytes": TopicKey("index_interval_bytes", _int(0), "int", ("log.index.interval.bytes",),
+                                     "Implemented."),
+    "delete.retention.ms": TopicKey("delete_retention_ms", _long(0), "long", ("log.cleaner.delete.retention.ms",),
+                                    "Implemented (measured from the tombstone's timestamp)."),
+    "min.compaction.lag.ms": TopicKey("min_compaction_lag_ms", _long(0), "long",
+                                      ("log.cleaner.min.compaction.lag.ms",), "Implemented."),
+    "max.compaction.lag.ms": TopicKey("max_compaction_lag_ms", _long(1), "long",
+                                      ("log.cleaner.max.compaction.lag.ms",),
+                                      "Accepted (validated against min.compaction.lag.ms), shown, ignored and logged "
+                                      "once", ignored="the cleaner compacts by min.cleanable.dirty.ratio alone"),
+    "file.delete.delay.ms": TopicKey("file_delete_delay_ms", _long(0), "long", ("log.segment.delete.delay.ms",),
+                                     "Implemented."),
+    "min.cleanable.dirty.ratio": TopicKey("min_cleanable_dirty_ratio",
+                                          lambda k, v: parse_float(k, v, 0.0, 1.0), "double",
+                                          ("log.cleaner.min.cleanable.ratio",), "Implemented."),
+    "cleanup.policy": TopicKey("cleanup_policy", lambda k, v: parse_cleanup_policy(k, v), "list",
+                               ("log.cleanup.policy",),
+                               "Implemented; on a compacted topic a record without a key fails its batch "
+                               "with INVALID_RECORD."),
+    "unclean.leader.election.enable": TopicKey("unclean_leader_election_enable", lambda k, v: parse_bool(k, v),
+                                               "boolean", ("unclean.leader.election.enable",), "Implemented."),
+    "min.insync.replicas": TopicKey("min_insync_replicas", _int(1), "int", ("min.insync.replicas",),
+                                    "Implemented."),
+    "compression.type": TopicKey("compression_type", lambda k, v: parse_choice(k, v, COMPRESSION_TYPES), "string",
+                                 ("compression.type",), "Implemented: batches in another codec are recompressed."),
+    "compression.gzip.level": TopicKey("compression_gzip_level", parse_compression_level("gzip"), "int",
+                                       ("compression.gzip.level",),
+                                       "Implemented: the level of batches strom recompresses to gzip."),
+    "compression.lz4.level": TopicKey("compression_lz4_level", parse_compression_level("lz4"), "int",
+                                      ("compression.lz4.level",),
+                                       "Implemented: the level of batches strom recompresses to lz4."),
+    "compression.zstd.level": TopicKey("compression_zstd_level", parse_compression_level("zstd"), "int",
+                                       ("compression.zstd.level",),
+                                       "Implemented: the level of batches strom recompresses to zstd."),
+    "preallocate": TopicKey("preallocate", lambda k, v: parse_bool(k, v), "boolean", ("log.preallocate",),
+                            "Accepted, shown, ignored and logged once",
+                            ignored="segment files grow as they are written (their indexes are preallocated)"),
+    "message.format.version": TopicKey(
+        "message_format_version", parse_metadata_version, "string", ("log.message.format.version",),
+        "Deprecated in Kafka 3; accepted (any Kafka version string), shown, ignored and logged once.",
+        ignored=("strom writes only record batches (magic 2), as Kafka 3 does with "
+                 "inter.broker.protocol.version >= 3.0")),
+    "message.timestamp.type": TopicKey("message_timestamp_type", lambda k, v: parse_choice(k, v, TIMESTAMP_TYPES),
+                                       "string", ("log.message.timestamp.type",), "Implemented."),
+    "message.timestamp.difference.max.ms": TopicKey(
+        "message_timestamp_difference_max_ms", _long(0), "long", ("log.message.timestamp.difference.max.ms",),
+        "Deprecated in Kafka 3.6; implemented as Kafka 3.9 does: the bound on both sides where "
+        "message.timestamp.before.max.ms / after.max.ms are left at their default."),
+    "message.timestamp.before.max.ms": TopicKey(
+        "message_timestamp_before_max_ms", _long(0), "long", ("log.message.timestamp.before.max.ms",),
+        "Implemented (CreateTime topics): an older record fails its batch with INVALID_TIMESTAMP."),
+    "message.timestamp.after.max.ms": TopicKey(
+        "message_timestamp_after_max_ms", _long(0), "long", ("log.message.timestamp.after.max.ms",),
+        "Implemented (CreateTime topics): a record from further in the future fails its batch with "
+        "INVALID_TIMESTAMP."),
+    "leader.replication.throttled.replicas": TopicKey(
+        "leader_replication_throttled_replicas", parse_throttled_replicas, "list", (),
+        "Accepted (validated as Kafka does), shown, ignored and logged once.",
+        ignored="strom has no replication quotas: followers fetch at full speed"),
+    "follower.replication.throttled.replicas": TopicKey(
+        "follower_replication_throttled_replicas", parse_throttled_replicas, "list", (),
+        "Accepted (validated as Kafka does), shown, ignored and logged once.",
+        ignored="strom has no replication quotas: followers fetch at full speed"),
+    "message.downconversion.enable": TopicKey(
+        "message_downconversion_enable", lambda k, v: parse_bool(k, v), "boolean",
+        ("log.message.downconversion.enable",),
+        "Deprecated in Kafka 3; accepted, shown, ignored and logged once.", ignored=_NO_DOWNCONVERSION),
+    "remote.storage.enable": TopicKey(
+        "remote_storage_enable", parse_remote_storage_enable, "boolean", (),
+        "Refused when `true` with INVALID_CONFIG, as Kafka refuses it with tiered storage disabled "
+        "(strom has none); `false` is accepted.", refused=("true",)),
+    "local.retention.ms": TopicKey("local_retention_ms", _long(-2), "long", ("log.local.retention.ms",),
+                                   "Accepted, shown, ignored and logged once.", ignored=_NO_TIERED_STORAGE),
+    "local.retention.bytes": TopicKey("local_retention_bytes", _long(-2), "long", ("log.local.retention.bytes",),
+                                      "Accepted, shown, ignored and logged once.", ignored=_NO_TIERED_STORAGE),
+    "remote.log.copy.disable": TopicKey("remote_log_copy_disable", lambda k, v: parse_bool(k, v), "boolean", (),
+                                        "Accepted, shown, ignored and logged once.", ignored=_NO_TIERED_STORAGE),
+    "remote.log.delete.on.disable": TopicKey("remote_log_delete_on_disable", lambda k, v: parse_bool(k, v),
+                                             "boolean", (), "Accepted, shown, ignored and logged once.",
+                                             ignored=_NO_TIERED_STORAGE),
+}
+
+_warned: set[tuple[str, str]] = set()
+
+
+def did_you_mean(key: str, known) -> str:
+    """`` (did you mean num.partitions?)`` for a near miss of a known key, else "": a typo should show its fix.
+
+    The cutoff is high so that a real Kafka key strom lacks is not "corrected" into an unrelated one.
+    """
+    close = difflib.get_close_matches(key.strip().lower(), known, n=1, cutoff=0.85)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def warn_ignored(key: str, value: str, reason: str) -> None:
+    """Say once per process and value that a Kafka config is accepted but has no effect."""
+    if (key, value) in _warned:
+        return
+    _warned.add((key, value))
+    log.warning("%s=%s is accepted for compatibility with Kafka and ignored: %s", key, value, reason)
 
 
 @dataclass(frozen=True)
 class LogConfig:
-    """The effective settings of one partition log. Defaults are Kafka's."""
+    """The effective settings of one partition log. Defaults are Kafka 3.9's."""
 
     segment_bytes: int = 1024 * 1024 * 1024
     segment_ms: int = 7 * 24 * 3600 * 1000
@@ -123,6 +317,21 @@ class LogConfig:
     min_insync_replicas: int = 1
     unclean_leader_election_enable: bool = False
     preallocate: bool = False
+    compression_gzip_level: int = -1
+    compression_lz4_level: int = 9
+    compression_zstd_level: int = 3
+    message_format_version: str = "3.0-IV1"
+    message_timestamp_difference_max_ms: int = LONG_MAX
+    message_timestamp_before_max_ms: int = LONG_MAX
+    message_timestamp_after_max_ms: int = LONG_MAX
+    leader_replication_throttled_replicas: tuple[str, ...] = ()
+    follower_replication_throttled_replicas: tuple[str, ...] = ()
+    message_downconversion_enable: bool = True
+    remote_storage_enable: bool = False
+    local_retention_ms: int = -2
+    local_retention_bytes: int = -2
+    remote_log_copy_disable: bool = False
+    remote_log_delete_on_disable: bool = False
 
     @property
     def compact(self) -> bool:
@@ -132,29 +341,63 @@ class LogConfig:
     def delete(self) -> bool:
         return "delete" in self.cleanup_policy
 
+    @property
+    def timestamp_before_max_ms(self) -> int:
+        """Kafka 3.9: the deprecated difference bound applies while before.max.ms is left at its default."""
+        before = self.message_timestamp_before_max_ms
+        return before if before != LONG_MAX else self.message_timestamp_difference_max_ms
+
+    @property
+    def timestamp_after_max_ms(self) -> int:
+        after = self.message_timestamp_after_max_ms
+        return after if after != LONG_MAX else self.message_timestamp_difference_max_ms
+
+    @cached_property
+    def record_checks(self) -> bool:
+        """Whether every record of every batch must be read: compaction needs keys, bounds need timestamps."""
+        return self.compact or (self.message_timestamp_type == "CreateTime" and (
+            self.timestamp_before_max_ms < LONG_MAX or self.timestamp_after_max_ms < LONG_MAX))
+
+    @property
+    def compression_level(self) -> int | None:
+        """The level of the topic's codec when strom recompresses (None: the codec has none)."""
+        return {"gzip": self.compression_gzip_level, "lz4": self.compression_lz4_level,
+                "zstd": self.compression_zstd_level}.get(self.compression_type)
+
     @staticmethod
     def topic_keys() -> tuple[str, ...]:
-        return tuple(_TOPIC_KEYS)
+        return tuple(TOPIC_KEYS)
 
     @staticmethod
     def field_for_key(key: str) -> str:
-        return _TOPIC_KEYS[key][0]
+        return TOPIC_KEYS[key].field
 
     def with_overrides(self, overrides: Mapping[str, str]) -> "LogConfig":
         """Overlay topic-level overrides (Kafka key -> string value); unknown keys are errors."""
         changes: dict[str, Any] = {}
         for key, raw in overrides.items():
-            if key not in _TOPIC_KEYS:
-                raise ConfigError(key, "unknown topic config")
-            field, parser = _TOPIC_KEYS[key]
-            changes[field] = parser(key, raw)
-        return dataclasses.replace(self, **changes) if changes else self
+            spec = TOPIC_KEYS.get(key)
+            if spec is None:
+                raise ConfigError(key, "unknown topic config" + did_you_mean(key, TOPIC_KEYS))
+            changes[spec.field] = spec.parse(key, raw)
+            if spec.ignored:
+                warn_ignored(key, str(raw).strip(), spec.ignored)
+        config = dataclasses.replace(self, **changes) if changes else self
+        if changes:
+            config.check()
+        return config
+
+    def check(self) -> None:
+        """Kafka's cross-key rule (LogConfig.validateValues)."""
+        if self.min_compaction_lag_ms > self.max_compaction_lag_ms:
+            raise ConfigError("min.compaction.lag.ms", f"conflict topic config setting min.compaction.lag.ms "
+                              f"({self.min_compaction_lag_ms}) > max.compaction.lag.ms ({self.max_compaction_lag_ms})")
 
     def to_topic_configs(self) -> dict[str, str]:
         """The effective value of every topic key, as strings in Kafka's notation."""
         out: dict[str, str] = {}
-        for key, (field, _) in _TOPIC_KEYS.items():
-            value = getattr(self, field)
+        for key, spec in TOPIC_KEYS.items():
+            value = getattr(self, spec.field)
             if isinstance(value, bool):
                 out[key] = "true" if value else "false"
             elif isinstance(value, tuple):
@@ -162,3 +405,16 @@ class LogConfig:
             else:
                 out[key] = str(value)
         return out
+
+
+def topic_config_reference_markdown() -> str:
+    """The README's table of Kafka 3.9's topic configs and what strom does with each."""
+    defaults = LogConfig().to_topic_configs()
+    rows = ["| Topic key | Default | Broker key | What strom does |", "| --- | --- | --- | --- |"]
+    for key, spec in TOPIC_KEYS.items():
+        default = defaults[key]
+        shown = f"`{default}`" if default else "(empty)"
+        broker = ", ".join(f"`{k}`" for k in spec.server_keys) or "none"
+        effect = f"{spec.effect.rstrip('.')}: {spec.ignored}." if spec.ignored else spec.effect
+        rows.append(f"| `{key}` | {shown} | {broker} | {effect.replace('|', chr(92) + '|')} |")
+    return "\n".join(rows) + "\n"

@@ -92,10 +92,10 @@ def test_invalid_topic_config_names_the_key(broker):
     assert "no.such.topic.key" in excinfo.value.args[0].str()
 
 
-def produce(broker, topic, values, **config):
+def produce(broker, topic, values, keyed=False, **config):
     producer = Producer({"bootstrap.servers": broker.bootstrap, **config})
     for value in values:
-        producer.produce(topic, value)
+        producer.produce(topic, value, key=value if keyed else None)
     assert producer.flush(20) == 0
 
 
@@ -114,7 +114,7 @@ def consume_all(broker, topic, partitions=1, expected=None, timeout=20):
 
 def test_topics_configs_and_data_survive_a_restart(broker):
     create(broker, "durable", partitions=2, config={"retention.ms": "123456789", "cleanup.policy": "compact"})
-    produce(broker, "durable", [b"x%d" % i for i in range(50)])
+    produce(broker, "durable", [b"x%d" % i for i in range(50)], keyed=True)  # compacted: keys required
     broker.restart()
     metadata = admin(broker).list_topics(timeout=10)
     assert len(metadata.topics["durable"].partitions) == 2

@@ -205,6 +205,17 @@ def test_unknown_key_warns_and_is_ignored(caplog):
     assert "no.such.key" in caplog.records[0].getMessage()
 
 
+def test_a_misspelt_key_is_told_the_nearest_known_one(caplog):
+    with caplog.at_level(logging.WARNING, logger="strom.config"):
+        config = BrokerConfig.from_mapping({"num.partition": "3", "log.retention.hour": "5", "no.such.key": "1"})
+    assert config.num_partitions == 1 and config.log_retention_hours == 168  # still ignored
+    assert sorted(r.getMessage() for r in caplog.records) == [
+        "log.retention.hour: unknown broker config, ignored (did you mean log.retention.hours?)",
+        "no.such.key: unknown broker config, ignored",  # nothing close: no guess
+        "num.partition: unknown broker config, ignored (did you mean num.partitions?)",
+    ]
+
+
 # --- derived keys -----------------------------------------------------------------------------
 
 
@@ -344,6 +355,16 @@ def test_log_config_maps_broker_keys_to_topic_keys():
             "unclean.leader.election.enable": "true",
             "log.segment.delete.delay.ms": "13",
             "log.preallocate": "true",
+            "compression.gzip.level": "4",
+            "compression.lz4.level": "12",
+            "compression.zstd.level": "-5",
+            "log.message.format.version": "2.8",
+            "log.message.timestamp.difference.max.ms": "14",
+            "log.message.timestamp.before.max.ms": "15",
+            "log.message.timestamp.after.max.ms": "16",
+            "log.message.downconversion.enable": "false",
+            "log.local.retention.ms": "17",
+            "log.local.retention.bytes": "18",
         }
     )
     assert config.log_config().to_topic_configs() == {
@@ -368,9 +389,51 @@ def test_log_config_maps_broker_keys_to_topic_keys():
         "min.insync.replicas": "2",
         "unclean.leader.election.enable": "true",
         "preallocate": "true",
+        "compression.gzip.level": "4",
+        "compression.lz4.level": "12",
+        "compression.zstd.level": "-5",
+        "message.format.version": "2.8",
+        "message.timestamp.difference.max.ms": "14",
+        "message.timestamp.before.max.ms": "15",
+        "message.timestamp.after.max.ms": "16",
+        "leader.replication.throttled.replicas": "",
+        "follower.replication.throttled.replicas": "",
+        "message.downconversion.enable": "false",
+        "remote.storage.enable": "false",
+        "local.retention.ms": "17",
+        "local.retention.bytes": "18",
+        "remote.log.copy.disable": "false",
+        "remote.log.delete.on.disable": "false",
     }
 
 
 def test_config_is_frozen():
     with pytest.raises(dataclasses.FrozenInstanceError):
         BrokerConfig().broker_id = 2
+
+
+# --- Kafka 3.9 keys strom accepts but ignores ---------------------------------------------------
+
+
+def test_deprecated_kafka_keys_are_accepted_shown_and_logged_once_as_ignored(caplog, monkeypatch):
+    from strom.storage import log_config
+
+    monkeypatch.setattr(log_config, "_warned", set())  # "once" is per process; start this test afresh
+    mapping = {"log.message.format.version": "2.6", "log.message.downconversion.enable": "false",
+               "inter.broker.protocol.version": "3.9", "log.local.retention.ms": "1000"}
+    with caplog.at_level(logging.WARNING, logger="strom.config"):
+        config = BrokerConfig.from_mapping(mapping)
+        BrokerConfig.from_mapping(mapping)
+    items = config.items()
+    assert {key: items[key] for key in mapping} == mapping
+    warned = sorted(r.getMessage().split("=")[0] for r in caplog.records)
+    assert warned == sorted(mapping)
+    assert all("ignored" in r.getMessage() for r in caplog.records)
+
+
+def test_deprecated_keys_still_need_valid_values():
+    with pytest.raises(ConfigError, match="log.message.format.version: Version 9.9 is not a valid version"):
+        BrokerConfig.from_mapping({"log.message.format.version": "9.9"})
+    with pytest.raises(ConfigError, match="log.cleaner.min.compaction.lag.ms"):
+        BrokerConfig.from_mapping({"log.cleaner.min.compaction.lag.ms": "10",
+                                   "log.cleaner.max.compaction.lag.ms": "5"})

@@ -63,6 +63,21 @@ def test_encoded_response_is_what_kio_reads(version):
         assert partitions[1].error_message == "bad batch" and partitions[0].error_message is None
 
 
+@pytest.mark.parametrize("version", range(3, 10))
+def test_record_errors_are_what_kio_reads(version):
+    """KIP-467: v8+ carries each failed record's index and message; older versions only the code."""
+    bad = PartitionResult(0, 87, -1, -1, 5, "One or more records have been rejected",
+                          [(1, "no key é"), (7, None), (300, "x" * 200)])
+    body = encode_response([("orders", [bad, PartitionResult(1, 0, 9, -1, 0)])], version).chunks[0]
+    (partition, ok) = decode_response(0, version, body).responses[0].partition_responses
+    assert (int(partition.error_code), int(ok.error_code), ok.base_offset) == (87, 0, 9)
+    if version >= 8:
+        assert [(e.batch_index, e.batch_index_error_message) for e in partition.record_errors] == [
+            (1, "no key é"), (7, None), (300, "x" * 200)]
+        assert partition.error_message == "One or more records have been rejected"
+        assert len(ok.record_errors) == 0 and ok.error_message is None
+
+
 @settings(max_examples=300, deadline=None)
 @given(data=st.binary(max_size=200), version=st.integers(3, 9))
 def test_garbage_only_raises_decode_error(data, version):

@@ -21,7 +21,7 @@ from strom.protocol.api import ApiKey, response_class
 from strom.protocol.entities import build, field_value
 from strom.protocol.errors import ErrorCode, InvalidRequestError, KafkaError, UnknownTopicOrPartitionError
 from strom.server.config import BrokerConfig
-from strom.storage.log_config import ConfigError
+from strom.storage.log_config import TOPIC_KEYS, ConfigError
 
 API_KEY = ApiKey.DESCRIBE_CONFIGS
 MIN_VERSION = 1  # kio has no v0 classes (v0 had is_default where v1+ has config_source)
@@ -43,37 +43,11 @@ DYNAMIC_BROKER_LOGGER_CONFIG = 6
 # DescribeConfigsResponse.ConfigType (KIP-569)
 BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST = 1, 2, 3, 4, 5, 6, 7
 
+_KINDS = {"boolean": BOOLEAN, "string": STRING, "int": INT, "short": SHORT, "long": LONG, "double": DOUBLE,
+          "list": LIST}
 # Kafka's topic key -> broker keys that give its default, in precedence order (ServerTopicConfigSynonyms).
-TOPIC_SYNONYMS: dict[str, tuple[str, ...]] = {
-    "segment.bytes": ("log.segment.bytes",),
-    "segment.ms": ("log.roll.ms", "log.roll.hours"),
-    "segment.jitter.ms": ("log.roll.jitter.ms", "log.roll.jitter.hours"),
-    "segment.index.bytes": ("log.index.size.max.bytes",),
-    "index.interval.bytes": ("log.index.interval.bytes",),
-    "retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
-    "retention.bytes": ("log.retention.bytes",),
-    "cleanup.policy": ("log.cleanup.policy",),
-    "delete.retention.ms": ("log.cleaner.delete.retention.ms",),
-    "min.compaction.lag.ms": ("log.cleaner.min.compaction.lag.ms",),
-    "max.compaction.lag.ms": ("log.cleaner.max.compaction.lag.ms",),
-    "min.cleanable.dirty.ratio": ("log.cleaner.min.cleanable.ratio",),
-    "max.message.bytes": ("message.max.bytes",),
-    "message.timestamp.type": ("log.message.timestamp.type",),
-    "compression.type": ("compression.type",),
-    "flush.messages": ("log.flush.interval.messages",),
-    "flush.ms": ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
-    "file.delete.delay.ms": ("log.segment.delete.delay.ms",),
-    "min.insync.replicas": ("min.insync.replicas",),
-    "unclean.leader.election.enable": ("unclean.leader.election.enable",),
-    "preallocate": ("log.preallocate",),
-}
-
-TOPIC_TYPES: dict[str, int] = {
-    "segment.bytes": INT, "segment.index.bytes": INT, "index.interval.bytes": INT, "max.message.bytes": INT,
-    "min.insync.replicas": INT, "cleanup.policy": LIST, "min.cleanable.dirty.ratio": DOUBLE,
-    "message.timestamp.type": STRING, "compression.type": STRING,
-    "unclean.leader.election.enable": BOOLEAN, "preallocate": BOOLEAN,
-}  # every other topic key is a LONG
+TOPIC_SYNONYMS: dict[str, tuple[str, ...]] = {key: spec.server_keys for key, spec in TOPIC_KEYS.items()}
+TOPIC_TYPES: dict[str, int] = {key: _KINDS[spec.kind] for key, spec in TOPIC_KEYS.items()}
 
 # Broker keys Kafka derives from one another; describing any of them shows the whole chain.
 _BROKER_CHAINS = (
@@ -162,13 +136,14 @@ def topic_entries(broker, name: str, overrides: dict[str, str], wanted, synonyms
         chain = broker_synonyms(broker.config, TOPIC_SYNONYMS.get(key, ()))
         if key in overrides:
             chain.insert(0, {"name": key, "value": value, "source": DYNAMIC_TOPIC_CONFIG})
-        first_broker_key = TOPIC_SYNONYMS.get(key, (None,))[0]
+        first_broker_key = next(iter(TOPIC_SYNONYMS.get(key, ())), None)
+        doc = broker_doc(first_broker_key) if first_broker_key else TOPIC_KEYS[key].effect
         entries.append({
             "name": key, "value": value, "read_only": False, "is_sensitive": False,
             "config_source": chain[0]["source"] if chain else DEFAULT_CONFIG,
             "synonyms": chain if synonyms else [],
             "config_type": TOPIC_TYPES.get(key, LONG),
-            "documentation": broker_doc(first_broker_key) if docs and first_broker_key else None,
+            "documentation": doc if docs else None,
         })
     return entries
 

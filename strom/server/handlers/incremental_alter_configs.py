@@ -13,7 +13,7 @@ from strom.protocol.api import ApiKey
 from strom.protocol.errors import InvalidConfigError, InvalidRequestError
 from strom.server.handlers.alter_configs import check_keys, refuse_broker_change, respond, set_topic_overrides
 from strom.server.handlers.describe_configs import BROKER, LIST, TOPIC, TOPIC_TYPES, topic_overrides
-from strom.storage.log_config import LogConfig
+from strom.storage.log_config import LogConfig, did_you_mean
 
 API_KEY = ApiKey.INCREMENTAL_ALTER_CONFIGS
 MIN_VERSION = 0
@@ -44,7 +44,7 @@ def apply_operations(broker, name: str, configs) -> dict[str, str]:
             overrides[key] = value
             continue
         if key not in LogConfig.topic_keys():
-            raise InvalidConfigError(f"{key}: unknown topic config")
+            raise InvalidConfigError(f"{key}: unknown topic config" + did_you_mean(key, LogConfig.topic_keys()))
         if TOPIC_TYPES.get(key) != LIST:
             raise InvalidConfigError(f"{key}: {_OP_NAMES[op]} is allowed on list configs only")
         if key in overrides:

@@ -1,6 +1,9 @@
 """Produce: append each partition's batches on its leader; acks=all waits for the high watermark.
 
 The response is encoded by hand (this is the hottest request). acks=0 sends no response at all.
+A batch refused for some of its records (a key missing on a compacted topic, a timestamp out of
+bounds) names them in v8+'s record_errors (KIP-467), so clients fail exactly those records with
+the partition's error and the rest of the batch with their own "invalid different record" error.
 
 Transactional batches are verified first (KIP-890 part 1): a partition that holds no open
 transaction of the producer asks the transaction coordinator whether the transaction added
@@ -12,13 +15,14 @@ would silently open a transaction no coordinator knows, which blocks read_commit
 from __future__ import annotations
 
 import asyncio
+import functools
 import struct
 import time
 
 from strom.protocol.api import ApiKey
 from strom.protocol.codec import read_uvarint
 from strom.protocol.entities import millis
-from strom.protocol.errors import DecodeError, ErrorCode, KafkaError
+from strom.protocol.errors import DecodeError, ErrorCode, KafkaError, RecordValidationError
 from strom.protocol.records import BATCH_HEADER_SIZE, BatchHeader
 from strom.server.dispatcher import RawResponse, error_from_exception
 from strom.server import wire
@@ -39,10 +43,12 @@ _THROTTLE_FLEXIBLE = _THROTTLE + wire.NO_TAGS
 
 
 class PartitionResult:
-    __slots__ = ("index", "error_code", "base_offset", "log_append_time", "log_start_offset", "message", "wait_for")
+    __slots__ = ("index", "error_code", "base_offset", "log_append_time", "log_start_offset", "message", "wait_for",
+                 "record_errors")
 
     def __init__(self, index: int, error_code: int = 0, base_offset: int = -1, log_append_time: int = -1,
-                 log_start_offset: int = -1, message: str | None = None):
+                 log_start_offset: int = -1, message: str | None = None,
+                 record_errors: list[tuple[int, str | None]] | tuple = ()):
         self.index = index
         self.error_code = error_code
         self.base_offset = base_offset
@@ -50,6 +56,7 @@ class PartitionResult:
         self.log_start_offset = log_start_offset
         self.message = message
         self.wait_for = -1  # acks=all: the offset the high watermark must pass
+        self.record_errors = record_errors  # KIP-467: (index in the batch, message) of the records that failed it
 
 
 def handle(ctx, request):
@@ -63,6 +70,14 @@ def handle(ctx, request):
 # Coordinator errors the producer must retry become NOT_ENOUGH_REPLICAS, as in Kafka 3.6+.
 _RETRIABLE_VERIFICATION = {ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
                            ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.CONCURRENT_TRANSACTIONS}
+
+
+_VERIFICATION_MESSAGES = {
+    ErrorCode.INVALID_TXN_STATE: "the transaction has not added this partition (KIP-890 verification)",
+    ErrorCode.INVALID_PRODUCER_EPOCH: "a newer instance of this transactional producer has fenced this one",
+    ErrorCode.NOT_ENOUGH_REPLICAS: "the transaction coordinator could not be asked yet; retry",
+    ErrorCode.INVALID_PRODUCER_ID_MAPPING: "the transaction coordinator does not know this producer id",
+}
 
 
 def _unverified_partitions(broker, request) -> dict[tuple[str, int], BatchHeader]:
@@ -117,7 +132,7 @@ def _append_all(ctx, request, rejected: dict[tuple[str, int], int] | None = None
                 result.error_code, result.message = ErrorCode.INVALID_RECORD, "produce request without records"
             elif rejected and (name, index) in rejected:
                 result.error_code = rejected[(name, index)]
-                result.message = "the transaction has not added this partition (KIP-890 verification)"
+                result.message = _VERIFICATION_MESSAGES.get(result.error_code, "the transaction coordinator refused it")
             else:
                 try:
                     info = append(name, index, records, acks)
@@ -126,6 +141,12 @@ def _append_all(ctx, request, rejected: dict[tuple[str, int], int] | None = None
                     result.log_start_offset = info.log_start_offset
                     if acks == -1:
                         result.wait_for = info.last_offset + 1
+                except RecordValidationError as exc:
+                    result.error_code, result.message = int(exc.error_code), exc.message
+                    result.record_errors = exc.record_errors
+                    partition = broker.replica_manager.partitions.get((name, index))
+                    if partition is not None:
+                        result.log_start_offset = partition.log.log_start_offset
                 except (KafkaError, ValueError) as exc:
                     result.error_code, result.message = error_from_exception(exc)
             partitions.append(result)
@@ -137,7 +158,22 @@ def _append_all(ctx, request, rejected: dict[tuple[str, int], int] | None = None
             for result in partitions:
                 if not _committed(broker, name, result):
                     return _await_replication(broker, results, millis(request.timeout), ctx.api_version)
-    return encode_response(results, ctx.api_version)
+    response = encode_response(results, ctx.api_version)
+    # the appends may still be in the write-behind buffer: revised if their log dir fails first
+    response.revise = functools.partial(_revise_unwritten, broker.replica_manager.offline, results, ctx.api_version)
+    return response
+
+
+def _revise_unwritten(offline, results, version: int) -> RawResponse | None:
+    """KAFKA_STORAGE_ERROR for every success on a partition whose log dir failed before it was sent."""
+    revised = False
+    for name, partitions in results:
+        for r in partitions:
+            if r.error_code == 0 and (name, r.index) in offline:
+                r.error_code, r.base_offset = ErrorCode.KAFKA_STORAGE_ERROR, -1
+                r.message = "the log dir failed before the append reached its file"
+                revised = True
+    return encode_response(results, version) if revised else None
 
 
 def _committed(broker, topic: str, result: PartitionResult) -> bool:
@@ -146,8 +182,12 @@ def _committed(broker, topic: str, result: PartitionResult) -> bool:
         return True
     partition = broker.replica_manager.partitions.get((topic, result.index))
     if partition is None or not partition.is_leader or broker.replica_manager.fenced:
-        result.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
-        result.message = "leadership moved before the append was replicated"
+        if (topic, result.index) in broker.replica_manager.offline:
+            result.error_code = ErrorCode.KAFKA_STORAGE_ERROR
+            result.message = "the log dir failed before the append was replicated"
+        else:
+            result.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            result.message = "leadership moved before the append was replicated"
     elif partition.log.high_watermark < result.wait_for:
         return False
     elif len(partition.isr) < partition.log.config.min_insync_replicas:
@@ -191,8 +231,13 @@ def encode_response(results: list[tuple[str, list[PartitionResult]]], version: i
             else:
                 parts.append(_PARTITION_V3.pack(r.index, r.error_code, r.base_offset, r.log_append_time))
             if version >= 8:
-                parts.append(wire.array_length(0, flexible))  # record_errors
-                parts.append(wire.nullable_string(r.message if r.error_code else None, flexible))
+                parts.append(wire.array_length(len(r.record_errors), flexible))
+                for batch_index, message in r.record_errors:
+                    parts.append(_I32.pack(batch_index))
+                    parts.append(_text(message, flexible))
+                    if flexible:
+                        parts.append(wire.NO_TAGS)
+                parts.append(_text(r.message if r.error_code else None, flexible))
             if flexible:
                 parts.append(wire.NO_TAGS)
         if flexible:
@@ -200,6 +245,14 @@ def encode_response(results: list[tuple[str, list[PartitionResult]]], version: i
     parts.append(_THROTTLE_FLEXIBLE if flexible else _THROTTLE)
     body = b"".join(parts)
     return RawResponse([body], len(body))
+
+
+def _text(text: str | None, flexible: bool) -> bytes:
+    """A nullable string, not through wire.string's cache: error messages are one-offs."""
+    if text is None:
+        return wire.nullable_string(None, flexible)
+    data = text.encode()[:32767]  # a classic string's int16 length (messages are far shorter)
+    return (wire.uvarint(len(data) + 1) if flexible else _I16.pack(len(data))) + data
 
 
 # One topic, one partition, no error: the shape of every request from a client that sends each
