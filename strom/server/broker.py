@@ -12,6 +12,7 @@ marker → leave the metadata store.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import os
@@ -101,6 +102,8 @@ class Broker:
             ),
             topic_overrides=self._topic_overrides,
         )
+        if isinstance(self.store, LocalStore):  # its file lives in the first log dir
+            self.log_manager.failure_listeners.append(self.store.on_log_dir_failure)
         self.log_manager.startup()
         self.replica_manager = ReplicaManager(self)
         self.group_coordinator = GroupCoordinator(self)
@@ -110,7 +113,8 @@ class Broker:
         self.store.ensure_path(model.BROKERS_IDS)
         self.store.ensure_path(model.BROKERS_TOPICS)
         self.store.ensure_path(model.CONFIG_TOPICS)
-        self._registration = BrokerInfo(self.broker_id, self.host, advertised_port, config.broker_rack).to_json()
+        self._info = BrokerInfo(self.broker_id, self.host, advertised_port, config.broker_rack)
+        self._registration = self._info.to_json()
         # a ZooKeeper registration left by a crashed predecessor expires within the session timeout
         self._register(config.zookeeper_session_timeout_ms / 1000 + 2 if config.zookeeper_connect else 0)
         self.controller = Controller(self.store, self.broker_id, config.log_config())
@@ -194,6 +198,24 @@ class Broker:
                     raise RuntimeError(
                         f"broker.id={self.broker_id} is already registered by another live broker") from None
                 time.sleep(0.2)
+
+    def publish_offline_replicas(self) -> None:
+        """List this broker's offline replicas in its registration, so the controller moves them.
+
+        The registration is what a new ZooKeeper session re-creates, so the list outlives a
+        session expiry; a restart registers afresh, with the replicas back online.
+        """
+        offline = frozenset(self.replica_manager.offline)
+        if offline == self._info.offline_replicas or self._stop.is_set():
+            return
+        self._info = dataclasses.replace(self._info, offline_replicas=offline)
+        self._registration = self._info.to_json()
+        try:
+            self.store.set(model.broker_path(self.broker_id), self._registration)
+        except StoreError as exc:  # the re-registration after the session returns carries it
+            log.warning("could not publish %d offline replicas (%s)", len(offline), exc)
+            return
+        log.info("broker %d told the controller that %d replicas are offline", self.broker_id, len(offline))
 
     def _on_session_event(self, event: str) -> None:
         """ZooKeeper session lost / re-established (kazoo's thread): hop to the loop."""
@@ -413,6 +435,31 @@ class Broker:
             await self._bounded(asyncio.get_running_loop().run_in_executor(None, self.store.close),
                                 "closing the metadata store")
         log.info("broker %d stopped", self.broker_id)
+
+    async def abort(self) -> None:
+        """Stop as a kill -9 leaves things: no controlled shutdown, no flush, no checkpoints, no
+        clean-shutdown marker, so the next start recovers. strom.testing's in-process broker
+        uses it for ``kill``, since a thread cannot be killed."""
+        log.info("broker %d aborting", self.broker_id)
+        self._stop.set()
+        if self._reload_handle is not None:
+            self._reload_handle.cancel()
+            self._reload_handle = None
+        if self._server is not None:
+            self._server.close()
+        for connection in list(self.connections):
+            if connection.transport is not None:
+                connection.transport.abort()
+        for task in self._background:
+            task.cancel()
+        await self._bounded(asyncio.gather(*self._background, return_exceptions=True), "background tasks")
+        if self.replica_manager is not None:
+            await self._bounded(self.replica_manager.fetchers.shutdown(), "replica fetchers")
+        if self.log_manager is not None:
+            for partition_log in self.log_manager.logs.values():
+                partition_log.close_crashlike()
+        if self.store is not None:
+            self.store.close()
 
     @staticmethod
     async def _bounded(step, what: str) -> None:
