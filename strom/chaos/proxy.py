@@ -1,15 +1,18 @@
 """A fault-injecting TCP proxy on 127.0.0.1, to cut one process off from another.
 
-``blackhole()`` makes the link silent in both directions without closing anything, as a network
-partition does: bytes are dropped, nothing is answered, and new connections are accepted but go
-nowhere. ``heal()`` ends it; the connections that lived through the partition are reset (a real
-TCP connection would have timed out), so both sides reconnect cleanly.
+``blackhole()`` makes the link silent without closing anything, as a network partition does:
+bytes are dropped, nothing is answered, and new connections are accepted but go nowhere.
+``blackhole("to_target")`` or ``("from_target")`` drops one direction only (the asymmetric
+partition Jepsen found bugs with). ``heal()`` ends it; the connections that lived through the
+partition are reset (a real TCP connection would have timed out), so both sides reconnect cleanly.
 """
 
 from __future__ import annotations
 
 import socket
 import threading
+
+DIRECTIONS = ("both", "to_target", "from_target")
 
 
 class TcpProxy:
@@ -20,7 +23,7 @@ class TcpProxy:
         self.listener.bind(("127.0.0.1", 0))
         self.listener.listen(64)
         self.port = self.listener.getsockname()[1]
-        self._blackholed = threading.Event()
+        self._dropping = {"to_target": threading.Event(), "from_target": threading.Event()}
         self._closed = threading.Event()
         self._lock = threading.Lock()
         self._sockets: list[socket.socket] = []
@@ -30,11 +33,20 @@ class TcpProxy:
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def blackhole(self) -> None:
-        self._blackholed.set()
+    @property
+    def cut(self) -> bool:
+        return any(event.is_set() for event in self._dropping.values())
+
+    def blackhole(self, direction: str = "both") -> None:
+        if direction not in DIRECTIONS:
+            raise ValueError(f"direction must be one of {DIRECTIONS}, not {direction!r}")
+        for name, event in self._dropping.items():
+            if direction in ("both", name):
+                event.set()
 
     def heal(self) -> None:
-        self._blackholed.clear()
+        for event in self._dropping.values():
+            event.clear()
         self._reset_all()
 
     def close(self) -> None:
@@ -60,7 +72,7 @@ class TcpProxy:
                 return
             with self._lock:
                 self._sockets.append(client)
-            if self._blackholed.is_set():
+            if self._dropping["to_target"].is_set():
                 continue  # held open, going nowhere, until heal() resets it
             try:
                 upstream = socket.create_connection(self.target, timeout=5)
@@ -70,10 +82,12 @@ class TcpProxy:
             upstream.settimeout(None)
             with self._lock:
                 self._sockets.append(upstream)
-            for src, dst in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(src, dst), name="tcp-proxy-pump", daemon=True).start()
+            for src, dst, direction in ((client, upstream, "to_target"), (upstream, client, "from_target")):
+                threading.Thread(target=self._pump, args=(src, dst, self._dropping[direction]),
+                                 name="tcp-proxy-pump", daemon=True).start()
 
-    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+    @staticmethod
+    def _pump(src: socket.socket, dst: socket.socket, dropping: threading.Event) -> None:
         while True:
             try:
                 data = src.recv(65536)
@@ -81,7 +95,7 @@ class TcpProxy:
                 break
             if not data:
                 break
-            if self._blackholed.is_set():
+            if dropping.is_set():
                 continue  # dropped, as a partition drops packets
             try:
                 dst.sendall(data)

@@ -189,7 +189,7 @@ class TransactionCoordinator:
         if meta.pending is not None or meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
             return InitResult(ErrorCode.CONCURRENT_TRANSACTIONS)
         if producer_id >= 0 and not fresh:  # KIP-360: a known producer re-initialising
-            if (producer_id, producer_epoch) == (meta.producer_id, meta.last_producer_epoch) and \
+            if meta.last_producer_epoch >= 0 and (producer_id, producer_epoch) == (meta.producer_id, meta.last_producer_epoch) and \
                     meta.state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
                 return InitResult(ErrorCode.NONE, meta.producer_id, meta.producer_epoch)  # a retry
             if producer_id != meta.producer_id:
@@ -302,13 +302,6 @@ class TransactionCoordinator:
     async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> int:
         error, meta = self._check_producer(transactional_id, producer_id, producer_epoch)
         if error:
-            if error == ErrorCode.PRODUCER_FENCED and meta is None:
-                meta = self.txns.get(transactional_id)
-                # a retry of an EndTxn whose answer was lost, after a timeout fenced the epoch
-                if meta is not None and producer_epoch == meta.last_producer_epoch and not commit \
-                        and meta.state in (TxnState.PREPARE_ABORT, TxnState.COMPLETE_ABORT):
-                    return ErrorCode.NONE if meta.state == TxnState.COMPLETE_ABORT else \
-                        ErrorCode.CONCURRENT_TRANSACTIONS
             return error
         if meta.pending is not None:
             return ErrorCode.CONCURRENT_TRANSACTIONS
@@ -323,9 +316,9 @@ class TransactionCoordinator:
             return ErrorCode.CONCURRENT_TRANSACTIONS
         return ErrorCode.INVALID_TXN_STATE
 
-    async def _prepare_end(self, meta: TxnMetadata, commit: bool, epoch: int) -> int:
+    async def _prepare_end(self, meta: TxnMetadata, commit: bool, epoch: int, fencing: bool = False) -> int:
         transition = meta.prepare(TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT, _now_ms(),
-                                  epoch=epoch)
+                                  epoch=epoch, fencing=fencing)
         code = await self._write(meta, transition)
         if code == ErrorCode.NONE:
             self._complete_later(meta, commit)
@@ -336,7 +329,7 @@ class TransactionCoordinator:
         epoch = meta.producer_epoch + 1 if meta.producer_epoch + 1 < MAX_EPOCH else meta.producer_epoch
         log.info("aborting the open transaction of %s (producer %d) and fencing epoch %d",
                  meta.transactional_id, meta.producer_id, meta.producer_epoch)
-        return await self._prepare_end(meta, False, epoch)
+        return await self._prepare_end(meta, False, epoch, fencing=True)
 
     def _complete_later(self, meta: TxnMetadata, commit: bool) -> None:
         task = asyncio.get_running_loop().create_task(self._send_markers_and_complete(meta, commit))

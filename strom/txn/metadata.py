@@ -77,7 +77,8 @@ class TxnMetadata:
                    partitions, value.start_ms, value.last_update_ms, coordinator_partition=coordinator_partition)
 
     def prepare(self, state: TxnState, now_ms: int, *, producer_id: int | None = None, epoch: int | None = None,
-                timeout_ms: int | None = None, add: set[tuple[str, int]] | None = None) -> TxnTransition:
+                timeout_ms: int | None = None, add: set[tuple[str, int]] | None = None,
+                fencing: bool = False) -> TxnTransition:
         """Check the move to ``state`` and mark it pending; the caller writes it, then completes or aborts it."""
         if self.pending is not None:
             raise IllegalTransition(f"{self.transactional_id} is already moving to {self.pending.name}")
@@ -93,9 +94,16 @@ class TxnMetadata:
         elif state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT, TxnState.DEAD):
             partitions = set()
         new_epoch = self.producer_epoch if epoch is None else epoch
+        # the epoch before a bump is remembered so that a retried InitProducerId is recognised;
+        # a fenced epoch is not (Kafka sets lastProducerEpoch to -1 when fencing)
+        if fencing:
+            last_epoch = -1
+        elif new_epoch != self.producer_epoch:
+            last_epoch = self.producer_epoch
+        else:
+            last_epoch = self.last_producer_epoch
         transition = TxnTransition(
-            state, self.producer_id if producer_id is None else producer_id, new_epoch,
-            self.producer_epoch if new_epoch != self.producer_epoch else self.last_producer_epoch,
+            state, self.producer_id if producer_id is None else producer_id, new_epoch, last_epoch,
             self.timeout_ms if timeout_ms is None else timeout_ms, partitions, start, now_ms)
         self.pending = state
         return transition
@@ -103,8 +111,7 @@ class TxnMetadata:
     def complete(self, transition: TxnTransition) -> None:
         self.state = transition.state
         self.producer_id = transition.producer_id
-        if transition.producer_epoch != self.producer_epoch:
-            self.last_producer_epoch = self.producer_epoch
+        self.last_producer_epoch = transition.last_producer_epoch
         self.producer_epoch = transition.producer_epoch
         self.timeout_ms = transition.timeout_ms
         self.partitions = transition.partitions

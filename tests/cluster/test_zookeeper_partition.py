@@ -1,6 +1,6 @@
 """A leader cut off from ZooKeeper but not from its clients fences itself, and clients move.
 
-Each broker reaches ZooKeeper through its own fault-injecting proxy (tests/cluster/tcp_proxy.py).
+Each broker reaches ZooKeeper through its own fault-injecting proxy (strom/chaos/proxy.py).
 The leader of a partition is cut off from ZooKeeper; its session expires and the controller
 elects another leader. Without fencing the cut-off broker goes on answering Metadata as the
 leader and clients keep talking to it (issue 14 measured 9 acknowledged writes in 20 s); fenced,
@@ -14,7 +14,7 @@ import time
 
 from strom.protocol.records import NewRecord, build_batch
 from tests.cluster.conftest import SESSION_TIMEOUT_MS, Cluster, create_topic, wait_until
-from tests.cluster.tcp_proxy import TcpProxy
+from strom.chaos.proxy import TcpProxy
 from tests.cluster.workload import Workload, verify
 from tests.integration.clients import RawClient, raw_produce
 

@@ -1,0 +1,172 @@
+"""``python -m strom.chaos``: randomized fault schedules against a 3-broker cluster, checked.
+
+    python -m strom.chaos --runs 50 --minutes 3 [--seed 1] [--unclean] [--faults kill,pause,...]
+
+Each run: ZooKeeper and 3 brokers (RF=3, min.insync.replicas=2, unclean election off unless
+--unclean), producers writing throughout, and a schedule of faults drawn from the run's seed —
+one at a time, each held for a few seconds (often past the 6 s ZooKeeper session), then healed.
+At the end every fault is healed, the topic is read back and checked (strom.chaos.workload), the
+brokers are stopped cleanly and their replica files compared batch by batch. A failing run keeps
+its directory (history, broker logs, data) and prints the command that replays its schedule.
+With --unclean, loss is allowed but must be detected and reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from strom.chaos.cluster import ChaosCluster
+from strom.chaos.workload import Producers, Verdict, check, read_everything
+
+TOPIC = "chaos"
+PARTITIONS = 3
+FAULTS = ("kill", "pause", "restart", "zookeeper-pause", "zookeeper-cut", "zookeeper-cut-one-way")
+
+
+@dataclass
+class Fault:
+    kind: str
+    broker: int
+    at_s: float
+    hold_s: float
+
+    def describe(self) -> str:
+        return f"{self.at_s:5.1f}s {self.kind} broker {self.broker} for {self.hold_s:.1f}s"
+
+
+def schedule(seed: int, seconds: float, kinds: tuple[str, ...]) -> list[Fault]:
+    """The faults of one run: the seed decides everything, so a run can be replayed."""
+    rng = random.Random(seed)
+    faults = []
+    at = rng.uniform(3, 6)
+    while at < seconds - 10:
+        kind = rng.choice(kinds)
+        hold = rng.uniform(2, 11) if kind != "restart" else 0.0
+        faults.append(Fault(kind, rng.randint(1, 3), round(at, 1), round(hold, 1)))
+        at += hold + rng.uniform(6, 14)  # time to heal: sessions re-established, ISR back
+    return faults
+
+
+def _inject(cluster: ChaosCluster, fault: Fault) -> None:
+    if fault.kind == "kill":
+        cluster.kill(fault.broker)
+    elif fault.kind == "pause":
+        cluster.pause(fault.broker)
+    elif fault.kind == "restart":
+        cluster.restart(fault.broker)
+    elif fault.kind == "zookeeper-pause":
+        cluster.pause_zookeeper()
+    elif fault.kind == "zookeeper-cut":
+        cluster.cut_from_zookeeper(fault.broker)
+    elif fault.kind == "zookeeper-cut-one-way":
+        cluster.cut_from_zookeeper(fault.broker, "from_target")  # requests go out, answers never come back
+
+
+def _heal(cluster: ChaosCluster) -> None:
+    cluster.heal_all()
+    cluster.start_all()
+
+
+def run_once(root: Path, faults: list[Fault], seconds: float, unclean: bool,
+             log=print) -> tuple[Verdict, dict[str, int]]:
+    """One run of a fault schedule; the verdict and how many faults of each kind were injected."""
+    cluster = ChaosCluster(root, overrides={
+        "unclean.leader.election.enable": "true" if unclean else "false",
+        "min.insync.replicas": "2", "default.replication.factor": "3",
+        "auto.create.topics.enable": "false"}).start()
+    injected: dict[str, int] = {}
+    try:
+        _create_topic(cluster.bootstrap)
+        producers = Producers(cluster.bootstrap, TOPIC).start()
+        began = time.monotonic()
+        for fault in faults:
+            time.sleep(max(0.0, fault.at_s - (time.monotonic() - began)))
+            log(f"  {fault.describe()}")
+            _inject(cluster, fault)
+            injected[fault.kind] = injected.get(fault.kind, 0) + 1
+            time.sleep(fault.hold_s)
+            _heal(cluster)
+        time.sleep(max(0.0, seconds - (time.monotonic() - began)))
+        _heal(cluster)
+        history = producers.stop()
+        read = read_everything(cluster.bootstrap, TOPIC, PARTITIONS)
+        (root / "history.json").write_text(json.dumps({"acked": history.acked, "failed": history.failed}))
+        for node in cluster.nodes.values():  # clean stops flush every replica's files
+            node.stop()
+        differences = cluster.replicas_identical(TOPIC, PARTITIONS, 5)
+        return check(history, read, differences), injected
+    finally:
+        cluster.stop()
+
+
+def _create_topic(bootstrap: str) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3)])[TOPIC].result(10)
+            return
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m strom.chaos", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--minutes", type=float, default=1.0, help="length of each run")
+    parser.add_argument("--seed", type=int, default=1, help="seed of the first run (run i uses seed + i)")
+    parser.add_argument("--unclean", action="store_true", help="unclean.leader.election.enable=true")
+    parser.add_argument("--faults", default=",".join(FAULTS), help=f"comma-separated subset of {','.join(FAULTS)}")
+    parser.add_argument("--dir", default=None, help="where runs keep their files (a temporary directory if not given)")
+    args = parser.parse_args(argv)
+    kinds = tuple(k for k in args.faults.split(",") if k)
+    unknown = [k for k in kinds if k not in FAULTS]
+    if unknown:
+        parser.error(f"unknown faults {unknown}; known: {', '.join(FAULTS)}")
+    base = Path(args.dir or tempfile.mkdtemp(prefix="strom-chaos-"))
+    totals = {"acked": 0, "lost": 0, "duplicated": 0, "moved": 0, "out_of_order": 0, "failed_runs": 0}
+    faults_total: dict[str, int] = {}
+    for i in range(args.runs):
+        seed = args.seed + i
+        root = base / f"run-{seed}"
+        print(f"run {i + 1}/{args.runs} seed {seed}{' (unclean)' if args.unclean else ''}", flush=True)
+        verdict, injected = run_once(root, schedule(seed, args.minutes * 60, kinds), args.minutes * 60,
+                                     args.unclean, log=lambda line: print(line, flush=True))
+        for kind, n in injected.items():
+            faults_total[kind] = faults_total.get(kind, 0) + n
+        totals["acked"] += verdict.acknowledged
+        totals["lost"] += len(verdict.lost)
+        totals["duplicated"] += len(verdict.duplicated)
+        totals["moved"] += len(verdict.moved)
+        totals["out_of_order"] += len(verdict.out_of_order)
+        print(f"  {'ok' if verdict.ok else 'ANOMALY'}: {verdict.summary()}", flush=True)
+        if verdict.ok:
+            shutil.rmtree(root, ignore_errors=True)
+        else:
+            totals["failed_runs"] += 1
+            for name in ("lost", "duplicated", "moved", "out_of_order", "replica_differences"):
+                items = getattr(verdict, name)
+                if items:
+                    print(f"    {name}: {items[:10]}{' ...' if len(items) > 10 else ''}")
+            print(f"    kept in {root}; replay: python -m strom.chaos --runs 1 --seed {seed} "
+                  f"--minutes {args.minutes} --faults {','.join(kinds)}{' --unclean' if args.unclean else ''}")
+    print(f"\nfaults injected: {', '.join(f'{k} {n}' for k, n in sorted(faults_total.items()))}")
+    print(f"runs {args.runs}, anomalous {totals['failed_runs']}; acknowledged {totals['acked']}, lost {totals['lost']}, "
+          f"duplicated {totals['duplicated']}, moved {totals['moved']}, out of order {totals['out_of_order']}")
+    return 1 if totals["failed_runs"] and not args.unclean else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,151 @@
+"""A 3-broker cluster whose processes and links can be broken on purpose.
+
+Each broker reaches ZooKeeper through its own fault-injecting proxy, so one broker can be cut
+off from ZooKeeper (both ways or one way) while clients still reach it: the partition in which
+Kafka's ZooKeeper mode keeps a deposed leader answering. Processes can be killed (kill -9),
+paused past their session (SIGSTOP/SIGCONT), restarted cleanly; ZooKeeper itself can be paused.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+from strom.chaos.proxy import TcpProxy
+from strom.protocol.records import BatchHeader
+from strom.testing.cluster import LAG_TIME_MAX_MS, SESSION_TIMEOUT_MS
+from strom.testing.nodes import ProcessNode, wait_ready
+
+START_TIMEOUT_S = 30.0
+
+
+class ChaosCluster:
+    def __init__(self, root: Path, size: int = 3, overrides: dict[str, str] | None = None):
+        self.root = Path(root)
+        self.size = size
+        self.overrides = dict(overrides or {})
+        self.nodes: dict[int, ProcessNode] = {}
+        self.proxies: dict[int, TcpProxy] = {}
+        self.paused: set[int] = set()
+        self.zookeeper_paused = False
+        self._zookeeper = None
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"127.0.0.1:{node.port}" for node in self.nodes.values() if node.port)
+
+    def start(self) -> "ChaosCluster":
+        from strom.cluster import zookeeper_server
+
+        (self.root / "zookeeper").mkdir(parents=True, exist_ok=True)
+        self._zookeeper, port = zookeeper_server.start(str(self.root / "zookeeper"), timeout_s=START_TIMEOUT_S)
+        for broker_id in range(1, self.size + 1):
+            proxy = self.proxies[broker_id] = TcpProxy(port)
+            self.nodes[broker_id] = ProcessNode(broker_id, self.root / f"broker-{broker_id}", {
+                "zookeeper.connect": proxy.address,
+                "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
+                "replica.lag.time.max.ms": str(LAG_TIME_MAX_MS),
+                "offsets.topic.replication.factor": str(min(3, self.size)),
+                **self.overrides})
+        for node in self.nodes.values():
+            node.spawn()
+        wait_ready(list(self.nodes.values()), START_TIMEOUT_S)
+        return self
+
+    def stop(self) -> None:
+        from strom.cluster import zookeeper_server
+
+        self.heal_all()
+        for node in self.nodes.values():
+            node.kill()
+        for proxy in self.proxies.values():
+            proxy.close()
+        if self._zookeeper is not None:
+            zookeeper_server.stop(self._zookeeper)
+            self._zookeeper = None
+
+    # -- faults ------------------------------------------------------------------------------------
+    def kill(self, broker_id: int) -> None:
+        self.resume(broker_id)
+        self.nodes[broker_id].kill()
+
+    def start_broker(self, broker_id: int) -> None:
+        """Start a stopped or killed broker (waits past an old session's registration, as Kafka)."""
+        node = self.nodes[broker_id]
+        if not node.alive:
+            node.start(START_TIMEOUT_S + SESSION_TIMEOUT_MS / 1000)
+
+    def restart(self, broker_id: int) -> None:
+        """A clean restart: SIGTERM (controlled shutdown), then start."""
+        self.resume(broker_id)
+        self.nodes[broker_id].stop()
+        self.start_broker(broker_id)
+
+    def pause(self, broker_id: int) -> None:
+        node = self.nodes[broker_id]
+        if node.alive and broker_id not in self.paused:
+            os.kill(node.process.pid, signal.SIGSTOP)
+            self.paused.add(broker_id)
+
+    def resume(self, broker_id: int) -> None:
+        node = self.nodes[broker_id]
+        if broker_id in self.paused:
+            self.paused.discard(broker_id)
+            if node.alive:
+                os.kill(node.process.pid, signal.SIGCONT)
+
+    def pause_zookeeper(self) -> None:
+        if self._zookeeper is not None and not self.zookeeper_paused:
+            os.kill(self._zookeeper.pid, signal.SIGSTOP)
+            self.zookeeper_paused = True
+
+    def resume_zookeeper(self) -> None:
+        if self._zookeeper is not None and self.zookeeper_paused:
+            os.kill(self._zookeeper.pid, signal.SIGCONT)
+            self.zookeeper_paused = False
+
+    def cut_from_zookeeper(self, broker_id: int, direction: str = "both") -> None:
+        self.proxies[broker_id].blackhole(direction)
+
+    def heal_all(self) -> None:
+        """End every fault: links healed, processes resumed, dead brokers started again."""
+        self.resume_zookeeper()
+        for proxy in self.proxies.values():
+            if proxy.cut:
+                proxy.heal()
+        for broker_id in list(self.paused):
+            self.resume(broker_id)
+
+    def start_all(self) -> None:
+        for broker_id, node in self.nodes.items():
+            if not node.alive:
+                self.start_broker(broker_id)
+
+    # -- what the replicas hold --------------------------------------------------------------------
+    def partition_batches(self, broker_id: int, topic: str, partition: int) -> list[tuple[int, int, int]]:
+        """(base offset, last offset, crc) of every batch of one replica, read from its files."""
+        from strom.cli.dump_log import scan_log
+
+        directory = self.nodes[broker_id].data_dir / f"{topic}-{partition}"
+        batches: list[tuple[int, int, int]] = []
+        for path in sorted(directory.glob("*.log")):
+            found, _ = scan_log(str(path))
+            batches.extend((h.base_offset, h.last_offset, h.crc) for h, _ in found if isinstance(h, BatchHeader))
+        return batches
+
+    def replicas_identical(self, topic: str, partitions: int, timeout_s: float) -> list[str]:
+        """Wait (bounded) until every replica of every partition holds the same batches; the differences left."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            differences = []
+            for p in range(partitions):
+                held = {b: self.partition_batches(b, topic, p) for b in self.nodes}
+                distinct = {tuple(v) for v in held.values()}
+                if len(distinct) > 1:
+                    ends = {b: (v[-1][1] if v else -1) for b, v in held.items()}
+                    differences.append(f"{topic}-{p}: replicas differ (last offsets {ends})")
+            if not differences or time.monotonic() >= deadline:
+                return differences
+            time.sleep(0.5)

@@ -1,0 +1,169 @@
+"""The queue workload and its checker.
+
+Several idempotent acks=all producers write unique values (``<producer>:<sequence>``, keyed, so
+each producer's values of one key go to one partition in order) and record what each delivery
+report said. After the faults are healed the whole topic is read back, and the history is
+checked the way a user would: every acknowledged value is there exactly once, at the offset it
+was acknowledged at, in each producer's order; values whose delivery failed may or may not be
+there (the client was told the outcome is unknown only for timeouts) and are counted apart.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+
+@dataclass
+class History:
+    acked: dict[str, tuple[int, int]] = field(default_factory=dict)  # value -> (partition, offset)
+    failed: dict[str, str] = field(default_factory=dict)  # value -> error
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+@dataclass
+class Verdict:
+    acknowledged: int
+    failed: int
+    read: int
+    lost: list[str]
+    duplicated: list[str]
+    moved: list[str]  # acknowledged at one offset, read at another
+    out_of_order: list[str]
+    failed_but_present: int  # indeterminate outcomes that did land: allowed
+    replica_differences: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return not (self.lost or self.duplicated or self.moved or self.out_of_order or self.replica_differences)
+
+    def summary(self) -> str:
+        return (f"acked {self.acknowledged}, failed {self.failed} ({self.failed_but_present} of them landed), "
+                f"read {self.read}, lost {len(self.lost)}, duplicated {len(self.duplicated)}, "
+                f"moved {len(self.moved)}, out of order {len(self.out_of_order)}, "
+                f"replica differences {len(self.replica_differences)}")
+
+
+class Producers:
+    """``count`` producer threads writing until ``stop()``."""
+
+    def __init__(self, bootstrap: str, topic: str, count: int = 2, keys: int = 12, rate_per_s: float = 400):
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.count = count
+        self.keys = keys
+        self.interval_s = 1.0 / rate_per_s
+        self.history = History()
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._run, args=(i,), name=f"chaos-producer-{i}", daemon=True)
+                         for i in range(count)]
+
+    def start(self) -> "Producers":
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def stop(self, drain_s: float = 60.0) -> History:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(drain_s + 10)
+        return self.history
+
+    def _run(self, index: int) -> None:
+        from confluent_kafka import Producer
+
+        history = self.history
+        producer = Producer({
+            "bootstrap.servers": self.bootstrap, "enable.idempotence": True, "acks": "all", "linger.ms": 5,
+            "message.timeout.ms": 60000, "request.timeout.ms": 10000, "retry.backoff.ms": 50,
+            "reconnect.backoff.max.ms": 500, "topic.metadata.refresh.interval.ms": 1000,
+            "logger": _quiet_logger()})
+
+        def report(err, msg) -> None:
+            value = msg.value().decode()
+            with history.lock:
+                if err is None:
+                    history.acked[value] = (msg.partition(), msg.offset())
+                else:
+                    history.failed[value] = str(err)
+
+        sequence = 0
+        while not self._stop.is_set():
+            value = f"{index}:{sequence}"
+            key = f"k{sequence % self.keys}".encode()
+            try:
+                producer.produce(self.topic, value.encode(), key=key, on_delivery=report)
+                sequence += 1
+            except BufferError:
+                pass
+            producer.poll(self.interval_s)
+        producer.flush(60)
+
+
+def _quiet_logger():
+    import logging
+
+    # connection failures are the point of a chaos run: the history, not librdkafka, says what happened
+    logger = logging.getLogger("strom.chaos.librdkafka")
+    logger.propagate = False
+    if not logger.handlers:
+        logger.addHandler(logging.NullHandler())
+    return logger
+
+
+def read_everything(bootstrap: str, topic: str, partitions: int, timeout_s: float = 90.0) -> dict[int, list[tuple[int, str]]]:
+    """Every (offset, value) of every partition, from the start to the end as of now."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "chaos-checker", "enable.auto.commit": False,
+                         "enable.partition.eof": True, "logger": _quiet_logger()})
+    got: dict[int, list[tuple[int, str]]] = {p: [] for p in range(partitions)}
+    deadline = time.monotonic() + timeout_s
+    ends: dict[int, int] = {}
+    while len(ends) < partitions and time.monotonic() < deadline:
+        try:
+            for p in range(partitions):
+                if p not in ends:
+                    ends[p] = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1]
+        except Exception:  # a leader still moving: retried until the deadline
+            time.sleep(0.5)
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    done = {p for p, end in ends.items() if end == 0}
+    while len(done) < partitions and time.monotonic() < deadline:
+        for message in consumer.consume(2000, 0.5):
+            error = message.error()
+            if error is None:
+                got[message.partition()].append((message.offset(), message.value().decode()))
+                if message.offset() + 1 >= ends.get(message.partition(), 1 << 62):
+                    done.add(message.partition())
+            elif error.code() == error._PARTITION_EOF and message.offset() >= ends.get(message.partition(), 0):
+                done.add(message.partition())
+    consumer.close()
+    if len(done) < partitions:
+        raise RuntimeError(f"could not read partitions {sorted(set(range(partitions)) - done)} to their end "
+                           f"within {timeout_s}s")
+    return got
+
+
+def check(history: History, read: dict[int, list[tuple[int, str]]], replica_differences: list[str]) -> Verdict:
+    seen: dict[str, list[tuple[int, int]]] = {}
+    for partition, records in read.items():
+        for offset, value in records:
+            seen.setdefault(value, []).append((partition, offset))
+    lost = sorted(v for v in history.acked if v not in seen)
+    duplicated = sorted(v for v, where in seen.items() if len(where) > 1)
+    moved = sorted(v for v, at in history.acked.items() if v in seen and at not in seen[v])
+    out_of_order = []
+    for partition, records in read.items():
+        last: dict[str, int] = {}
+        for _offset, value in records:
+            producer, sequence = value.split(":")
+            # an idempotent producer's writes to one partition keep their order
+            previous = last.get(producer, -1)
+            if int(sequence) <= previous:
+                out_of_order.append(f"{partition}:{value} after {producer}:{previous}")
+            last[producer] = int(sequence)
+    failed_present = sum(1 for v in history.failed if v in seen)
+    return Verdict(len(history.acked), len(history.failed), sum(len(r) for r in read.values()), lost, duplicated,
+                   moved, out_of_order, failed_present, replica_differences)
