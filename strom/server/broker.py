@@ -405,9 +405,15 @@ class Broker:
             await asyncio.sleep(0.05)
         log.warning("controlled shutdown: still leading %d partitions after %.0fs", len(movable), SHUTDOWN_GRACE_S)
 
-    async def shutdown(self) -> None:
-        log.info("broker %d shutting down", self.broker_id)
-        if self.store is not None and self.replica_manager is not None and not self._stop.is_set():
+    async def shutdown(self, crash: bool = False) -> None:
+        """Stop serving; with ``crash`` stop as a kill -9 leaves things instead.
+
+        A crash makes no controlled shutdown, waits for no request, flushes and checkpoints
+        nothing and writes no clean-shutdown marker, so the next start recovers. strom.testing's
+        in-process broker uses it for ``kill``, since a thread cannot be killed.
+        """
+        log.info("broker %d %s", self.broker_id, "aborting" if crash else "shutting down")
+        if not crash and self.store is not None and self.replica_manager is not None and not self._stop.is_set():
             await self._controlled_shutdown()
         self._stop.set()
         if self._reload_handle is not None:
@@ -416,11 +422,11 @@ class Broker:
         if self._server is not None:
             self._server.close()
         deadline = time.monotonic() + SHUTDOWN_GRACE_S
-        while any(not c.idle for c in self.connections) and time.monotonic() < deadline:
+        while not crash and any(not c.idle for c in self.connections) and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
         for connection in list(self.connections):
             if connection.transport is not None:
-                connection.transport.close()
+                connection.transport.abort() if crash else connection.transport.close()
         for task in self._background:
             task.cancel()
         # Every step is bounded: a shutdown that hangs is worse than one that skips a courtesy.
@@ -430,36 +436,15 @@ class Broker:
         if self.replica_manager is not None:
             await self._bounded(self.replica_manager.fetchers.shutdown(), "replica fetchers")
         if self.log_manager is not None:
-            self.log_manager.shutdown()
+            if crash:
+                for partition_log in self.log_manager.logs.values():
+                    partition_log.close_crashlike()
+            else:
+                self.log_manager.shutdown()
         if self.store is not None:
             await self._bounded(asyncio.get_running_loop().run_in_executor(None, self.store.close),
                                 "closing the metadata store")
         log.info("broker %d stopped", self.broker_id)
-
-    async def abort(self) -> None:
-        """Stop as a kill -9 leaves things: no controlled shutdown, no flush, no checkpoints, no
-        clean-shutdown marker, so the next start recovers. strom.testing's in-process broker
-        uses it for ``kill``, since a thread cannot be killed."""
-        log.info("broker %d aborting", self.broker_id)
-        self._stop.set()
-        if self._reload_handle is not None:
-            self._reload_handle.cancel()
-            self._reload_handle = None
-        if self._server is not None:
-            self._server.close()
-        for connection in list(self.connections):
-            if connection.transport is not None:
-                connection.transport.abort()
-        for task in self._background:
-            task.cancel()
-        await self._bounded(asyncio.gather(*self._background, return_exceptions=True), "background tasks")
-        if self.replica_manager is not None:
-            await self._bounded(self.replica_manager.fetchers.shutdown(), "replica fetchers")
-        if self.log_manager is not None:
-            for partition_log in self.log_manager.logs.values():
-                partition_log.close_crashlike()
-        if self.store is not None:
-            self.store.close()
 
     @staticmethod
     async def _bounded(step, what: str) -> None:

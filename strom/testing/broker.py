@@ -76,16 +76,6 @@ class Broker(KafkaHelpers):
         self._check(broker_id)
         return self.node.alive
 
-    def __enter__(self) -> Broker:
-        try:
-            return self.start()
-        except BaseException:
-            self.stop()
-            raise
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
     def __repr__(self) -> str:
         mode = "in-process" if self.in_process else "process"
         return f"<strom.testing.Broker {self.broker_id} {mode} {self.bootstrap_servers} {self.dir}>"

@@ -63,6 +63,20 @@ class KafkaHelpers:
     _admin = None
     _producer = None
 
+    def start(self): ...
+
+    def stop(self) -> None: ...
+
+    def __enter__(self):
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
     # -- clients -------------------------------------------------------------------------------------
     def client_config(self, **extra) -> dict:
         """A confluent-kafka config for this broker or cluster (log routed to Python logging)."""

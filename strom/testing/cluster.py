@@ -136,15 +136,5 @@ class Cluster(KafkaHelpers):
     def alive(self, broker_id: int) -> bool:
         return self._node(broker_id).alive
 
-    def __enter__(self) -> Cluster:
-        try:
-            return self.start()
-        except BaseException:
-            self.stop()
-            raise
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
     def __repr__(self) -> str:
         return f"<strom.testing.Cluster {self.broker_ids} {self.bootstrap_servers} zookeeper {self.zookeeper}>"

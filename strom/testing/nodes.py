@@ -218,7 +218,7 @@ class ThreadNode:
         ready.set()
         await self._wake.wait()
         if self._crash:
-            await broker.abort()
+            await broker.shutdown(crash=True)
         else:
             await broker.shutdown()
 
