@@ -68,10 +68,11 @@ class Broker:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
-def create_topic(bootstrap: str, partitions: int) -> str:
+def create_topic(bootstrap: str, partitions: int, prefix: str = "bench-groups") -> str:
+    """A fresh topic with a random name, so runs against a long-lived broker never meet."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    name = f"bench-groups-{uuid.uuid4().hex[:8]}"
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
         future.result(15)

@@ -24,17 +24,8 @@ import tempfile
 import time
 import uuid
 
+from strom.bench.groups import create_topic
 from strom.cli.demo import EmbeddedBroker
-
-
-def create_topic(bootstrap: str, partitions: int) -> str:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    name = f"bench-txn-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
-        future.result(15)
-    return name
 
 
 def idempotent_run(bootstrap: str, topic: str, seconds: float, payload: bytes) -> float:
@@ -143,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     bootstrap = args.bootstrap_server or broker.bootstrap
     payload = os.urandom(args.size)
     try:
-        topic = create_topic(bootstrap, args.partitions)
+        topic = create_topic(bootstrap, args.partitions, "bench-txn")
         idempotent = idempotent_run(bootstrap, topic, args.seconds, payload)
         per_100ms, commits_a = transactional_run(bootstrap, topic, args.seconds, payload, every_ms=100, abort_every=10)
         per_1000, commits_b = transactional_run(bootstrap, topic, args.seconds, payload, every_records=1000,
