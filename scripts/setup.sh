@@ -32,6 +32,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 stamp=.venv/.strom-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+    # the test extra: real clients and codecs, pyspark, atheris (python -m strom.fuzz)
     echo "setup: installing strom and its dependencies into .venv"
     .venv/bin/python -m pip install -q --upgrade pip >/dev/null
     .venv/bin/python -m pip install -q -e ".[test]"

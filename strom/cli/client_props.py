@@ -5,10 +5,17 @@ Kafka's own (``bootstrap.servers``, ``acks``, ``linger.ms``, ``compression.type`
 ``sasl.*``), so a Kafka ``--producer.config`` or ``--command-config`` file usually works unchanged.
 Java-only keys that make no sense for librdkafka (the serializer classes) are dropped, not rejected,
 so that the same files can be shared with Kafka's own scripts.
+
+librdkafka's own log goes through Python logging (the ``strom.librdkafka`` logger, WARNING and up on
+stderr). While no broker answers, librdkafka retries every few hundred milliseconds and logs each
+failed attempt; those lines are held back, and a tool either fails with one line naming the bootstrap
+servers (``ensure_reachable``) or, once it has been connected, says once per broker that it lost it.
 """
 
 from __future__ import annotations
 
+import argparse
+import logging
 import re
 import sys
 
@@ -19,8 +26,119 @@ JAVA_ONLY_KEYS = frozenset({
 })
 
 
+DEFAULT_TIMEOUT_MS = 10_000
+CLIENT_LOGGER = "strom.librdkafka"
+# librdkafka log facilities that report a broker connection's state: a down broker repeats them
+# a few times a second, so they are remembered here rather than printed.
+_CONNECTION_FACILITIES = frozenset({"FAIL", "REQTMOUT"})
+_CONNECTION_LINE = re.compile(r"^(?:\[thrd:[^\]]*\]: )?(?P<broker>\S+:\d+/\w+): (?P<reason>.*?)"
+                              r"(?: \(after \d+ms in state \w+[^)]*\))?$")
+_UNREACHABLE = frozenset({"_TRANSPORT", "_TIMED_OUT", "_ALL_BROKERS_DOWN", "_RESOLVE"})
+
+
 class ToolError(Exception):
     """A user-facing failure: printed as one line on stderr, exit code 1."""
+
+
+class _ConnectionLog(logging.Filter):
+    """Holds back librdkafka's connection failures instead of printing each retry.
+
+    Before the tool has reached the cluster they are silent and the last one is kept
+    (``ensure_reachable`` makes it the tool's error); after, the first failure of each broker is let
+    through once, reworded, and plain disconnects (idle connections, a broker shutting down) stay silent.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.said: set[str] = set()
+        self.connected = False
+        self.last: str | None = None
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        if len(args) != 3 or args[0] not in _CONNECTION_FACILITIES:
+            return True  # confluent-kafka logs (facility, client name, text)
+        match = _CONNECTION_LINE.match(str(args[2]))
+        if match is None:  # a logical broker ("GroupCoordinator: host:port: ..."): the real one says it
+            return False
+        broker, reason = match["broker"], match["reason"]
+        self.last = reason
+        if not self.connected or broker in self.said or reason.startswith("Disconnected"):
+            return False
+        self.said.add(broker)
+        record.levelno, record.levelname = logging.WARNING, "WARNING"
+        record.msg, record.args = "cannot reach broker %s: %s (retrying; said once)", (broker, reason)
+        return True
+
+
+class _StderrHandler(logging.Handler):
+    """Writes to whatever ``sys.stderr`` is at the time, or to ``write`` when a tool set one."""
+
+    write = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            write = self.write or sys.stderr.write
+            write(self.format(record) + "\n")
+        except Exception:  # logging must never take a tool down
+            self.handleError(record)
+
+
+_connection_log = _ConnectionLog()
+_handler = _StderrHandler()
+
+
+def client_logger() -> logging.Logger:
+    """The logger librdkafka's lines go to; configured on first use (WARNING, one line each, stderr)."""
+    logger = logging.getLogger(CLIENT_LOGGER)
+    if _connection_log not in logger.filters:
+        _handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+        logger.addHandler(_handler)
+        logger.addFilter(_connection_log)
+        logger.setLevel(logging.WARNING)
+        logger.propagate = False
+    return logger
+
+
+def send_client_log_to(write) -> None:
+    """Where librdkafka's lines go from now on: ``write(line)``, or stderr again with None.
+
+    For a tool that owns the terminal (the demo's live table), so that a line does not tear it.
+    """
+    client_logger()
+    _handler.write = write
+
+
+def logging_config() -> dict:
+    """The librdkafka settings that route its log through ``client_logger()``."""
+    return {"logger": client_logger(), "log_level": "4"}
+
+
+def add_timeout_argument(parser: argparse.ArgumentParser, flag: str = "--timeout",
+                         default_ms: int = DEFAULT_TIMEOUT_MS) -> None:
+    parser.add_argument(flag, type=int, default=default_ms, metavar="MS",
+                        help=f"give up when the cluster does not answer within this many ms (default {default_ms})")
+
+
+def ensure_reachable(client, bootstrap: str, timeout_s: float) -> None:
+    """Fetch metadata once, or fail with one line naming the servers and the last connection error.
+
+    Any client works (AdminClient, Producer, Consumer before it subscribes): ``poll(0)`` only serves
+    the log lines queued meanwhile, so that the reason is known and the retries stay unprinted.
+    """
+    from confluent_kafka import KafkaException
+
+    try:
+        client.list_topics(timeout=timeout_s)
+    except KafkaException as exc:
+        if error_name(exc) not in _UNREACHABLE:
+            raise
+        client.poll(0)
+        reason = _connection_log.last
+        raise ToolError(f"cannot reach the bootstrap servers {bootstrap} within {timeout_s:g} s"
+                        + (f": {reason}" if reason else "")) from None
+    client.poll(0)
+    _connection_log.connected = True
 
 
 def parse_key_values(items: list[str] | None, what: str = "property") -> dict[str, str]:
@@ -60,10 +178,9 @@ def load_properties(path: str) -> dict[str, str]:
 
 
 def client_config(bootstrap: str | None, config_file: str | None = None,
-                  overrides: dict[str, str] | None = None, **defaults: str) -> dict[str, str]:
+                  overrides: dict[str, str] | None = None, **defaults: str) -> dict:
     """Build a librdkafka configuration: defaults < properties file < ``--*-property`` overrides < bootstrap."""
-    # librdkafka logs informational lines (e.g. purged background events) on stderr; keep errors only.
-    config: dict[str, str] = {"log_level": "3", **defaults}
+    config: dict = {**logging_config(), **defaults}
     if config_file:
         config.update(load_properties(config_file))
     config.update(overrides or {})

@@ -13,6 +13,8 @@ topic, DYNAMIC_BROKER_CONFIG for a broker). The cluster-default broker entity (K
 --entity-default) is refused: librdkafka cannot address a config resource with an empty name.
 --alter uses IncrementalAlterConfigs (SET for --add-config, DELETE for --delete-config); a value
 holding commas is grouped in square brackets. Uses the DescribeConfigs and IncrementalAlterConfigs APIs.
+When no broker answers within --timeout (default 10 s) it fails with one line naming the servers.
+--entity-type users manages SCRAM credentials instead (see strom.cli.scram_users).
 """
 
 from __future__ import annotations
@@ -21,10 +23,12 @@ import argparse
 import re
 import sys
 
-from strom.cli.client_props import ToolError, client_config, error_text, exits_quietly_on_broken_pipe, load_properties
+from strom.cli.client_props import (
+    ToolError, add_timeout_argument, client_config, ensure_reachable, error_text, exits_quietly_on_broken_pipe,
+    load_properties,
+)
 
-TIMEOUT_S = 30.0
-ENTITY_TYPES = ("topics", "brokers")
+ENTITY_TYPES = ("topics", "brokers", "users")  # users: SCRAM credentials (strom.cli.scram_users)
 DEFAULT_ENTITY = ""
 
 
@@ -35,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT",
                         help="REQUIRED: the broker(s) to connect to")
     parser.add_argument("--command-config", metavar="FILE", help="admin client properties file")
-    parser.add_argument("--entity-type", choices=ENTITY_TYPES, help="topics or brokers")
+    parser.add_argument("--entity-type", choices=ENTITY_TYPES, help="topics, brokers or users")
     parser.add_argument("--entity-name", help="topic name or broker id (all of them when left out with --describe)")
     parser.add_argument("--entity-default", action="store_true",
                         help="the cluster-wide default broker entity (entity type brokers)")
@@ -48,6 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--add-config-file", metavar="FILE", help="a properties file of configs to set")
     parser.add_argument("--delete-config", action="append", default=[], metavar="K1,K2",
                         help="configs to remove (comma-separated, repeatable)")
+    add_timeout_argument(parser)
 
 
 @exits_quietly_on_broken_pipe
@@ -59,10 +64,14 @@ def run(args: argparse.Namespace) -> int:
         entity_type, entity_name = resolve_entity(args)
         overrides = load_properties(args.command_config) if args.command_config else {}
         admin = AdminClient(client_config(args.bootstrap_server, overrides=overrides))
-        if args.describe:
-            describe(admin, entity_type, entity_name, args.all)
+        timeout = args.timeout / 1000
+        ensure_reachable(admin, args.bootstrap_server, timeout)
+        if entity_type == "users":
+            users(admin, entity_name, args, timeout)
+        elif args.describe:
+            describe(admin, entity_type, entity_name, args.all, timeout)
         else:
-            alter(admin, entity_type, entity_name, args)
+            alter(admin, entity_type, entity_name, args, timeout)
         return 0
     except ToolError as exc:
         print(str(exc), file=sys.stderr)
@@ -129,9 +138,9 @@ def dynamic_source(entity_type: str):
     return ConfigSource.DYNAMIC_TOPIC_CONFIG if entity_type == "topics" else ConfigSource.DYNAMIC_BROKER_CONFIG
 
 
-def fetch_entries(admin, entity_type: str, name: str, describe_all: bool) -> list:
-    futures = admin.describe_configs([resource(entity_type, name)], request_timeout=TIMEOUT_S)
-    entries = next(iter(futures.values())).result(timeout=TIMEOUT_S)
+def fetch_entries(admin, entity_type: str, name: str, describe_all: bool, timeout: float) -> list:
+    futures = admin.describe_configs([resource(entity_type, name)], request_timeout=timeout)
+    entries = next(iter(futures.values())).result(timeout=timeout)
     wanted = dynamic_source(entity_type).value
     return sorted((entry for entry in entries.values() if describe_all or entry.source == wanted),
                   key=lambda entry: entry.name)
@@ -150,15 +159,15 @@ def show(value) -> str:
     return "null" if value is None else str(value)
 
 
-def describe(admin, entity_type: str, name: str | None, describe_all: bool) -> None:
+def describe(admin, entity_type: str, name: str | None, describe_all: bool, timeout: float) -> None:
     if name is not None:
         names = [name]
     elif entity_type == "topics":
-        names = sorted(admin.list_topics(timeout=TIMEOUT_S).topics)
+        names = sorted(admin.list_topics(timeout=timeout).topics)
     else:
-        names = [str(b) for b in sorted(admin.list_topics(timeout=TIMEOUT_S).brokers)]
+        names = [str(b) for b in sorted(admin.list_topics(timeout=timeout).brokers)]
     for entity in names:
-        entries = fetch_entries(admin, entity_type, entity, describe_all)
+        entries = fetch_entries(admin, entity_type, entity, describe_all, timeout)
         print(f"{'All' if describe_all else 'Dynamic'} configs for {entity_type[:-1]} {entity} are:")
         for entry in entries:
             synonyms = ", ".join(f"{source_name(s.source)}:{s.name}={show(s.value)}"
@@ -190,14 +199,14 @@ def parse_add_config(text: str | None) -> dict[str, str]:
     return configs
 
 
-def alter(admin, entity_type: str, name: str, args: argparse.Namespace) -> None:
+def alter(admin, entity_type: str, name: str, args: argparse.Namespace, timeout: float) -> None:
     from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
 
     to_add = load_properties(args.add_config_file) if args.add_config_file else {}
     to_add.update(parse_add_config(args.add_config))
     to_delete = [key.strip() for item in args.delete_config for key in item.split(",") if key.strip()]
     if to_delete:
-        current = {entry.name for entry in fetch_entries(admin, entity_type, name, describe_all=False)}
+        current = {entry.name for entry in fetch_entries(admin, entity_type, name, False, timeout)}
         missing = [key for key in to_delete if key not in current]
         if missing:
             raise ToolError(f"Invalid config(s): {','.join(missing)}")
@@ -205,7 +214,19 @@ def alter(admin, entity_type: str, name: str, args: argparse.Namespace) -> None:
     target.incremental_configs = (
         [ConfigEntry(key, None, incremental_operation=AlterConfigOpType.DELETE) for key in to_delete]
         + [ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET) for key, value in to_add.items()])
-    futures = admin.incremental_alter_configs([target], request_timeout=TIMEOUT_S)
+    futures = admin.incremental_alter_configs([target], request_timeout=timeout)
     for future in futures.values():
-        future.result(timeout=TIMEOUT_S)
+        future.result(timeout=timeout)
     print(f"Completed updating config for {entity_type[:-1]} {name}.")
+
+
+def users(admin, name: str | None, args: argparse.Namespace, timeout: float) -> None:
+    from strom.cli import scram_users
+
+    if args.describe:
+        scram_users.describe(admin, name, timeout)
+        return
+    to_add = load_properties(args.add_config_file) if args.add_config_file else {}
+    to_add.update(parse_add_config(args.add_config))
+    to_delete = [key.strip() for item in args.delete_config for key in item.split(",") if key.strip()]
+    scram_users.alter(admin, name, to_add, to_delete, timeout)

@@ -14,7 +14,9 @@ timestamp (``CreateTime:1700000000000``), ``Partition:p``, ``Offset:o``, headers
 null keys and values print as null.literal (``null``). Properties: print.timestamp, print.partition,
 print.offset, print.headers, print.key, print.value, print.delivery, key.separator, line.separator,
 headers.separator, null.literal. It stops after --max-messages, or when --timeout-ms pass without a
-message, and then prints ``Processed a total of N messages`` on stderr.
+message, and then prints ``Processed a total of N messages`` on stderr. It first fetches metadata:
+when no broker answers within --connect-timeout-ms (default 10000) it exits 1 with one line naming
+the bootstrap servers.
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ import signal
 import sys
 import time
 
-from strom.cli.client_props import ToolError, client_config, error_text, load_properties, parse_key_values
+from strom.cli.client_props import (
+    ToolError, add_timeout_argument, client_config, ensure_reachable, error_text, load_properties, parse_key_values,
+)
 
 BATCH = 500
 METADATA_TIMEOUT_S = 10.0
@@ -56,6 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="read_committed hides aborted and open transactions (default read_uncommitted)")
     parser.add_argument("--skip-message-on-error", action="store_true",
                         help="accepted for compatibility: message errors are always reported and skipped")
+    add_timeout_argument(parser, "--connect-timeout-ms")
 
 
 class Formatter:
@@ -223,6 +228,12 @@ def run(args: argparse.Namespace) -> int:
         consumer = Consumer(config)
     except (ToolError, KafkaException, re.error) as exc:
         print(f"strom console-consumer: {error_text(exc)}", file=sys.stderr)
+        return 1
+    try:
+        ensure_reachable(consumer, config["bootstrap.servers"], args.connect_timeout_ms / 1000)
+    except (ToolError, KafkaException) as exc:
+        print(f"strom console-consumer: {error_text(exc)}", file=sys.stderr)
+        consumer.close()
         return 1
 
     signal.signal(signal.SIGTERM, on_signal)

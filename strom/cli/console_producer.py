@@ -9,6 +9,8 @@ parse.headers, headers.delimiter (tab), headers.separator (``,``, a regex), head
 Producer settings come from --producer.config, then --producer-property, then the explicit options.
 Keys are partitioned with murmur2, as Kafka's Java producer does, so keys land where Kafka puts them.
 All messages are flushed at end of input; the exit code is 1 if any message was not delivered.
+It first fetches metadata: when no broker answers within --connect-timeout-ms (default 10000) it
+exits 1 with one line naming the bootstrap servers (``--timeout`` is Kafka's linger.ms here).
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ import argparse
 import re
 import sys
 
-from strom.cli.client_props import ToolError, client_config, error_text, load_properties, parse_key_values
+from strom.cli.client_props import (
+    ToolError, add_timeout_argument, client_config, ensure_reachable, error_text, load_properties, parse_key_values,
+)
 
 FLUSH_TIMEOUT_S = 120.0
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
@@ -44,6 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--request-timeout-ms", type=int, help="request.timeout.ms (default 1500)")
     parser.add_argument("--message-send-max-retries", type=int, help="retries (default 3)")
     parser.add_argument("--retry-backoff-ms", type=int, help="retry.backoff.ms (default 100)")
+    add_timeout_argument(parser, "--connect-timeout-ms")
 
 
 class LineReader:
@@ -150,7 +155,9 @@ def run(args: argparse.Namespace) -> int:
         reader_props = load_properties(args.reader_config) if args.reader_config else {}
         reader_props.update(parse_key_values(args.property, "reader property"))
         reader = LineReader(reader_props)
-        producer = Producer(producer_config(args))
+        config = producer_config(args)
+        producer = Producer(config)
+        ensure_reachable(producer, config["bootstrap.servers"], args.connect_timeout_ms / 1000)
     except (ToolError, KafkaException, re.error) as exc:
         print(f"strom console-producer: {error_text(exc)}", file=sys.stderr)
         return 1

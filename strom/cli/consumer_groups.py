@@ -1,25 +1,39 @@
 """``strom consumer-groups``: Kafka's kafka-consumer-groups.sh (ConsumerGroupCommand).
 
     strom consumer-groups --bootstrap-server H:P --list [--state [STATES]]
-    strom consumer-groups --bootstrap-server H:P --describe --group G [--members | --state | --offsets]
+    strom consumer-groups --bootstrap-server H:P --describe --group G [--members | --state | --offsets] [--verbose]
     strom consumer-groups --bootstrap-server H:P --reset-offsets --group G --topic T[:P,P] | --all-topics
-          (--to-earliest | --to-latest | --to-current | --to-offset N | --shift-by N | --to-datetime ISO)
-          [--dry-run | --execute]
+          (--to-earliest | --to-latest | --to-current | --to-offset N | --shift-by N | --to-datetime ISO
+           | --by-duration PnDTnHnMnS | --from-file CSV) [--dry-run | --execute] [--export]
     strom consumer-groups --bootstrap-server H:P --delete --group G
 
 Output is Kafka's, column for column (``-`` where a value is unknown), so scripts written for
 Kafka's tool read it. It talks to brokers through confluent-kafka's AdminClient, plus a Consumer
 that never joins a group for log-end offsets and offsets by time; it works against Kafka too.
-Offsets can only be reset while the group has no active members, as in Kafka. Exit status: 0,
-or 1 when the command printed an error.
+--verbose adds Kafka 4's columns: LEADER-EPOCH to the offsets; CURRENT-EPOCH, CURRENT-ASSIGNMENT
+(``topic:0,1;other:2``), TARGET-EPOCH, TARGET-ASSIGNMENT to the members; GROUP-EPOCH and
+TARGET-ASSIGNMENT-EPOCH to the state. The epochs read ``-``: a classic-protocol group has none
+(and librdkafka does not report them), as Kafka prints for such groups.
+
+Offsets can only be reset while the group has no active members, as in Kafka. --export prints the
+plan as CSV instead of a table (``topic,partition,offset`` for one --group, ``group,topic,partition,
+offset`` otherwise); --from-file reads either form back, e.g. a plan exported earlier and edited.
+Exit status: 0, or 1 when the command printed an error (including when no broker answers within
+--timeout).
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import io
+import re
 import sys
+import time
 from datetime import datetime, timezone
 from typing import Any, TextIO
+
+from strom.cli.client_props import ToolError, ensure_reachable, logging_config
 
 MISSING = "-"
 STATE_NAMES = {  # confluent-kafka's ConsumerGroupState → Kafka's GroupState.toString()
@@ -51,6 +65,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     view.add_argument("--members", action="store_true", help="with --describe: the members")
     view.add_argument("--state", nargs="?", const="", default=None, metavar="STATES",
                       help="with --describe: the group's state; with --list: show (and filter by) states")
+    parser.add_argument("--verbose", action="store_true",
+                        help="with --describe: more columns (leader epoch; members' assignments; epochs)")
     parser.add_argument("--topic", action="append", default=[], metavar="TOPIC[:P,P]",
                         help="with --reset-offsets: a topic, or some of its partitions (repeatable)")
     parser.add_argument("--all-topics", action="store_true", help="with --reset-offsets: every committed topic")
@@ -63,9 +79,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     scenario.add_argument("--to-datetime", metavar="ISO",
                           help="reset to the first offset at or after a time, e.g. 2024-01-31T12:00:00.000 "
                                "(local time unless it names a zone, e.g. Z or +01:00)")
+    scenario.add_argument("--by-duration", metavar="PnDTnHnMnS",
+                          help="reset to the first offset at or after now minus this ISO-8601 duration, e.g. PT1H30M")
+    scenario.add_argument("--from-file", metavar="CSV",
+                          help="reset to the offsets in a CSV file: topic,partition,offset (one --group) or "
+                               "group,topic,partition,offset")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--dry-run", action="store_true", help="only print the new offsets (the default)")
     mode.add_argument("--execute", action="store_true", help="commit the new offsets")
+    parser.add_argument("--export", action="store_true", help="with --reset-offsets: print the plan as CSV")
     parser.add_argument("--timeout", type=int, default=5000, metavar="MS", help="how long to wait for the broker")
 
 
@@ -73,6 +95,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     tool = ConsumerGroupTool(args, out or sys.stdout, err or sys.stderr)
     try:
         tool.validate()
+        ensure_reachable(tool.admin, args.bootstrap_server, tool.timeout_s)
         if args.list:
             tool.list_groups()
         elif args.describe:
@@ -81,7 +104,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
             tool.delete()
         else:
             tool.reset_offsets()
-    except CommandError as exc:
+    except (CommandError, ToolError) as exc:
         tool.error(f"Executing consumer group command failed due to {exc}")
     except UsageError as exc:
         tool.err.write(f"{exc}\n")
@@ -108,6 +131,16 @@ def _error_code(exc: BaseException) -> str | None:
     return error.name() if hasattr(error, "name") else None
 
 
+def _assignment_text(assignment) -> str:
+    """Kafka's getAssignmentString: ``topic:0,1,2;other:3``, topics sorted; ``-`` when empty."""
+    by_topic: dict[str, list[int]] = {}
+    for tp in (assignment.topic_partitions if assignment is not None else None) or []:
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    if not by_topic:
+        return MISSING
+    return ";".join(sorted(f"{topic}:" + ",".join(str(p) for p in sorted(ps)) for topic, ps in by_topic.items()))
+
+
 def _state(state: Any) -> str:
     name = getattr(state, "name", str(state))
     return STATE_NAMES.get(name, name)
@@ -122,9 +155,10 @@ class ConsumerGroupTool:
         self.err = err
         self.failed = False
         self.timeout_s = args.timeout / 1000
-        self.config = {"bootstrap.servers": args.bootstrap_server, "log_level": 3}  # librdkafka: errors only
+        self.config = {"bootstrap.servers": args.bootstrap_server, **logging_config()}
         self.admin = AdminClient(self.config)
         self._consumer = None
+        self._from_file: dict[str, dict[tuple[str, int], int]] | None = None
 
     def close(self) -> None:
         if self._consumer is not None:
@@ -151,14 +185,19 @@ class ConsumerGroupTool:
             raise UsageError("Option --describe, --delete and --reset-offsets need --group or --all-groups")
         if args.reset_offsets:
             scenarios = [args.to_earliest, args.to_latest, args.to_current, args.to_offset is not None,
-                         args.shift_by is not None, args.to_datetime is not None]
+                         args.shift_by is not None, args.to_datetime is not None, args.by_duration is not None,
+                         args.from_file is not None]
             if not any(scenarios):
                 raise UsageError("Option --reset-offsets requires one of --to-earliest, --to-latest, --to-current, "
-                                 "--to-offset, --shift-by, --to-datetime")
-            if not args.topic and not args.all_topics:
+                                 "--to-offset, --shift-by, --to-datetime, --by-duration, --from-file")
+            if not args.topic and not args.all_topics and args.from_file is None:
                 raise UsageError("One of the reset scopes should be defined: --all-topics, --topic.")
         if (args.members or args.offsets) and not args.describe:
             raise UsageError("Option --members and --offsets need --describe")
+        if args.verbose and not args.describe:
+            raise UsageError("Option --verbose needs --describe")
+        if args.export and not args.reset_offsets:
+            raise UsageError("Option --export needs --reset-offsets")
 
     def group_ids(self) -> list[str]:
         if self.args.all_groups:
@@ -210,6 +249,10 @@ class ConsumerGroupTool:
         return found
 
     def _committed(self, group_id: str) -> dict[tuple[str, int], int]:
+        return {tp: offset for tp, (offset, _) in self._committed_with_epochs(group_id).items()}
+
+    def _committed_with_epochs(self, group_id: str) -> dict[tuple[str, int], tuple[int, int | None]]:
+        """(topic, partition) -> (committed offset, the leader epoch committed with it, if any)."""
         from confluent_kafka import ConsumerGroupTopicPartitions
 
         futures = self.admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group_id)],
@@ -218,7 +261,8 @@ class ConsumerGroupTool:
             result = futures[group_id].result(self.timeout_s)
         except Exception as exc:
             raise CommandError(_kafka_error(exc)) from None
-        return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions or [] if tp.offset >= 0}
+        return {(tp.topic, tp.partition): (tp.offset, tp.leader_epoch)
+                for tp in result.topic_partitions or [] if tp.offset >= 0}
 
     def _log_end(self, topic: str, partition: int) -> int | None:
         from confluent_kafka import TopicPartition
@@ -255,14 +299,14 @@ class ConsumerGroupTool:
         for group_id in sorted(descriptions):
             description = descriptions[group_id]
             if self.args.members:
-                self._print_members(group_id, description)
+                self._print_members(group_id, description, self.args.verbose)
             elif self.args.state is not None:
-                self._print_state(group_id, description)
+                self._print_state(group_id, description, self.args.verbose)
             else:
-                self._print_offsets(group_id, description)
+                self._print_offsets(group_id, description, self.args.verbose)
 
     def _offset_rows(self, group_id: str, description) -> list[tuple]:
-        committed = self._committed(group_id)
+        committed = self._committed_with_epochs(group_id)
         rows: list[tuple] = []
         assigned: set[tuple[str, int]] = set()
         members = [m for m in (description.members if description else []) if m.assignment.topic_partitions]
@@ -277,49 +321,62 @@ class ConsumerGroupTool:
         return rows
 
     def _offset_row(self, group_id, tp, committed, consumer_id, host, client_id) -> tuple:
-        offset = committed.get(tp)
+        """(group, topic, partition, leader epoch, current offset, log end, lag, consumer, host, client)."""
+        offset, epoch = committed.get(tp, (None, None))
         end = self._log_end(*tp)
         lag = end - offset if offset is not None and offset != -1 and end is not None else None
-        shown = [MISSING if v is None else str(v) for v in (offset, end, lag)]
+        shown = [MISSING if v is None else str(v) for v in (epoch, offset, end, lag)]
         return (group_id, tp[0], str(tp[1]), *shown, consumer_id, host, client_id)
 
-    def _print_offsets(self, group_id: str, description) -> None:
+    def _print_offsets(self, group_id: str, description, verbose: bool) -> None:
         rows = self._offset_rows(group_id, description) if description is not None else []
         if not self._should_print(group_id, description, len(rows)):
             return
         g = max([15] + [len(r[0]) for r in rows])
         t = max([15] + [len(r[1]) for r in rows])
-        c = max([15] + [len(r[6]) for r in rows])
-        h = max([15] + [len(r[7]) for r in rows])
-        header = ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST",
-                  "CLIENT-ID")
+        c = max([15] + [len(r[7]) for r in rows])
+        h = max([15] + [len(r[8]) for r in rows])
+        header = ("GROUP", "TOPIC", "PARTITION", "LEADER-EPOCH", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
+                  "CONSUMER-ID", "HOST", "CLIENT-ID")
         for row in [header, *rows]:
-            self.out.write(f"\n{row[0]:<{g}} {row[1]:<{t}} {row[2]:<10} {row[3]:<15} {row[4]:<15} {row[5]:<15} "
-                           f"{row[6]:<{c}} {row[7]:<{h}} {row[8]}")
+            epoch = f"{row[3]:<15} " if verbose else ""
+            self.out.write(f"\n{row[0]:<{g}} {row[1]:<{t}} {row[2]:<10} {epoch}{row[4]:<15} {row[5]:<15} "
+                           f"{row[6]:<15} {row[7]:<{c}} {row[8]:<{h}} {row[9]}")
         self.out.write("\n")
 
-    def _print_members(self, group_id: str, description) -> None:
+    def _print_members(self, group_id: str, description, verbose: bool) -> None:
         members = description.members if description is not None else []
         if not self._should_print(group_id, description, len(members)):
             return
+        current = [_assignment_text(m.assignment) for m in members]
+        target = [_assignment_text(m.target_assignment) for m in members]
         g = max([15, len(group_id)])
         c = max([15] + [len(m.member_id) for m in members])
         i = max([17] + [len(m.group_instance_id or "") for m in members])
         h = max([15] + [len(m.host) for m in members])
         k = max([15] + [len(m.client_id) for m in members])
+        a = max([20] + [len(text) for text in current])
+        ta = max([20] + [len(text) for text in target])
         with_instance = any(m.group_instance_id for m in members)
 
-        def line(group, member, instance, host, client, partitions) -> str:
+        def line(group, member, instance, host, client, partitions, epochs_and_assignments) -> str:
             middle = f"{instance:<{i}} " if with_instance else ""
-            return f"{group:<{g}} {member:<{c}} {middle}{host:<{h}} {client:<{k}} {partitions:<15} "
+            text = f"{group:<{g}} {member:<{c}} {middle}{host:<{h}} {client:<{k}} {partitions:<15} "
+            if verbose:
+                epoch, assigned, target_epoch, assigned_next = epochs_and_assignments
+                text += f"{epoch:<15} {assigned:<{a}} {target_epoch:<15} {assigned_next:<{ta}}"
+            return text
 
-        self.out.write("\n" + line("GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS")
+        self.out.write("\n" + line("GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS",
+                                   ("CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"))
                        + "\n")
-        for m in members:
+        for m, assigned, assigned_next in zip(members, current, target):
+            # librdkafka reports no member or target-assignment epochs: "-", as Kafka prints for classic groups
             self.out.write(line(group_id, m.member_id, m.group_instance_id or "", m.host, m.client_id,
-                                str(len(m.assignment.topic_partitions))) + "\n")
+                                str(len(m.assignment.topic_partitions)),
+                                (MISSING, assigned, MISSING, assigned_next)) + "\n")
 
-    def _print_state(self, group_id: str, description) -> None:
+    def _print_state(self, group_id: str, description, verbose: bool) -> None:
         if not self._should_print(group_id, description, 1):
             return
         node = description.coordinator
@@ -327,9 +384,15 @@ class ConsumerGroupTool:
         c = max(25, len(coordinator))
         g = max(15, len(group_id))
         strategy = description.partition_assignor or MISSING
-        for row in (("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"),
-                    (group_id, coordinator, strategy, _state(description.state), str(len(description.members)))):
-            self.out.write(f"\n{row[0]:<{g}} {row[1]:<{c}} {row[2]:<20} {row[3]:<20} {row[4]}")
+        rows = [["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
+                [group_id, coordinator, strategy, _state(description.state), str(len(description.members))]]
+        for row in rows:
+            epochs = ""
+            if verbose:
+                group_epoch, target_epoch = ("GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH") if row is rows[0] else \
+                    (MISSING, MISSING)
+                epochs = f"{group_epoch:<15} {target_epoch:<25} "
+            self.out.write(f"\n{row[0]:<{g}} {row[1]:<{c}} {row[2]:<20} {row[3]:<20} {epochs}{row[4]}")
         self.out.write("\n")
 
     # -- delete ----------------------------------------------------------------------------------------
@@ -367,10 +430,13 @@ class ConsumerGroupTool:
                 plans[group_id] = {}
                 continue
             plan = self._plan(group_id)
-            if args.execute:
+            if args.execute and plan:
                 self._commit(group_id, plan)
             plans[group_id] = plan
-        self._print_plans(plans)
+        if args.export:
+            self._export(plans)
+        else:
+            self._print_plans(plans)
 
     def _partitions(self, group_id: str) -> list[tuple[str, int]]:
         if self.args.all_topics:
@@ -389,14 +455,54 @@ class ConsumerGroupTool:
                 partitions += [(topic, p) for p in sorted(known.partitions)]
             else:
                 raise CommandError(f"The partitions \"{topic}\" do not exist")
-            missing = [tp for tp in partitions if tp[0] == topic and (known is None or tp[1] not in known.partitions)]
-            if missing:
-                raise CommandError("The partitions \"" + ",".join(f"{t}-{p}" for t, p in missing) + "\" do not exist")
+        self._check_exist(partitions, metadata)
         return list(dict.fromkeys(partitions))
+
+    def _check_exist(self, partitions: list[tuple[str, int]], metadata=None) -> None:
+        metadata = metadata or self.admin.list_topics(timeout=self.timeout_s)
+        missing = [(t, p) for t, p in partitions
+                   if metadata.topics.get(t) is None or p not in metadata.topics[t].partitions]
+        if missing:
+            raise CommandError("The partitions \"" + ",".join(f"{t}-{p}" for t, p in missing) + "\" do not exist")
+
+    def _file_plans(self) -> dict[str, dict[tuple[str, int], int]]:
+        """Kafka's resetPlanFromFile: ``topic,partition,offset`` lines when there is one --group and the
+        first line has that form, otherwise ``group,topic,partition,offset``; blank lines are skipped."""
+        if self._from_file is not None:
+            return self._from_file
+        path = self.args.from_file
+        try:
+            with open(path, encoding="utf-8", newline="") as handle:
+                rows = [row for row in csv.reader(handle) if any(field.strip() for field in row)]
+        except (OSError, csv.Error) as exc:
+            raise CommandError(f"cannot read the reset plan {path}: {getattr(exc, 'strerror', None) or exc}") from None
+        single = (not self.args.all_groups and len(self.group_ids()) == 1 and bool(rows)
+                  and _plan_row(rows[0], 3) is not None)
+        plans: dict[str, dict[tuple[str, int], int]] = {}
+        for number, row in enumerate(rows, 1):
+            parsed = _plan_row(row, 3 if single else 4)
+            if parsed is None:
+                raise CommandError(f"line {number} of {path} is not "
+                                   f"{'topic,partition,offset' if single else 'group,topic,partition,offset'}: "
+                                   + ",".join(row))
+            group_id = self.args.group[0] if single else parsed[0]
+            topic, partition, offset = parsed[-3:]
+            plans.setdefault(group_id, {})[(topic, partition)] = offset
+        self._from_file = plans
+        return plans
 
     def _plan(self, group_id: str) -> dict[tuple[str, int], int]:
         args = self.args
+        if args.from_file is not None:
+            plan = self._file_plans().get(group_id)
+            if plan is None:
+                self.error(f"No reset plan for group {group_id} found.")
+                return {}
+            self._check_exist(list(plan))
+            return {tp: self._clamp(tp, offset) for tp, offset in sorted(plan.items())}
         partitions = self._partitions(group_id)
+        if args.by_duration is not None:
+            return self._by_time(partitions, int(time.time() * 1000) - _parse_duration_ms(args.by_duration))
         if args.to_earliest:
             return {tp: self._required(self._log_start(*tp), "starting", tp) for tp in partitions}
         if args.to_latest:
@@ -465,6 +571,16 @@ class ConsumerGroupTool:
         if errors:
             raise CommandError("; ".join(errors))
 
+    def _export(self, plans: dict[str, dict[tuple[str, int], int]]) -> None:
+        """Kafka's exportOffsetsToCsv: no group column when one --group was given; then println's newline."""
+        single = not self.args.all_groups and len(self.group_ids()) == 1
+        text = io.StringIO()
+        writer = csv.writer(text, lineterminator="\n")
+        for group_id, plan in plans.items():
+            for (topic, partition), offset in sorted(plan.items()):
+                writer.writerow([topic, partition, offset] if single else [group_id, topic, partition, offset])
+        self.out.write(text.getvalue() + "\n")
+
     def _print_plans(self, plans: dict[str, dict[tuple[str, int], int]]) -> None:
         """Kafka's GroupOffsetsResetter.printOffsetsToReset."""
         g = max([15] + [len(group_id) for group_id in plans])
@@ -475,6 +591,35 @@ class ConsumerGroupTool:
             for (topic, partition), offset in sorted(plan.items()):
                 self.out.write(f"\n{group_id:<{g}} {topic:<{t}} {partition:<10} {offset}")
         self.out.write("\n")
+
+
+def _plan_row(row: list[str], width: int) -> tuple | None:
+    """A CSV reset-plan row as (group?, topic, partition, offset), or None when it has another form."""
+    if len(row) != width:
+        return None
+    *names, partition, offset = (field.strip() for field in row)
+    try:
+        return (*names, int(partition), int(offset))
+    except ValueError:
+        return None
+
+
+_DURATION = re.compile(r"([-+]?)P(?:([-+]?\d+)D)?"
+                       r"(T(?:([-+]?\d+)H)?(?:([-+]?\d+)M)?(?:([-+]?\d+)(?:[.,](\d{0,9}))?S)?)?", re.IGNORECASE)
+
+
+def _parse_duration_ms(text: str) -> int:
+    """Java's Duration.parse (what Kafka's --by-duration uses): ``PnDTnHnMn.nS``, e.g. PT30M, P1DT12H, PT0.5S."""
+    match = _DURATION.fullmatch(text.strip())
+    if not match or match.group(3) == "T" or not any(match.group(i) for i in (2, 4, 5, 6)):
+        raise UsageError(f"Error parsing duration '{text}': expected ISO-8601 PnDTnHnMn.nS, e.g. PT1H30M or P2D")
+    sign, days, _, hours, minutes, seconds, fraction = match.groups()
+    fraction_ms = int((fraction or "0").ljust(9, "0")) / 1_000_000
+    if seconds and seconds.startswith("-"):
+        fraction_ms = -fraction_ms
+    total = ((int(days or 0) * 24 + int(hours or 0)) * 60 + int(minutes or 0)) * 60_000 \
+        + int(seconds or 0) * 1000 + fraction_ms
+    return int(-total if sign == "-" else total)
 
 
 def _parse_datetime(text: str) -> int:

@@ -10,8 +10,11 @@ Prints Kafka's header and result line::
 Bytes are key plus value bytes, as Kafka counts them. Without --group the consumer assigns itself
 every partition (from the beginning, or the end with --from-latest) and needs no group coordinator, so
 rebalance.time.ms is 0; with --group it subscribes and rebalance.time.ms is the time until the first
-assignment. It stops after --messages or when --timeout ms pass without a message. With
+assignment. It stops after --messages or when --timeout ms pass without a message (or without an
+answer from the bootstrap servers: then it exits 1 with one line naming them). With
 --show-detailed-stats a line per --reporting-interval; otherwise, on a terminal, a progress bar on stderr.
+With ``--csv FILE`` it writes one row per second (messages, messages/s, MB/s) and with ``--plot FILE``
+draws them (HTML with inline SVG charts; see ``strom.cli.perf_series``).
 """
 
 from __future__ import annotations
@@ -23,8 +26,10 @@ import sys
 import time
 
 from strom.cli.client_props import (
-    ToolError, client_config, error_text, exits_quietly_on_broken_pipe, load_properties, parse_key_values,
+    ToolError, client_config, ensure_reachable, error_text, exits_quietly_on_broken_pipe, load_properties,
+    parse_key_values,
 )
+from strom.cli.perf_series import Series
 from strom.cli.progress import ProgressBar, wants_progress_bar
 
 BATCH = 10_000
@@ -59,6 +64,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--date-format", default="yyyy-MM-dd HH:mm:ss:SSS",
                         help="Java SimpleDateFormat pattern for the times (default yyyy-MM-dd HH:mm:ss:SSS)")
     parser.add_argument("--hide-header", action="store_true", help="do not print the header line")
+    parser.add_argument("--csv", metavar="FILE", help="write the per-second series to this CSV file")
+    parser.add_argument("--plot", metavar="FILE",
+                        help="draw the per-second series: FILE.html (inline SVG), FILE.svg, or FILE.png (matplotlib)")
 
 
 _JAVA_DATE = [("yyyy", "%Y"), ("yy", "%y"), ("MM", "%m"), ("dd", "%d"), ("HH", "%H"), ("hh", "%I"),
@@ -140,6 +148,12 @@ def run(args: argparse.Namespace) -> int:
     except (ToolError, KafkaException, re.error) as exc:
         print(f"strom consumer-perf-test: {error_text(exc)}", file=sys.stderr)
         return 1
+    try:
+        ensure_reachable(consumer, config["bootstrap.servers"], args.timeout / 1000)
+    except (ToolError, KafkaException) as exc:
+        print(f"strom consumer-perf-test: {error_text(exc)}", file=sys.stderr)
+        consumer.close()
+        return 1
     if not args.hide_header:
         if args.show_detailed_stats:
             print("time, threadId, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec" + HEADER_FIELDS)
@@ -156,6 +170,7 @@ def run(args: argparse.Namespace) -> int:
     assigned_at: list[float] = []
     messages = 0
     nbytes = 0
+    series = per_second_series(args) if args.csv or args.plot else None
     try:
         if group:
             join_start = time.time() * 1000.0
@@ -197,6 +212,8 @@ def run(args: argparse.Namespace) -> int:
                         nbytes += len(value)
             if bar is not None:
                 bar.update(messages, now)
+            if series is not None:
+                series.sample(now, messages, nbytes)
             if args.show_detailed_stats and (now - last_report) * 1000.0 >= args.reporting_interval:
                 now_ms = time.time() * 1000.0
                 print_detail(fmt, now_ms, last_report_ms, messages, last_messages, nbytes, last_bytes,
@@ -218,6 +235,13 @@ def run(args: argparse.Namespace) -> int:
         except Exception:  # the numbers matter more than a clean close
             pass
 
+    if series is not None:
+        series.sample(time.monotonic(), messages, nbytes, final=True)
+        try:
+            series.write(args.csv, args.plot)
+        except ToolError as exc:
+            print(f"strom consumer-perf-test: {exc}", file=sys.stderr)
+            return 1
     if messages < args.messages:
         print(f"WARNING: Exiting before consuming the expected number of messages: timeout ({args.timeout} ms) "
               "exceeded. You can use the --timeout option to increase the timeout.")
@@ -230,6 +254,14 @@ def run(args: argparse.Namespace) -> int:
               f"{messages / elapsed_s:.4f}, {int(join_ms)}, {fetch_ms}, {mb / fetch_s:.4f}, "
               f"{messages / fetch_s:.4f}")
     return 0
+
+
+def per_second_series(args: argparse.Namespace) -> Series:
+    def derive(count: int, nbytes: int, _extra: float, seconds: float) -> tuple:
+        return round(count / seconds, 1), round(nbytes / seconds / MB, 3)
+
+    return Series(f"strom consumer-perf-test: {args.topic or args.include}",
+                  ("messages", "messages_per_sec", "mb_per_sec"), derive)
 
 
 def print_detail(fmt, now_ms: float, last_ms: float, messages: int, last_messages: int, nbytes: int,

@@ -30,6 +30,8 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+from strom.cli.client_props import ToolError, ensure_reachable, logging_config
+
 SRC_HEADER = "ingest.src"
 HEAD_BYTES = 64
 CHUNK_LINES = 20_000
@@ -233,8 +235,12 @@ class Ingest:
 
         consumer = Consumer({"bootstrap.servers": self.args.bootstrap_server, "group.id": "strom-ingest-recovery",
                              "enable.auto.commit": False, "enable.partition.eof": True,
-                             "isolation.level": "read_uncommitted"})
+                             "isolation.level": "read_uncommitted", **logging_config()})
         try:
+            try:
+                ensure_reachable(consumer, self.args.bootstrap_server, CLIENT_TIMEOUT_S)
+            except ToolError as exc:
+                raise SystemExit(f"strom ingest: {exc}") from None
             metadata = consumer.list_topics(self.args.topic, timeout=CLIENT_TIMEOUT_S).topics[self.args.topic]
             if metadata.error is not None:
                 raise SystemExit(f"strom ingest: topic {self.args.topic!r}: {metadata.error.str()} "
@@ -279,7 +285,8 @@ class Ingest:
         from confluent_kafka import Producer
 
         config = {"bootstrap.servers": self.args.bootstrap_server, "acks": "all", "enable.idempotence": True,
-                  "linger.ms": 20, "batch.size": 1_000_000, "message.timeout.ms": int(FLUSH_TIMEOUT_S * 1000)}
+                  "linger.ms": 20, "batch.size": 1_000_000, "message.timeout.ms": int(FLUSH_TIMEOUT_S * 1000),
+                  **logging_config()}
         for item in self.args.producer_property:
             key, _, value = item.partition("=")
             config[key.strip()] = value.strip()

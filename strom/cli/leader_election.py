@@ -7,7 +7,8 @@ Preferred moves each partition's leadership back to its first assigned replica w
 replica is alive and in sync; unclean gives a partition whose leader is gone a leader even if
 no in-sync replica survives (committed messages that replica lacks are lost). The output is
 Kafka's: the partitions elected, the ones whose leader was already valid, then one line per
-failure; failures exit with status 1.
+failure; failures exit with status 1. When no broker answers within --timeout (default 10 s) it
+fails with one line naming the bootstrap servers.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ import argparse
 import json
 import sys
 
-from strom.cli.client_props import ToolError, client_config, error_text, load_properties
-
-TIMEOUT_S = 30.0
+from strom.cli.client_props import (
+    ToolError, add_timeout_argument, client_config, ensure_reachable, error_text, load_properties,
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,6 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     targets.add_argument("--path-to-json-file", metavar="FILE",
                          help='{"partitions": [{"topic": "t", "partition": 0}, ...]}')
     parser.add_argument("--partition", type=int, help="the partition of --topic")
+    add_timeout_argument(parser)
 
 
 def partitions_from_args(args: argparse.Namespace):
@@ -68,10 +70,11 @@ def run(args: argparse.Namespace) -> int:
         partitions = partitions_from_args(args)
         overrides = load_properties(args.admin_config) if args.admin_config else {}
         admin = AdminClient(client_config(args.bootstrap_server, overrides=overrides))
+        ensure_reachable(admin, args.bootstrap_server, args.timeout / 1000)
         # no timeout keywords: confluent-kafka 2.16's elect_leaders fails on any of them (SystemError);
         # the wait is bounded by result(timeout=...) instead
         future = admin.elect_leaders(ElectionType[args.election_type], partitions)
-        results = future.result(timeout=TIMEOUT_S + 5)
+        results = future.result(timeout=args.timeout / 1000)
     except (ToolError, KafkaException, ValueError) as exc:
         print(f"Error while making request: {error_text(exc)}", file=sys.stderr)
         return 1

@@ -27,6 +27,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "consumer-perf-test": ("strom.cli.consumer_perf_test", "measure consumer throughput"),
     "cluster": ("strom.cli.cluster", "start, stop and inspect a multi-broker cluster on this machine"),
     "leader-election": ("strom.cli.leader_election", "elect preferred or unclean leaders for partitions"),
+    "transactions": ("strom.cli.transactions", "list and describe transactions and producers; abort hanging ones"),
 }
 
 

@@ -12,7 +12,10 @@ Latency is produce() to delivery report, as librdkafka measures it for each mess
 deliveries are served every few hundred messages so the report is not delayed by the send loop.
 Payloads are pre-generated (random upper-case letters, like Kafka's) and reused, so the loop costs one
 produce() per record. Percentiles are over a sample of at most 500,000 latencies, as in Kafka.
-The exit code is 1 if any record failed.
+With ``--csv FILE`` it writes one row per second (records delivered, records/s, MB/s, average
+latency) and with ``--plot FILE`` draws them (HTML with inline SVG charts; see ``strom.cli.perf_series``).
+The exit code is 1 if any record failed, or when no broker answers within --timeout (default 10 s),
+which it says in one line naming the bootstrap servers.
 """
 
 from __future__ import annotations
@@ -24,7 +27,10 @@ import sys
 import time
 from array import array
 
-from strom.cli.client_props import ToolError, client_config, error_text, exits_quietly_on_broken_pipe
+from strom.cli.client_props import (
+    ToolError, add_timeout_argument, client_config, ensure_reachable, error_text, exits_quietly_on_broken_pipe,
+)
+from strom.cli.perf_series import Series
 from strom.cli.progress import ProgressBar, wants_progress_bar
 
 REPORT_INTERVAL_S = 5.0
@@ -54,6 +60,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--transactional-id", help="produce in transactions with this id")
     parser.add_argument("--transaction-duration-ms", type=int,
                         help="commit a transaction after this long (default 3000 when transactional)")
+    add_timeout_argument(parser)
+    parser.add_argument("--csv", metavar="FILE", help="write the per-second series to this CSV file")
+    parser.add_argument("--plot", metavar="FILE",
+                        help="draw the per-second series: FILE.html (inline SVG), FILE.svg, or FILE.png (matplotlib)")
 
 
 def make_payloads(args: argparse.Namespace) -> list[bytes] | None:
@@ -193,6 +203,7 @@ def run(args: argparse.Namespace) -> int:
         config = producer_config(args)
         payloads = make_payloads(args)
         producer = Producer(config)
+        ensure_reachable(producer, config["bootstrap.servers"], args.timeout / 1000)
     except (ToolError, KafkaException) as exc:
         print(f"strom producer-perf-test: {error_text(exc)}", file=sys.stderr)
         return 1
@@ -208,11 +219,12 @@ def run(args: argparse.Namespace) -> int:
     fixed_size = args.record_size if payloads is not None and args.payload_file is None else None
     stats = Stats(args.num_records)
     bar = ProgressBar(args.num_records) if wants_progress_bar() else None
+    series = per_second_series(args) if args.csv or args.plot else None
     try:
-        send_all(producer, args, payloads, stats, fixed_size, bar, transactional)
+        send_all(producer, args, payloads, stats, fixed_size, bar, transactional, series)
         while len(producer) > 0:  # flush in slices so the bar and window lines keep moving
             producer.flush(0.2)
-            report(stats, fixed_size, bar)
+            report(stats, fixed_size, bar, series)
     except KeyboardInterrupt:
         print("strom producer-perf-test: interrupted", file=sys.stderr)
         producer.flush(5)
@@ -224,6 +236,13 @@ def run(args: argparse.Namespace) -> int:
             bar.close()
     stats.settle(fixed_size)
     print(stats.total_line(time.monotonic()), flush=True)
+    if series is not None:
+        series.sample(time.monotonic(), stats.count, stats.bytes, stats.total_latency, final=True)
+        try:
+            series.write(args.csv, args.plot)
+        except ToolError as exc:
+            print(f"strom producer-perf-test: {exc}", file=sys.stderr)
+            return 1
     if stats.failed:
         print(f"strom producer-perf-test: {stats.failed} records failed, e.g.: " + "; ".join(stats.errors),
               file=sys.stderr)
@@ -231,9 +250,20 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def report(stats: Stats, fixed_size: int | None, bar: ProgressBar | None) -> None:
+def per_second_series(args: argparse.Namespace) -> Series:
+    def derive(count: int, nbytes: int, latency: float, seconds: float) -> tuple:
+        return (round(count / seconds, 1), round(nbytes / seconds / 1048576, 3),
+                round(latency / count, 2) if count else 0.0)
+
+    return Series(f"strom producer-perf-test: {args.num_records:,} records to {args.topic}",
+                  ("records", "records_per_sec", "mb_per_sec", "avg_latency_ms"), derive)
+
+
+def report(stats: Stats, fixed_size: int | None, bar: ProgressBar | None, series: Series | None = None) -> None:
     now = time.monotonic()
     stats.settle(fixed_size)
+    if series is not None:
+        series.sample(now, stats.count, stats.bytes, stats.total_latency)
     if bar is not None:
         bar.update(stats.count, now)
         if stats.window_due(now):
@@ -243,7 +273,8 @@ def report(stats: Stats, fixed_size: int | None, bar: ProgressBar | None) -> Non
         stats.new_window(now)
 
 
-def send_all(producer, args, payloads, stats: Stats, fixed_size, bar, transactional: bool) -> None:
+def send_all(producer, args, payloads, stats: Stats, fixed_size, bar, transactional: bool,
+             series: Series | None = None) -> None:
     topic = args.topic
     produce = producer.produce
     poll = producer.poll
@@ -269,7 +300,7 @@ def send_all(producer, args, payloads, stats: Stats, fixed_size, bar, transactio
                 poll(0.01)  # the local queue is full: serve deliveries until there is room
         if i % POLL_EVERY == 0:
             poll(0)
-            report(stats, fixed_size, bar)
+            report(stats, fixed_size, bar, series)
             if transactional and time.monotonic() - txn_start >= txn_duration:
                 producer.commit_transaction()
                 producer.begin_transaction()
@@ -279,5 +310,7 @@ def send_all(producer, args, payloads, stats: Stats, fixed_size, bar, transactio
             due = start + (i + 1) / throughput
             while (ahead := due - time.monotonic()) > 0.001:
                 poll(ahead)
+                if series is not None:  # slow runs: keep the rows about a second long
+                    report(stats, fixed_size, bar, series)
     if transactional:
         producer.commit_transaction()

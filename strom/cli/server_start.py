@@ -37,6 +37,7 @@ def run(args: argparse.Namespace) -> int:
     from strom.server.broker import run_broker
     from strom.server.config import BrokerConfig
     from strom.storage.log_config import ConfigError
+    from strom.storage.log_manager import LogDirError
 
     from strom.server import logs
 
@@ -49,4 +50,11 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"strom server-start: cannot read {args.properties}: {exc}", file=sys.stderr)
         return 2
-    return run_broker(config)
+    try:
+        return run_broker(config)
+    except ConfigError as exc:  # found at startup: a certificate or key file named by the config
+        print(f"strom server-start: invalid configuration: {exc}", file=sys.stderr)
+        return 2
+    except LogDirError as exc:  # damage recovery cannot repair: a reason to act on, not a traceback
+        print(f"strom server-start: cannot start: {exc}", file=sys.stderr)
+        return 1

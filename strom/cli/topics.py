@@ -11,7 +11,8 @@ As in Kafka, ``--topic`` is a regular expression for --list/--describe/--alter/-
 ``|``; it must match the whole name). --describe prints TopicCommand's layout: a tab-separated topic
 line whose ``Configs:`` lists only the non-default settings, then one line per partition (``Elr`` and
 ``LastKnownElr`` read ``N/A``, as Kafka prints them when the broker does not report them).
-Errors are one line on stderr and exit code 1.
+Errors are one line on stderr and exit code 1; when no broker answers within --timeout (default
+10 s) that line names the bootstrap servers and the last connection error.
 """
 
 from __future__ import annotations
@@ -22,12 +23,12 @@ import re
 import sys
 
 from strom.cli.client_props import (
-    ToolError, client_config, error_name, error_text, exits_quietly_on_broken_pipe, load_properties,
+    ToolError, add_timeout_argument, client_config, ensure_reachable, error_name, error_text,
+    exits_quietly_on_broken_pipe, load_properties,
 )
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 ERROR_PREFIX = "Error while executing topic command : "
-TIMEOUT_S = 30.0
 MASK64 = (1 << 64) - 1
 
 
@@ -62,6 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="--describe: only partitions whose ISR is smaller than min.insync.replicas")
     parser.add_argument("--at-min-isr-partitions", action="store_true",
                         help="--describe: only partitions whose ISR equals min.insync.replicas")
+    add_timeout_argument(parser)
 
 
 @exits_quietly_on_broken_pipe
@@ -69,14 +71,16 @@ def run(args: argparse.Namespace) -> int:
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
+    timeout = args.timeout / 1000
     try:
         check_args(args)
         overrides = load_properties(args.command_config) if args.command_config else {}
         admin = AdminClient(client_config(args.bootstrap_server, overrides=overrides))
+        ensure_reachable(admin, args.bootstrap_server, timeout)
         if args.create:
             create(admin, args)
         elif args.list:
-            for name in matching_topics(admin, args.topic, args.exclude_internal):
+            for name in matching_topics(admin, args.topic, args.exclude_internal, timeout):
                 print(name)
         elif args.describe:
             describe(admin, args)
@@ -105,9 +109,9 @@ def check_args(args: argparse.Namespace) -> None:
         raise ToolError("The partitions must be greater than 0")
 
 
-def wait(futures: dict) -> None:
+def wait(futures: dict, timeout: float) -> None:
     for future in futures.values():
-        future.result(timeout=TIMEOUT_S)
+        future.result(timeout=timeout)
 
 
 # ---------------------------------------------------------------- create / alter / delete
@@ -145,6 +149,7 @@ def create(admin, args: argparse.Namespace) -> None:
         print("WARNING: Due to limitations in metric names, topics with a period ('.') or underscore ('_') "
               "could collide. To avoid issues it is best to use either, but not both.", file=sys.stderr)
     configs = parse_topic_configs(args.config)
+    timeout = args.timeout / 1000
     if args.replica_assignment:
         assignment = parse_replica_assignment(args.replica_assignment)
         new_topic = NewTopic(args.topic, num_partitions=len(assignment), replica_assignment=assignment,
@@ -155,7 +160,7 @@ def create(admin, args: argparse.Namespace) -> None:
                                                  if args.replication_factor is not None else -1),
                              config=configs)
     try:
-        wait(admin.create_topics([new_topic], operation_timeout=TIMEOUT_S, request_timeout=TIMEOUT_S))
+        wait(admin.create_topics([new_topic], operation_timeout=timeout, request_timeout=timeout), timeout)
     except Exception as exc:
         if args.if_not_exists and error_name(exc) == "TOPIC_ALREADY_EXISTS":
             return
@@ -166,18 +171,20 @@ def create(admin, args: argparse.Namespace) -> None:
 def alter(admin, args: argparse.Namespace) -> None:
     from confluent_kafka.admin import NewPartitions
 
-    topics = matching_topics(admin, args.topic, args.exclude_internal)
+    timeout = args.timeout / 1000
+    topics = matching_topics(admin, args.topic, args.exclude_internal, timeout)
     ensure_found(topics, args)
     if topics:
         wait(admin.create_partitions([NewPartitions(t, args.partitions) for t in topics],
-                                     operation_timeout=TIMEOUT_S, request_timeout=TIMEOUT_S))
+                                     operation_timeout=timeout, request_timeout=timeout), timeout)
 
 
 def delete(admin, args: argparse.Namespace) -> None:
-    topics = matching_topics(admin, args.topic, args.exclude_internal)
+    timeout = args.timeout / 1000
+    topics = matching_topics(admin, args.topic, args.exclude_internal, timeout)
     ensure_found(topics, args)
     if topics:
-        wait(admin.delete_topics(topics, operation_timeout=TIMEOUT_S, request_timeout=TIMEOUT_S))
+        wait(admin.delete_topics(topics, operation_timeout=timeout, request_timeout=timeout), timeout)
 
 
 # ---------------------------------------------------------------- list / describe
@@ -196,8 +203,9 @@ def topic_filter(pattern: str | None):
         raise ToolError(f"{pattern} is an invalid regex: {exc}") from None
 
 
-def matching_topics(admin, pattern: str | None, exclude_internal: bool, metadata=None) -> list[str]:
-    names = sorted((metadata or admin.list_topics(timeout=TIMEOUT_S)).topics)
+def matching_topics(admin, pattern: str | None, exclude_internal: bool, timeout: float,
+                    metadata=None) -> list[str]:
+    names = sorted((metadata or admin.list_topics(timeout=timeout)).topics)
     regex = topic_filter(pattern)
     return [name for name in names
             if (regex is None or regex.fullmatch(name))
@@ -224,18 +232,18 @@ def node_ids(nodes) -> str:
     return ",".join(str(node.id) for node in nodes)
 
 
-def topic_configs(admin, names: list[str]) -> dict[str, dict[str, tuple[str, bool]] | None]:
+def topic_configs(admin, names: list[str], timeout: float) -> dict[str, dict[str, tuple[str, bool]] | None]:
     """name -> {config: (value, is_default)}; None for every topic when the broker has no DescribeConfigs."""
     from confluent_kafka.admin import ConfigResource, ConfigSource
 
     if not names:
         return {}
     futures = admin.describe_configs([ConfigResource("topic", name) for name in names],
-                                     request_timeout=TIMEOUT_S)
+                                     request_timeout=timeout)
     result: dict[str, dict[str, tuple[str, bool]] | None] = {}
     for resource, future in futures.items():
         try:
-            entries = future.result(timeout=TIMEOUT_S)
+            entries = future.result(timeout=timeout)
         except Exception as exc:
             if error_name(exc) in ("_UNSUPPORTED_FEATURE", "UNSUPPORTED_VERSION"):
                 result[resource.name] = None
@@ -251,14 +259,15 @@ def topic_configs(admin, names: list[str]) -> dict[str, dict[str, tuple[str, boo
 def describe(admin, args: argparse.Namespace) -> None:
     from confluent_kafka import TopicCollection
 
-    metadata = admin.list_topics(timeout=TIMEOUT_S)
-    topics = matching_topics(admin, args.topic, args.exclude_internal, metadata)
+    timeout = args.timeout / 1000
+    metadata = admin.list_topics(timeout=timeout)
+    topics = matching_topics(admin, args.topic, args.exclude_internal, timeout, metadata)
     ensure_found(topics, args)
     if not topics:
         return
-    futures = admin.describe_topics(TopicCollection(topics), request_timeout=TIMEOUT_S)
-    descriptions = {name: future.result(timeout=TIMEOUT_S) for name, future in futures.items()}
-    configs = topic_configs(admin, topics)
+    futures = admin.describe_topics(TopicCollection(topics), request_timeout=timeout)
+    descriptions = {name: future.result(timeout=timeout) for name, future in futures.items()}
+    configs = topic_configs(admin, topics, timeout)
     live = set(metadata.brokers)
     partition_filters = (args.under_replicated_partitions or args.unavailable_partitions
                          or args.under_min_isr_partitions or args.at_min_isr_partitions)

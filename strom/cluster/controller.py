@@ -245,16 +245,21 @@ class Controller:
         """Level-triggered control loop, run on every metadata change while this broker is controller.
 
         For every partition: create a missing state (topics created by other brokers), elect a
-        leader when the leader is not alive, and drop dead brokers from the ISR. Each leader or
-        controller-made ISR change bumps the leader epoch. Returns the number of writes.
+        leader when the leader is not alive, and drop dead brokers from the ISR. A replica whose
+        log dir failed counts as dead, though its broker lives (Kafka's offline replica). Each
+        leader or controller-made ISR change bumps the leader epoch. Returns the number of writes.
         """
         if not self.is_active:
             return 0
-        live = set(metadata.brokers)
+        all_live = set(metadata.brokers)
+        offline = metadata.offline_replicas
         writes = 0
+        failed_store = None
         for topic in list(metadata.topics.values()):
             for index, replicas in topic.replicas.items():
                 state = topic.states.get(index)
+                lost = offline.get((topic.name, index)) if offline else None
+                live = all_live - lost if lost else all_live
                 if state is None:
                     alive = [b for b in replicas if b in live]
                     new = PartitionState(alive[0] if alive else NO_LEADER, 0, alive or replicas[:1], self.epoch)
@@ -275,6 +280,11 @@ class Controller:
                 except (BadVersionError, NoNodeError):
                     log.info("partition %s-%d changed under the controller; retrying on the next pass",
                              topic.name, index)
+                except OSError as exc:  # the embedded store's file is on a full or failed disk
+                    failed_store = exc
+        if failed_store is not None:
+            log.warning("the controller could not write partition states (%s); retrying on the next change",
+                        failed_store)
         return writes
 
     def _elect(self, topic: str, index: int, replicas: list[int], state: PartitionState, live: set[int],
@@ -317,11 +327,12 @@ class Controller:
             for index, replicas in topic.replicas.items():
                 preferred_of.setdefault(replicas[0], []).append((topic, index))
         moves = 0
+        offline = metadata.offline_replicas
         for broker_id, owned in preferred_of.items():
             if broker_id not in metadata.brokers:
                 continue
             off = [(t, i) for t, i in owned if t.states.get(i) is not None and t.states[i].leader != broker_id
-                   and broker_id in t.states[i].isr]
+                   and broker_id in t.states[i].isr and broker_id not in offline.get((t.name, i), ())]
             if not off or 100 * len(off) / len(owned) <= imbalance_percentage:
                 continue
             for topic, index in off:

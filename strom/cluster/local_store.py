@@ -2,13 +2,16 @@
 
 Persistent nodes are written to ``<log dir>/__cluster_metadata.json`` (temp file, fsync,
 rename) on every change; ephemeral nodes live only as long as the process, exactly as a
-ZooKeeper session's would.
+ZooKeeper session's would. A change whose file cannot be written (a full disk) is undone in
+memory and raises the OSError, so the tree never holds what a restart would not find; once the
+log dir holding the file has failed, every persistent change is refused that way.
 """
 
 from __future__ import annotations
 
 import base64
 import contextlib
+import errno
 import json
 import os
 import threading
@@ -47,6 +50,7 @@ class LocalStore(MetadataStore):
         self._lock = threading.RLock()
         self._batching = 0
         self._dirty = False
+        self._offline_dir: str | None = None
         if self._path and os.path.exists(self._path):
             with open(self._path, encoding="utf-8") as handle:
                 saved = json.load(handle)
@@ -65,20 +69,36 @@ class LocalStore(MetadataStore):
                 if self._batching == 0 and self._dirty:
                     self._persist()
 
+    def on_log_dir_failure(self, log_dir: str) -> None:
+        """A failed log dir is written no more by this process, and the file may be in it."""
+        if self._path and os.path.dirname(os.path.abspath(self._path)) == log_dir:
+            self._offline_dir = log_dir
+
+    def _check_writable(self) -> None:
+        """Refuse a persistent change before making it, in a batch too, once the file's dir failed."""
+        if self._offline_dir is not None:
+            raise OSError(errno.EIO, f"the metadata store's log dir {self._offline_dir} is offline")
+
     def _persist(self) -> None:
         if not self._path:
             return
         if self._batching:
             self._dirty = True
             return
+        self._check_writable()
         self._dirty = False
         saved = {p: {"data": base64.b64encode(n.data).decode(), "version": n.version}
                  for p, n in self._nodes.items() if not n.ephemeral and p != "/"}
         tmp = self._path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as handle:
-            json.dump(saved, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
+        try:
+            with open(tmp, "w", encoding="utf-8") as handle:
+                json.dump(saved, handle)
+                handle.flush()
+                os.fsync(handle.fileno())
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)  # a partial temp file would only hold space a full disk lacks
+            raise
         os.replace(tmp, self._path)
         fsync_dir(os.path.dirname(self._path))
 
@@ -94,13 +114,19 @@ class LocalStore(MetadataStore):
             if path in self._nodes:
                 raise NodeExistsError(path)
             parent = _parent(path)
+            if not ephemeral:
+                self._check_writable()
             if parent not in self._nodes:
                 if not makepath:
                     raise NoNodeError(parent)
                 self.ensure_path(parent)
             self._nodes[path] = _Node(data, 0, ephemeral)
             if not ephemeral:
-                self._persist()
+                try:
+                    self._persist()
+                except OSError:
+                    del self._nodes[path]
+                    raise
             self._fire(self._nodes[parent].child_watchers, parent)
 
     def get(self, path: str, watch: Watcher | None = None) -> tuple[bytes, int]:
@@ -119,10 +145,18 @@ class LocalStore(MetadataStore):
                 raise NoNodeError(path)
             if version != -1 and version != node.version:
                 raise BadVersionError(f"{path}: expected version {version}, found {node.version}")
+            if not node.ephemeral:
+                self._check_writable()
+            previous = node.data
             node.data = data
             node.version += 1
             if not node.ephemeral:
-                self._persist()
+                try:
+                    self._persist()
+                except OSError:
+                    node.data = previous
+                    node.version -= 1
+                    raise
             self._fire(node.data_watchers, path)
             return node.version
 
@@ -136,12 +170,15 @@ class LocalStore(MetadataStore):
             kids = [p for p in self._nodes if p.startswith(path + "/")]
             if kids and not recursive:
                 raise NotEmptyError(path)
+            if not node.ephemeral:
+                self._check_writable()
             for kid in sorted(kids, reverse=True):
                 removed = self._nodes.pop(kid)
                 self._fire(removed.data_watchers, kid)
                 self._fire(removed.child_watchers, kid)
             del self._nodes[path]
-            self._persist()
+            if not node.ephemeral:  # ephemeral nodes are never in the file
+                self._persist()
             self._fire(node.data_watchers, path)
             self._fire(node.child_watchers, path)
             self._fire(self._nodes[_parent(path)].child_watchers, _parent(path))

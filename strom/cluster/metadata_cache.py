@@ -40,6 +40,8 @@ class MetadataCache:
         self.topics: dict[str, TopicInfo] = {}
         self.controller_id = -1
         self.cluster_id = ""
+        # (topic, partition) -> brokers whose replica of it is offline (a failed log dir)
+        self.offline_replicas: dict[tuple[str, int], frozenset[int]] = {}
 
     def load(self, store: MetadataStore, watch: Watcher | None = None) -> None:
         """Re-read everything; with ``watch``, ask to be told when any of it changes."""
@@ -83,8 +85,13 @@ class MetadataCache:
         cluster = store.get_or_none(model.CLUSTER_ID)
         if cluster is not None:
             self.cluster_id = json.loads(cluster[0])["id"]
+        offline: dict[tuple[str, int], set[int]] = {}
+        for broker in brokers.values():
+            for key in broker.offline_replicas:
+                offline.setdefault(key, set()).add(broker.broker_id)
         self.brokers = brokers
         self.topics = topics
+        self.offline_replicas = {key: frozenset(ids) for key, ids in offline.items()}
 
     def topic_configs(self, topic: str) -> dict[str, str]:
         info = self.topics.get(topic)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 BROKERS_IDS = "/brokers/ids"
 BROKERS_TOPICS = "/brokers/topics"
 CONFIG_TOPICS = "/config/topics"
+CONFIG_USERS = "/config/users"
 CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
 CLUSTER_ID = "/cluster/id"
@@ -35,29 +36,88 @@ def broker_path(broker_id: int) -> str:
     return f"{BROKERS_IDS}/{broker_id}"
 
 
+def sanitize_entity_name(name: str) -> str:
+    """Kafka's Sanitizer: a user or client id as a znode name (URL-encoded; '*' as %2A, space as %20)."""
+    from urllib.parse import quote
+
+    return quote(name, safe="").replace("~", "%7E")
+
+
+def user_config_path(user: str) -> str:
+    """/config/users/<user>: a user's SCRAM credentials (and, in Kafka, its quotas)."""
+    return f"{CONFIG_USERS}/{sanitize_entity_name(user)}"
+
+
 def _dump(value: dict) -> bytes:
     return json.dumps(value, separators=(",", ":")).encode()
 
 
 @dataclass(frozen=True)
 class Broker:
+    """A broker's registration, /brokers/ids/<id>: ephemeral, so it exists while the broker lives.
+
+    ``offline_replicas`` (topic, partition) are replicas whose log dir failed on this broker.
+    Kafka's ZooKeeper mode tells its controller through /log_dir_event_notification and then a
+    LeaderAndIsr round trip, and KRaft through OfflineLogDirs in the broker heartbeat; here the
+    registration carries them (only when there are any, so a healthy broker's JSON is Kafka's).
+
+    ``endpoints`` are (listener name, host, port) of every advertised listener and ``protocols``
+    each listener's security protocol, written as Kafka does ("endpoints": ["SASL_SSL://h:p", ...],
+    "listener_security_protocol_map"); "host" and "port" are the first PLAINTEXT endpoint's (null
+    and -1 without one). No endpoints: a single PLAINTEXT listener at host:port.
+    """
+
     broker_id: int
     host: str
     port: int
     rack: str | None = None
+    offline_replicas: frozenset[tuple[str, int]] = frozenset()
+    endpoints: tuple[tuple[str, str, int], ...] = ()
+    protocols: tuple[tuple[str, str], ...] = ()
+
+    def endpoint(self, listener: str) -> tuple[str, int] | None:
+        """(host, port) of this broker's listener of that name, or None if it has none."""
+        if not self.endpoints:
+            return (self.host, self.port) if listener == "PLAINTEXT" else None
+        for name, host, port in self.endpoints:
+            if name == listener:
+                return host, port
+        return None
 
     def to_json(self) -> bytes:
-        return _dump({
-            "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
-            "endpoints": [f"PLAINTEXT://{self.host}:{self.port}"],
-            "jmx_port": -1, "features": {}, "host": self.host, "port": self.port,
+        endpoints = self.endpoints or (("PLAINTEXT", self.host, self.port),)
+        protocols = dict(self.protocols) or {"PLAINTEXT": "PLAINTEXT"}
+        plain = next(((h, p) for n, h, p in endpoints if protocols.get(n) == "PLAINTEXT"), (None, -1))
+        value = {
+            "listener_security_protocol_map": {name: protocols.get(name, name) for name, _, _ in endpoints},
+            "endpoints": [f"{name}://{_bracketed(host)}:{port}" for name, host, port in endpoints],
+            "jmx_port": -1, "features": {}, "host": plain[0], "port": plain[1],
             "timestamp": str(int(time.time() * 1000)), "version": 5, "rack": self.rack,
-        })
+        }
+        if self.offline_replicas:
+            by_topic: dict[str, list[int]] = {}
+            for topic, partition in sorted(self.offline_replicas):
+                by_topic.setdefault(topic, []).append(partition)
+            value["offline_replicas"] = by_topic
+        return _dump(value)
 
     @classmethod
     def from_json(cls, broker_id: int, data: bytes) -> "Broker":
         value = json.loads(data)
-        return cls(broker_id, value["host"], int(value["port"]), value.get("rack"))
+        offline = frozenset((topic, int(p)) for topic, partitions in (value.get("offline_replicas") or {}).items()
+                            for p in partitions)
+        endpoints = []
+        for text in value.get("endpoints") or ():
+            name, _, address = str(text).partition("://")
+            host, _, port = address.rpartition(":")
+            endpoints.append((name, host.strip("[]"), int(port)))
+        protocols = tuple(sorted((value.get("listener_security_protocol_map") or {}).items()))
+        return cls(broker_id, value.get("host") or "", int(value.get("port", -1)), value.get("rack"), offline,
+                   tuple(endpoints), protocols)
+
+
+def _bracketed(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
 
 
 @dataclass(frozen=True)

@@ -220,8 +220,8 @@ def _timedelta_ms(value: int) -> timedelta:
 
 
 def _datetime_ms(value: int) -> datetime:
-    if value < 0:
-        raise DecodeError(f"negative timestamp {value}")
+    # Negative values are kept, not refused: only responses have non-nullable datetime fields, and
+    # Kafka answers -1 in them for "no time" (DescribeTransactions of a transactional id in Empty).
     return _EPOCH + timedelta(milliseconds=value)
 
 

@@ -21,6 +21,10 @@ class CompressionError(ValueError):
     """Data cannot be (de)compressed: corrupt, truncated, unknown codec, or too large."""
 
 
+class DecompressedTooLargeError(CompressionError):
+    """The data would expand past ``max_output``; refused before that much was allocated."""
+
+
 class CompressionType(enum.IntEnum):
     NONE = 0
     GZIP = 1
@@ -100,8 +104,8 @@ def _codec(codec: int) -> CompressionType:
         raise CompressionError(f"unknown compression codec id {codec}") from None
 
 
-def _too_large(codec: CompressionType, max_output: int) -> CompressionError:
-    return CompressionError(f"{codec.kafka_name} data expands past the limit of {max_output} bytes")
+def _too_large(codec: CompressionType, max_output: int) -> DecompressedTooLargeError:
+    return DecompressedTooLargeError(f"{codec.kafka_name} data expands past the limit of {max_output} bytes")
 
 
 # Neither the lz4 frame nor the zstd frame reliably states its decompressed size (streaming

@@ -588,6 +588,8 @@ def read_control_record(batch, header: BatchHeader) -> tuple[bool, int]:
     A control record of another type (Kafka reserves types >= 2) reads as neither commit nor
     abort: the caller treats it as no marker.
     """
+    if header.compression:  # markers are written uncompressed; a codec here is damage, not worth inflating
+        raise InvalidRecordError(f"control batch at offset {header.base_offset} claims codec {header.compression}")
     records = decode_batch_records(batch, header)
     if not records or records[0].key is None or len(records[0].key) < 4:
         raise CorruptRecordError(f"control batch at offset {header.base_offset} has no control record key")

@@ -1,7 +1,9 @@
 """An inter-broker Kafka client connection: one request at a time, encoded and decoded with kio.
 
 Followers use it to fetch from leaders (Fetch, OffsetForLeaderEpoch, ListOffsets). Responses
-are bounded in size before anything is read, and every wait has a timeout.
+are bounded in size before anything is read, and every wait has a timeout. With ``security``
+(the inter-broker listener's TLS and SASL settings) every new connection is encrypted and logs
+in before its first request.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from strom.protocol.codec import decode_response, encode
 from strom.protocol.entities import build
 from strom.protocol.errors import DecodeError
 from strom.protocol.frame import request_frame, response_body_offset
+from strom.security.client import ClientSecurity
+from strom.security.scram import AuthenticationFailed
 
 _SIZE = struct.Struct(">i")
 MAX_RESPONSE_BYTES = 256 * 1024 * 1024
@@ -25,9 +29,11 @@ class BrokerConnectionError(Exception):
 
 
 class BrokerClient:
-    def __init__(self, host: str, port: int, client_id: str, timeout_s: float = 30.0):
+    def __init__(self, host: str, port: int, client_id: str, timeout_s: float = 30.0,
+                 security: ClientSecurity | None = None):
         self.host = host
         self.port = port
+        self.security = security
         self.client_id = client_id.encode()
         self.timeout_s = timeout_s
         self._reader: asyncio.StreamReader | None = None
@@ -39,16 +45,30 @@ class BrokerClient:
         return self._writer is not None and not self._writer.is_closing()
 
     async def connect(self) -> None:
+        context = self.security.ssl_context if self.security is not None else None
         try:
             self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port), self.timeout_s)
+                asyncio.open_connection(self.host, self.port, ssl=context,
+                                        server_hostname=self.host if context is not None else None),
+                self.timeout_s)
         except (OSError, asyncio.TimeoutError) as exc:
             raise BrokerConnectionError(f"cannot connect to {self.host}:{self.port}: {exc}") from None
+        if self.security is not None:
+            try:
+                await self.security.login(self._exchange)
+            except AuthenticationFailed as exc:
+                self.close()
+                raise BrokerConnectionError(f"cannot log in to {self.host}:{self.port}: {exc}") from None
 
     async def request(self, api_key: int, version: int, values: dict[str, Any], timeout_s: float | None = None) -> Any:
         """Send one request built from ``values`` and return the decoded response."""
         if not self.connected:
             await self.connect()
+        return await self._exchange(api_key, version, values, timeout_s)
+
+    async def _exchange(self, api_key: int, version: int, values: dict[str, Any], timeout_s: float | None = None) -> Any:
+        if self._writer is None:
+            raise BrokerConnectionError(f"connection to {self.host}:{self.port} is closed")
         self._correlation = (self._correlation + 1) & 0x7FFFFFFF
         body = encode(build(api.request_class(api_key, version), values))
         try:

@@ -14,7 +14,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from strom.protocol.api import ApiKey
-from strom.protocol.errors import ErrorCode, KafkaError
+from strom.protocol.errors import ErrorCode, KafkaError, KafkaStorageError
 from strom.protocol.records import complete_batches_end
 from strom.replication.client import BrokerClient, BrokerConnectionError
 from strom.storage.leader_epoch import UNDEFINED_EPOCH
@@ -63,13 +63,16 @@ class ReplicaFetcher:
     # -- the loop ----------------------------------------------------------------------------------
     def _connect_client(self) -> BrokerClient | None:
         node = self.broker.metadata.brokers.get(self.leader_id)
-        if node is None:
+        # the leader's inter-broker listener, with that listener's TLS and SASL settings
+        address = node.endpoint(self.broker.config.inter_broker_listener_name) if node is not None else None
+        if address is None:
             return None
-        if self._client is None or (self._client.host, self._client.port) != (node.host, node.port):
+        if self._client is None or (self._client.host, self._client.port) != address:
             if self._client is not None:
                 self._client.close()
-            self._client = BrokerClient(node.host, node.port, f"strom-replica-fetcher-{self.broker.broker_id}",
-                                        timeout_s=self.broker.config.replica_socket_timeout_ms / 1000)
+            self._client = BrokerClient(address[0], address[1], f"strom-replica-fetcher-{self.broker.broker_id}",
+                                        timeout_s=self.broker.config.replica_socket_timeout_ms / 1000,
+                                        security=self.broker.inter_broker_security)
         return self._client
 
     async def _run(self) -> None:
@@ -117,7 +120,11 @@ class ReplicaFetcher:
                 if result.error_code != ErrorCode.NONE:
                     log.info("%s-%d: OffsetForLeaderEpoch error %s; retrying", *key, result.error_code)
                     continue
-                self._apply_truncation(partition, result.leader_epoch, result.end_offset)
+                try:
+                    self._apply_truncation(partition, result.leader_epoch, result.end_offset)
+                except OSError as exc:  # the replica goes offline with its log dir
+                    self.broker.log_manager.storage_error(key, exc, "truncating")
+                    continue
                 self.needs_truncation.discard(key)
 
     @staticmethod
@@ -164,7 +171,10 @@ class ReplicaFetcher:
                 partition = self.partitions.get(key)
                 if partition is None or key in self.needs_truncation:
                     continue
-                moved |= await self._handle_partition(client, partition, data)
+                try:
+                    moved |= await self._handle_partition(client, partition, data)
+                except OSError as exc:  # a roll or an index block on a full disk: offline with its dir
+                    self.broker.log_manager.storage_error(key, exc, "appending fetched data to")
         if not moved:
             await asyncio.sleep(0)
 
@@ -175,7 +185,8 @@ class ReplicaFetcher:
             await self._reset_out_of_range(client, partition)
             return True
         if code in (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_LEADER_EPOCH):
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_LEADER_EPOCH,
+                    ErrorCode.KAFKA_STORAGE_ERROR):  # the leader's log dir failed: a new one comes
             await asyncio.sleep(RETRY_BACKOFF_S)  # metadata is about to change; wait for it
             return False
         if code != ErrorCode.NONE:
@@ -189,6 +200,8 @@ class ReplicaFetcher:
                 try:
                     log_.append_as_follower(records[:whole])
                     appended = True
+                except KafkaStorageError:
+                    return False  # reported by the segment: this replica is offline now
                 except KafkaError as exc:
                     log.warning("%s-%d: cannot append fetched data: %s; re-truncating", partition.topic,
                                 partition.index, exc)

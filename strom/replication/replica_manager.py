@@ -3,10 +3,16 @@
 Leadership comes from the partition state in the metadata cache: where this broker is the
 leader it serves Produce and Fetch, elsewhere it answers NOT_LEADER_OR_FOLLOWER. Waiting
 (acks=all, long-poll Fetch) goes through the purgatory, woken by appends and HW moves.
+
+A replica whose log dir failed is offline (Kafka's HostedPartition.Offline): it answers
+KAFKA_STORAGE_ERROR, neither leads nor follows, and the broker's registration lists it so that
+the controller elects another leader and drops this broker from its ISR. A restart brings it
+back (the registration it makes then lists nothing offline).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import TYPE_CHECKING, Callable
@@ -17,7 +23,12 @@ from strom.cluster.store import BadVersionError, NoNodeError, StoreError
 from strom.replication.fetcher import ReplicaFetcherManager
 
 from strom.cluster.metadata_cache import MetadataCache
-from strom.protocol.errors import NotLeaderError, RequestTimedOutError, UnknownTopicOrPartitionError
+from strom.protocol.errors import (
+    KafkaStorageError,
+    NotLeaderError,
+    RequestTimedOutError,
+    UnknownTopicOrPartitionError,
+)
 from strom.replication.partition import Partition
 from strom.replication.purgatory import Purgatory
 from strom.storage.log import LogAppendInfo
@@ -44,6 +55,8 @@ class ReplicaManager:
         # Set while this broker cannot confirm its ZooKeeper session: it then leads nothing, as a
         # KRaft broker fenced by its controller, so clients move to the leader elected meanwhile.
         self.fenced = False
+        self.offline: set[tuple[str, int]] = set()  # replicas in a failed log dir
+        self.log_manager.failure_listeners.append(self._on_log_dir_failure)
 
     def apply_metadata(self) -> None:
         """Bring local replicas in line with the metadata: create, lead, follow or delete."""
@@ -55,14 +68,28 @@ class ReplicaManager:
                     continue
                 key = (topic.name, index)
                 wanted.add(key)
+                if key in self.offline:
+                    continue
                 partition = self.partitions.get(key)
                 if partition is None:
-                    log_ = self.log_manager.get_or_create_log(key, config)
+                    try:
+                        log_ = self.log_manager.get_or_create_log(key, config)
+                    except KafkaStorageError as exc:
+                        log.warning("replica %s-%d is offline: %s", topic.name, index, exc)
+                        self.offline.add(key)
+                        self._schedule(self.broker.publish_offline_replicas)
+                        continue
                     partition = self.partitions[key] = Partition(topic.name, index, log_, self.broker_id)
                 partition.log.config = config
                 state = topic.states.get(index)
                 if state is not None:
-                    self._apply_state(partition, state, replicas, topic.state_versions.get(index, -1))
+                    try:
+                        self._apply_state(partition, state, replicas, topic.state_versions.get(index, -1))
+                    except OSError as exc:  # an epoch checkpoint, a truncation, a coordinator's load
+                        self.log_manager.storage_error(key, exc, "changing the role of")
+                    except KafkaStorageError:
+                        pass  # reported by the segment: the replica is offline now
+        self.offline.intersection_update(wanted)
         for key in [k for k in self.partitions if k not in wanted]:
             self._remove_replica(key, delete=key[0] not in self.metadata.topics)
         # Logs of topics deleted while we watched go too; strays found at startup are kept
@@ -96,6 +123,7 @@ class ReplicaManager:
     def _remove_replica(self, key: tuple[str, int], delete: bool) -> None:
         log.info("removing replica %s-%d", *key)
         removed = self.partitions.pop(key)
+        self.offline.discard(key)
         self.fetchers.unfollow(key)
         if removed.is_leader:
             for listener in self.leadership_listeners:
@@ -103,6 +131,49 @@ class ReplicaManager:
         if delete:
             self.log_manager.delete_log(key)
         self.purgatory.notify(key)
+
+    # -- log dir failures --------------------------------------------------------------------------
+    def _on_log_dir_failure(self, log_dir: str) -> None:
+        """Stop serving every replica in ``log_dir`` at once (Kafka's handleLogDirFailure).
+
+        Runs where the failure was seen, maybe deep inside an append: only what is safe there
+        happens now (requests see KAFKA_STORAGE_ERROR from here on, fetchers stop, waiters
+        wake); the coordinators' unloading and telling the controller follow on the event loop.
+        """
+        taken, lost_leaderships = 0, []
+        for key, partition in self.partitions.items():
+            if key in self.offline or self.log_manager.log_dir_of(key) != log_dir:
+                continue
+            self.offline.add(key)
+            self.fetchers.unfollow(key)
+            if partition.is_leader:
+                lost_leaderships.append(partition)
+            partition.leader_id = -1
+            self.purgatory.notify(key)
+            taken += 1
+        log.warning("broker %d stopped serving %d replicas in %s (%d as leader)", self.broker_id, taken, log_dir,
+                    len(lost_leaderships))
+
+        def after() -> None:
+            for partition in lost_leaderships:
+                for listener in self.leadership_listeners:
+                    try:
+                        listener(partition, False)
+                    except Exception:
+                        log.exception("unloading %s-%d after its log dir failed", partition.topic, partition.index)
+            self.broker.publish_offline_replicas()
+
+        self._schedule(after)
+
+    @staticmethod
+    def _schedule(callback) -> None:
+        try:
+            asyncio.get_running_loop().call_soon(callback)
+        except RuntimeError:  # no event loop (tools, tests): now is as good as later
+            callback()
+
+    def _offline_error(self, topic: str, index: int) -> KafkaStorageError:
+        return KafkaStorageError(f"{topic}-{index} is offline on broker {self.broker_id}: its log dir failed")
 
     # -- the leader's view of its followers --------------------------------------------------------
     def record_follower_fetch(self, partition: Partition, replica_id: int, fetch_offset: int) -> None:
@@ -143,6 +214,8 @@ class ReplicaManager:
         partition.state_version = version
 
     def get_partition(self, topic: str, index: int) -> Partition:
+        if self.offline and (topic, index) in self.offline:
+            raise self._offline_error(topic, index)
         partition = self.partitions.get((topic, index))
         if partition is None:
             if topic in self.metadata.topics and index in self.metadata.topics[topic].replicas:
@@ -162,7 +235,10 @@ class ReplicaManager:
                           coordinator_epoch: int) -> LogAppendInfo:
         """Write a commit/abort marker on the leader; the caller waits for the HW to pass it."""
         partition = self.leader_partition(topic, index)
-        info = partition.append_marker_as_leader(producer_id, producer_epoch, commit, coordinator_epoch)
+        try:
+            info = partition.append_marker_as_leader(producer_id, producer_epoch, commit, coordinator_epoch)
+        except OSError as exc:
+            raise self.log_manager.storage_error(partition.key, exc, "appending a transaction marker to") from exc
         self.purgatory.notify(partition.key)
         return info
 
@@ -170,15 +246,22 @@ class ReplicaManager:
         """Wait until the high watermark passes ``offset`` (acks=all for the broker's own writes).
 
         Raises NotLeaderError when leadership is lost meanwhile (the write may be truncated by
-        the new leader) and RequestTimedOutError when the followers do not catch up in time.
+        the new leader), KafkaStorageError when the log dir failed, and RequestTimedOutError
+        when the followers do not catch up in time. The write reaches the file before this
+        returns: the caller answers a request of its own, which the connection cannot revise.
         """
         key = (topic, index)
         deadline = time.monotonic() + timeout_s
         while True:
             held = self.partitions.get(key)
             if held is None or not held.is_leader or self.fenced:
+                if key in self.offline:
+                    raise self._offline_error(topic, index)
                 raise NotLeaderError(f"broker {self.broker_id} lost the leadership of {topic}-{index}")
             if held.log.high_watermark > offset:
+                self.log_manager.write_behind.write_all()
+                if key in self.offline:
+                    raise self._offline_error(topic, index)
                 return
             left = deadline - time.monotonic()
             if left <= 0:
@@ -195,6 +278,9 @@ class ReplicaManager:
         partition = self.partitions.get((topic, index))
         if partition is None or not partition.is_leader or self.fenced:
             partition = self.leader_partition(topic, index)  # raises the precise error
-        info = partition.append_as_leader(records, required_acks)
+        try:
+            info = partition.append_as_leader(records, required_acks)
+        except OSError as exc:  # a roll, an index block, an fsync: the dir goes offline
+            raise self.log_manager.storage_error(partition.key, exc, "appending to") from exc
         self.purgatory.notify(partition.key)
         return info

@@ -1,6 +1,7 @@
 """A strom broker process: startup, serving and shutdown, each in a fixed order.
 
-Startup: bind the listener (so the port is known) → metadata store → log manager (recovery) →
+Startup: TLS contexts and SASL settings of every listener (a bad certificate stops here, naming
+its key) → bind the listeners (so the ports are known) → metadata store → log manager (recovery) →
 register the broker → controller election → metadata → replicas → accept connections → print
 the bound port and write it to ``<first log dir>/strom.port``.
 
@@ -29,10 +30,13 @@ from strom.cluster.model import Broker as BrokerInfo
 from strom.cluster.store import MetadataStore, NodeExistsError, StoreError
 from strom.group.coordinator import GroupCoordinator
 from strom.group.offset_store import OFFSETS_TOPIC
-from strom.protocol.errors import TopicAlreadyExistsError
+from strom.protocol.errors import KafkaStorageError, TopicAlreadyExistsError
+from strom.security.credentials import CredentialCache
+from strom.security.listeners import ListenerSecurity, inter_broker_security, listener_security
 from strom.replication.replica_manager import ReplicaManager
 from strom.server.config import BrokerConfig
 from strom.server.connection import Connection
+from strom.server.secure_connection import SecureConnection
 from strom.server.dispatcher import Dispatcher
 from strom.server.periodic import run_every
 from strom.txn.coordinator import TRANSACTION_STATE_TOPIC, TransactionCoordinator
@@ -53,7 +57,14 @@ class Broker:
         self.config = config
         self.broker_id = config.broker_id
         self.metadata = MetadataCache()
-        self.dispatcher = Dispatcher(self, HANDLERS)
+        # one dispatcher per listener: a request's context names the listener it came in on
+        self.dispatchers = {listener.name: Dispatcher(self, HANDLERS, listener.name) for listener in config.listeners}
+        self.dispatcher = self.dispatchers[config.listeners[0].name]
+        self.listener_security: dict[str, ListenerSecurity] = {}
+        self.inter_broker_security = None
+        self.credentials: CredentialCache | None = None
+        self.sasl_decoy_key = os.urandom(32)  # unknown SCRAM users get salts derived from it
+        self.bound: dict[str, tuple[str, int]] = {}  # listener name -> bound (host, port)
         self.connections: set[Connection] = set()
         self.store: MetadataStore | None = None
         self.log_manager: LogManager | None = None
@@ -62,7 +73,7 @@ class Broker:
         self.transaction_coordinator: TransactionCoordinator | None = None
         self.host = ""
         self.port = 0
-        self._server: asyncio.AbstractServer | None = None
+        self._servers: list[asyncio.AbstractServer] = []
         self._stop = asyncio.Event()  # set once shutdown has begun: background work ends
         self._shutdown_requested = asyncio.Event()  # SIGTERM/SIGINT
         self._background: list[asyncio.Task] = []
@@ -77,16 +88,30 @@ class Broker:
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         config = self.config
+        self.listener_security = {l.name: listener_security(config, l.name) for l in config.listeners}
+        self.inter_broker_security = inter_broker_security(config)
+        sockets = {}
+        try:
+            for listener in config.listeners:
+                sock = socket.socket(socket.AF_INET6 if ":" in listener.host else socket.AF_INET, socket.SOCK_STREAM)
+                sockets[listener.name] = sock
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                sock.bind((listener.host or "0.0.0.0", listener.port))
+                sock.listen(512)
+                sock.setblocking(False)
+                self.bound[listener.name] = (listener.host, sock.getsockname()[1])
+        except OSError:
+            for sock in sockets.values():
+                sock.close()
+            raise
         listener = config.listeners[0]
-        sock = socket.socket(socket.AF_INET6 if ":" in listener.host else socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((listener.host or "0.0.0.0", listener.port))
-        sock.listen(512)
-        sock.setblocking(False)
-        self.port = sock.getsockname()[1]
-        advertised = config.advertised_listener(listener.name)
-        self.host = advertised.host or listener.host or socket.gethostname()
-        advertised_port = advertised.port or self.port
+        self.port = self.bound[listener.name][1]
+        endpoints = []  # (listener, host, port) as published: advertised.listeners, ports filled in once bound
+        for advertised in config.advertised_listeners:
+            bound_host, bound_port = self.bound[advertised.name]
+            endpoints.append((advertised.name, advertised.host or bound_host or socket.gethostname(),
+                              advertised.port or bound_port))
+        _, self.host, advertised_port = next((e for e in endpoints if e[0] == listener.name), endpoints[0])
 
         for log_dir in config.log_dirs:
             os.makedirs(log_dir, exist_ok=True)
@@ -113,7 +138,11 @@ class Broker:
         self.store.ensure_path(model.BROKERS_IDS)
         self.store.ensure_path(model.BROKERS_TOPICS)
         self.store.ensure_path(model.CONFIG_TOPICS)
-        self._info = BrokerInfo(self.broker_id, self.host, advertised_port, config.broker_rack)
+        self.credentials = CredentialCache(self.store, self._loop)
+        self.credentials.load()
+        self._info = BrokerInfo(self.broker_id, self.host, advertised_port, config.broker_rack,
+                                endpoints=tuple(endpoints),
+                                protocols=tuple((name, config.protocol_of(name)) for name, _, _ in endpoints))
         self._registration = self._info.to_json()
         # a ZooKeeper registration left by a crashed predecessor expires within the session timeout
         self._register(config.zookeeper_session_timeout_ms / 1000 + 2 if config.zookeeper_connect else 0)
@@ -125,7 +154,10 @@ class Broker:
         self.refresh_metadata()
 
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(lambda: Connection(self), sock=sock)
+        for name, sock in sockets.items():
+            security = self.listener_security[name]
+            self._servers.append(await loop.create_server(self._connection_factory(security), sock=sock,
+                                                          ssl=security.ssl_context))
         self._background.append(asyncio.create_task(self.log_manager.run_scheduler(self._stop)))
         self._background.append(asyncio.create_task(run_every(
             config.offsets_retention_check_interval_ms / 1000, self.group_coordinator.expire_and_log, self._stop,
@@ -142,6 +174,20 @@ class Broker:
                 config.leader_imbalance_check_interval_seconds, self._rebalance_leaders, self._stop,
                 "preferred leader rebalance")))
         self._announce(listener.host, self.port)
+
+    def _connection_factory(self, security: ListenerSecurity):
+        dispatcher = self.dispatchers[security.name]
+        if security.protocol != "PLAINTEXT":
+            return lambda: SecureConnection(self, security, dispatcher)
+        if dispatcher is self.dispatcher:
+            return lambda: Connection(self)
+
+        def plain() -> Connection:
+            connection = Connection(self)
+            connection.dispatcher = dispatcher
+            return connection
+
+        return plain
 
     def _open_store(self) -> MetadataStore:
         if self.config.zookeeper_connect:
@@ -171,6 +217,8 @@ class Broker:
 
     def _announce(self, host: str, port: int) -> None:
         address = f"{host}:{port}"
+        if len(self.bound) > 1:
+            address = ", ".join(f"{name}://{h}:{p}" for name, (h, p) in self.bound.items())
         with open(os.path.join(self.config.log_dirs[0], PORT_FILE + ".tmp"), "w") as handle:
             handle.write(f"{port}\n")
         os.replace(os.path.join(self.config.log_dirs[0], PORT_FILE + ".tmp"),
@@ -323,8 +371,11 @@ class Broker:
 
     def create_topic(self, name: str, partitions: int, replication_factor: int, configs: dict[str, str] | None = None,
                      assignment: dict[int, list[int]] | None = None, validate_only: bool = False):
-        created = self.controller.create_topic(name, partitions, replication_factor, configs, assignment,
-                                               validate_only=validate_only)
+        try:
+            created = self.controller.create_topic(name, partitions, replication_factor, configs, assignment,
+                                                   validate_only=validate_only)
+        except OSError as exc:  # the single-node store's file is in a full or failed log dir
+            raise KafkaStorageError(f"topic '{name}' could not be recorded: {exc.strerror or exc}") from exc
         if not validate_only:
             self.refresh_metadata()
         return created
@@ -419,8 +470,10 @@ class Broker:
         if self._reload_handle is not None:
             self._reload_handle.cancel()
             self._reload_handle = None
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
+        if self.credentials is not None:
+            self.credentials.stop()
         deadline = time.monotonic() + SHUTDOWN_GRACE_S
         while not crash and any(not c.idle for c in self.connections) and time.monotonic() < deadline:
             await asyncio.sleep(0.01)

@@ -21,7 +21,8 @@ import dataclasses
 import logging
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, NamedTuple
+from types import MappingProxyType
+from typing import Any, Callable, ClassVar, Mapping, NamedTuple
 
 from strom.storage.log_config import (
     COMPRESSION_TYPES,
@@ -46,7 +47,10 @@ log = logging.getLogger("strom.config")
 MINUTE_MS = 60 * 1000
 HOUR_MS = 60 * MINUTE_MS
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SUPPORTED_SECURITY_PROTOCOLS = ("PLAINTEXT",)  # strom has no TLS or SASL
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")  # GSSAPI and OAUTHBEARER are not served
+# listener.name.<listener>.<key>: a per-listener value of an ssl.*/sasl.* key, or <mechanism>.sasl.jaas.config
+_LISTENER_KEY = re.compile(r"^listener\.name\.([A-Za-z0-9_]+)\.(.+)$")
+_JAAS_KEY = re.compile(r"^(plain|scram-sha-256|scram-sha-512|gssapi|oauthbearer)\.sasl\.jaas\.config$", re.I)
 
 Parser = Callable[[str, str], Any]
 
@@ -137,9 +141,43 @@ def _require(condition: bool, key: str, message: str) -> None:
         raise ConfigError(key, message)
 
 
-def _key(key: str, default: Any, parse: Parser, doc: str, ignored: str | None = None) -> Any:
-    """``ignored``: why a key Kafka accepts has no effect in strom (logged once when it is set)."""
-    return dataclasses.field(default=default, metadata={"key": key, "parse": parse, "doc": doc, "ignored": ignored})
+def _key(key: str, default: Any, parse: Parser, doc: str, ignored: str | None = None,
+         sensitive: bool = False) -> Any:
+    """``ignored``: why a key Kafka accepts has no effect in strom (logged once when it is set).
+    ``sensitive``: a secret (Kafka's PASSWORD type): DescribeConfigs reports it as null."""
+    return dataclasses.field(default=default, metadata={"key": key, "parse": parse, "doc": doc, "ignored": ignored,
+                                                        "sensitive": sensitive})
+
+
+def _protocol(key: str, raw: str) -> str:
+    return parse_choice(key, str(raw).strip().upper(), SECURITY_PROTOCOLS)
+
+
+def _client_auth(key: str, raw: str) -> str:
+    return parse_choice(key, str(raw).strip().lower(), ("none", "requested", "required"))
+
+
+def _store_type(key: str, raw: str) -> str:
+    return _text(key, raw).upper()
+
+
+def _optional_csv(key: str, raw: str) -> tuple[str, ...] | None:
+    return tuple(part.strip() for part in str(raw).split(",") if part.strip()) or None
+
+
+def _mechanisms(key: str, raw: str) -> tuple[str, ...]:
+    return tuple(m.upper() for m in _csv(key, raw))
+
+
+def _mapping_rules(key: str, raw: str) -> str:
+    from strom.security.principal import PrincipalMapper
+
+    PrincipalMapper.parse(key, str(raw))  # fails here, naming the key, rather than at the first login
+    return str(raw).strip()
+
+
+def _any_text(key: str, raw: str) -> str:
+    return str(raw).strip()
 
 
 _DEFAULT_LISTENERS = (Listener("PLAINTEXT", "127.0.0.1", 9092),)
@@ -171,15 +209,58 @@ class BrokerConfig:
     advertised_listeners: tuple[Listener, ...] | None = _key("advertised.listeners", None, _listeners,
         "Listeners published to clients and other brokers; null: same as listeners.")
     listener_security_protocol_map: tuple[tuple[str, str], ...] = _key("listener.security.protocol.map", _DEFAULT_PROTOCOL_MAP, _protocol_map,
-        "NAME:PROTOCOL for each listener name; strom serves PLAINTEXT only.")
+        "NAME:PROTOCOL for each listener name (PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL).")
     inter_broker_listener_name: str | None = _key("inter.broker.listener.name", None, _listener_name,
-        "Listener brokers use to reach each other; null: PLAINTEXT if advertised, else the first one.")
+        "Listener brokers use to reach each other; null: security.inter.broker.protocol's listener if set, else PLAINTEXT if advertised, else the first one.")
+    security_inter_broker_protocol: str | None = _key("security.inter.broker.protocol", None, _protocol,
+        "Protocol brokers use to reach each other: the listener of that name (set this or inter.broker.listener.name, not both).")
     zookeeper_connect: str | None = _key("zookeeper.connect", None, _optional_text,
         "ZooKeeper connect string host:port[,host:port][/chroot]; null: the embedded single-node metadata store.")
     zookeeper_session_timeout_ms: int = _key("zookeeper.session.timeout.ms", 18000, _int(1),
         "ZooKeeper session timeout; a broker silent this long loses its registration.")
     zookeeper_connection_timeout_ms: int | None = _key("zookeeper.connection.timeout.ms", None, _int(1),
         "Time to wait for a ZooKeeper connection; null: zookeeper.session.timeout.ms.")
+    # --- security: TLS (listener.name.<listener>.ssl.* overrides a key for one listener)
+    ssl_keystore_type: str = _key("ssl.keystore.type", "PEM", _store_type,
+        "Keystore format; strom reads PEM only (Kafka's default is JKS).")
+    ssl_keystore_location: str | None = _key("ssl.keystore.location", None, _optional_text,
+        "PEM file with the private key and certificate chain of TLS listeners.")
+    ssl_keystore_password: str | None = _key("ssl.keystore.password", None, _optional_text,
+        "Accepted for compatibility; a PEM key's password is ssl.key.password.", sensitive=True)
+    ssl_keystore_certificate_chain: str | None = _key("ssl.keystore.certificate.chain", None, _optional_text,
+        "The certificate chain inline, in PEM (instead of ssl.keystore.location).", sensitive=True)
+    ssl_keystore_key: str | None = _key("ssl.keystore.key", None, _optional_text,
+        "The private key inline, in PEM (with ssl.keystore.certificate.chain).", sensitive=True)
+    ssl_key_password: str | None = _key("ssl.key.password", None, _optional_text,
+        "Password of an encrypted private key.", sensitive=True)
+    ssl_truststore_type: str = _key("ssl.truststore.type", "PEM", _store_type,
+        "Truststore format; strom reads PEM only (Kafka's default is JKS).")
+    ssl_truststore_location: str | None = _key("ssl.truststore.location", None, _optional_text,
+        "PEM file of CA certificates that client (and peer broker) certificates are checked against.")
+    ssl_truststore_password: str | None = _key("ssl.truststore.password", None, _optional_text,
+        "Accepted for compatibility; a PEM truststore has no password.", sensitive=True)
+    ssl_truststore_certificates: str | None = _key("ssl.truststore.certificates", None, _optional_text,
+        "CA certificates inline, in PEM (instead of ssl.truststore.location).", sensitive=True)
+    ssl_client_auth: str = _key("ssl.client.auth", "none", _client_auth,
+        "none, requested or required: whether TLS clients must present a certificate; its DN is then the principal.")
+    ssl_enabled_protocols: tuple[str, ...] = _key("ssl.enabled.protocols", ("TLSv1.2", "TLSv1.3"), _csv,
+        "TLS versions accepted.")
+    ssl_protocol: str = _key("ssl.protocol", "TLSv1.3", _text,
+        "Accepted for compatibility: the highest of ssl.enabled.protocols both sides share is negotiated.")
+    ssl_cipher_suites: tuple[str, ...] | None = _key("ssl.cipher.suites", None, _optional_csv,
+        "Cipher suites allowed (IANA or OpenSSL names); null: OpenSSL's defaults.")
+    ssl_endpoint_identification_algorithm: str = _key("ssl.endpoint.identification.algorithm", "https", _any_text,
+        "https: a broker checks a peer broker's certificate names its host; empty: no check.")
+    ssl_principal_mapping_rules: str = _key("ssl.principal.mapping.rules", "DEFAULT", _mapping_rules,
+        "Rules from a client certificate's DN to a user name: RULE:pattern/replacement/[LU], ..., DEFAULT.")
+    # --- security: SASL (listener.name.<listener>.<mechanism>.sasl.jaas.config holds the users)
+    sasl_enabled_mechanisms: tuple[str, ...] = _key("sasl.enabled.mechanisms", ("GSSAPI",), _mechanisms,
+        "SASL mechanisms SASL listeners offer; strom serves PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 (others are dropped with a warning).")
+    sasl_mechanism_inter_broker_protocol: str = _key("sasl.mechanism.inter.broker.protocol", "GSSAPI", _listener_name,
+        "SASL mechanism brokers log in to each other with, when the inter-broker listener uses SASL.")
+    connections_max_reauth_ms: int = _key("connections.max.reauth.ms", 0, _long(0),
+        "Accepted and ignored: strom does not re-authenticate SASL sessions (KIP-368).",
+        ignored="strom does not re-authenticate SASL sessions (KIP-368)")
     # --- network
     socket_request_max_bytes: int = _key("socket.request.max.bytes", 104857600, _int(1),
         "Largest request frame accepted; larger frames close the connection.")
@@ -400,12 +481,18 @@ class BrokerConfig:
             resolved["zookeeper_connection_timeout_ms"] = self.zookeeper_session_timeout_ms
         advertised = self.advertised_listeners if self.advertised_listeners is not None else self.listeners
         resolved["advertised_listeners"] = advertised
-        if self.inter_broker_listener_name is None and advertised:
+        if self.inter_broker_listener_name is None and self.security_inter_broker_protocol is not None:
+            resolved["inter_broker_listener_name"] = self.security_inter_broker_protocol  # Kafka: the listener so named
+        elif self.inter_broker_listener_name is None and advertised:
             names = [listener.name for listener in advertised]
             resolved["inter_broker_listener_name"] = "PLAINTEXT" if "PLAINTEXT" in names else names[0]
         for name, value in resolved.items():
             object.__setattr__(self, name, value)
         self._check_cross_key_rules()
+
+    # listener name -> {key: (value, the key it came from)}: the listener.name.<listener>.* values, which
+    # from_mapping sets (they are not keys of their own, so not fields: DescribeConfigs lists fields)
+    listener_overrides: ClassVar[Mapping[str, Mapping[str, tuple[Any, str]]]] = MappingProxyType({})
 
     def _check_cross_key_rules(self) -> None:
         _require(self.group_min_session_timeout_ms <= self.group_max_session_timeout_ms,
@@ -429,14 +516,15 @@ class BrokerConfig:
             protocol = protocols.get(listener.name)
             _require(protocol is not None, "listeners",
                      f"listener {listener.name} is not in listener.security.protocol.map")
-            _require(protocol in SUPPORTED_SECURITY_PROTOCOLS, "listeners",
-                     f"listener {listener.name} uses {protocol}; strom serves PLAINTEXT only")
         names = {listener.name for listener in self.listeners}
         for listener in self.advertised_listeners:
             _require(listener.name in names, "advertised.listeners", f"{listener.name} is not in listeners")
             # As Kafka: clients cannot connect to a wildcard address, so it must not be published.
             _require(listener.host not in ("0.0.0.0", "::"), "advertised.listeners",
                      f"{listener} is not routable; advertise an address clients can reach")
+        _require(self.security_inter_broker_protocol in (None, self.inter_broker_listener_name),
+                 "security.inter.broker.protocol", "set inter.broker.listener.name or security.inter.broker.protocol, "
+                 "not both")
         _require(self.advertised_listener(self.inter_broker_listener_name) is not None,
                  "inter.broker.listener.name", f"{self.inter_broker_listener_name} is not an advertised listener")
 
@@ -446,15 +534,30 @@ class BrokerConfig:
     def from_mapping(cls, mapping: Mapping[str, Any]) -> "BrokerConfig":
         """Kafka key -> raw value (strings as in server.properties); unknown keys are warned about."""
         values: dict[str, Any] = {}
+        per_listener: dict[str, dict[str, tuple[Any, str]]] = {}
         for key, raw in mapping.items():
             spec = _FIELDS_BY_KEY.get(key)
+            prefixed = _LISTENER_KEY.match(key) if spec is None else None
+            if prefixed is not None:
+                name, rest = prefixed.group(1).upper(), prefixed.group(2)
+                base = _FIELDS_BY_KEY.get(rest)
+                if base is not None and rest.startswith(("ssl.", "sasl.")):
+                    per_listener.setdefault(name, {})[rest] = (base.metadata["parse"](key, raw), key)
+                    continue
+                if _JAAS_KEY.match(rest):
+                    per_listener.setdefault(name, {})[rest.lower()] = (str(raw).strip(), key)
+                    continue
             if spec is None:
                 log.warning("%s: unknown broker config, ignored%s", key, did_you_mean(key, _FIELDS_BY_KEY))
                 continue
             values[spec.name] = spec.metadata["parse"](key, raw)
             if spec.metadata["ignored"]:
                 warn_ignored(key, str(raw).strip(), spec.metadata["ignored"])
-        return cls(**values)
+        config = cls(**values)
+        if per_listener:
+            object.__setattr__(config, "listener_overrides", MappingProxyType(per_listener))
+        config.check_security()
+        return config
 
     @classmethod
     def from_properties(cls, path: str | None, overrides: Mapping[str, str] | None = None) -> "BrokerConfig":
@@ -467,7 +570,8 @@ class BrokerConfig:
 
     def items(self) -> dict[str, str | None]:
         """Every key's effective value in Kafka's notation (None where Kafka reports null)."""
-        return {f.metadata["key"]: _to_text(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        return {f.metadata["key"]: None if f.metadata["sensitive"] else _to_text(getattr(self, f.name))
+                for f in dataclasses.fields(self)}
 
     def log_config(self) -> LogConfig:
         """The broker's log.* defaults as a topic LogConfig, before any topic's own overrides."""
@@ -507,6 +611,79 @@ class BrokerConfig:
 
     def advertised_listener(self, name: str) -> Listener | None:
         return next((listener for listener in self.advertised_listeners if listener.name == name), None)
+
+    # --- security views
+
+    def protocol_of(self, listener_name: str) -> str:
+        """The security protocol of a listener (PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL)."""
+        return dict(self.listener_security_protocol_map)[listener_name]
+
+    def listener_setting(self, listener_name: str, key: str) -> tuple[Any, str]:
+        """(value, key it came from): ``listener.name.<listener>.<key>`` if set, else the broker-wide key, as Kafka."""
+        found = self.listener_overrides.get(listener_name, {}).get(key)
+        if found is not None:
+            return found
+        return getattr(self, _FIELDS_BY_KEY[key].name), key
+
+    def jaas_config(self, listener_name: str, mechanism: str) -> tuple[str, str] | None:
+        """(text, key) of ``listener.name.<listener>.<mechanism>.sasl.jaas.config``, or None."""
+        return self.listener_overrides.get(listener_name, {}).get(f"{mechanism.lower()}.sasl.jaas.config")
+
+    def sasl_mechanisms(self, listener_name: str) -> tuple[str, ...]:
+        """The mechanisms a SASL listener offers: those of sasl.enabled.mechanisms that strom serves."""
+        mechanisms, key = self.listener_setting(listener_name, "sasl.enabled.mechanisms")
+        dropped = [m for m in mechanisms if m not in SASL_MECHANISMS]
+        if dropped:
+            warn_ignored(key, ",".join(mechanisms), f"strom serves {', '.join(SASL_MECHANISMS)}; "
+                         f"{', '.join(dropped)} is not offered")
+        return tuple(m for m in mechanisms if m in SASL_MECHANISMS)
+
+    def check_security(self) -> None:
+        """What TLS and SASL listeners need, checked before anything is read from disk.
+
+        Certificates themselves are loaded at startup (strom.security.tls), which names the key of
+        a missing or unreadable file the same way.
+        """
+        from strom.security.jaas import PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE, parse_jaas
+
+        for listener in self.listeners:
+            name, protocol = listener.name, self.protocol_of(listener.name)
+            prefix = f"listener.name.{name.lower()}."
+            if protocol in ("SSL", "SASL_SSL"):
+                chain = (self.listener_setting(name, "ssl.keystore.location")[0]
+                         or self.listener_setting(name, "ssl.keystore.certificate.chain")[0])
+                _require(bool(chain), "ssl.keystore.location",
+                         f"listener {name} uses {protocol} and needs a certificate: set ssl.keystore.location "
+                         f"(or {prefix}ssl.keystore.location), or ssl.keystore.certificate.chain and ssl.keystore.key")
+            if not protocol.startswith("SASL"):
+                continue
+            mechanisms = self.sasl_mechanisms(name)
+            _require(bool(mechanisms), self.listener_setting(name, "sasl.enabled.mechanisms")[1],
+                     f"listener {name} uses {protocol} but offers none of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512")
+            for mechanism in mechanisms:
+                found = self.jaas_config(name, mechanism)
+                expected = PLAIN_LOGIN_MODULE if mechanism == "PLAIN" else SCRAM_LOGIN_MODULE
+                if found is None:
+                    _require(mechanism != "PLAIN", f"{prefix}plain.sasl.jaas.config",
+                             f"listener {name} offers PLAIN, whose users are the user_<name>=\"<password>\" "
+                             f"options of {PLAIN_LOGIN_MODULE}")
+                    continue
+                module = parse_jaas(found[1], found[0])
+                _require(module.class_name == expected, found[1],
+                         f"{mechanism} needs {expected}, not {module.class_name}")
+        inter = self.inter_broker_listener_name
+        if self.protocol_of(inter).startswith("SASL"):
+            mechanism = self.sasl_mechanism_inter_broker_protocol
+            _require(mechanism in self.sasl_mechanisms(inter), "sasl.mechanism.inter.broker.protocol",
+                     f"{mechanism} is not offered by the inter-broker listener {inter} "
+                     f"({', '.join(self.sasl_mechanisms(inter)) or 'none'})")
+            found = self.jaas_config(inter, mechanism)
+            key = f"listener.name.{inter.lower()}.{mechanism.lower()}.sasl.jaas.config"
+            module = parse_jaas(found[1], found[0]) if found is not None else None
+            _require(module is not None and bool(module.options.get("username"))
+                     and module.options.get("password") is not None, key,
+                     "the inter-broker listener uses SASL: its login module needs the username and password "
+                     "this broker logs in to other brokers with")
 
 
 _FIELDS_BY_KEY: dict[str, dataclasses.Field] = {f.metadata["key"]: f for f in dataclasses.fields(BrokerConfig)}

@@ -42,7 +42,10 @@ class Connection(asyncio.Protocol):
         self._closed = False
         self._task: asyncio.Task | None = None
         self._out: list = []  # response bytes of this drain, written with one syscall
+        # (position in _out, chunks, header, response) of queued responses that acknowledge appends
+        self._acks: list[tuple[int, int, Any, RawResponse]] = []
         self._write_behind = broker.log_manager.write_behind
+        self._offline_dirs = broker.log_manager.offline_dirs
 
     # -- asyncio.Protocol --------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -133,7 +136,10 @@ class Connection(asyncio.Protocol):
 
     def _send(self, header, response: Any) -> None:
         """Queue a response; bytes wait in ``_out`` so pipelined responses share one write."""
-        for chunk in self.dispatcher.encode(header, response):
+        chunks = self.dispatcher.encode(header, response)
+        if type(response) is RawResponse and response.revise is not None:
+            self._acks.append((len(self._out), len(chunks), header, response))
+        for chunk in chunks:
             if isinstance(chunk, FileSlice):
                 self._flush()
                 self._send_file(chunk)
@@ -141,13 +147,27 @@ class Connection(asyncio.Protocol):
                 self._out.append(chunk)
 
     def _flush(self) -> None:
-        """Send queued responses, after the appends they acknowledge have reached the log files."""
+        """Send queued responses, after the appends they acknowledge have reached the log files.
+
+        When a log dir has failed, a queued acknowledgement may be for an append that never
+        reached its file: such responses are revised before anything is sent.
+        """
         out = self._out
         if out:
             self._write_behind.write_all()
+            if self._acks:
+                if self._offline_dirs:
+                    self._revise_acks(out)
+                self._acks = []
             self._out = []
             if not self._closed:
                 self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+
+    def _revise_acks(self, out: list) -> None:
+        for position, count, header, response in reversed(self._acks):
+            revised = response.revise()
+            if revised is not None:
+                out[position : position + count] = self.dispatcher.encode(header, revised)
 
     def _send_file(self, file_slice: FileSlice) -> None:
         position, remaining = file_slice.position, file_slice.length

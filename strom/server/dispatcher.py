@@ -26,26 +26,40 @@ log = logging.getLogger("strom.server")
 
 
 class RawResponse:
-    """A hand-encoded body: bytes chunks and file slices (sent with sendfile where possible)."""
+    """A hand-encoded body: bytes chunks and file slices (sent with sendfile where possible).
 
-    __slots__ = ("chunks", "size")
+    ``revise`` is set on responses that acknowledge appends still in the write-behind buffer:
+    if a log dir fails before they are sent, the connection calls it for the response to send
+    instead (KAFKA_STORAGE_ERROR where the append may not have reached its file), or None.
+    """
+
+    __slots__ = ("chunks", "size", "revise")
 
     def __init__(self, chunks: list[Any], size: int | None = None):
         self.chunks = chunks
         self.size = size if size is not None else sum(
             c.length if isinstance(c, FileSlice) else len(c) for c in chunks)
+        self.revise: Callable[[], "RawResponse | None"] | None = None
 
 
 class RequestContext:
-    """What a handler knows about its request besides the body. Built per request, so kept slotted."""
+    """What a handler knows about its request besides the body. Built per request, so kept slotted.
 
-    __slots__ = ("broker", "header", "peer", "api_version")
+    ``listener`` is the name of the listener the request came in on (Metadata answers with that
+    listener's endpoints); ``principal`` is who the connection authenticated as ("User:ANONYMOUS"
+    on PLAINTEXT listeners).
+    """
 
-    def __init__(self, broker: "Broker", header: RequestHeader, peer: str):
+    __slots__ = ("broker", "header", "peer", "api_version", "listener", "principal")
+
+    def __init__(self, broker: "Broker", header: RequestHeader, peer: str, listener: str = "PLAINTEXT",
+                 principal: str = "User:ANONYMOUS"):
         self.broker = broker
         self.header = header
         self.peer = peer
         self.api_version = header.api_version
+        self.listener = listener
+        self.principal = principal
 
 
 @dataclass(frozen=True)
@@ -74,10 +88,20 @@ def unsupported_version_body(header: RequestHeader, handlers: dict[int, HandlerS
 
 
 class Dispatcher:
-    def __init__(self, broker: "Broker", handlers: dict[int, HandlerSpec]):
+    """One per listener; a connection that authenticated gets its own copy carrying its principal."""
+
+    def __init__(self, broker: "Broker", handlers: dict[int, HandlerSpec], listener: str = "PLAINTEXT",
+                 principal: str = "User:ANONYMOUS"):
         self.broker = broker
         self.handlers = handlers
+        self.listener = listener
+        self.principal = principal
         self._response_header_versions: dict[tuple[int, int], int] = {}
+
+    def for_principal(self, principal: str) -> "Dispatcher":
+        copy = Dispatcher(self.broker, self.handlers, self.listener, principal)
+        copy._response_header_versions = self._response_header_versions
+        return copy
 
     def handle_frame(self, frame, peer: str) -> tuple[RequestHeader, Any]:
         """Returns (header, result); result is a response, an awaitable of one, or None."""
@@ -94,7 +118,7 @@ class Dispatcher:
             request = spec.decode(frame, offset, header.api_version)
         else:
             request = decode_request(header.api_key, header.api_version, frame, offset)
-        context = RequestContext(self.broker, header, peer)
+        context = RequestContext(self.broker, header, peer, self.listener, self.principal)
         return header, spec.handle(context, request)
 
     def encode(self, header: RequestHeader, response: Any) -> list[Any]:

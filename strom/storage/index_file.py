@@ -9,9 +9,12 @@ recognises because real entries are strictly increasing.
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import struct
+
+ALLOCATE_CHUNK = 64 * 1024
 
 
 class CorruptIndexError(Exception):
@@ -34,6 +37,8 @@ class IndexFile:
             raise CorruptIndexError(f"{path}: size {length} is not a multiple of {self.entry_size}")
         self._mmap: mmap.mmap | None = None
         self.max_entries = 0
+        self._allocated = 0  # bytes from the start known to have blocks behind them
+        self._fallocate = True
         try:
             self._map(length)
             self.entries = self._count_entries(length // self.entry_size) if existed else 0
@@ -52,6 +57,7 @@ class IndexFile:
         if length > 0:
             self._mmap = mmap.mmap(self._fd, length, access=mmap.ACCESS_WRITE)
         self.max_entries = length // self.entry_size
+        self._allocated = min(self._allocated, length)  # a shrink gave the blocks past it back
 
     @property
     def is_full(self) -> bool:
@@ -118,8 +124,28 @@ class IndexFile:
     def _append_entry(self, *fields) -> None:
         if self.is_full:
             raise CorruptIndexError(f"{self.path}: index is full ({self.entries} entries)")
-        self.ENTRY.pack_into(self._mmap, self.entries * self.entry_size, *fields)
+        position = self.entries * self.entry_size
+        if position + self.entry_size > self._allocated:
+            self._allocate(position)
+        self.ENTRY.pack_into(self._mmap, position, *fields)
         self.entries += 1
+
+    def _allocate(self, position: int) -> None:
+        """Reserve disk blocks for the next stretch of entries before storing into the mapping.
+
+        The preallocated file is sparse; on a full disk the first store into a page that has no
+        block behind it raises SIGBUS, which kills the process. posix_fallocate makes that an
+        OSError (ENOSPC) the caller can turn into a log dir failure. One call per 64 KiB.
+        """
+        end = min(len(self._mmap), (position // ALLOCATE_CHUNK + 1) * ALLOCATE_CHUNK)
+        if self._fallocate:
+            try:
+                os.posix_fallocate(self._fd, position, end - position)
+            except OSError as exc:
+                if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+                    raise
+                self._fallocate = False  # a filesystem without it: stores stay unguarded, as before
+        self._allocated = end
 
     def _count_entries(self, slots: int) -> int:
         """Entries in use: a crash leaves a zero tail after the strictly increasing entries."""

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterator, NamedTuple, Sequence
 
-from strom.protocol.compression import CompressionType
+from strom.protocol.compression import CompressionError, CompressionType
 from strom.protocol.errors import CorruptRecordError, InvalidRecordError, OffsetOutOfRangeError
 from strom.protocol.records import (
     LOG_APPEND_TIME,
@@ -118,6 +118,12 @@ class Log:
         self._load(had_clean_shutdown)
         self.log_end_offset = self.active_segment.read_next_offset()
         self.log_start_offset = max(log_start_offset, self.segments[0].base_offset)
+        if self.log_start_offset > self.log_end_offset:
+            # A damaged checkpoint (or a log recovery cut short): keep the records rather than
+            # trust a start offset past them, which would refuse every read and append.
+            log.warning("%s: log start offset %d is past the log end %d; starting at %d",
+                        directory, self.log_start_offset, self.log_end_offset, self.segments[0].base_offset)
+            self.log_start_offset = min(self.segments[0].base_offset, self.log_end_offset)
         self.recovery_point = min(max(self.recovery_point, self.log_start_offset), self.log_end_offset)
         self.high_watermark = self.log_end_offset if high_watermark is None else min(
             max(high_watermark, self.log_start_offset), self.log_end_offset
@@ -189,9 +195,9 @@ class Log:
         header.position = position
         try:
             return read_control_record(buf, header)
-        except InvalidRecordError:
-            log.warning("%s: control batch at offset %d is not a transaction marker; ignored",
-                        self.directory, header.base_offset)
+        except (InvalidRecordError, CorruptRecordError, CompressionError) as exc:  # damage a clean start did not scan
+            log.warning("%s: control batch at offset %d is not a transaction marker (%s); ignored",
+                        self.directory, header.base_offset, exc)
             return None
         finally:
             header.position = saved

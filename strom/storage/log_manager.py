@@ -4,6 +4,12 @@ Startup reads each log dir's checkpoints and clean-shutdown marker, opens every
 ``<topic>-<partition>`` directory (recovering after a crash) and removes the marker, so a crash
 from then on is detected next time. The scheduler runs retention, flushing, checkpointing and
 compaction on the broker's event loop; shutdown flushes, checkpoints and writes the marker.
+
+A write that fails in a log dir (a full disk, an I/O error) takes that whole dir offline, as
+Kafka's LogDirFailureChannel does: its logs are never written or read again by this process
+(their in-memory state may run ahead of their files), the listeners (the replica manager) stop
+serving its partitions, and shutdown leaves it without a clean-shutdown marker so that the next
+start recovers it from what is really on disk.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
+from strom.protocol.errors import KafkaStorageError
 from strom.storage import cleaner
 from strom.storage.checkpoint import (
     CLEANER_CHECKPOINT,
@@ -72,65 +79,87 @@ class LogManager:
         self.intervals = intervals
         self.topic_overrides = topic_overrides
         self.clock = clock
-        self.write_behind = WriteBehind()  # the connection writes it out before sending responses
+        # the connection writes it out before sending responses; segments report failed writes to it
+        self.write_behind = WriteBehind(self._on_write_failure)
         self.logs: dict[TopicPartition, Log] = {}
         self._log_dir_of: dict[TopicPartition, str] = {}
+        self.offline_dirs: set[str] = set()
+        # called with the log dir, on the thread that saw the failure, once per dir
+        self.failure_listeners: list[Callable[[str], None]] = []
         self._cleaner_offsets: dict[TopicPartition, int] = {}
         self.had_clean_shutdown = True
 
     # -- startup -----------------------------------------------------------------------------------
     def startup(self) -> None:
         for log_dir in self.log_dirs:
-            os.makedirs(log_dir, exist_ok=True)
-            fresh = not os.path.exists(os.path.join(log_dir, META_PROPERTIES))
-            self._check_meta_properties(log_dir)
-            marker = os.path.join(log_dir, CLEAN_SHUTDOWN_FILE)
-            clean = fresh or os.path.exists(marker)
-            self.had_clean_shutdown = self.had_clean_shutdown and clean
-            recovery = OffsetCheckpointFile(os.path.join(log_dir, RECOVERY_POINT_CHECKPOINT)).read()
-            starts = OffsetCheckpointFile(os.path.join(log_dir, LOG_START_OFFSET_CHECKPOINT)).read()
-            watermarks = OffsetCheckpointFile(os.path.join(log_dir, REPLICATION_CHECKPOINT)).read()
-            self._cleaner_offsets.update(OffsetCheckpointFile(os.path.join(log_dir, CLEANER_CHECKPOINT)).read())
-            if not clean:
-                log.warning("no clean shutdown marker in %s: recovering unflushed segments", log_dir)
-            for name in sorted(os.listdir(log_dir)):
-                path = os.path.join(log_dir, name)
-                if not os.path.isdir(path):
-                    continue
-                if name.endswith(DELETE_DIR_SUFFIX):
-                    shutil.rmtree(path, ignore_errors=True)
-                    continue
-                tp = parse_partition_dir(name)
-                if tp is None:
-                    continue
-                if tp in self.logs:
-                    raise LogDirError(f"partition {tp[0]}-{tp[1]} exists in both {self._log_dir_of[tp]} and {log_dir}")
-                self.logs[tp] = Log(
-                    path,
-                    self.config_for(tp[0]),
-                    recovery_point=recovery.get(tp, 0),
-                    log_start_offset=starts.get(tp, 0),
-                    high_watermark=watermarks.get(tp),
-                    had_clean_shutdown=clean,
-                    clock=self.clock,
-                    write_behind=self.write_behind,
-                )
-                self._log_dir_of[tp] = log_dir
-            if os.path.exists(marker):
-                os.unlink(marker)
+            try:
+                self._load_dir(log_dir)
+            except OSError as exc:
+                self.fail_dir(log_dir, exc, f"loading {log_dir}")
+            except KafkaStorageError:
+                pass  # a segment reported it
         log.info("loaded %d partition logs from %s", len(self.logs), ", ".join(self.log_dirs))
+
+    def _load_dir(self, log_dir: str) -> None:
+        os.makedirs(log_dir, exist_ok=True)
+        # New only without partitions too: a lost meta.properties says nothing of how the broker stopped.
+        fresh = not os.path.exists(os.path.join(log_dir, META_PROPERTIES)) and not any(
+            parse_partition_dir(name) for name in os.listdir(log_dir) if os.path.isdir(os.path.join(log_dir, name)))
+        self._check_meta_properties(log_dir)
+        marker = os.path.join(log_dir, CLEAN_SHUTDOWN_FILE)
+        clean = fresh or os.path.exists(marker)
+        self.had_clean_shutdown = self.had_clean_shutdown and clean
+        recovery = OffsetCheckpointFile(os.path.join(log_dir, RECOVERY_POINT_CHECKPOINT)).read()
+        starts = OffsetCheckpointFile(os.path.join(log_dir, LOG_START_OFFSET_CHECKPOINT)).read()
+        watermarks = OffsetCheckpointFile(os.path.join(log_dir, REPLICATION_CHECKPOINT)).read()
+        self._cleaner_offsets.update(OffsetCheckpointFile(os.path.join(log_dir, CLEANER_CHECKPOINT)).read())
+        if not clean:
+            log.warning("no clean shutdown marker in %s: recovering unflushed segments", log_dir)
+        for name in sorted(os.listdir(log_dir)):
+            path = os.path.join(log_dir, name)
+            if not os.path.isdir(path):
+                continue
+            if name.endswith(DELETE_DIR_SUFFIX):
+                shutil.rmtree(path, ignore_errors=True)
+                continue
+            tp = parse_partition_dir(name)
+            if tp is None:
+                continue
+            if tp in self.logs:
+                raise LogDirError(f"partition {tp[0]}-{tp[1]} exists in both {self._log_dir_of[tp]} and {log_dir}")
+            self.logs[tp] = Log(
+                path,
+                self.config_for(tp[0]),
+                recovery_point=recovery.get(tp, 0),
+                log_start_offset=starts.get(tp, 0),
+                high_watermark=watermarks.get(tp),
+                had_clean_shutdown=clean,
+                clock=self.clock,
+                write_behind=self.write_behind,
+            )
+            self._log_dir_of[tp] = log_dir
+        if os.path.exists(marker):
+            os.unlink(marker)
 
     def _check_meta_properties(self, log_dir: str) -> None:
         """meta.properties ties a log dir to one broker, as in Kafka, so dirs are never mixed up."""
         path = os.path.join(log_dir, META_PROPERTIES)
         if os.path.exists(path):
             props = {}
-            with open(path, encoding="utf-8") as handle:
-                for line in handle:
-                    if "=" in line and not line.startswith("#"):
-                        key, value = line.strip().split("=", 1)
-                        props[key] = value
-            found = props.get("broker.id")
+            try:
+                with open(path, encoding="utf-8") as handle:
+                    for line in handle:
+                        if "=" in line and not line.startswith("#"):
+                            key, value = line.strip().split("=", 1)
+                            props[key] = value
+                found = props.get("broker.id")
+                if found is not None:
+                    int(found)
+            except ValueError as exc:  # not UTF-8, or a broker.id that is no number
+                # Which broker owns the dir cannot be told, and guessing could mix two brokers' data.
+                raise LogDirError(
+                    f"log dir {log_dir}: {META_PROPERTIES} is damaged ({exc}); if this directory belongs to "
+                    f"broker.id={self.broker_id}, delete {path} and start again") from None
             if found is not None and int(found) != self.broker_id:
                 raise LogDirError(
                     f"log dir {log_dir} belongs to broker.id={found}, not broker.id={self.broker_id} (meta.properties)"
@@ -143,6 +172,41 @@ class LogManager:
         with open(path, "w", encoding="utf-8") as handle:
             handle.write("\n".join(lines) + "\n")
 
+    # -- log dir failures --------------------------------------------------------------------------
+    def _on_write_failure(self, partition_dir: str, exc: OSError, doing: str) -> None:
+        self.fail_dir(os.path.dirname(os.path.abspath(partition_dir)), exc, doing)
+
+    def fail_dir(self, log_dir: str, exc: OSError, doing: str) -> None:
+        """Take ``log_dir`` offline for good (until a restart), once, and tell the listeners."""
+        if log_dir in self.offline_dirs:
+            return
+        self.offline_dirs.add(log_dir)
+        try:  # a marker read at startup must not survive into the next one
+            os.unlink(os.path.join(log_dir, CLEAN_SHUTDOWN_FILE))
+        except OSError:
+            pass
+        doomed = [tp for tp, d in self._log_dir_of.items() if d == log_dir]
+        log.error("log dir %s is offline: %s failed: %s; its %d partitions are no longer served by this broker "
+                  "(free space or replace the disk, then restart the broker)", log_dir, doing,
+                  exc.strerror or exc, len(doomed))
+        for tp in doomed:
+            for segment in self.logs[tp].segments:
+                segment.discard_pending()
+        for listener in list(self.failure_listeners):
+            listener(log_dir)
+
+    def storage_error(self, tp: TopicPartition, exc: OSError, doing: str) -> KafkaStorageError:
+        """Take the dir of ``tp`` offline after ``exc``; returns the error to answer with."""
+        log_dir = self._log_dir_of.get(tp)
+        if log_dir is not None:
+            self.fail_dir(log_dir, exc, f"{doing} {tp[0]}-{tp[1]}")
+        return KafkaStorageError(f"{doing} {tp[0]}-{tp[1]} failed: {exc.strerror or exc}; "
+                                 f"its log dir {log_dir} is offline")
+
+    def _online_logs(self) -> list[tuple[TopicPartition, Log]]:
+        offline = self.offline_dirs
+        return [(tp, l) for tp, l in self.logs.items() if not offline or self._log_dir_of[tp] not in offline]
+
     # -- logs --------------------------------------------------------------------------------------
     def config_for(self, topic: str) -> LogConfig:
         return self.default_config.with_overrides(self.topic_overrides(topic))
@@ -154,9 +218,18 @@ class LogManager:
         existing = self.logs.get(tp)
         if existing is not None:
             return existing
+        if self.offline_dirs:
+            # Kafka's rule: the replica's log may be in the failed dir, and a fresh empty one
+            # elsewhere would pass for it
+            raise KafkaStorageError(f"cannot create the log of {tp[0]}-{tp[1]}: log dirs "
+                                    f"{', '.join(sorted(self.offline_dirs))} are offline")
         log_dir = min(self.log_dirs, key=lambda d: sum(1 for v in self._log_dir_of.values() if v == d))
         path = os.path.join(log_dir, f"{tp[0]}-{tp[1]}")
-        created = Log(path, config or self.config_for(tp[0]), clock=self.clock, write_behind=self.write_behind)
+        try:
+            created = Log(path, config or self.config_for(tp[0]), clock=self.clock, write_behind=self.write_behind)
+        except OSError as exc:
+            self.fail_dir(log_dir, exc, f"creating {path}")
+            raise KafkaStorageError(f"creating {path} failed: {exc.strerror or exc}") from exc
         self.logs[tp] = created
         self._log_dir_of[tp] = log_dir
         return created
@@ -177,6 +250,8 @@ class LogManager:
         self._cleaner_offsets.pop(tp, None)
         if partition_log is None or log_dir is None:
             return
+        if log_dir in self.offline_dirs:
+            return  # its files stay until the dir is back; Kafka deletes them then
         partition_log.close_crashlike()
         doomed = os.path.join(log_dir, f"{tp[0]}-{tp[1]}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
         os.rename(partition_log.directory, doomed)
@@ -185,25 +260,42 @@ class LogManager:
     # -- periodic work -----------------------------------------------------------------------------
     def cleanup_logs(self) -> int:
         """Retention on every log; returns the number of segments deleted."""
-        return sum(partition_log.delete_old_segments() for partition_log in list(self.logs.values()))
+        deleted = 0
+        for tp, partition_log in self._online_logs():
+            try:
+                deleted += partition_log.delete_old_segments()
+            except OSError as exc:
+                self.storage_error(tp, exc, "deleting old segments of")
+        return deleted
 
     def flush_dirty_logs(self) -> None:
         now = int(self.clock() * 1000)
-        for partition_log in list(self.logs.values()):
+        for tp, partition_log in self._online_logs():
             flush_ms = partition_log.config.flush_ms
             if flush_ms < 2**62 and now - partition_log._last_flush_ms >= flush_ms:
-                partition_log.flush()
+                try:
+                    partition_log.flush()
+                except OSError as exc:
+                    self.storage_error(tp, exc, "flushing")
+                except KafkaStorageError:
+                    pass  # a segment reported it
 
     def clean_logs(self) -> int:
         """Compact every log whose dirty ratio passed min.cleanable.dirty.ratio; returns logs cleaned."""
         cleaned = 0
-        for tp, partition_log in list(self.logs.items()):
+        for tp, partition_log in self._online_logs():
             if not partition_log.config.compact:
                 continue
             first_dirty = max(self._cleaner_offsets.get(tp, 0), partition_log.log_start_offset)
-            if cleaner.dirty_ratio(partition_log, first_dirty) < partition_log.config.min_cleanable_dirty_ratio:
+            try:
+                if cleaner.dirty_ratio(partition_log, first_dirty) < partition_log.config.min_cleanable_dirty_ratio:
+                    continue
+                result = cleaner.clean_log(partition_log, first_dirty)
+            except OSError as exc:
+                self.storage_error(tp, exc, "compacting")
                 continue
-            result = cleaner.clean_log(partition_log, first_dirty)
+            except KafkaStorageError:
+                continue  # a segment reported it
             self._cleaner_offsets[tp] = result.first_dirty_offset
             cleaned += 1
         if cleaned:
@@ -212,13 +304,19 @@ class LogManager:
 
     def _write_checkpoint(self, name: str, value: Callable[[TopicPartition, Log], int | None]) -> None:
         for log_dir in self.log_dirs:
+            if log_dir in self.offline_dirs:
+                continue  # what its logs hold in memory may never have reached the files
             offsets = {}
             for tp, partition_log in self.logs.items():
                 if self._log_dir_of.get(tp) == log_dir:
                     found = value(tp, partition_log)
                     if found is not None:
                         offsets[tp] = found
-            OffsetCheckpointFile(os.path.join(log_dir, name)).write(offsets)
+            path = os.path.join(log_dir, name)
+            try:
+                OffsetCheckpointFile(path).write(offsets)
+            except OSError as exc:
+                self.fail_dir(log_dir, exc, f"writing {path}")
 
     def checkpoint_recovery_points(self) -> None:
         self._write_checkpoint(RECOVERY_POINT_CHECKPOINT, lambda tp, l: l.recovery_point)
@@ -263,11 +361,37 @@ class LogManager:
 
     # -- shutdown ----------------------------------------------------------------------------------
     def shutdown(self) -> None:
-        """Flush and close every log, write checkpoints, then the clean-shutdown marker last."""
-        for partition_log in self.logs.values():
-            partition_log.close()
+        """Flush and close every log, write checkpoints, then the clean-shutdown marker last.
+
+        An offline dir is left as a crash leaves it (no flush, no checkpoint, no marker), and so
+        is a dir whose flush fails now: the next start recovers both from their files.
+        """
+        for tp, partition_log in self.logs.items():
+            if self._log_dir_of[tp] in self.offline_dirs:
+                for segment in partition_log.segments:
+                    segment.discard_pending()
+                partition_log.close_crashlike()
+                continue
+            try:
+                partition_log.close()
+            except OSError as exc:
+                self.storage_error(tp, exc, "closing")
+            except KafkaStorageError:
+                pass  # a segment reported it
+            if self._log_dir_of[tp] in self.offline_dirs:
+                for segment in partition_log.segments:
+                    segment.discard_pending()
+                partition_log.close_crashlike()
         self.checkpoint_all()
         for log_dir in self.log_dirs:
-            with open(os.path.join(log_dir, CLEAN_SHUTDOWN_FILE), "w"):
-                pass
-        log.info("log manager shut down cleanly")
+            if log_dir in self.offline_dirs:
+                log.warning("log dir %s was offline: no clean-shutdown marker, the next start recovers it", log_dir)
+                continue
+            try:
+                with open(os.path.join(log_dir, CLEAN_SHUTDOWN_FILE), "w"):
+                    pass
+            except OSError as exc:
+                log.error("could not write the clean-shutdown marker in %s (%s): the next start recovers it",
+                          log_dir, exc.strerror or exc)
+        log.info("log manager shut down%s", " cleanly" if not self.offline_dirs else
+                 f"; offline log dirs: {', '.join(sorted(self.offline_dirs))}")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import array
 import struct
+import sys
 
 from strom.storage.index_file import CorruptIndexError, IndexFile
 
@@ -48,6 +50,25 @@ class OffsetIndex(IndexFile):
         """Drop entries for offsets >= ``offset`` (their batches are being truncated)."""
         self.truncate_entries(self.smallest_at_or_above(offset - self.base_offset))
 
+    def in_order(self) -> bool:
+        """Whether every entry grows in offset and position: a full pass, for the active segment
+        only (one array conversion and a comparison per entry, ~20 ms for a 1 GiB segment)."""
+        if self.entries < 2:
+            return True
+        values = array.array("I", self._mmap[: self.entries * self.entry_size])
+        if sys.byteorder == "little":
+            values.byteswap()
+        keys, positions = values[0::2], values[1::2]
+        return all(a < b for a, b in zip(keys, keys[1:])) and all(a < b for a, b in zip(positions, positions[1:]))
+
     def sanity_check(self, log_size: int) -> None:
-        if self.entries and self.entry(self.entries - 1)[1] > log_size:
-            raise CorruptIndexError(f"{self.path}: last entry points past the end of the log ({log_size} bytes)")
+        """Cheap checks of the first and last entries (a full scan would slow startup): an entry
+        points at the start of a batch, so inside the log, and entries grow in both fields."""
+        if not self.entries:
+            return
+        first, last = self.entry(0), self.entry(self.entries - 1)
+        if last[1] >= log_size:
+            raise CorruptIndexError(f"{self.path}: last entry points at position {last[1]}, past the end of the log "
+                                    f"({log_size} bytes)")
+        if first[0] > last[0] or first[1] > last[1]:
+            raise CorruptIndexError(f"{self.path}: entries are out of order (first {first}, last {last})")

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Iterator
 
-from strom.protocol.errors import CorruptRecordError, InvalidRecordError
+from strom.protocol.errors import CorruptRecordError, InvalidRecordError, KafkaStorageError
 from strom.protocol.records import (
     BATCH_HEADER_SIZE,
     BatchHeader,
@@ -93,17 +93,35 @@ class LogSegment:
     def write_pending(self) -> None:
         """Write buffered appends to the file; every reader of the file calls this first."""
         pending = self._pending
-        if pending and self._fd >= 0:
-            self._write_fully(pending)
-        pending.clear()
+        try:
+            if pending and self._fd >= 0:
+                self._write_fully(pending)
+        finally:
+            pending.clear()
+
+    def discard_pending(self) -> None:
+        """Drop buffered appends: their log dir failed, and none of them was acknowledged."""
+        self._pending.clear()
 
     def _write_fully(self, data) -> None:
-        """One write, and more only if the kernel took less (O_APPEND: each lands at the end)."""
-        written = os.write(self._fd, data)
-        if written < len(data):
-            with memoryview(data) as view:
-                while written < len(data):
-                    written += os.write(self._fd, view[written:])
+        """One write, and more only if the kernel took less (O_APPEND: each lands at the end).
+
+        A failure (ENOSPC, EIO) is reported and becomes KafkaStorageError: the file may now end
+        in a torn batch, so this log dir serves nothing more until a restart recovers it.
+        """
+        try:
+            written = os.write(self._fd, data)
+            if written < len(data):
+                with memoryview(data) as view:
+                    while written < len(data):
+                        written += os.write(self._fd, view[written:])
+        except OSError as exc:
+            raise self._failed(exc, f"writing {self.log_path}") from exc
+
+    def _failed(self, exc: OSError, doing: str) -> KafkaStorageError:
+        if self.write_behind is not None:
+            self.write_behind.failed(self.directory, exc, doing)
+        return KafkaStorageError(f"{doing} failed: {exc.strerror or exc}")
 
     def _index_paths(self) -> tuple[str, str]:
         return (
@@ -138,12 +156,28 @@ class LogSegment:
         if not self.needs_index_rebuild:
             try:
                 index.sanity_check(self.size)
+                self._check_last_index_entry(index)
             except CorruptIndexError as exc:
                 log.warning("rebuilding index that disagrees with its log: %s", exc)
                 index.reset()
                 time_index.reset()
                 self.needs_index_rebuild = True
         return index, time_index
+
+    def _check_last_index_entry(self, index: OffsetIndex) -> None:
+        """The last entry must name the batch at its position (one read): the log end is found
+        by scanning from it, and a wrong start would put the next append at a wrong offset."""
+        if not index.entries:
+            return
+        relative, position = index.entry(index.entries - 1)
+        offset = self.base_offset + relative
+        try:
+            header = read_batch_header(os.pread(self._fd, BATCH_HEADER_SIZE, position), 0, self.size - position)
+        except (CorruptRecordError, InvalidRecordError) as exc:
+            raise CorruptIndexError(f"{index.path}: last entry points at no batch: {exc}") from None
+        if header.last_offset != offset:
+            raise CorruptIndexError(f"{index.path}: last entry says offset {offset}, its batch ends at "
+                                    f"{header.last_offset}")
 
     def make_active(self) -> None:
         """Preallocate the indexes again: this segment takes appends now."""
@@ -168,10 +202,13 @@ class LogSegment:
 
     def flush(self) -> None:
         self.write_pending()
-        os.fsync(self._fd)
-        self.index.flush()
-        self.time_index.flush()
-        self.txn_index.flush()
+        try:
+            os.fsync(self._fd)
+            self.index.flush()
+            self.time_index.flush()
+            self.txn_index.flush()
+        except OSError as exc:  # a failed fsync may have lost written pages (EIO): never retry it
+            raise self._failed(exc, f"fsync of {self.log_path}") from exc
 
     def close(self) -> None:
         if self._fd < 0:
@@ -313,10 +350,22 @@ class LogSegment:
     def translate_offset(self, offset: int, start_position: int = 0) -> BatchHeader | None:
         """The first batch whose last offset is >= ``offset`` (index lookup, then a short scan)."""
         _, position = self.index.lookup(offset)
+        candidate = None
         for header in self.iter_batches(max(position, start_position)):
+            if candidate is not None:
+                if header.base_offset > candidate.last_offset:
+                    return candidate
+                # The CRC does not cover baseOffset: a batch whose offsets run past its successor's
+                # is damaged, and returning it would hide every offset up to its claimed end.
+                log.warning("%s: batch at position %d claims offsets %d..%d, beyond the next batch's %d; skipped",
+                            self.log_path, candidate.position, candidate.base_offset, candidate.last_offset,
+                            header.base_offset)
+                candidate = None
             if header.last_offset >= offset:
-                return header
-        return None
+                if header.base_offset <= offset:
+                    return header
+                candidate = header  # the offset lies in a gap (compaction), or this batch is damaged
+        return candidate
 
     def read(self, start_offset: int, max_size: int, max_position: int | None = None,
              min_one_message: bool = False) -> FileSlice | None:
@@ -365,6 +414,7 @@ class LogSegment:
     def _checked_batches(self, position: int) -> Iterator[BatchHeader]:
         """Whole batches that pass their CRC, from ``position``; stops, logging why, at the first damaged one."""
         self.write_pending()
+        previous = self.base_offset - 1  # the CRC does not cover baseOffset: offsets must increase too
         while position < self.size:
             try:
                 head = os.pread(self._fd, BATCH_HEADER_SIZE, position)
@@ -374,20 +424,27 @@ class LogSegment:
                     raise CorruptRecordError(f"CRC mismatch in batch at offset {header.base_offset}")
                 if not self.can_index(header.last_offset) or header.base_offset < self.base_offset:
                     raise CorruptRecordError(f"batch offset {header.base_offset} does not belong in this segment")
+                if header.base_offset <= previous or header.last_offset < header.base_offset:
+                    raise CorruptRecordError(f"batch offsets {header.base_offset}..{header.last_offset} do not "
+                                             f"follow offset {previous}")
             except (CorruptRecordError, InvalidRecordError, ValueError) as exc:
                 log.warning("damaged batch in %s at position %d: %s", self.log_path, position, exc)
                 return
             header.position = position
+            previous = header.last_offset
             yield header
             position += header.size
 
     def tail_is_valid(self) -> bool:
-        """Whether the batches after the last offset-index entry are whole and pass their CRC.
+        """Whether the offset index is in order and the batches after its last entry are whole
+        and pass their CRC.
 
         At most index.interval.bytes plus one batch: cheap enough for every start, clean or not.
         A clean-shutdown marker says the broker stopped in order, not that nothing touched the
         file since, and appending after a torn batch would hide everything appended later.
         """
+        if not self.index.in_order():  # lookups would land anywhere, the next append's included
+            return False
         _, position = self.index.lookup(2**63 - 1)
         end = position
         for header in self._checked_batches(position):

@@ -7,14 +7,19 @@ segment's buffer and written together: by the connection before it sends the res
 requests it just handled (so nothing is acknowledged before it reaches the page cache, Kafka's
 acks=1 guarantee), by any read of the segment, and, for appends made elsewhere (the group
 coordinator, the controller), by a callback at the end of the turn.
+
+It is also where segments report a failed write (Kafka's LogDirFailureChannel): the owner of the
+log dirs takes the directory offline, and the connection answers KAFKA_STORAGE_ERROR instead of
+the success it had queued for an append that may not have reached the file.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
+
+from strom.protocol.errors import KafkaStorageError
 
 if TYPE_CHECKING:
     from strom.storage.segment import LogSegment
@@ -24,13 +29,17 @@ MAX_PENDING_BYTES = 1024 * 1024
 
 log = logging.getLogger("strom.storage")
 
+# (partition directory, the error, what was being done): takes the partition's log dir offline
+FailureHandler = Callable[[str, OSError, str], None]
+
 
 class WriteBehind:
-    __slots__ = ("_segments", "_scheduled")
+    __slots__ = ("_segments", "_scheduled", "on_failure")
 
-    def __init__(self) -> None:
+    def __init__(self, on_failure: FailureHandler | None = None) -> None:
         self._segments: list[LogSegment] = []
         self._scheduled = False
+        self.on_failure = on_failure
 
     def defer(self, segment: "LogSegment") -> bool:
         """Register a segment that has started buffering; False when there is no event loop to flush it."""
@@ -46,9 +55,10 @@ class WriteBehind:
     def write_all(self) -> None:
         """Write every buffered append to its file (a no-op when nothing is pending).
 
-        A failed write leaves a log whose offsets and indexes run ahead of its file, so the broker
-        halts, as Kafka halts when its log directories fail. Nothing pending was acknowledged, and
-        the next start's recovery truncates whatever part reached the file torn.
+        A failed write leaves a log whose offsets and indexes run ahead of its file. The segment
+        has reported it (``failed``), so its directory is offline and serves nothing more; the
+        other segments are still written. Nothing pending was acknowledged, and the next start's
+        recovery truncates whatever part reached the file torn.
         """
         segments = self._segments
         if segments:
@@ -56,8 +66,13 @@ class WriteBehind:
             for segment in segments:
                 try:
                     segment.write_pending()
-                except OSError as exc:
-                    log.critical("writing %s failed: %s; halting the broker", segment.log_path, exc)
-                    logging.shutdown()
-                    os._exit(1)
+                except KafkaStorageError:
+                    pass  # reported by the segment; its log dir is offline now
         self._scheduled = False
+
+    def failed(self, partition_dir: str, exc: OSError, doing: str) -> None:
+        """A write under ``partition_dir`` failed; without an owner to tell, say so loudly."""
+        if self.on_failure is not None:
+            self.on_failure(partition_dir, exc, doing)
+        else:
+            log.error("%s failed: %s", doing, exc)

@@ -63,12 +63,17 @@ class PeerClients:
         node = self.broker.metadata.brokers.get(broker_id)
         if node is None:
             raise BrokerConnectionError(f"broker {broker_id} is not alive")
+        address = node.endpoint(self.broker.config.inter_broker_listener_name)
+        if address is None:
+            raise BrokerConnectionError(f"broker {broker_id} has no listener "
+                                        f"{self.broker.config.inter_broker_listener_name}")
         held = self._clients.get(broker_id)
-        if held is None or (held[0].host, held[0].port) != (node.host, node.port):
+        if held is None or (held[0].host, held[0].port) != address:
             if held is not None:
                 held[0].close()
-            held = self._clients[broker_id] = (BrokerClient(node.host, node.port, self.client_id, timeout_s),
-                                               asyncio.Lock())
+            held = self._clients[broker_id] = (
+                BrokerClient(address[0], address[1], self.client_id, timeout_s,
+                             security=self.broker.inter_broker_security), asyncio.Lock())
         client, lock = held
         async with lock:
             return await client.request(api_key, version, values, timeout_s)

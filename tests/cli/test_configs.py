@@ -94,6 +94,11 @@ def test_errors_are_one_line_and_exit_1(broker):
                           "--add-config", "no.such.config=1")
     assert unknown_key.returncode == 1
     assert unknown_key.stderr.count("\n") == 1 and "no.such.config" in unknown_key.stderr
+    misspelt = configs(broker, "--entity-type", "topics", "--entity-name", "orders", "--alter",
+                       "--add-config", "cleanup.polcy=compact")
+    assert misspelt.returncode == 1
+    assert misspelt.stderr.count("\n") == 1
+    assert "cleanup.polcy: unknown topic config (did you mean cleanup.policy?)" in misspelt.stderr
 
     not_set = configs(broker, "--entity-type", "topics", "--entity-name", "orders", "--alter",
                       "--delete-config", "retention.ms")

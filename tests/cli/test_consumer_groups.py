@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from datetime import datetime, timezone
 
 import pytest
@@ -22,6 +23,7 @@ from tests.group.support import (
     poll_all,
     produce,
     unique,
+    wait_for_assignment,
     wait_until,
 )
 
@@ -236,3 +238,146 @@ def test_usage_errors_exit_2(broker):
     assert strom(broker, "--reset-offsets", "--group", "g", "--topic", "t").returncode == 2
     assert strom(broker, "--reset-offsets", "--group", "g", "--to-earliest").returncode == 2
     assert strom(broker, "--list", "--describe").returncode == 2
+
+
+def _describe_by_client(broker, group: str) -> dict[str, tuple[str, list[tuple[str, int]]]]:
+    """client id -> (member id, sorted assignment), as the broker reports them."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    description = admin.describe_consumer_groups([group])[group].result(15)
+    return {m.client_id: (m.member_id, sorted((tp.topic, tp.partition) for tp in m.assignment.topic_partitions))
+            for m in description.members}
+
+
+def test_describe_members_verbose_shows_each_members_partitions_and_state_verbose_the_epochs(broker):
+    topic = create_topic(broker.bootstrap, unique("verbose"), 3)
+    group = unique("verbose")
+    a = Member(broker.bootstrap, group, topic, "member-a")
+    b = Member(broker.bootstrap, group, topic, "member-b")
+    try:
+        owned = wait_for_assignment([a, b], 3, sizes=[1, 2])  # range: 2 partitions and 1
+
+        def settled():
+            found = _describe_by_client(broker, group)
+            return found if sorted(len(parts) for _, parts in found.values()) == [1, 2] else None
+
+        described = wait_until(settled, what="the broker to report the assignment", tick=poll_all([a, b]))
+        assert {tuple(p for _, p in parts) for _, parts in described.values()} == {tuple(sorted(o)) for o in owned}
+        result = strom(broker, "--describe", "--group", group, "--members", "--verbose")
+        assert result.returncode == 0, result.stdout + result.stderr
+        member_ids = {client: member_id for client, (member_id, _) in described.items()}
+        g, c = max(15, len(group)), max([15] + [len(m) for m in member_ids.values()])
+        assignments = {client: f"{topic}:" + ",".join(str(p) for _, p in parts)
+                       for client, (_, parts) in described.items()}
+        a_width = max([20] + [len(text) for text in assignments.values()])
+
+        def line(member, client, count, current, target="-", epoch="-", target_epoch="-"):
+            return (f"{group:<{g}} {member:<{c}} {'/127.0.0.1':<15} {client:<15} {count:<15} "
+                    f"{epoch:<15} {current:<{a_width}} {target_epoch:<15} {target:<20}")
+
+        header = (f"{'GROUP':<{g}} {'CONSUMER-ID':<{c}} {'HOST':<15} {'CLIENT-ID':<15} {'#PARTITIONS':<15} "
+                  f"{'CURRENT-EPOCH':<15} {'CURRENT-ASSIGNMENT':<{a_width}} {'TARGET-EPOCH':<15} "
+                  f"{'TARGET-ASSIGNMENT':<20}")
+        lines = result.stdout.split("\n")
+        assert lines[0] == "" and lines[1] == header and lines[-1] == ""
+        expected = {line(member_ids[client], client, str(len(described[client][1])), assignments[client])
+                    for client in ("member-a", "member-b")}
+        assert set(lines[2:-1]) == expected
+
+        state = strom(broker, "--describe", "--group", group, "--state", "--verbose")
+        coordinator = f"127.0.0.1:{broker.port}  (0)"
+        assert state.stdout == (f"\n{'GROUP':<{g}} {'COORDINATOR (ID)':<25} {'ASSIGNMENT-STRATEGY':<20} "
+                                f"{'STATE':<20} {'GROUP-EPOCH':<15} {'TARGET-ASSIGNMENT-EPOCH':<25} #MEMBERS\n"
+                                f"{group:<{g}} {coordinator:<25} {'range':<20} {'Stable':<20} {'-':<15} "
+                                f"{'-':<25} 2\n")
+    finally:
+        close_all([a, b])
+
+
+def test_describe_offsets_verbose_adds_the_committed_leader_epoch(broker):
+    topic = create_topic(broker.bootstrap, unique("epoch"), 1)
+    group = unique("epoch")
+    produce(broker.bootstrap, topic, [b"a", b"b", b"c"])
+    member = Member(broker.bootstrap, group, topic, "epoch-app")
+    try:
+        wait_until(lambda: len(member.messages) >= 3, what="3 messages", tick=poll_all([member]))
+        member.consumer.commit(asynchronous=False)  # librdkafka commits the leader epoch of what it read (0)
+    finally:
+        member.close()
+    result = strom(broker, "--describe", "--group", group, "--verbose")
+    assert result.returncode == 0, result.stdout + result.stderr
+    t = max(15, len(topic))
+    assert result.stdout.split("\n")[1] == (f"{'GROUP':<15} {'TOPIC':<{t}} {'PARTITION':<10} {'LEADER-EPOCH':<15} "
+                                            f"{'CURRENT-OFFSET':<15} {'LOG-END-OFFSET':<15} {'LAG':<15} "
+                                            f"{'CONSUMER-ID':<15} {'HOST':<15} CLIENT-ID")
+    assert result.stdout.split("\n")[2] == (f"{group:<15} {topic:<{t}} {0:<10} {0:<15} {3:<15} {3:<15} {0:<15} "
+                                            f"{'-':<15} {'-':<15} -")
+
+
+def test_reset_by_duration_goes_back_that_far_in_time(broker):
+    """Offsets 0-4 were written two hours ago, 5-9 ten minutes ago: one hour back is offset 5."""
+    from confluent_kafka import Producer
+
+    topic = create_topic(broker.bootstrap, unique("dur"), 1)
+    group = unique("dur")
+    now = int(time.time() * 1000)
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(10):
+        producer.produce(topic, f"d{i}".encode(), partition=0,
+                         timestamp=now - (7_200_000 if i < 5 else 600_000) + i)
+    assert producer.flush(15) == 0
+    commit_offsets(broker, group, topic, {0: 10})
+    scope = ("--topic", topic)
+    assert reset(broker, group, scope, "--by-duration", "PT1H") == 5
+    assert committed(broker.bootstrap, group, topic, 1) == {0: 5}
+    assert reset(broker, group, scope, "--by-duration", "P1DT0H") == 0
+    # nothing is that recent: Kafka falls back to the log end and says so
+    result = strom(broker, "--reset-offsets", "--group", group, *scope, "--by-duration", "PT1M", "--execute")
+    assert result.returncode == 0
+    assert f"Warn: Partition 0 from topic {topic} is empty. Falling back to latest known offset." in result.stdout
+    assert committed(broker.bootstrap, group, topic, 1) == {0: 10}
+    bad = strom(broker, "--reset-offsets", "--group", group, *scope, "--by-duration", "1 hour", "--execute")
+    assert bad.returncode == 2 and "Error parsing duration '1 hour'" in bad.stderr
+
+
+def test_export_then_from_file_replays_an_edited_plan(broker, tmp_path):
+    topic = create_topic(broker.bootstrap, unique("plan"), 2)
+    group = unique("plan")
+    produce(broker.bootstrap, topic, [f"p{i}".encode() for i in range(20)], partitions=2)  # 10 per partition
+    commit_offsets(broker, group, topic, {0: 7, 1: 9})
+
+    exported = strom(broker, "--reset-offsets", "--group", group, "--topic", topic, "--shift-by", "-5", "--export",
+                     "--dry-run")
+    assert exported.returncode == 0, exported.stdout + exported.stderr
+    assert exported.stdout == f"{topic},0,2\n{topic},1,4\n\n"  # Kafka's CSV, then println's newline
+    assert committed(broker.bootstrap, group, topic, 2) == {0: 7, 1: 9}
+
+    plan = tmp_path / "plan.csv"
+    plan.write_text(exported.stdout.replace(f"{topic},1,4", f"{topic},1,99"))  # beyond the end: clamped to 10
+    done = strom(broker, "--reset-offsets", "--group", group, "--from-file", str(plan), "--execute")
+    assert done.returncode == 0, done.stdout + done.stderr
+    t = max(15, len(topic))
+    assert done.stdout == (f"\n{'GROUP':<15} {'TOPIC':<{t}} {'PARTITION':<10} NEW-OFFSET\n"
+                           f"{group:<15} {topic:<{t}} {0:<10} 2\n{group:<15} {topic:<{t}} {1:<10} 10\n")
+    assert committed(broker.bootstrap, group, topic, 2) == {0: 2, 1: 10}
+
+    # with two groups the CSV names the group on each line, and each group gets its own rows
+    other = unique("plan-other")
+    commit_offsets(broker, other, topic, {0: 1})
+    both = tmp_path / "both.csv"
+    both.write_text(f"{group},{topic},0,3\n{other},{topic},1,6\n")
+    exported = strom(broker, "--reset-offsets", "--group", group, "--group", other, "--from-file", str(both),
+                     "--execute", "--export")
+    assert exported.returncode == 0, exported.stdout + exported.stderr
+    assert sorted(exported.stdout.split("\n")) == sorted([f"{group},{topic},0,3", f"{other},{topic},1,6", "", ""])
+    assert committed(broker.bootstrap, group, topic, 2) == {0: 3, 1: 10}
+    assert committed(broker.bootstrap, other, topic, 2) == {0: 1, 1: 6}
+
+    missing = tmp_path / "missing.csv"
+    missing.write_text(f"{topic},7,0\n")
+    refused = strom(broker, "--reset-offsets", "--group", group, "--from-file", str(missing), "--execute")
+    assert refused.returncode == 1 and f'The partitions "{topic}-7" do not exist' in refused.stdout
+    nothing = strom(broker, "--reset-offsets", "--group", unique("nobody"), "--group", group,
+                    "--from-file", str(both), "--dry-run")
+    assert nothing.returncode == 1 and "No reset plan for group nobody-" in nothing.stdout

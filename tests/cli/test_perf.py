@@ -132,3 +132,59 @@ def test_producer_perf_draws_a_progress_bar_on_a_terminal(broker):
     assert process.returncode == 0
     assert b"\r[" in seen and b"records" in seen and b"#" in seen
     assert PRODUCER_TOTAL.fullmatch(out.splitlines()[-1])
+
+
+def read_csv(path):
+    import csv
+
+    with open(path, newline="") as handle:
+        return list(csv.reader(handle))
+
+
+def polylines(page: str) -> list[int]:
+    """The number of points of each line chart in an HTML or SVG file."""
+    return [len(points.split()) for points in re.findall(r'<polyline [^>]*points="([^"]*)"', page)]
+
+
+def test_perf_tools_write_their_per_second_series_as_csv_and_charts(broker, tmp_path):
+    create(broker, "series")
+    produced_csv, produced_plot = tmp_path / "produce.csv", tmp_path / "produce.html"
+    # throttled to 1000/s, 3000 records take at least 3 s: at least three rows of about a second
+    result = producer_perf(broker, "series", "--throughput", "1000", "--csv", str(produced_csv),
+                           "--plot", str(produced_plot), records=3000)
+    assert result.returncode == 0, result.stderr
+    header, *rows = read_csv(produced_csv)
+    assert header == ["time_s", "records", "records_per_sec", "mb_per_sec", "avg_latency_ms"]
+    assert len(rows) >= 3
+    assert sum(int(row[1]) for row in rows) == 3000  # every delivered record is in exactly one row
+    times = [float(row[0]) for row in rows]
+    assert all(later - earlier >= 1.0 for earlier, later in zip(times, times[1:-1]))  # whole seconds but the last
+    page = produced_plot.read_text()
+    assert page.startswith("<!doctype html>") and "http" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    assert polylines(page) == [len(rows)] * 4  # one chart per column, one point per row
+
+    consumed_csv, consumed_plot = tmp_path / "consume.csv", tmp_path / "consume.svg"
+    result = strom("consumer-perf-test", "--bootstrap-server", broker.bootstrap, "--topic", "series",
+                   "--messages", "3000", "--timeout", "20000", "--csv", str(consumed_csv),
+                   "--plot", str(consumed_plot))
+    assert result.returncode == 0, result.stderr
+    header, *rows = read_csv(consumed_csv)
+    assert header == ["time_s", "messages", "messages_per_sec", "mb_per_sec"]
+    assert rows and sum(int(row[1]) for row in rows) == 3000
+    assert polylines(consumed_plot.read_text()) == [len(rows)] * 3
+
+
+def test_a_png_plot_needs_matplotlib(broker, tmp_path):
+    create(broker, "png")
+    png = tmp_path / "chart.png"
+    result = producer_perf(broker, "png", "--throughput", "-1", "--plot", str(png), records=100)
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        assert result.returncode == 1
+        assert result.stderr == (f"strom producer-perf-test: cannot draw {png}: PNG needs matplotlib, which is not "
+                                 "installed; use --plot FILE.html (or .svg) instead\n")
+        assert not png.exists()
+    else:
+        assert result.returncode == 0, result.stderr
+        assert png.read_bytes().startswith(b"\x89PNG")

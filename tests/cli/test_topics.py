@@ -99,6 +99,11 @@ def test_invalid_config_is_a_one_line_error(broker):
     assert result.returncode == 1
     assert 'must be in the format "key=val"' in result.stderr
 
+    result = topics(broker, "--create", "--topic", "orders", "--partitions", "1", "--config", "retension.ms=1000")
+    assert result.returncode == 1
+    assert result.stderr == ("Error while executing topic command : retension.ms: unknown topic config "
+                             "(did you mean retention.ms?)\n")
+
 
 def test_unknown_topic_is_an_error_unless_if_exists(broker):
     for action in ("--describe", "--delete"):

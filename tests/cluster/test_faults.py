@@ -164,7 +164,8 @@ def test_kill_controller_elects_a_new_one(cluster):
         wait_until(lambda: cluster.controller() not in (-1, old), FAILOVER_S, "a new controller")
         new = cluster.controller()
         assert new in cluster.brokers and new != old
-        assert cluster.controller_epoch() > old_epoch
+        # the winner writes /controller first, then bumps /controller_epoch (as Kafka)
+        wait_until(lambda: cluster.controller_epoch() > old_epoch, 10, "the controller epoch to be bumped")
         # the new controller moves the dead broker's leaderships
         wait_new_leaders(cluster, led, {old})
         workload.wait_progress(range(PARTITIONS), 10, 20)

@@ -293,7 +293,7 @@ def test_a_same_leader_epoch_bump_restarts_truncation(tmp_path):
     The follower may have missed the epochs in between, so it must go through truncation again.
     """
     followed: list[tuple[str, int]] = []
-    broker = types.SimpleNamespace(broker_id=3, log_manager=None, metadata=None)
+    broker = types.SimpleNamespace(broker_id=3, log_manager=types.SimpleNamespace(failure_listeners=[]), metadata=None)
     manager = ReplicaManager(broker)
     manager.fetchers = types.SimpleNamespace(follow=lambda p: followed.append(p.key),
                                              unfollow=lambda key: None)

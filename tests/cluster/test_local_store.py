@@ -1,5 +1,6 @@
 """The embedded metadata store behaves like the ZooKeeper it stands in for."""
 
+import errno
 import os
 
 import pytest
@@ -55,3 +56,17 @@ def test_batch_writes_the_file_once(tmp_path):
             store.create(f"/topics/p{i}", b"s", makepath=True)
         assert not os.path.exists(path)  # nothing written yet inside the batch
     assert len(LocalStore(str(tmp_path)).children("/topics")) == 20
+
+
+def test_a_failed_log_dir_refuses_persistent_changes_and_keeps_memory_as_the_file(tmp_path):
+    store = LocalStore(str(tmp_path))
+    store.create("/a", b"1")
+    store.on_log_dir_failure(os.path.abspath(str(tmp_path)))
+    for change in (lambda: store.create("/b", b"2"), lambda: store.set("/a", b"3"), lambda: store.delete("/a")):
+        with pytest.raises(OSError) as raised:
+            change()
+        assert raised.value.errno == errno.EIO and "offline" in str(raised.value)
+    assert store.get("/a") == (b"1", 0) and not store.exists("/b")
+    store.create("/e", b"x", ephemeral=True)  # ephemeral nodes never touch the file
+    store.set("/e", b"y")
+    assert LocalStore(str(tmp_path)).get("/a") == (b"1", 0)

@@ -304,7 +304,7 @@ def test_bad_value_raises_config_error_naming_the_key(key, value):
         ({"replica.fetch.wait.max.ms": "40000"}, "replica.socket.timeout.ms"),
         ({"replica.fetch.wait.max.ms": "20000", "replica.lag.time.max.ms": "10000"}, "replica.fetch.wait.max.ms"),
         ({"listeners": "PLAINTEXT://:9092,OTHER://:9092", "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT"}, "listeners"),
-        ({"listeners": "SSL://:9093"}, "listeners"),
+        ({"listeners": "SSL://:9093"}, "ssl.keystore.location"),  # an SSL listener without a certificate
         ({"listeners": "INTERNAL://:9093"}, "listeners"),
         ({"advertised.listeners": "EXTERNAL://host:9092"}, "advertised.listeners"),
         ({"listeners": "PLAINTEXT://0.0.0.0:9092"}, "advertised.listeners"),

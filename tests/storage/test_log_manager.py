@@ -105,3 +105,45 @@ def test_scheduler_runs_retention_and_stops(tmp_path):
     asyncio.run(run())
     assert partition_log.log_start_offset == 5 and len(partition_log.segments) == 1
     assert os.path.exists(tmp_path / "recovery-point-offset-checkpoint")
+
+
+def test_a_failed_write_takes_only_its_log_dir_offline_until_a_restart(tmp_path):
+    """Kafka's LogDirFailureChannel: the dir that failed serves nothing more, the other one goes on,
+    shutdown leaves the failed one to recovery, and new logs are refused while a dir is offline."""
+    from strom.protocol.errors import KafkaStorageError
+
+    dirs = [str(tmp_path / "d1"), str(tmp_path / "d2")]
+    failed_dirs = []
+
+    async def scenario():
+        manager = LogManager(dirs, LogConfig())
+        manager.failure_listeners.append(failed_dirs.append)
+        manager.startup()
+        bad, good = manager.get_or_create_log(("t", 0)), manager.get_or_create_log(("t", 1))
+        assert manager.log_dir_of(("t", 0)) != manager.log_dir_of(("t", 1))
+        for partition_log in (bad, good):
+            partition_log.append_as_leader(make_batch(3), leader_epoch=0)
+        manager.write_behind.write_all()
+        bad.append_as_leader(make_batch(2), leader_epoch=0)  # held in the buffer
+        good.append_as_leader(make_batch(2), leader_epoch=0)
+        os.close(bad.active_segment._fd)  # the next write fails for real (EBADF)
+        await asyncio.sleep(0)  # the end of the turn writes both buffers
+        await asyncio.sleep(0)
+        assert failed_dirs == [manager.log_dir_of(("t", 0))]
+        assert manager.offline_dirs == {manager.log_dir_of(("t", 0))}
+        with pytest.raises(KafkaStorageError, match="offline"):
+            manager.get_or_create_log(("t", 2))
+        bad.active_segment._fd = -1  # closed above
+        manager.shutdown()
+        return manager
+
+    manager = asyncio.run(scenario())
+    bad_dir, good_dir = manager.log_dir_of(("t", 0)), manager.log_dir_of(("t", 1))
+    assert os.path.exists(os.path.join(good_dir, ".kafka_cleanshutdown"))
+    assert not os.path.exists(os.path.join(bad_dir, ".kafka_cleanshutdown"))
+    again = LogManager(dirs, LogConfig())
+    again.startup()
+    assert not again.offline_dirs
+    assert again.logs[("t", 0)].log_end_offset == 3  # the unwritten append is gone, the written one stays
+    assert again.logs[("t", 1)].log_end_offset == 5
+    again.shutdown()

@@ -16,7 +16,6 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from strom.cli.main import main as strom_main
 from strom.txn.coordinator import TRANSACTION_STATE_TOPIC
 from strom.group.records import partition_for_group
 from tests.broker_process import BrokerProcess
@@ -70,7 +69,7 @@ def _read_committed(bootstrap: str, expected: int, timeout_s: float = 30) -> lis
     return got
 
 
-def test_committed_and_open_transactions_across_a_coordinator_crash(tmp_path, capsys):
+def test_committed_and_open_transactions_across_a_coordinator_crash(tmp_path):
     broker = BrokerProcess(tmp_path / "data", OVERRIDES).start()
     opener = None
     try:
@@ -88,9 +87,9 @@ def test_committed_and_open_transactions_across_a_coordinator_crash(tmp_path, ca
         assert _read_committed(broker.bootstrap, 2) == [b"committed-before-crash", b"committed-after-crash"]
         broker.stop()
         state_dir = tmp_path / "data" / f"{TRANSACTION_STATE_TOPIC}-{partition_for_group('tx-done', STATE_PARTITIONS)}"
-        capsys.readouterr()
-        strom_main(["dump-log", "--print-data-log", str(sorted(state_dir.glob("*.log"))[0])])
-        dumped = capsys.readouterr().out
+        dumped = subprocess.run([sys.executable, "-m", "strom.cli.main", "dump-log", "--print-data-log",
+                                 str(sorted(state_dir.glob("*.log"))[0])], capture_output=True, text=True,
+                                timeout=60, check=True).stdout
         assert '"transactionalId": "tx-done"' in dumped
         assert '"transactionStatus": "CompleteCommit"' in dumped
         assert '"partitionIds": [0]' in dumped

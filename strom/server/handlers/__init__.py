@@ -19,6 +19,7 @@ _MODULE_NAMES = [
     "offset_fetch", "offset_delete", "txn_offset_commit", "list_groups", "describe_groups", "delete_groups",
     "describe_producers", "add_partitions_to_txn", "add_offsets_to_txn", "end_txn", "write_txn_markers",
     "describe_transactions", "list_transactions",
+    "sasl_handshake", "sasl_authenticate", "describe_user_scram_credentials", "alter_user_scram_credentials",
 ]
 _MODULES = [importlib.import_module(f"strom.server.handlers.{name}") for name in _MODULE_NAMES]
 

@@ -12,6 +12,7 @@ from collections import Counter
 from strom.protocol.api import ApiKey, response_class
 from strom.protocol.entities import build, field_value
 from strom.protocol.errors import ErrorCode, KafkaError
+from strom.server.handlers import create_topics
 
 API_KEY = ApiKey.CREATE_PARTITIONS
 MIN_VERSION = 0
@@ -24,8 +25,13 @@ def handle(ctx, request):
     counts = Counter(topic.name for topic in request.topics)
     results = []
     changed = False
+    too_many = _new_partitions(broker, request.topics) > create_topics.MAX_PARTITIONS_PER_REQUEST
     for topic in request.topics:
         entry = {"name": topic.name, "error_code": ErrorCode.NONE, "error_message": None}
+        if too_many:  # the whole request is refused, as CreateTopics does
+            entry.update(error_code=ErrorCode.POLICY_VIOLATION, error_message=create_topics.TOO_MANY_PARTITIONS)
+            results.append(entry)
+            continue
         if counts[topic.name] > 1:
             entry.update(error_code=ErrorCode.INVALID_REQUEST, error_message=f"topic '{topic.name}' is listed twice")
             results.append(entry)
@@ -40,3 +46,13 @@ def handle(ctx, request):
     if changed:
         broker.refresh_metadata()
     return build(response_class(API_KEY, ctx.api_version), {"throttle_time": 0, "results": results})
+
+
+def _new_partitions(broker, topics) -> int:
+    """Partitions the request would add (unknown topics add none: they fail on their own)."""
+    total = 0
+    for topic in topics:
+        info = broker.metadata.topics.get(topic.name)
+        if info is not None:
+            total += max(0, topic.count - info.partition_count)
+    return total

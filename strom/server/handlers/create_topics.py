@@ -11,14 +11,35 @@ MIN_VERSION = 2  # kio has no classes for v0 and v1
 MAX_VERSION = 7
 
 
+# As Kafka's controller (KRaft's MAX_PARTITIONS_PER_BATCH): one request may create at most this
+# many partitions. A 60-byte request asking for 2**31-1 would otherwise hold the broker for hours.
+MAX_PARTITIONS_PER_REQUEST = 10_000
+TOO_MANY_PARTITIONS = "Excessively large number of partitions per request."
+
+
+def requested_partitions(topics, default: int) -> int:
+    total = 0
+    for topic in topics:
+        if topic.assignments:
+            total += len(topic.assignments)
+        else:
+            total += max(0, topic.num_partitions if topic.num_partitions != -1 else default)
+    return total
+
+
 def handle(ctx, request):
     broker = ctx.broker
     validate_only = field_value(request, "validate_only", False)
     results = []
     seen: set[str] = set()
+    too_many = requested_partitions(request.topics, broker.config.num_partitions) > MAX_PARTITIONS_PER_REQUEST
     for topic in request.topics:
         entry = {"name": topic.name, "error_code": 0, "error_message": None, "num_partitions": -1,
                  "replication_factor": -1, "configs": []}
+        if too_many:  # the whole request is refused, as in Kafka
+            entry.update(error_code=ErrorCode.POLICY_VIOLATION, error_message=TOO_MANY_PARTITIONS)
+            results.append(entry)
+            continue
         if topic.name in seen:
             entry.update(error_code=ErrorCode.INVALID_REQUEST, error_message=f"topic '{topic.name}' is listed twice")
             results.append(entry)

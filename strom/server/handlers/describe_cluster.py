@@ -36,9 +36,10 @@ def handle(ctx, request):
     elif endpoint != BROKERS_ENDPOINT:
         body.update(error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE, error_message=f"unknown endpoint type {endpoint}")
     else:
-        body["brokers"] = [{"broker_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack,
+        body["brokers"] = [{"broker_id": b.broker_id, "host": address[0], "port": address[1], "rack": b.rack,
                             "is_fenced": False}
-                           for b in sorted(broker.metadata.brokers.values(), key=lambda b: b.broker_id)]
+                           for b in sorted(broker.metadata.brokers.values(), key=lambda b: b.broker_id)
+                           if (address := b.endpoint(ctx.listener)) is not None]
         if request.include_cluster_authorized_operations:
             body["cluster_authorized_operations"] = CLUSTER_OPERATIONS
     return build(response_class(API_KEY, ctx.api_version), body)

@@ -157,7 +157,8 @@ def broker_entries(broker, wanted, synonyms: bool, docs: bool) -> list[dict]:
         while chain and chain[0]["name"] != key:  # as Kafka: the chain starts at the described key
             chain.pop(0)
         entries.append({
-            "name": key, "value": value, "read_only": True, "is_sensitive": False,
+            "name": key, "value": value, "read_only": True,
+            "is_sensitive": _FIELDS[key].metadata["sensitive"],  # a secret's value is null, as Kafka's
             "config_source": chain[0]["source"] if chain else DEFAULT_CONFIG,
             "synonyms": chain if synonyms else [],
             "config_type": broker_config_type(key),

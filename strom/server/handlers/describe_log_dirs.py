@@ -1,7 +1,8 @@
 """DescribeLogDirs: each log dir with the size of every partition in it; v4 adds the disk's size and free space.
 
 Null topics means every partition. offset_lag is 0 and is_future_key false: strom never moves a
-replica between log dirs (no AlterReplicaLogDirs), so there are no future replicas.
+replica between log dirs (no AlterReplicaLogDirs), so there are no future replicas. A log dir
+that failed (a full disk, an I/O error) answers KAFKA_STORAGE_ERROR, as in Kafka.
 """
 
 from __future__ import annotations
@@ -41,6 +42,10 @@ def handle(ctx, request):
     results = []
     for log_dir, topics in by_dir.items():
         total, usable = _disk(log_dir)
+        if log_dir in manager.offline_dirs:  # as Kafka: a failed dir is listed with its error and nothing in it
+            results.append({"error_code": ErrorCode.KAFKA_STORAGE_ERROR, "log_dir": log_dir, "total_bytes": total,
+                            "usable_bytes": usable, "topics": []})
+            continue
         results.append({"error_code": ErrorCode.NONE, "log_dir": log_dir, "total_bytes": total, "usable_bytes": usable,
                         "topics": [{"name": name, "partitions": parts} for name, parts in sorted(topics.items())]})
     return build(response_class(API_KEY, ctx.api_version),

@@ -25,7 +25,7 @@ def _error(key: str, code: int, message: str) -> dict:
     return {"key": key, "error_code": code, "node_id": -1, "host": "", "port": -1, "error_message": message}
 
 
-def coordinator_for(broker, key: str, key_type: int) -> dict:
+def coordinator_for(broker, key: str, key_type: int, listener: str = "PLAINTEXT") -> dict:
     if key_type not in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE):
         return _error(key, ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}")
     what = "group id" if key_type == GROUP_KEY_TYPE else "transactional id"
@@ -45,14 +45,17 @@ def coordinator_for(broker, key: str, key_type: int) -> dict:
     node = broker.metadata.brokers.get(leader)
     if node is None:
         return _error(key, ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{topic}-{partition} has no leader")
-    return {"key": key, "error_code": ErrorCode.NONE, "node_id": node.broker_id, "host": node.host,
-            "port": node.port, "error_message": None}
+    address = node.endpoint(listener)  # the listener the request came in on, as Kafka
+    if address is None:
+        return _error(key, ErrorCode.COORDINATOR_NOT_AVAILABLE, f"broker {leader} has no listener {listener}")
+    return {"key": key, "error_code": ErrorCode.NONE, "node_id": node.broker_id, "host": address[0],
+            "port": address[1], "error_message": None}
 
 
 def handle(ctx, request):
     key_type = field_value(request, "key_type", GROUP_KEY_TYPE)
     cls = response_class(API_KEY, ctx.api_version)
     if ctx.api_version >= 4:
-        coordinators = [coordinator_for(ctx.broker, key, key_type) for key in request.coordinator_keys]
+        coordinators = [coordinator_for(ctx.broker, key, key_type, ctx.listener) for key in request.coordinator_keys]
         return build(cls, {"throttle_time": 0, "coordinators": coordinators})
-    return build(cls, {"throttle_time": 0, **coordinator_for(ctx.broker, request.key, key_type)})
+    return build(cls, {"throttle_time": 0, **coordinator_for(ctx.broker, request.key, key_type, ctx.listener)})

@@ -17,9 +17,11 @@ OPERATIONS_NOT_REQUESTED = -(2**31)
 def partition_entries(broker, info) -> list[dict]:
     live = broker.metadata.brokers
     fenced_self = broker.broker_id if broker.replica_manager.fenced else None  # claims no leadership
+    offline = broker.metadata.offline_replicas  # replicas in failed log dirs
     entries = []
     for index in sorted(info.replicas):
         replicas = info.replicas[index]
+        lost = offline.get((info.name, index), ()) if offline else ()
         state = info.states.get(index)
         leader = state.leader if state and state.leader in live and state.leader != fenced_self else -1
         entries.append({
@@ -29,7 +31,7 @@ def partition_entries(broker, info) -> list[dict]:
             "leader_epoch": state.leader_epoch if state else -1,
             "replica_nodes": replicas,
             "isr_nodes": state.isr if state else [],
-            "offline_replicas": [b for b in replicas if b not in live],
+            "offline_replicas": [b for b in replicas if b not in live or b in lost],
         })
     return entries
 
@@ -74,8 +76,9 @@ def handle(ctx, request):
                     topics.append({"error_code": exc.error_code, "name": name, "partitions": []})
                     continue
         topics.append(topic_entry(broker, name))
-    brokers = [{"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
-               for b in sorted(broker.metadata.brokers.values(), key=lambda b: b.broker_id)]
+    brokers = [{"node_id": b.broker_id, "host": address[0], "port": address[1], "rack": b.rack}
+               for b in sorted(broker.metadata.brokers.values(), key=lambda b: b.broker_id)
+               if (address := b.endpoint(ctx.listener)) is not None]  # as Kafka: this listener's endpoints
     return build(response_class(API_KEY, version), {
         "throttle_time": 0, "brokers": brokers, "cluster_id": broker.metadata.cluster_id,
         "controller_id": broker.metadata.controller_id, "topics": topics,

@@ -1,0 +1,125 @@
+"""Every user's SCRAM credentials, read from ``/config/users/<user>`` and kept current by watches.
+
+Kafka's layout: ``{"version":1,"config":{"SCRAM-SHA-256":"salt=...,stored_key=...,server_key=...,iterations=4096"}}``.
+A credential altered through any broker is written there, the watches fire on every broker, and
+the next login uses it: no restart. Other entries of the same node (Kafka keeps a user's quotas
+there too) are kept as they are when credentials change.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from urllib.parse import unquote
+
+from strom.cluster import model
+from strom.cluster.store import BadVersionError, MetadataStore, NodeExistsError, NoNodeError, StoreError
+from strom.security.scram import MECHANISM_IDS, ScramCredential
+
+log = logging.getLogger("strom.security")
+
+SCRAM_MECHANISMS = tuple(MECHANISM_IDS.values())
+_RELOAD_DELAY_S = 0.02
+_RETRY_S = 0.5
+
+
+class CredentialCache:
+    def __init__(self, store: MetadataStore, loop: asyncio.AbstractEventLoop | None = None):
+        self.store = store
+        self._loop = loop
+        self._credentials: dict[tuple[str, str], ScramCredential] = {}
+        self._reload_handle: asyncio.TimerHandle | None = None
+        self._stopped = False
+
+    def lookup(self, user: str, mechanism: str) -> ScramCredential | None:
+        return self._credentials.get((user, mechanism))
+
+    def users(self) -> dict[str, dict[str, ScramCredential]]:
+        by_user: dict[str, dict[str, ScramCredential]] = {}
+        for (user, mechanism), credential in sorted(self._credentials.items()):
+            by_user.setdefault(user, {})[mechanism] = credential
+        return by_user
+
+    def load(self) -> None:
+        """Re-read every user's credentials (watching for changes when a loop was given)."""
+        watch = self._on_change if self._loop is not None else None
+        found: dict[tuple[str, str], ScramCredential] = {}
+        try:
+            names = self.store.children(model.CONFIG_USERS, watch)
+        except NoNodeError:
+            names = []
+            if watch is not None:
+                self.store.exists(model.CONFIG_USERS, watch)
+        for name in names:
+            user = unquote(name)
+            try:
+                data, _ = self.store.get(f"{model.CONFIG_USERS}/{name}", watch)
+            except NoNodeError:
+                continue
+            for mechanism, text in _configs(data).items():
+                if mechanism in SCRAM_MECHANISMS:
+                    try:
+                        found[(user, mechanism)] = ScramCredential.from_text(str(text))
+                    except ValueError as exc:
+                        log.warning("ignoring the %s credential of user %r: %s", mechanism, user, exc)
+        self._credentials = found
+
+    def stop(self) -> None:
+        self._stopped = True
+        if self._reload_handle is not None:
+            self._reload_handle.cancel()
+            self._reload_handle = None
+
+    def _on_change(self, path: str) -> None:
+        """A watch fired, maybe on kazoo's thread: reload on the loop, once for a burst of changes."""
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._schedule, _RELOAD_DELAY_S)
+
+    def _schedule(self, delay: float) -> None:
+        if self._reload_handle is None and not self._stopped:
+            self._reload_handle = self._loop.call_later(delay, self._reload)
+
+    def _reload(self) -> None:
+        self._reload_handle = None
+        try:
+            self.load()
+        except StoreError as exc:
+            log.warning("reading SCRAM credentials failed (%s); retrying", exc)
+            self._schedule(_RETRY_S)
+
+    # -- writes (AlterUserScramCredentials) ---------------------------------------------------------
+    def alter(self, user: str, upserts: dict[str, ScramCredential], deletes: set[str]) -> None:
+        """Apply one user's changes with a compare-and-set on its node, keeping its other entries."""
+        path = model.user_config_path(user)
+        while True:
+            try:
+                data, version = self.store.get(path)
+            except NoNodeError:
+                data, version = None, None
+            configs = _configs(data) if data is not None else {}
+            for mechanism in deletes:
+                configs.pop(mechanism, None)
+            for mechanism, credential in upserts.items():
+                configs[mechanism] = credential.to_text()
+            payload = json.dumps({"version": 1, "config": dict(sorted(configs.items()))},
+                                 separators=(",", ":")).encode()
+            try:
+                if version is None:
+                    self.store.create(path, payload, makepath=True)
+                elif configs:
+                    self.store.set(path, payload, version)
+                else:
+                    self.store.delete(path, version)
+                break
+            except (BadVersionError, NodeExistsError, NoNodeError):
+                continue  # another broker wrote it meanwhile: read again
+        self.load()
+
+
+def _configs(data: bytes) -> dict[str, str]:
+    try:
+        value = json.loads(data)
+    except ValueError:
+        return {}
+    return dict(value.get("config") or {}) if isinstance(value, dict) else {}

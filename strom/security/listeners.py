@@ -1,0 +1,69 @@
+"""What each listener requires of a connection, built once at startup from the broker config.
+
+A listener's security protocol decides: TLS (SSL, SASL_SSL) with an SSL context from its
+``ssl.*`` keys, SASL (SASL_PLAINTEXT, SASL_SSL) with the mechanisms it offers and, for PLAIN,
+the users of its JAAS configuration. The inter-broker side (``ClientSecurity``) comes from the
+inter-broker listener's keys and its ``sasl.mechanism.inter.broker.protocol`` login module.
+"""
+
+from __future__ import annotations
+
+import ssl
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from strom.security import tls
+from strom.security.client import ClientSecurity
+from strom.security.jaas import parse_jaas
+from strom.security.principal import DEFAULT_MAPPER, PrincipalMapper
+
+if TYPE_CHECKING:
+    from strom.server.config import BrokerConfig
+
+
+@dataclass(frozen=True)
+class ListenerSecurity:
+    name: str
+    protocol: str
+    ssl_context: ssl.SSLContext | None = None
+    mechanisms: tuple[str, ...] = ()
+    plain_users: dict[str, str] = field(default_factory=dict)
+    principal_mapper: PrincipalMapper = DEFAULT_MAPPER
+
+    @property
+    def tls(self) -> bool:
+        return self.ssl_context is not None
+
+    @property
+    def sasl(self) -> bool:
+        return self.protocol.startswith("SASL")
+
+
+def listener_security(config: "BrokerConfig", name: str) -> ListenerSecurity:
+    """ConfigError naming the key when a certificate or JAAS value is missing, unreadable or wrong."""
+    protocol = config.protocol_of(name)
+    setting = lambda key: config.listener_setting(name, key)  # noqa: E731
+    context = tls.server_context(setting) if protocol in ("SSL", "SASL_SSL") else None
+    mechanisms = config.sasl_mechanisms(name) if protocol.startswith("SASL") else ()
+    users: dict[str, str] = {}
+    if "PLAIN" in mechanisms:
+        text, key = config.jaas_config(name, "PLAIN")
+        users = parse_jaas(key, text).users()
+    rules, rules_key = setting("ssl.principal.mapping.rules")
+    mapper = PrincipalMapper.parse(rules_key, rules) if rules != "DEFAULT" else DEFAULT_MAPPER
+    return ListenerSecurity(name, protocol, context, mechanisms, users, mapper)
+
+
+def inter_broker_security(config: "BrokerConfig") -> ClientSecurity | None:
+    """How this broker connects to the others' inter-broker listener; None for PLAINTEXT."""
+    name = config.inter_broker_listener_name
+    protocol = config.protocol_of(name)
+    if protocol == "PLAINTEXT":
+        return None
+    context = tls.client_context(lambda key: config.listener_setting(name, key)) if protocol.endswith("SSL") else None
+    if not protocol.startswith("SASL"):
+        return ClientSecurity(context)
+    mechanism = config.sasl_mechanism_inter_broker_protocol
+    text, key = config.jaas_config(name, mechanism)
+    options = parse_jaas(key, text).options
+    return ClientSecurity(context, mechanism, options["username"], options.get("password", ""))
