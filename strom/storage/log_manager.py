@@ -268,17 +268,21 @@ class LogManager:
                 self.storage_error(tp, exc, "deleting old segments of")
         return deleted
 
+    def _guarded(self, tp: tuple[str, int], step, what: str) -> None:
+        """Run a background step on one log; an I/O error takes its dir offline instead of escaping."""
+        try:
+            step()
+        except OSError as exc:
+            self.storage_error(tp, exc, what)
+        except KafkaStorageError:
+            pass  # a segment reported it
+
     def flush_dirty_logs(self) -> None:
         now = int(self.clock() * 1000)
         for tp, partition_log in self._online_logs():
             flush_ms = partition_log.config.flush_ms
             if flush_ms < 2**62 and now - partition_log._last_flush_ms >= flush_ms:
-                try:
-                    partition_log.flush()
-                except OSError as exc:
-                    self.storage_error(tp, exc, "flushing")
-                except KafkaStorageError:
-                    pass  # a segment reported it
+                self._guarded(tp, partition_log.flush, "flushing")
 
     def clean_logs(self) -> int:
         """Compact every log whose dirty ratio passed min.cleanable.dirty.ratio; returns logs cleaned."""
@@ -372,12 +376,7 @@ class LogManager:
                     segment.discard_pending()
                 partition_log.close_crashlike()
                 continue
-            try:
-                partition_log.close()
-            except OSError as exc:
-                self.storage_error(tp, exc, "closing")
-            except KafkaStorageError:
-                pass  # a segment reported it
+            self._guarded(tp, partition_log.close, "closing")
             if self._log_dir_of[tp] in self.offline_dirs:
                 for segment in partition_log.segments:
                     segment.discard_pending()
