@@ -2,6 +2,7 @@
 
 import glob
 import os
+import re
 import subprocess
 import sys
 
@@ -22,3 +23,7 @@ def test_demo_ingests_and_writes_window_results(tmp_path):
     assert files, f"no Parquet output; stdout: {result.stdout[-2000:]}"
     rows = sum(pq.read_metadata(f).num_rows for f in files)
     assert rows > 0
+    # access-stats is written exactly once (transactions + batch markers) and read read_committed
+    stats = re.search(r"access-stats \(read_committed\) holds (\d+) minute rows for (\d+) windows", result.stdout)
+    assert stats is not None, result.stdout[-2000:]
+    assert stats[1] == stats[2], stats[0]

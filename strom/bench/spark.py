@@ -1,6 +1,8 @@
-"""Spark benchmark: rows/s through the strom source against Parquet, in the same Spark session.
+"""Spark benchmark: rows/s through the strom source against Parquet, in the same Spark session,
+and the sink's exactly-once delivery against its at-least-once delivery.
 
     python -m strom.bench.spark [--records 2000000] [--size 100] [--partitions 4] [--master local[*]]
+                                [--sink-records 500000] [--only source|sink]
 
 Starts a broker (``strom server-start`` subprocess), produces RECORDS values of SIZE bytes across
 PARTITIONS partitions, then times ``groupBy("partition").count()`` over
@@ -11,8 +13,12 @@ PARTITIONS partitions, then times ``groupBy("partition").count()`` over
   reads only the partition column),
 * and, for scale, the same over Parquet when every value must be read (``sum(length(value))``).
 
+Then the sink: ``df.write.format("strom")`` of SINK_RECORDS cached rows (a key and a SIZE-byte
+value) in PARTITIONS tasks, at-least-once and exactly-once (a transaction per task), and the
+same for a write of 100 rows, whose time is mostly the fixed cost per write and task.
+
 Each query runs ``--repeat`` times after one warm-up and the best time counts. Prints rows/s and
-the ratio to Parquet; asserts nothing (the machine is shared and noisy).
+ratios; asserts nothing (the machine is shared and noisy).
 """
 
 from __future__ import annotations
@@ -102,6 +108,83 @@ def best_time(run, repeat: int) -> float:
     return min(times)
 
 
+def source_figures(spark, bootstrap: str, args, work: str) -> None:
+    from pyspark.sql import functions as F
+
+    from strom.cli.demo import create_topics
+
+    create_topics(bootstrap, {"bench": args.partitions})
+    seconds = produce(bootstrap, "bench", args.records, args.size, args.partitions)
+    print(f"produced {args.records:,} records of {args.size} B in {seconds:.1f}s "
+          f"({args.records / seconds:,.0f} records/s)", flush=True)
+    source = (spark.read.format("strom").option("kafka.bootstrap.servers", bootstrap)
+              .option("subscribe", "bench").load())
+    parquet_path = os.path.join(work, "bench.parquet")
+    source.write.mode("overwrite").parquet(parquet_path)
+    parquet = spark.read.parquet(parquet_path)
+
+    def count(df):
+        def run():
+            rows = df.groupBy("partition").count().collect()
+            total = sum(r["count"] for r in rows)
+            if total != args.records:
+                raise RuntimeError(f"counted {total} rows, expected {args.records}")
+        return run
+
+    def count_bytes(df):
+        return lambda: df.groupBy("partition").agg(F.sum(F.length("value"))).collect()
+
+    spark.dataSource.register(replay_source_class())
+    replay = (spark.read.format("strom_bench_replay").option("partitions", args.partitions)
+              .option("rows", args.records // args.partitions).option("size", args.size).load())
+    cores = spark.sparkContext.defaultParallelism
+    t_source = best_time(count(source), args.repeat)
+    t_parquet = best_time(count(parquet), args.repeat)
+    t_parquet_values = best_time(count_bytes(parquet), args.repeat)
+    t_source_values = best_time(count_bytes(source), args.repeat)
+    t_replay = best_time(count(replay), args.repeat)
+    n = args.records
+    print(f"spark {spark.version}, master {args.master} ({cores} cores), {n:,} records x {args.size} B, "
+          f"{args.partitions} partitions, best of {args.repeat}")
+    print(f"  strom source  groupBy(partition).count()        {t_source:6.2f}s  {n / t_source:12,.0f} rows/s")
+    print(f"  parquet       groupBy(partition).count()        {t_parquet:6.2f}s  {n / t_parquet:12,.0f} rows/s")
+    print(f"  strom source  groupBy(partition).sum(len(value)) {t_source_values:5.2f}s  "
+          f"{n / t_source_values:12,.0f} rows/s")
+    print(f"  parquet       groupBy(partition).sum(len(value)) {t_parquet_values:5.2f}s  "
+          f"{n / t_parquet_values:12,.0f} rows/s")
+    print(f"  ready-made Arrow batches from a Python data source (no broker, no client): "
+          f"{t_replay:5.2f}s  {n / t_replay:12,.0f} rows/s")
+    print(f"  ratio source/parquet (count): {t_parquet / t_source:.2f}   "
+          f"(values read): {t_parquet_values / t_source_values:.2f}   target >= 0.5")
+
+
+def sink_figures(spark, bootstrap: str, records: int, size: int, partitions: int, repeat: int) -> None:
+    """At-least-once against exactly-once, in the same session: rows/s, and the cost of a small write."""
+    from strom.cli.demo import create_topics
+
+    create_topics(bootstrap, {"bench-sink": partitions})
+
+    def rows(n):
+        df = spark.range(0, n, 1, partitions).selectExpr("CAST(id AS STRING) AS key",
+                                                         f"repeat('v', {size}) AS value").cache()
+        df.count()
+        return df
+
+    def write(df, guarantee):
+        return lambda: (df.write.format("strom").mode("append").option("kafka.bootstrap.servers", bootstrap)
+                        .option("topic", "bench-sink").option("deliveryGuarantee", guarantee).save())
+
+    big, small = rows(records), rows(100)
+    times = {g: (best_time(write(big, g), repeat), best_time(write(small, g), repeat))
+             for g in ("at-least-once", "exactly-once")}
+    (alo, alo_small), (eos, eos_small) = times["at-least-once"], times["exactly-once"]
+    print(f"sink df.write of {records:,} rows x {size} B in {partitions} tasks, best of {repeat}")
+    print(f"  at-least-once  {alo:6.2f}s  {records / alo:12,.0f} rows/s")
+    print(f"  exactly-once   {eos:6.2f}s  {records / eos:12,.0f} rows/s   ratio to at-least-once {alo / eos:.2f}")
+    print(f"  a write of 100 rows: at-least-once {alo_small * 1000:,.0f} ms, exactly-once {eos_small * 1000:,.0f} ms "
+          f"(+{(eos_small - alo_small) * 1000:,.0f} ms for {partitions} transactions)")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m strom.bench.spark", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -110,10 +193,12 @@ def main(argv=None) -> int:
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--master", default="local[*]")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--sink-records", type=int, default=500_000)
+    parser.add_argument("--only", choices=("source", "sink"), default=None, help="run one half only")
     parser.add_argument("--dir", default=None, help="work directory (default: a temporary one)")
     args = parser.parse_args(argv)
 
-    from strom.cli.demo import EmbeddedBroker, create_topics
+    from strom.cli.demo import EmbeddedBroker
     from strom.spark import register, use_this_python
 
     work = args.dir or tempfile.mkdtemp(prefix="strom-bench-spark-")
@@ -123,58 +208,17 @@ def main(argv=None) -> int:
     broker = EmbeddedBroker(os.path.join(work, "data")).start()
     spark = None
     try:
-        create_topics(broker.bootstrap, {"bench": args.partitions})
-        seconds = produce(broker.bootstrap, "bench", args.records, args.size, args.partitions)
-        print(f"produced {args.records:,} records of {args.size} B in {seconds:.1f}s "
-              f"({args.records / seconds:,.0f} records/s)", flush=True)
-
         from pyspark.sql import SparkSession
-        from pyspark.sql import functions as F
 
         spark = (SparkSession.builder.master(args.master).appName("strom-bench")
                  .config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1")
                  .config("spark.sql.shuffle.partitions", str(args.partitions)).getOrCreate())
         spark.sparkContext.setLogLevel("ERROR")
         register(spark)
-        source = (spark.read.format("strom").option("kafka.bootstrap.servers", broker.bootstrap)
-                  .option("subscribe", "bench").load())
-        parquet_path = os.path.join(work, "bench.parquet")
-        source.write.mode("overwrite").parquet(parquet_path)
-        parquet = spark.read.parquet(parquet_path)
-
-        def count(df):
-            def run():
-                rows = df.groupBy("partition").count().collect()
-                total = sum(r["count"] for r in rows)
-                if total != args.records:
-                    raise RuntimeError(f"counted {total} rows, expected {args.records}")
-            return run
-
-        def count_bytes(df):
-            return lambda: df.groupBy("partition").agg(F.sum(F.length("value"))).collect()
-
-        spark.dataSource.register(replay_source_class())
-        replay = (spark.read.format("strom_bench_replay").option("partitions", args.partitions)
-                  .option("rows", args.records // args.partitions).option("size", args.size).load())
-        cores = spark.sparkContext.defaultParallelism
-        t_source = best_time(count(source), args.repeat)
-        t_parquet = best_time(count(parquet), args.repeat)
-        t_parquet_values = best_time(count_bytes(parquet), args.repeat)
-        t_source_values = best_time(count_bytes(source), args.repeat)
-        t_replay = best_time(count(replay), args.repeat)
-        n = args.records
-        print(f"spark {spark.version}, master {args.master} ({cores} cores), {n:,} records x {args.size} B, "
-              f"{args.partitions} partitions, best of {args.repeat}")
-        print(f"  strom source  groupBy(partition).count()        {t_source:6.2f}s  {n / t_source:12,.0f} rows/s")
-        print(f"  parquet       groupBy(partition).count()        {t_parquet:6.2f}s  {n / t_parquet:12,.0f} rows/s")
-        print(f"  strom source  groupBy(partition).sum(len(value)) {t_source_values:5.2f}s  "
-              f"{n / t_source_values:12,.0f} rows/s")
-        print(f"  parquet       groupBy(partition).sum(len(value)) {t_parquet_values:5.2f}s  "
-              f"{n / t_parquet_values:12,.0f} rows/s")
-        print(f"  ready-made Arrow batches from a Python data source (no broker, no client): "
-              f"{t_replay:5.2f}s  {n / t_replay:12,.0f} rows/s")
-        print(f"  ratio source/parquet (count): {t_parquet / t_source:.2f}   "
-              f"(values read): {t_parquet_values / t_source_values:.2f}   target >= 0.5")
+        if args.only != "sink":
+            source_figures(spark, broker.bootstrap, args, work)
+        if args.only != "source":
+            sink_figures(spark, broker.bootstrap, args.sink_records, args.size, args.partitions, args.repeat)
     finally:
         if spark is not None:
             spark.stop()

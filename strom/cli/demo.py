@@ -4,19 +4,23 @@ Starts an embedded broker (a ``strom server-start`` subprocess on a free port, d
 ``DIR/data``), writes realistic nginx access-log lines to ``DIR/access.log`` (``gen-access-log``),
 tails them into the topic ``access-log`` (``ingest``, position in ``DIR/ingest.state``) and runs
 the Spark pipeline ``strom.spark.pipelines.access_log`` (checkpoints in ``DIR/checkpoints``,
-Parquet tables in ``DIR/parquet``, JSON results in the topic ``access-stats``). A terminal table
+Parquet tables in ``DIR/parquet``, JSON results in the topic ``access-stats``, written exactly
+once: each batch's results in Kafka transactions, read back read_committed). A terminal table
 shows ingestion, the queries' progress and the latest closed windows, refreshed every 2 s.
 
 Ctrl-C (or ``--duration`` seconds) stops everything in order: generator, ingest (flushed, state
 saved), Spark queries, broker (SIGTERM, clean shutdown). Run it again with the same ``--dir`` and
 it goes on from where it stopped: the ingest state and the Spark checkpoints make sure no line
-is counted twice in the Parquet tables. ``--dir`` defaults to ./strom-demo; ``--temp`` uses a
+is counted twice in the Parquet tables, and the sink's batch markers that no window result
+appears twice in ``access-stats``. ``--dir`` defaults to ./strom-demo; ``--temp`` uses a
 temporary directory that is removed afterwards.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import glob
 import json
 import os
 import shutil
@@ -95,7 +99,9 @@ def create_topics(bootstrap: str, topics: dict[str, int], timeout: float = 30.0)
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    from strom.cli.client_props import logging_config
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, **logging_config()})
     existing = admin.list_topics(timeout=timeout).topics
     wanted = [NewTopic(name, n, 1) for name, n in topics.items() if name not in existing]
     for name, future in (admin.create_topics(wanted, request_timeout=timeout).items() if wanted else []):
@@ -119,15 +125,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 class Results:
-    """The pipeline's JSON results read back from the output topic, latest value per window."""
+    """The pipeline's JSON results read back from the output topic, latest value per window.
+
+    read_committed: the pipeline writes in transactions, and a transaction a crash cut short is
+    aborted, never shown.
+    """
 
     def __init__(self, bootstrap: str):
         from confluent_kafka import Consumer, TopicPartition
 
+        from strom.cli.client_props import logging_config
+
         self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "strom-demo-view",
-                                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+                                  "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                                  "isolation.level": "read_committed", **logging_config()})
         self.consumer.assign([TopicPartition(OUTPUT_TOPIC, 0, 0)])
         self.minutes: dict[str, dict] = {}
+        self.minute_rows = 0  # with minutes: a window given twice would show here
         self.statuses: dict[str, dict[int, int]] = {}
         self.top: dict[str, dict[int, tuple[str, int]]] = {}
 
@@ -138,7 +152,8 @@ class Results:
             row = json.loads(msg.value())
             window = row.get("window_start", "")
             if row.get("kind") == "minute":
-                self.minutes[window] = row  # a replayed batch repeats a row: same window, same numbers
+                self.minutes[window] = row
+                self.minute_rows += 1
             elif row.get("kind") == "status":
                 self.statuses.setdefault(window, {})[int(row["status"])] = row["requests"]
             elif row.get("kind") == "top_url":
@@ -194,9 +209,59 @@ class _Notes:
         pass
 
 
+class LiveTable:
+    """The table on a terminal: redrawn in place by rich on the alternate screen, so that it is the only
+    thing there while the demo runs (the screen comes back as it was, and the last table is printed
+    below it). Elsewhere (a pipe, a log file) it is printed every ``plain_every`` seconds."""
+
+    def __init__(self, tty: bool, plain_every: float):
+        self.plain_every = plain_every
+        self.last_plain = 0.0
+        self.live = None
+        if tty:
+            from rich.live import Live
+
+            self.live = Live(screen=True, auto_refresh=False)
+            self.live.start()
+
+    def show(self, table: str) -> None:
+        if self.live is not None:
+            from rich.text import Text
+
+            self.live.update(Text(table), refresh=True)
+        elif time.monotonic() - self.last_plain >= self.plain_every:
+            print(table + "\n", flush=True)
+            self.last_plain = time.monotonic()
+
+    def close(self) -> None:
+        if self.live is not None:
+            self.live.stop()
+            self.live = None
+
+
+@contextlib.contextmanager
+def jvm_output_to(path: Path):
+    """Start Spark's JVM with its stdout and stderr in ``path``: it inherits fds 1 and 2 when PySpark
+    launches it, and keeps them, so its notes at startup, log lines and the stack traces of a batch
+    interrupted at shutdown go to the file, not over the table. Python's own output is unchanged."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    try:
+        with open(path, "ab") as log:
+            os.dup2(log.fileno(), 1)
+            os.dup2(log.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        os.close(saved[0])
+        os.close(saved[1])
+
+
 def parquet_summary(spark, parquet_dir: str) -> str:
     path = os.path.join(parquet_dir, "minute_stats")
-    if not os.path.isdir(path):
+    if not glob.glob(os.path.join(path, "**", "*.parquet"), recursive=True):  # a first batch cut short leaves none
         return "Parquet: no window written yet"
     from pyspark.sql import functions as F
 
@@ -208,6 +273,7 @@ def parquet_summary(spark, parquet_dir: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from strom.cli.client_props import send_client_log_to
     from strom.cli.gen_access_log import generate
     from strom.cli.ingest import Ingest
     from strom.spark.pipelines import access_log
@@ -219,7 +285,7 @@ def run(args: argparse.Namespace) -> int:
     tty = sys.stdout.isatty()
     print(f"strom demo: working directory {base}", flush=True)
     broker = EmbeddedBroker(base / "data")
-    spark = queries = ingest = results = None
+    spark = queries = ingest = results = table = None
     threads: list[threading.Thread] = []
     generated = [0]
     try:
@@ -234,6 +300,7 @@ def run(args: argparse.Namespace) -> int:
                 generate(args.rate, None, out, stop=stop.is_set, on_tick=lambda n: generated.__setitem__(0, n))
 
         notes = _Notes()
+        send_client_log_to(notes.write)  # librdkafka's lines: the note under the table, not over it
         ingest = Ingest(argparse.Namespace(
             bootstrap_server=broker.bootstrap, topic=TOPIC, file=[str(log_path)], follow=True,
             key_regex=r"^(\S+)", state_file=str(base / "ingest.state"), poll_interval=0.2,
@@ -244,7 +311,9 @@ def run(args: argparse.Namespace) -> int:
             thread.start()
 
         print("strom demo: starting Spark (this takes a while)...", flush=True)
-        spark = access_log.build_session("strom-demo", shuffle_partitions=2)
+        with jvm_output_to(base / "spark.log"):
+            spark = access_log.build_session("strom-demo", shuffle_partitions=2)
+        print(f"strom demo: Spark's own output goes to {base / 'spark.log'}", flush=True)
         spark.sparkContext.setLogLevel("ERROR")
         queries = access_log.start(spark, bootstrap=broker.bootstrap, topic=TOPIC, output_topic=OUTPUT_TOPIC,
                                    parquet_dir=str(base / "parquet"), checkpoint_dir=str(base / "checkpoints"),
@@ -253,25 +322,26 @@ def run(args: argparse.Namespace) -> int:
         results = Results(broker.bootstrap)
         started = time.monotonic()
         deadline = None if args.duration is None else started + args.duration
-        last_plain = 0.0
+        table = LiveTable(tty, 10 * args.refresh)
         while not stop.is_set() and (deadline is None or time.monotonic() < deadline):
             results.poll()
             failed = [q for q in queries if not q.isActive]
             if failed:
+                table.close()
                 print(f"strom demo: query {failed[0].name} stopped: {failed[0].exception()}", file=sys.stderr)
                 return 1
-            table = render(started, generated[0], ingest, queries, results, notes.last)
-            if tty:
-                sys.stdout.write("\x1b[H\x1b[2J" + table + "\n")
-                sys.stdout.flush()
-            elif time.monotonic() - last_plain >= 10 * args.refresh:
-                print(table + "\n", flush=True)
-                last_plain = time.monotonic()
+            table.show(render(started, generated[0], ingest, queries, results, notes.last))
             stop.wait(args.refresh)
+        table.close()
         results.poll()
         print(render(started, generated[0], ingest, queries, results, notes.last), flush=True)
+        print(f"strom demo: {OUTPUT_TOPIC} (read_committed) holds {results.minute_rows} minute rows for "
+              f"{len(results.minutes)} windows", flush=True)
         return 0
     finally:
+        if table is not None:
+            table.close()
+        send_client_log_to(lambda line: None)  # the broker stops last: its clients' disconnects are expected
         print("\nstrom demo: stopping...", flush=True)
         stop.set()
         if ingest is not None:
@@ -290,6 +360,7 @@ def run(args: argparse.Namespace) -> int:
         broker.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        send_client_log_to(None)
         if args.temp:
             shutil.rmtree(base, ignore_errors=True)
         else:

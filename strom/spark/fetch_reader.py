@@ -4,8 +4,12 @@ A client library hands records over one Message object at a time, which costs a 
 a record in Python; the source spent most of its time there. This reader asks the partition's
 leader for record batches (Fetch, the request every consumer sends) and decodes each batch into
 columns in bulk (``strom.spark.batch_columns``). It talks to any Kafka-compatible broker over
-PLAINTEXT; ``kafka_io.read_range`` keeps confluent-kafka for SSL/SASL and read_committed, which
-this reader does not implement.
+PLAINTEXT; ``kafka_io.read_range`` keeps confluent-kafka for SSL/SASL only.
+
+``isolation.level=read_committed`` is read here too, as Kafka's own consumer does it: Fetch and
+ListOffsets carry isolation_level=1, so the leader answers only below the last stable offset
+(LSO) and lists the aborted transactions overlapping what it returned; ``AbortedFilter`` then
+drops the batches of those transactions, and control batches (the markers) are never rows.
 
 One blocking connection per read, one request at a time. Every wait is bounded: connects and
 reads by ``kafkaConsumer.pollTimeoutMs``, responses by MAX_RESPONSE_BYTES before they are read.
@@ -13,18 +17,19 @@ reads by ``kafkaConsumer.pollTimeoutMs``, responses by MAX_RESPONSE_BYTES before
 
 from __future__ import annotations
 
+import heapq
 import logging
 import socket
 import struct
 import time
-from typing import Any, Iterator
+from typing import Any, Iterator, NamedTuple
 
 from strom.protocol.api import ApiKey, request_class
 from strom.protocol.codec import decode_response, encode
 from strom.protocol.entities import build
-from strom.protocol.errors import DecodeError, ErrorCode
+from strom.protocol.errors import DecodeError, ErrorCode, InvalidRecordError
 from strom.protocol.frame import request_frame, response_body_offset
-from strom.protocol.records import BatchHeader, complete_batches_end, iter_batch_headers
+from strom.protocol.records import BatchHeader, complete_batches_end, iter_batch_headers, read_control_record
 from strom.spark.options import OffsetRange, SourceOptions
 
 log = logging.getLogger("strom.spark")
@@ -91,6 +96,63 @@ class BrokerLink:
         self._sock.close()
 
 
+class Fetched(NamedTuple):
+    """One partition of a Fetch response: whole batches and what the leader said about the log."""
+
+    records: memoryview
+    high_watermark: int
+    last_stable_offset: int  # -1 from brokers that do not know it
+    log_start_offset: int
+    aborted: list[tuple[int, int]]  # (producer id, first offset); read_committed only
+
+    @property
+    def stable_end(self) -> int:
+        """Where a reader of this isolation level stops: the LSO, or the high watermark."""
+        return self.last_stable_offset if self.last_stable_offset >= 0 else self.high_watermark
+
+
+def read_committed(opts: SourceOptions) -> bool:
+    return str(opts.client_config.get("isolation.level", "read_uncommitted")).lower() == "read_committed"
+
+
+class AbortedFilter:
+    """Kafka's read_committed rule for the batches of one Fetch response (its consumer's Fetcher).
+
+    The leader lists the aborted transactions overlapping the fetched range as (producer id, first
+    offset). Walking the batches in offset order, a transaction becomes "aborted" for its producer
+    once a batch reaches its first offset, and stops being so at that producer's ABORT marker;
+    transactional batches of a producer in between are dropped. Ranges of one producer never
+    overlap (a producer has one open transaction at a time), so a set of producer ids is enough.
+    A fresh filter per response is right: an aborted transaction that began before the fetch
+    offset is listed too (its range overlaps), and enters the set at the first batch.
+    """
+
+    def __init__(self, aborted: list[tuple[int, int]]):
+        self._upcoming = [(first_offset, producer_id) for producer_id, first_offset in aborted]
+        heapq.heapify(self._upcoming)
+        self._aborting: set[int] = set()
+
+    def keep(self, records, header: BatchHeader) -> bool:
+        """Whether ``header``'s batch holds rows for a read_committed reader."""
+        if header.producer_id >= 0:
+            while self._upcoming and self._upcoming[0][0] <= header.last_offset:
+                self._aborting.add(heapq.heappop(self._upcoming)[1])
+            if header.is_control:
+                if header.producer_id in self._aborting and _is_abort_marker(records, header):
+                    self._aborting.discard(header.producer_id)
+            elif header.is_transactional and header.producer_id in self._aborting:
+                return False
+        return not header.is_control
+
+
+def _is_abort_marker(records, header: BatchHeader) -> bool:
+    try:
+        commit, _ = read_control_record(records, header)
+    except InvalidRecordError:  # a control record of another type (Kafka reserves them): no marker
+        return False
+    return not commit
+
+
 class PartitionReader:
     """Reads [start, end) of one topic-partition; yields (header, batch bytes) of data batches."""
 
@@ -99,6 +161,7 @@ class PartitionReader:
         self.topic = topic
         self.partition = partition
         self.timeout_s = opts.poll_timeout_s
+        self.isolation_level = 1 if read_committed(opts) else 0
         self._link: BrokerLink | None = None
 
     # -- connections -------------------------------------------------------------------------
@@ -157,14 +220,14 @@ class PartitionReader:
 
     # -- offsets -----------------------------------------------------------------------------
     def watermarks(self) -> tuple[int, int]:
-        """(earliest, latest) offsets, asked of the leader."""
+        """(earliest, latest) offsets, asked of the leader; latest is the LSO under read_committed."""
         deadline = time.monotonic() + self.timeout_s
         return (self._call(lambda link: self._list_offset(link, -2), deadline),
                 self._call(lambda link: self._list_offset(link, -1), deadline))
 
     def _list_offset(self, link: BrokerLink, timestamp: int) -> int:
         response = link.request(ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION, {
-            "replica_id": -1, "isolation_level": 0, "topics": [{"name": self.topic, "partitions": [
+            "replica_id": -1, "isolation_level": self.isolation_level, "topics": [{"name": self.topic, "partitions": [
                 {"partition_index": self.partition, "current_leader_epoch": -1, "timestamp": timestamp}]}]})
         for topic in response.topics:
             for p in topic.partitions:
@@ -174,19 +237,19 @@ class PartitionReader:
         raise _Retry("ListOffsets answered without the partition")
 
     # -- records -----------------------------------------------------------------------------
-    def fetch(self, offset: int) -> tuple[memoryview, int, int]:
-        """One Fetch at ``offset``: (whole batches, high watermark, log start offset).
+    def fetch(self, offset: int) -> Fetched:
+        """One Fetch at ``offset``: whole batches, watermarks and (read_committed) aborted transactions.
 
-        An empty view means nothing new within FETCH_MAX_WAIT_MS. Raises OffsetOutOfRange when
+        Empty records mean nothing new within FETCH_MAX_WAIT_MS. Raises OffsetOutOfRange when
         ``offset`` is no longer (or not yet) in the log.
         """
         deadline = time.monotonic() + self.timeout_s
         return self._call(lambda link: self._fetch(link, offset), deadline)
 
-    def _fetch(self, link: BrokerLink, offset: int) -> tuple[memoryview, int, int]:
+    def _fetch(self, link: BrokerLink, offset: int) -> Fetched:
         response = link.request(ApiKey.FETCH, FETCH_VERSION, {
             "replica_id": -1, "max_wait": FETCH_MAX_WAIT_MS, "min_bytes": 1, "max_bytes": FETCH_MAX_BYTES,
-            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+            "isolation_level": self.isolation_level, "session_id": 0, "session_epoch": -1,
             "topics": [{"topic": self.topic, "partitions": [{
                 "partition": self.partition, "current_leader_epoch": -1, "fetch_offset": offset,
                 "log_start_offset": -1, "partition_max_bytes": PARTITION_MAX_BYTES}]}],
@@ -202,7 +265,9 @@ class PartitionReader:
                 _check(p.error_code, self.topic, self.partition)
                 records = memoryview(p.records if p.records is not None else b"")
                 whole, _ = complete_batches_end(records)
-                return records[:whole], p.high_watermark, p.log_start_offset
+                aborted = [(a.producer_id, a.first_offset) for a in (p.aborted_transactions or ())]
+                return Fetched(records[:whole], p.high_watermark, p.last_stable_offset, p.log_start_offset,
+                               aborted)
         raise _Retry("Fetch answered without the partition")
 
 
@@ -236,7 +301,9 @@ def read_batches(opts: SourceOptions, r: OffsetRange, on_data_loss
     Yields (record set, batch header, first wanted offset, end offset): ``on_data_loss(message)``
     raises or warns (failOnDataLoss) when offsets of the range are gone, and then the wanted
     range shrinks to what is left. The caller cuts batches to the wanted range: a fetch returns
-    whole batches, which may begin before it (or, after deleted records, hold them).
+    whole batches, which may begin before it (or, after deleted records, hold them). Control
+    batches never come out; under read_committed neither do batches of aborted transactions,
+    and the range was planned below the LSO (the driver's ListOffsets asks for it).
     """
     reader = PartitionReader(opts, r.topic, r.partition)
     try:
@@ -257,8 +324,8 @@ def read_batches(opts: SourceOptions, r: OffsetRange, on_data_loss
         deadline = time.monotonic() + opts.poll_timeout_s
         while position < end:
             try:
-                records, high_watermark, _ = reader.fetch(position)
-            except OffsetOutOfRange as exc:
+                fetched = reader.fetch(position)
+            except OffsetOutOfRange:
                 low, _ = reader.watermarks()
                 on_data_loss(f"Offset {position} of {r.topic}-{r.partition} was deleted while reading "
                              f"(earliest available offset is now {low})")
@@ -266,12 +333,15 @@ def read_batches(opts: SourceOptions, r: OffsetRange, on_data_loss
                     return
                 position = max(low, position)
                 continue
+            records = fetched.records
+            committed = AbortedFilter(fetched.aborted) if reader.isolation_level else None
             moved = False
             for header in iter_batch_headers(records):
                 next_offset = header.base_offset + header.last_offset_delta + 1
+                keep = committed.keep(records, header) if committed is not None else not header.is_control
                 if next_offset <= position:
                     continue  # a batch before the position (fetches start at the batch holding it)
-                if not header.is_control:
+                if keep:
                     yield records, header, position, end
                 position = next_offset
                 moved = True
@@ -279,7 +349,7 @@ def read_batches(opts: SourceOptions, r: OffsetRange, on_data_loss
                     break
             if moved:
                 deadline = time.monotonic() + opts.poll_timeout_s
-            elif high_watermark <= position:
+            elif fetched.stable_end <= position:
                 # the rest of the range is gone (records at the end aborted or compacted away)
                 break
             elif time.monotonic() > deadline:

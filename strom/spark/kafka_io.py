@@ -6,10 +6,10 @@ range and yields pyarrow RecordBatches of up to ``READ_BATCH`` rows, in one of t
 
 * over PLAINTEXT (the default), with Fetch requests to the leader, decoding each record batch
   into columns in bulk (``strom.spark.fetch_reader``, ``strom.spark.batch_columns``): about
-  0.5 µs a record;
-* with SSL/SASL settings or ``isolation.level=read_committed``, through a confluent-kafka
-  consumer (assign + seek, never a consumer group), column by column over its Message objects:
-  about 2.5 µs a record, but every security mechanism librdkafka has.
+  0.5 µs a record, for read_uncommitted and read_committed alike;
+* with SSL/SASL settings, through a confluent-kafka consumer (assign + seek, never a consumer
+  group), column by column over its Message objects: about 2.5 µs a record, but every security
+  mechanism librdkafka has (and its own read_committed).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from strom.spark.options import (
     Offsets,
     SourceOptions,
     TopicPartitionKey,
+    connection_config,
 )
 
 log = logging.getLogger("strom.spark")
@@ -74,12 +75,8 @@ class Admin:
         from confluent_kafka.admin import AdminClient
 
         self.opts = opts
-        config = {"bootstrap.servers": opts.bootstrap_servers}
         # only the connection properties: the admin client would warn about consumer-only keys
-        for key, value in opts.client_config.items():
-            if key.startswith(("security.", "sasl.", "ssl.", "client.", "socket.", "broker.", "api.",
-                               "metadata.", "debug", "log_level")):
-                config[key] = value
+        config = {"bootstrap.servers": opts.bootstrap_servers, **connection_config(opts.client_config)}
         self.isolation = opts.client_config.get("isolation.level", "read_uncommitted")
         self._admin = AdminClient(config)
 
@@ -202,10 +199,9 @@ def read_range(opts: SourceOptions, r: OffsetRange, arrow_schema) -> Iterator:
 
 
 def needs_client_library(client_config: dict) -> bool:
-    """Whether reads must go through librdkafka: security protocols and read_committed."""
+    """Whether reads must go through librdkafka: only for TLS and SASL, which the Fetch reader lacks."""
     protocol = str(client_config.get("security.protocol", "plaintext")).lower()
-    return (protocol != "plaintext" or any(k.startswith(("sasl.", "ssl.")) for k in client_config)
-            or client_config.get("isolation.level") == "read_committed")
+    return protocol != "plaintext" or any(k.startswith(("sasl.", "ssl.")) for k in client_config)
 
 
 # Kafka batches with fewer records than this are decoded record by record: the bulk decoder's

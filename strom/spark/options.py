@@ -130,6 +130,10 @@ class SourceOptions:
         if isinstance(starting, dict) and not streaming and any(v == LATEST for v in starting.values()):
             raise StromOptionError("startingOffsets must not use -1 (latest) in a batch query")
         client = client_config_from_options(opts)
+        isolation = client.get("isolation.level")
+        if isolation is not None and isolation not in ("read_committed", "read_uncommitted"):
+            raise StromOptionError("option 'kafka.isolation.level' must be read_committed or read_uncommitted, "
+                                   f"got {isolation!r}")
         poll_ms = opts.get("kafkaconsumer.polltimeoutms")
         return cls(
             bootstrap_servers=str(bootstrap),
@@ -144,6 +148,74 @@ class SourceOptions:
             poll_timeout_s=(int(poll_ms) / 1000.0) if poll_ms else 120.0,
             client_config=client,
         )
+
+
+AT_LEAST_ONCE = "at-least-once"
+EXACTLY_ONCE = "exactly-once"
+DEFAULT_TRANSACTIONAL_ID_PREFIX = "strom-sink"
+# The one-partition topic whose (never written) partition 0 carries the sink groups' marker
+# offsets: Kafka stores committed offsets only for partitions that exist, so the key must be real.
+DEFAULT_MARKER_TOPIC = "__strom_sink_markers"
+# Producer settings an exactly-once sink derives itself or cannot work without.
+_EXACTLY_ONCE_OWNED = {"transactional.id": "derived from the query id and the Spark partition id",
+                       "enable.idempotence": "transactions need the idempotent producer"}
+
+
+@dataclass(frozen=True)
+class SinkDelivery:
+    """The sink's delivery options: ``deliveryGuarantee``, ``transactionalIdPrefix``, ``writeId``, ``markerTopic``.
+
+    ``writeId`` names a batch (``df.write``) write: inside ``foreachBatch`` it is required, to
+    tell the writes of one micro-batch apart; outside it makes a re-run of the same job write
+    only what an earlier run did not commit.
+    """
+
+    exactly_once: bool = False
+    transactional_id_prefix: str = DEFAULT_TRANSACTIONAL_ID_PREFIX
+    write_id: str | None = None
+    marker_topic: str = DEFAULT_MARKER_TOPIC
+
+    @classmethod
+    def parse(cls, opts: dict) -> "SinkDelivery":
+        opts = {str(k).lower(): v for k, v in opts.items()}
+        raw = str(opts.get("deliveryguarantee", AT_LEAST_ONCE)).strip().lower().replace("_", "-")
+        if raw not in (AT_LEAST_ONCE, EXACTLY_ONCE):
+            raise StromOptionError(f"option 'deliveryGuarantee' must be {AT_LEAST_ONCE} or {EXACTLY_ONCE}, "
+                                   f"got {opts.get('deliveryguarantee')!r}")
+        exactly_once = raw == EXACTLY_ONCE
+        names = {name: opts.get(name.lower()) for name in ("transactionalIdPrefix", "writeId", "markerTopic")}
+        given = [name for name, value in names.items() if value is not None]
+        if given and not exactly_once:
+            raise StromOptionError(f"option {given[0]!r} needs deliveryGuarantee={EXACTLY_ONCE}")
+        for name, value in names.items():
+            if value is not None and not re.fullmatch(r"[A-Za-z0-9._-]+", str(value)):
+                raise StromOptionError(f"option {name!r} may hold only letters, digits, '.', '_' and '-', "
+                                       f"got {value!r}")
+        if exactly_once:
+            client = client_config_from_options(opts)
+            for key, why in _EXACTLY_ONCE_OWNED.items():
+                if key in client:
+                    raise StromOptionError(f"option 'kafka.{key}' cannot be set with deliveryGuarantee="
+                                           f"{EXACTLY_ONCE}: {why}")
+            if str(client.get("acks", "all")).lower() not in ("all", "-1"):
+                raise StromOptionError(f"deliveryGuarantee={EXACTLY_ONCE} needs kafka.acks=all "
+                                       f"(transactions require it), got {client['acks']!r}")
+        return cls(exactly_once=exactly_once,
+                   transactional_id_prefix=str(names["transactionalIdPrefix"] or DEFAULT_TRANSACTIONAL_ID_PREFIX),
+                   write_id=None if names["writeId"] is None else str(names["writeId"]),
+                   marker_topic=str(names["markerTopic"] or DEFAULT_MARKER_TOPIC))
+
+    def transactional_id(self, write: str, partition: int) -> str:
+        """The transactional.id of one Spark partition of one write; also the name of its sink group."""
+        return f"{self.transactional_id_prefix}-{write}-{partition}"
+
+
+def connection_config(client_config: dict) -> dict:
+    """The connection and security properties of ``kafka.*`` options: for admin and side clients,
+    which would warn about (or reject) consumer- or producer-only keys."""
+    return {key: value for key, value in client_config.items()
+            if key.startswith(("security.", "sasl.", "ssl.", "client.", "socket.", "broker.", "api.",
+                               "metadata.", "debug", "log_level"))}
 
 
 def client_config_from_options(opts: dict) -> dict:

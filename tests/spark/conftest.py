@@ -85,3 +85,103 @@ def wait_for(predicate, timeout: float = WAIT_S, what: str = "condition"):
             return value
         time.sleep(0.2)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+# -- transactions --------------------------------------------------------------------------
+
+def transactional_feed(bootstrap: str, topic: str, partitions: int, chunks: int, per_chunk: int,
+                       abort_every: int = 4, other_every: int = 1) -> list[bytes]:
+    """Records written by confluent-kafka's transactional producer; returns the committed values.
+
+    Chunk by chunk, producer "main" writes ``per_chunk`` values in one transaction, committed
+    except every ``abort_every``-th, while producer "other" interleaves a copy of every
+    ``other_every``-th value in a transaction that is always aborted (flushed first, as a crashed
+    producer's data would be). Two thirds of the records go to partition 0, so partitions differ
+    in size.
+    """
+    from confluent_kafka import Producer
+
+    def producer(name):
+        p = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"feed-{topic}-{name}", "linger.ms": 5})
+        p.init_transactions(WAIT_S)
+        return p
+
+    main, other = producer("main"), producer("other")
+    committed, n = [], 0
+    for chunk in range(chunks):
+        main.begin_transaction()
+        other.begin_transaction()
+        values = []
+        for _ in range(per_chunk):
+            value = b"v-%d" % n
+            partition = (1 if n % 3 == 0 else 0) % partitions
+            main.produce(topic, value, key=b"k-%d" % n, partition=partition)
+            if n % other_every == 0:
+                other.produce(topic, b"aborted-" + value, partition=partition)
+            values.append(value)
+            n += 1
+        main.flush(WAIT_S)
+        other.flush(WAIT_S)
+        other.abort_transaction(WAIT_S)
+        if chunk % abort_every == abort_every - 1:
+            main.abort_transaction(WAIT_S)
+        else:
+            main.commit_transaction(WAIT_S)
+            committed += values
+    return committed
+
+
+def latest_offsets(bootstrap: str, topic: str, partitions: int, read_committed: bool, admin=None) -> dict[int, int]:
+    """ListOffsets(latest): the LSO of each partition under read_committed, else the high watermark."""
+    from confluent_kafka import IsolationLevel, TopicPartition
+    from confluent_kafka.admin import AdminClient, OffsetSpec
+
+    admin = admin or AdminClient({"bootstrap.servers": bootstrap})
+    level = IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED
+    futures = admin.list_offsets({TopicPartition(topic, p): OffsetSpec.latest() for p in range(partitions)},
+                                 isolation_level=level, request_timeout=WAIT_S)
+    return {tp.partition: f.result().offset for tp, f in futures.items()}
+
+
+def consume_all(bootstrap: str, topic: str, partitions: int, isolation: str,
+                start: int = 0) -> list[tuple[int, int, bytes]]:
+    """(partition, offset, value) of every record a confluent-kafka consumer with ``isolation`` is
+    given from offset ``start`` on, up to the end as ListOffsets reports it for that level."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    ends = latest_offsets(bootstrap, topic, partitions, isolation == "read_committed")
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "strom-test-reader",
+                         "enable.auto.commit": False, "isolation.level": isolation,
+                         "enable.partition.eof": True})
+    try:
+        consumer.assign([TopicPartition(topic, p, start) for p in range(partitions)])
+        records, done = [], {p for p, end in ends.items() if end <= start}
+        deadline = time.monotonic() + WAIT_S
+        while len(done) < partitions:
+            assert time.monotonic() < deadline, f"reading {topic} did not finish"
+            for msg in consumer.consume(1000, 0.5):
+                if msg.error() is not None:
+                    if msg.error().code() == -191:  # _PARTITION_EOF
+                        done.add(msg.partition())
+                    continue
+                records.append((msg.partition(), msg.offset(), msg.value()))
+        return records
+    finally:
+        consumer.close()
+
+
+def fetch_path_read(bootstrap: str, topic: str, partition: int, start: int, end: int,
+                    isolation: str) -> list[tuple[int, bytes]]:
+    """(offset, value) of [start, end) of one partition as the source's executors read it: Fetch."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from strom.spark.kafka_io import needs_client_library, read_range
+    from strom.spark.options import OffsetRange, SourceOptions
+    from strom.spark.source import kafka_schema
+
+    opts = SourceOptions.parse({"kafka.bootstrap.servers": bootstrap, "subscribe": topic,
+                                "kafka.isolation.level": isolation}, streaming=False)
+    assert not needs_client_library(opts.client_config)  # the Fetch reader, not librdkafka
+    schema = to_arrow_schema(kafka_schema(False), timezone="UTC")
+    return [(o, v) for batch in read_range(opts, OffsetRange(topic, partition, start, end), schema)
+            for o, v in zip(batch.column("offset").to_pylist(), batch.column("value").to_pylist())]

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from strom.spark.options import (
+    DEFAULT_MARKER_TOPIC,
     OffsetRange,
+    SinkDelivery,
     SourceOptions,
     StromOptionError,
     offsets_from_json,
@@ -70,3 +72,28 @@ def test_split_ranges_for_min_partitions():
         mine = sorted((p.start, p.end) for p in parts if p.partition == partition)
         assert all(a[1] == b[0] for a, b in zip(mine, mine[1:]))  # contiguous, no overlap
     assert [p.size for p in split_ranges(ranges, None, 300) if p.partition == 0] == [250, 250, 250, 250]
+
+
+def test_sink_delivery_options():
+    assert SinkDelivery.parse(BASE) == SinkDelivery()  # at-least-once by default, as Spark's sink
+    eos = SinkDelivery.parse({**BASE, "deliveryGuarantee": "Exactly_Once", "writeId": "stats"})
+    assert eos.exactly_once and eos.write_id == "stats" and eos.marker_topic == DEFAULT_MARKER_TOPIC
+    assert eos.transactional_id("q-1", 3) == "strom-sink-q-1-3"
+    custom = SinkDelivery.parse({**BASE, "deliveryGuarantee": "exactly-once", "transactionalIdPrefix": "etl",
+                                 "markerTopic": "etl-markers", "kafka.acks": "-1"})
+    assert custom.transactional_id("q", 0) == "etl-q-0" and custom.marker_topic == "etl-markers"
+    for bad, match in [({"deliveryGuarantee": "twice"}, "deliveryGuarantee"),
+                       ({"writeId": "x"}, "needs deliveryGuarantee"),
+                       ({"deliveryGuarantee": "exactly-once", "kafka.transactional.id": "t"}, "derived"),
+                       ({"deliveryGuarantee": "exactly-once", "kafka.enable.idempotence": "false"}, "idempotent"),
+                       ({"deliveryGuarantee": "exactly-once", "kafka.acks": "1"}, "acks=all"),
+                       ({"deliveryGuarantee": "exactly-once", "writeId": "a b"}, "letters")]:
+        with pytest.raises(StromOptionError, match=match):
+            SinkDelivery.parse({**BASE, **bad})
+
+
+def test_isolation_level_is_checked():
+    ok = SourceOptions.parse({**BASE, "subscribe": "a", "kafka.isolation.level": "read_committed"}, streaming=False)
+    assert ok.client_config["isolation.level"] == "read_committed"
+    with pytest.raises(StromOptionError, match="isolation.level"):
+        SourceOptions.parse({**BASE, "subscribe": "a", "kafka.isolation.level": "committed"}, streaming=False)

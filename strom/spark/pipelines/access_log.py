@@ -15,10 +15,13 @@ watermark (default 10 s), in append mode, so each window is emitted once, when i
   requests per status code and the top 10 URLs per window.
 
 Every finished micro-batch goes to the output topic as JSON (``kind`` = minute | status |
-top_url; at least once, like any Kafka sink) and to Parquet under ``<parquet-dir>/<table>/
-batch_id=<n>``. A replayed batch (after a crash or a restart from the checkpoint) has the same
-id and the same rows and overwrites its own directory, so the Parquet tables hold every
-window exactly once.
+top_url) and to Parquet under ``<parquet-dir>/<table>/batch_id=<n>``. A replayed batch (after a
+crash or a restart from the checkpoint) has the same id and the same rows: it overwrites its own
+Parquet directory, and the topic write is exactly once by default (``--delivery-guarantee``):
+the strom sink writes each piece of a batch in a Kafka transaction together with a marker of
+the batch id, and a replay finds the marker and writes nothing. Read the topic with
+``isolation.level=read_committed`` to see each window once; ``at-least-once`` skips the
+transactions and may repeat a batch's rows after a crash.
 """
 
 from __future__ import annotations
@@ -108,13 +111,15 @@ def top_urls(url_status, n: int = 10):
 
 
 class BatchOutput:
-    """foreachBatch target: Parquet (idempotent per batch id) and the output topic (at least once)."""
+    """foreachBatch target: Parquet (idempotent per batch id) and the output topic (exactly once by default)."""
 
-    def __init__(self, bootstrap: str, output_topic: str | None, parquet_dir: str | None, kind: str):
+    def __init__(self, bootstrap: str, output_topic: str | None, parquet_dir: str | None, kind: str,
+                 delivery_guarantee: str = "exactly-once"):
         self.bootstrap = bootstrap
         self.output_topic = output_topic
         self.parquet_dir = parquet_dir
         self.kind = kind
+        self.delivery_guarantee = delivery_guarantee
 
     def tables(self, df) -> dict:
         if self.kind == "minute":
@@ -140,9 +145,14 @@ class BatchOutput:
                 payload = F.to_json(F.struct(F.lit(kind).alias("kind"), *[F.col(c) for c in result.columns]))
                 messages.append(result.select(F.lit(kind).alias("key"), payload.alias("value")))
             if self.output_topic:  # one Spark job for all tables
-                (reduce(lambda a, b: a.unionByName(b), messages).write.format("strom").mode("append")
-                 .option("kafka.bootstrap.servers", self.bootstrap)
-                 .option("topic", self.output_topic).save())
+                writer = (reduce(lambda a, b: a.unionByName(b), messages).write.format("strom").mode("append")
+                          .option("kafka.bootstrap.servers", self.bootstrap)
+                          .option("topic", self.output_topic)
+                          .option("deliveryGuarantee", self.delivery_guarantee))
+                if self.delivery_guarantee == "exactly-once":
+                    # the query id and this batch id come from Spark; the write id names this write
+                    writer = writer.option("writeId", "stats")
+                writer.save()
         finally:
             df.unpersist()
 
@@ -150,7 +160,8 @@ class BatchOutput:
 def start(spark, *, bootstrap: str, topic: str, output_topic: str | None, parquet_dir: str | None,
           checkpoint_dir: str, window: str = "1 minute", watermark: str = "10 seconds",
           trigger_seconds: float = 5.0, available_now: bool = False,
-          max_offsets_per_trigger: int | None = None, starting_offsets: str = "earliest") -> list:
+          max_offsets_per_trigger: int | None = None, starting_offsets: str = "earliest",
+          delivery_guarantee: str = "exactly-once") -> list:
     """Start both queries; returns their StreamingQuery handles."""
     from strom.spark import register
 
@@ -167,7 +178,7 @@ def start(spark, *, bootstrap: str, topic: str, output_topic: str | None, parque
                             ("url_status", url_status_counts(events, window, watermark), "url_status")):
         writer = (agg.writeStream.queryName(name).outputMode("append")
                   .option("checkpointLocation", os.path.join(checkpoint_dir, name))
-                  .foreachBatch(BatchOutput(bootstrap, output_topic, parquet_dir, kind)))
+                  .foreachBatch(BatchOutput(bootstrap, output_topic, parquet_dir, kind, delivery_guarantee)))
         writer = writer.trigger(availableNow=True) if available_now else \
             writer.trigger(processingTime=f"{trigger_seconds} seconds")
         queries.append(writer.start())
@@ -206,6 +217,9 @@ def build_session(app_name: str = "strom-access-log", shuffle_partitions: int = 
     if not conf.contains("spark.sql.shuffle.partitions"):
         # a streaming aggregation keeps one state store per shuffle partition: 200 is far too many here
         builder = builder.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+    if not conf.contains("spark.ui.showConsoleProgress"):
+        # a stage bar every few seconds would scroll over the pipeline's own output (the demo's table)
+        builder = builder.config("spark.ui.showConsoleProgress", "false")
     return builder.getOrCreate()
 
 
@@ -221,6 +235,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--watermark", default="10 seconds")
     parser.add_argument("--trigger-seconds", type=float, default=5.0)
     parser.add_argument("--max-offsets-per-trigger", type=int, default=None)
+    parser.add_argument("--delivery-guarantee", choices=("exactly-once", "at-least-once"), default="exactly-once",
+                        help="how the output topic is written (default exactly-once: read it read_committed)")
     parser.add_argument("--available-now", action="store_true",
                         help="process what is in the topic now, then stop (Trigger.AvailableNow)")
     return parser.parse_args(argv)
@@ -236,7 +252,8 @@ def main(argv=None) -> int:
     queries = start(spark, bootstrap=args.bootstrap_server, topic=args.topic, output_topic=args.output_topic,
                     parquet_dir=args.parquet_dir, checkpoint_dir=args.checkpoint_dir, window=args.window,
                     watermark=args.watermark, trigger_seconds=args.trigger_seconds,
-                    available_now=args.available_now, max_offsets_per_trigger=args.max_offsets_per_trigger)
+                    available_now=args.available_now, max_offsets_per_trigger=args.max_offsets_per_trigger,
+                    delivery_guarantee=args.delivery_guarantee)
     try:
         for query in queries:
             query.awaitTermination()
