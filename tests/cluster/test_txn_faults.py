@@ -58,6 +58,16 @@ class Copier:
             self.process.kill()
             self.process.wait(10)
 
+    def progressed_since(self, before: int, bootstrap: str) -> bool:
+        """Whether the copier committed more than ``before`` or finished; a copier that failed
+        (it may, while the brokers it needs are being killed) is replaced, as a supervisor would."""
+        code = self.process.poll()
+        if code == 0:
+            return True
+        if code is not None:
+            self.start()
+        return committed_total(bootstrap) > before
+
     def run_to_end(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
@@ -124,7 +134,7 @@ def kill_and_restart_leader(cluster, topic: str, partition: int, copier: Copier)
     wait_until(lambda: cluster.leader(topic, partition) not in (victim, -1)
                and cluster.leader(topic, partition) in cluster.registered(), FAILOVER_S,
                f"a new leader for {topic}-{partition}")
-    wait_until(lambda: committed_total(cluster.bootstrap) > before or copier.process.poll() == 0, 60,
+    wait_until(lambda: copier.progressed_since(before, cluster.bootstrap), 60,
                f"copier progress after killing broker {victim}", interval_s=0.5)
     cluster.restart(victim)
 

@@ -21,11 +21,16 @@ BATCH = 200
 
 
 def end_offsets(consumer: Consumer, topic: str) -> dict[int, int]:
-    metadata = consumer.list_topics(topic, timeout=20)
-    ends = {}
-    for partition in metadata.topics[topic].partitions:
-        ends[partition] = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=20)[1]
-    return ends
+    """The input's end offsets, retried while a leader is being killed or moved (bounded)."""
+    for _ in range(60):
+        try:
+            metadata = consumer.list_topics(topic, timeout=20)
+            return {partition: consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=20)[1]
+                    for partition in metadata.topics[topic].partitions}
+        except KafkaException as exc:
+            print(f"end offsets not readable yet: {exc}", flush=True)
+            time.sleep(0.5)
+    raise SystemExit(4)
 
 
 def committed(consumer: Consumer, topic: str, partitions: list[int]) -> list[TopicPartition]:
