@@ -20,7 +20,8 @@ import pytest
 from strom.protocol.api import ApiKey
 from strom.protocol.compression import DecompressedTooLargeError, decompress
 from strom.protocol.errors import ErrorCode
-from strom.protocol.records import ATTRIBUTES_OFFSET, CRC_OFFSET, HEADER, NewRecord, build_batch
+from strom.protocol.records import ATTRIBUTES_OFFSET, CRC_OFFSET, HEADER, NewRecord, build_batch, encode_varint
+from strom.server.wire import uvarint
 from tests.integration.clients import RawClient, confluent_consume, confluent_produce, rss_kb, unique_topic, Msg
 
 MiB = 1024 * 1024
@@ -36,12 +37,8 @@ def _record_prefix(value_size: int) -> tuple[bytes, bytes]:
 
 
 def _varint(value: int) -> bytes:
-    value = (value << 1) ^ (value >> 63)
     out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
+    encode_varint(value, out)
     return bytes(out)
 
 
@@ -124,19 +121,10 @@ def test_small_batch_inflating_past_max_message_bytes_is_refused(broker, codec, 
 def test_raw_snappy_block_claiming_4_gb_is_refused_from_its_header(broker):
     topic = unique_topic("bomb-snappy-raw")
     _create(broker.bootstrap, topic)
-    lying = _varint_unsigned(4 * 1024 * MiB - 1) + b"\x00" * 40  # the block's length header, then junk
+    lying = uvarint(4 * 1024 * MiB - 1) + b"\x00" * 40  # the block's length header, then junk
     with RawClient(broker.bootstrap) as client:
         result = produce(client, topic, bomb_batch(SNAPPY, lying))
     assert result.error_code == ErrorCode.MESSAGE_TOO_LARGE, result
-
-
-def _varint_unsigned(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def test_gigabyte_bombs_leave_the_brokers_memory_alone(broker):
