@@ -12,16 +12,17 @@ from dataclasses import dataclass, field
 
 from strom.txn.records import TxnLogValue, TxnState
 
-# Kafka's TransactionState.validPreviousStates.
+# Kafka's TransactionState.validPreviousStates, less PrepareEpochFence: that is Kafka's in-memory
+# step before the PrepareAbort of a fenced epoch, never written; strom prepares that PrepareAbort
+# (with the bumped epoch) directly from Ongoing.
 VALID_PREVIOUS = {
     TxnState.EMPTY: {TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT},
     TxnState.ONGOING: {TxnState.ONGOING, TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT},
     TxnState.PREPARE_COMMIT: {TxnState.ONGOING},
-    TxnState.PREPARE_ABORT: {TxnState.ONGOING, TxnState.PREPARE_EPOCH_FENCE},
+    TxnState.PREPARE_ABORT: {TxnState.ONGOING},
     TxnState.COMPLETE_COMMIT: {TxnState.PREPARE_COMMIT},
     TxnState.COMPLETE_ABORT: {TxnState.PREPARE_ABORT},
     TxnState.DEAD: {TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT},
-    TxnState.PREPARE_EPOCH_FENCE: {TxnState.ONGOING},
 }
 
 MAX_EPOCH = 32767
@@ -48,9 +49,7 @@ class TxnTransition:
         by_topic: dict[str, list[int]] = {}
         for topic, index in self.partitions:
             by_topic.setdefault(topic, []).append(index)
-        # Kafka stores PrepareEpochFence as the PrepareAbort it leads to (the state is never persisted)
-        state = TxnState.PREPARE_ABORT if self.state == TxnState.PREPARE_EPOCH_FENCE else self.state
-        return TxnLogValue(self.producer_id, self.producer_epoch, self.timeout_ms, state, by_topic,
+        return TxnLogValue(self.producer_id, self.producer_epoch, self.timeout_ms, self.state, by_topic,
                            self.update_ms, self.start_ms)
 
 
