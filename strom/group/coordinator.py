@@ -837,6 +837,36 @@ class GroupCoordinator:
                 results[group_id] = code
         return results
 
+    async def remove_offsets_of_deleted_topics(self, topics: set[str]) -> int:
+        """A deleted topic's committed offsets go with it, as Kafka's coordinator does on deletion.
+
+        Otherwise a topic re-created under the same name would hand a group its old offsets, which
+        point into a log that no longer exists (and lag tools would report them forever). Only
+        groups this broker coordinates are touched; the others' coordinators see the same deletion.
+        Returns how many offsets were removed.
+        """
+        removed = 0
+        for group in list(self.groups.values()):
+            if group.partition not in self.owned_partitions or group.state == GroupState.DEAD:
+                continue
+            doomed = {tp for tp in group.offsets if tp[0] in topics}
+            for pending in group.pending_txn_offsets.values():
+                doomed.update(tp for tp in pending if tp[0] in topics)
+            if not doomed:
+                continue
+            written = _Offset()
+            entries = [(schema.encode_key(schema.OffsetKey(group.group_id, t, p)), None) for t, p in sorted(doomed)]
+            if await self.store.write(group.partition, entries, on_append=written):
+                log.warning("could not remove the offsets of deleted topics %s from group %s; they expire with "
+                            "offsets.retention.minutes", sorted(topics), group.group_id)
+                continue
+            for tp in doomed:
+                group.remove_offset(tp, written.value)
+            removed += len(doomed)
+            log.info("group %s: removed %d committed offsets of deleted topics %s", group.group_id, len(doomed),
+                     sorted({t for t, _ in doomed}))
+        return removed
+
     def _rehome_pending(self, dead: Group) -> None:
         """Offsets a transaction wrote after the tombstones of a deleted group belong to the group
         id's next life, as a reload of the log would see them."""

@@ -351,7 +351,9 @@ class Broker:
         The controller runs its reconcile pass first; what it writes fires the watches again,
         and the next reload applies it.
         """
+        known = {name: info.topic_id for name, info in self.metadata.topics.items()}
         self.metadata.load(self.store, watch=self._on_store_change)
+        self._forget_offsets_of_deleted_topics(known)
         if not self.controller.is_active and self.metadata.controller_id == -1:
             self.controller.elect()
             self.metadata.controller_id = self.controller.current_controller()
@@ -359,6 +361,16 @@ class Broker:
             if self.controller.reconcile(self.metadata, self._unclean_enabled):
                 self.metadata.load(self.store, watch=self._on_store_change)
         self.replica_manager.apply_metadata()
+
+    def _forget_offsets_of_deleted_topics(self, known: dict[str, object]) -> None:
+        """Topics gone since the last load (or re-created under a new id) lose their groups' offsets."""
+        topics = self.metadata.topics
+        deleted = {name for name, topic_id in known.items()
+                   if (info := topics.get(name)) is None or info.topic_id != topic_id}
+        if deleted:
+            self._background = [t for t in self._background if not t.done()]
+            self._background.append(asyncio.create_task(
+                self.group_coordinator.remove_offsets_of_deleted_topics(deleted)))
 
     def _rebalance_leaders(self) -> None:
         """auto.leader.rebalance.enable: run every leader.imbalance.check.interval.seconds (acts on the controller)."""
