@@ -15,12 +15,15 @@ import sys
 
 def api_table() -> str:
     from strom.protocol.api import ApiKey
+    from strom.protocol.legacy.schema.index import KAFKA_RANGES
     from strom.server.handlers import HANDLERS
 
-    lines = ["| API | key | versions |", "| --- | --- | --- |"]
+    lines = ["| API | key | versions | Kafka 3.9 |", "| --- | --- | --- | --- |"]
     for spec in sorted(HANDLERS.values(), key=lambda s: s.api_key):
         name = "".join(part.capitalize() for part in ApiKey(spec.api_key).name.split("_"))
-        lines.append(f"| {name} | {spec.api_key} | {spec.min_version}–{spec.max_version} |")
+        kafka = KAFKA_RANGES.get(spec.api_key)
+        kafka_text = f"{kafka[0]}–{kafka[1]}" if kafka else "–"
+        lines.append(f"| {name} | {spec.api_key} | {spec.min_version}–{spec.max_version} | {kafka_text} |")
     return "\n".join(lines)
 
 

@@ -25,6 +25,7 @@ Prints figures and asserts nothing (these machines are shared and noisy).
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import re
 import shutil
@@ -54,7 +55,10 @@ class LocalCluster:
                         "--override", f"replica.lag.time.max.ms={LAG_TIME_MAX_MS}")
         if started.returncode != 0:
             raise SystemExit(f"strom cluster start failed:\n{started.stdout}{started.stderr}")
-        self.bootstrap = re.search(r"^Bootstrap servers: (\S+)$", started.stdout, re.M)[1]
+        found = re.search(r"^Bootstrap servers: (\S+)$", started.stdout, re.M)
+        if found is None:
+            raise SystemExit(f"strom cluster start printed no bootstrap servers:\n{started.stdout}")
+        self.bootstrap = found[1]
         from confluent_kafka.admin import AdminClient
 
         self.admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 3})
@@ -167,7 +171,7 @@ def failover_round(cluster: LocalCluster, topic: str) -> tuple[float, int, list[
         while not stop.is_set():
             sent_at = time.monotonic()
             producer.produce(topic, b"x" * 100, partition=led[i % len(led)],
-                             on_delivery=lambda err, msg, sent_at=sent_at: report(err, msg, sent_at))
+                             on_delivery=functools.partial(report, sent_at=sent_at))
             producer.poll(0.005)
             i += 1
 
@@ -210,10 +214,12 @@ def end_to_end_latency(bootstrap: str, topic: str, seconds: float, rate: int) ->
             msg = consumer.poll(0.1)
             if msg is None or msg.error():
                 continue
-            if msg.value() == b"warm-up":
-                warmed.add(msg.partition())
+            value, partition = msg.value(), msg.partition()
+            assert value is not None and partition is not None  # the bench's own messages
+            if value == b"warm-up":
+                warmed.add(partition)
                 continue
-            (sent,) = struct.unpack(">d", msg.value()[:8])
+            (sent,) = struct.unpack(">d", value[:8])
             latencies.append((time.perf_counter() - sent) * 1000)
 
     reader = threading.Thread(target=consume, daemon=True)

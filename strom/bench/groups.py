@@ -131,7 +131,9 @@ def bench_join(bootstrap: str, topic: str, strategy: str, runs: int) -> tuple[li
             newcomer = Member(bootstrap, group, topic, strategy)
             members.append(newcomer)
             poll_until(members, lambda: newcomer.assigned_at is not None)
-            own.append(newcomer.assigned_at - started)
+            assigned_at = newcomer.assigned_at
+            assert assigned_at is not None  # poll_until waited for it
+            own.append(assigned_at - started)
             poll_until(members, lambda: split_evenly(members))
             whole.append(time.perf_counter() - started)
         finally:
@@ -176,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--commit-seconds", type=float, default=3.0, help="how long to commit for")
     args = parser.parse_args(argv)
     broker = None if args.bootstrap_server else Broker()
-    bootstrap = args.bootstrap_server or broker.bootstrap
+    bootstrap = args.bootstrap_server if broker is None else broker.bootstrap
     try:
         topic = create_topic(bootstrap, PARTITIONS)
         print(f"broker {bootstrap}; topic {topic} with {PARTITIONS} partitions; "

@@ -96,7 +96,9 @@ def main(argv: list[str] | None = None) -> None:
                         "--producer-props", "acks=1", "linger.ms=5")
             produce_cpu = cpu_seconds(broker.pid) - before
             summary = [PRODUCE_LINE.search(line) for line in out.splitlines() if "th" in line and "99.9th" in line]
-            produced = float(summary[-1].group(2)), float(summary[-1].group(3))
+            last = summary[-1]
+            assert last is not None, f"no summary line from producer-perf-test:\n{out}"
+            produced = float(last.group(2)), float(last.group(3))
             before = cpu_seconds(broker.pid)
             out = strom("consumer-perf-test", "--bootstrap-server", bootstrap, "--topic", topic, "--messages",
                         str(args.messages), "--consumer.config", props, "--hide-header", "--timeout", "30000")

@@ -110,7 +110,9 @@ def consume_all(bootstrap: str, topic: str, isolation: str, timeout_s: float = 1
             if error is None:
                 count += 1
             elif error.code() == error._PARTITION_EOF:
-                done.add(message.partition())
+                partition = message.partition()
+                assert partition is not None  # an end-of-partition event names its partition
+                done.add(partition)
     elapsed = time.perf_counter() - started
     consumer.close()
     return count, elapsed
@@ -131,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     broker = None
     if args.bootstrap_server is None:
         broker = EmbeddedBroker(os.path.join(tempfile.mkdtemp(prefix="strom-bench-txn-"), "data")).start()
-    bootstrap = args.bootstrap_server or broker.bootstrap
+    bootstrap = args.bootstrap_server if broker is None else broker.bootstrap
     payload = os.urandom(args.size)
     try:
         topic = create_topic(bootstrap, args.partitions, "bench-txn")

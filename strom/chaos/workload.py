@@ -33,16 +33,19 @@ class Verdict:
     out_of_order: list[str]
     failed_but_present: int  # indeterminate outcomes that did land: allowed
     replica_differences: list[str]
+    anomalies: list[str] = field(default_factory=list)  # the transactional checker's: aborted records read, ...
 
     @property
     def ok(self) -> bool:
-        return not (self.lost or self.duplicated or self.moved or self.out_of_order or self.replica_differences)
+        return not (self.lost or self.duplicated or self.moved or self.out_of_order or self.replica_differences
+                    or self.anomalies)
 
     def summary(self) -> str:
         return (f"acked {self.acknowledged}, failed {self.failed} ({self.failed_but_present} of them landed), "
                 f"read {self.read}, lost {len(self.lost)}, duplicated {len(self.duplicated)}, "
                 f"moved {len(self.moved)}, out of order {len(self.out_of_order)}, "
-                f"replica differences {len(self.replica_differences)}")
+                f"replica differences {len(self.replica_differences)}"
+                + (f", anomalies {len(self.anomalies)}" if self.anomalies else ""))
 
 
 class Producers:
@@ -112,12 +115,13 @@ def _quiet_logger():
     return logger
 
 
-def read_everything(bootstrap: str, topic: str, partitions: int, timeout_s: float = 90.0) -> dict[int, list[tuple[int, str]]]:
+def read_everything(bootstrap: str, topic: str, partitions: int, timeout_s: float = 90.0,
+                    isolation: str = "read_uncommitted") -> dict[int, list[tuple[int, str]]]:
     """Every (offset, value) of every partition, from the start to the end as of now."""
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "chaos-checker", "enable.auto.commit": False,
-                         "enable.partition.eof": True, "logger": _quiet_logger()})
+                         "enable.partition.eof": True, "isolation.level": isolation, "logger": _quiet_logger()})
     got: dict[int, list[tuple[int, str]]] = {p: [] for p in range(partitions)}
     deadline = time.monotonic() + timeout_s
     ends: dict[int, int] = {}
@@ -133,12 +137,17 @@ def read_everything(bootstrap: str, topic: str, partitions: int, timeout_s: floa
     while len(done) < partitions and time.monotonic() < deadline:
         for message in consumer.consume(2000, 0.5):
             error = message.error()
+            partition, offset = message.partition(), message.offset()
             if error is None:
-                got[message.partition()].append((message.offset(), message.value().decode()))
-                if message.offset() + 1 >= ends.get(message.partition(), 1 << 62):
-                    done.add(message.partition())
-            elif error.code() == error._PARTITION_EOF and message.offset() >= ends.get(message.partition(), 0):
-                done.add(message.partition())
+                value = message.value()
+                assert partition is not None and offset is not None and value is not None  # the workload's values
+                got[partition].append((offset, value.decode()))
+                if offset + 1 >= ends.get(partition, 1 << 62):
+                    done.add(partition)
+            elif error.code() == error._PARTITION_EOF:
+                assert partition is not None and offset is not None  # an end-of-partition event carries both
+                if offset >= ends.get(partition, 0):
+                    done.add(partition)
     consumer.close()
     if len(done) < partitions:
         raise RuntimeError(f"could not read partitions {sorted(set(range(partitions)) - done)} to their end "

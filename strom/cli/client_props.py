@@ -188,8 +188,48 @@ def client_config(bootstrap: str | None, config_file: str | None = None,
         config["bootstrap.servers"] = bootstrap
     if not config.get("bootstrap.servers"):
         raise ToolError("Missing required argument \"[bootstrap-server]\"")
+    return from_java_keys(config)
+
+
+_JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
+
+
+def from_java_keys(config: dict) -> dict:
+    """The Java client's security keys as librdkafka's, so that a Kafka properties file works unchanged.
+
+    ``sasl.jaas.config`` (PLAIN and SCRAM login modules) becomes ``sasl.username``/``sasl.password``;
+    a PEM ``ssl.truststore.location`` becomes ``ssl.ca.location`` and a PEM ``ssl.keystore.location``
+    the certificate and key; an empty ``ssl.endpoint.identification.algorithm`` is librdkafka's
+    ``none``. librdkafka cannot read JKS stores: those are refused with a message saying so.
+    """
     for key in JAVA_ONLY_KEYS:
         config.pop(key, None)
+    jaas = config.pop("sasl.jaas.config", None)
+    if jaas:
+        if "GSSAPI" in jaas.upper() or "Krb5LoginModule" in jaas:
+            raise ToolError("sasl.jaas.config with Kerberos is not supported; use PLAIN or SCRAM")
+        options = {k: v.replace('\\"', '"') for k, v in _JAAS_OPTION.findall(jaas)}
+        if "username" in options:
+            config.setdefault("sasl.username", options["username"])
+        if "password" in options:
+            config.setdefault("sasl.password", options["password"])
+    truststore = config.pop("ssl.truststore.location", None)
+    truststore_type = str(config.pop("ssl.truststore.type", "PEM" if truststore else "")).upper()
+    config.pop("ssl.truststore.password", None)
+    if truststore:
+        if truststore_type not in ("PEM", ""):
+            raise ToolError(f"ssl.truststore.type={truststore_type} cannot be read by librdkafka; "
+                            "give a PEM file as ssl.truststore.location (or ssl.ca.location)")
+        config.setdefault("ssl.ca.location", truststore)
+    keystore_type = str(config.pop("ssl.keystore.type", "")).upper()
+    if keystore_type == "PEM" and config.get("ssl.keystore.location"):
+        keystore = config.pop("ssl.keystore.location")
+        config.setdefault("ssl.certificate.location", keystore)
+        config.setdefault("ssl.key.location", keystore)
+    elif keystore_type == "JKS":
+        raise ToolError("ssl.keystore.type=JKS cannot be read by librdkafka; use PEM or PKCS12")
+    if config.get("ssl.endpoint.identification.algorithm") == "":
+        config["ssl.endpoint.identification.algorithm"] = "none"
     return config
 
 
@@ -234,3 +274,44 @@ def exits_quietly_on_broken_pipe(run):
             return 1
 
     return wrapper
+
+
+def add_command_config_argument(parser: argparse.ArgumentParser, help_text: str = "client properties file") -> None:
+    parser.add_argument("--command-config", metavar="FILE",
+                        help=f"{help_text} (Kafka's: security.protocol, sasl.*, ssl.*, ...)")
+
+
+def command_properties(path: str | None) -> dict[str, str]:
+    """The --command-config file's properties (none without one), in librdkafka's keys (``from_java_keys``)."""
+    return from_java_keys(load_properties(path)) if path else {}
+
+
+def client_security(props: dict[str, str]):
+    """strom's own client security (``strom.security.client.ClientSecurity``) from client properties
+    already in librdkafka's keys (``command_properties``), for the requests librdkafka has no API
+    for; None for PLAINTEXT."""
+    protocol = props.get("security.protocol", "PLAINTEXT").upper()
+    if protocol == "PLAINTEXT":
+        return None
+    import ssl
+
+    from strom.security.client import ClientSecurity
+
+    context = None
+    if protocol in ("SSL", "SASL_SSL"):
+        try:
+            context = ssl.create_default_context(cafile=props.get("ssl.ca.location"))
+            if props.get("ssl.certificate.location") and props.get("ssl.key.location"):
+                context.load_cert_chain(props["ssl.certificate.location"], props["ssl.key.location"],
+                                        props.get("ssl.key.password"))
+        except (OSError, ssl.SSLError) as exc:
+            raise ToolError(f"Cannot load the TLS settings of the client properties: {exc}") from None
+        if props.get("ssl.endpoint.identification.algorithm", "https").lower() in ("", "none"):
+            context.check_hostname = False
+    mechanism = None
+    username, password = props.get("sasl.username", ""), props.get("sasl.password", "")
+    if protocol.startswith("SASL"):
+        mechanism = (props.get("sasl.mechanism") or props.get("sasl.mechanisms") or "GSSAPI").upper()
+        if mechanism not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
+            raise ToolError(f"sasl.mechanism {mechanism} is not supported (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)")
+    return ClientSecurity(context, mechanism, username, password)

@@ -47,10 +47,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     start.add_argument("--first-id", type=int, default=1, help="broker.id of the first broker (default 1)")
     start.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                        help="a broker config for every broker's properties file (repeatable)")
+    start.add_argument("--secure", action="store_true",
+                       help="SASL_SSL only: make a CA, broker certificates and an admin SCRAM user, turn the ACL "
+                            "authorizer on, and write a client properties file for --command-config")
     stop = actions.add_parser("stop", help="stop the brokers (controlled shutdown), then the ZooKeeper it started")
     stop.add_argument("--dir", required=True, help="the cluster's directory")
     status = actions.add_parser("status", help="which brokers are up, the controller, the bootstrap servers")
     status.add_argument("--dir", required=True, help="the cluster's directory")
+    add = actions.add_parser("add-broker", help="start one more broker in a running cluster (then reassign "
+                                                "partitions onto it with `strom reassign-partitions`)")
+    add.add_argument("--dir", required=True, help="the cluster's directory")
+    add.add_argument("--id", type=int, dest="broker_id", help="its broker.id (default: the highest id + 1)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -59,6 +66,8 @@ def run(args: argparse.Namespace) -> int:
             return start(args)
         if args.action == "stop":
             return stop(args.dir)
+        if args.action == "add-broker":
+            return add_broker(args.dir, args.broker_id)
         return status(args.dir)
     except ClusterError as exc:
         print(f"strom cluster {args.action}: {exc}", file=sys.stderr)
@@ -171,15 +180,17 @@ class Layout:
 
 
 def _properties_text(broker_id: int, port: int, data_dir: str, zookeeper: str, count: int,
-                     overrides: dict[str, str]) -> str:
+                     overrides: dict[str, str], metrics_port: int = 0) -> str:
     lines = [
         "# written by `strom cluster start`; edit and `strom cluster stop/start` to apply",
         f"broker.id={broker_id}",
         f"listeners=PLAINTEXT://127.0.0.1:{port}",
+        f"metrics.listener=http://127.0.0.1:{metrics_port}",
         f"log.dirs={data_dir}",
         f"zookeeper.connect={zookeeper}",
         f"offsets.topic.replication.factor={min(3, count)}",
     ]
+    lines = [line for line in lines if line.split("=", 1)[0] not in overrides]  # an override replaces a default
     for key, value in overrides.items():
         lines.append(f"{key}={value}")
     return "\n".join(lines) + "\n"
@@ -266,6 +277,8 @@ def start(args: argparse.Namespace) -> int:
                                f"not {args.brokers}")
     elif args.brokers < 1:
         raise ClusterError("--brokers must be at least 1")
+    if state is not None and getattr(args, "secure", False) and not state.get("secure"):
+        raise ClusterError(f"{layout.dir} holds a cluster started without --secure; use a new --dir")
     for path in (layout.dir, layout.config, layout.logs, layout.pids):
         os.makedirs(path, exist_ok=True)
 
@@ -283,16 +296,34 @@ def start(args: argparse.Namespace) -> int:
     if state is None:
         ids = list(range(args.first_id, args.first_id + args.brokers))
         ports = _broker_ports(args.brokers, args.base_port)
+        # metrics ports are fixed like the broker ports, so a Prometheus config written once keeps working
+        metrics_ports = [p for p in _broker_ports(2 * args.brokers, None) if p not in ports][:args.brokers]
         state = {"zookeeper": zookeeper, "zookeeper_managed": managed,
-                 "brokers": {str(b): {"port": p} for b, p in zip(ids, ports)}}
+                 "brokers": {str(b): {"port": p, "metrics_port": m} for b, p, m in zip(ids, ports, metrics_ports)}}
+        if getattr(args, "secure", False):
+            state["secure"] = True
+            taken = set(ports) | set(metrics_ports)
+            internal = [p for p in _broker_ports(3 * args.brokers, None) if p not in taken][:args.brokers]
+            for info, internal_port in zip(state["brokers"].values(), internal):
+                info["internal_port"] = internal_port
     state["zookeeper"], state["zookeeper_managed"] = zookeeper, managed
+    made = None
+    if state.get("secure"):
+        from strom.cli import secure_cluster
+
+        made = secure_cluster.prepare(layout.dir, [int(b) for b in state["brokers"]])
+        secure_cluster.write_users(zookeeper, made)
     count = len(state["brokers"])
     for key, info in state["brokers"].items():
         broker_id = int(key)
         path = layout.properties(broker_id)
         if not os.path.exists(path) or overrides:
+            own = overrides
+            if made is not None:
+                own = {**secure_cluster.broker_overrides(made, broker_id, info["port"], info["internal_port"]),
+                       **overrides}
             _write(path, _properties_text(broker_id, info["port"], layout.data(broker_id), zookeeper, count,
-                                          overrides))
+                                          own, info.get("metrics_port", 0)))
         else:  # keep the user's edits; only the ZooKeeper address may have moved (a restarted ZooKeeper)
             _rewrite_key(path, "zookeeper.connect", zookeeper)
     _write(layout.state, json.dumps(state, indent=2) + "\n")
@@ -325,6 +356,14 @@ def start(args: argparse.Namespace) -> int:
         port = state["brokers"][str(broker_id)]["port"]
         print(f"started broker {broker_id} on 127.0.0.1:{port} (pid {process.pid}, "
               f"config {layout.properties(broker_id)})", flush=True)
+        metrics_file = os.path.join(layout.data(broker_id), "strom.metrics")
+        if os.path.exists(metrics_file):
+            with open(metrics_file) as handle:
+                print(f"  metrics: {handle.read().strip()}", flush=True)
+    if made is not None:
+        client_properties = os.path.join(layout.config, "client.properties")
+        secure_cluster.write_client_properties(client_properties, made, bootstrap(state))
+        print(f"Client properties (admin, SASL_SSL): {client_properties}", flush=True)
     print(f"Bootstrap servers: {bootstrap(state)}", flush=True)
     return 0
 
@@ -339,6 +378,67 @@ def _rewrite_key(path: str, key: str, value: str) -> None:
 def bootstrap(state: dict, only: set[int] | None = None) -> str:
     return ",".join(f"127.0.0.1:{info['port']}" for key, info in sorted(state["brokers"].items(), key=lambda kv: int(kv[0]))
                     if only is None or int(key) in only)
+
+
+# -- add-broker --------------------------------------------------------------------------------------
+def add_broker(directory: str, broker_id: int | None) -> int:
+    """One more broker with the first broker's settings (its own id, port and data dir).
+
+    It joins the cluster's ZooKeeper and holds no partition until some are reassigned onto it
+    (Kafka does not move partitions by itself either). The cluster's state file lists it, so
+    `stop` and `status` include it and `start --brokers N` restarts all N.
+    """
+    layout = Layout(directory)
+    state = layout.load()
+    if state is None:
+        raise ClusterError(f"{layout.dir} holds no cluster ({STATE_FILE} is missing); `strom cluster start` first")
+    if state.get("secure"):
+        raise ClusterError("add-broker cannot extend a --secure cluster yet (its listeners and certificates)")
+    ids = sorted(int(b) for b in state["brokers"])
+    if not any(is_running(_read_pid(layout.broker_pid(b)), "server-start") for b in ids):
+        raise ClusterError(f"no broker of {layout.dir} is running; `strom cluster start --dir {directory}` first")
+    if state.get("zookeeper_managed") and not is_running(_read_pid(layout.zookeeper_pid), "QuorumPeerMain"):
+        raise ClusterError(f"the ZooKeeper of {layout.dir} is not running; `strom cluster start` first")
+    broker_id = max(ids) + 1 if broker_id is None else broker_id
+    if str(broker_id) in state["brokers"]:
+        raise ClusterError(f"broker {broker_id} is already part of {layout.dir}")
+    if broker_id < 0:
+        raise ClusterError(f"--id must not be negative, got {broker_id}")
+    taken = {info["port"] for info in state["brokers"].values()} | {
+        info.get("metrics_port", 0) for info in state["brokers"].values()}
+    ports = [p for p in _broker_ports(4, None) if p not in taken]
+    port, metrics_port = ports[0], ports[1]
+    with open(layout.properties(ids[0])) as handle:
+        template = handle.read().splitlines()
+    own = {"broker.id": str(broker_id), "listeners": f"PLAINTEXT://127.0.0.1:{port}",
+           "metrics.listener": f"http://127.0.0.1:{metrics_port}", "log.dirs": layout.data(broker_id)}
+    lines = [f"{line.split('=', 1)[0].strip()}={own[line.split('=', 1)[0].strip()]}"
+             if line.split("=", 1)[0].strip() in own else line for line in template]
+    lines = [line for line in lines if not line.strip().startswith("advertised.listeners")]
+    lines += [f"{k}={v}" for k, v in own.items() if not any(line.startswith(f"{k}=") for line in lines)]
+    _write(layout.properties(broker_id), "\n".join(lines) + "\n")
+    state["brokers"][str(broker_id)] = {"port": port, "metrics_port": metrics_port}
+    os.makedirs(layout.data(broker_id), exist_ok=True)
+    port_file = os.path.join(layout.data(broker_id), "strom.port")
+    if os.path.exists(port_file):
+        os.unlink(port_file)
+    process = _spawn([sys.executable, "-m", "strom.cli.main", "server-start", layout.properties(broker_id)],
+                     layout.broker_log(broker_id), layout.broker_pid(broker_id))
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while not os.path.exists(port_file):
+        if process.poll() is not None:
+            raise ClusterError(f"broker {broker_id} exited with {process.returncode}; "
+                               f"see {layout.broker_log(broker_id)}")
+        if time.monotonic() > deadline:
+            _terminate(process.pid, "server-start")
+            raise ClusterError(f"broker {broker_id} did not start within {START_TIMEOUT_S:.0f}s; "
+                               f"see {layout.broker_log(broker_id)}")
+        time.sleep(0.05)
+    _write(layout.state, json.dumps(state, indent=2) + "\n")
+    print(f"started broker {broker_id} on 127.0.0.1:{port} (pid {process.pid}, "
+          f"config {layout.properties(broker_id)})", flush=True)
+    print(f"Bootstrap servers: {bootstrap(state)}", flush=True)
+    return 0
 
 
 # -- stop --------------------------------------------------------------------------------------------

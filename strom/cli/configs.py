@@ -14,7 +14,8 @@ topic, DYNAMIC_BROKER_CONFIG for a broker). The cluster-default broker entity (K
 --alter uses IncrementalAlterConfigs (SET for --add-config, DELETE for --delete-config); a value
 holding commas is grouped in square brackets. Uses the DescribeConfigs and IncrementalAlterConfigs APIs.
 When no broker answers within --timeout (default 10 s) it fails with one line naming the servers.
---entity-type users manages SCRAM credentials instead (see strom.cli.scram_users).
+--entity-type users manages SCRAM credentials (see strom.cli.scram_users) and, with --entity-type clients
+and the --user/--client/--user-defaults/--client-defaults shortcuts, client quotas (strom.cli.client_quotas).
 """
 
 from __future__ import annotations
@@ -22,13 +23,20 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from typing import Any
 
 from strom.cli.client_props import (
-    ToolError, add_timeout_argument, client_config, ensure_reachable, error_text, exits_quietly_on_broken_pipe,
+    ToolError,
+    add_timeout_argument,
+    client_config,
+    command_properties,
+    ensure_reachable,
+    error_text,
+    exits_quietly_on_broken_pipe,
     load_properties,
 )
 
-ENTITY_TYPES = ("topics", "brokers", "users")  # users: SCRAM credentials (strom.cli.scram_users)
+ENTITY_TYPES = ("topics", "brokers", "users", "clients")  # users: SCRAM credentials and quotas; clients: quotas
 DEFAULT_ENTITY = ""
 
 
@@ -39,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT",
                         help="REQUIRED: the broker(s) to connect to")
     parser.add_argument("--command-config", metavar="FILE", help="admin client properties file")
-    parser.add_argument("--entity-type", choices=ENTITY_TYPES, help="topics, brokers or users")
+    parser.add_argument("--entity-type", choices=ENTITY_TYPES, help="topics, brokers, users or clients")
     parser.add_argument("--entity-name", help="topic name or broker id (all of them when left out with --describe)")
     parser.add_argument("--entity-default", action="store_true",
                         help="the cluster-wide default broker entity (entity type brokers)")
@@ -47,6 +55,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--broker", help="shortcut for --entity-type brokers --entity-name BROKER")
     parser.add_argument("--broker-defaults", action="store_true",
                         help="shortcut for --entity-type brokers --entity-default")
+    parser.add_argument("--user", help="shortcut for --entity-type users --entity-name USER (combines with --client)")
+    parser.add_argument("--client", help="shortcut for --entity-type clients --entity-name CLIENT (combines with --user)")
+    parser.add_argument("--user-defaults", action="store_true", help="the default user entity (quotas)")
+    parser.add_argument("--client-defaults", action="store_true", help="the default client-id entity (quotas)")
     parser.add_argument("--all", action="store_true", help="--describe: every config, not only dynamic ones")
     parser.add_argument("--add-config", metavar="K1=V1,K2=[V2,V3]", help="configs to set")
     parser.add_argument("--add-config-file", metavar="FILE", help="a properties file of configs to set")
@@ -61,14 +73,15 @@ def run(args: argparse.Namespace) -> int:
     from confluent_kafka.admin import AdminClient
 
     try:
+        target = quota_entity(args)
+        if target is not None:
+            return users_and_clients(args, *target)
         entity_type, entity_name = resolve_entity(args)
         overrides = load_properties(args.command_config) if args.command_config else {}
         admin = AdminClient(client_config(args.bootstrap_server, overrides=overrides))
         timeout = args.timeout / 1000
         ensure_reachable(admin, args.bootstrap_server, timeout)
-        if entity_type == "users":
-            users(admin, entity_name, args, timeout)
-        elif args.describe:
+        if args.describe:
             describe(admin, entity_type, entity_name, args.all, timeout)
         else:
             alter(admin, entity_type, entity_name, args, timeout)
@@ -220,13 +233,68 @@ def alter(admin, entity_type: str, name: str, args: argparse.Namespace, timeout:
     print(f"Completed updating config for {entity_type[:-1]} {name}.")
 
 
-def users(admin, name: str | None, args: argparse.Namespace, timeout: float) -> None:
-    from strom.cli import scram_users
+def quota_entity(args: argparse.Namespace) -> tuple[Any, Any] | None:
+    """(user, client) for users/clients entities, each a name, None (the default), False (not part of
+    the entity) or True (every named one, --describe without a name); None for topics and brokers."""
+    user: Any = False
+    client: Any = False
+    if args.entity_type in ("users", "clients"):
+        if args.entity_default and args.entity_name is not None:
+            raise ToolError("--entity-name and --entity-default cannot be used together")
+        value = None if args.entity_default else (True if args.entity_name is None else args.entity_name)
+        user, client = (value, False) if args.entity_type == "users" else (False, value)
+    elif args.entity_type is not None and (args.user or args.client or args.user_defaults or args.client_defaults):
+        raise ToolError(f"--user and --client cannot be combined with --entity-type {args.entity_type}")
+    if args.user is not None or args.user_defaults:
+        user = None if args.user_defaults else args.user
+    if args.client is not None or args.client_defaults:
+        client = None if args.client_defaults else args.client
+    if user is False and client is False:
+        return None
+    if args.alter:
+        if True in (user, client):
+            raise ToolError("An entity name must be specified with --alter")
+        if not (args.add_config or args.add_config_file or args.delete_config):
+            raise ToolError("At least one of --add-config, --add-config-file or --delete-config must be specified "
+                            "with --alter")
+    elif args.add_config or args.add_config_file or args.delete_config:
+        raise ToolError("--add-config, --add-config-file and --delete-config are only valid with --alter")
+    return user, client
 
-    if args.describe:
-        scram_users.describe(admin, name, timeout)
-        return
+
+def users_and_clients(args: argparse.Namespace, user: Any, client: Any) -> int:
+    """Quotas of users and client-ids; SCRAM credentials too when the entity is one user (or all users)."""
+    from confluent_kafka.admin import AdminClient
+
+    from strom.cli import client_quotas, scram_users
+
+    props = command_properties(args.command_config)
+    timeout = args.timeout / 1000
     to_add = load_properties(args.add_config_file) if args.add_config_file else {}
     to_add.update(parse_add_config(args.add_config))
     to_delete = [key.strip() for item in args.delete_config for key in item.split(",") if key.strip()]
-    scram_users.alter(admin, name, to_add, to_delete, timeout)
+    scram_add = {k: v for k, v in to_add.items() if k in scram_users.MECHANISMS}
+    scram_delete = [k for k in to_delete if k in scram_users.MECHANISMS]
+    users_only = client is False and user is not None
+    if (scram_add or scram_delete) and not users_only:
+        raise ToolError("SCRAM credentials belong to a named user alone (--entity-type users --entity-name USER)")
+    if users_only and (args.describe or scram_add or scram_delete):
+        admin = AdminClient(client_config(args.bootstrap_server, overrides=props))
+        ensure_reachable(admin, args.bootstrap_server, timeout)
+        if args.describe:
+            scram_users.describe(admin, None if user is True else user, timeout)
+        else:
+            scram_users.alter(admin, user, scram_add, scram_delete, timeout)
+            if len(scram_add) + len(scram_delete) == len(to_add) + len(to_delete):
+                return 0
+    quotas = client_quotas.QuotaClient(args.bootstrap_server, props, timeout)
+    try:
+        entity = [(t, n) for t, n in ((client_quotas.USER, user), (client_quotas.CLIENT_ID, client)) if n is not False]
+        if args.describe:
+            client_quotas.describe(quotas, user, client)
+        else:
+            client_quotas.alter(quotas, entity, {k: v for k, v in to_add.items() if k not in scram_add},
+                                [k for k in to_delete if k not in scram_delete])
+    finally:
+        quotas.close()
+    return 0

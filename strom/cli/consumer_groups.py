@@ -33,7 +33,13 @@ import time
 from datetime import datetime, timezone
 from typing import Any, TextIO
 
-from strom.cli.client_props import ToolError, ensure_reachable, logging_config
+from strom.cli.client_props import (
+    ToolError,
+    add_command_config_argument,
+    client_config,
+    command_properties,
+    ensure_reachable,
+)
 
 MISSING = "-"
 STATE_NAMES = {  # confluent-kafka's ConsumerGroupState → Kafka's GroupState.toString()
@@ -53,6 +59,7 @@ class CommandError(Exception):
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT", help="a broker to connect to")
+    add_command_config_argument(parser, "admin and consumer client properties file")
     actions = parser.add_mutually_exclusive_group(required=True)
     actions.add_argument("--list", action="store_true", help="list all consumer groups")
     actions.add_argument("--describe", action="store_true", help="describe consumer groups (offsets by default)")
@@ -92,7 +99,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
-    tool = ConsumerGroupTool(args, out or sys.stdout, err or sys.stderr)
+    try:
+        tool = ConsumerGroupTool(args, out or sys.stdout, err or sys.stderr)
+    except ToolError as exc:
+        (err or sys.stderr).write(f"{exc}\n")
+        return 1
     try:
         tool.validate()
         ensure_reachable(tool.admin, args.bootstrap_server, tool.timeout_s)
@@ -155,7 +166,7 @@ class ConsumerGroupTool:
         self.err = err
         self.failed = False
         self.timeout_s = args.timeout / 1000
-        self.config = {"bootstrap.servers": args.bootstrap_server, **logging_config()}
+        self.config = client_config(args.bootstrap_server, overrides=command_properties(args.command_config))
         self.admin = AdminClient(self.config)
         self._consumer = None
         self._from_file: dict[str, dict[tuple[str, int], int]] | None = None

@@ -284,13 +284,16 @@ def run(args: argparse.Namespace) -> int:
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     tty = sys.stdout.isatty()
     print(f"strom demo: working directory {base}", flush=True)
-    broker = EmbeddedBroker(base / "data")
+    broker = EmbeddedBroker(base / "data", {"metrics.listener": "http://127.0.0.1:0"})
     spark = queries = ingest = results = table = None
     threads: list[threading.Thread] = []
     generated = [0]
     try:
         broker.start()
         print(f"strom demo: broker on {broker.bootstrap} (log: {broker.log_path})", flush=True)
+        metrics_file = broker.data_dir / "strom.metrics"
+        if metrics_file.exists():
+            print(f"strom demo: Prometheus metrics on {metrics_file.read_text().strip()}", flush=True)
         create_topics(broker.bootstrap, {TOPIC: args.partitions, OUTPUT_TOPIC: 1})
 
         log_path = base / "access.log"

@@ -30,7 +30,13 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from strom.cli.client_props import ToolError, ensure_reachable, logging_config
+from strom.cli.client_props import (
+    ToolError,
+    add_command_config_argument,
+    command_properties,
+    ensure_reachable,
+    logging_config,
+)
 
 SRC_HEADER = "ingest.src"
 HEAD_BYTES = 64
@@ -55,6 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--report-interval", type=float, default=5.0, help="seconds between throughput lines")
     parser.add_argument("--producer-property", action="append", default=[], metavar="KEY=VALUE",
                         help="librdkafka producer property (repeatable)")
+    add_command_config_argument(parser, "producer and consumer client properties file (--producer.config)")
 
 
 @dataclass
@@ -233,9 +240,10 @@ class Ingest:
         """Skip lines a crashed run delivered after its last state write: read them from the topic."""
         from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-        consumer = Consumer({"bootstrap.servers": self.args.bootstrap_server, "group.id": "strom-ingest-recovery",
+        consumer = Consumer({**logging_config(), **self.client_properties(),
+                             "bootstrap.servers": self.args.bootstrap_server, "group.id": "strom-ingest-recovery",
                              "enable.auto.commit": False, "enable.partition.eof": True,
-                             "isolation.level": "read_uncommitted", **logging_config()})
+                             "isolation.level": "read_uncommitted"})
         try:
             try:
                 ensure_reachable(consumer, self.args.bootstrap_server, CLIENT_TIMEOUT_S)
@@ -281,12 +289,19 @@ class Ingest:
         finally:
             consumer.close()
 
+    def client_properties(self) -> dict[str, str]:
+        """The --command-config file's properties (security.protocol, sasl.*, ssl.* ...)."""
+        try:
+            return command_properties(self.args.command_config)
+        except ToolError as exc:
+            raise SystemExit(f"strom ingest: {exc}") from None
+
     def make_producer(self):
         from confluent_kafka import Producer
 
         config = {"bootstrap.servers": self.args.bootstrap_server, "acks": "all", "enable.idempotence": True,
                   "linger.ms": 20, "batch.size": 1_000_000, "message.timeout.ms": int(FLUSH_TIMEOUT_S * 1000),
-                  **logging_config()}
+                  **logging_config(), **self.client_properties()}
         for item in self.args.producer_property:
             key, _, value = item.partition("=")
             config[key.strip()] = value.strip()

@@ -23,11 +23,14 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "console-producer": ("strom.cli.console_producer", "send lines from stdin as messages"),
     "console-consumer": ("strom.cli.console_consumer", "print messages of a topic to stdout"),
     "configs": ("strom.cli.configs", "describe and alter topic and broker configs"),
+    "acls": ("strom.cli.acls", "add, list and remove ACLs (kafka-acls.sh)"),
     "producer-perf-test": ("strom.cli.producer_perf_test", "measure producer throughput and latency"),
     "consumer-perf-test": ("strom.cli.consumer_perf_test", "measure consumer throughput"),
     "cluster": ("strom.cli.cluster", "start, stop and inspect a multi-broker cluster on this machine"),
     "leader-election": ("strom.cli.leader_election", "elect preferred or unclean leaders for partitions"),
     "transactions": ("strom.cli.transactions", "list and describe transactions and producers; abort hanging ones"),
+    "console": ("strom.cli.web_console", "a web console for the cluster: topics, messages, groups, lag"),
+    "reassign-partitions": ("strom.cli.reassign_partitions", "move partition replicas between brokers (KIP-455)"),
 }
 
 

@@ -8,8 +8,8 @@
 --describe prints Kafka's line, ``SCRAM credential configs for user-principal 'alice' are
 SCRAM-SHA-256=iterations=8192, SCRAM-SHA-512=iterations=4096``, and nothing for a user without
 credentials. The password never leaves this process: librdkafka salts it (iterations default to
-4096) and AlterUserScramCredentials carries only the salt and the salted password. User quotas
-(producer_byte_rate, ...) are not served yet and are refused by name.
+4096) and AlterUserScramCredentials carries only the salt and the salted password. A user's quotas
+(producer_byte_rate, ...) in the same command go through strom.cli.client_quotas.
 """
 
 from __future__ import annotations
@@ -53,11 +53,15 @@ def check_keys(to_add: dict[str, str], to_delete: list[str]) -> None:
     unknown = [key for key in [*to_add, *to_delete] if key not in MECHANISMS]
     if unknown:
         raise ToolError(f"Invalid config(s) for users: {','.join(unknown)} (strom manages {' and '.join(MECHANISMS)} "
-                        "credentials of users; user quotas are not supported yet)")
+                        "credentials of users)")
 
 
 def alter(admin, user: str, to_add: dict[str, str], to_delete: list[str], timeout: float) -> None:
-    from confluent_kafka.admin import ScramCredentialInfo, UserScramCredentialDeletion, UserScramCredentialUpsertion
+    from confluent_kafka.admin import (
+        ScramCredentialInfo,
+        UserScramCredentialDeletion,
+        UserScramCredentialUpsertion,
+    )
 
     check_keys(to_add, to_delete)
     alterations = [UserScramCredentialDeletion(user, _mechanism(key)) for key in to_delete]

@@ -269,6 +269,7 @@ def describe(admin, args: argparse.Namespace) -> None:
     descriptions = {name: future.result(timeout=timeout) for name, future in futures.items()}
     configs = topic_configs(admin, topics, timeout)
     live = set(metadata.brokers)
+    moves = ongoing_reassignments(admin, args, timeout)
     partition_filters = (args.under_replicated_partitions or args.unavailable_partitions
                          or args.under_min_isr_partitions or args.at_min_isr_partitions)
     for name in topics:
@@ -282,7 +283,8 @@ def describe(admin, args: argparse.Namespace) -> None:
             if topic_id:
                 fields.append(f"TopicId: {topic_id}")
             fields.append(f"PartitionCount: {len(partitions)}")
-            fields.append(f"ReplicationFactor: {len(partitions[0].replicas) if partitions else 0}")
+            adding = len(moves[(name, partitions[0].id)][1]) if partitions and (name, partitions[0].id) in moves else 0
+            fields.append(f"ReplicationFactor: {len(partitions[0].replicas) - adding if partitions else 0}")
             fields.append("Configs: " + ",".join(f"{k}={v}" for k, v in overrides))
             print("\t".join(fields))
         if args.topics_with_overrides:
@@ -292,9 +294,29 @@ def describe(admin, args: argparse.Namespace) -> None:
             if partition_filters and not wanted(partition, args, live, min_isr):
                 continue
             leader = partition.leader.id if partition.leader is not None and partition.leader.id >= 0 else "none"
+            move = moves.get((name, partition.id))  # Kafka shows a reassignment in progress
+            moving = (f"\tAdding Replicas: {','.join(map(str, move[1]))}"
+                      f"\tRemoving Replicas: {','.join(map(str, move[2]))}") if move else ""
             print(f"\tTopic: {name}\tPartition: {partition.id}\tLeader: {leader}"
-                  f"\tReplicas: {node_ids(partition.replicas)}\tIsr: {node_ids(partition.isr)}"
+                  f"\tReplicas: {node_ids(partition.replicas)}\tIsr: {node_ids(partition.isr)}{moving}"
                   f"\tElr: N/A\tLastKnownElr: N/A")
+
+
+def ongoing_reassignments(admin, args: argparse.Namespace, timeout: float) -> dict:
+    """(topic, partition) -> (replicas, adding, removing) of the moves in progress; none when they cannot be listed."""
+    from confluent_kafka import KafkaException
+
+    from strom.cli.reassign_partitions import ReassignTool
+    from strom.protocol.errors import KafkaError
+
+    try:
+        tool = ReassignTool(args.bootstrap_server, timeout, args.command_config, admin=admin)
+        try:
+            return tool.ongoing()
+        finally:
+            tool.close()
+    except (ToolError, KafkaException, KafkaError):
+        return {}
 
 
 def wanted(partition, args: argparse.Namespace, live: set[int], min_isr: int) -> bool:

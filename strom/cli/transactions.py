@@ -33,7 +33,15 @@ from datetime import UTC, datetime
 from typing import Any, Callable
 
 from strom.cli.client_props import (
-    ToolError, add_timeout_argument, client_config, ensure_reachable, error_text, exits_quietly_on_broken_pipe,
+    ToolError,
+    add_command_config_argument,
+    add_timeout_argument,
+    client_config,
+    client_security,
+    command_properties,
+    ensure_reachable,
+    error_text,
+    exits_quietly_on_broken_pipe,
 )
 from strom.protocol.errors import ErrorCode, KafkaError
 
@@ -64,6 +72,7 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT",
                         help="a broker to connect to (comma-separated list allowed)")
+    add_command_config_argument(parser, "admin client properties file")
     add_timeout_argument(parser)
     commands = parser.add_subparsers(dest="txn_command", metavar="COMMAND", required=True)
     commands.add_parser("list", help="list transactions (every broker's)")
@@ -88,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         check_args(args)
-        tool = TransactionsTool(args.bootstrap_server, args.timeout / 1000)
+        tool = TransactionsTool(args.bootstrap_server, args.timeout / 1000, command_properties(args.command_config))
         commands: dict[str, Callable[[], Any]] = {
             "list": lambda: tool.list(),
             "describe": lambda: tool.describe(args.transactional_id),
@@ -148,13 +157,14 @@ def _ms(value: Any) -> int:
 class TransactionsTool:
     """One command's worth of requests: metadata through confluent-kafka, the rest over BrokerClient."""
 
-    def __init__(self, bootstrap: str, timeout_s: float):
+    def __init__(self, bootstrap: str, timeout_s: float, props: dict[str, str] | None = None):
         from confluent_kafka.admin import AdminClient
 
         self.bootstrap = bootstrap
         self.timeout_s = timeout_s
         self.deadline = time.monotonic() + timeout_s
-        self.admin = AdminClient(client_config(bootstrap))
+        self.security = client_security(props or {})
+        self.admin = AdminClient(client_config(bootstrap, overrides=props))
         ensure_reachable(self.admin, bootstrap, timeout_s)
         self._clients: dict[tuple[str, int], Any] = {}
 
@@ -185,7 +195,7 @@ class TransactionsTool:
         client = self._clients.get(address)
         if client is None:
             client = self._clients[address] = BrokerClient(address[0], address[1], "strom-transactions",
-                                                           max(self.left(), 0.1))
+                                                           max(self.left(), 0.1), security=self.security)
         try:
             return await client.request(api_key, VERSIONS[api_key], values, max(self.left(), 0.1))
         except BrokerConnectionError as exc:

@@ -16,6 +16,7 @@ import time
 from strom.cluster import model
 from strom.cluster.model import Broker, PartitionState, TopicAssignment
 from strom.cluster.placement import assign_replicas
+from strom.cluster.reassignment import Reassigner, Result
 from strom.cluster.store import BadVersionError, MetadataStore, NodeExistsError, NoNodeError
 from strom.protocol.errors import (
     InvalidConfigError,
@@ -61,6 +62,9 @@ class Controller:
         self.default_log_config = default_log_config
         self.epoch = 0
         self.is_active = False
+        self.reassigner = Reassigner(store)
+        self.leader_elections = 0  # metrics: leaders this controller elected (Kafka's ControllerStats)
+        self.unclean_leader_elections = 0
 
     # -- election ----------------------------------------------------------------------------------
     def elect(self) -> bool:
@@ -215,7 +219,7 @@ class Controller:
             new = assign_replicas({b: brokers[b].rack for b in brokers}, total - current, rf, first_partition=current)
         if validate_only:
             return
-        updated = TopicAssignment(name, {**topic.partitions, **new}, topic.topic_id)
+        updated = TopicAssignment(name, {**topic.partitions, **new}, topic.topic_id, topic.adding, topic.removing)
         self.store.set(model.topic_path(name), updated.to_json(), found[1])
         if self.is_active:
             self._create_partition_states(name, new, brokers)
@@ -277,6 +281,9 @@ class Controller:
                 try:
                     self.update_partition_state(topic.name, index, new, topic.state_versions.get(index, -1))
                     writes += 1
+                    if new.leader >= 0 and new.leader != state.leader:
+                        self.leader_elections += 1
+                        self.unclean_leader_elections += new.leader not in state.isr
                 except (BadVersionError, NoNodeError):
                     log.info("partition %s-%d changed under the controller; retrying on the next pass",
                              topic.name, index)
@@ -285,7 +292,16 @@ class Controller:
         if failed_store is not None:
             log.warning("the controller could not write partition states (%s); retrying on the next change",
                         failed_store)
+        try:
+            writes += self.reassigner.complete_ready(metadata, self.epoch)
+        except OSError as exc:
+            log.warning("the controller could not complete reassignments (%s); retrying on the next change", exc)
         return writes
+
+    def alter_partition_reassignments(self, topic: str, requests: dict[int, list[int] | None],
+                                      live: set[int]) -> dict[int, Result]:
+        """AlterPartitionReassignments for one topic (see cluster/reassignment.py)."""
+        return self.reassigner.alter(topic, requests, live, self.epoch)
 
     def _elect(self, topic: str, index: int, replicas: list[int], state: PartitionState, live: set[int],
                unclean: bool) -> PartitionState | None:
@@ -341,6 +357,7 @@ class Controller:
                 try:
                     self.update_partition_state(topic.name, index, new, topic.state_versions.get(index, -1))
                     moves += 1
+                    self.leader_elections += 1
                 except (BadVersionError, NoNodeError):
                     pass
         return moves

@@ -24,6 +24,10 @@ class TopicInfo:
     states: dict[int, PartitionState] = field(default_factory=dict)
     state_versions: dict[int, int] = field(default_factory=dict)  # znode versions, for compare-and-set
     configs: dict[str, str] = field(default_factory=dict)
+    # a partition reassignment in progress (KIP-455): replicas being added and being removed
+    adding: dict[int, list[int]] = field(default_factory=dict)
+    removing: dict[int, list[int]] = field(default_factory=dict)
+    version: int = -1  # the topic znode's version, for the controller's compare-and-set
 
     @property
     def partition_count(self) -> int:
@@ -42,6 +46,8 @@ class MetadataCache:
         self.cluster_id = ""
         # (topic, partition) -> brokers whose replica of it is offline (a failed log dir)
         self.offline_replicas: dict[tuple[str, int], frozenset[int]] = {}
+        # dynamic broker configs: "<id>" or "<default>" -> {key: value} (/config/brokers)
+        self.broker_configs: dict[str, dict[str, str]] = {}
 
     def load(self, store: MetadataStore, watch: Watcher | None = None) -> None:
         """Re-read everything; with ``watch``, ask to be told when any of it changes."""
@@ -63,7 +69,8 @@ class MetadataCache:
             if found is None:
                 continue
             assignment = TopicAssignment.from_json(name, found[0])
-            info = TopicInfo(name, assignment.topic_id, assignment.partitions)
+            info = TopicInfo(name, assignment.topic_id, assignment.partitions, adding=assignment.adding,
+                             removing=assignment.removing, version=found[1])
             for partition in assignment.partitions:
                 path = model.partition_state_path(name, partition)
                 state = _get(store, path, watch)
@@ -89,6 +96,16 @@ class MetadataCache:
         for broker in brokers.values():
             for key in broker.offline_replicas:
                 offline.setdefault(key, set()).add(broker.broker_id)
+        broker_configs: dict[str, dict[str, str]] = {}
+        try:
+            for entity in store.children(model.CONFIG_BROKERS, watch):
+                found = _get(store, model.broker_config_path(entity), watch)
+                if found is not None:
+                    broker_configs[entity] = model.parse_topic_config(found[0])
+        except NoNodeError:
+            if watch is not None:
+                store.exists(model.CONFIG_BROKERS, watch)
+        self.broker_configs = broker_configs
         self.brokers = brokers
         self.topics = topics
         self.offline_replicas = {key: frozenset(ids) for key, ids in offline.items()}

@@ -15,6 +15,8 @@ BROKERS_IDS = "/brokers/ids"
 BROKERS_TOPICS = "/brokers/topics"
 CONFIG_TOPICS = "/config/topics"
 CONFIG_USERS = "/config/users"
+CONFIG_BROKERS = "/config/brokers"  # dynamic broker configs: /config/brokers/<id>, or <default> for all
+DEFAULT_BROKER_ENTITY = "<default>"
 CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
 CLUSTER_ID = "/cluster/id"
@@ -30,6 +32,11 @@ def partition_state_path(topic: str, partition: int) -> str:
 
 def topic_config_path(topic: str) -> str:
     return f"{CONFIG_TOPICS}/{topic}"
+
+
+def broker_config_path(entity: str) -> str:
+    """/config/brokers/<id> (or <default>): Kafka's dynamic broker configs, {"version":1,"config":{...}}."""
+    return f"{CONFIG_BROKERS}/{entity}"
 
 
 def broker_path(broker_id: int) -> str:
@@ -122,16 +129,26 @@ def _bracketed(host: str) -> str:
 
 @dataclass(frozen=True)
 class TopicAssignment:
-    """Partition -> replica broker ids; the first replica is the preferred leader."""
+    """Partition -> replica broker ids; the first replica is the preferred leader.
+
+    A partition being reassigned (KIP-455) is recorded as Kafka's ZooKeeper mode records it, in
+    this topic znode: ``partitions`` holds the full replica set (target then original, without
+    repeats), ``adding_replicas``/``removing_replicas`` what the move adds and removes. The
+    target is the full set minus removing, the original the full set minus adding.
+    """
 
     topic: str
     partitions: dict[int, list[int]]
     topic_id: uuid.UUID = field(default_factory=uuid.uuid4)
+    adding: dict[int, list[int]] = field(default_factory=dict)
+    removing: dict[int, list[int]] = field(default_factory=dict)
 
     def to_json(self) -> bytes:
         return _dump({
             "partitions": {str(p): replicas for p, replicas in sorted(self.partitions.items())},
-            "topic_id": base64url_uuid(self.topic_id), "adding_replicas": {}, "removing_replicas": {}, "version": 3,
+            "topic_id": base64url_uuid(self.topic_id),
+            "adding_replicas": {str(p): r for p, r in sorted(self.adding.items()) if r},
+            "removing_replicas": {str(p): r for p, r in sorted(self.removing.items()) if r}, "version": 3,
         })
 
     @classmethod
@@ -139,7 +156,17 @@ class TopicAssignment:
         value = json.loads(data)
         partitions = {int(p): list(r) for p, r in value["partitions"].items()}
         raw_id = value.get("topic_id")
-        return cls(topic, partitions, parse_base64url_uuid(raw_id) if raw_id else uuid.uuid4())
+        adding = {int(p): [int(b) for b in r] for p, r in (value.get("adding_replicas") or {}).items() if r}
+        removing = {int(p): [int(b) for b in r] for p, r in (value.get("removing_replicas") or {}).items() if r}
+        return cls(topic, partitions, parse_base64url_uuid(raw_id) if raw_id else uuid.uuid4(), adding, removing)
+
+    def target(self, partition: int) -> list[int]:
+        removing = self.removing.get(partition, ())
+        return [b for b in self.partitions[partition] if b not in removing]
+
+    def original(self, partition: int) -> list[int]:
+        adding = self.adding.get(partition, ())
+        return [b for b in self.partitions[partition] if b not in adding]
 
 
 @dataclass(frozen=True)

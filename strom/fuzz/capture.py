@@ -53,6 +53,7 @@ class RecordingProxy:
                 client, _ = self.listener.accept()
             except OSError:
                 return
+            assert self.upstream is not None, "set upstream before clients connect"
             try:
                 server = socket.create_connection(self.upstream, timeout=WAIT_S)
             except OSError:
@@ -156,7 +157,7 @@ def _confluent(bootstrap: str) -> None:
     for future in admin.create_partitions([NewPartitions("cap-c", 3)]).values():
         future.result(WAIT_S)
     admin.list_offsets({TopicPartition("cap-c", 0): OffsetSpec.latest(),
-                        TopicPartition("cap-c", 1): OffsetSpec.earliest()}).get(TopicPartition("cap-c", 0)).result(WAIT_S)
+                        TopicPartition("cap-c", 1): OffsetSpec.earliest()})[TopicPartition("cap-c", 0)].result(WAIT_S)
     admin.delete_records([TopicPartition("cap-c", 1, 2)])[TopicPartition("cap-c", 1, 2)].result(WAIT_S)
     admin.describe_cluster().result(WAIT_S)
     admin.list_consumer_groups().result(WAIT_S)
@@ -314,9 +315,9 @@ def write_corpus(streams: list[tuple[str, bytes]], out: Path) -> dict[str, int]:
     for spec in HANDLERS.values():
         for version in range(spec.min_version, spec.max_version + 1):
             if (spec.api_key, version) not in seen_kinds:
-                frame = synthetic_request(spec.api_key, version)
-                if frame is not None:
-                    _write(requests, f"synthetic-{_api_name(spec.api_key)}-v{version}", frame)
+                synthetic = synthetic_request(spec.api_key, version)
+                if synthetic is not None:
+                    _write(requests, f"synthetic-{_api_name(spec.api_key)}-v{version}", synthetic)
                     counts["synthetic"] += 1
     return counts
 

@@ -18,11 +18,15 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from strom.server.dispatcher import CloseConnection, RawResponse
 from strom.storage.segment import FileSlice
 from strom.testing.nodes import base_overrides
+
+if TYPE_CHECKING:
+    from strom.server.broker import Broker
+    from strom.storage.log_manager import LogManager
 
 # What a fuzzed request may make the broker wait for: the long polls and waits a client can ask
 # for. Each is cut at WAIT_CAP_S by the harness (a fuzzer cannot wait out a 24-day max_wait_ms).
@@ -64,7 +68,7 @@ class InProcessBroker:
         self.root = Path(tempfile.mkdtemp(prefix="strom-fuzz-", dir=root))
         self.overrides = overrides or {}
         self.loop: asyncio.AbstractEventLoop | None = None
-        self.broker = None
+        self.broker: Broker | None = None
         self.generation = 0
 
     def start(self) -> "InProcessBroker":
@@ -74,16 +78,17 @@ class InProcessBroker:
         self.generation += 1
         data_dir = self.root / f"data-{self.generation}"
         overrides = {**base_overrides(0, data_dir), "log.cleaner.backoff.ms": "100", **self.overrides}
-        self.loop = asyncio.new_event_loop()
-        asyncio.set_event_loop(self.loop)
-        self.broker = Broker(BrokerConfig.from_properties(None, overrides))
-        self.loop.run_until_complete(self.broker.start())
+        self.loop = loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        self.broker = broker = Broker(BrokerConfig.from_properties(None, overrides))
+        loop.run_until_complete(broker.start())
         return self
 
     def stop(self) -> None:
         if self.loop is None:
             return
         try:
+            assert self.broker is not None  # start() made it right after the loop
             self.loop.run_until_complete(self.broker.shutdown())
             self.loop.run_until_complete(self.loop.shutdown_asyncgens())
         finally:
@@ -101,13 +106,19 @@ class InProcessBroker:
         self.stop()
         shutil.rmtree(self.root, ignore_errors=True)
 
+    def _running(self) -> tuple[asyncio.AbstractEventLoop, Broker, LogManager]:
+        assert self.loop is not None and self.broker is not None, "start() first"
+        assert self.broker.log_manager is not None  # made by Broker.start()
+        return self.loop, self.broker, self.broker.log_manager
+
     @property
     def partitions(self) -> int:
-        return len(self.broker.log_manager.logs)
+        return len(self._running()[2].logs)
 
     def request(self, frame: bytes | bytearray) -> tuple[Any, Outcome]:
         """One request frame (no size prefix) through the dispatcher; returns (header, outcome)."""
-        dispatcher = self.broker.dispatcher
+        loop, broker, log_manager = self._running()
+        dispatcher = broker.dispatcher
         view = memoryview(frame)
         try:
             header, result = dispatcher.handle_frame(view, "127.0.0.1:1")
@@ -118,12 +129,12 @@ class InProcessBroker:
         waited = 0.0
         if result is not None and type(result) is not RawResponse and hasattr(result, "__await__"):
             started = time.monotonic()
-            task = self.loop.create_task(_awaited(result))
-            done, _ = self.loop.run_until_complete(asyncio.wait([task], timeout=WAIT_CAP_S))
+            task = loop.create_task(_awaited(result))
+            done, _ = loop.run_until_complete(asyncio.wait([task], timeout=WAIT_CAP_S))
             waited = time.monotonic() - started
             if not done:
                 task.cancel()
-                self.loop.run_until_complete(asyncio.wait([task]))
+                loop.run_until_complete(asyncio.wait([task]))
                 self.settle()
                 return header, Outcome(waited=waited, closed="cut by the harness after waiting")
             try:
@@ -137,7 +148,7 @@ class InProcessBroker:
             chunks = dispatcher.encode(header, result)
         except Exception as exc:
             return header, Outcome(error=exc, waited=waited)
-        self.broker.log_manager.write_behind.write_all()
+        log_manager.write_behind.write_all()
         out = bytearray()
         for chunk in chunks:
             out += chunk.read() if isinstance(chunk, FileSlice) else chunk
@@ -145,7 +156,7 @@ class InProcessBroker:
 
     def settle(self, seconds: float = 0.0) -> None:
         """Run what the request scheduled (metadata reloads, purgatory wake-ups, write-behind)."""
-        self.loop.run_until_complete(asyncio.sleep(seconds))
+        self._running()[0].run_until_complete(asyncio.sleep(seconds))
 
 
 async def _awaited(awaitable):

@@ -94,6 +94,7 @@ class StorageTarget:
 
         if self.dir is None:
             self.setup()
+        assert self.dir is not None  # setup() made it
         log_dir = os.path.join(self.dir, "data")
         shutil.rmtree(log_dir, ignore_errors=True)
         os.makedirs(os.path.join(log_dir, PARTITION))
@@ -264,18 +265,23 @@ def _client_read(bootstrap: str, starts: dict[int, int], expect: bytes) -> tuple
                          "enable.partition.eof": True, "auto.offset.reset": "earliest",
                          "enable.auto.commit": False})
     consumer.assign([TopicPartition(TOPIC, p, o) for p, o in starts.items()])
-    seen, found, eof, error = 0, False, set(), None
+    seen, found = 0, False
+    eof: set[int] = set()
+    error: str | None = None
     deadline = time.monotonic() + 20
     try:
         while len(eof) < len(starts) and time.monotonic() < deadline:
             msg = consumer.poll(0.2)
             if msg is None:
                 continue
-            if msg.error():
-                if msg.error().code() == ClientError._PARTITION_EOF:
-                    eof.add(msg.partition())
+            failure = msg.error()
+            if failure:
+                if failure.code() == ClientError._PARTITION_EOF:
+                    partition = msg.partition()
+                    assert partition is not None  # an end-of-partition event names its partition
+                    eof.add(partition)
                     continue
-                error = str(msg.error())
+                error = str(failure)
                 break
             seen += 1
             found = found or msg.value() == expect
@@ -362,11 +368,11 @@ def corrupt(data_dir: Path, rng: random.Random, count: int) -> list[str]:
         if kind == "truncate":
             content = content[:position]
         elif kind == "flip":
-            content = bytearray(content)
+            flipped = bytearray(content)
             for _ in range(rng.randint(1, 8)):
-                if content:
-                    content[rng.randrange(len(content))] ^= 1 << rng.randrange(8)
-            content = bytes(content)
+                if flipped:
+                    flipped[rng.randrange(len(flipped))] ^= 1 << rng.randrange(8)
+            content = bytes(flipped)
         elif kind == "garbage":
             length = rng.randint(1, 200)
             content = content[:position] + rng.randbytes(length) + content[position + length:]
@@ -433,6 +439,7 @@ def run_one(root: Path, templates: dict[bool, Path], run: int, seed: int) -> Run
             result.outcome, result.detail = "FINDING: produce after recovery failed", str(acked)
             return result
         _, partition, offset = acked[0]
+        assert partition is not None and offset is not None  # an acknowledged record has both
         # The acknowledged record is readable at the offset it was acknowledged with...
         _, found, error = _read_in_subprocess(bootstrap, {partition: offset}, marker)
         if error is not None or not found:

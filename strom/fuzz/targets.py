@@ -18,6 +18,7 @@ import tempfile
 import time
 import traceback
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 import crc32c
 
@@ -27,6 +28,10 @@ from strom.protocol.codec import decode, decode_request, decode_response, encode
 from strom.protocol.errors import DecodeError, KafkaError
 from strom.protocol.frame import FrameDecoder, FrameError, parse_request_header
 from strom.protocol.records import ATTRIBUTES_OFFSET, BATCH_HEADER_SIZE, CRC_OFFSET, LOG_OVERHEAD
+
+if TYPE_CHECKING:
+    from strom.fuzz.harness import ErrorLog, InProcessBroker
+    from strom.storage.log import Log
 
 _I32 = struct.Struct(">i")
 _CRC = struct.Struct(">I")
@@ -108,12 +113,13 @@ def check_frame(data: bytes) -> None:
             raise Finding("frames before the bad size prefix differ from the stream's")
     elif frames != expected:
         raise Finding(f"decoded {len(frames)} frames, the stream holds {len(expected)}")
-    for frame in frames:
-        _check_header(frame)
+    for whole in frames:
+        _check_header(whole)
 
 
 def _reference_frames(stream: bytes) -> tuple[list[bytes], bool]:
-    frames, position = [], 0
+    frames: list[bytes] = []
+    position = 0
     while len(stream) - position >= 4:
         (size,) = _I32.unpack_from(stream, position)
         if size < 0 or size > FRAME_LIMIT:
@@ -168,7 +174,7 @@ def instrument_generated_readers(atheris) -> None:
     for reader in list(codec._READERS.values()):
         if getattr(reader, "__code__", None) is not None and not getattr(reader, "_fuzz_instrumented", False):
             atheris.instrument_func(reader)
-            reader._fuzz_instrumented = True
+            setattr(reader, "_fuzz_instrumented", True)  # setattr: to mypy a function is a Callable, with no attributes
 
 
 def check_decode(data: bytes) -> None:
@@ -249,8 +255,8 @@ class BrokerTarget:
 
     def __init__(self, root: str | None = None):
         self.root = root
-        self.broker = None
-        self.errors = None
+        self.broker: InProcessBroker | None = None
+        self.errors: ErrorLog | None = None
         self._saved_cap: int | None = None
         self.executed = 0
         self.counts = {"answered": 0, "closed": 0, "kafka_error_closed": 0, "no_response": 0, "cut_waits": 0,
@@ -259,9 +265,9 @@ class BrokerTarget:
     def setup(self) -> None:
         from strom.fuzz.harness import ErrorLog, InProcessBroker
 
-        self.errors = ErrorLog()
+        self.errors = errors = ErrorLog()
         strom_log = logging.getLogger("strom")
-        strom_log.addHandler(self.errors)
+        strom_log.addHandler(errors)
         strom_log.setLevel(logging.WARNING)
         strom_log.propagate = False  # malformed input makes strom warn a lot; only ERRORs matter here
         warm_up_codec()
@@ -273,7 +279,7 @@ class BrokerTarget:
         self._saved_cap = create_topics.MAX_PARTITIONS_PER_REQUEST
         create_topics.MAX_PARTITIONS_PER_REQUEST = FUZZ_MAX_PARTITIONS_PER_REQUEST
         self.broker = InProcessBroker(root=self.root).start()
-        self.errors.take()
+        errors.take()
 
     def teardown(self) -> None:
         if self.broker is not None:
@@ -289,21 +295,23 @@ class BrokerTarget:
     def check(self, data: bytes) -> None:
         if self.broker is None:
             self.setup()
+        broker, errors = self.broker, self.errors
+        assert broker is not None and errors is not None  # setup() made them
         self.executed += 1
-        if self.executed % RESTART_EVERY == 0 or self.broker.partitions > MAX_PARTITIONS:
-            self.broker.restart()
+        if self.executed % RESTART_EVERY == 0 or broker.partitions > MAX_PARTITIONS:
+            broker.restart()
             self.counts["restarts"] += 1
-            self.errors.take()
+            errors.take()
         elif self.executed % 200 == 0:
-            self.broker.settle(0.03)  # let timers run: session expiry, delayed reloads, the scheduler
+            broker.settle(0.03)  # let timers run: session expiry, delayed reloads, the scheduler
         frame = bytearray(data)
         _maybe_fix_produce_crcs(frame)
         started = time.monotonic()
-        header, outcome = self.broker.request(frame)
+        header, outcome = broker.request(frame)
         took = time.monotonic() - started - outcome.waited
         if took > HANG_S:
             raise Finding(f"one request held the event loop for {took:.1f}s")
-        logged = self.errors.take()
+        logged = errors.take()
         if outcome.error is not None and not isinstance(outcome.error, KafkaError):
             raise unexpected("request", outcome.error)
         if logged:
@@ -386,7 +394,7 @@ def _decode_or_finding(api_key: int, version: int, response: bytes, offset: int,
 # -- records: a producer's record set into a real log --------------------------------------------
 
 RECORDS_MAX_MESSAGE_BYTES = 64 * 1024
-_TOPIC_CONFIGS = (
+_TOPIC_CONFIGS: tuple[dict[str, str], ...] = (
     {},
     {"cleanup.policy": "compact"},
     {"message.timestamp.before.max.ms": "3600000", "message.timestamp.after.max.ms": "3600000"},
@@ -405,8 +413,8 @@ class RecordsTarget:
 
     def __init__(self, root: str | None = None):
         self.root = root
-        self.dir = None
-        self.logs: dict[tuple[int, int], object] = {}
+        self.dir: str | None = None
+        self.logs: dict[tuple[int, int], Log] = {}
         self.executed = 0
         self.counts = {"appended": 0, "refused": 0}
 
@@ -425,10 +433,11 @@ class RecordsTarget:
             shutil.rmtree(self.dir, ignore_errors=True)
             self.dir = None
 
-    def _log(self, rules: int, codec: int):
+    def _log(self, rules: int, codec: int) -> Log:
         from strom.storage.log import Log
         from strom.storage.log_config import LogConfig
 
+        assert self.dir is not None  # setup() made it
         key = (rules, codec)
         found = self.logs.get(key)
         if found is not None and found.size_in_bytes < 8 * 1024 * 1024:
@@ -471,7 +480,7 @@ def _checked_decompress(decompress):
             raise Finding(f"codec {codec} produced {len(out)} bytes past its bound of {max_output}")
         return out
 
-    checked._bounded_check = True
+    setattr(checked, "_bounded_check", True)  # setattr: to mypy a function is a Callable, with no attributes
     return checked
 
 

@@ -77,6 +77,7 @@ class GroupCoordinator:
         self.store = OffsetStore(broker)
         self.groups: dict[str, Group] = {}
         self.owned_partitions: set[int] = set()
+        self.completed_rebalances = 0  # metrics: generations handed to members
         # (offsets partition, producer id) -> groups holding that producer's pending offsets,
         # so that a marker (complete_txn) finds them without scanning every group
         self._txn_groups: dict[tuple[int, int], set[str]] = {}
@@ -399,6 +400,7 @@ class GroupCoordinator:
         if group.leader_id not in group.members:
             group.leader_id = next(iter(group.members))
         group.transition(GroupState.COMPLETING_REBALANCE)
+        self.completed_rebalances += 1
         log.info("group %s generation %d: %d members, protocol %s, leader %s", group.group_id, group.generation,
                  len(group.members), group.protocol, group.leader_id)
         members = self._member_list(group)
@@ -418,11 +420,13 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if not error:
             error = self._validate_member(group, member_id, instance_id, generation)
-        if not error and ((protocol_type is not None and protocol_type != group.protocol_type)
-                          or (protocol_name is not None and protocol_name != group.protocol)):
+        if not error and group is not None and (
+                (protocol_type is not None and protocol_type != group.protocol_type)
+                or (protocol_name is not None and protocol_name != group.protocol)):
             error = ErrorCode.INCONSISTENT_GROUP_PROTOCOL
         if error:
             return error, b"", None, None
+        assert group is not None  # _validate_member answers UNKNOWN_MEMBER_ID for no group
         member = group.members[member_id]
         if group.state == GroupState.PREPARING_REBALANCE:
             return ErrorCode.REBALANCE_IN_PROGRESS, b"", None, None
@@ -471,10 +475,12 @@ class GroupCoordinator:
         if group is not None and group.state == GroupState.EMPTY:
             return ErrorCode.UNKNOWN_MEMBER_ID
         error = self._validate_member(group, member_id, instance_id, generation)
-        if error == ErrorCode.ILLEGAL_GENERATION and group.state == GroupState.PREPARING_REBALANCE:
+        if (error == ErrorCode.ILLEGAL_GENERATION and group is not None
+                and group.state == GroupState.PREPARING_REBALANCE):
             error = ErrorCode.REBALANCE_IN_PROGRESS
         if error:
             return error
+        assert group is not None  # _validate_member answers UNKNOWN_MEMBER_ID for no group
         member = group.members[member_id]
         self._schedule_session_expiry(group, member)
         if group.state == GroupState.PREPARING_REBALANCE:
@@ -486,7 +492,7 @@ class GroupCoordinator:
         if error:
             return error, []
         group = self.groups.get(group_id)
-        results = []
+        results: list[int] = []
         for member_id, instance_id in leaving:
             if group is None:
                 results.append(ErrorCode.UNKNOWN_MEMBER_ID)
@@ -590,6 +596,7 @@ class GroupCoordinator:
             error = self._validate_member(group, member_id, instance_id, generation)
             if error:
                 return everywhere(error)
+            assert group is not None  # _validate_member answers UNKNOWN_MEMBER_ID for no group
             if group.state == GroupState.COMPLETING_REBALANCE:
                 return everywhere(ErrorCode.REBALANCE_IN_PROGRESS)
             self._schedule_session_expiry(group, group.members[member_id])
@@ -717,7 +724,9 @@ class GroupCoordinator:
         if open_here and epoch == producer_epoch:
             return ErrorCode.NONE
         tp = (OFFSETS_TOPIC, partition)
-        codes = await self.broker.transaction_coordinator.verify_partitions(
+        transactions = self.broker.transaction_coordinator
+        assert transactions is not None  # the broker builds both coordinators before serving
+        codes = await transactions.verify_partitions(
             transactional_id, producer_id, producer_epoch, [tp])
         code = codes.get(tp, ErrorCode.INVALID_TXN_STATE)
         if code in _RETRIABLE_VERIFICATION:
@@ -775,7 +784,7 @@ class GroupCoordinator:
         subscribed = group.subscribed_topics() if not group.is_empty else set()
         if subscribed is None and not group.is_empty:
             return ErrorCode.NON_EMPTY_GROUP, {}
-        results = {}
+        results: dict[tuple[str, int], int] = {}
         doomed = []
         for tp in partitions:
             if tp[0] in (subscribed or set()):

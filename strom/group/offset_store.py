@@ -25,6 +25,7 @@ from strom.protocol.records import NO_PRODUCER_ID, NewRecord, build_batch, decod
 
 if TYPE_CHECKING:
     from strom.replication.partition import Partition
+    from strom.replication.replica_manager import ReplicaManager
     from strom.server.broker import Broker
 
 log = logging.getLogger("strom.group")
@@ -51,6 +52,12 @@ class OffsetStore:
         self.broker = broker
 
     @property
+    def _replicas(self) -> ReplicaManager:
+        replicas = self.broker.replica_manager
+        assert replicas is not None, "the broker builds its replica manager before the group coordinator"
+        return replicas
+
+    @property
     def num_partitions(self) -> int:
         info = self.broker.metadata.topics.get(OFFSETS_TOPIC)
         return info.partition_count if info else self.broker.config.offsets_topic_num_partitions
@@ -60,7 +67,7 @@ class OffsetStore:
 
     def producer_status(self, partition: int, producer_id: int) -> tuple[int | None, bool]:
         """(the producer's epoch in that partition or None, whether it has an open transaction there)."""
-        held = self.broker.replica_manager.partitions.get((OFFSETS_TOPIC, partition))
+        held = self._replicas.partitions.get((OFFSETS_TOPIC, partition))
         if held is None:
             return None, False
         state = held.log.producer_state
@@ -83,7 +90,7 @@ class OffsetStore:
             batch = build_batch(records)
         else:
             batch = build_batch(records, producer_id=producer_id, producer_epoch=producer_epoch, transactional=True)
-        replicas = self.broker.replica_manager
+        replicas = self._replicas
         try:
             info = replicas.append(OFFSETS_TOPIC, partition, batch, -1)
         except KafkaError as exc:

@@ -19,6 +19,8 @@ classic (int16 length, -1 for null), bytes int32-length.
 
 from __future__ import annotations
 
+import functools
+
 import struct
 from dataclasses import dataclass, field
 
@@ -202,7 +204,12 @@ def java_string_hash(text: str) -> int:
     return h - 2**32 if h >= 2**31 else h
 
 
+@functools.lru_cache(maxsize=8192)
 def partition_for_group(group: str, partitions: int) -> int:
-    """Kafka's Utils.abs(groupId.hashCode) % partitions, so strom picks the same partition as Kafka."""
+    """Kafka's Utils.abs(groupId.hashCode) % partitions, so strom picks the same partition as Kafka.
+
+    Cached: every group and transactional request asks it again for the same few ids, and the
+    hash walks the string in Python (a tenth of the coordinator's time in a commit-per-1000-records
+    transactional run)."""
     h = java_string_hash(group)
     return (0 if h == -(2**31) else abs(h)) % partitions

@@ -26,7 +26,7 @@ import struct
 from dataclasses import MISSING, fields
 from datetime import UTC, datetime, timedelta
 from types import NoneType, UnionType
-from typing import Any, Callable, get_args, get_origin
+from typing import TYPE_CHECKING, Any, Callable, cast, get_args, get_origin
 from uuid import UUID
 
 from kio.serial import entity_writer
@@ -43,6 +43,11 @@ from kio.serial._introspect import (
 
 from .api import request_class, response_class
 from .errors import DecodeError, ErrorCode, UnsupportedVersionError
+
+if TYPE_CHECKING:
+    from dataclasses import Field
+
+    from kio.static.protocol import Entity
 
 __all__ = [
     "DecodeError",
@@ -67,7 +72,7 @@ _MALFORMED = (struct.error, IndexError, ValueError, OverflowError)
 # --- public entry points ---------------------------------------------------
 
 
-def decode(cls: type, buf: Buffer, offset: int = 0) -> tuple[Any, int]:
+def decode(cls: type[Entity], buf: Buffer, offset: int = 0) -> tuple[Any, int]:
     """Decode one `cls` (any kio entity) at `offset`; returns it and the offset after it."""
     reader = _READERS.get(cls) or _compile(cls)
     view = buf if isinstance(buf, memoryview) and buf.format == "B" else memoryview(buf).cast("B")
@@ -269,9 +274,9 @@ def _fixed_reader(code: str, conv: Callable[[Any], Any] | None) -> Reader:
 
 # --- per-class compilation -----------------------------------------------------
 
-_READERS: dict[type, Reader] = {}
-_MIN_SIZES: dict[type, int] = {}
-_COMPILING: set[type] = set()
+_READERS: dict[type[Entity], Reader] = {}
+_MIN_SIZES: dict[type[Entity], int] = {}
+_COMPILING: set[type[Entity]] = set()
 
 
 class _Field:
@@ -283,6 +288,17 @@ class _Field:
     """
 
     __slots__ = ("name", "kind", "code", "conv", "reader", "min_size", "blob", "compact", "nullable", "item", "item_min")
+    name: str
+    kind: str
+    code: str | None  # struct code, for "fixed" fields and arrays of them
+    conv: Callable[[Any], Any] | None
+    reader: Reader
+    min_size: int
+    blob: str | None  # kafka_type of a "blob" field
+    compact: bool
+    nullable: bool
+    item: Reader | None  # element reader of an "entities" array
+    item_min: int
 
     def __init__(self, name: str, kind: str, reader: Reader, min_size: int, **extra: Any) -> None:
         self.name, self.kind, self.reader, self.min_size = name, kind, reader, min_size
@@ -298,7 +314,7 @@ def _array(item: Reader, item_min: int, compact: bool, nullable: bool, name: str
     item_min = max(item_min, 1)  # as Kafka: a count above the bytes left is an error
     size = struct.calcsize(">" + code) if code else 0
 
-    def read(buf: memoryview, pos: int) -> tuple[tuple | None, int]:
+    def read(buf: memoryview, pos: int) -> tuple[tuple[Any, ...] | None, int]:
         n, pos = length(buf, pos)
         if n < 0:
             if n == -1 and nullable:
@@ -309,7 +325,7 @@ def _array(item: Reader, item_min: int, compact: bool, nullable: bool, name: str
         if code is not None:  # fixed-size elements: one unpack for the whole array
             values = struct.unpack_from(f">{n}{code}", buf, pos)
             return (values if conv is None else tuple(map(conv, values))), pos + n * size
-        out = []
+        out: list[Any] = []
         append = out.append
         for _ in range(n):
             value, pos = item(buf, pos)
@@ -329,7 +345,7 @@ def _nullable_entity(read_entity: Reader) -> Reader:
     return read
 
 
-def _outer_nullable(field: Any) -> bool:
+def _outer_nullable(field: Field[Any]) -> bool:
     """Nullability of the field itself (for arrays, of the array, not its elements)."""
     return get_origin(field.type) is UnionType and NoneType in get_args(field.type)
 
@@ -338,10 +354,12 @@ def _blob_min(kafka_type: str, flexible: bool) -> int:
     return 1 if flexible else (2 if kafka_type == "string" else 4)
 
 
-def _plan_field(field: Any, flexible: bool, tagged: bool) -> _Field:
+def _plan_field(field: Field[Any], flexible: bool, tagged: bool) -> _Field:
     name = field.name
     kind = classify_field(field)
-    kafka_type = field.metadata.get("kafka_type")
+    kafka_type: str = field.metadata.get("kafka_type", "")  # primitive fields all have one
+    code: str | None
+    conv: Callable[[Any], Any] | None
     if isinstance(kind, PrimitiveField):
         nullable = is_optional(field)
         fixed = _fixed(kafka_type, nullable)
@@ -380,7 +398,7 @@ def _plan_field(field: Any, flexible: bool, tagged: bool) -> _Field:
     return _Field(name, "call", _array(item, item_min, flexible, nullable, name, code, conv), array_min)
 
 
-def _entity_reader(cls: type) -> Reader:
+def _entity_reader(cls: type[Entity]) -> Reader:
     reader = _READERS.get(cls)
     if reader is None:
         if cls in _COMPILING:  # a recursive schema: resolve at call time
@@ -389,7 +407,7 @@ def _entity_reader(cls: type) -> Reader:
     return reader
 
 
-def _compile(cls: type) -> Reader:
+def _compile(cls: type[Entity]) -> Reader:
     """Generate `read(buf, pos) -> (cls instance, pos)` for one kio entity class."""
     _COMPILING.add(cls)
     try:
@@ -407,7 +425,8 @@ def _compile(cls: type) -> Reader:
         _MIN_SIZES[cls] = sum(p.min_size for p in plain) + (1 if flexible else 0)
         source, env = _generate(cls, plain, defaults, tagged, flexible)
         exec(compile(source, f"<strom.codec {cls.__module__}.{cls.__qualname__}>", "exec"), env)
-        reader = _READERS[cls] = env["read"]
+        reader: Reader = env["read"]
+        _READERS[cls] = reader
         return reader
     finally:
         _COMPILING.discard(cls)
@@ -440,6 +459,7 @@ def _null_check(i: int, f: _Field, what: str, body: list[str]) -> list[str]:
 def _field_lines(i: int, f: _Field, env: dict[str, Any]) -> list[str]:
     env[f"N{i}"] = f.name
     if f.kind == "blob":
+        assert f.blob is not None
         body = [
             "end = pos + n",
             f"if end > len(buf): OVERRUN(N{i}, {f.blob!r}, n, len(buf) - pos)",
@@ -463,7 +483,13 @@ def _field_lines(i: int, f: _Field, env: dict[str, Any]) -> list[str]:
     return [f"v{i}, pos = R{i}(buf, pos)"]
 
 
-def _generate(cls: type, plain: list[_Field], defaults: dict, tagged: dict, flexible: bool) -> tuple[str, dict]:
+def _generate(
+    cls: type[Entity],
+    plain: list[_Field],
+    defaults: dict[str, Any],
+    tagged: dict[int, tuple[str, Reader]],
+    flexible: bool,
+) -> tuple[str, dict[str, Any]]:
     env: dict[str, Any] = {
         "NEW": object.__new__,
         "CLS": cls,
@@ -479,7 +505,7 @@ def _generate(cls: type, plain: list[_Field], defaults: dict, tagged: dict, flex
     def flush() -> None:
         if not run:
             return
-        fmt = ">" + "".join(f.code for _, f in run)
+        fmt = ">" + "".join(cast(str, f.code) for _, f in run)
         first = run[0][0]
         env[f"S{first}"] = struct.Struct(fmt).unpack_from
         body.append(f"{''.join(f'v{i}, ' for i, _ in run)}= S{first}(buf, pos)")

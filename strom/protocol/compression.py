@@ -118,7 +118,12 @@ _MIN_GUESS = 64 * 1024
 _OVERFLOW_HINTS = ("failed to write whole buffer", "smaller than required")
 
 
-def _decompress_bounded(codec: CompressionType, into: Callable, data, max_output: int) -> bytes:
+def _decompress_bounded(
+    codec: CompressionType,
+    into: Callable[[bytes | bytearray | memoryview, bytearray], int],
+    data: bytes | bytearray | memoryview,
+    max_output: int,
+) -> bytes:
     size = min(max_output, max(_MIN_GUESS, _FIRST_GUESS_RATIO * len(data)))
     while True:
         buffer = bytearray(size)
@@ -136,7 +141,7 @@ def _decompress_bounded(codec: CompressionType, into: Callable, data, max_output
         return bytes(memoryview(buffer)[:written])
 
 
-def _gzip_decompress(data, max_output: int) -> bytes:
+def _gzip_decompress(data: bytes | bytearray | memoryview, max_output: int) -> bytes:
     # Several concatenated gzip members are one valid stream (Java's GZIPInputStream reads them).
     parts: list[bytes] = []
     produced = 0

@@ -15,7 +15,7 @@ import types
 import typing
 import uuid
 from functools import lru_cache
-from typing import Any, Mapping
+from typing import Any, Mapping, cast
 
 from kio.schema.errors import ErrorCode as KioErrorCode
 
@@ -42,11 +42,11 @@ def _classify(tp: Any) -> tuple[str, type | None, bool]:
         origin = typing.get_origin(tp)
     if origin is tuple:
         item = typing.get_args(tp)[0]
-        if dataclasses.is_dataclass(item):
-            return "entities", item, nullable
+        if dataclasses.is_dataclass(item):  # a field's type: the class, never an instance
+            return "entities", cast(type, item), nullable
         return "tuple", None, nullable
     if dataclasses.is_dataclass(tp):
-        return "entity", tp, nullable
+        return "entity", cast(type, tp), nullable
     if isinstance(tp, type):
         if issubclass(tp, KioErrorCode):
             return "error", None, nullable
@@ -71,7 +71,7 @@ def _classify(tp: Any) -> tuple[str, type | None, bool]:
 
 @lru_cache(maxsize=None)
 def _plan(cls: type) -> tuple[_FieldPlan, ...]:
-    plans = []
+    plans: list[_FieldPlan] = []
     for f in dataclasses.fields(cls):
         kind, nested, nullable = _classify(f.type)
         has_default = f.default is not _MISSING or f.default_factory is not _MISSING
@@ -87,10 +87,12 @@ def _convert(plan: _FieldPlan, value: Any) -> Any:
     if value is None:
         return None
     kind = plan.kind
+    # entity kinds always have a nested class
     if kind == "entities":
-        return tuple(build(plan.nested, v) if isinstance(v, Mapping) else v for v in value)
+        nested = cast(type, plan.nested)
+        return tuple(build(nested, v) if isinstance(v, Mapping) else v for v in value)
     if kind == "entity":
-        return build(plan.nested, value) if isinstance(value, Mapping) else value
+        return build(cast(type, plan.nested), value) if isinstance(value, Mapping) else value
     if kind == "timedelta" and not isinstance(value, datetime.timedelta):
         return datetime.timedelta(milliseconds=int(value))
     if kind == "datetime" and not isinstance(value, datetime.datetime):
@@ -110,7 +112,7 @@ def _zero(plan: _FieldPlan) -> Any:
     if plan.kind == "error":
         return KioErrorCode.none
     if plan.kind == "entity":
-        return build(plan.nested, {})
+        return build(cast(type, plan.nested), {})
     return _ZERO.get(plan.kind)
 
 

@@ -250,6 +250,11 @@ class KafkaStorageError(KafkaError):
     error_code = ErrorCode.KAFKA_STORAGE_ERROR
 
 
+class ResourceExhaustedError(KafkaStorageError):
+    """The broker ran out of open files or memory while touching a log: retriable, and unlike a
+    disk failure it does not take the log dir offline (the message names the resource)."""
+
+
 # Topics, partitions and configs
 class UnknownTopicOrPartitionError(KafkaError):
     error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

@@ -147,6 +147,7 @@ def parse_request_header(frame: Buffer) -> tuple[RequestHeader, int]:
     size = len(frame)
     if size < 8:
         raise DecodeError(f"request frame of {size} bytes is shorter than a request header")
+    client_id: str | None
     if size >= 10:
         api_key, api_version, correlation_id, length = _HEADER_WITH_CLIENT_ID_LENGTH.unpack_from(frame, 0)
         known = _KNOWN_HEADERS.get((api_key, api_version))

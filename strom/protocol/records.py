@@ -20,13 +20,33 @@ from __future__ import annotations
 import struct
 import time
 from dataclasses import dataclass, field
-from typing import Iterator, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Iterator, NamedTuple, Sequence
 
 import crc32c
 
 from strom.protocol.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
 
-HEADER = struct.Struct(">qiibIhiqqqhii")
+if TYPE_CHECKING:
+    from mmap import mmap
+    from typing import Protocol, TypeAlias
+
+    # What batches are read from: request bytes, a fetched buffer, a slice of either, a mapped file.
+    ByteSource: TypeAlias = bytes | bytearray | memoryview | mmap
+    # HEADER's 13 fields, in BatchHeader's order
+    HeaderFields: TypeAlias = tuple[int, int, int, int, int, int, int, int, int, int, int, int, int]
+
+    class _HeaderStruct(Protocol):
+        """HEADER as the type checker sees it: a struct.Struct whose unpack knows its 13 int fields."""
+
+        @property
+        def size(self) -> int: ...
+
+        def unpack_from(self, buffer: ByteSource, offset: int = 0, /) -> HeaderFields: ...
+
+        def pack_into(self, buffer: bytearray | memoryview, offset: int, /, *fields: int) -> None: ...
+
+
+HEADER: _HeaderStruct = struct.Struct(">qiibIhiqqqhii")
 BATCH_HEADER_SIZE = HEADER.size  # 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength: the part of a batch not counted in batchLength
 MAGIC_OFFSET = 16
@@ -74,7 +94,7 @@ class BatchHeader:
     position: int = 0
 
     @classmethod
-    def parse(cls, buf, position: int = 0) -> "BatchHeader":
+    def parse(cls, buf: ByteSource, position: int = 0) -> "BatchHeader":
         return cls(*HEADER.unpack_from(buf, position), position)
 
     @property
@@ -113,12 +133,12 @@ class BatchHeader:
         return (self.base_sequence + self.last_offset_delta) % (2**31)
 
 
-def batch_crc(buf, position: int, size: int) -> int:
+def batch_crc(buf: ByteSource, position: int, size: int) -> int:
     """CRC-32C over attributes..end, as the batch's crc field should hold."""
     return crc32c.crc32c(memoryview(buf)[position + ATTRIBUTES_OFFSET : position + size])
 
 
-def read_batch_header(buf, position: int, available: int) -> BatchHeader:
+def read_batch_header(buf: ByteSource, position: int, available: int) -> BatchHeader:
     """Parse and structurally check one batch header at ``position`` (``available`` bytes in view).
 
     Checks what every reader needs (magic 2, length bounds); this runs for every batch scanned
@@ -147,7 +167,9 @@ def _magic_message(magic: int) -> str:
             "(magic 2, Kafka 0.11+); upgrade the client or enable its v2 message format")
 
 
-def validate_batches(buf, max_batch_bytes: int | None = None, *, from_producer: bool = True) -> list[BatchHeader]:
+def validate_batches(
+    buf: ByteSource, max_batch_bytes: int | None = None, *, from_producer: bool = True
+) -> list[BatchHeader]:
     """Validate every batch of a record set (a Produce payload or a follower's fetched bytes).
 
     Raises before anything is written, so a bad payload leaves the log untouched. Checks the
@@ -197,7 +219,7 @@ def set_log_append_time(buf: bytearray | memoryview, position: int, size: int, t
     _UINT32.pack_into(buf, position + CRC_OFFSET, batch_crc(buf, position, size))
 
 
-def iter_batch_headers(buf) -> Iterator[BatchHeader]:
+def iter_batch_headers(buf: ByteSource) -> Iterator[BatchHeader]:
     """Walk the batch headers of an in-memory record set (already validated or trusted)."""
     view = memoryview(buf)
     position = 0
@@ -210,7 +232,7 @@ def iter_batch_headers(buf) -> Iterator[BatchHeader]:
         position += header.size
 
 
-def complete_batches_end(buf) -> tuple[int, int]:
+def complete_batches_end(buf: ByteSource) -> tuple[int, int]:
     """(bytes of whole batches at the start of ``buf``, offset after the last of them).
 
     A fetch may end in a partial batch; readers (followers, tools) keep only whole ones. Walks
@@ -227,7 +249,7 @@ def complete_batches_end(buf) -> tuple[int, int]:
         position += size
     if last_start < 0:
         return 0, -1
-    next_offset = _INT64.unpack_from(buf, last_start)[0] + _INT32.unpack_from(buf, last_start + 23)[0] + 1
+    next_offset: int = _INT64.unpack_from(buf, last_start)[0] + _INT32.unpack_from(buf, last_start + 23)[0] + 1
     return position, next_offset
 
 
@@ -245,7 +267,7 @@ def encode_varint(value: int, out: bytearray) -> None:
     out.append(value)
 
 
-def decode_varint(buf, position: int, limit: int) -> tuple[int, int]:
+def decode_varint(buf: ByteSource, position: int, limit: int) -> tuple[int, int]:
     """Zig-zag varint at ``position``; returns (value, next position). Bounded by ``limit``."""
     result = 0
     shift = 0
@@ -274,7 +296,7 @@ class Record:
     headers: list[tuple[str, bytes | None]] = field(default_factory=list)
 
 
-def _read_bytes(buf, position: int, limit: int) -> tuple[bytes | None, int]:
+def _read_bytes(buf: ByteSource, position: int, limit: int) -> tuple[bytes | None, int]:
     length, position = decode_varint(buf, position, limit)
     if length < 0:
         return None, position
@@ -283,7 +305,7 @@ def _read_bytes(buf, position: int, limit: int) -> tuple[bytes | None, int]:
     return bytes(buf[position : position + length]), position + length
 
 
-def _decode_record(buf, position: int, limit: int, header: BatchHeader) -> tuple[Record, int]:
+def _decode_record(buf: ByteSource, position: int, limit: int, header: BatchHeader) -> tuple[Record, int]:
     length, position = decode_varint(buf, position, limit)
     end = position + length
     if length < 0 or end > limit:
@@ -296,7 +318,7 @@ def _decode_record(buf, position: int, limit: int, header: BatchHeader) -> tuple
     count, position = decode_varint(buf, position, end)
     if count < 0 or count > end - position:
         raise CorruptRecordError(f"record header count {count} is impossible")
-    headers = []
+    headers: list[tuple[str, bytes | None]] = []
     for _ in range(count):
         hkey, position = _read_bytes(buf, position, end)
         hvalue, position = _read_bytes(buf, position, end)
@@ -308,7 +330,7 @@ def _decode_record(buf, position: int, limit: int, header: BatchHeader) -> tuple
     return Record(header.base_offset + offset_delta, timestamp, key, value, headers), end
 
 
-def batch_records_payload(batch, header: BatchHeader, max_output: int = 256 * 1024 * 1024) -> bytes:
+def batch_records_payload(batch: ByteSource, header: BatchHeader, max_output: int = 256 * 1024 * 1024) -> bytes:
     """The (decompressed) bytes of a batch's records section."""
     raw = memoryview(batch)[header.position + BATCH_HEADER_SIZE : header.position + header.size]
     if header.compression == 0:
@@ -330,7 +352,7 @@ class RecordSummary(NamedTuple):
     key_length: int  # -1: null key
 
 
-def scan_records(buf, start: int, end: int, count: int) -> list[RecordSummary]:
+def scan_records(buf: ByteSource, start: int, end: int, count: int) -> list[RecordSummary]:
     """Walk ``count`` records in ``buf[start:end]`` (a batch's records section, decompressed).
 
     Checks the structure as Kafka's DefaultRecord reader does: every record ends exactly where
@@ -344,7 +366,7 @@ def scan_records(buf, start: int, end: int, count: int) -> list[RecordSummary]:
         raise InvalidRecordError(f"Found invalid record structure: {exc}") from None
 
 
-def _scan_records(buf, start: int, end: int, count: int) -> list[RecordSummary]:
+def _scan_records(buf: ByteSource, start: int, end: int, count: int) -> list[RecordSummary]:
     out: list[RecordSummary] = []
     append = out.append
     pos = start
@@ -385,7 +407,7 @@ def _scan_records(buf, start: int, end: int, count: int) -> list[RecordSummary]:
     return out
 
 
-def first_offset_gap(buf, start: int, end: int, count: int) -> int:
+def first_offset_gap(buf: ByteSource, start: int, end: int, count: int) -> int:
     """Hop over ``count`` records by their lengths; the index of the first whose offset delta is
     not its index (-1: offsets are consecutive from 0).
 
@@ -419,7 +441,7 @@ def first_offset_gap(buf, start: int, end: int, count: int) -> int:
         raise InvalidRecordError(f"Found invalid record structure: {exc}") from None
 
 
-def _varint(buf, pos: int, limit: int) -> tuple[int, int]:
+def _varint(buf: ByteSource, pos: int, limit: int) -> tuple[int, int]:
     """decode_varint with the one- and two-byte cases (most record fields) unrolled."""
     if pos < limit:
         byte = buf[pos]
@@ -433,14 +455,14 @@ def _varint(buf, pos: int, limit: int) -> tuple[int, int]:
     return decode_varint(buf, pos, limit)
 
 
-def decode_batch_records(batch, header: BatchHeader | None = None) -> list[Record]:
+def decode_batch_records(batch: ByteSource, header: BatchHeader | None = None) -> list[Record]:
     """Every record of one batch (decompressing if needed)."""
     if header is None:
         header = BatchHeader.parse(batch, 0)
     payload = batch_records_payload(batch, header)
     if header.is_control and header.records_count == 0:
         return []
-    records = []
+    records: list[Record] = []
     position = 0
     for _ in range(header.records_count):
         record, position = _decode_record(payload, position, len(payload), header)
@@ -448,7 +470,7 @@ def decode_batch_records(batch, header: BatchHeader | None = None) -> list[Recor
     return records
 
 
-def iter_records(buf) -> Iterator[Record]:
+def iter_records(buf: ByteSource) -> Iterator[Record]:
     """Every record of every batch in a record set."""
     for header in iter_batch_headers(buf):
         yield from decode_batch_records(buf, header)
@@ -511,7 +533,7 @@ def build_batch(
     base_timestamp = min(timestamps) if timestamps else NO_TIMESTAMP
     max_timestamp = max(timestamps) if timestamps else NO_TIMESTAMP
     payload = bytearray()
-    deltas = []
+    deltas: list[int] = []
     for index, (record, ts) in enumerate(zip(records, timestamps)):
         delta = record.offset_delta if record.offset_delta is not None else index
         deltas.append(delta)
@@ -582,7 +604,7 @@ def build_control_batch(producer_id: int, producer_epoch: int, commit: bool, coo
                        producer_epoch=producer_epoch, transactional=True, control=True)
 
 
-def read_control_record(batch, header: BatchHeader) -> tuple[bool, int]:
+def read_control_record(batch: ByteSource, header: BatchHeader) -> tuple[bool, int]:
     """(commit?, coordinator epoch) of a control batch starting at ``header.position`` of ``batch``.
 
     A control record of another type (Kafka reserves types >= 2) reads as neither commit nor

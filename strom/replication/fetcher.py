@@ -5,6 +5,10 @@ its own connection. A partition that becomes a follower first truncates its log 
 leader's OffsetForLeaderEpoch answer (KIP-101/279), never its high watermark alone, then fetches
 from its log end. The leader learns each follower's log end from the fetch offset, and the
 follower learns the high watermark from the response.
+
+Each fetcher keeps an incremental fetch session (KIP-227) with its leader, so a long-poll names
+only the partitions whose fetch position moved and the leader answers only what changed; a
+session error or a lost connection falls back to one full fetch.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError, KafkaStorageError
 from strom.protocol.records import complete_batches_end
 from strom.replication.client import BrokerClient, BrokerConnectionError
+from strom.replication.fetch_session import FetchSessionHandler
 from strom.storage.leader_epoch import UNDEFINED_EPOCH
 
 if TYPE_CHECKING:
@@ -40,6 +45,7 @@ class ReplicaFetcher:
         self.needs_truncation: set[tuple[str, int]] = set()
         self._wakeup = asyncio.Event()
         self._client: BrokerClient | None = None
+        self._session = FetchSessionHandler()
         self._task = asyncio.ensure_future(self._run())
 
     def add(self, partition: "Partition") -> None:
@@ -91,11 +97,13 @@ class ReplicaFetcher:
                 await self._fetch_once(client)
             except BrokerConnectionError as exc:
                 log.info("fetcher %d->%d: %s", self.broker.broker_id, self.leader_id, exc)
+                self._session.reset()
                 await asyncio.sleep(RETRY_BACKOFF_S)
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("replica fetcher %d->%d failed; retrying", self.broker.broker_id, self.leader_id)
+                self._session.reset()
                 await asyncio.sleep(RETRY_BACKOFF_S)
 
     # -- truncation --------------------------------------------------------------------------------
@@ -147,23 +155,29 @@ class ReplicaFetcher:
     # -- fetching ----------------------------------------------------------------------------------
     async def _fetch_once(self, client: BrokerClient) -> None:
         config = self.broker.config
-        fetchable = [p for k, p in self.partitions.items() if k not in self.needs_truncation]
+        quotas = self.broker.replica_manager.quotas  # a move's throttled replicas wait while it is spent
+        fetchable = [p for k, p in self.partitions.items()
+                     if k not in self.needs_truncation and not quotas.follower_held_back(p)]
         if not fetchable:
             await asyncio.sleep(RETRY_BACKOFF_S)
             return
-        by_topic: dict[str, list[dict]] = {}
-        for partition in fetchable:
-            by_topic.setdefault(partition.topic, []).append({
-                "partition": partition.index, "current_leader_epoch": partition.leader_epoch,
-                "fetch_offset": partition.log.log_end_offset, "log_start_offset": partition.log.log_start_offset,
-                "partition_max_bytes": config.replica_fetch_max_bytes})
+        wanted = {partition.key: {
+            "partition": partition.index, "current_leader_epoch": partition.leader_epoch,
+            "fetch_offset": partition.log.log_end_offset, "log_start_offset": partition.log.log_start_offset,
+            "partition_max_bytes": config.replica_fetch_max_bytes} for partition in fetchable}
         response = await client.request(ApiKey.FETCH, FETCH_VERSION, {
             "replica_id": self.broker.broker_id, "max_wait": config.replica_fetch_wait_max_ms,
             "min_bytes": config.replica_fetch_min_bytes, "max_bytes": config.replica_fetch_response_max_bytes,
-            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-            "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
-            "forgotten_topics_data": [], "rack_id": ""},
+            "isolation_level": 0, **self._session.build(wanted), "rack_id": ""},
             timeout_s=config.replica_fetch_wait_max_ms / 1000 + config.replica_socket_timeout_ms / 1000)
+        opened = self._session.session_id
+        if not self._session.handle_response(response.error_code, response.session_id):
+            log.info("fetcher %d->%d: fetch session error %s; fetching in full", self.broker.broker_id,
+                     self.leader_id, response.error_code)
+            return
+        if self._session.session_id not in (0, opened):
+            log.info("fetcher %d->%d: incremental fetch session %d for %d partitions", self.broker.broker_id,
+                     self.leader_id, self._session.session_id, len(wanted))
         moved = False
         for topic in response.responses:
             for data in topic.partitions:
@@ -199,6 +213,10 @@ class ReplicaFetcher:
             if whole:
                 try:
                     log_.append_as_follower(records[:whole])
+                    quota = self.broker.replica_manager.quotas.follower_quota(partition)
+                    if quota is not None:
+                        quota.record(whole)
+                    self.broker.stats.replication_bytes_in += whole
                     appended = True
                 except KafkaStorageError:
                     return False  # reported by the segment: this replica is offline now

@@ -4,18 +4,33 @@ A waiter registers a future under one or more keys (a topic-partition); whoever 
 partition (an append, a high-watermark move) calls ``notify(key)``, which wakes every waiter on
 it. The waiter then re-checks its own condition and either completes or waits again, until its
 deadline.
+
+Every notification is also numbered and kept in a short log (``changed_since``), so that a fetch
+session can look at the partitions that changed since its last request instead of all of its own.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections import defaultdict
+from collections import defaultdict, deque
+from itertools import islice
 from typing import Hashable, Iterable
 
 
 class Purgatory:
+    CHANGE_LOG = 65536
+
     def __init__(self) -> None:
         self._waiters: dict[Hashable, set[asyncio.Future]] = defaultdict(set)
+        self.sequence = 0  # notifications so far; the log holds the last CHANGE_LOG of them
+        self._changes: deque[Hashable] = deque(maxlen=self.CHANGE_LOG)
+
+    def changed_since(self, sequence: int) -> list[Hashable] | None:
+        """Keys notified after ``sequence`` (with repeats), or None when the log no longer reaches back."""
+        count = self.sequence - sequence
+        if count > len(self._changes) or count < 0:
+            return None
+        return list(islice(reversed(self._changes), count))
 
     def watch(self, keys: Iterable[Hashable]) -> asyncio.Future:
         keys = tuple(keys)
@@ -34,6 +49,8 @@ class Purgatory:
                     del self._waiters[key]
 
     def notify(self, key: Hashable) -> None:
+        self.sequence += 1
+        self._changes.append(key)
         waiters = self._waiters.get(key)
         if waiters:
             for future in list(waiters):

@@ -25,12 +25,14 @@ from strom.replication.fetcher import ReplicaFetcherManager
 from strom.cluster.metadata_cache import MetadataCache
 from strom.protocol.errors import (
     KafkaStorageError,
+    ResourceExhaustedError,
     NotLeaderError,
     RequestTimedOutError,
     UnknownTopicOrPartitionError,
 )
 from strom.replication.partition import Partition
 from strom.replication.purgatory import Purgatory
+from strom.replication.throttle import ReplicationQuotas
 from strom.storage.log import LogAppendInfo
 from strom.storage.log_manager import LogManager
 
@@ -49,6 +51,7 @@ class ReplicaManager:
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.purgatory = Purgatory()
         self.fetchers = ReplicaFetcherManager(broker)
+        self.quotas = ReplicationQuotas(self.broker_id)  # replication throttles (a reassignment's)
         # called with (partition, is_leader) whenever this broker gains or loses a leadership
         self.leadership_listeners: list[Callable[[Partition, bool], None]] = []
         self._known_topics: set[str] | None = None
@@ -60,6 +63,7 @@ class ReplicaManager:
 
     def apply_metadata(self) -> None:
         """Bring local replicas in line with the metadata: create, lead, follow or delete."""
+        self.quotas.update(self.metadata)
         wanted: set[tuple[str, int]] = set()
         for topic in self.metadata.topics.values():
             config = self.log_manager.config_for(topic.name)
@@ -74,6 +78,8 @@ class ReplicaManager:
                 if partition is None:
                     try:
                         log_ = self.log_manager.get_or_create_log(key, config)
+                    except ResourceExhaustedError:
+                        continue  # logged, naming the resource; the next metadata pass tries again
                     except KafkaStorageError as exc:
                         log.warning("replica %s-%d is offline: %s", topic.name, index, exc)
                         self.offline.add(key)
@@ -91,7 +97,9 @@ class ReplicaManager:
                         pass  # reported by the segment: the replica is offline now
         self.offline.intersection_update(wanted)
         for key in [k for k in self.partitions if k not in wanted]:
-            self._remove_replica(key, delete=key[0] not in self.metadata.topics)
+            # the topic is gone, or a reassignment moved this replica away (Kafka's StopReplica with
+            # delete): either way its log goes (a failed dir keeps its files until it is back)
+            self._remove_replica(key, delete=True)
         # Logs of topics deleted while we watched go too; strays found at startup are kept
         # (deleting data on a possibly incomplete view would be worse than keeping it).
         if self._known_topics is not None:
@@ -210,6 +218,10 @@ class ReplicaManager:
             self.broker.request_metadata_reload()
             return
         log.info("%s-%d: ISR %s -> %s (%s)", partition.topic, partition.index, partition.isr, isr, reason)
+        if len(isr) < len(partition.isr):
+            self.broker.stats.isr_shrinks += 1
+        else:
+            self.broker.stats.isr_expands += 1
         partition.isr = isr
         partition.state_version = version
 
@@ -278,9 +290,18 @@ class ReplicaManager:
         partition = self.partitions.get((topic, index))
         if partition is None or not partition.is_leader or self.fenced:
             partition = self.leader_partition(topic, index)  # raises the precise error
+        stats = self.broker.stats.topic(topic)  # Kafka's BrokerTopicMetrics: plain counters
+        stats.produce_requests += 1
         try:
             info = partition.append_as_leader(records, required_acks)
         except OSError as exc:  # a roll, an index block, an fsync: the dir goes offline
+            stats.failed_produce += 1
             raise self.log_manager.storage_error(partition.key, exc, "appending to") from exc
+        except Exception:
+            stats.failed_produce += 1
+            raise
+        if not info.duplicate:
+            stats.messages_in += info.records_count
+            stats.bytes_in += len(records)
         self.purgatory.notify(partition.key)
         return info

@@ -14,7 +14,14 @@ import logging
 from urllib.parse import unquote
 
 from strom.cluster import model
-from strom.cluster.store import BadVersionError, MetadataStore, NodeExistsError, NoNodeError, StoreError
+from strom.cluster.store import (
+    BadVersionError,
+    MetadataStore,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    StoreError,
+)
 from strom.security.scram import MECHANISM_IDS, ScramCredential
 
 log = logging.getLogger("strom.security")
@@ -110,7 +117,10 @@ class CredentialCache:
                 elif configs:
                     self.store.set(path, payload, version)
                 else:
-                    self.store.delete(path, version)
+                    try:
+                        self.store.delete(path, version)
+                    except NotEmptyError:  # client-id quota nodes live under it: keep it, empty
+                        self.store.set(path, payload, version)
                 break
             except (BadVersionError, NodeExistsError, NoNodeError):
                 continue  # another broker wrote it meanwhile: read again

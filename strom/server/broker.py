@@ -21,6 +21,7 @@ import signal
 import socket
 import time
 import uuid
+from typing import TYPE_CHECKING
 
 from strom.cluster import model
 from strom.cluster.controller import Controller
@@ -30,9 +31,14 @@ from strom.cluster.model import Broker as BrokerInfo
 from strom.cluster.store import MetadataStore, NodeExistsError, StoreError
 from strom.group.coordinator import GroupCoordinator
 from strom.group.offset_store import OFFSETS_TOPIC
-from strom.protocol.errors import KafkaStorageError, TopicAlreadyExistsError
+from strom.metrics.stats import BrokerStats, RequestMetrics
+from strom.protocol.errors import KafkaStorageError, ResourceExhaustedError, TopicAlreadyExistsError
+from strom.resources import descriptor_shortfall, raise_open_files_limit
+from strom.security.authorizer import AclAuthorizer
 from strom.security.credentials import CredentialCache
+from strom.server.quotas import QuotaManager
 from strom.security.listeners import ListenerSecurity, inter_broker_security, listener_security
+from strom.replication.fetch_session import FetchSessionCache, TopicNames
 from strom.replication.replica_manager import ReplicaManager
 from strom.server.config import BrokerConfig
 from strom.server.connection import Connection
@@ -42,6 +48,9 @@ from strom.server.periodic import run_every
 from strom.txn.coordinator import TRANSACTION_STATE_TOPIC, TransactionCoordinator
 from strom.txn.producer_ids import ProducerIdManager
 from strom.storage.log_manager import LogManager, SchedulerIntervals
+
+if TYPE_CHECKING:
+    from strom.metrics.server import LoopLag, MetricsEndpoint
 
 log = logging.getLogger("strom.broker")
 
@@ -57,12 +66,19 @@ class Broker:
         self.config = config
         self.broker_id = config.broker_id
         self.metadata = MetadataCache()
+        # KIP-227 fetch sessions, and topic id -> name for Fetch v13+ (strom.replication.fetch_session)
+        self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots,
+                                                config.min_incremental_fetch_session_eviction_ms)
+        self.topic_name_by_id = TopicNames(self.metadata)
         # one dispatcher per listener: a request's context names the listener it came in on
         self.dispatchers = {listener.name: Dispatcher(self, HANDLERS, listener.name) for listener in config.listeners}
         self.dispatcher = self.dispatchers[config.listeners[0].name]
         self.listener_security: dict[str, ListenerSecurity] = {}
         self.inter_broker_security = None
         self.credentials: CredentialCache | None = None
+        # None unless authorizer.class.name is set: handlers then test this one attribute and move on
+        self.authorizer: AclAuthorizer | None = None
+        self.quotas = QuotaManager(window_num=config.quota_window_num, window_size_s=config.quota_window_size_seconds)
         self.sasl_decoy_key = os.urandom(32)  # unknown SCRAM users get salts derived from it
         self.bound: dict[str, tuple[str, int]] = {}  # listener name -> bound (host, port)
         self.connections: set[Connection] = set()
@@ -83,6 +99,12 @@ class Broker:
         self._unfence_after_reload = False
         self._reload_failing = False
         self.started_at = time.time()
+        # metrics: counters are always kept (an addition each); request timing and the endpoint
+        # only with metrics.listener, since timing reads the clock several times per request
+        self.stats = BrokerStats()
+        self.request_metrics = RequestMetrics() if config.metrics_listener else None
+        self.loop_lag: "LoopLag | None" = None  # strom.metrics.server imports prometheus_client: loaded when used
+        self.metrics_endpoint: "MetricsEndpoint | None" = None
 
     # -- startup -----------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -140,6 +162,11 @@ class Broker:
         self.store.ensure_path(model.CONFIG_TOPICS)
         self.credentials = CredentialCache(self.store, self._loop)
         self.credentials.load()
+        self.quotas.start(self.store, self._loop)
+        if config.authorizer_class_name:
+            self.authorizer = AclAuthorizer(self.store, config.super_users, config.allow_everyone_if_no_acl_found,
+                                            self._loop)
+            self.authorizer.load()
         self._info = BrokerInfo(self.broker_id, self.host, advertised_port, config.broker_rack,
                                 endpoints=tuple(endpoints),
                                 protocols=tuple((name, config.protocol_of(name)) for name, _, _ in endpoints))
@@ -173,7 +200,17 @@ class Broker:
             self._background.append(asyncio.create_task(run_every(
                 config.leader_imbalance_check_interval_seconds, self._rebalance_leaders, self._stop,
                 "preferred leader rebalance")))
+        if config.metrics_listener:
+            self._start_metrics()
         self._announce(listener.host, self.port)
+
+    def _start_metrics(self) -> None:
+        from strom.metrics.server import LoopLag, MetricsEndpoint, parse_listener
+
+        self.loop_lag = LoopLag()
+        self._background.append(asyncio.create_task(self.loop_lag.run(self._stop)))
+        self.metrics_endpoint = MetricsEndpoint(self, *parse_listener("metrics.listener", self.config.metrics_listener))
+        self.metrics_endpoint.start(asyncio.get_running_loop())
 
     def _connection_factory(self, security: ListenerSecurity):
         dispatcher = self.dispatchers[security.name]
@@ -227,6 +264,8 @@ class Broker:
         log.info("broker %d started in %.2fs, listening on %s", self.broker_id, took, address)
         print(f"strom broker {self.broker_id} listening on {address} (data in {', '.join(self.config.log_dirs)})",
               flush=True)
+        if self.metrics_endpoint is not None:
+            print(f"strom broker {self.broker_id} metrics on {self.metrics_endpoint.url}", flush=True)
 
     def _register(self, wait_s: float = 0.0) -> None:
         """The ephemeral /brokers/ids/<id>: this broker counts as alive exactly while it exists.
@@ -361,16 +400,21 @@ class Broker:
             if self.controller.reconcile(self.metadata, self._unclean_enabled):
                 self.metadata.load(self.store, watch=self._on_store_change)
         self.replica_manager.apply_metadata()
+        self.stats.forget_topics(self.metadata.topics.keys())
 
     def _forget_offsets_of_deleted_topics(self, known: dict[str, object]) -> None:
         """Topics gone since the last load (or re-created under a new id) lose their groups' offsets."""
         topics = self.metadata.topics
         deleted = {name for name, topic_id in known.items()
                    if (info := topics.get(name)) is None or info.topic_id != topic_id}
-        if deleted:
-            self._background = [t for t in self._background if not t.done()]
-            self._background.append(asyncio.create_task(
-                self.group_coordinator.remove_offsets_of_deleted_topics(deleted)))
+        if not deleted:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # a broker driven without its event loop (the fuzz harness) writes nothing
+            return
+        self._background = [t for t in self._background if not t.done()]
+        self._background.append(loop.create_task(self.group_coordinator.remove_offsets_of_deleted_topics(deleted)))
 
     def _rebalance_leaders(self) -> None:
         """auto.leader.rebalance.enable: run every leader.imbalance.check.interval.seconds (acts on the controller)."""
@@ -383,6 +427,11 @@ class Broker:
 
     def create_topic(self, name: str, partitions: int, replication_factor: int, configs: dict[str, str] | None = None,
                      assignment: dict[int, list[int]] | None = None, validate_only: bool = False):
+        local = (sum(1 for replicas in assignment.values() if self.broker_id in replicas) if assignment
+                 else -(-partitions * max(1, replication_factor) // max(1, len(self.metadata.brokers))))
+        shortfall = descriptor_shortfall(local)
+        if shortfall is not None:  # refused before anything is recorded: no half-made topic
+            raise ResourceExhaustedError(f"topic '{name}' was not created: {shortfall}")
         try:
             created = self.controller.create_topic(name, partitions, replication_factor, configs, assignment,
                                                    validate_only=validate_only)
@@ -486,6 +535,9 @@ class Broker:
             server.close()
         if self.credentials is not None:
             self.credentials.stop()
+        self.quotas.stop()
+        if self.authorizer is not None:
+            self.authorizer.stop()
         deadline = time.monotonic() + SHUTDOWN_GRACE_S
         while not crash and any(not c.idle for c in self.connections) and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
@@ -509,6 +561,9 @@ class Broker:
         if self.store is not None:
             await self._bounded(asyncio.get_running_loop().run_in_executor(None, self.store.close),
                                 "closing the metadata store")
+        if self.metrics_endpoint is not None:
+            await self._bounded(asyncio.get_running_loop().run_in_executor(None, self.metrics_endpoint.stop),
+                                "the metrics endpoint")
         log.info("broker %d stopped", self.broker_id)
 
     @staticmethod
@@ -527,6 +582,8 @@ def run_broker(config: BrokerConfig) -> int:
         uvloop.install()
     except ImportError:
         pass
+
+    raise_open_files_limit()
 
     async def main() -> None:
         broker = Broker(config)

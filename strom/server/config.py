@@ -149,6 +149,15 @@ def _key(key: str, default: Any, parse: Parser, doc: str, ignored: str | None = 
                                                         "sensitive": sensitive})
 
 
+def _metrics_listener(key: str, raw: str) -> str | None:
+    if not str(raw).strip():
+        return None
+    from strom.metrics.server import parse_listener
+
+    parse_listener(key, str(raw))  # validated now; the broker parses it again when it binds
+    return str(raw).strip()
+
+
 def _protocol(key: str, raw: str) -> str:
     return parse_choice(key, str(raw).strip().upper(), SECURITY_PROTOCOLS)
 
@@ -178,6 +187,19 @@ def _mapping_rules(key: str, raw: str) -> str:
 
 def _any_text(key: str, raw: str) -> str:
     return str(raw).strip()
+
+
+def _authorizer_class(key: str, raw: str) -> str | None:
+    from strom.security.authorizer import AUTHORIZER_CLASS_NAMES
+
+    name = str(raw).strip()
+    if name and name not in AUTHORIZER_CLASS_NAMES:
+        raise ConfigError(key, f"{name!r} is not an authorizer strom has; use one of {', '.join(AUTHORIZER_CLASS_NAMES)}")
+    return name or None
+
+
+def _semicolon_list(key: str, raw: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in str(raw).split(";") if part.strip())
 
 
 _DEFAULT_LISTENERS = (Listener("PLAINTEXT", "127.0.0.1", 9092),)
@@ -261,6 +283,18 @@ class BrokerConfig:
     connections_max_reauth_ms: int = _key("connections.max.reauth.ms", 0, _long(0),
         "Accepted and ignored: strom does not re-authenticate SASL sessions (KIP-368).",
         ignored="strom does not re-authenticate SASL sessions (KIP-368)")
+    # --- security: authorization (ACLs in /kafka-acl, managed with strom acls)
+    authorizer_class_name: str | None = _key("authorizer.class.name", None, _authorizer_class,
+        "The ACL authorizer (strom's, or Kafka's AclAuthorizer/StandardAuthorizer class names, which select it); empty: every request is allowed.")
+    super_users: tuple[str, ...] = _key("super.users", (), _semicolon_list,
+        "Semicolon list of principals (User:admin;User:broker) allowed everything; put the inter-broker principal here.")
+    allow_everyone_if_no_acl_found: bool = _key("allow.everyone.if.no.acl.found", False, parse_bool,
+        "Whether a resource no ACL names is open to everyone (with the authorizer on).")
+    # --- client quotas (producer_byte_rate, consumer_byte_rate, request_percentage under /config/users, /config/clients)
+    quota_window_num: int = _key("quota.window.num", 11, _int(1),
+        "Number of samples a client's quota rate is measured over.")
+    quota_window_size_seconds: int = _key("quota.window.size.seconds", 1, _int(1),
+        "Length of each quota sample, in seconds.")
     # --- network
     socket_request_max_bytes: int = _key("socket.request.max.bytes", 104857600, _int(1),
         "Largest request frame accepted; larger frames close the connection.")
@@ -407,6 +441,8 @@ class BrokerConfig:
         "How often the controller checks leader balance.")
     leader_imbalance_per_broker_percentage: int = _key("leader.imbalance.per.broker.percentage", 10, _int(0),
         "Imbalance per broker that triggers a rebalance.")
+    metrics_listener: str | None = _key("metrics.listener", None, _metrics_listener,
+        "http://host:port of the Prometheus /metrics endpoint (port 0 picks a free one); null: not served.")
     controlled_shutdown_enable: bool = _key("controlled.shutdown.enable", True, parse_bool,
         "Move leadership away before shutting down.")
     controlled_shutdown_max_retries: int = _key("controlled.shutdown.max.retries", 3, _int(0),
@@ -459,6 +495,8 @@ class BrokerConfig:
         "Largest fetch response the broker builds.")
     max_incremental_fetch_session_cache_slots: int = _key("max.incremental.fetch.session.cache.slots", 1000, _int(0),
         "Incremental fetch sessions kept by the broker.")
+    min_incremental_fetch_session_eviction_ms: int = _key("min.incremental.fetch.session.eviction.ms", 120000, _int(0),
+        "A fetch session this young is evicted from a full cache only by a follower's (Kafka's constant).")
 
     def __post_init__(self) -> None:
         resolved: dict[str, Any] = {}

@@ -16,6 +16,7 @@ import asyncio
 import errno
 import logging
 import os
+from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 from strom.protocol.errors import DecodeError
@@ -46,6 +47,16 @@ class Connection(asyncio.Protocol):
         self._acks: list[tuple[int, int, Any, RawResponse]] = []
         self._write_behind = broker.log_manager.write_behind
         self._offline_dirs = broker.log_manager.offline_dirs
+        # strom.metrics: request phases are timed only when metrics are served (None otherwise)
+        self._timing = broker.request_metrics
+        # when handling of the frames that arrived with the last bytes began: a frame's queue time
+        # starts there (0.0: not yet; the first frame of the bytes then starts it, at no extra clock read)
+        self._received_at = 0.0
+        self._timed: tuple[float, float, float] = (0.0, 0.0, 0.0)  # queue, local, handled-at of the awaited one
+        self.listener = "?"
+        self._quotas = broker.quotas  # strom.server.quotas: consulted only while some quota exists
+        self._muted: asyncio.TimerHandle | None = None
+        self._throttle_after = 0  # ms to mute for once the awaited response is sent
 
     # -- asyncio.Protocol --------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -55,10 +66,16 @@ class Connection(asyncio.Protocol):
         sock = transport.get_extra_info("socket")
         self._socket_fd = sock.fileno() if sock is not None else -1
         self.broker.connections.add(self)
+        self.listener = self.dispatcher.listener
+        self.broker.stats.connections_created[self.listener] += 1
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
+        if self._muted is not None:
+            self._muted.cancel()
+            self._muted = None
         self.broker.connections.discard(self)
+        self.broker.stats.connections_closed[self.listener] += 1
         if self._task is not None and not self._task.done():
             self._task.cancel()
 
@@ -70,6 +87,7 @@ class Connection(asyncio.Protocol):
         self._process()
 
     def data_received(self, data: bytes) -> None:
+        self._received_at = 0.0
         try:
             self.decoder.feed(data)
         except FrameError as exc:
@@ -80,7 +98,7 @@ class Connection(asyncio.Protocol):
     # -- processing --------------------------------------------------------------------------------
     @property
     def idle(self) -> bool:
-        return not self._busy
+        return not self._busy or self._muted is not None
 
     def _process(self) -> None:
         try:
@@ -89,6 +107,8 @@ class Connection(asyncio.Protocol):
             self._flush()
 
     def _drain(self) -> None:
+        timing = self._timing
+        clock = 0.0  # when the previous request of this drain was done: the next one's handling starts there
         while not self._busy and not self._write_paused and not self._closed:
             try:
                 frame = self.decoder.next_frame()
@@ -97,8 +117,15 @@ class Connection(asyncio.Protocol):
                 return
             if frame is None:
                 return
+            if timing is not None:
+                started = clock or perf_counter()
+                if not self._received_at:
+                    self._received_at = started
             try:
-                header, result = self.dispatcher.handle_frame(frame, self.peer)
+                if self._quotas.active:
+                    header, result = self._quotas.handle_frame(self, frame)
+                else:
+                    header, result = self.dispatcher.handle_frame(frame, self.peer)
             except (DecodeError, CloseConnection) as exc:
                 self._abort(f"malformed request: {exc}")
                 return
@@ -107,13 +134,22 @@ class Connection(asyncio.Protocol):
                 self._abort("internal error")
                 return
             if result is None:
+                if timing is not None:  # acks=0: no response
+                    clock = perf_counter()
+                    timing.record(header, started - self._received_at, clock - started)
                 continue
             if type(result) is not RawResponse and hasattr(result, "__await__"):
+                if timing is not None:
+                    handled = perf_counter()
+                    self._timed = (started - self._received_at, handled - started, handled)
                 self._busy = True
                 self.transport.pause_reading()
                 self._task = asyncio.ensure_future(self._complete(header, result))
                 return
             self._send(header, result)
+            if timing is not None:  # answered at once: local time includes encoding the response
+                clock = perf_counter()
+                timing.record(header, started - self._received_at, clock - started)
 
     async def _complete(self, header, awaitable) -> None:
         try:
@@ -126,11 +162,39 @@ class Connection(asyncio.Protocol):
             return
         if self._closed:
             return
+        replied = perf_counter() if self._timing is not None else 0.0
         if response is not None:
             self._send(header, response)
             self._flush()
-        self._busy = False
+        if self._timing is not None:
+            queue, local, handled = self._timed
+            self._timing.record_awaited(header, queue, local, replied - handled, perf_counter() - replied)
         self._task = None
+        if self._throttle_after:
+            self.mute(self._throttle_after)
+            self._throttle_after = 0
+            return
+        self._busy = False
+        self.transport.resume_reading()
+        self._process()
+
+    # -- quotas (KIP-219) ---------------------------------------------------------------------------
+    def mute(self, throttle_ms: int) -> None:
+        """Read nothing from this client for ``throttle_ms`` (its response still goes out now)."""
+        if not self._busy:
+            self._busy = True
+            self.transport.pause_reading()
+        self._muted = asyncio.get_running_loop().call_later(throttle_ms / 1000, self._unmute)
+
+    def throttle_after_response(self, throttle_ms: int) -> None:
+        """Mute once the response being awaited has been sent."""
+        self._throttle_after = throttle_ms
+
+    def _unmute(self) -> None:
+        self._muted = None
+        if self._closed:
+            return
+        self._busy = False
         self.transport.resume_reading()
         self._process()
 

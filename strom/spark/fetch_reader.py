@@ -68,7 +68,9 @@ class BrokerLink:
 
     def request(self, api_key: int, version: int, values: dict[str, Any]) -> Any:
         self._correlation = (self._correlation + 1) & 0x7FFFFFFF
-        body = encode(build(request_class(api_key, version), values))
+        cls = request_class(api_key, version)
+        assert cls is not None, f"kio has no request schema for api {api_key} v{version}"  # fixed versions
+        body = encode(build(cls, values))
         try:
             self._sock.sendall(request_frame(api_key, version, self._correlation, b"strom-spark", body))
             (size,) = _SIZE.unpack(self._read(4))

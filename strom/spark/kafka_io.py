@@ -117,6 +117,7 @@ class Admin:
             latest = self.offsets(tps, LATEST)
         if spec == "latest":
             return dict(latest)
+        assert isinstance(spec, dict), spec  # the options parser gives "earliest", "latest" or a dict
         unknown = sorted(tp for tp in spec if tp not in earliest)
         if unknown:
             raise ValueError(f"offsets given for topic-partitions that do not exist or are not "

@@ -78,10 +78,11 @@ log = logging.getLogger("strom.spark")
 
 FLUSH_TIMEOUT_S = 300.0
 TXN_CALL_TIMEOUT_S = 120.0  # each transactional call; librdkafka retries inside it
-_DEFAULT_PRODUCER = {
+_DEFAULT_MESSAGE_TIMEOUT_MS = 120_000  # the Java client's delivery.timeout.ms default, not librdkafka's 300 s
+_DEFAULT_PRODUCER: dict[str, str | int] = {
     "acks": "all",
     "linger.ms": 5,
-    "message.timeout.ms": 120_000,  # the Java client's delivery.timeout.ms default, not librdkafka's 300 s
+    "message.timeout.ms": _DEFAULT_MESSAGE_TIMEOUT_MS,
 }
 _DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000  # Kafka's transaction.timeout.ms default
 # Spark's local properties in every task of a micro-batch (StreamExecution.QUERY_ID_KEY and
@@ -125,7 +126,7 @@ class _Producing:
             timeout = int(client.get("transaction.timeout.ms", _DEFAULT_TRANSACTION_TIMEOUT_MS))
             # librdkafka refuses message.timeout.ms > transaction.timeout.ms
             defaults.update({"transaction.timeout.ms": timeout,
-                             "message.timeout.ms": min(defaults["message.timeout.ms"], timeout)})
+                             "message.timeout.ms": min(_DEFAULT_MESSAGE_TIMEOUT_MS, timeout)})
         self.config = {"bootstrap.servers": self.bootstrap, **defaults, **client}
         if self.delivery.exactly_once:
             # here, on the driver, once per query start or batch write: not in every task
@@ -186,6 +187,7 @@ class _Producing:
 
         started = time.monotonic()
         context = TaskContext.get()
+        assert context is not None  # write() runs in a Spark task
         partition = context.partitionId()
         write_id, batch = self._identity(context)
         iterator = iter(iterator)

@@ -12,6 +12,7 @@ checkpoints, ``{"topic": {"0": 23}}``, so the offset log reads the same.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING, cast
 
 from pyspark.sql.datasource import (
     DataSource,
@@ -48,6 +49,9 @@ from strom.spark.options import (
     rate_limit,
     split_ranges,
 )
+
+if TYPE_CHECKING:
+    from strom.spark.kafka_io import Admin
 
 log = logging.getLogger("strom.spark")
 
@@ -110,13 +114,14 @@ class _RangeReader:
     opts: SourceOptions
     spark_schema: StructType
 
-    def read(self, partition: KafkaInputPartition):
+    def read(self, partition: InputPartition):
         from pyspark.sql.pandas.types import to_arrow_schema
 
         from strom.spark.kafka_io import read_range
 
         arrow_schema = to_arrow_schema(self.spark_schema, timezone="UTC")
-        return read_range(self.opts, partition.range, arrow_schema)
+        planned = cast(KafkaInputPartition, partition)  # Spark hands back the partitions _plan made
+        return read_range(self.opts, planned.range, arrow_schema)
 
     def _plan(self, start: Offsets, end: Offsets) -> list[KafkaInputPartition]:
         ranges = [OffsetRange(t, p, start.get((t, p), 0), e) for (t, p), e in sorted(end.items())]
@@ -159,7 +164,7 @@ class StromStreamReader(_RangeReader, DataSourceStreamReader, SupportsTriggerAva
     def __init__(self, opts: SourceOptions, schema: StructType):
         self.opts = opts
         self.spark_schema = schema
-        self._admin = None
+        self._admin: Admin | None = None
         self._available_now_target: Offsets | None = None
 
     def __getstate__(self):  # executors get options only, never the driver's client

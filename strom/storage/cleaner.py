@@ -20,12 +20,15 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-from strom.protocol.records import decode_batch_records, iter_batch_headers, rebuild_batch
+from strom.protocol.records import BatchHeader, decode_batch_records, iter_batch_headers, rebuild_batch
 from strom.storage.log import Log
 from strom.storage.segment import CLEANED_SUFFIX, LogSegment
 from strom.storage.txn_index import AbortedTxn
+
+if TYPE_CHECKING:
+    from strom.protocol.records import Record
 
 log = logging.getLogger("strom.storage.cleaner")
 
@@ -50,11 +53,11 @@ class _AbortedRanges:
         for entry in aborted:
             self.by_producer.setdefault(entry.producer_id, []).append((entry.first_offset, entry.last_offset))
 
-    def __contains__(self, header) -> bool:
+    def __contains__(self, header: BatchHeader) -> bool:
         if not header.is_transactional or header.is_control:
             return False
         ranges = self.by_producer.get(header.producer_id)
-        return bool(ranges) and any(first <= header.base_offset <= last for first, last in ranges)
+        return ranges is not None and any(first <= header.base_offset <= last for first, last in ranges)
 
 
 def cleanable_segments(log_: Log, min_compaction_lag_ms: int = 0) -> list[LogSegment]:
@@ -149,7 +152,7 @@ def clean_log(log_: Log, first_dirty_offset: int, crash_hook: Callable[[str], No
     return CleanResult(next_dirty, bytes_before, bytes_after, removed)
 
 
-def _retain(record, offset_map: dict[bytes, int], batch_timestamp: int, tombstone_horizon: int) -> bool:
+def _retain(record: Record, offset_map: dict[bytes, int], batch_timestamp: int, tombstone_horizon: int) -> bool:
     if record.key is None:
         return True
     latest = offset_map.get(record.key)

@@ -30,17 +30,24 @@ class IndexFile:
         self.entry_size = self.ENTRY.size
         self._max_index_size = max(self.entry_size, max_index_size - max_index_size % self.entry_size)
         existed = os.path.exists(path) and os.path.getsize(path) > 0
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        length = os.fstat(self._fd).st_size
-        if existed and length % self.entry_size:
-            os.close(self._fd)
-            raise CorruptIndexError(f"{path}: size {length} is not a multiple of {self.entry_size}")
         self._mmap: mmap.mmap | None = None
         self.max_entries = 0
+        self.entries = 0
         self._allocated = 0  # bytes from the start known to have blocks behind them
         self._fallocate = True
+        self._closed = False
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            self._map(length)
+            length = os.fstat(fd).st_size
+            if existed and length % self.entry_size:
+                raise CorruptIndexError(f"{path}: size {length} is not a multiple of {self.entry_size}")
+            self._map(fd, length)
+        except BaseException:
+            self.close_without_trim()
+            raise
+        finally:
+            os.close(fd)
+        try:
             self.entries = self._count_entries(length // self.entry_size) if existed else 0
             if writable:
                 self.resize(self._max_index_size)
@@ -50,12 +57,15 @@ class IndexFile:
             raise
 
     # -- mapping ---------------------------------------------------------------------------------
-    def _map(self, length: int) -> None:
+    # No descriptor is kept: the mapping holds its own (CPython's mmap duplicates it), and the
+    # rare operations that need one (resize on roll, fallocate per 64 KiB) open the file for the
+    # call. A partition replica then holds three descriptors, not five.
+    def _map(self, fd: int, length: int) -> None:
         if self._mmap is not None:
             self._mmap.close()
             self._mmap = None
         if length > 0:
-            self._mmap = mmap.mmap(self._fd, length, access=mmap.ACCESS_WRITE)
+            self._mmap = mmap.mmap(fd, length, access=mmap.ACCESS_WRITE)
         self.max_entries = length // self.entry_size
         self._allocated = min(self._allocated, length)  # a shrink gave the blocks past it back
 
@@ -72,8 +82,12 @@ class IndexFile:
             self._mmap.flush()
             self._mmap.close()
             self._mmap = None
-        os.ftruncate(self._fd, size)
-        self._map(size)
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            os.ftruncate(fd, size)
+            self._map(fd, size)
+        finally:
+            os.close(fd)
 
     def trim_to_valid_size(self) -> None:
         self.resize(self.entries * self.entry_size)
@@ -83,14 +97,10 @@ class IndexFile:
             self._mmap.flush()
 
     def close(self) -> None:
-        if self._fd < 0:
+        if self._closed:
             return
         self.trim_to_valid_size()
-        if self._mmap is not None:
-            self._mmap.close()
-            self._mmap = None
-        os.close(self._fd)
-        self._fd = -1
+        self.close_without_trim()
 
     def close_without_trim(self) -> None:
         """Simulates or handles a crash-like close: the preallocated tail stays on disk."""
@@ -98,9 +108,7 @@ class IndexFile:
             self._mmap.close()
             self._mmap = None
         self.max_entries = 0
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        self._closed = True
 
     def rename(self, new_path: str) -> None:
         os.rename(self.path, new_path)
@@ -114,20 +122,23 @@ class IndexFile:
             pass
 
     # -- entries ---------------------------------------------------------------------------------
-    def entry(self, n: int) -> tuple:
-        return self.ENTRY.unpack_from(self._mmap, n * self.entry_size)
+    def entry(self, n: int) -> tuple[int, int]:
+        # Mapped whenever there are entries; an assert would cost in every step of every lookup.
+        return self.ENTRY.unpack_from(self._mmap, n * self.entry_size)  # type: ignore[arg-type]
 
-    def key_of(self, entry: tuple) -> int:
+    def key_of(self, entry: tuple[int, int]) -> int:
         """The field entries are sorted by (relative offset or timestamp)."""
         raise NotImplementedError
 
-    def _append_entry(self, *fields) -> None:
-        if self.is_full:
+    def _append_entry(self, key: int, value: int) -> None:
+        if self.is_full:  # also when unmapped: max_entries is 0 then
             raise CorruptIndexError(f"{self.path}: index is full ({self.entries} entries)")
+        mapped = self._mmap
+        assert mapped is not None
         position = self.entries * self.entry_size
         if position + self.entry_size > self._allocated:
             self._allocate(position)
-        self.ENTRY.pack_into(self._mmap, position, *fields)
+        self.ENTRY.pack_into(mapped, position, key, value)
         self.entries += 1
 
     def _allocate(self, position: int) -> None:
@@ -137,10 +148,15 @@ class IndexFile:
         block behind it raises SIGBUS, which kills the process. posix_fallocate makes that an
         OSError (ENOSPC) the caller can turn into a log dir failure. One call per 64 KiB.
         """
+        assert self._mmap is not None
         end = min(len(self._mmap), (position // ALLOCATE_CHUNK + 1) * ALLOCATE_CHUNK)
         if self._fallocate:
             try:
-                os.posix_fallocate(self._fd, position, end - position)
+                fd = os.open(self.path, os.O_RDWR)
+                try:
+                    os.posix_fallocate(fd, position, end - position)
+                finally:
+                    os.close(fd)
             except OSError as exc:
                 if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
                     raise
@@ -150,11 +166,14 @@ class IndexFile:
     def _count_entries(self, slots: int) -> int:
         """Entries in use: a crash leaves a zero tail after the strictly increasing entries."""
         zero = bytes(self.entry_size)
+        mapped = self._mmap
+        if mapped is None:  # an empty file is not mapped
+            return 0
         low, high = 1, slots  # slot 0 may legitimately be all zeros (offset 0 at position 0)
         while low < high:
             mid = (low + high) // 2
             start = mid * self.entry_size
-            if self._mmap[start : start + self.entry_size] == zero:
+            if mapped[start : start + self.entry_size] == zero:
                 high = mid
             else:
                 low = mid + 1

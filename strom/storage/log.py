@@ -12,7 +12,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass
-from typing import Callable, Iterator, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Callable, Iterator, NamedTuple, Sequence
 
 from strom.protocol.compression import CompressionError, CompressionType
 from strom.protocol.errors import CorruptRecordError, InvalidRecordError, OffsetOutOfRangeError
@@ -45,6 +45,9 @@ from strom.storage.segment import (
 )
 from strom.storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn
 from strom.storage.write_behind import WriteBehind
+
+if TYPE_CHECKING:
+    from strom.protocol.records import ByteSource
 
 log = logging.getLogger("strom.storage")
 
@@ -112,7 +115,7 @@ class Log:
         self._pending_deletes: list[tuple[float, LogSegment]] = []
         self._unflushed_records = 0
         self._last_flush_ms = self.now_ms()
-        self._bound_cache: tuple | None = None
+        self._bound_cache: tuple[LogSegment, int, int, int] | None = None  # segment, offset, position, its size
         self.recovery_point = recovery_point
         self.leader_epoch_cache = LeaderEpochCache(directory)
         self._load(had_clean_shutdown)
@@ -189,7 +192,7 @@ class Log:
                     log.warning("rebuilding %s from the log's abort markers", segment.txn_index.path)
                 segment.txn_index.replace(aborted)
 
-    def _read_marker(self, buf, header: BatchHeader, position: int) -> tuple[bool, int] | None:
+    def _read_marker(self, buf: ByteSource, header: BatchHeader, position: int) -> tuple[bool, int] | None:
         """(commit?, coordinator epoch) of a control batch, or None for a control record that is no marker."""
         saved = header.position
         header.position = position
@@ -316,7 +319,7 @@ class Log:
         return max(0, bisect.bisect_right(self._bases, offset) - 1)
 
     # -- appends -----------------------------------------------------------------------------------
-    def append_as_leader(self, records, leader_epoch: int = -1) -> LogAppendInfo:
+    def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int = -1) -> LogAppendInfo:
         """Validate, assign offsets and append a producer's record set.
 
         Raises CorruptRecordError / InvalidRecordError / RecordTooLargeError /
@@ -388,7 +391,7 @@ class Log:
             state.check(header)
         return None
 
-    def append_as_follower(self, records) -> LogAppendInfo:
+    def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo:
         """Append batches whose offsets the leader assigned; epochs come from the batches."""
         headers = validate_batches(records, from_producer=False)
         if headers[0].base_offset < self.log_end_offset:
@@ -420,8 +423,9 @@ class Log:
                 out += rebuild_batch(header, batch_records, codec, self.config.compression_level)
         return out, validate_batches(out, None, from_producer=False)
 
-    def _append(self, buf, headers: list[BatchHeader], append_time: int, defer: bool = False) -> LogAppendInfo:
-        markers = None
+    def _append(self, buf: bytes | bytearray | memoryview, headers: list[BatchHeader], append_time: int,
+                defer: bool = False) -> LogAppendInfo:
+        markers: dict[int, tuple[bool, int] | None] | None = None
         for header in headers:  # read markers before writing: a bad one must leave the log untouched
             if header.is_control and header.producer_id >= 0:
                 if markers is None:
@@ -434,7 +438,8 @@ class Log:
             if header.producer_id >= 0:
                 if not header.is_control:
                     state.update(header)
-                elif (marker := markers[header.base_offset]) is not None:
+                # markers is set whenever a control batch is here; the test costs only markers
+                elif markers is not None and (marker := markers[header.base_offset]) is not None:
                     aborted = state.complete_txn(header, *marker)
                     if aborted is not None:
                         segment.txn_index.append(aborted)

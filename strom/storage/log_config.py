@@ -20,7 +20,7 @@ import logging
 import re
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Callable, Mapping, NamedTuple
+from typing import Any, Callable, Iterable, Mapping, NamedTuple
 
 
 class ConfigError(ValueError):
@@ -247,12 +247,12 @@ TOPIC_KEYS: dict[str, TopicKey] = {
         "INVALID_TIMESTAMP."),
     "leader.replication.throttled.replicas": TopicKey(
         "leader_replication_throttled_replicas", parse_throttled_replicas, "list", (),
-        "Accepted (validated as Kafka does), shown, ignored and logged once.",
-        ignored="strom has no replication quotas: followers fetch at full speed"),
+        "Implemented: a listed leader sends an out-of-sync follower at most `leader.replication.throttled.rate` "
+        "bytes/s (a dynamic broker config)."),
     "follower.replication.throttled.replicas": TopicKey(
         "follower_replication_throttled_replicas", parse_throttled_replicas, "list", (),
-        "Accepted (validated as Kafka does), shown, ignored and logged once.",
-        ignored="strom has no replication quotas: followers fetch at full speed"),
+        "Implemented: a listed out-of-sync follower fetches at most `follower.replication.throttled.rate` "
+        "bytes/s (a dynamic broker config)."),
     "message.downconversion.enable": TopicKey(
         "message_downconversion_enable", lambda k, v: parse_bool(k, v), "boolean",
         ("log.message.downconversion.enable",),
@@ -275,7 +275,7 @@ TOPIC_KEYS: dict[str, TopicKey] = {
 _warned: set[tuple[str, str]] = set()
 
 
-def did_you_mean(key: str, known) -> str:
+def did_you_mean(key: str, known: Iterable[str]) -> str:
     """`` (did you mean num.partitions?)`` for a near miss of a known key, else "": a typo should show its fix.
 
     The cutoff is high so that a real Kafka key strom lacks is not "corrected" into an unrelated one.

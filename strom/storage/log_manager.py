@@ -23,7 +23,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
-from strom.protocol.errors import KafkaStorageError
+from strom.protocol.errors import KafkaStorageError, ResourceExhaustedError
+from strom.resources import describe_exhaustion, exhaustion
 from strom.storage import cleaner
 from strom.storage.checkpoint import (
     CLEANER_CHECKPOINT,
@@ -84,6 +85,8 @@ class LogManager:
         self.logs: dict[TopicPartition, Log] = {}
         self._log_dir_of: dict[TopicPartition, str] = {}
         self.offline_dirs: set[str] = set()
+        # one descriptor held back, for cleaning up after running out of them
+        self._spare_fd = os.open(os.devnull, os.O_RDONLY)
         # called with the log dir, on the thread that saw the failure, once per dir
         self.failure_listeners: list[Callable[[str], None]] = []
         self._cleaner_offsets: dict[TopicPartition, int] = {}
@@ -177,7 +180,14 @@ class LogManager:
         self.fail_dir(os.path.dirname(os.path.abspath(partition_dir)), exc, doing)
 
     def fail_dir(self, log_dir: str, exc: OSError, doing: str) -> None:
-        """Take ``log_dir`` offline for good (until a restart), once, and tell the listeners."""
+        """Take ``log_dir`` offline for good (until a restart), once, and tell the listeners.
+
+        Running out of descriptors or memory is not a disk failure: it is logged, naming the
+        resource, and the dir stays online (the operation that hit it fails and is retried).
+        """
+        if exhaustion(exc):
+            log.error("%s", describe_exhaustion(exc, doing))
+            return
         if log_dir in self.offline_dirs:
             return
         self.offline_dirs.add(log_dir)
@@ -198,6 +208,10 @@ class LogManager:
     def storage_error(self, tp: TopicPartition, exc: OSError, doing: str) -> KafkaStorageError:
         """Take the dir of ``tp`` offline after ``exc``; returns the error to answer with."""
         log_dir = self._log_dir_of.get(tp)
+        if exhaustion(exc):
+            message = describe_exhaustion(exc, f"{doing} {tp[0]}-{tp[1]}")
+            log.error("%s", message)
+            return ResourceExhaustedError(message)
         if log_dir is not None:
             self.fail_dir(log_dir, exc, f"{doing} {tp[0]}-{tp[1]}")
         return KafkaStorageError(f"{doing} {tp[0]}-{tp[1]} failed: {exc.strerror or exc}; "
@@ -225,14 +239,40 @@ class LogManager:
                                     f"{', '.join(sorted(self.offline_dirs))} are offline")
         log_dir = min(self.log_dirs, key=lambda d: sum(1 for v in self._log_dir_of.values() if v == d))
         path = os.path.join(log_dir, f"{tp[0]}-{tp[1]}")
+        existed = os.path.exists(path)
         try:
             created = Log(path, config or self.config_for(tp[0]), clock=self.clock, write_behind=self.write_behind)
         except OSError as exc:
+            if exhaustion(exc):
+                # nothing half-made stays behind: the next metadata pass creates it from scratch
+                if not existed:
+                    self._remove_half_made(path)
+                message = describe_exhaustion(exc, f"creating {path}")
+                log.error("%s", message)
+                raise ResourceExhaustedError(message) from exc
             self.fail_dir(log_dir, exc, f"creating {path}")
             raise KafkaStorageError(f"creating {path} failed: {exc.strerror or exc}") from exc
         self.logs[tp] = created
         self._log_dir_of[tp] = log_dir
         return created
+
+    def _remove_half_made(self, path: str) -> None:
+        """Remove a partition dir whose creation ran out of descriptors, with the one held in
+        reserve for this: at the limit, even listing a directory needs a descriptor."""
+        if self._spare_fd >= 0:
+            os.close(self._spare_fd)
+            self._spare_fd = -1
+        try:
+            for name in os.listdir(path):
+                os.unlink(os.path.join(path, name))
+            os.rmdir(path)
+        except OSError as exc:
+            log.warning("could not remove the half-made %s: %s", path, exc.strerror or exc)
+        finally:
+            try:
+                self._spare_fd = os.open(os.devnull, os.O_RDONLY)
+            except OSError:
+                pass  # taken again on the next shortage's cleanup, if any is free by then
 
     def log_dir_of(self, tp: TopicPartition) -> str:
         return self._log_dir_of[tp]
@@ -268,7 +308,7 @@ class LogManager:
                 self.storage_error(tp, exc, "deleting old segments of")
         return deleted
 
-    def _guarded(self, tp: tuple[str, int], step, what: str) -> None:
+    def _guarded(self, tp: tuple[str, int], step: Callable[[], object], what: str) -> None:
         """Run a background step on one log; an I/O error takes its dir offline instead of escaping."""
         try:
             step()
@@ -392,5 +432,8 @@ class LogManager:
             except OSError as exc:
                 log.error("could not write the clean-shutdown marker in %s (%s): the next start recovers it",
                           log_dir, exc.strerror or exc)
+        if self._spare_fd >= 0:
+            os.close(self._spare_fd)
+            self._spare_fd = -1
         log.info("log manager shut down%s", " cleanly" if not self.offline_dirs else
                  f"; offline log dirs: {', '.join(sorted(self.offline_dirs))}")

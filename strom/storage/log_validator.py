@@ -22,6 +22,8 @@ Nothing is written when a check fails: the caller validates before it assigns of
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from strom.protocol.compression import CompressionError, DecompressedTooLargeError
 from strom.protocol.errors import CorruptRecordError, ErrorCode, RecordTooLargeError, RecordValidationError
 from strom.protocol.records import (
@@ -37,6 +39,9 @@ from strom.protocol.records import (
 )
 from strom.storage.log_config import LogConfig
 
+if TYPE_CHECKING:
+    from strom.protocol.records import ByteSource, Record
+
 _INT64_MASK = (1 << 64) - 1
 
 
@@ -50,7 +55,7 @@ def needs_record_walk(config: LogConfig, headers: list[BatchHeader]) -> bool:
     return False
 
 
-def validate_records(buf, headers: list[BatchHeader], config: LogConfig, topic_partition: str,
+def validate_records(buf: ByteSource, headers: list[BatchHeader], config: LogConfig, topic_partition: str,
                      now_ms: int) -> tuple[bytearray | None, list[BatchHeader]]:
     """Check the records of a producer's batches; returns (rebuilt record set or None, its headers).
 
@@ -71,13 +76,14 @@ def validate_records(buf, headers: list[BatchHeader], config: LogConfig, topic_p
     return out, validate_batches(out, None)
 
 
-def _renumbered(header: BatchHeader, record, index: int):
+def _renumbered(header: BatchHeader, record: Record, index: int) -> Record:
     record.offset = header.base_offset + index
     return record
 
 
-def _validate_batch(buf, header: BatchHeader, config: LogConfig, topic_partition: str, now_ms: int) -> bool:
+def _validate_batch(buf: ByteSource, header: BatchHeader, config: LogConfig, topic_partition: str, now_ms: int) -> bool:
     """Check one batch; True when its inner offsets must be renumbered."""
+    payload: ByteSource
     log_append_time = bool(header.attributes & TIMESTAMP_TYPE_MASK)
     read_all = config.record_checks or log_append_time
     if header.compression:
@@ -99,7 +105,7 @@ def _validate_batch(buf, header: BatchHeader, config: LogConfig, topic_partition
     else:
         return False
     summaries = scan_records(payload, start, end, header.records_count)
-    errors: list[tuple[int, str]] = []
+    errors: list[tuple[int, str | None]] = []
     timestamp_errors = False
     compact = config.compact
     create_time = config.message_timestamp_type == "CreateTime"
@@ -128,7 +134,7 @@ def _validate_batch(buf, header: BatchHeader, config: LogConfig, topic_partition
     return False
 
 
-def _rejection(errors: list[tuple[int, str]], timestamp_errors: bool) -> RecordValidationError:
+def _rejection(errors: list[tuple[int, str | None]], timestamp_errors: bool) -> RecordValidationError:
     """Kafka's RecordValidationException: its message becomes the partition's error_message."""
     if timestamp_errors:
         return RecordValidationError("One or more records have been rejected due to invalid timestamp",
@@ -139,7 +145,7 @@ def _rejection(errors: list[tuple[int, str]], timestamp_errors: bool) -> RecordV
         f"showing the first three errors at most: [{shown}]", errors)
 
 
-def _describe(buf, header: BatchHeader, index: int) -> str:
+def _describe(buf: ByteSource, header: BatchHeader, index: int) -> str:
     """Kafka's DefaultRecord.toString, for the rare message that quotes a record."""
     record = decode_batch_records(buf, header)[index]
     return (f"DefaultRecord(offset={record.offset}, timestamp={record.timestamp}, "

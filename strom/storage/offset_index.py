@@ -19,7 +19,7 @@ class OffsetIndex(IndexFile):
 
     ENTRY = struct.Struct(">II")
 
-    def key_of(self, entry: tuple) -> int:
+    def key_of(self, entry: tuple[int, int]) -> int:
         return entry[0]
 
     @property
@@ -55,6 +55,7 @@ class OffsetIndex(IndexFile):
         only (one array conversion and a comparison per entry, ~20 ms for a 1 GiB segment)."""
         if self.entries < 2:
             return True
+        assert self._mmap is not None
         values = array.array("I", self._mmap[: self.entries * self.entry_size])
         if sys.byteorder == "little":
             values.byteswap()

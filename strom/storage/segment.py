@@ -10,7 +10,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, Literal, overload
 
 from strom.protocol.errors import CorruptRecordError, InvalidRecordError, KafkaStorageError
 from strom.protocol.records import (
@@ -79,9 +79,18 @@ class LogSegment:
         self.created_ms = int(time.time() * 1000)
         self._first_batch_timestamp: int | None = None
         self.active = active
-        self.index, self.time_index = self._open_indexes(active)
-        self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry
-        self.txn_index = TransactionIndex(self._txn_index_path(), create=self.size == 0)
+        try:
+            self.index, self.time_index = self._open_indexes(active)
+            self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry
+            self.txn_index = TransactionIndex(self._txn_index_path(), create=self.size == 0)
+        except BaseException:
+            # out of descriptors, say: what was opened is closed, or the shortage would last
+            for opened in ("index", "time_index"):
+                if opened in self.__dict__:
+                    self.__dict__[opened].close_without_trim()
+            os.close(self._fd)
+            self._fd = -1
+            raise
 
     # -- files -------------------------------------------------------------------------------------
     @property
@@ -103,7 +112,7 @@ class LogSegment:
         """Drop buffered appends: their log dir failed, and none of them was acknowledged."""
         self._pending.clear()
 
-    def _write_fully(self, data) -> None:
+    def _write_fully(self, data: bytes | bytearray | memoryview) -> None:
         """One write, and more only if the kernel took less (O_APPEND: each lands at the end).
 
         A failure (ENOSPC, EIO) is reported and becomes KafkaStorageError: the file may now end
@@ -147,12 +156,16 @@ class LogSegment:
             index = OffsetIndex(index_path, self.base_offset, self.max_index_size, writable=active)
             self.needs_index_rebuild = True
         try:
-            time_index = TimeIndex(time_index_path, self.base_offset, self.max_index_size, writable=active)
-        except CorruptIndexError as exc:
-            log.warning("rebuilding corrupt time index: %s", exc)
-            os.unlink(time_index_path)
-            time_index = TimeIndex(time_index_path, self.base_offset, self.max_index_size, writable=active)
-            self.needs_index_rebuild = True
+            try:
+                time_index = TimeIndex(time_index_path, self.base_offset, self.max_index_size, writable=active)
+            except CorruptIndexError as exc:
+                log.warning("rebuilding corrupt time index: %s", exc)
+                os.unlink(time_index_path)
+                time_index = TimeIndex(time_index_path, self.base_offset, self.max_index_size, writable=active)
+                self.needs_index_rebuild = True
+        except BaseException:
+            index.close_without_trim()
+            raise
         if not self.needs_index_rebuild:
             try:
                 index.sanity_check(self.size)
@@ -251,7 +264,7 @@ class LogSegment:
         self.txn_index.delete()
 
     # -- appends -----------------------------------------------------------------------------------
-    def append(self, buf, headers: list[BatchHeader], *, defer: bool = False) -> None:
+    def append(self, buf: bytes | bytearray | memoryview, headers: list[BatchHeader], *, defer: bool = False) -> None:
         """Write validated, offset-assigned batches and index them.
 
         With ``defer`` (leader appends) small batches wait in a buffer that the segment's
@@ -301,8 +314,15 @@ class LogSegment:
         return self.created_ms
 
     # -- reads -------------------------------------------------------------------------------------
+    @overload
+    def iter_batches(self, start_position: int = 0, end_position: int | None = None, *,
+                     with_data: Literal[False] = False) -> Iterator[BatchHeader]: ...
+    @overload
+    def iter_batches(self, start_position: int = 0, end_position: int | None = None, *,
+                     with_data: Literal[True]) -> Iterator[tuple[BatchHeader, memoryview]]: ...
+
     def iter_batches(self, start_position: int = 0, end_position: int | None = None, *, with_data: bool = False
-                     ) -> Iterator[BatchHeader] | Iterator[tuple[BatchHeader, memoryview]]:
+                     ) -> Iterator[BatchHeader | tuple[BatchHeader, memoryview]]:
         """Batches from ``start_position``, read in large chunks; stops at the first bad header.
 
         Yields headers with absolute file positions (and their bytes when ``with_data``). Callers

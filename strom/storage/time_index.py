@@ -17,7 +17,7 @@ class TimeIndex(IndexFile):
 
     ENTRY = struct.Struct(">qI")
 
-    def key_of(self, entry: tuple) -> int:
+    def key_of(self, entry: tuple[int, int]) -> int:
         return entry[0]
 
     @property

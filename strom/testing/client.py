@@ -13,6 +13,7 @@ import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 CLIENT_LOGGER = "strom.testing.librdkafka"
 POLL_S = 0.05
@@ -59,7 +60,9 @@ def _record(msg) -> Record:
 class KafkaHelpers:
     """Mixed into Broker and Cluster, which provide ``bootstrap_servers``."""
 
-    bootstrap_servers: str
+    if TYPE_CHECKING:
+        @property
+        def bootstrap_servers(self) -> str: ...
     _admin = None
     _producer = None
 
@@ -172,11 +175,12 @@ class KafkaHelpers:
         def on_delivery(err, msg):
             (errors if err is not None else delivered).append(err if err is not None else msg)
 
-        extra = {} if partition is None else {"partition": partition}
+        partition_arg = -1 if partition is None else partition  # -1: librdkafka's partitioner picks (its default)
+        header_list: list[tuple[str, str | bytes | None]] | None = None if headers is None else list(headers)
         count = 0
         for message in messages:
             key, value = _split(message)
-            self._producer.produce(topic, value, key, headers=headers, on_delivery=on_delivery, **extra)
+            self._producer.produce(topic, value, key, partition_arg, headers=header_list, on_delivery=on_delivery)
             count += 1
             self._producer.poll(0)
         remaining = self._producer.flush(timeout)
@@ -221,9 +225,10 @@ class KafkaHelpers:
                     raise TimeoutError(f"consumed {len(got)} of {n} messages from {topic} within {timeout}s "
                                        f"(first: {got[:3]})")
                 for msg in consumer.consume(n - len(got), min(left, 0.5)):
-                    if msg.error() is not None:
-                        if msg.error().fatal():
-                            raise KafkaException(msg.error())
+                    error = msg.error()
+                    if error is not None:
+                        if error.fatal():
+                            raise KafkaException(error)
                         continue  # transient (a broker restarting): librdkafka retries
                     got.append(_record(msg))
             return got

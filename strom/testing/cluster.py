@@ -14,9 +14,13 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from strom.testing.client import KafkaHelpers
 from strom.testing.nodes import START_TIMEOUT_S, STOP_TIMEOUT_S, ProcessNode, wait_ready
+
+if TYPE_CHECKING:
+    import subprocess
 
 SESSION_TIMEOUT_MS = 6000
 LAG_TIME_MAX_MS = 3000
@@ -48,7 +52,7 @@ class Cluster(KafkaHelpers):
         self.overrides = dict(overrides or {})
         self.nodes: dict[int, ProcessNode] = {}
         self.zookeeper = ""
-        self._zookeeper_process = None
+        self._zookeeper_process: subprocess.Popen | None = None
         self.ready_s = 0.0
 
     @property
@@ -101,7 +105,7 @@ class Cluster(KafkaHelpers):
         """Stop every broker (all at once, each with its controlled shutdown), then ZooKeeper."""
         self._close_clients()
         for node in self.nodes.values():
-            if node.alive:
+            if node.process is not None and node.alive:
                 node.process.terminate()
         for node in self.nodes.values():
             node.stop(STOP_TIMEOUT_S)  # waits; SIGKILL past the timeout

@@ -65,6 +65,7 @@ class ProcessNode:
 
     def poll_ready(self) -> bool:
         """True once the broker serves; raises if it exited."""
+        assert self.process is not None, "spawn() first"
         if self.process.poll() is not None:
             raise RuntimeError(f"broker {self.broker_id} exited with {self.process.returncode}:\n{self.log_tail()}")
         try:
@@ -84,20 +85,23 @@ class ProcessNode:
 
     def stop(self, timeout: float = STOP_TIMEOUT_S) -> None:
         """SIGTERM (controlled shutdown), SIGKILL if it does not end within ``timeout``."""
-        if not self.alive:
+        process = self.process
+        if process is None or process.poll() is not None:  # not alive
             return
-        self.process.send_signal(signal.SIGTERM)
+        process.send_signal(signal.SIGTERM)
         try:
-            self.process.wait(timeout)
+            process.wait(timeout)
         except subprocess.TimeoutExpired:
             self.kill()
 
     def kill(self) -> None:
         """kill -9: what a crash leaves behind."""
-        if self.alive:
-            self.process.kill()
-        if self.process is not None:
-            self.process.wait(STOP_TIMEOUT_S)
+        process = self.process
+        if process is None:
+            return
+        if process.poll() is None:  # alive
+            process.kill()
+        process.wait(STOP_TIMEOUT_S)
 
     def log_tail(self, chars: int = 4000) -> str:
         try:
@@ -225,6 +229,7 @@ class ThreadNode:
     def _signal(self, crash: bool) -> None:
         if not self.alive or self._loop is None:
             return
+        assert self._thread is not None and self._wake is not None  # alive, and its loop runs
         self._crash = crash
         try:
             self._loop.call_soon_threadsafe(self._wake.set)

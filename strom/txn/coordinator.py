@@ -33,6 +33,7 @@ from strom.txn.records import TxnState
 
 if TYPE_CHECKING:
     from strom.replication.partition import Partition
+    from strom.replication.replica_manager import ReplicaManager
     from strom.server.broker import Broker
 
 log = logging.getLogger("strom.txn")
@@ -70,6 +71,12 @@ class TransactionCoordinator:
         self._completions: set[asyncio.Task] = set()
         self._settled: dict[str, asyncio.Event] = {}
 
+    @property
+    def _replicas(self) -> ReplicaManager:
+        replicas = self.broker.replica_manager
+        assert replicas is not None, "the broker builds its replica manager before the transaction coordinator"
+        return replicas
+
     # -- placement and ownership ---------------------------------------------------------------------
     @property
     def num_partitions(self) -> int:
@@ -82,7 +89,7 @@ class TransactionCoordinator:
 
     def coordinator_epoch(self, index: int) -> int:
         """The state partition's leader epoch: markers carry it so that a deposed coordinator's lose."""
-        partition = self.broker.replica_manager.partitions.get((TRANSACTION_STATE_TOPIC, index))
+        partition = self._replicas.partitions.get((TRANSACTION_STATE_TOPIC, index))
         return partition.leader_epoch if partition is not None else -1
 
     def on_leadership_change(self, partition: "Partition", is_leader: bool) -> None:
@@ -116,7 +123,7 @@ class TransactionCoordinator:
             return ErrorCode.INVALID_REQUEST
         if TRANSACTION_STATE_TOPIC not in self.broker.metadata.topics:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        if self.partition_for(transactional_id) not in self.owned or self.broker.replica_manager.fenced:
+        if self.partition_for(transactional_id) not in self.owned or self._replicas.fenced:
             return ErrorCode.NOT_COORDINATOR
         return ErrorCode.NONE
 
@@ -141,8 +148,7 @@ class TransactionCoordinator:
     async def _append_and_complete(self, meta: TxnMetadata, transition: TxnTransition, index: int, epoch: int,
                                    batch: bytes) -> int:
         try:
-            await self.broker.replica_manager.append_committed(TRANSACTION_STATE_TOPIC, index, batch,
-                                                              STATE_WRITE_TIMEOUT_S)
+            await self._replicas.append_committed(TRANSACTION_STATE_TOPIC, index, batch, STATE_WRITE_TIMEOUT_S)
         except KafkaError as exc:
             meta.abandon()
             log.info("could not write the state of %s to %s-%d: %s", meta.transactional_id,
@@ -181,7 +187,7 @@ class TransactionCoordinator:
             return InitResult(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
         meta = self.txns.get(transactional_id)
         fresh = meta is None
-        if fresh:
+        if meta is None:
             meta = self.txns[transactional_id] = TxnMetadata(
                 transactional_id, self.broker.producer_ids.next_id(), -1, timeout_ms,
                 coordinator_partition=self.partition_for(transactional_id))
@@ -234,11 +240,13 @@ class TransactionCoordinator:
         error, meta = self._check_producer(transactional_id, producer_id, producer_epoch)
         if error:
             return error
+        assert meta is not None  # _check_producer returns one with NONE
         wanted = set(partitions)
         await self._settle(meta)
         error, meta = self._check_producer(transactional_id, producer_id, producer_epoch)  # it may have moved on
         if error:
             return error
+        assert meta is not None
         if meta.pending is not None or meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
             return ErrorCode.CONCURRENT_TRANSACTIONS
         if meta.state == TxnState.ONGOING and wanted <= meta.partitions:
@@ -256,6 +264,7 @@ class TransactionCoordinator:
         error, meta = self._check_producer(transactional_id, producer_id, producer_epoch)
         if error:
             return {tp: error for tp in partitions}
+        assert meta is not None  # _check_producer returns one with NONE
         if meta.state != TxnState.ONGOING:
             return {tp: ErrorCode.INVALID_TXN_STATE for tp in partitions}
         return {tp: ErrorCode.NONE if tp in meta.partitions else ErrorCode.INVALID_TXN_STATE for tp in partitions}
@@ -286,7 +295,7 @@ class TransactionCoordinator:
             return {tp: ErrorCode.COORDINATOR_NOT_AVAILABLE for tp in partitions}
         if response.error_code:
             return {tp: int(response.error_code) for tp in partitions}
-        codes = {tp: ErrorCode.INVALID_TXN_STATE for tp in partitions}
+        codes: dict[tuple[str, int], int] = {tp: ErrorCode.INVALID_TXN_STATE for tp in partitions}
         for result in response.results_by_transaction:
             for topic in result.topic_results:
                 for p in topic.results_by_partition:
@@ -303,6 +312,7 @@ class TransactionCoordinator:
         error, meta = self._check_producer(transactional_id, producer_id, producer_epoch)
         if error:
             return error
+        assert meta is not None  # _check_producer returns one with NONE
         if meta.pending is not None:
             return ErrorCode.CONCURRENT_TRANSACTIONS
         state = meta.state

@@ -39,6 +39,7 @@ async def write_marker(broker: "Broker", topic: str, index: int, producer_id: in
     A marker in __consumer_offsets also settles the transactional offsets it covers.
     """
     replicas = broker.replica_manager
+    assert replicas is not None, "the broker builds its replica manager before the transaction coordinator"
     try:
         info = replicas.append_txn_marker(topic, index, producer_id, producer_epoch, commit, coordinator_epoch)
         await replicas.wait_committed(topic, index, info.last_offset, MARKER_REQUEST_TIMEOUT_S)
@@ -63,7 +64,8 @@ class PeerClients:
         node = self.broker.metadata.brokers.get(broker_id)
         if node is None:
             raise BrokerConnectionError(f"broker {broker_id} is not alive")
-        address = node.endpoint(self.broker.config.inter_broker_listener_name)
+        listener = self.broker.config.inter_broker_listener_name  # resolved by the config: never None here
+        address = node.endpoint(listener) if listener is not None else None
         if address is None:
             raise BrokerConnectionError(f"broker {broker_id} has no listener "
                                         f"{self.broker.config.inter_broker_listener_name}")
@@ -136,9 +138,9 @@ class MarkerChannel:
         except BrokerConnectionError as exc:
             log.info("markers for producer %d to broker %d: %s; retrying", producer_id, leader, exc)
             return {}
-        codes = {}
+        results: dict[tuple[str, int], int] = {}
         for result in response.markers:
             for topic in result.topics:
                 for p in topic.partitions:
-                    codes[(topic.name, p.partition_index)] = int(p.error_code)
-        return codes
+                    results[(topic.name, p.partition_index)] = int(p.error_code)
+        return results

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -86,6 +87,12 @@ def test_start_status_stop_and_start_again(tmp_path):
             assert "zookeeper.session.timeout.ms=6000\n" in properties
         ports = {line.split(":")[-1] for line in bootstrap.split(",")}
         assert len(ports) == 3
+        # metrics are on, each broker on a port of its own that the next start keeps
+        metrics = re.findall(r"^  metrics: (http://127\.0\.0\.1:\d+/metrics)$", started.stdout, re.M)
+        assert len(set(metrics)) == 3, started.stdout
+        for url in metrics:
+            with urllib.request.urlopen(url, timeout=10) as response:
+                assert b"kafka_server_replicamanager_partitioncount" in response.read()
 
         # detached: the brokers outlive the command, in their own sessions
         for name, pid in pids(directory).items():
@@ -127,6 +134,7 @@ def test_start_status_stop_and_start_again(tmp_path):
         again = strom("cluster", "start", "--brokers", "3", "--dir", str(directory))
         assert again.returncode == 0, again.stderr
         assert bootstrap_of(again.stdout) == bootstrap
+        assert re.findall(r"^  metrics: (http://\S+)$", again.stdout, re.M) == metrics
         assert read_all(bootstrap, "replicated") == [f"m{i}".encode() for i in range(100)]
         twice = strom("cluster", "start", "--brokers", "3", "--dir", str(directory))
         assert twice.returncode == 1 and "are running" in twice.stderr

@@ -155,7 +155,7 @@ def test_response_decoding():
 
 def test_unknown_version_is_unsupported():
     with pytest.raises(UnsupportedVersionError):
-        decode_request(ApiKey.PRODUCE, 2, b"")
+        decode_request(ApiKey.PRODUCE, 99, b"")
     with pytest.raises(UnsupportedVersionError):
         decode_request(4000, 0, b"")
 

@@ -153,7 +153,7 @@ def test_header_v0_controlled_shutdown():
         bytes.fromhex("03e7 0000 0000000b 0002 6869"),  # unknown api key 999
         bytes.fromhex("0012 0063 0000000b 7fff"),  # ApiVersions v99, client id truncated
         bytes.fromhex("0012 0063 0000000b"),  # nothing after the correlation id
-        bytes.fromhex("0000 0000 0000000b 0001"),  # Produce v0: kio no longer has it
+        bytes.fromhex("0004 0000 0000000b 0001"),  # LeaderAndIsr v0: ZooKeeper-era, no schema anywhere in strom
     ],
 )
 def test_unknown_versions_still_yield_the_correlation_id(data):

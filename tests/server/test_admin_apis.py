@@ -134,15 +134,15 @@ def partition_dirs(broker, topic: str) -> list[str]:
 def test_admin_apis_are_advertised(broker):
     response = raw(broker, ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})
     ranges = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
-    assert ranges[ApiKey.DELETE_TOPICS] == (1, 6)
+    assert ranges[ApiKey.DELETE_TOPICS] == (0, 6)
     assert ranges[ApiKey.CREATE_PARTITIONS] == (0, 3)
-    assert ranges[ApiKey.DESCRIBE_CONFIGS] == (1, 4)
+    assert ranges[ApiKey.DESCRIBE_CONFIGS] == (0, 4)
     assert ranges[ApiKey.ALTER_CONFIGS] == (0, 2)
     assert ranges[ApiKey.INCREMENTAL_ALTER_CONFIGS] == (0, 1)
     assert ranges[ApiKey.DELETE_RECORDS] == (0, 2)
     assert ranges[ApiKey.DESCRIBE_CLUSTER] == (0, 2)
-    assert ranges[ApiKey.DESCRIBE_LOG_DIRS] == (1, 4)
-    assert ranges[ApiKey.OFFSET_FOR_LEADER_EPOCH] == (2, 4)
+    assert ranges[ApiKey.DESCRIBE_LOG_DIRS] == (0, 4)
+    assert ranges[ApiKey.OFFSET_FOR_LEADER_EPOCH] == (0, 4)
 
 
 # -- DeleteTopics ------------------------------------------------------------------------------------

@@ -20,6 +20,9 @@ _MODULE_NAMES = [
     "describe_producers", "add_partitions_to_txn", "add_offsets_to_txn", "end_txn", "write_txn_markers",
     "describe_transactions", "list_transactions",
     "sasl_handshake", "sasl_authenticate", "describe_user_scram_credentials", "alter_user_scram_credentials",
+    "describe_client_quotas", "alter_client_quotas",
+    "alter_partition_reassignments", "list_partition_reassignments",
+    "describe_acls", "create_acls", "delete_acls",
 ]
 _MODULES = [importlib.import_module(f"strom.server.handlers.{name}") for name in _MODULE_NAMES]
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 from strom.protocol.api import ApiKey, response_class
 from strom.protocol.entities import build
 from strom.protocol.errors import ErrorCode, KafkaError
+from strom.security.acl import Operation
+from strom.server.authorization import group_allowed, txn_allowed
 
 API_KEY = ApiKey.ADD_OFFSETS_TO_TXN
 MIN_VERSION = 0
@@ -18,7 +20,11 @@ FENCED_SINCE_VERSION = 2
 
 async def _handle(ctx, request):
     coordinator = ctx.broker.transaction_coordinator
-    if not request.group_id:
+    if not txn_allowed(ctx, Operation.WRITE, request.transactional_id):
+        code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif not group_allowed(ctx, Operation.READ, request.group_id):
+        code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+    elif not request.group_id:
         code = ErrorCode.INVALID_GROUP_ID
     else:
         try:

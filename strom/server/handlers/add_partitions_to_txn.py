@@ -11,6 +11,8 @@ from __future__ import annotations
 from strom.protocol.api import ApiKey, response_class
 from strom.protocol.entities import build
 from strom.protocol.errors import ErrorCode
+from strom.security.acl import Operation
+from strom.server.authorization import cluster_allowed, denied_topics, txn_allowed
 
 API_KEY = ApiKey.ADD_PARTITIONS_TO_TXN
 MIN_VERSION = 0
@@ -33,6 +35,13 @@ def _known(broker, topics) -> dict[tuple[str, int], int]:
 async def _add(ctx, transactional_id, producer_id, producer_epoch, topics, verify_only) -> dict:
     coordinator = ctx.broker.transaction_coordinator
     codes = _known(ctx.broker, topics)
+    if ctx.broker.authorizer is not None and ctx.api_version < BROKER_BATCH_VERSION:
+        if not txn_allowed(ctx, Operation.WRITE, transactional_id):
+            return dict.fromkeys(codes, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        denied = denied_topics(ctx, Operation.WRITE, (name for name, _ in codes))
+        if denied:  # as Kafka: nothing is added when one topic is refused
+            return {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED if tp[0] in denied else ErrorCode.OPERATION_NOT_ATTEMPTED
+                    for tp in codes}
     if any(codes.values()):  # as Kafka: nothing is added when one partition is unknown
         codes = {tp: c or ErrorCode.OPERATION_NOT_ATTEMPTED for tp, c in codes.items()}
     elif verify_only:
@@ -55,6 +64,9 @@ def _topic_results(codes: dict[tuple[str, int], int]) -> list[dict]:
 async def _handle(ctx, request):
     cls = response_class(API_KEY, ctx.api_version)
     if ctx.api_version >= BROKER_BATCH_VERSION:
+        if not cluster_allowed(ctx, Operation.CLUSTER_ACTION):  # from brokers only
+            return build(cls, {"throttle_time": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                               "results_by_transaction": []})
         results = []
         for txn in request.transactions:
             codes = await _add(ctx, txn.transactional_id, txn.producer_id, txn.producer_epoch, txn.topics,

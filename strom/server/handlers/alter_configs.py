@@ -4,10 +4,11 @@ Keys the request does not name go back to their defaults, and a null value means
 as in Kafka. The controller validates every key and value (INVALID_CONFIG, the message names the
 key) and writes the overrides; refreshing the metadata gives the logs their new LogConfig.
 
-Broker resources: strom has no dynamic broker configs, so every broker key is what Kafka calls
-"not dynamically updatable". Kafka answers that case with INVALID_REQUEST and "Cannot update these
-configs dynamically: ...", so strom answers the same (POLICY_VIOLATION would suggest a
-configurable policy, INVALID_CONFIG a bad value; neither is the case).
+Broker resources: the replication throttle rates are strom's dynamic broker configs (see
+server/dynamic_broker_config.py); every other broker key is what Kafka calls "not dynamically
+updatable". Kafka answers that case with INVALID_REQUEST and "Cannot update these configs
+dynamically: ...", so strom answers the same (POLICY_VIOLATION would suggest a configurable
+policy, INVALID_CONFIG a bad value; neither is the case).
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from collections import Counter
 from strom.protocol.api import ApiKey, response_class
 from strom.protocol.entities import build
 from strom.protocol.errors import ErrorCode, InvalidRequestError, KafkaError
-from strom.server.handlers.describe_configs import BROKER, TOPIC, local_broker_id, topic_overrides
+from strom.security.acl import Operation
+from strom.server.authorization import config_denial, refusal_message
+from strom.server.handlers.describe_configs import BROKER, TOPIC, topic_overrides
 
 API_KEY = ApiKey.ALTER_CONFIGS
 MIN_VERSION = 0
@@ -29,15 +32,6 @@ def set_topic_overrides(broker, name: str, overrides: dict[str, str], validate_o
     broker.controller.alter_topic_config(name, overrides, validate_only=validate_only)
     if not validate_only:
         broker.refresh_metadata()
-
-
-def refuse_broker_change(broker, name: str, keys: list[str]) -> None:
-    local_broker_id(broker, name, allow_default=True)
-    if keys:
-        raise InvalidRequestError(
-            f"Cannot update these configs dynamically: {', '.join(sorted(keys))} (strom has no dynamic broker "
-            "configs: change server.properties and restart the broker)"
-        )
 
 
 def check_duplicates(resources) -> Counter:
@@ -57,8 +51,11 @@ def alter(broker, resource, validate_only: bool) -> None:
     if resource.resource_type == TOPIC:
         overrides = {c.name: c.value for c in resource.configs if c.value is not None}
         set_topic_overrides(broker, resource.resource_name, overrides, validate_only)
-    elif resource.resource_type == BROKER:
-        refuse_broker_change(broker, resource.resource_name, [c.name for c in resource.configs])
+    elif resource.resource_type == BROKER:  # the replication throttles are dynamic; the rest is refused
+        from strom.server import dynamic_broker_config
+
+        dynamic_broker_config.alter(broker, resource.resource_name, {c.name: c.value for c in resource.configs},
+                                    replace=True, validate_only=validate_only)
     else:
         raise InvalidRequestError(f"AlterConfigs supports topics and brokers, not resource type {resource.resource_type}")
 
@@ -70,6 +67,11 @@ def respond(ctx, request, alter_one):
     for resource in request.resources:
         entry = {"resource_type": resource.resource_type, "resource_name": resource.resource_name,
                  "error_code": ErrorCode.NONE, "error_message": None}
+        refused = config_denial(ctx, Operation.ALTER_CONFIGS, resource.resource_type, resource.resource_name)
+        if refused is not None:
+            entry.update(error_code=refused, error_message=refusal_message(refused))
+            responses.append(entry)
+            continue
         try:
             if counts[(resource.resource_type, resource.resource_name)] > 1:
                 raise InvalidRequestError("the resource is listed more than once in the request")

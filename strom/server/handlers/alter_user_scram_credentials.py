@@ -12,7 +12,14 @@ from strom.cluster.store import StoreError
 from strom.protocol.api import ApiKey, response_class
 from strom.protocol.entities import build
 from strom.protocol.errors import ErrorCode
-from strom.security.scram import MAX_ITERATIONS, MECHANISM_IDS, MIN_ITERATIONS, ScramCredential
+from strom.security.acl import Operation
+from strom.security.scram import (
+    MAX_ITERATIONS,
+    MECHANISM_IDS,
+    MIN_ITERATIONS,
+    ScramCredential,
+)
+from strom.server.authorization import cluster_allowed
 
 API_KEY = ApiKey.ALTER_USER_SCRAM_CREDENTIALS
 MIN_VERSION = 0
@@ -38,6 +45,11 @@ def handle(ctx, request):
     changes: dict[str, tuple[dict[str, ScramCredential], set[str]]] = {}
     seen: set[tuple[str, int]] = set()
     entries = [(d, False) for d in request.deletions] + [(u, True) for u in request.upsertions]
+    if not cluster_allowed(ctx, Operation.ALTER):
+        names = list(dict.fromkeys(entry.name for entry, _ in entries))
+        return build(response_class(API_KEY, ctx.api_version), {"throttle_time": 0, "results": [
+            {"user": n, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+             "error_message": "Cluster authorization failed."} for n in names]})
     for entry, upsert in entries:
         name = entry.name
         if name not in order:

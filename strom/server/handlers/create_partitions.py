@@ -12,6 +12,8 @@ from collections import Counter
 from strom.protocol.api import ApiKey, response_class
 from strom.protocol.entities import build, field_value
 from strom.protocol.errors import ErrorCode, KafkaError
+from strom.security.acl import Operation
+from strom.server.authorization import TOPIC, allowed
 from strom.server.handlers import create_topics
 
 API_KEY = ApiKey.CREATE_PARTITIONS
@@ -34,6 +36,10 @@ def handle(ctx, request):
             continue
         if counts[topic.name] > 1:
             entry.update(error_code=ErrorCode.INVALID_REQUEST, error_message=f"topic '{topic.name}' is listed twice")
+            results.append(entry)
+            continue
+        if not allowed(ctx, Operation.ALTER, TOPIC, topic.name):
+            entry.update(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message="Authorization failed.")
             results.append(entry)
             continue
         assignment = [list(a.broker_ids) for a in topic.assignments] if topic.assignments is not None else None

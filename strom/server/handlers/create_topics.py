@@ -5,9 +5,10 @@ from __future__ import annotations
 from strom.protocol.api import ApiKey, response_class
 from strom.protocol.entities import build, field_value
 from strom.protocol.errors import ErrorCode, KafkaError
+from strom.server.authorization import create_topic_allowed
 
 API_KEY = ApiKey.CREATE_TOPICS
-MIN_VERSION = 2  # kio has no classes for v0 and v1
+MIN_VERSION = 0
 MAX_VERSION = 7
 
 
@@ -45,6 +46,10 @@ def handle(ctx, request):
             results.append(entry)
             continue
         seen.add(topic.name)
+        if not create_topic_allowed(ctx, topic.name):
+            entry.update(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message="Authorization failed.")
+            results.append(entry)
+            continue
         partitions = topic.num_partitions if topic.num_partitions != -1 else broker.config.num_partitions
         factor = (topic.replication_factor if topic.replication_factor != -1
                   else broker.config.default_replication_factor)

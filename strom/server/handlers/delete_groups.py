@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from strom.protocol.api import ApiKey, response_class
 from strom.protocol.entities import build
+from strom.protocol.errors import ErrorCode
+from strom.security.acl import Operation
+from strom.server.authorization import group_allowed
 
 API_KEY = ApiKey.DELETE_GROUPS
 MIN_VERSION = 0
@@ -11,7 +14,10 @@ MAX_VERSION = 2
 
 
 async def _delete(ctx, request):
-    results = await ctx.broker.group_coordinator.delete_groups(list(request.groups_names))
+    names = list(request.groups_names)
+    refused = {g: ErrorCode.GROUP_AUTHORIZATION_FAILED for g in names if not group_allowed(ctx, Operation.DELETE, g)}
+    results = await ctx.broker.group_coordinator.delete_groups([g for g in names if g not in refused])
+    results = {**results, **refused}
     return build(response_class(API_KEY, ctx.api_version), {
         "throttle_time": 0, "results": [{"group_id": g, "error_code": code} for g, code in results.items()]})
 

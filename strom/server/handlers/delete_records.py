@@ -12,7 +12,15 @@ from __future__ import annotations
 
 from strom.protocol.api import ApiKey, response_class
 from strom.protocol.entities import build
-from strom.protocol.errors import InvalidTopicError, KafkaError, OffsetOutOfRangeError, PolicyViolationError
+from strom.protocol.errors import (
+    ErrorCode,
+    InvalidTopicError,
+    KafkaError,
+    OffsetOutOfRangeError,
+    PolicyViolationError,
+)
+from strom.security.acl import Operation
+from strom.server.authorization import denied_topics
 from strom.server.dispatcher import error_from_exception
 from strom.server.handlers.metadata import INTERNAL_TOPICS
 
@@ -41,10 +49,15 @@ def delete(replicas, topic: str, index: int, offset: int) -> int:
 def handle(ctx, request):
     replicas = ctx.broker.replica_manager
     topics = []
+    denied = denied_topics(ctx, Operation.DELETE, (t.name for t in request.topics))
     for topic in request.topics:
         partitions = []
         for wanted in topic.partitions:
             entry = {"partition_index": wanted.partition_index, "error_code": 0}
+            if topic.name in denied:
+                entry.update(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, low_watermark=INVALID_LOW_WATERMARK)
+                partitions.append(entry)
+                continue
             try:
                 entry["low_watermark"] = delete(replicas, topic.name, wanted.partition_index, wanted.offset)
             except (KafkaError, ValueError) as exc:

@@ -15,9 +15,11 @@ from collections import Counter
 from strom.protocol.api import ApiKey, response_class
 from strom.protocol.entities import build, field_value
 from strom.protocol.errors import ErrorCode, KafkaError
+from strom.security.acl import Operation
+from strom.server.authorization import TOPIC, allowed
 
 API_KEY = ApiKey.DELETE_TOPICS
-MIN_VERSION = 1  # kio has no v0 classes; v0 and v1 differ only in the throttle time
+MIN_VERSION = 0
 MAX_VERSION = 6
 
 
@@ -73,6 +75,9 @@ def handle(ctx, request):
     deleted = False
     for name, topic_id in todo:
         info = broker.metadata.topics.get(name)
+        if not allowed(ctx, Operation.DELETE, TOPIC, name):
+            result(name, topic_id, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
+            continue
         try:
             broker.controller.delete_topic(name)
             deleted = True

@@ -11,6 +11,8 @@ from __future__ import annotations
 from strom.protocol.api import ApiKey, response_class
 from strom.protocol.entities import build, field_value
 from strom.protocol.errors import ErrorCode
+from strom.security.acl import CLUSTER_NAME, Operation
+from strom.server.authorization import CLUSTER, authorized_operations, cluster_allowed
 
 API_KEY = ApiKey.DESCRIBE_CLUSTER
 MIN_VERSION = 0
@@ -30,7 +32,9 @@ def handle(ctx, request):
     body = {"throttle_time": 0, "error_code": ErrorCode.NONE, "error_message": None, "endpoint_type": endpoint,
             "cluster_id": broker.metadata.cluster_id, "controller_id": broker.metadata.controller_id,
             "brokers": [], "cluster_authorized_operations": OPERATIONS_NOT_REQUESTED}
-    if endpoint == CONTROLLERS_ENDPOINT:
+    if not cluster_allowed(ctx, Operation.DESCRIBE):
+        body.update(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message="Cluster authorization failed.")
+    elif endpoint == CONTROLLERS_ENDPOINT:
         body.update(error_code=ErrorCode.MISMATCHED_ENDPOINT_TYPE,
                     error_message="this is a broker endpoint; strom has no separate controller endpoints")
     elif endpoint != BROKERS_ENDPOINT:
@@ -41,5 +45,6 @@ def handle(ctx, request):
                            for b in sorted(broker.metadata.brokers.values(), key=lambda b: b.broker_id)
                            if (address := b.endpoint(ctx.listener)) is not None]
         if request.include_cluster_authorized_operations:
-            body["cluster_authorized_operations"] = CLUSTER_OPERATIONS
+            body["cluster_authorized_operations"] = (CLUSTER_OPERATIONS if broker.authorizer is None
+                                                     else authorized_operations(ctx, CLUSTER, CLUSTER_NAME))
     return build(response_class(API_KEY, ctx.api_version), body)

@@ -4,10 +4,11 @@ Topic entries are every topic key strom knows, with the effective value (broker 
 overlaid with the topic's override). Their source and synonyms follow Kafka (KIP-226): an override
 is DYNAMIC_TOPIC_CONFIG (1), then come the broker keys that set the default: STATIC_BROKER_CONFIG
 (4) for those set in server.properties, DEFAULT_CONFIG (5) for built-in defaults. The entry's
-source is its first synonym's. Broker entries are every server.properties key, read-only since
-strom has no dynamic broker configs. The broker resource named "" is Kafka's cluster-wide
-*dynamic* default, which strom never has: it is answered with no entries, as Kafka answers when
-none are set. Another broker's id is INVALID_REQUEST (each broker describes itself).
+source is its first synonym's. Broker entries are every server.properties key (read-only), then
+the dynamic ones set on this broker (DYNAMIC_BROKER_CONFIG) or on all (DYNAMIC_DEFAULT_BROKER_CONFIG):
+the replication throttle rates. The broker resource named "" is Kafka's cluster-wide dynamic
+default: its entries are those set on <default>. Another broker's id is INVALID_REQUEST (each
+broker describes itself).
 """
 
 from __future__ import annotations
@@ -19,12 +20,19 @@ from functools import lru_cache
 from strom.cluster.controller import validate_topic_name
 from strom.protocol.api import ApiKey, response_class
 from strom.protocol.entities import build, field_value
-from strom.protocol.errors import ErrorCode, InvalidRequestError, KafkaError, UnknownTopicOrPartitionError
+from strom.protocol.errors import (
+    ErrorCode,
+    InvalidRequestError,
+    KafkaError,
+    UnknownTopicOrPartitionError,
+)
+from strom.security.acl import Operation
+from strom.server.authorization import config_denial, refusal_message
 from strom.server.config import BrokerConfig
 from strom.storage.log_config import TOPIC_KEYS, ConfigError
 
 API_KEY = ApiKey.DESCRIBE_CONFIGS
-MIN_VERSION = 1  # kio has no v0 classes (v0 had is_default where v1+ has config_source)
+MIN_VERSION = 0  # v0 has is_default where v1+ has config_source
 MAX_VERSION = 4
 
 # ConfigResource.Type
@@ -167,6 +175,19 @@ def broker_entries(broker, wanted, synonyms: bool, docs: bool) -> list[dict]:
     return entries
 
 
+def dynamic_entries(broker, entities: tuple[str, ...], wanted, synonyms: bool) -> list[dict]:
+    """Dynamic broker configs (/config/brokers/<id>, then <default>): the replication throttle rates."""
+    sources = {str(broker.broker_id): DYNAMIC_BROKER_CONFIG, "<default>": DYNAMIC_DEFAULT_BROKER_CONFIG}
+    chains: dict[str, list[dict]] = {}
+    for entity in entities:
+        for key, value in sorted(broker.metadata.broker_configs.get(entity, {}).items()):
+            if wanted is None or key in wanted:
+                chains.setdefault(key, []).append({"name": key, "value": value, "source": sources[entity]})
+    return [{"name": key, "value": chain[0]["value"], "read_only": False, "is_sensitive": False,
+             "config_source": chain[0]["source"], "synonyms": chain if synonyms else [], "config_type": LONG,
+             "documentation": None} for key, chain in chains.items()]
+
+
 def logger_entries(wanted) -> list[dict]:
     """Python loggers under 'strom' and the root, with Kafka's (log4j) level names."""
     names = ["root"] + sorted(n for n in logging.root.manager.loggerDict if n == "strom" or n.startswith("strom."))
@@ -215,8 +236,9 @@ def describe(broker, resource, synonyms: bool, docs: bool) -> list[dict]:
         return topic_entries(broker, name, topic_overrides(broker, name), wanted, synonyms, docs)
     if kind == BROKER:
         if not local_broker_id(broker, name, allow_default=True):
-            return []  # no dynamic cluster-wide defaults exist in strom
-        return broker_entries(broker, wanted, synonyms, docs)
+            return dynamic_entries(broker, ("<default>",), wanted, synonyms)
+        return broker_entries(broker, wanted, synonyms, docs) + dynamic_entries(
+            broker, (str(broker.broker_id), "<default>"), wanted, synonyms)
     if kind == BROKER_LOGGER:
         local_broker_id(broker, name, allow_default=False)
         return logger_entries(wanted)
@@ -230,8 +252,16 @@ def handle(ctx, request):
     for resource in request.resources:
         entry = {"resource_type": resource.resource_type, "resource_name": resource.resource_name,
                  "error_code": ErrorCode.NONE, "error_message": None, "configs": []}
+        refused = config_denial(ctx, Operation.DESCRIBE_CONFIGS, resource.resource_type, resource.resource_name)
+        if refused is not None:
+            entry.update(error_code=refused, error_message=refusal_message(refused))
+            results.append(entry)
+            continue
         try:
             entry["configs"] = describe(ctx.broker, resource, synonyms, docs)
+            if ctx.api_version == 0:
+                for config in entry["configs"]:
+                    config["is_default"] = config["config_source"] == DEFAULT_CONFIG
         except KafkaError as exc:
             entry.update(error_code=exc.error_code, error_message=exc.message)
         except ConfigError as exc:  # an override in the store that no longer parses

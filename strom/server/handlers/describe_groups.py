@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from strom.protocol.api import ApiKey, response_class
-from strom.protocol.entities import build
+from strom.protocol.entities import build, field_value
+from strom.protocol.errors import ErrorCode
+from strom.security.acl import Operation
+from strom.server.authorization import GROUP, authorized_operations, group_allowed
 
 API_KEY = ApiKey.DESCRIBE_GROUPS
 MIN_VERSION = 0
@@ -27,6 +30,18 @@ def describe(coordinator, group_id: str) -> dict:
     return entry
 
 
+def _authorized(ctx, group_id: str, include_operations: bool) -> dict:
+    if not group_allowed(ctx, Operation.DESCRIBE, group_id):
+        return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "group_id": group_id, "group_state": "",
+                "protocol_type": "", "protocol_data": "", "members": [],
+                "authorized_operations": OPERATIONS_NOT_REQUESTED}
+    entry = describe(ctx.broker.group_coordinator, group_id)
+    if include_operations:
+        entry["authorized_operations"] = authorized_operations(ctx, GROUP, group_id)
+    return entry
+
+
 def handle(ctx, request):
-    groups = [describe(ctx.broker.group_coordinator, group_id) for group_id in request.groups]
+    include = bool(field_value(request, "include_authorized_operations", False))
+    groups = [_authorized(ctx, group_id, include) for group_id in request.groups]
     return build(response_class(API_KEY, ctx.api_version), {"throttle_time": 0, "groups": groups})

@@ -12,9 +12,11 @@ import os
 from strom.protocol.api import ApiKey, response_class
 from strom.protocol.entities import build
 from strom.protocol.errors import ErrorCode
+from strom.security.acl import Operation
+from strom.server.authorization import cluster_allowed
 
 API_KEY = ApiKey.DESCRIBE_LOG_DIRS
-MIN_VERSION = 1  # kio has no v0 classes (v0 and v1 are identical on the wire)
+MIN_VERSION = 0
 MAX_VERSION = 4
 
 
@@ -28,6 +30,9 @@ def _disk(path: str) -> tuple[int, int]:
 
 def handle(ctx, request):
     manager = ctx.broker.log_manager
+    if not cluster_allowed(ctx, Operation.DESCRIBE):
+        return build(response_class(API_KEY, ctx.api_version),
+                     {"throttle_time": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "results": []})
     wanted = None
     if request.topics is not None:
         wanted = {(t.topic, p) for t in request.topics for p in t.partitions}

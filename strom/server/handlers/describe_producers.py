@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from strom.protocol.api import ApiKey, response_class
 from strom.protocol.entities import build
-from strom.protocol.errors import KafkaError
+from strom.protocol.errors import ErrorCode, KafkaError
+from strom.security.acl import Operation
+from strom.server.authorization import denied_topics
 from strom.server.dispatcher import error_from_exception
 
 API_KEY = ApiKey.DESCRIBE_PRODUCERS
@@ -26,11 +28,16 @@ def _producers(partition) -> list[dict]:
 
 def handle(ctx, request):
     replicas = ctx.broker.replica_manager
+    denied = denied_topics(ctx, Operation.READ, (t.name for t in request.topics))
     topics = []
     for topic in request.topics:
         partitions = []
         for index in topic.partition_indexes:
             entry = {"partition_index": index, "error_code": 0, "error_message": None, "active_producers": []}
+            if topic.name in denied:
+                entry.update(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message="Authorization failed.")
+                partitions.append(entry)
+                continue
             try:
                 entry["active_producers"] = _producers(replicas.leader_partition(topic.name, index))
             except KafkaError as exc:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from strom.protocol.api import ApiKey, response_class
 from strom.protocol.entities import build
+from strom.protocol.errors import ErrorCode
+from strom.security.acl import Operation
+from strom.server.authorization import txn_allowed
 
 API_KEY = ApiKey.DESCRIBE_TRANSACTIONS
 MIN_VERSION = 0
@@ -28,5 +31,9 @@ def _describe(coordinator, transactional_id: str) -> dict:
 
 def handle(ctx, request):
     coordinator = ctx.broker.transaction_coordinator
-    states = [_describe(coordinator, txn_id) for txn_id in request.transactional_ids]
+    states = [_describe(coordinator, txn_id) if txn_allowed(ctx, Operation.DESCRIBE, txn_id) else
+              {"error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactional_id": txn_id,
+               "transaction_state": "", "transaction_timeout": 0, "transaction_start_time": -1,
+               "producer_id": -1, "producer_epoch": -1, "topics": []}
+              for txn_id in request.transactional_ids]
     return build(response_class(API_KEY, ctx.api_version), {"throttle_time": 0, "transaction_states": states})

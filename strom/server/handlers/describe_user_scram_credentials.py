@@ -5,7 +5,9 @@ from __future__ import annotations
 from strom.protocol.api import ApiKey, response_class
 from strom.protocol.entities import build
 from strom.protocol.errors import ErrorCode
+from strom.security.acl import Operation
 from strom.security.scram import MECHANISM_NUMBERS
+from strom.server.authorization import cluster_allowed
 
 API_KEY = ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS
 MIN_VERSION = 0
@@ -23,6 +25,10 @@ def _error(user: str, code: int, message: str) -> dict:
 
 
 def handle(ctx, request):
+    if not cluster_allowed(ctx, Operation.DESCRIBE):
+        return build(response_class(API_KEY, ctx.api_version), {
+            "throttle_time": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            "error_message": "Cluster authorization failed.", "results": []})
     known = ctx.broker.credentials.users()
     results = []
     if not request.users:  # null or empty: every user that has a credential

@@ -24,6 +24,8 @@ from strom.cluster.store import BadVersionError, NoNodeError
 from strom.protocol.api import ApiKey, response_class
 from strom.protocol.entities import build, field_value
 from strom.protocol.errors import ErrorCode
+from strom.security.acl import Operation
+from strom.server.authorization import cluster_allowed
 
 API_KEY = ApiKey.ELECT_LEADERS
 MIN_VERSION = 0
@@ -99,6 +101,12 @@ def handle(ctx, request):
     results: dict[str, list[dict]] = {}
     top_error = ErrorCode.NONE
     changed = False
+    if not cluster_allowed(ctx, Operation.ALTER):
+        return build(response_class(API_KEY, version), {
+            "throttle_time": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            "replica_election_results": [{"topic": t, "partition_result": [
+                {"partition_id": p, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                 "error_message": "Cluster authorization failed."} for p in ps]} for t, ps in wanted]})
     if election_type not in (PREFERRED, UNCLEAN):
         top_error = ErrorCode.INVALID_REQUEST
         wanted = []

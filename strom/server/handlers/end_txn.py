@@ -9,6 +9,8 @@ from __future__ import annotations
 from strom.protocol.api import ApiKey, response_class
 from strom.protocol.entities import build
 from strom.protocol.errors import ErrorCode
+from strom.security.acl import Operation
+from strom.server.authorization import txn_allowed
 
 API_KEY = ApiKey.END_TXN
 MIN_VERSION = 0
@@ -17,6 +19,9 @@ FENCED_SINCE_VERSION = 2
 
 
 async def _handle(ctx, request):
+    if not txn_allowed(ctx, Operation.WRITE, request.transactional_id):
+        return build(response_class(API_KEY, ctx.api_version), {
+            "throttle_time": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED})
     code = await ctx.broker.transaction_coordinator.end_txn(request.transactional_id, request.producer_id,
                                                             request.producer_epoch, request.committed)
     if code == ErrorCode.PRODUCER_FENCED and ctx.api_version < FENCED_SINCE_VERSION:

@@ -3,8 +3,10 @@
 A fetch with less than ``min_bytes`` available waits in the purgatory for up to ``max_wait_ms``
 and is woken by the next append to one of its partitions, never by a sleep loop. The response
 is encoded by hand with the record bytes left as file slices, which the connection sends with
-sendfile. Fetch sessions (KIP-227) are declined by answering session id 0, which every client
-handles by sending full fetches.
+sendfile. Fetch sessions (KIP-227, from v7) live in strom.replication.fetch_session: the
+context it builds says which partitions a pass reads (an incremental fetch skips partitions with
+nothing new without touching their logs) and which of them the response lists. From v13 topics
+are named by id, both in requests and in responses.
 
 read_committed consumers (isolation_level 1) read below the last stable offset and get the
 aborted transactions overlapping what they read, so they can drop those batches; markers are
@@ -19,13 +21,15 @@ import time
 from strom.protocol.api import ApiKey
 from strom.protocol.entities import field_value, millis
 from strom.protocol.errors import ErrorCode, KafkaError, NotLeaderError
+from strom.replication import fetch_session
+from strom.server import legacy, wire
+from strom.server.authorization import fetch_denials
 from strom.server.dispatcher import RawResponse, error_from_exception
-from strom.server import wire
 from strom.storage.segment import FileSlice
 
 API_KEY = ApiKey.FETCH
-MIN_VERSION = 4  # librdkafka sends v2 record batches only to brokers with Fetch >= 4
-MAX_VERSION = 12  # v13+ names topics by id
+MIN_VERSION = 0  # v0-3 answer message sets (magic 0/1), down-converted by strom.server.legacy
+MAX_VERSION = 17  # v13+ names topics by id; v15+ carries the replica id in replica_state
 
 _PARTITION_HEAD = struct.Struct(">ihqq")
 _ERROR_AND_SESSION = struct.Struct(">hi")
@@ -37,10 +41,11 @@ _ABORTED = struct.Struct(">qq")
 
 class PartitionData:
     __slots__ = ("index", "error_code", "high_watermark", "last_stable_offset", "log_start_offset", "slices",
-                 "aborted")
+                 "aborted", "fetch_offset")
 
-    def __init__(self, index: int):
+    def __init__(self, index: int, fetch_offset: int = 0):
         self.index = index
+        self.fetch_offset = fetch_offset  # Fetch v0-3 down-conversion leaves out the records below it, as Kafka
         self.error_code = 0
         self.high_watermark = -1
         self.last_stable_offset = -1
@@ -49,19 +54,34 @@ class PartitionData:
         self.aborted = None
 
 
-def _read_all(broker, request, replica_id: int) -> tuple[list[tuple[str, list[PartitionData]]], int, bool]:
-    """One pass over the requested partitions; returns (results, bytes, any_error)."""
+def _read_all(broker, request, replica_id: int, denied: set[str] | None = None,
+              topics: list | None = None) -> tuple[list[tuple[str, list[PartitionData]]], int, bool]:
+    """One pass over ``topics`` (default: the request's); returns (results, bytes, any_error).
+
+    Results name each topic by its ``key`` when it has one (a topic id from v13), else by name.
+    """
     replicas = broker.replica_manager
     read_committed = replica_id < 0 and field_value(request, "isolation_level", 0) == 1
-    remaining = request.max_bytes if field_value(request, "max_bytes") is not None else 2**31 - 1
+    asked = request.max_bytes if field_value(request, "max_bytes") is not None else 2**31 - 1
+    remaining = min(asked, broker.config.fetch_max_bytes)  # the broker's fetch.max.bytes caps it, as in Kafka
     total = 0
     any_error = False
     results = []
-    for topic in request.topics:
+    for topic in request.topics if topics is None else topics:
         name = topic.topic
         partitions = []
         for wanted in topic.partitions:
-            data = PartitionData(wanted.partition)
+            data = PartitionData(wanted.partition, wanted.fetch_offset)
+            if name is None:  # a topic id this broker does not know
+                data.error_code = ErrorCode.UNKNOWN_TOPIC_ID
+                any_error = True
+                partitions.append(data)
+                continue
+            if denied and name in denied:
+                data.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                any_error = True
+                partitions.append(data)
+                continue
             try:
                 partition = replicas.leader_partition(name, wanted.partition)
                 partition.check_leader_epoch(field_value(wanted, "current_leader_epoch", -1))
@@ -71,8 +91,15 @@ def _read_all(broker, request, replica_id: int) -> tuple[list[tuple[str, list[Pa
                                              "only brokers may fetch with a replica id")
                     replicas.record_follower_fetch(partition, replica_id, wanted.fetch_offset)
                 limit = min(wanted.partition_max_bytes, remaining)
+                # replication throttle: an out-of-sync follower of a throttled partition (a move)
+                quota = replicas.quotas.leader_quota(partition, replica_id) if replica_id >= 0 else None
+                if quota is not None:
+                    limit = min(limit, quota.allowance())  # 0 while spent; else at least one batch
                 read = partition.read(wanted.fetch_offset, limit, for_replica=replica_id >= 0,
-                                      min_one_message=total == 0, read_committed=read_committed)
+                                      min_one_message=(total == 0 or quota is not None) and (quota is None or limit > 0),
+                                      read_committed=read_committed)
+                if quota is not None:
+                    quota.record(read.data.size)
                 data.high_watermark = read.high_watermark
                 data.last_stable_offset = read.last_stable_offset
                 data.log_start_offset = read.log_start_offset
@@ -80,59 +107,115 @@ def _read_all(broker, request, replica_id: int) -> tuple[list[tuple[str, list[Pa
                 data.aborted = read.aborted
                 size = read.data.size
                 total += size
+                _count_read(broker.stats, name, replica_id, size)
                 remaining = max(0, remaining - size)
             except (KafkaError, ValueError) as exc:
                 data.error_code = error_from_exception(exc)[0]
                 any_error = True
                 log_ = replicas.partitions.get((name, wanted.partition))
                 if log_ is not None:
+                    broker.stats.topic(name).failed_fetch += 1
                     data.high_watermark = log_.log.high_watermark
                     data.last_stable_offset = log_.log.last_stable_offset
                     data.log_start_offset = log_.log.log_start_offset
             partitions.append(data)
-        results.append((name, partitions))
+        results.append((getattr(topic, "key", name), partitions))
     return results, total, any_error
+
+
+def _count_read(stats, topic: str, replica_id: int, size: int) -> None:
+    """BrokerTopicMetrics: follower reads are replication bytes, consumer reads BytesOut.
+
+    A long poll's pass that found less than min_bytes and waited again counts its bytes again;
+    with fetch.min.bytes=1 (every client's default) a pass with data is always the one sent.
+    """
+    if replica_id >= 0:
+        stats.replication_bytes_out += size
+    else:
+        counters = stats.topic(topic)
+        counters.fetch_requests += 1
+        counters.bytes_out += size
 
 
 def handle(ctx, request):
     broker = ctx.broker
     version = ctx.api_version
-    replica_id = field_value(request, "replica_id", -1)
-    session_id = field_value(request, "session_id", 0)
-    session_epoch = field_value(request, "session_epoch", -1)
-    if session_id != 0 and session_epoch > 0:
-        return encode_response([], version, ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
-    results, total, any_error = _read_all(broker, request, replica_id)
+    replica_id = request.replica_state.replica_id if version >= 15 else field_value(request, "replica_id", -1)
+    session = fetch_session.new_context(broker.fetch_sessions, request, replica_id >= 0, version >= 13,
+                                        broker.topic_name_by_id)
+    if session.error_code:
+        return encode_response([], version, session.error_code)
+    denied = fetch_denials(ctx, _Topics(session.watch_keys()), replica_id) if broker.authorizer is not None else None
+    results, total, any_error, news = _read_pass(broker, request, replica_id, denied, session)
     max_wait_ms = millis(request.max_wait)
-    if total >= request.min_bytes or max_wait_ms <= 0 or any_error or not request.topics:
-        return encode_response(results, version)
-    return _long_poll(broker, request, replica_id, max_wait_ms, version)
+    if total >= request.min_bytes or max_wait_ms <= 0 or any_error or news or session.empty:
+        return _finish(broker, session, results, version)
+    return _long_poll(broker, request, replica_id, max_wait_ms, version, denied, session)
 
 
-async def _long_poll(broker, request, replica_id: int, max_wait_ms: int, version: int) -> RawResponse:
+class _Topics:
+    """The topics a pass reads, as the authorizer reads a request's (``.topics[i].topic``)."""
+
+    __slots__ = ("topics",)
+
+    def __init__(self, keys: list[tuple[str, int]]):
+        self.topics = [_Named(name) for name in dict.fromkeys(name for name, _ in keys)]
+
+
+class _Named:
+    __slots__ = ("topic",)
+
+    def __init__(self, topic: str):
+        self.topic = topic
+
+
+def _read_pass(broker, request, replica_id: int, denied, session):
+    """Read what the session context says; (results, bytes, any_error, news for a follower)."""
+    replicas = broker.replica_manager
+    topics, idle = session.plan(replicas, replica_id >= 0,
+                                replica_id < 0 and field_value(request, "isolation_level", 0) == 1)
+    if replica_id >= 0:
+        # not read, but the follower's position still counts for the ISR (every full pass lists them)
+        for partition, cached in idle:
+            replicas.record_follower_fetch(partition, replica_id, cached.fetch_offset)
+    results, total, any_error = _read_all(broker, request, replica_id, denied, topics)
+    return results, total, any_error, session.incremental and session.news(results)
+
+
+def _finish(broker, session, results, version: int) -> RawResponse:
+    results, session_id = session.finish(session.topics, results, broker.replica_manager)
+    return encode_response(results, version, session_id=session_id)
+
+
+async def _long_poll(broker, request, replica_id: int, max_wait_ms: int, version: int, denied,
+                     session) -> RawResponse:
     """Wait for data, woken by appends. Each pass re-reads before waiting, so an append that
     lands between the handler's first read and this coroutine starting is not missed."""
     deadline = time.monotonic() + max_wait_ms / 1000
-    keys = [(t.topic, p.partition) for t in request.topics for p in t.partitions]
+    keys = session.watch_keys()
     purgatory = broker.replica_manager.purgatory
     while True:
-        results, total, any_error = _read_all(broker, request, replica_id)
+        results, total, any_error, news = _read_pass(broker, request, replica_id, denied, session)
         left = deadline - time.monotonic()
-        if total >= request.min_bytes or any_error or left <= 0:
-            return encode_response(results, version)
+        if total >= request.min_bytes or any_error or news or left <= 0:
+            return _finish(broker, session, results, version)
         if not await purgatory.wait(keys, left):
-            return encode_response(_read_all(broker, request, replica_id)[0], version)
+            results = _read_pass(broker, request, replica_id, denied, session)[0]
+            return _finish(broker, session, results, version)
 
 
-def encode_response(results, version: int, error_code: int = 0) -> RawResponse:
+def encode_response(results, version: int, error_code: int = 0, session_id: int = 0) -> RawResponse:
+    if version < 4:
+        return legacy.fetch_response(results, version)
     flexible = version >= 12
     parts = [_INT32.pack(0)]  # throttle_time_ms
     if version >= 7:
-        parts.append(_ERROR_AND_SESSION.pack(error_code, 0))  # session id 0: sessions declined
+        parts.append(_ERROR_AND_SESSION.pack(error_code, session_id))
     parts.append(wire.array_length(len(results), flexible))
     chunks: list = []
+    by_id = version >= 13
     for name, partitions in results:
-        parts.append(wire.string(name, flexible))
+        parts.append(name.bytes if by_id else wire.string(name, flexible))
         parts.append(wire.array_length(len(partitions), flexible))
         for data in partitions:
             parts.append(_PARTITION_HEAD.pack(data.index, data.error_code, data.high_watermark,

@@ -12,6 +12,8 @@ from strom.group.records import fits
 from strom.protocol.api import ApiKey, response_class
 from strom.protocol.entities import build, field_value
 from strom.protocol.errors import ErrorCode, KafkaError
+from strom.security.acl import Operation
+from strom.server.authorization import group_allowed, txn_allowed
 from strom.txn.coordinator import TRANSACTION_STATE_TOPIC
 
 API_KEY = ApiKey.FIND_COORDINATOR
@@ -52,10 +54,20 @@ def coordinator_for(broker, key: str, key_type: int, listener: str = "PLAINTEXT"
             "port": address[1], "error_message": None}
 
 
+def _authorized_coordinator(ctx, key: str, key_type: int) -> dict:
+    """Describe on the group or the transactional id, as Kafka asks before naming a coordinator."""
+    if key_type == GROUP_KEY_TYPE and not group_allowed(ctx, Operation.DESCRIBE, key):
+        return _error(key, ErrorCode.GROUP_AUTHORIZATION_FAILED, "Group authorization failed.")
+    if key_type == TRANSACTION_KEY_TYPE and not txn_allowed(ctx, Operation.DESCRIBE, key):
+        return _error(key, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                      "Transactional Id authorization failed.")
+    return coordinator_for(ctx.broker, key, key_type, ctx.listener)
+
+
 def handle(ctx, request):
     key_type = field_value(request, "key_type", GROUP_KEY_TYPE)
     cls = response_class(API_KEY, ctx.api_version)
     if ctx.api_version >= 4:
-        coordinators = [coordinator_for(ctx.broker, key, key_type, ctx.listener) for key in request.coordinator_keys]
+        coordinators = [_authorized_coordinator(ctx, key, key_type) for key in request.coordinator_keys]
         return build(cls, {"throttle_time": 0, "coordinators": coordinators})
-    return build(cls, {"throttle_time": 0, **coordinator_for(ctx.broker, request.key, key_type, ctx.listener)})
+    return build(cls, {"throttle_time": 0, **_authorized_coordinator(ctx, request.key, key_type)})

@@ -3,15 +3,15 @@
 The new overrides are the topic's current ones with each operation applied, then validated and
 written as a whole by the controller (so an invalid value changes nothing). APPEND and SUBTRACT
 work on list keys only (cleanup.policy), starting from the effective value when the topic has no
-override; on any other key they are INVALID_CONFIG, as in Kafka. Broker resources are refused as
-in AlterConfigs (see alter_configs.py).
+override; on any other key they are INVALID_CONFIG, as in Kafka. Broker resources take SET and
+DELETE of the dynamic keys only, as in AlterConfigs (see alter_configs.py).
 """
 
 from __future__ import annotations
 
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import InvalidConfigError, InvalidRequestError
-from strom.server.handlers.alter_configs import check_keys, refuse_broker_change, respond, set_topic_overrides
+from strom.server.handlers.alter_configs import check_keys, respond, set_topic_overrides
 from strom.server.handlers.describe_configs import BROKER, LIST, TOPIC, TOPIC_TYPES, topic_overrides
 from strom.storage.log_config import LogConfig, did_you_mean
 
@@ -65,8 +65,16 @@ def alter(broker, resource, validate_only: bool) -> None:
     if resource.resource_type == TOPIC:
         overrides = apply_operations(broker, resource.resource_name, resource.configs)
         set_topic_overrides(broker, resource.resource_name, overrides, validate_only)
-    elif resource.resource_type == BROKER:
-        refuse_broker_change(broker, resource.resource_name, [c.name for c in resource.configs])
+    elif resource.resource_type == BROKER:  # the replication throttles are dynamic; the rest is refused
+        from strom.server import dynamic_broker_config
+
+        for config in resource.configs:
+            if config.config_operation not in (SET, DELETE):
+                raise InvalidRequestError(f"{_OP_NAMES.get(config.config_operation, config.config_operation)} "
+                                          f"is not allowed on broker config {config.name}")
+        dynamic_broker_config.alter(broker, resource.resource_name, {
+            c.name: (c.value if c.config_operation == SET else None) for c in resource.configs},
+            replace=False, validate_only=validate_only)
     else:
         raise InvalidRequestError(
             f"IncrementalAlterConfigs supports topics and brokers, not resource type {resource.resource_type}"

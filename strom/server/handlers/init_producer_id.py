@@ -12,6 +12,8 @@ from __future__ import annotations
 from strom.protocol.api import ApiKey, response_class
 from strom.protocol.entities import build, field_value, millis
 from strom.protocol.errors import ErrorCode, KafkaError
+from strom.security.acl import Operation
+from strom.server.authorization import idempotent_write_allowed, txn_allowed
 
 API_KEY = ApiKey.INIT_PRODUCER_ID
 MIN_VERSION = 0
@@ -23,7 +25,13 @@ FENCED_SINCE_VERSION = 4
 
 def handle(ctx, request):
     if request.transactional_id is not None:
+        if not txn_allowed(ctx, Operation.WRITE, request.transactional_id):
+            return _response(ctx, {"error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "producer_id": -1,
+                                   "producer_epoch": -1})
         return _init_transactional(ctx, request)
+    if not idempotent_write_allowed(ctx):
+        return _response(ctx, {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "producer_id": -1,
+                               "producer_epoch": -1})
     broker = ctx.broker
     producer_id = field_value(request, "producer_id", -1)
     epoch = field_value(request, "producer_epoch", -1)

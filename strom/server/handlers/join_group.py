@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from strom.protocol.api import ApiKey, response_class
 from strom.protocol.entities import build, field_value, millis
+from strom.protocol.errors import ErrorCode
+from strom.security.acl import Operation
+from strom.server.authorization import group_allowed
 
 API_KEY = ApiKey.JOIN_GROUP
 MIN_VERSION = 0
@@ -32,4 +35,9 @@ async def _join(ctx, request):
 
 
 def handle(ctx, request):
+    if not group_allowed(ctx, Operation.READ, request.group_id):
+        return build(response_class(API_KEY, ctx.api_version), {
+            "throttle_time": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "generation_id": -1,
+            "protocol_type": None, "protocol_name": None if ctx.api_version >= 7 else "", "leader": "",
+            "skip_assignment": False, "member_id": request.member_id, "members": []})
     return _join(ctx, request)

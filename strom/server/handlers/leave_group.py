@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from strom.protocol.api import ApiKey, response_class
 from strom.protocol.entities import build, field_value
+from strom.protocol.errors import ErrorCode
+from strom.security.acl import Operation
+from strom.server.authorization import group_allowed
 
 API_KEY = ApiKey.LEAVE_GROUP
 MIN_VERSION = 0
@@ -11,6 +14,9 @@ MAX_VERSION = 5
 
 
 def handle(ctx, request):
+    if not group_allowed(ctx, Operation.READ, request.group_id):
+        return build(response_class(API_KEY, ctx.api_version), {
+            "throttle_time": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "members": []})
     if ctx.api_version >= 3:
         leaving = [(m.member_id, field_value(m, "group_instance_id")) for m in request.members]
     else:

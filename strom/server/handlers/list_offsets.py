@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from strom.protocol.api import ApiKey, response_class
 from strom.protocol.entities import build, field_value
-from strom.protocol.errors import KafkaError
+from strom.protocol.errors import ErrorCode, KafkaError
+from strom.security.acl import Operation
+from strom.server import legacy
+from strom.server.authorization import denied_topics
 from strom.server.dispatcher import error_from_exception
 from strom.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
 API_KEY = ApiKey.LIST_OFFSETS
-MIN_VERSION = 1
+MIN_VERSION = 0  # v0 (a list of offsets per partition) is answered by strom.server.legacy
 MAX_VERSION = 7
 
 
@@ -31,14 +36,38 @@ def lookup(partition, timestamp: int, read_committed: bool = False) -> dict:
             "leader_epoch": log_.leader_epoch_cache.epoch_for_offset(offset)}
 
 
+def _v0_authorized(ctx, request):
+    """v0 with an authorizer: the topics without Describe answer TOPIC_AUTHORIZATION_FAILED, after the rest."""
+    denied = denied_topics(ctx, Operation.DESCRIBE, (t.name for t in request.topics))
+    answered = legacy.list_offsets_v0(ctx, dataclasses.replace(
+        request, topics=tuple(t for t in request.topics if t.name not in denied)))
+    if not denied:
+        return answered
+    refused = build(response_class(API_KEY, 0), {"topics": [
+        {"name": t.name, "partitions": [{"partition_index": p.partition_index, "old_style_offsets": [],
+                                         "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED} for p in t.partitions]}
+        for t in request.topics if t.name in denied]})
+    return dataclasses.replace(answered, topics=answered.topics + refused.topics)
+
+
 def handle(ctx, request):
+    if ctx.api_version == 0:
+        if ctx.broker.authorizer is not None:
+            return _v0_authorized(ctx, request)
+        return legacy.list_offsets_v0(ctx, request)
     replicas = ctx.broker.replica_manager
     read_committed = field_value(request, "isolation_level", 0) == 1
     topics = []
+    denied = denied_topics(ctx, Operation.DESCRIBE, (t.name for t in request.topics))
     for topic in request.topics:
         partitions = []
         for wanted in topic.partitions:
             entry = {"partition_index": wanted.partition_index, "error_code": 0}
+            if topic.name in denied:
+                entry.update({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "timestamp": -1, "offset": -1,
+                              "leader_epoch": -1})
+                partitions.append(entry)
+                continue
             try:
                 partition = replicas.leader_partition(topic.name, wanted.partition_index)
                 partition.check_leader_epoch(field_value(wanted, "current_leader_epoch", -1))

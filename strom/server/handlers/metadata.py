@@ -6,6 +6,14 @@ from strom.cluster.controller import validate_topic_name
 from strom.protocol.api import ApiKey, response_class
 from strom.protocol.entities import build, field_value
 from strom.protocol.errors import ErrorCode, KafkaError
+from strom.security.acl import CLUSTER_NAME, Operation
+from strom.server.authorization import (
+    CLUSTER,
+    TOPIC,
+    authorized_operations,
+    create_topic_allowed,
+    denied_topics,
+)
 
 API_KEY = ApiKey.METADATA
 MIN_VERSION = 0
@@ -61,8 +69,14 @@ def handle(ctx, request):
                 name = by_id.get(field_value(topic, "topic_id"), "")
             names.append(name)
     allow_create = field_value(request, "allow_auto_topic_creation", True)
+    hidden = denied_topics(ctx, Operation.DESCRIBE, names) if broker.authorizer is not None else ()
+    if hidden and (requested is None or (version == 0 and not requested)):
+        names = [name for name in names if name not in hidden]  # all topics: the others are simply absent
     topics = []
     for name in names:
+        if name in hidden:
+            topics.append({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": name, "partitions": []})
+            continue
         if name not in broker.metadata.topics:
             try:
                 validate_topic_name(name)
@@ -70,17 +84,24 @@ def handle(ctx, request):
                 topics.append({"error_code": exc.error_code, "name": name, "partitions": []})
                 continue
             if allow_create and broker.config.auto_create_topics_enable:
+                if not create_topic_allowed(ctx, name):
+                    topics.append({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": name,
+                                   "partitions": []})
+                    continue
                 try:
                     broker.auto_create_topic(name)
                 except KafkaError as exc:
                     topics.append({"error_code": exc.error_code, "name": name, "partitions": []})
                     continue
         topics.append(topic_entry(broker, name))
+        if field_value(request, "include_topic_authorized_operations", False) and topics[-1]["error_code"] == 0:
+            topics[-1]["topic_authorized_operations"] = authorized_operations(ctx, TOPIC, name)
     brokers = [{"node_id": b.broker_id, "host": address[0], "port": address[1], "rack": b.rack}
                for b in sorted(broker.metadata.brokers.values(), key=lambda b: b.broker_id)
                if (address := b.endpoint(ctx.listener)) is not None]  # as Kafka: this listener's endpoints
     return build(response_class(API_KEY, version), {
         "throttle_time": 0, "brokers": brokers, "cluster_id": broker.metadata.cluster_id,
         "controller_id": broker.metadata.controller_id, "topics": topics,
-        "cluster_authorized_operations": OPERATIONS_NOT_REQUESTED,
+        "cluster_authorized_operations": authorized_operations(ctx, CLUSTER, CLUSTER_NAME)
+        if field_value(request, "include_cluster_authorized_operations", False) else OPERATIONS_NOT_REQUESTED,
     })

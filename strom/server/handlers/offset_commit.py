@@ -5,9 +5,10 @@ from __future__ import annotations
 from strom.protocol.api import ApiKey, response_class
 from strom.protocol.entities import build, field_value
 from strom.protocol.errors import ErrorCode
+from strom.server.authorization import offset_commit_denials
 
 API_KEY = ApiKey.OFFSET_COMMIT
-MIN_VERSION = 2
+MIN_VERSION = 0  # v0 and v1 are simple commits outside a generation unless they name one
 MAX_VERSION = 8
 
 
@@ -38,9 +39,15 @@ def offsets_response(ctx, api_key: int, topics, results: dict):
 
 async def _commit(ctx, request):
     offsets, results = requested_offsets(ctx.broker, request.topics)
-    results.update(await ctx.broker.group_coordinator.commit_offsets(
-        request.group_id, request.generation_id_or_member_epoch, request.member_id,
-        field_value(request, "group_instance_id"), offsets))
+    denied = offset_commit_denials(ctx, request.group_id, request.topics)
+    for tp, code in denied.items():
+        offsets.pop(tp, None)
+        results[tp] = code
+    if offsets or not denied:
+        results.update(await ctx.broker.group_coordinator.commit_offsets(
+            request.group_id, field_value(request, "generation_id_or_member_epoch", -1),
+            field_value(request, "member_id", ""),
+            field_value(request, "group_instance_id"), offsets))
     return offsets_response(ctx, API_KEY, request.topics, results)
 
 

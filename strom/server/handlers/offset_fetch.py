@@ -14,14 +14,18 @@ from collections import defaultdict
 from strom.protocol.api import ApiKey, response_class
 from strom.protocol.entities import build, field_value
 from strom.protocol.errors import ErrorCode
+from strom.security.acl import Operation
+from strom.server.authorization import denied_topics, group_allowed
 
 API_KEY = ApiKey.OFFSET_FETCH
-MIN_VERSION = 1
+MIN_VERSION = 0
 MAX_VERSION = 8
 
 
-def _group_result(coordinator, group_id: str, topics, require_stable: bool) -> tuple[int, list[dict]]:
+def _group_result(coordinator, group_id: str, topics, require_stable: bool, ctx=None) -> tuple[int, list[dict]]:
     wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
+    if ctx is not None and ctx.broker.authorizer is not None:
+        return _authorized_result(ctx, coordinator, group_id, topics, wanted, require_stable)
     error, offsets = coordinator.fetch_offsets(group_id, wanted)
     unstable = coordinator.unstable_offsets(group_id, wanted) if require_stable and not error else set()
     by_topic: dict[str, list[dict]] = defaultdict(list)
@@ -38,6 +42,33 @@ def _group_result(coordinator, group_id: str, topics, require_stable: bool) -> t
     return error, [{"name": name, "partitions": partitions} for name, partitions in by_topic.items()]
 
 
+def _authorized_result(ctx, coordinator, group_id: str, topics, wanted, require_stable: bool):
+    """Describe on the group (else GROUP_AUTHORIZATION_FAILED); a listed topic without Describe gets
+    TOPIC_AUTHORIZATION_FAILED per partition, an unlisted one is left out (as Kafka)."""
+    if not group_allowed(ctx, Operation.DESCRIBE, group_id):
+        if ctx.api_version >= 2 or not wanted:
+            return ErrorCode.GROUP_AUTHORIZATION_FAILED, []
+        by_topic: dict[str, list[dict]] = defaultdict(list)  # v0-1 have no top-level error: per partition
+        for name, index in wanted:
+            by_topic[name].append({"partition_index": index, "committed_offset": -1, "committed_leader_epoch": -1,
+                                   "metadata": "", "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED})
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, [{"name": n, "partitions": ps} for n, ps in by_topic.items()]
+    names = [t.name for t in topics] if topics is not None else []
+    denied = denied_topics(ctx, Operation.DESCRIBE, names)
+    if topics is not None:
+        topics = [t for t in topics if t.name not in denied]
+    error, answered = _group_result(coordinator, group_id, topics, require_stable)
+    if topics is None:
+        hidden = denied_topics(ctx, Operation.DESCRIBE, [t["name"] for t in answered])
+        answered = [t for t in answered if t["name"] not in hidden]
+    for name in sorted(denied):
+        indexes = [p for (t, p) in wanted if t == name]
+        answered.append({"name": name, "partitions": [
+            {"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1, "metadata": "",
+             "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED} for p in indexes]})
+    return error, answered
+
+
 def handle(ctx, request):
     coordinator = ctx.broker.group_coordinator
     cls = response_class(API_KEY, ctx.api_version)
@@ -45,10 +76,10 @@ def handle(ctx, request):
     if ctx.api_version >= 8:
         groups = []
         for group in request.groups:
-            error, topics = _group_result(coordinator, group.group_id, group.topics, require_stable)
+            error, topics = _group_result(coordinator, group.group_id, group.topics, require_stable, ctx)
             groups.append({"group_id": group.group_id, "topics": topics, "error_code": error})
         return build(cls, {"throttle_time": 0, "groups": groups})
-    error, topics = _group_result(coordinator, request.group_id, request.topics, require_stable)
+    error, topics = _group_result(coordinator, request.group_id, request.topics, require_stable, ctx)
     if ctx.api_version < 2 and error:  # v0-1 have no top-level error: report it per partition
         for topic in topics:
             for partition in topic["partitions"]:

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 from strom.protocol.api import ApiKey, response_class
 from strom.protocol.entities import build, field_value
-from strom.protocol.errors import KafkaError, NotLeaderError
+from strom.protocol.errors import ErrorCode, KafkaError, NotLeaderError
+from strom.security.acl import Operation
+from strom.server.authorization import cluster_allowed, denied_topics
 from strom.server.dispatcher import error_from_exception
 
 API_KEY = ApiKey.OFFSET_FOR_LEADER_EPOCH
-MIN_VERSION = 2  # kio has no classes for v0 and v1
+MIN_VERSION = 0
 MAX_VERSION = 4
 
 
@@ -32,10 +34,18 @@ def end_offset(replicas, topic: str, index: int, current_leader_epoch: int, lead
 def handle(ctx, request):
     replicas = ctx.broker.replica_manager
     topics = []
+    if field_value(request, "replica_id", -1) >= 0 and not cluster_allowed(ctx, Operation.CLUSTER_ACTION):
+        denied = {t.topic for t in request.topics}
+    else:
+        denied = denied_topics(ctx, Operation.DESCRIBE, (t.topic for t in request.topics))
     for topic in request.topics:
         partitions = []
         for wanted in topic.partitions:
             entry = {"partition": wanted.partition, "error_code": 0, "leader_epoch": -1, "end_offset": -1}
+            if topic.topic in denied:
+                entry["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                partitions.append(entry)
+                continue
             try:
                 epoch, offset = end_offset(replicas, topic.topic, wanted.partition,
                                            field_value(wanted, "current_leader_epoch", -1), wanted.leader_epoch)

@@ -22,13 +22,19 @@ import time
 from strom.protocol.api import ApiKey
 from strom.protocol.codec import read_uvarint
 from strom.protocol.entities import millis
-from strom.protocol.errors import DecodeError, ErrorCode, KafkaError, RecordValidationError
+from strom.protocol.errors import (
+    DecodeError,
+    ErrorCode,
+    KafkaError,
+    RecordValidationError,
+)
 from strom.protocol.records import BATCH_HEADER_SIZE, BatchHeader
+from strom.server import legacy, wire
+from strom.server.authorization import produce_denials
 from strom.server.dispatcher import RawResponse, error_from_exception
-from strom.server import wire
 
 API_KEY = ApiKey.PRODUCE
-MIN_VERSION = 3  # v3 is the first with record batches (magic 2); older versions carry message sets
+MIN_VERSION = 0  # v0-2 carry message sets (magic 0/1), converted by strom.server.legacy
 MAX_VERSION = 9
 
 _PARTITION_V3 = struct.Struct(">ihqq")
@@ -60,11 +66,16 @@ class PartitionResult:
 
 
 def handle(ctx, request):
+    denied = produce_denials(ctx, request) if ctx.broker.authorizer is not None else None
+    if ctx.api_version < 3 and request.refused:  # message sets that failed their CRC or framing
+        denied = {**request.refused, **(denied or {})}
     if request.transactional_id is not None:
         unverified = _unverified_partitions(ctx.broker, request)
+        if denied:
+            unverified = {tp: header for tp, header in unverified.items() if tp not in denied}
         if unverified:
-            return _verify_then_append(ctx, request, unverified)
-    return _append_all(ctx, request)
+            return _verify_then_append(ctx, request, unverified, denied)
+    return _append_all(ctx, request, denied)
 
 
 # Coordinator errors the producer must retry become NOT_ENOUGH_REPLICAS, as in Kafka 3.6+.
@@ -77,6 +88,8 @@ _VERIFICATION_MESSAGES = {
     ErrorCode.INVALID_PRODUCER_EPOCH: "a newer instance of this transactional producer has fenced this one",
     ErrorCode.NOT_ENOUGH_REPLICAS: "the transaction coordinator could not be asked yet; retry",
     ErrorCode.INVALID_PRODUCER_ID_MAPPING: "the transaction coordinator does not know this producer id",
+    ErrorCode.TOPIC_AUTHORIZATION_FAILED: "not authorized to write to this topic",
+    ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: "not authorized to write with this transactional id",
 }
 
 
@@ -99,11 +112,12 @@ def _unverified_partitions(broker, request) -> dict[tuple[str, int], BatchHeader
     return found
 
 
-async def _verify_then_append(ctx, request, unverified: dict[tuple[str, int], BatchHeader]):
+async def _verify_then_append(ctx, request, unverified: dict[tuple[str, int], BatchHeader],
+                              denied: dict[tuple[str, int], int] | None = None):
     first = next(iter(unverified.values()))
     codes = await ctx.broker.transaction_coordinator.verify_partitions(
         request.transactional_id, first.producer_id, first.producer_epoch, list(unverified))
-    rejected = {}
+    rejected = dict(denied) if denied else {}
     for tp, code in codes.items():
         if code in _RETRIABLE_VERIFICATION:
             rejected[tp] = ErrorCode.NOT_ENOUGH_REPLICAS
@@ -217,6 +231,8 @@ async def _await_replication(broker, results, timeout_ms: int, version: int) -> 
 
 
 def encode_response(results: list[tuple[str, list[PartitionResult]]], version: int) -> RawResponse:
+    if version < 3:
+        return legacy.produce_response(results, version)
     flexible = version >= 9
     if not flexible and len(results) == 1 and len(results[0][1]) == 1 and results[0][1][0].error_code == 0:
         return _encode_one_partition(results[0][0], results[0][1][0], version)
@@ -299,6 +315,8 @@ def decode(body, offset: int, version: int) -> Request:
     try:
         if version >= 9:
             return _decode_flexible(body, offset)
+        if version < 3:
+            return legacy.decode_produce(body, offset, version)
         return _decode_classic(body, offset)
     except (struct.error, IndexError) as exc:
         raise DecodeError(f"malformed produce request: {exc}") from None

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from strom.protocol.api import ApiKey, response_class
 from strom.protocol.entities import build, field_value
+from strom.protocol.errors import ErrorCode
+from strom.security.acl import Operation
+from strom.server.authorization import group_allowed
 
 API_KEY = ApiKey.SYNC_GROUP
 MIN_VERSION = 0
@@ -23,4 +26,8 @@ async def _sync(ctx, request):
 
 
 def handle(ctx, request):
+    if not group_allowed(ctx, Operation.READ, request.group_id):
+        return build(response_class(API_KEY, ctx.api_version), {
+            "throttle_time": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "protocol_type": None,
+            "protocol_name": None, "assignment": b""})
     return _sync(ctx, request)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from strom.protocol.api import ApiKey
 from strom.protocol.entities import field_value
+from strom.server.authorization import offset_commit_denials
 from strom.server.handlers.offset_commit import offsets_response, requested_offsets
 
 API_KEY = ApiKey.TXN_OFFSET_COMMIT
@@ -22,6 +23,9 @@ MAX_VERSION = 4
 
 async def _commit(ctx, request):
     offsets, results = requested_offsets(ctx.broker, request.topics)
+    for tp, code in offset_commit_denials(ctx, request.group_id, request.topics, request.transactional_id).items():
+        offsets.pop(tp, None)
+        results[tp] = code
     if offsets:
         results.update(await ctx.broker.group_coordinator.commit_txn_offsets(
             request.group_id, request.transactional_id, request.producer_id, request.producer_epoch,

@@ -10,10 +10,13 @@ import asyncio
 
 from strom.protocol.api import ApiKey, response_class
 from strom.protocol.entities import build
+from strom.protocol.errors import ErrorCode
+from strom.security.acl import Operation
+from strom.server.authorization import cluster_allowed
 from strom.txn.markers import write_marker
 
 API_KEY = ApiKey.WRITE_TXN_MARKERS
-MIN_VERSION = 1
+MIN_VERSION = 0
 MAX_VERSION = 1
 
 
@@ -29,7 +32,15 @@ async def _marker_result(broker, marker) -> dict:
             "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
 
 
+def _refused(marker) -> dict:
+    return {"producer_id": marker.producer_id, "topics": [
+        {"name": t.name, "partitions": [{"partition_index": p, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
+                                        for p in t.partition_indexes]} for t in marker.topics]}
+
+
 async def _handle(ctx, request):
+    if not cluster_allowed(ctx, Operation.CLUSTER_ACTION):
+        return build(response_class(API_KEY, ctx.api_version), {"markers": [_refused(m) for m in request.markers]})
     results = [await _marker_result(ctx.broker, marker) for marker in request.markers]
     return build(response_class(API_KEY, ctx.api_version), {"markers": results})
 

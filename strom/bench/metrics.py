@@ -1,0 +1,158 @@
+"""What serving metrics costs the produce path: broker CPU per request with metrics on and off.
+
+    python -m strom.bench.metrics [--messages 50000] [--rounds 3] [--size 100] [--scrape-every 2] [--batch 1]
+
+Starts two brokers on 127.0.0.1, one with ``metrics.listener=http://127.0.0.1:0`` and one
+without, and sends each the same kcat workload as ``strom.bench.requests`` (one message per
+Produce request, the case where per-request overhead weighs most; --batch N lets kcat put up to N
+messages in a request, as producers do under load), alternating between them for
+--rounds rounds so that both see the same machine. The broker with metrics is scraped every
+--scrape-every seconds meanwhile (Prometheus' default is 15 s: this is the pessimistic case), and
+the scrapes' CPU counts against it. The figure is messages per broker CPU-second, read from
+/proc; a loaded machine still moves it by 10-20% between rounds (caches, frequency), so each
+round runs both brokers back to back and the result is the median of the per-round ratios.
+Asserts nothing about time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+from strom.bench.requests import cpu_seconds
+
+
+def produce(kcat: str, bootstrap: str, topic: str, lines: bytes, batch: int) -> None:
+    """kcat -P, acks=1; ``batch`` messages per Produce request at most (1: one message per request)."""
+    linger = "0" if batch == 1 else "5"
+    subprocess.run(
+        [
+            kcat,
+            "-P",
+            "-b",
+            bootstrap,
+            "-t",
+            topic,
+            "-p",
+            "0",
+            "-X",
+            f"linger.ms={linger}",
+            "-X",
+            f"batch.num.messages={batch}",
+            "-X",
+            "acks=1",
+            "-X",
+            "queue.buffering.max.messages=1000000",
+        ],
+        input=lines,
+        check=True,
+        timeout=600,
+    )
+
+
+def start_broker(data_dir: str, metrics: bool) -> tuple[subprocess.Popen, int]:
+    command = [
+        sys.executable,
+        "-m",
+        "strom.cli.main",
+        "server-start",
+        "--override",
+        "listeners=PLAINTEXT://127.0.0.1:0",
+        "--override",
+        f"log.dirs={data_dir}",
+    ]
+    if metrics:
+        command += ["--override", "metrics.listener=http://127.0.0.1:0"]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    port_file = os.path.join(data_dir, "strom.port")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if os.path.exists(port_file):
+            with open(port_file) as handle:
+                text = handle.read().strip()
+            if text:
+                return process, int(text)
+        if process.poll() is not None:
+            raise SystemExit("broker exited during startup")
+        time.sleep(0.05)
+    process.kill()
+    raise SystemExit("broker did not start within 30 s")
+
+
+def scrape_until(url: str, every_s: float, stop: threading.Event, counter: list[int]) -> None:
+    while not stop.wait(every_s):
+        with urllib.request.urlopen(url, timeout=10) as response:
+            response.read()
+        counter[0] += 1
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--messages", type=int, default=50_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--size", type=int, default=100)
+    parser.add_argument("--scrape-every", type=float, default=2.0)
+    parser.add_argument("--batch", type=int, default=1, help="messages per Produce request at most (default 1)")
+    parser.add_argument("--kcat", default=shutil.which("kcat") or "kcat")
+    args = parser.parse_args(argv)
+    line = b"x" * (args.size - 1) + b"\n"
+    dirs = {on: tempfile.mkdtemp(prefix=f"strom-bench-metrics-{'on' if on else 'off'}-") for on in (False, True)}
+    brokers = {}
+    rates: dict[bool, list[float]] = {False: [], True: []}
+    scrapes = [0]
+    try:
+        for on in (False, True):
+            brokers[on] = start_broker(dirs[on], on)
+        with open(os.path.join(dirs[True], "strom.metrics")) as handle:
+            url = handle.read().strip()
+        for on in (False, True):
+            produce(args.kcat, f"127.0.0.1:{brokers[on][1]}", "warmup", line * 1000, args.batch)
+        for round_ in range(args.rounds):
+            for on in (False, True) if round_ % 2 == 0 else (True, False):
+                process, port = brokers[on]
+                stop = threading.Event()
+                scraper = threading.Thread(target=scrape_until, args=(url, args.scrape_every, stop, scrapes))
+                if on:
+                    scraper.start()
+                before = cpu_seconds(process.pid)
+                produce(args.kcat, f"127.0.0.1:{port}", "requests", line * args.messages, args.batch)
+                used = cpu_seconds(process.pid) - before
+                stop.set()
+                if on:
+                    scraper.join(timeout=15)
+                rates[on].append(args.messages / used)
+                print(
+                    f"round {round_ + 1} metrics {'on ' if on else 'off'}: {args.messages / used:,.0f} messages "
+                    "per broker CPU-second",
+                    flush=True,
+                )
+    finally:
+        for process, _ in brokers.values():
+            process.terminate()
+            process.wait(timeout=30)
+        for path in dirs.values():
+            shutil.rmtree(path, ignore_errors=True)
+    ratios = [with_ / without for without, with_ in zip(rates[False], rates[True])]
+    off_rate, on_rate = statistics.median(rates[False]), statistics.median(rates[True])
+    ratio = statistics.median(ratios)
+    print(
+        f"up to {args.batch} message(s) per Produce request, {args.messages} x {args.size} B, acks=1, "
+        f"{args.rounds} rounds, {scrapes[0]} scrapes"
+    )
+    print(f"median messages per broker CPU-second: metrics off {off_rate:,.0f}, on {on_rate:,.0f}")
+    print(
+        f"on/off per round: {', '.join(f'{r:.3f}' for r in ratios)}; median {ratio:.3f} "
+        f"({(1 - ratio) * 100:+.1f}% cost)"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,63 @@
+"""``strom console``: a web console for a Kafka cluster (strom or Apache Kafka), in the browser.
+
+    strom console --bootstrap-server 127.0.0.1:9092 [--metrics http://127.0.0.1:9404/metrics ...]
+                  [--port 8080] [--command-config client.properties]
+
+Prints its URL and serves until interrupted. It talks only the Kafka protocol (and scrapes the
+optional Prometheus endpoints), so it works against Apache Kafka too. Pages: overview (brokers,
+under-replicated and offline partitions, messages per second), topics (create, delete, configs,
+partitions), a message browser, consumer groups (lag over time, offset resets), SCRAM users,
+transactions and ACLs. --port 0 picks a free port.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from strom.cli.client_props import ToolError, add_timeout_argument
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT", help="the broker(s) to connect to")
+    parser.add_argument("--command-config", metavar="FILE", help="client properties file (security settings)")
+    parser.add_argument("--metrics", action="append", default=[], metavar="URL",
+                        help="a broker's Prometheus endpoint to scrape (repeatable)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8080, help="port to listen on; 0 picks a free one (default 8080)")
+    parser.add_argument("--sample-interval", type=float, default=2.0, metavar="S",
+                        help="seconds between offset samples for rates and lag charts (default 2)")
+    parser.add_argument("--refresh-ms", type=int, default=2000, metavar="MS",
+                        help="how often live parts of a page refresh (default 2000)")
+    add_timeout_argument(parser, default_ms=5000)
+
+
+def run(args: argparse.Namespace) -> int:
+    import logging
+    import signal
+
+    from strom.console.app import serve
+    from strom.console.cluster import Cluster
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+    signal.signal(signal.SIGTERM, interrupt)  # stop as on Ctrl-C: the server closes its socket
+    try:
+        cluster = Cluster(args.bootstrap_server, args.command_config, args.timeout / 1000)
+        try:
+            cluster.check_reachable()
+        except ToolError as exc:  # serve anyway: the pages show the error until the cluster is up
+            print(f"WARNING {exc}", file=sys.stderr)
+        serve(cluster, args.host, args.port, max(args.sample_interval, 0.1), max(args.refresh_ms, 250),
+              args.metrics)
+    except ToolError as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # the port is taken
+        print(f"Error: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        pass
+    return 0

@@ -1,0 +1,7 @@
+from .request import ListOffsetsRequest
+from .response import ListOffsetsResponse
+
+__all__ = (
+    "ListOffsetsRequest",
+    "ListOffsetsResponse",
+)

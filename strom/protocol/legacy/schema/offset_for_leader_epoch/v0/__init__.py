@@ -1,0 +1,7 @@
+from .request import OffsetForLeaderEpochRequest
+from .response import OffsetForLeaderEpochResponse
+
+__all__ = (
+    "OffsetForLeaderEpochRequest",
+    "OffsetForLeaderEpochResponse",
+)

@@ -1,0 +1,45 @@
+"""CreateAcls: add ACL bindings to their resource patterns' znodes (Alter on the cluster)."""
+
+from __future__ import annotations
+
+from strom.cluster.store import StoreError
+from strom.protocol.api import ApiKey, response_class
+from strom.protocol.entities import build
+from strom.protocol.errors import ErrorCode
+from strom.security.acl import AclError, Operation, binding_from_wire, validate_binding
+from strom.server.authorization import cluster_allowed
+
+API_KEY = ApiKey.CREATE_ACLS
+MIN_VERSION = 1
+MAX_VERSION = 3
+
+NO_AUTHORIZER = "No Authorizer is configured on the broker"
+
+
+def handle(ctx, request):
+    authorizer = ctx.broker.authorizer
+    results: list[tuple[int, str | None]] = []
+    if authorizer is None:
+        results = [(ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)] * len(request.creations)
+    elif not cluster_allowed(ctx, Operation.ALTER):
+        results = [(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")] * len(request.creations)
+    else:
+        valid = []
+        for creation in request.creations:
+            binding = binding_from_wire(creation.resource_type, creation.resource_name,
+                                        creation.resource_pattern_type, creation.principal, creation.host,
+                                        creation.operation, creation.permission_type)
+            try:
+                validate_binding(binding)
+            except AclError as exc:
+                results.append((ErrorCode.INVALID_REQUEST, str(exc)))
+                continue
+            valid.append(binding)
+            results.append((ErrorCode.NONE, None))
+        try:
+            authorizer.create(valid)
+        except StoreError as exc:
+            results = [(code or ErrorCode.UNKNOWN_SERVER_ERROR, message or f"could not store the ACLs: {exc}")
+                       for code, message in results]
+    return build(response_class(API_KEY, ctx.api_version), {
+        "throttle_time": 0, "results": [{"error_code": code, "error_message": message} for code, message in results]})
