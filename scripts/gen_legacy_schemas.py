@@ -76,13 +76,22 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         shutil.copytree(args.kio_repo / "codegen", work / "codegen")
-        tag = subprocess.run([args.codegen_python, "-c", "from codegen import build_tag; print(build_tag)"],
-                             cwd=work, check=True, capture_output=True, text=True).stdout.strip()
+        tag = subprocess.run(
+            [args.codegen_python, "-c", "from codegen import build_tag; print(build_tag)"],
+            cwd=work,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
         shutil.copytree(args.messages, work / "schema" / tag)
         (work / "src" / "kio" / "schema").mkdir(parents=True)
         shutil.copy(args.kio_repo / "src" / "kio" / "schema" / "types.py", work / "src" / "kio" / "schema")
-        subprocess.run([args.codegen_python, "-c", "from codegen import generate_schema; generate_schema.main()"],
-                       cwd=work, check=True, capture_output=True)
+        subprocess.run(
+            [args.codegen_python, "-c", "from codegen import generate_schema; generate_schema.main()"],
+            cwd=work,
+            check=True,
+            capture_output=True,
+        )
         if OUT.exists():
             shutil.rmtree(OUT)
         OUT.mkdir(parents=True)
@@ -99,14 +108,16 @@ def main() -> None:
                     shutil.copy(src / f"{kind}.py", dst / f"{kind}.py")
                 module = f"strom.protocol.legacy.schema.{name}.v{version}"
                 cls = "".join(part.capitalize() for part in name.split("_"))
-                index.append(f"    ({key}, {version}): (\"{module}.request:{cls}Request\", "
-                             f"\"{module}.response:{cls}Response\"),")
+                index.append(
+                    f'    ({key}, {version}): ("{module}.request:{cls}Request", "{module}.response:{cls}Response"),'
+                )
     index_py = OUT / "index.py"
     index_py.write_text(
         f'"""(api_key, version) -> (request class, response class) of the versions kio lacks (Kafka {tag})."""\n\n'
         "SCHEMAS: dict[tuple[int, int], tuple[str, str]] = {\n" + "\n".join(index) + "\n}\n\n"
         f"# The version range of every API a Kafka {tag} broker serves, from the same definitions.\n"
-        f"KAFKA_RANGES: dict[int, tuple[int, int]] = {_kafka_ranges(args.messages)!r}\n")
+        f"KAFKA_RANGES: dict[int, tuple[int, int]] = {_kafka_ranges(args.messages)!r}\n"
+    )
     ruff = [str(ROOT / ".venv" / "bin" / "ruff")]
     subprocess.run([*ruff, "check", "--quiet", "--fix", "--select", "F401,I", str(OUT)], check=False)
     subprocess.run([*ruff, "format", "--quiet", str(OUT)], check=True)

@@ -18,8 +18,7 @@ import resource
 log = logging.getLogger("strom.resources")
 
 # errnos that mean "the process or the system ran out of something", not "the disk is broken"
-EXHAUSTION_ERRNOS = {errno.EMFILE: "open files", errno.ENFILE: "open files (system-wide)",
-                     errno.ENOMEM: "memory"}
+EXHAUSTION_ERRNOS = {errno.EMFILE: "open files", errno.ENFILE: "open files (system-wide)", errno.ENOMEM: "memory"}
 # What a partition replica holds open: its active .log and the two mapped indexes (each mapping
 # keeps its own descriptor in CPython; the index files themselves are not kept open), plus room
 # for a roll.
@@ -38,8 +37,9 @@ def raise_open_files_limit() -> tuple[int, int]:
             log.info("open files limit: soft %d raised to %s (hard limit %s)", soft, wanted, _show(hard))
             soft = wanted
         except (ValueError, OSError) as exc:
-            log.warning("open files limit: soft %d, hard %s; could not raise the soft limit: %s",
-                        soft, _show(hard), exc)
+            log.warning(
+                "open files limit: soft %d, hard %s; could not raise the soft limit: %s", soft, _show(hard), exc
+            )
     else:
         log.info("open files limit: soft %s, hard %s", _show(soft), _show(hard))
     return soft, hard
@@ -65,9 +65,11 @@ def descriptor_shortfall(new_partitions: int) -> str | None:
     needed = new_partitions * DESCRIPTORS_PER_PARTITION
     if in_use + needed + DESCRIPTOR_RESERVE <= soft:
         return None
-    return (f"not enough file descriptors: {new_partitions} more partition replicas need about {needed} "
-            f"open files, and {in_use} of the broker's limit of {soft} (ulimit -n) are in use; raise the "
-            f"limit (LimitNOFILE= for systemd, ulimit -Hn for a shell) and retry")
+    return (
+        f"not enough file descriptors: {new_partitions} more partition replicas need about {needed} "
+        f"open files, and {in_use} of the broker's limit of {soft} (ulimit -n) are in use; raise the "
+        f"limit (LimitNOFILE= for systemd, ulimit -Hn for a shell) and retry"
+    )
 
 
 def exhaustion(exc: BaseException) -> str | None:

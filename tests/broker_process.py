@@ -9,7 +9,6 @@ Every wait is bounded; ``stop()`` sends SIGTERM and escalates to SIGKILL.
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -21,8 +20,15 @@ STOP_TIMEOUT_S = 15
 
 
 class BrokerProcess:
-    def __init__(self, data_dir: Path | str, overrides: dict[str, str] | None = None, *,
-                 properties: str | None = None, broker_id: int = 0, args: list[str] | None = None):
+    def __init__(
+        self,
+        data_dir: Path | str,
+        overrides: dict[str, str] | None = None,
+        *,
+        properties: str | None = None,
+        broker_id: int = 0,
+        args: list[str] | None = None,
+    ):
         self.data_dir = Path(data_dir)
         self.overrides = {
             "broker.id": str(broker_id),
@@ -49,14 +55,13 @@ class BrokerProcess:
             cmd += ["--override", f"{key}={value}"]
         return cmd + self.args
 
-    def start(self) -> "BrokerProcess":
+    def start(self) -> BrokerProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         port_file = self.data_dir / "strom.port"
         if port_file.exists():
             port_file.unlink()
         log = open(self.log_path, "ab")
-        self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL)
+        self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         log.close()
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
         while time.monotonic() < deadline:
@@ -94,11 +99,11 @@ class BrokerProcess:
             self.process.kill()
             self.process.wait(STOP_TIMEOUT_S)
 
-    def restart(self) -> "BrokerProcess":
+    def restart(self) -> BrokerProcess:
         self.stop()
         return self.start()
 
-    def __enter__(self) -> "BrokerProcess":
+    def __enter__(self) -> BrokerProcess:
         return self.start()
 
     def __exit__(self, *exc) -> None:

@@ -11,8 +11,8 @@ import contextlib
 import errno
 import os
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 
 def _run(*cmd: str) -> str:
@@ -67,7 +67,7 @@ class ThinDisk:
         self.loop = ""
         self._stack = contextlib.ExitStack()
 
-    def __enter__(self) -> "ThinDisk":
+    def __enter__(self) -> ThinDisk:
         try:
             self._stack.enter_context(tmpfs(self.back, self.backing))
             _run("truncate", "-s", self.apparent, str(self.image))

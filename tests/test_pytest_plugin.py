@@ -26,10 +26,20 @@ RUN_TIMEOUT_S = 240
 def run_project(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     project = tmp_path / "project"
     shutil.copytree(PROJECT, project, ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))
-    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--setup-show", "-rA",
-           f"--basetemp={tmp_path / 'basetemp'}", *args]
-    process = subprocess.Popen(cmd, cwd=project, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               start_new_session=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "--setup-show",
+        "-rA",
+        f"--basetemp={tmp_path / 'basetemp'}",
+        *args,
+    ]
+    process = subprocess.Popen(
+        cmd, cwd=project, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
     try:
         out, _ = process.communicate(timeout=RUN_TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -57,8 +67,9 @@ def test_an_application_runs_its_tests_on_a_broker_and_a_cluster(tmp_path):
 
 
 def test_in_process_broker_with_function_scope(tmp_path):
-    result = run_project(tmp_path, "-o", "strom_broker_in_process=true", "-o", "strom_broker_scope=function",
-                         "test_orders.py")
+    result = run_project(
+        tmp_path, "-o", "strom_broker_in_process=true", "-o", "strom_broker_scope=function", "test_orders.py"
+    )
     assert result.returncode == 0, result.stdout[-8000:]
     assert "6 passed" in result.stdout, result.stdout[-8000:]
     assert result.stdout.count("SETUP    F strom_broker") == 5  # one broker per test that asks for it
@@ -101,8 +112,12 @@ def test_an_in_process_kill_leaves_a_log_to_recover(tmp_path):
 
 
 def test_the_start_time_benchmark_prints_its_figures():
-    result = subprocess.run([sys.executable, "-m", "strom.bench.fixture", "--runs", "1", "--cluster-runs", "0"],
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "strom.bench.fixture", "--runs", "1", "--cluster-runs", "0"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     assert "single broker, child process:  start to ready" in result.stdout
     assert "single broker, in process, later starts: start to ready" in result.stdout

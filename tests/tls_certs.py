@@ -31,13 +31,18 @@ def make_certificates(directory: Path) -> Certificates:
     ca.issue_cert("127.0.0.1", "localhost").private_key_and_cert_chain_pem.write_to_path(str(directory / "broker.pem"))
 
     def leaf(issuer: trustme.CA, name: str, **kwargs) -> tuple[Path, Path]:
-        cert = issuer.issue_cert(f"{name}@clients.example", common_name=name, organization_name="strom-tests",
-                                 organization_unit_name="clients", **kwargs)
+        cert = issuer.issue_cert(
+            f"{name}@clients.example",
+            common_name=name,
+            organization_name="strom-tests",
+            organization_unit_name="clients",
+            **kwargs,
+        )
         cert.cert_chain_pems[0].write_to_path(str(directory / f"{name}.pem"))
         cert.private_key_pem.write_to_path(str(directory / f"{name}.key"))
         return directory / f"{name}.pem", directory / f"{name}.key"
 
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     client = leaf(ca, "alice")
     stranger = leaf(trustme.CA(), "mallory")
     expired = leaf(ca, "old", not_before=now - datetime.timedelta(days=30), not_after=now - datetime.timedelta(days=1))

@@ -43,16 +43,26 @@ LAG_TIME_MAX_MS = 3000
 
 
 def strom(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "strom.cli.main", *args], capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "strom.cli.main", *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 class LocalCluster:
     def __init__(self, directory: str):
         self.dir = directory
-        started = strom("cluster", "start", "--brokers", "3", "--dir", directory,
-                        "--override", f"zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}",
-                        "--override", f"replica.lag.time.max.ms={LAG_TIME_MAX_MS}")
+        started = strom(
+            "cluster",
+            "start",
+            "--brokers",
+            "3",
+            "--dir",
+            directory,
+            "--override",
+            f"zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}",
+            "--override",
+            f"replica.lag.time.max.ms={LAG_TIME_MAX_MS}",
+        )
         if started.returncode != 0:
             raise SystemExit(f"strom cluster start failed:\n{started.stdout}{started.stderr}")
         found = re.search(r"^Bootstrap servers: (\S+)$", started.stdout, re.M)
@@ -74,8 +84,11 @@ class LocalCluster:
         from strom.cli.cluster import Layout, _spawn
 
         layout = Layout(self.dir)
-        _spawn([sys.executable, "-m", "strom.cli.main", "server-start", layout.properties(broker_id)],
-               layout.broker_log(broker_id), layout.broker_pid(broker_id))
+        _spawn(
+            [sys.executable, "-m", "strom.cli.main", "server-start", layout.properties(broker_id)],
+            layout.broker_log(broker_id),
+            layout.broker_pid(broker_id),
+        )
 
     def create_topic(self, name: str, partitions: int, replication_factor: int, configs: dict | None = None) -> None:
         from confluent_kafka.admin import NewTopic
@@ -114,9 +127,17 @@ def produce_throughput(bootstrap: str, topic: str, count: int, size: int) -> flo
     """Seconds to produce ``count`` messages of ``size`` bytes with acks=all, until all are acknowledged."""
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
-                         "linger.ms": 5, "batch.size": 262144, "queue.buffering.max.messages": 500000,
-                         "log_level": 3})
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            "batch.size": 262144,
+            "queue.buffering.max.messages": 500000,
+            "log_level": 3,
+        }
+    )
     payload = os.urandom(size // 2).hex().encode()[:size]
     failed = []
 
@@ -149,10 +170,20 @@ def failover_round(cluster: LocalCluster, topic: str) -> tuple[float, int, list[
     parts = cluster.partitions(topic)
     victim = parts[0].leader
     led = sorted(p for p, meta in parts.items() if meta.leader == victim)
-    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True,
-                         "linger.ms": 0, "message.timeout.ms": 60000, "retry.backoff.ms": 20,
-                         "retry.backoff.max.ms": 200, "topic.metadata.refresh.interval.ms": 500,
-                         "reconnect.backoff.max.ms": 200, "log_level": 0})
+    producer = Producer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 0,
+            "message.timeout.ms": 60000,
+            "retry.backoff.ms": 20,
+            "retry.backoff.max.ms": 200,
+            "topic.metadata.refresh.interval.ms": 500,
+            "reconnect.backoff.max.ms": 200,
+            "log_level": 0,
+        }
+    )
     first_ack: list[float] = []
     kill_time = [0.0]
     lock = threading.Lock()
@@ -170,8 +201,9 @@ def failover_round(cluster: LocalCluster, topic: str) -> tuple[float, int, list[
         i = 0
         while not stop.is_set():
             sent_at = time.monotonic()
-            producer.produce(topic, b"x" * 100, partition=led[i % len(led)],
-                             on_delivery=functools.partial(report, sent_at=sent_at))
+            producer.produce(
+                topic, b"x" * 100, partition=led[i % len(led)], on_delivery=functools.partial(report, sent_at=sent_at)
+            )
             producer.poll(0.005)
             i += 1
 
@@ -197,13 +229,22 @@ def end_to_end_latency(bootstrap: str, topic: str, seconds: float, rate: int) ->
     """Milliseconds from produce() to the consumer's poll() returning the message."""
     from confluent_kafka import Consumer, Producer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-latency", "enable.auto.commit": False,
-                         "fetch.wait.max.ms": 100, "fetch.min.bytes": 1, "log_level": 3})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench-latency",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 100,
+            "fetch.min.bytes": 1,
+            "log_level": 3,
+        }
+    )
     consumer.assign([TopicPartition(topic, p, -1) for p in range(3)])  # -1: from the end
     for _ in range(10):  # let the assignment settle (offset lookups) before timing anything
         consumer.poll(0.1)
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
-                         "linger.ms": 0, "log_level": 3})
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 0, "log_level": 3}
+    )
     latencies: list[float] = []
     warmed: set[int] = set()
     expected = int(seconds * rate)
@@ -269,15 +310,22 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--size", type=int, default=200, help="message size in bytes")
     parser.add_argument("--failovers", type=int, default=3, help="leader kills to time")
     parser.add_argument("--latency-s", type=float, default=10.0, help="seconds of paced latency measurement")
-    parser.add_argument("--rates", type=int, nargs="+", default=[100, 500],
-                        help="paced messages/s of the latency measurements (default 100 500)")
+    parser.add_argument(
+        "--rates",
+        type=int,
+        nargs="+",
+        default=[100, 500],
+        help="paced messages/s of the latency measurements (default 100 500)",
+    )
     parser.add_argument("--dir", help="where the cluster lives (default: a temporary directory, removed)")
     args = parser.parse_args(argv)
 
     directory = args.dir or tempfile.mkdtemp(prefix="strom-bench-cluster-")
     print(f"cluster benchmark: 3 brokers + ZooKeeper on 127.0.0.1 in {directory}")
-    print(f"settings: zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS} replica.lag.time.max.ms={LAG_TIME_MAX_MS}, "
-          f"{os.cpu_count()} CPUs")
+    print(
+        f"settings: zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS} replica.lag.time.max.ms={LAG_TIME_MAX_MS}, "
+        f"{os.cpu_count()} CPUs"
+    )
     cluster = LocalCluster(os.path.join(directory, "cluster"))
     try:
         cluster.create_topic("bench-rf1", 3, 1)
@@ -293,8 +341,10 @@ def main(argv: list[str] | None = None) -> None:
         print(f"RF=3 / RF=1 throughput ratio: {rf1 / rf3:.2f}")
 
         cluster.create_topic("bench-failover", 3, 3, {"min.insync.replicas": "2"})
-        print(f"\nfailover: kill -9 of a leader -> first acks=all write acknowledged on its partitions "
-              f"(zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS})")
+        print(
+            f"\nfailover: kill -9 of a leader -> first acks=all write acknowledged on its partitions "
+            f"(zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS})"
+        )
         times = []
         for round_ in range(args.failovers):
             took, victim, led = failover_round(cluster, "bench-failover")
@@ -307,10 +357,14 @@ def main(argv: list[str] | None = None) -> None:
         for rate in args.rates:
             latencies = end_to_end_latency(cluster.bootstrap, "bench-rf3", args.latency_s, rate)
             if latencies:
-                print(f"  {rate:5d} msg/s ({len(latencies)} messages): p50 {percentile(latencies, 0.50):.1f} ms  "
-                      f"p99 {percentile(latencies, 0.99):.1f} ms  max {max(latencies):.1f} ms")
-        print(f"  partitions each broker follows (what every fetch of its fetchers carries, "
-              f"__consumer_offsets included): {followed_partitions(cluster)}")
+                print(
+                    f"  {rate:5d} msg/s ({len(latencies)} messages): p50 {percentile(latencies, 0.50):.1f} ms  "
+                    f"p99 {percentile(latencies, 0.99):.1f} ms  max {max(latencies):.1f} ms"
+                )
+        print(
+            f"  partitions each broker follows (what every fetch of its fetchers carries, "
+            f"__consumer_offsets included): {followed_partitions(cluster)}"
+        )
     finally:
         cluster.stop()
         if not args.dir:

@@ -35,8 +35,10 @@ broker.stop()
 
 
 def summary(values: list[float]) -> str:
-    return (f"median {statistics.median(values) * 1000:6.0f} ms  (min {min(values) * 1000:.0f}, "
-            f"max {max(values) * 1000:.0f}, {len(values)} runs)")
+    return (
+        f"median {statistics.median(values) * 1000:6.0f} ms  (min {min(values) * 1000:.0f}, "
+        f"max {max(values) * 1000:.0f}, {len(values)} runs)"
+    )
 
 
 def round_trip(target, replication_factor: int) -> float:
@@ -59,8 +61,11 @@ def main(argv: list[str] | None = None) -> int:
         with Broker() as broker:
             ready.append(broker.ready_s)
             trips.append(round_trip(broker, 1))
-    print(f"single broker, child process:  start to ready {summary(ready)}; "
-          f"first create+produce+consume {statistics.median(trips) * 1000:.0f} ms", flush=True)
+    print(
+        f"single broker, child process:  start to ready {summary(ready)}; "
+        f"first create+produce+consume {statistics.median(trips) * 1000:.0f} ms",
+        flush=True,
+    )
 
     cold = []
     for _ in range(args.runs):
@@ -68,8 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         if out.returncode != 0:
             raise SystemExit(f"in-process start failed:\n{out.stderr}")
         cold.append(float(out.stdout.strip().splitlines()[-1]))
-    print(f"single broker, in process, first start in an interpreter (imports included): {summary(cold)}",
-          flush=True)
+    print(f"single broker, in process, first start in an interpreter (imports included): {summary(cold)}", flush=True)
 
     warm, trips = [], []
     for _ in range(args.runs + 1):
@@ -80,8 +84,11 @@ def main(argv: list[str] | None = None) -> int:
             trips.append(round_trip(broker, 1))
         finally:
             broker.stop()
-    print(f"single broker, in process, later starts: start to ready {summary(warm[1:])}; "
-          f"first create+produce+consume {statistics.median(trips[1:]) * 1000:.0f} ms", flush=True)
+    print(
+        f"single broker, in process, later starts: start to ready {summary(warm[1:])}; "
+        f"first create+produce+consume {statistics.median(trips[1:]) * 1000:.0f} ms",
+        flush=True,
+    )
 
     if args.cluster_runs > 0:
         ready, trips, stops = [], [], []
@@ -92,9 +99,12 @@ def main(argv: list[str] | None = None) -> int:
                 trips.append(round_trip(cluster, 3))
                 stopping = time.perf_counter()
             stops.append(time.perf_counter() - stopping)
-        print(f"cluster (ZooKeeper + 3 broker processes): start to ready {summary(ready)}; "
-              f"first create (RF 3)+produce+consume {statistics.median(trips) * 1000:.0f} ms; "
-              f"stop {statistics.median(stops) * 1000:.0f} ms", flush=True)
+        print(
+            f"cluster (ZooKeeper + 3 broker processes): start to ready {summary(ready)}; "
+            f"first create (RF 3)+produce+consume {statistics.median(trips) * 1000:.0f} ms; "
+            f"stop {statistics.median(stops) * 1000:.0f} ms",
+            flush=True,
+        )
     return 0
 
 

@@ -37,8 +37,12 @@ class Broker:
     def __init__(self) -> None:
         self.directory = tempfile.mkdtemp(prefix="strom-bench-groups-")
         data = os.path.join(self.directory, "data")
-        overrides = {"broker.id": "0", "listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": data,
-                     "group.initial.rebalance.delay.ms": "0"}
+        overrides = {
+            "broker.id": "0",
+            "listeners": "PLAINTEXT://127.0.0.1:0",
+            "log.dirs": data,
+            "group.initial.rebalance.delay.ms": "0",
+        }
         command = [sys.executable, "-m", "strom.cli.main", "server-start"]
         for key, value in overrides.items():
             command += ["--override", f"{key}={value}"]
@@ -84,9 +88,17 @@ class Member:
         from confluent_kafka import Consumer
 
         self.cooperative = strategy == "cooperative-sticky"
-        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-                                  "session.timeout.ms": SESSION_MS, "heartbeat.interval.ms": HEARTBEAT_MS,
-                                  "partition.assignment.strategy": strategy, "log_level": 3})
+        self.consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": group,
+                "enable.auto.commit": False,
+                "session.timeout.ms": SESSION_MS,
+                "heartbeat.interval.ms": HEARTBEAT_MS,
+                "partition.assignment.strategy": strategy,
+                "log_level": 3,
+            }
+        )
         self.owned: set[int] = set()
         self.assigned_at: float | None = None
         self.consumer.subscribe([topic], on_assign=self._assign, on_revoke=self._revoke, on_lost=self._revoke)
@@ -181,17 +193,23 @@ def main(argv: list[str] | None = None) -> int:
     bootstrap = args.bootstrap_server if broker is None else broker.bootstrap
     try:
         topic = create_topic(bootstrap, PARTITIONS)
-        print(f"broker {bootstrap}; topic {topic} with {PARTITIONS} partitions; "
-              f"heartbeat.interval.ms={HEARTBEAT_MS}, session.timeout.ms={SESSION_MS}")
+        print(
+            f"broker {bootstrap}; topic {topic} with {PARTITIONS} partitions; "
+            f"heartbeat.interval.ms={HEARTBEAT_MS}, session.timeout.ms={SESSION_MS}"
+        )
         for strategy in ("range", "cooperative-sticky"):
             own, whole = bench_join(bootstrap, topic, strategy, args.runs)
-            print(f"join a 3-member group ({strategy}, {args.runs} runs): new member assigned after "
-                  f"median {ms(statistics.median(own))} (min {ms(min(own))}, max {ms(max(own))}); "
-                  f"all 4 settled after median {ms(statistics.median(whole))} (max {ms(max(whole))})")
+            print(
+                f"join a 3-member group ({strategy}, {args.runs} runs): new member assigned after "
+                f"median {ms(statistics.median(own))} (min {ms(min(own))}, max {ms(max(own))}); "
+                f"all 4 settled after median {ms(statistics.median(whole))} (max {ms(max(whole))})"
+            )
         latencies = bench_commits(bootstrap, topic, args.commit_seconds)
         rate = len(latencies) / sum(latencies)
-        print(f"synchronous commits, one consumer: {len(latencies)} in {sum(latencies):.1f} s = {rate:.0f} commits/s "
-              f"(latency p50 {percentile(latencies, 0.5) * 1000:.2f} ms, p99 {percentile(latencies, 0.99) * 1000:.2f} ms)")
+        print(
+            f"synchronous commits, one consumer: {len(latencies)} in {sum(latencies):.1f} s = {rate:.0f} commits/s "
+            f"(latency p50 {percentile(latencies, 0.5) * 1000:.2f} ms, p99 {percentile(latencies, 0.99) * 1000:.2f} ms)"
+        )
     finally:
         if broker is not None:
             broker.stop()

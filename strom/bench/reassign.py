@@ -32,8 +32,9 @@ import time
 
 
 def strom(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "strom.cli.main", *args], capture_output=True, text=True,
-                          timeout=timeout, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "strom.cli.main", *args], capture_output=True, text=True, timeout=timeout, check=False
+    )
 
 
 def found(pattern: str, text: str) -> str:
@@ -73,8 +74,9 @@ class PacedProducer:
     def __init__(self, bootstrap: str, topic: str, partitions: int, rate: int):
         from confluent_kafka import Producer
 
-        self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
-                                  "linger.ms": 5, "log_level": 3})
+        self.producer = Producer(
+            {"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all", "linger.ms": 5, "log_level": 3}
+        )
         self.topic, self.partitions, self.rate = topic, partitions, rate
         self.acked: list[tuple[int, int, bytes]] = []
         self.latencies: list[float] = []
@@ -101,6 +103,7 @@ class PacedProducer:
                     self.latencies.append(time.monotonic() - stamp)
                 else:
                     self.failed += 1
+
             try:
                 self.producer.produce(self.topic, value, partition=sent % self.partitions, on_delivery=done)
                 sent += 1
@@ -140,14 +143,19 @@ def main(argv: list[str] | None = None) -> int:
     directory = tempfile.mkdtemp(prefix="strom-bench-reassign-")
     topic = "bench-reassign"
     try:
-        out = must(strom("cluster", "start", "--brokers", "3", "--dir", directory,
-                         "--override", "replica.lag.time.max.ms=10000"), "strom cluster start")
+        out = must(
+            strom(
+                "cluster", "start", "--brokers", "3", "--dir", directory, "--override", "replica.lag.time.max.ms=10000"
+            ),
+            "strom cluster start",
+        )
         bootstrap = found(r"^Bootstrap servers: (\S+)$", out)
         admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
         admin.create_topics([NewTopic(topic, args.partitions, 3)])[topic].result(30)
 
-        fill = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 20, "batch.size": 1_000_000,
-                         "log_level": 3})
+        fill = Producer(
+            {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 20, "batch.size": 1_000_000, "log_level": 3}
+        )
         chunk = os.urandom(1000)
         per_partition = int(args.mb_per_partition * 1_000_000 / 1000)
         started = time.monotonic()
@@ -160,18 +168,25 @@ def main(argv: list[str] | None = None) -> int:
                     fill.poll(0.05)
             fill.poll(0)
         fill.flush(120)
-        print(f"filled {args.partitions} partitions with {args.mb_per_partition:g} MB each "
-              f"in {time.monotonic() - started:.1f} s")
+        print(
+            f"filled {args.partitions} partitions with {args.mb_per_partition:g} MB each "
+            f"in {time.monotonic() - started:.1f} s"
+        )
 
         out = must(strom("cluster", "add-broker", "--dir", directory), "strom cluster add-broker")
         new_id = int(found(r"started broker (\d+)", out))
         bootstrap = found(r"^Bootstrap servers: (\S+)$", out)
-        current = {p: list(m.replicas) for p, m in admin.list_topics(topic, timeout=10).topics[topic]
-                   .partitions.items()}
+        current = {
+            p: list(m.replicas) for p, m in admin.list_topics(topic, timeout=10).topics[topic].partitions.items()
+        }
         moving = sorted(current)[::4]
-        plan = {"version": 1, "partitions": [
-            {"topic": topic, "partition": p, "replicas": current[p][:-1] + [new_id], "log_dirs": ["any"] * 3}
-            for p in moving]}
+        plan = {
+            "version": 1,
+            "partitions": [
+                {"topic": topic, "partition": p, "replicas": current[p][:-1] + [new_id], "log_dirs": ["any"] * 3}
+                for p in moving
+            ],
+        }
         plan_file = os.path.join(directory, "plan.json")
         with open(plan_file, "w") as handle:
             json.dump(plan, handle)
@@ -182,8 +197,19 @@ def main(argv: list[str] | None = None) -> int:
         p99_before = percentile(producer.latencies[-before:], 0.99)
         dirs = [os.path.join(directory, "data", f"kafka-logs-{new_id}", f"{topic}-{p}") for p in moving]
         execute_at = time.monotonic()
-        must(strom("reassign-partitions", "--bootstrap-server", bootstrap, "--reassignment-json-file", plan_file,
-                    "--execute", "--throttle", str(args.throttle)), "reassign-partitions --execute")
+        must(
+            strom(
+                "reassign-partitions",
+                "--bootstrap-server",
+                bootstrap,
+                "--reassignment-json-file",
+                plan_file,
+                "--execute",
+                "--throttle",
+                str(args.throttle),
+            ),
+            "reassign-partitions --execute",
+        )
         samples: list[tuple[float, int]] = []
         during_from = len(producer.latencies)
         tool = ReassignTool(bootstrap, 1800)  # ListPartitionReassignments until nothing moves
@@ -200,8 +226,17 @@ def main(argv: list[str] | None = None) -> int:
         finished_at = time.monotonic()
         during = producer.latencies[during_from:]
         producer.stop()
-        must(strom("reassign-partitions", "--bootstrap-server", bootstrap, "--reassignment-json-file", plan_file,
-                   "--verify"), "reassign-partitions --verify")
+        must(
+            strom(
+                "reassign-partitions",
+                "--bootstrap-server",
+                bootstrap,
+                "--reassignment-json-file",
+                plan_file,
+                "--verify",
+            ),
+            "reassign-partitions --verify",
+        )
 
         # the copy: from the first bytes on the new broker until 98 % of the final size (the tail after
         # that is the ISR join and the controller's completion, not replication)
@@ -210,20 +245,25 @@ def main(argv: list[str] | None = None) -> int:
         first = copying[0] if copying else samples[0]
         last = next((s for s in copying if s[1] >= 0.98 * total), samples[-1])
         rate = (last[1] - first[1]) / (last[0] - first[0]) if last[0] > first[0] else float("nan")
-        print(f"moved {len(moving)} of {args.partitions} partitions ({total / 1e6:.1f} MB) onto broker {new_id} "
-              f"in {finished_at - execute_at:.1f} s from --execute to completion "
-              f"({total / (finished_at - execute_at) / 1e6:.3f} MB/s overall)")
-        print(f"replication rate {rate / 1e6:.3f} MB/s against a throttle of {args.throttle / 1e6:.3f} MB/s: "
-              f"ratio {rate / args.throttle:.3f}")
-        print(f"producer during the move: {len(during)} acks=all writes at {args.rate} msg/s, "
-              f"p50 {percentile(during, 0.5) * 1000:.1f} ms, p99 {percentile(during, 0.99) * 1000:.1f} ms "
-              f"(p99 before the move {p99_before * 1000:.1f} ms), {producer.failed} failed")
+        print(
+            f"moved {len(moving)} of {args.partitions} partitions ({total / 1e6:.1f} MB) onto broker {new_id} "
+            f"in {finished_at - execute_at:.1f} s from --execute to completion "
+            f"({total / (finished_at - execute_at) / 1e6:.3f} MB/s overall)"
+        )
+        print(
+            f"replication rate {rate / 1e6:.3f} MB/s against a throttle of {args.throttle / 1e6:.3f} MB/s: "
+            f"ratio {rate / args.throttle:.3f}"
+        )
+        print(
+            f"producer during the move: {len(during)} acks=all writes at {args.rate} msg/s, "
+            f"p50 {percentile(during, 0.5) * 1000:.1f} ms, p99 {percentile(during, 0.99) * 1000:.1f} ms "
+            f"(p99 before the move {p99_before * 1000:.1f} ms), {producer.failed} failed"
+        )
 
         lost = check_acked(bootstrap, topic, producer.acked)
         print(f"acknowledged messages: {len(producer.acked)}, lost or misplaced: {lost}")
         data = os.path.join(directory, "data")
-        final = {p: list(m.replicas) for p, m in admin.list_topics(topic, timeout=10).topics[topic]
-                 .partitions.items()}
+        final = {p: list(m.replicas) for p, m in admin.list_topics(topic, timeout=10).topics[topic].partitions.items()}
         identical = 0
         for p in moving:
             deadline = time.monotonic() + 30
@@ -249,8 +289,14 @@ def check_acked(bootstrap: str, topic: str, acked: list[tuple[int, int, bytes]])
     wanted: dict[int, dict[int, bytes]] = {}
     for partition, offset, value in acked:
         wanted.setdefault(partition, {})[offset] = value
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-reassign-check",
-                         "enable.auto.commit": False, "log_level": 3})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench-reassign-check",
+            "enable.auto.commit": False,
+            "log_level": 3,
+        }
+    )
     missing = 0
     try:
         for partition, offsets in wanted.items():

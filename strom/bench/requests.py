@@ -34,9 +34,19 @@ def cpu_seconds(pid: int) -> float:
 def start_broker(data_dir: str) -> tuple[subprocess.Popen, int]:
     port_file = os.path.join(data_dir, "strom.port")
     process = subprocess.Popen(
-        [sys.executable, "-m", "strom.cli.main", "server-start",
-         "--override", "listeners=PLAINTEXT://127.0.0.1:0", "--override", f"log.dirs={data_dir}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        [
+            sys.executable,
+            "-m",
+            "strom.cli.main",
+            "server-start",
+            "--override",
+            "listeners=PLAINTEXT://127.0.0.1:0",
+            "--override",
+            f"log.dirs={data_dir}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if os.path.exists(port_file):
@@ -53,10 +63,29 @@ def start_broker(data_dir: str) -> tuple[subprocess.Popen, int]:
 
 def produce(kcat: str, bootstrap: str, topic: str, lines: bytes, acks: str) -> float:
     started = time.perf_counter()
-    subprocess.run([kcat, "-P", "-b", bootstrap, "-t", topic, "-p", "0",
-                    "-X", "linger.ms=0", "-X", "batch.num.messages=1", "-X", f"acks={acks}",
-                    "-X", "queue.buffering.max.messages=1000000"],
-                   input=lines, check=True, timeout=600)
+    subprocess.run(
+        [
+            kcat,
+            "-P",
+            "-b",
+            bootstrap,
+            "-t",
+            topic,
+            "-p",
+            "0",
+            "-X",
+            "linger.ms=0",
+            "-X",
+            "batch.num.messages=1",
+            "-X",
+            f"acks={acks}",
+            "-X",
+            "queue.buffering.max.messages=1000000",
+        ],
+        input=lines,
+        check=True,
+        timeout=600,
+    )
     return time.perf_counter() - started
 
 

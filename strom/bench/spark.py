@@ -34,9 +34,16 @@ import time
 def produce(bootstrap: str, topic: str, records: int, size: int, partitions: int) -> float:
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 50,
-                         "batch.size": 1_000_000, "queue.buffering.max.kbytes": 1_048_576,
-                         "queue.buffering.max.messages": 1_000_000})
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "1",
+            "linger.ms": 50,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.kbytes": 1_048_576,
+            "queue.buffering.max.messages": 1_000_000,
+        }
+    )
     value = b"v" * size
     started = time.perf_counter()
     produce_one = producer.produce
@@ -73,12 +80,18 @@ def replay_source_class():
 
             schema = to_arrow_schema(kafka_schema(False), timezone="UTC")
             n = 20_000
-            batch = pa.RecordBatch.from_arrays([
-                pa.nulls(n, pa.binary()), pa.array([b"v" * self.size] * n, pa.binary()),
-                pa.repeat(pa.scalar("bench"), n), pa.repeat(pa.scalar(partition.value, pa.int32()), n),
-                pa.array(np.arange(n, dtype=np.int64)),
-                pa.array(np.zeros(n, dtype=np.int64)).cast(schema.field("timestamp").type),
-                pa.repeat(pa.scalar(0, pa.int32()), n)], schema=schema)
+            batch = pa.RecordBatch.from_arrays(
+                [
+                    pa.nulls(n, pa.binary()),
+                    pa.array([b"v" * self.size] * n, pa.binary()),
+                    pa.repeat(pa.scalar("bench"), n),
+                    pa.repeat(pa.scalar(partition.value, pa.int32()), n),
+                    pa.array(np.arange(n, dtype=np.int64)),
+                    pa.array(np.zeros(n, dtype=np.int64)).cast(schema.field("timestamp").type),
+                    pa.repeat(pa.scalar(0, pa.int32()), n),
+                ],
+                schema=schema,
+            )
             for _ in range(self.rows // n):
                 yield batch
 
@@ -115,10 +128,12 @@ def source_figures(spark, bootstrap: str, args, work: str) -> None:
 
     create_topics(bootstrap, {"bench": args.partitions})
     seconds = produce(bootstrap, "bench", args.records, args.size, args.partitions)
-    print(f"produced {args.records:,} records of {args.size} B in {seconds:.1f}s "
-          f"({args.records / seconds:,.0f} records/s)", flush=True)
-    source = (spark.read.format("strom").option("kafka.bootstrap.servers", bootstrap)
-              .option("subscribe", "bench").load())
+    print(
+        f"produced {args.records:,} records of {args.size} B in {seconds:.1f}s "
+        f"({args.records / seconds:,.0f} records/s)",
+        flush=True,
+    )
+    source = spark.read.format("strom").option("kafka.bootstrap.servers", bootstrap).option("subscribe", "bench").load()
     parquet_path = os.path.join(work, "bench.parquet")
     source.write.mode("overwrite").parquet(parquet_path)
     parquet = spark.read.parquet(parquet_path)
@@ -129,14 +144,20 @@ def source_figures(spark, bootstrap: str, args, work: str) -> None:
             total = sum(r["count"] for r in rows)
             if total != args.records:
                 raise RuntimeError(f"counted {total} rows, expected {args.records}")
+
         return run
 
     def count_bytes(df):
         return lambda: df.groupBy("partition").agg(F.sum(F.length("value"))).collect()
 
     spark.dataSource.register(replay_source_class())
-    replay = (spark.read.format("strom_bench_replay").option("partitions", args.partitions)
-              .option("rows", args.records // args.partitions).option("size", args.size).load())
+    replay = (
+        spark.read.format("strom_bench_replay")
+        .option("partitions", args.partitions)
+        .option("rows", args.records // args.partitions)
+        .option("size", args.size)
+        .load()
+    )
     cores = spark.sparkContext.defaultParallelism
     t_source = best_time(count(source), args.repeat)
     t_parquet = best_time(count(parquet), args.repeat)
@@ -144,18 +165,28 @@ def source_figures(spark, bootstrap: str, args, work: str) -> None:
     t_source_values = best_time(count_bytes(source), args.repeat)
     t_replay = best_time(count(replay), args.repeat)
     n = args.records
-    print(f"spark {spark.version}, master {args.master} ({cores} cores), {n:,} records x {args.size} B, "
-          f"{args.partitions} partitions, best of {args.repeat}")
+    print(
+        f"spark {spark.version}, master {args.master} ({cores} cores), {n:,} records x {args.size} B, "
+        f"{args.partitions} partitions, best of {args.repeat}"
+    )
     print(f"  strom source  groupBy(partition).count()        {t_source:6.2f}s  {n / t_source:12,.0f} rows/s")
     print(f"  parquet       groupBy(partition).count()        {t_parquet:6.2f}s  {n / t_parquet:12,.0f} rows/s")
-    print(f"  strom source  groupBy(partition).sum(len(value)) {t_source_values:5.2f}s  "
-          f"{n / t_source_values:12,.0f} rows/s")
-    print(f"  parquet       groupBy(partition).sum(len(value)) {t_parquet_values:5.2f}s  "
-          f"{n / t_parquet_values:12,.0f} rows/s")
-    print(f"  ready-made Arrow batches from a Python data source (no broker, no client): "
-          f"{t_replay:5.2f}s  {n / t_replay:12,.0f} rows/s")
-    print(f"  ratio source/parquet (count): {t_parquet / t_source:.2f}   "
-          f"(values read): {t_parquet_values / t_source_values:.2f}   target >= 0.5")
+    print(
+        f"  strom source  groupBy(partition).sum(len(value)) {t_source_values:5.2f}s  "
+        f"{n / t_source_values:12,.0f} rows/s"
+    )
+    print(
+        f"  parquet       groupBy(partition).sum(len(value)) {t_parquet_values:5.2f}s  "
+        f"{n / t_parquet_values:12,.0f} rows/s"
+    )
+    print(
+        f"  ready-made Arrow batches from a Python data source (no broker, no client): "
+        f"{t_replay:5.2f}s  {n / t_replay:12,.0f} rows/s"
+    )
+    print(
+        f"  ratio source/parquet (count): {t_parquet / t_source:.2f}   "
+        f"(values read): {t_parquet_values / t_source_values:.2f}   target >= 0.5"
+    )
 
 
 def sink_figures(spark, bootstrap: str, records: int, size: int, partitions: int, repeat: int) -> None:
@@ -165,29 +196,43 @@ def sink_figures(spark, bootstrap: str, records: int, size: int, partitions: int
     create_topics(bootstrap, {"bench-sink": partitions})
 
     def rows(n):
-        df = spark.range(0, n, 1, partitions).selectExpr("CAST(id AS STRING) AS key",
-                                                         f"repeat('v', {size}) AS value").cache()
+        df = (
+            spark.range(0, n, 1, partitions)
+            .selectExpr("CAST(id AS STRING) AS key", f"repeat('v', {size}) AS value")
+            .cache()
+        )
         df.count()
         return df
 
     def write(df, guarantee):
-        return lambda: (df.write.format("strom").mode("append").option("kafka.bootstrap.servers", bootstrap)
-                        .option("topic", "bench-sink").option("deliveryGuarantee", guarantee).save())
+        return lambda: (
+            df.write.format("strom")
+            .mode("append")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("topic", "bench-sink")
+            .option("deliveryGuarantee", guarantee)
+            .save()
+        )
 
     big, small = rows(records), rows(100)
-    times = {g: (best_time(write(big, g), repeat), best_time(write(small, g), repeat))
-             for g in ("at-least-once", "exactly-once")}
+    times = {
+        g: (best_time(write(big, g), repeat), best_time(write(small, g), repeat))
+        for g in ("at-least-once", "exactly-once")
+    }
     (alo, alo_small), (eos, eos_small) = times["at-least-once"], times["exactly-once"]
     print(f"sink df.write of {records:,} rows x {size} B in {partitions} tasks, best of {repeat}")
     print(f"  at-least-once  {alo:6.2f}s  {records / alo:12,.0f} rows/s")
     print(f"  exactly-once   {eos:6.2f}s  {records / eos:12,.0f} rows/s   ratio to at-least-once {alo / eos:.2f}")
-    print(f"  a write of 100 rows: at-least-once {alo_small * 1000:,.0f} ms, exactly-once {eos_small * 1000:,.0f} ms "
-          f"(+{(eos_small - alo_small) * 1000:,.0f} ms for {partitions} transactions)")
+    print(
+        f"  a write of 100 rows: at-least-once {alo_small * 1000:,.0f} ms, exactly-once {eos_small * 1000:,.0f} ms "
+        f"(+{(eos_small - alo_small) * 1000:,.0f} ms for {partitions} transactions)"
+    )
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m strom.bench.spark", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m strom.bench.spark", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--records", type=int, default=2_000_000)
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--partitions", type=int, default=4)
@@ -210,9 +255,14 @@ def main(argv=None) -> int:
     try:
         from pyspark.sql import SparkSession
 
-        spark = (SparkSession.builder.master(args.master).appName("strom-bench")
-                 .config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1")
-                 .config("spark.sql.shuffle.partitions", str(args.partitions)).getOrCreate())
+        spark = (
+            SparkSession.builder.master(args.master)
+            .appName("strom-bench")
+            .config("spark.ui.enabled", "false")
+            .config("spark.driver.host", "127.0.0.1")
+            .config("spark.sql.shuffle.partitions", str(args.partitions))
+            .getOrCreate()
+        )
         spark.sparkContext.setLogLevel("ERROR")
         register(spark)
         if args.only != "sink":

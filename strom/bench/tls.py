@@ -28,8 +28,9 @@ PRODUCE_LINE = re.compile(r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) 
 
 
 def strom(*args: str) -> str:
-    result = subprocess.run([sys.executable, "-m", "strom.cli.main", *args], capture_output=True, text=True,
-                            timeout=1200)
+    result = subprocess.run(
+        [sys.executable, "-m", "strom.cli.main", *args], capture_output=True, text=True, timeout=1200
+    )
     if result.returncode != 0:
         raise SystemExit(f"strom {args[0]} failed: {result.stderr[-2000:]}")
     return result.stdout
@@ -57,7 +58,8 @@ def main(argv: list[str] | None = None) -> None:
     data = os.path.join(directory, "data")
     overrides = {
         "listeners": ",".join(f"{name}://127.0.0.1:{port}" for name, port in ports.items()),
-        "log.dirs": data, "ssl.keystore.location": os.path.join(directory, "broker.pem"),
+        "log.dirs": data,
+        "ssl.keystore.location": os.path.join(directory, "broker.pem"),
         "sasl.enabled.mechanisms": "SCRAM-SHA-512",
     }
     command = [sys.executable, "-m", "strom.cli.main", "server-start"]
@@ -71,37 +73,88 @@ def main(argv: list[str] | None = None) -> None:
                 raise SystemExit("the broker did not start")
             time.sleep(0.05)
         plaintext = f"127.0.0.1:{ports['PLAINTEXT']}"
-        strom("configs", "--bootstrap-server", plaintext, "--alter", "--entity-type", "users", "--entity-name",
-              "bench", "--add-config", "SCRAM-SHA-512=[password=bench-secret]")
+        strom(
+            "configs",
+            "--bootstrap-server",
+            plaintext,
+            "--alter",
+            "--entity-type",
+            "users",
+            "--entity-name",
+            "bench",
+            "--add-config",
+            "SCRAM-SHA-512=[password=bench-secret]",
+        )
         tls = {"security.protocol": "SSL", "ssl.ca.location": os.path.join(directory, "ca.pem")}
         settings = {
             "PLAINTEXT": {},
             "SSL": tls,
-            "SASL_SSL": {**tls, "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
-                         "sasl.username": "bench", "sasl.password": "bench-secret"},
+            "SASL_SSL": {
+                **tls,
+                "security.protocol": "SASL_SSL",
+                "sasl.mechanism": "SCRAM-SHA-512",
+                "sasl.username": "bench",
+                "sasl.password": "bench-secret",
+            },
         }
         results = {}
         for name, extra in settings.items():  # warm up: connections, topic creation, first segment files
             bootstrap = f"127.0.0.1:{ports[name]}"
             props = client_properties(directory, name, {"bootstrap.servers": bootstrap, **extra})
-            strom("producer-perf-test", "--topic", f"warmup-{name.lower()}", "--num-records", "20000",
-                  "--record-size", str(args.size), "--throughput", "-1", "--producer.config", props)
+            strom(
+                "producer-perf-test",
+                "--topic",
+                f"warmup-{name.lower()}",
+                "--num-records",
+                "20000",
+                "--record-size",
+                str(args.size),
+                "--throughput",
+                "-1",
+                "--producer.config",
+                props,
+            )
         for name, extra in settings.items():
             bootstrap = f"127.0.0.1:{ports[name]}"
             props = client_properties(directory, name, {"bootstrap.servers": bootstrap, **extra})
             topic = f"bench-{name.lower()}"
             before = cpu_seconds(broker.pid)
-            out = strom("producer-perf-test", "--topic", topic, "--num-records", str(args.messages),
-                        "--record-size", str(args.size), "--throughput", "-1", "--producer.config", props,
-                        "--producer-props", "acks=1", "linger.ms=5")
+            out = strom(
+                "producer-perf-test",
+                "--topic",
+                topic,
+                "--num-records",
+                str(args.messages),
+                "--record-size",
+                str(args.size),
+                "--throughput",
+                "-1",
+                "--producer.config",
+                props,
+                "--producer-props",
+                "acks=1",
+                "linger.ms=5",
+            )
             produce_cpu = cpu_seconds(broker.pid) - before
             summary = [PRODUCE_LINE.search(line) for line in out.splitlines() if "th" in line and "99.9th" in line]
             last = summary[-1]
             assert last is not None, f"no summary line from producer-perf-test:\n{out}"
             produced = float(last.group(2)), float(last.group(3))
             before = cpu_seconds(broker.pid)
-            out = strom("consumer-perf-test", "--bootstrap-server", bootstrap, "--topic", topic, "--messages",
-                        str(args.messages), "--consumer.config", props, "--hide-header", "--timeout", "30000")
+            out = strom(
+                "consumer-perf-test",
+                "--bootstrap-server",
+                bootstrap,
+                "--topic",
+                topic,
+                "--messages",
+                str(args.messages),
+                "--consumer.config",
+                props,
+                "--hide-header",
+                "--timeout",
+                "30000",
+            )
             consume_cpu = cpu_seconds(broker.pid) - before
             fields = [f.strip() for f in out.strip().splitlines()[-1].split(",")]
             consumed = float(fields[5]), float(fields[3])
@@ -114,15 +167,19 @@ def main(argv: list[str] | None = None) -> None:
             broker.kill()
     base = results["PLAINTEXT"]
     print(f"{args.messages} messages of {args.size} bytes per listener, one broker, acks=1")
-    print(f"{'listener':10} {'produce rec/s':>14} {'MB/s':>7} {'CPU us/msg':>10} {'consume rec/s':>14} {'MB/s':>7} "
-          f"{'CPU us/msg':>10}")
+    print(
+        f"{'listener':10} {'produce rec/s':>14} {'MB/s':>7} {'CPU us/msg':>10} {'consume rec/s':>14} {'MB/s':>7} "
+        f"{'CPU us/msg':>10}"
+    )
     for name, ((p_rate, p_mb), p_cpu, (c_rate, c_mb), c_cpu) in results.items():
         print(f"{name:10} {p_rate:14.0f} {p_mb:7.1f} {p_cpu:10.2f} {c_rate:14.0f} {c_mb:7.1f} {c_cpu:10.2f}")
     for name, ((p_rate, _), p_cpu, (c_rate, _), c_cpu) in results.items():
         if name != "PLAINTEXT":
-            print(f"{name} / PLAINTEXT: produce {p_rate / base[0][0]:.2f}x throughput, {p_cpu / base[1]:.2f}x broker "
-                  f"CPU per message; consume {c_rate / base[2][0]:.2f}x throughput, {c_cpu / base[3]:.2f}x broker CPU "
-                  f"per message")
+            print(
+                f"{name} / PLAINTEXT: produce {p_rate / base[0][0]:.2f}x throughput, {p_cpu / base[1]:.2f}x broker "
+                f"CPU per message; consume {c_rate / base[2][0]:.2f}x throughput, {c_cpu / base[3]:.2f}x broker CPU "
+                f"per message"
+            )
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """``python -m strom.chaos``: randomized fault schedules against a 3-broker cluster, checked.
 
     python -m strom.chaos --runs 50 --minutes 3 [--seed 1] [--unclean] [--faults kill,pause,...]
+                          [--workload queue|txn]
 
 Each run: ZooKeeper and 3 brokers (RF=3, min.insync.replicas=2, unclean election off unless
 --unclean), producers writing throughout, and a schedule of faults drawn from the run's seed —
@@ -9,6 +10,13 @@ At the end every fault is healed, the topic is read back and checked (strom.chao
 brokers are stopped cleanly and their replica files compared batch by batch. A failing run keeps
 its directory (history, broker logs, data) and prints the command that replays its schedule.
 With --unclean, loss is allowed but must be detected and reported.
+
+Network faults (strom.chaos.faults) are aimed at partition 0's leader and followers as ZooKeeper
+names them when injected; what strom did while each was held (leader, ISR, epoch, writes
+acknowledged per partition, the brokers' lines about fencing and elections) is printed under
+it. ``unclean-election`` is only run when named, and its runs use min.insync.replicas=1.
+``--workload txn`` replaces the idempotent producers with transactional ones (strom.chaos.txn)
+and checks the topic as a read_committed consumer sees it.
 """
 
 from __future__ import annotations
@@ -23,12 +31,17 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from strom.chaos import faults as network
 from strom.chaos.cluster import ChaosCluster
+from strom.chaos.txn import TxnProducers, check_txn
 from strom.chaos.workload import Producers, Verdict, check, read_everything
 
 TOPIC = "chaos"
 PARTITIONS = 3
-FAULTS = ("kill", "pause", "restart", "zookeeper-pause", "zookeeper-cut", "zookeeper-cut-one-way")
+PROCESS_FAULTS = ("kill", "pause", "restart", "zookeeper-pause", "zookeeper-cut", "zookeeper-cut-one-way")
+FAULTS = (*PROCESS_FAULTS, *network.NETWORK_FAULTS, *network.OVERLAPPING_FAULTS, network.UNCLEAN_FAULT)
+DEFAULT_FAULTS = tuple(k for k in FAULTS if k != network.UNCLEAN_FAULT)
+WORKLOADS = ("queue", "txn")
 
 
 @dataclass
@@ -75,36 +88,104 @@ def _heal(cluster: ChaosCluster) -> None:
     cluster.start_all()
 
 
-def run_once(root: Path, faults: list[Fault], seconds: float, unclean: bool,
-             log=print) -> tuple[Verdict, dict[str, int]]:
-    """One run of a fault schedule; the verdict and how many faults of each kind were injected."""
-    cluster = ChaosCluster(root, overrides={
-        "unclean.leader.election.enable": "true" if unclean else "false",
-        "min.insync.replicas": "2", "default.replication.factor": "3",
-        "auto.create.topics.enable": "false"}).start()
+def run_once(
+    root: Path,
+    faults: list[Fault],
+    seconds: float,
+    unclean: bool,
+    log=print,
+    workload: str = "queue",
+    observations: list[network.Observation] | None = None,
+) -> tuple[Verdict, dict[str, int]]:
+    """One run of a fault schedule; the verdict and how many faults of each kind were injected.
+
+    What strom did under each network fault is appended to ``observations`` when given.
+    """
+    min_isr = "1" if any(f.kind == network.UNCLEAN_FAULT for f in faults) else "2"
+    cluster = ChaosCluster(
+        root,
+        overrides={
+            "unclean.leader.election.enable": "true" if unclean else "false",
+            "min.insync.replicas": min_isr,
+            "default.replication.factor": "3",
+            "auto.create.topics.enable": "false",
+        },
+    ).start()
     injected: dict[str, int] = {}
+    observer = None
     try:
         _create_topic(cluster.bootstrap)
-        producers = Producers(cluster.bootstrap, TOPIC).start()
+        observer = network.Observer(cluster, TOPIC, PARTITIONS)
+        producers: Producers | TxnProducers
+        producers = (TxnProducers if workload == "txn" else Producers)(cluster.bootstrap, TOPIC).start()
         began = time.monotonic()
         for fault in faults:
             time.sleep(max(0.0, fault.at_s - (time.monotonic() - began)))
             log(f"  {fault.describe()}")
-            _inject(cluster, fault)
+            if fault.kind in PROCESS_FAULTS:
+                _inject(cluster, fault)
+            else:
+                before, acked_before = observer.states(), _acked(producers)
+                observer.mark_logs()
+                target = network.inject(cluster, observer, fault.kind, fault.broker, log)
             injected[fault.kind] = injected.get(fault.kind, 0) + 1
             time.sleep(fault.hold_s)
+            if fault.kind not in PROCESS_FAULTS:
+                acked_after = _acked(producers)
+                seen = network.Observation(
+                    fault.kind,
+                    target,
+                    before,
+                    observer.states(),
+                    {p: acked_after[p] - acked_before[p] for p in acked_after},
+                    observer.log_events(),
+                )
+                log(f"    {seen.describe()}")
+                for event in seen.events[:12]:
+                    log(f"      {event}")
+                if observations is not None:
+                    observations.append(seen)
             _heal(cluster)
         time.sleep(max(0.0, seconds - (time.monotonic() - began)))
         _heal(cluster)
-        history = producers.stop()
-        read = read_everything(cluster.bootstrap, TOPIC, PARTITIONS)
-        (root / "history.json").write_text(json.dumps({"acked": history.acked, "failed": history.failed}))
+        if isinstance(producers, TxnProducers):
+            txn_history = producers.stop()
+            read = read_everything(cluster.bootstrap, TOPIC, PARTITIONS, isolation="read_committed")
+            (root / "history.json").write_text(
+                json.dumps(
+                    {
+                        "committed": sorted(txn_history.committed),
+                        "aborted": sorted(txn_history.aborted),
+                        "unknown": sorted(txn_history.unknown),
+                        "batch_size": producers.batch_size,
+                    }
+                )
+            )
+        else:
+            history = producers.stop()
+            read = read_everything(cluster.bootstrap, TOPIC, PARTITIONS)
+            (root / "history.json").write_text(
+                json.dumps({"acked": history.acked, "failed": history.failed, "fatal": history.fatal})
+            )
+            if history.fatal:
+                log(f"  fatal producer errors (producer replaced): {len(history.fatal)}, first: {history.fatal[0]}")
         for node in cluster.nodes.values():  # clean stops flush every replica's files
             node.stop()
         differences = cluster.replicas_identical(TOPIC, PARTITIONS, 5)
+        if isinstance(producers, TxnProducers):
+            return check_txn(txn_history, read, differences), injected
         return check(history, read, differences), injected
     finally:
+        if observer is not None:
+            observer.close()
         cluster.stop()
+
+
+def _acked(producers: Producers | TxnProducers) -> dict[int, int]:
+    """Writes acknowledged so far per partition (committed batches' records count for the transactional workload)."""
+    if isinstance(producers, Producers):
+        return network.acked_per_partition(producers.history, PARTITIONS)
+    return {network.ALL_PARTITIONS: producers.history.acked_count()}  # batches span partitions
 
 
 def _create_topic(bootstrap: str) -> None:
@@ -128,7 +209,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--minutes", type=float, default=1.0, help="length of each run")
     parser.add_argument("--seed", type=int, default=1, help="seed of the first run (run i uses seed + i)")
     parser.add_argument("--unclean", action="store_true", help="unclean.leader.election.enable=true")
-    parser.add_argument("--faults", default=",".join(FAULTS), help=f"comma-separated subset of {','.join(FAULTS)}")
+    parser.add_argument(
+        "--faults",
+        default=",".join(DEFAULT_FAULTS),
+        help=f"comma-separated subset of {','.join(FAULTS)} (default: all but {network.UNCLEAN_FAULT})",
+    )
+    parser.add_argument(
+        "--workload",
+        choices=WORKLOADS,
+        default="queue",
+        help="queue: idempotent producers; txn: transactional producers, checked read_committed",
+    )
     parser.add_argument("--dir", default=None, help="where runs keep their files (a temporary directory if not given)")
     args = parser.parse_args(argv)
     kinds = tuple(k for k in args.faults.split(",") if k)
@@ -138,14 +229,31 @@ def main(argv: list[str] | None = None) -> int:
     base = Path(args.dir or tempfile.mkdtemp(prefix="strom-chaos-"))
     totals = {"acked": 0, "lost": 0, "duplicated": 0, "moved": 0, "out_of_order": 0, "failed_runs": 0}
     faults_total: dict[str, int] = {}
+    per_kind: dict[str, dict[str, int]] = {}  # fault kind -> figures of the runs it was injected in
     for i in range(args.runs):
         seed = args.seed + i
         root = base / f"run-{seed}"
-        print(f"run {i + 1}/{args.runs} seed {seed}{' (unclean)' if args.unclean else ''}", flush=True)
-        verdict, injected = run_once(root, schedule(seed, args.minutes * 60, kinds), args.minutes * 60,
-                                     args.unclean, log=lambda line: print(line, flush=True))
+        print(
+            f"run {i + 1}/{args.runs} seed {seed}{' (unclean)' if args.unclean else ''}"
+            f"{' workload txn' if args.workload == 'txn' else ''}",
+            flush=True,
+        )
+        verdict, injected = run_once(
+            root,
+            schedule(seed, args.minutes * 60, kinds),
+            args.minutes * 60,
+            args.unclean,
+            log=lambda line: print(line, flush=True),
+            workload=args.workload,
+        )
         for kind, n in injected.items():
             faults_total[kind] = faults_total.get(kind, 0) + n
+            figures = per_kind.setdefault(kind, dict.fromkeys(("runs", "faults", "acked", "lost", "duplicated"), 0))
+            figures["runs"] += 1
+            figures["faults"] += n
+            figures["acked"] += verdict.acknowledged
+            figures["lost"] += len(verdict.lost)
+            figures["duplicated"] += len(verdict.duplicated)
         totals["acked"] += verdict.acknowledged
         totals["lost"] += len(verdict.lost)
         totals["duplicated"] += len(verdict.duplicated)
@@ -156,15 +264,26 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(root, ignore_errors=True)
         else:
             totals["failed_runs"] += 1
-            for name in ("lost", "duplicated", "moved", "out_of_order", "replica_differences"):
+            for name in ("lost", "duplicated", "moved", "out_of_order", "replica_differences", "anomalies"):
                 items = getattr(verdict, name)
                 if items:
                     print(f"    {name}: {items[:10]}{' ...' if len(items) > 10 else ''}")
-            print(f"    kept in {root}; replay: python -m strom.chaos --runs 1 --seed {seed} "
-                  f"--minutes {args.minutes} --faults {','.join(kinds)}{' --unclean' if args.unclean else ''}")
+            print(
+                f"    kept in {root}; replay: python -m strom.chaos --runs 1 --seed {seed} "
+                f"--minutes {args.minutes} --faults {','.join(kinds)} --workload {args.workload}"
+                f"{' --unclean' if args.unclean else ''}"
+            )
     print(f"\nfaults injected: {', '.join(f'{k} {n}' for k, n in sorted(faults_total.items()))}")
-    print(f"runs {args.runs}, anomalous {totals['failed_runs']}; acknowledged {totals['acked']}, lost {totals['lost']}, "
-          f"duplicated {totals['duplicated']}, moved {totals['moved']}, out of order {totals['out_of_order']}")
+    print("per fault kind (figures of the runs it was injected in):")
+    for kind, figures in sorted(per_kind.items()):
+        print(
+            f"  {kind:24} runs {figures['runs']:3}  faults {figures['faults']:3}  acked {figures['acked']:8}  "
+            f"lost {figures['lost']:5}  duplicated {figures['duplicated']:5}"
+        )
+    print(
+        f"runs {args.runs}, anomalous {totals['failed_runs']}; acknowledged {totals['acked']}, lost {totals['lost']}, "
+        f"duplicated {totals['duplicated']}, moved {totals['moved']}, out of order {totals['out_of_order']}"
+    )
     return 1 if totals["failed_runs"] and not args.unclean else 0
 
 

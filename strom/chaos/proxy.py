@@ -25,8 +25,7 @@ EVERY_SOURCE = "*"
 
 
 class TcpProxy:
-    def __init__(self, target_port: int, target_host: str = "127.0.0.1",
-                 identify: Callable[[int], str] | None = None):
+    def __init__(self, target_port: int, target_host: str = "127.0.0.1", identify: Callable[[int], str] | None = None):
         self.target = (target_host, target_port)
         self.identify = identify
         self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -111,8 +110,9 @@ class TcpProxy:
             with self._lock:
                 self._sockets.append((source, upstream))
             for src, dst, direction in ((client, upstream, "to_target"), (upstream, client, "from_target")):
-                threading.Thread(target=self._pump, args=(src, dst, source, direction),
-                                 name="tcp-proxy-pump", daemon=True).start()
+                threading.Thread(
+                    target=self._pump, args=(src, dst, source, direction), name="tcp-proxy-pump", daemon=True
+                ).start()
 
     def _pump(self, src: socket.socket, dst: socket.socket, source: str, direction: str) -> None:
         while True:

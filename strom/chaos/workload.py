@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 class History:
     acked: dict[str, tuple[int, int]] = field(default_factory=dict)  # value -> (partition, offset)
     failed: dict[str, str] = field(default_factory=dict)  # value -> error
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    fatal: list[str] = field(default_factory=list)  # fatal producer errors (each producer was replaced)
 
 
 @dataclass
@@ -37,15 +37,23 @@ class Verdict:
 
     @property
     def ok(self) -> bool:
-        return not (self.lost or self.duplicated or self.moved or self.out_of_order or self.replica_differences
-                    or self.anomalies)
+        return not (
+            self.lost
+            or self.duplicated
+            or self.moved
+            or self.out_of_order
+            or self.replica_differences
+            or self.anomalies
+        )
 
     def summary(self) -> str:
-        return (f"acked {self.acknowledged}, failed {self.failed} ({self.failed_but_present} of them landed), "
-                f"read {self.read}, lost {len(self.lost)}, duplicated {len(self.duplicated)}, "
-                f"moved {len(self.moved)}, out of order {len(self.out_of_order)}, "
-                f"replica differences {len(self.replica_differences)}"
-                + (f", anomalies {len(self.anomalies)}" if self.anomalies else ""))
+        return (
+            f"acked {self.acknowledged}, failed {self.failed} ({self.failed_but_present} of them landed), "
+            f"read {self.read}, lost {len(self.lost)}, duplicated {len(self.duplicated)}, "
+            f"moved {len(self.moved)}, out of order {len(self.out_of_order)}, "
+            f"replica differences {len(self.replica_differences)}"
+            + (f", anomalies {len(self.anomalies)}" if self.anomalies else "")
+        )
 
 
 class Producers:
@@ -59,10 +67,11 @@ class Producers:
         self.interval_s = 1.0 / rate_per_s
         self.history = History()
         self._stop = threading.Event()
-        self._threads = [threading.Thread(target=self._run, args=(i,), name=f"chaos-producer-{i}", daemon=True)
-                         for i in range(count)]
+        self._threads = [
+            threading.Thread(target=self._run, args=(i,), name=f"chaos-producer-{i}", daemon=True) for i in range(count)
+        ]
 
-    def start(self) -> "Producers":
+    def start(self) -> Producers:
         for thread in self._threads:
             thread.start()
         return self
@@ -73,55 +82,114 @@ class Producers:
             thread.join(drain_s + 10)
         return self.history
 
-    def _run(self, index: int) -> None:
+    def _producer(self, fatal: list):
         from confluent_kafka import Producer
 
+        def on_error(error) -> None:
+            if error.fatal():
+                fatal.append(error)
+
+        # with an error_cb, a fatal error is reported here rather than raised from poll() ahead of
+        # the delivery reports still queued: acknowledgements received before it are not missed
+        return Producer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "enable.idempotence": True,
+                "acks": "all",
+                "linger.ms": 5,
+                "message.timeout.ms": 60000,
+                "request.timeout.ms": 10000,
+                "retry.backoff.ms": 50,
+                "reconnect.backoff.max.ms": 500,
+                "topic.metadata.refresh.interval.ms": 1000,
+                "error_cb": on_error,
+                "logger": _quiet_logger(),
+            }
+        )
+
+    def _run(self, index: int) -> None:
+        from confluent_kafka import KafkaError, KafkaException
+
         history = self.history
-        producer = Producer({
-            "bootstrap.servers": self.bootstrap, "enable.idempotence": True, "acks": "all", "linger.ms": 5,
-            "message.timeout.ms": 60000, "request.timeout.ms": 10000, "retry.backoff.ms": 50,
-            "reconnect.backoff.max.ms": 500, "topic.metadata.refresh.interval.ms": 1000,
-            "logger": _quiet_logger()})
+        fatal: list = []
+        producer = self._producer(fatal)
+        # a replaced producer is kept until this thread ends: its destructor serves delivery reports,
+        # and should do so here, not on whichever thread happens to drop the last reference
+        retired = []
 
         def report(err, msg) -> None:
+            # no lock: a dict store is atomic under the GIL; with a lock taken here a run deadlocked after a
+            # fatal error replaced a producer (every thread waiting on it, its holder never found)
             value = msg.value().decode()
-            with history.lock:
-                if err is None:
-                    history.acked[value] = (msg.partition(), msg.offset())
-                else:
-                    history.failed[value] = str(err)
+            if err is None:
+                history.acked[value] = (msg.partition(), msg.offset())
+            else:
+                history.failed[value] = str(err)
 
         sequence = 0
         while not self._stop.is_set():
             value = f"{index}:{sequence}"
             key = f"k{sequence % self.keys}".encode()
             try:
-                producer.produce(self.topic, value.encode(), key=key, on_delivery=report)
-                sequence += 1
-            except BufferError:
-                pass
-            producer.poll(self.interval_s)
+                try:
+                    producer.produce(self.topic, value.encode(), key=key, on_delivery=report)
+                    sequence += 1
+                except BufferError:
+                    pass
+                producer.poll(self.interval_s)
+            except KafkaException as e:
+                error = e.args[0]
+                if not (error.fatal() or error.code() == KafkaError._FATAL):
+                    raise
+                fatal.append(error)
+            if fatal:
+                # librdkafka gives up on an idempotent producer whose sequence the broker's log
+                # contradicts (what an unclean election leaves): its last reports are taken, then a
+                # new producer (a new producer id) goes on
+                history.fatal.append(f"producer {index} at {value}: {fatal[0].str()}")
+                try:
+                    producer.flush(10)
+                except KafkaException:
+                    pass
+                retired.append(producer)
+                fatal = []
+                producer = self._producer(fatal)
+                sequence += 1  # maybe not written: never reused
         producer.flush(60)
+        for old in retired:
+            try:
+                old.flush(0)
+            except KafkaException:
+                pass
 
 
-def _quiet_logger():
+def _quiet_logger(name: str = "strom.chaos.librdkafka"):
     import logging
 
     # connection failures are the point of a chaos run: the history, not librdkafka, says what happened
-    logger = logging.getLogger("strom.chaos.librdkafka")
+    logger = logging.getLogger(name)
     logger.propagate = False
     if not logger.handlers:
         logger.addHandler(logging.NullHandler())
     return logger
 
 
-def read_everything(bootstrap: str, topic: str, partitions: int, timeout_s: float = 90.0,
-                    isolation: str = "read_uncommitted") -> dict[int, list[tuple[int, str]]]:
+def read_everything(
+    bootstrap: str, topic: str, partitions: int, timeout_s: float = 90.0, isolation: str = "read_uncommitted"
+) -> dict[int, list[tuple[int, str]]]:
     """Every (offset, value) of every partition, from the start to the end as of now."""
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "chaos-checker", "enable.auto.commit": False,
-                         "enable.partition.eof": True, "isolation.level": isolation, "logger": _quiet_logger()})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "chaos-checker",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "isolation.level": isolation,
+            "logger": _quiet_logger(),
+        }
+    )
     got: dict[int, list[tuple[int, str]]] = {p: [] for p in range(partitions)}
     deadline = time.monotonic() + timeout_s
     ends: dict[int, int] = {}
@@ -130,7 +198,7 @@ def read_everything(bootstrap: str, topic: str, partitions: int, timeout_s: floa
             for p in range(partitions):
                 if p not in ends:
                     ends[p] = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1]
-        except Exception:  # a leader still moving: retried until the deadline
+        except KafkaException:  # a leader still moving: retried until the deadline
             time.sleep(0.5)
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     done = {p for p, end in ends.items() if end == 0}
@@ -150,8 +218,9 @@ def read_everything(bootstrap: str, topic: str, partitions: int, timeout_s: floa
                     done.add(partition)
     consumer.close()
     if len(done) < partitions:
-        raise RuntimeError(f"could not read partitions {sorted(set(range(partitions)) - done)} to their end "
-                           f"within {timeout_s}s")
+        raise RuntimeError(
+            f"could not read partitions {sorted(set(range(partitions)) - done)} to their end within {timeout_s}s"
+        )
     return got
 
 
@@ -174,5 +243,14 @@ def check(history: History, read: dict[int, list[tuple[int, str]]], replica_diff
                 out_of_order.append(f"{partition}:{value} after {producer}:{previous}")
             last[producer] = int(sequence)
     failed_present = sum(1 for v in history.failed if v in seen)
-    return Verdict(len(history.acked), len(history.failed), sum(len(r) for r in read.values()), lost, duplicated,
-                   moved, out_of_order, failed_present, replica_differences)
+    return Verdict(
+        len(history.acked),
+        len(history.failed),
+        sum(len(r) for r in read.values()),
+        lost,
+        duplicated,
+        moved,
+        out_of_order,
+        failed_present,
+        replica_differences,
+    )

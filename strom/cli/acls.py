@@ -47,12 +47,28 @@ ERROR_PREFIX = "Error while executing ACL command: "
 
 # kafka-acls.sh's table of the operations each resource type accepts
 VALID_OPERATIONS = {
-    ResourceType.TOPIC: {Operation.READ, Operation.WRITE, Operation.CREATE, Operation.DESCRIBE, Operation.DELETE,
-                         Operation.ALTER, Operation.DESCRIBE_CONFIGS, Operation.ALTER_CONFIGS, Operation.ALL},
+    ResourceType.TOPIC: {
+        Operation.READ,
+        Operation.WRITE,
+        Operation.CREATE,
+        Operation.DESCRIBE,
+        Operation.DELETE,
+        Operation.ALTER,
+        Operation.DESCRIBE_CONFIGS,
+        Operation.ALTER_CONFIGS,
+        Operation.ALL,
+    },
     ResourceType.GROUP: {Operation.READ, Operation.DESCRIBE, Operation.DELETE, Operation.ALL},
-    ResourceType.CLUSTER: {Operation.CREATE, Operation.CLUSTER_ACTION, Operation.DESCRIBE_CONFIGS,
-                           Operation.ALTER_CONFIGS, Operation.IDEMPOTENT_WRITE, Operation.ALTER, Operation.DESCRIBE,
-                           Operation.ALL},
+    ResourceType.CLUSTER: {
+        Operation.CREATE,
+        Operation.CLUSTER_ACTION,
+        Operation.DESCRIBE_CONFIGS,
+        Operation.ALTER_CONFIGS,
+        Operation.IDEMPOTENT_WRITE,
+        Operation.ALTER,
+        Operation.DESCRIBE,
+        Operation.ALL,
+    },
     ResourceType.TRANSACTIONAL_ID: {Operation.DESCRIBE, Operation.WRITE, Operation.ALL},
 }
 
@@ -62,25 +78,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     actions.add_argument("--add", action="store_true", help="add ACLs")
     actions.add_argument("--remove", action="store_true", help="remove ACLs")
     actions.add_argument("--list", action="store_true", help="list ACLs (of the given resources, else all)")
-    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT",
-                        help="REQUIRED: the broker(s) to connect to")
+    parser.add_argument(
+        "--bootstrap-server", required=True, metavar="HOST:PORT", help="REQUIRED: the broker(s) to connect to"
+    )
     add_command_config_argument(parser, "admin client properties file")
     parser.add_argument("--topic", action="append", default=[], help="topic (repeatable)")
     parser.add_argument("--group", action="append", default=[], help="consumer group (repeatable)")
     parser.add_argument("--cluster", action="store_true", help="the cluster resource")
     parser.add_argument("--transactional-id", action="append", default=[], help="transactional id (repeatable)")
-    parser.add_argument("--resource-pattern-type", default="literal", type=str.lower,
-                        choices=["literal", "prefixed", "match", "any"],
-                        help="literal or prefixed (--add); also match or any (--list, --remove)")
+    parser.add_argument(
+        "--resource-pattern-type",
+        default="literal",
+        type=str.lower,
+        choices=["literal", "prefixed", "match", "any"],
+        help="literal or prefixed (--add); also match or any (--list, --remove)",
+    )
     parser.add_argument("--allow-principal", action="append", default=[], metavar="Type:name")
     parser.add_argument("--deny-principal", action="append", default=[], metavar="Type:name")
-    parser.add_argument("--principal", action="append", default=[], metavar="Type:name",
-                        help="--list: only the ACLs of this principal")
+    parser.add_argument(
+        "--principal", action="append", default=[], metavar="Type:name", help="--list: only the ACLs of this principal"
+    )
     parser.add_argument("--allow-host", action="append", default=[], help="host (default * with --allow-principal)")
     parser.add_argument("--deny-host", action="append", default=[], help="host (default * with --deny-principal)")
-    parser.add_argument("--operation", action="append", default=[],
-                        help="Read, Write, Create, Delete, Alter, Describe, ClusterAction, DescribeConfigs, "
-                             "AlterConfigs, IdempotentWrite or All (default All; repeatable)")
+    parser.add_argument(
+        "--operation",
+        action="append",
+        default=[],
+        help="Read, Write, Create, Delete, Alter, Describe, ClusterAction, DescribeConfigs, "
+        "AlterConfigs, IdempotentWrite or All (default All; repeatable)",
+    )
     parser.add_argument("--producer", action="store_true", help="the ACLs a producer needs")
     parser.add_argument("--consumer", action="store_true", help="the ACLs a consumer needs (with --group)")
     parser.add_argument("--idempotent", action="store_true", help="with --producer: IdempotentWrite on the cluster")
@@ -114,8 +140,10 @@ def resources(args: argparse.Namespace, pattern_type: PatternType) -> list[Resou
 
 def entries(args: argparse.Namespace, operations: set[Operation]) -> set[AccessControlEntry]:
     out = set()
-    for principals, hosts, permission in ((args.allow_principal, args.allow_host, Permission.ALLOW),
-                                          (args.deny_principal, args.deny_host, Permission.DENY)):
+    for principals, hosts, permission in (
+        (args.allow_principal, args.allow_host, Permission.ALLOW),
+        (args.deny_principal, args.deny_host, Permission.DENY),
+    ):
         for principal in principals:
             for host in hosts or [WILDCARD]:
                 for operation in operations:
@@ -136,12 +164,16 @@ def wanted_acls(args: argparse.Namespace, pattern_type: PatternType) -> dict[Res
         for resource in resources(args, pattern_type):
             ops: set[Operation] = set()
             if args.producer:
-                ops |= {ResourceType.TOPIC: {Operation.WRITE, Operation.DESCRIBE, Operation.CREATE},
-                        ResourceType.TRANSACTIONAL_ID: {Operation.WRITE, Operation.DESCRIBE},
-                        ResourceType.CLUSTER: {Operation.IDEMPOTENT_WRITE}}.get(resource.resource_type, set())
+                ops |= {
+                    ResourceType.TOPIC: {Operation.WRITE, Operation.DESCRIBE, Operation.CREATE},
+                    ResourceType.TRANSACTIONAL_ID: {Operation.WRITE, Operation.DESCRIBE},
+                    ResourceType.CLUSTER: {Operation.IDEMPOTENT_WRITE},
+                }.get(resource.resource_type, set())
             if args.consumer:
-                ops |= {ResourceType.TOPIC: {Operation.READ, Operation.DESCRIBE},
-                        ResourceType.GROUP: {Operation.READ}}.get(resource.resource_type, set())
+                ops |= {
+                    ResourceType.TOPIC: {Operation.READ, Operation.DESCRIBE},
+                    ResourceType.GROUP: {Operation.READ},
+                }.get(resource.resource_type, set())
             if ops:
                 out[resource] = entries(args, ops)
         return out
@@ -151,9 +183,11 @@ def wanted_acls(args: argparse.Namespace, pattern_type: PatternType) -> dict[Res
         invalid = operations - VALID_OPERATIONS[resource.resource_type]
         if invalid:
             names = ", ".join(sorted(o.name for o in invalid))
-            raise ToolError(f"ResourceType {resource.resource_type.name} only supports operations "
-                            f"{', '.join(sorted(o.name for o in VALID_OPERATIONS[resource.resource_type]))} "
-                            f"(not {names})")
+            raise ToolError(
+                f"ResourceType {resource.resource_type.name} only supports operations "
+                f"{', '.join(sorted(o.name for o in VALID_OPERATIONS[resource.resource_type]))} "
+                f"(not {names})"
+            )
         out[resource] = entries(args, operations)
     return out
 
@@ -198,13 +232,24 @@ def _binding(pattern: ResourcePattern, entry: AccessControlEntry):
     )
     from confluent_kafka.admin import ResourceType as ClientResourceType
 
-    return AclBinding(ClientResourceType(int(pattern.resource_type)), pattern.name,
-                      ResourcePatternType(int(pattern.pattern_type)), entry.principal, entry.host,
-                      AclOperation(int(entry.operation)), AclPermissionType(int(entry.permission)))
+    return AclBinding(
+        ClientResourceType(int(pattern.resource_type)),
+        pattern.name,
+        ResourcePatternType(int(pattern.pattern_type)),
+        entry.principal,
+        entry.host,
+        AclOperation(int(entry.operation)),
+        AclPermissionType(int(entry.permission)),
+    )
 
 
-def _filter(resource_type: ResourceType, name: str | None, pattern_type: PatternType,
-            entry: AccessControlEntry | None = None, principal: str | None = None):
+def _filter(
+    resource_type: ResourceType,
+    name: str | None,
+    pattern_type: PatternType,
+    entry: AccessControlEntry | None = None,
+    principal: str | None = None,
+):
     from confluent_kafka.admin import (
         AclBindingFilter,
         AclOperation,
@@ -214,26 +259,39 @@ def _filter(resource_type: ResourceType, name: str | None, pattern_type: Pattern
     from confluent_kafka.admin import ResourceType as ClientResourceType
 
     # None matches anything in a filter (confluent-kafka's annotations say str)
-    return AclBindingFilter(ClientResourceType(int(resource_type)), name,  # type: ignore[arg-type]
-                            ResourcePatternType(int(pattern_type)),
-                            entry.principal if entry else principal,  # type: ignore[arg-type]
-                            entry.host if entry else None,  # type: ignore[arg-type]
-                            AclOperation(int(entry.operation)) if entry else AclOperation.ANY,
-                            AclPermissionType(int(entry.permission)) if entry else AclPermissionType.ANY)
+    return AclBindingFilter(
+        ClientResourceType(int(resource_type)),
+        name,  # type: ignore[arg-type]
+        ResourcePatternType(int(pattern_type)),
+        entry.principal if entry else principal,  # type: ignore[arg-type]
+        entry.host if entry else None,  # type: ignore[arg-type]
+        AclOperation(int(entry.operation)) if entry else AclOperation.ANY,
+        AclPermissionType(int(entry.permission)) if entry else AclPermissionType.ANY,
+    )
 
 
 def _from_client(binding) -> tuple[ResourcePattern, AccessControlEntry]:
-    return (ResourcePattern(ResourceType(int(binding.restype.value)), binding.name,
-                            PatternType(int(binding.resource_pattern_type.value))),
-            AccessControlEntry(binding.principal, binding.host, Operation(int(binding.operation.value)),
-                               Permission(int(binding.permission_type.value))))
+    return (
+        ResourcePattern(
+            ResourceType(int(binding.restype.value)),
+            binding.name,
+            PatternType(int(binding.resource_pattern_type.value)),
+        ),
+        AccessControlEntry(
+            binding.principal,
+            binding.host,
+            Operation(int(binding.operation.value)),
+            Permission(int(binding.permission_type.value)),
+        ),
+    )
 
 
 def add(admin, args: argparse.Namespace, timeout: float) -> None:
     pattern_type = _pattern_type(args)
     if pattern_type not in (PatternType.LITERAL, PatternType.PREFIXED):
-        raise ToolError(f"A '--resource-pattern-type' value of '{args.resource_pattern_type}' is not valid "
-                        "when adding acls.")
+        raise ToolError(
+            f"A '--resource-pattern-type' value of '{args.resource_pattern_type}' is not valid when adding acls."
+        )
     wanted = wanted_acls(args, pattern_type)
     if not wanted:
         raise ToolError("You must specify one of: --topic, --cluster, --group, --transactional-id")
@@ -252,9 +310,11 @@ def list_acls(admin, args: argparse.Namespace, timeout: float) -> None:
     pattern_type = _pattern_type(args)
     patterns = resources(args, pattern_type)
     principals: list[str | None] = [_principal(p) for p in args.principal] or [None]
-    filters = [_filter(p.resource_type, p.name, pattern_type, principal=principal)
-               for p in patterns for principal in principals] or \
-              [_filter(ResourceType.ANY, None, PatternType.ANY, principal=principal) for principal in principals]
+    filters = [
+        _filter(p.resource_type, p.name, pattern_type, principal=principal)
+        for p in patterns
+        for principal in principals
+    ] or [_filter(ResourceType.ANY, None, PatternType.ANY, principal=principal) for principal in principals]
     found: dict[ResourcePattern, set[AccessControlEntry]] = {}
     for acl_filter in filters:
         for binding in admin.describe_acls(acl_filter, request_timeout=timeout).result(timeout=timeout):
@@ -274,8 +334,9 @@ def list_acls(admin, args: argparse.Namespace, timeout: float) -> None:
 
 def _print_current(admin, patterns: list[ResourcePattern], timeout: float) -> None:
     for pattern in patterns:
-        future = admin.describe_acls(_filter(pattern.resource_type, pattern.name, pattern.pattern_type),
-                                     request_timeout=timeout)
+        future = admin.describe_acls(
+            _filter(pattern.resource_type, pattern.name, pattern.pattern_type), request_timeout=timeout
+        )
         acls = {_from_client(b)[1] for b in future.result(timeout=timeout)}
         print(_block(f"Current ACLs for resource `{pattern}`", sorted(acls, key=str)))
 
@@ -297,16 +358,20 @@ def remove(admin, args: argparse.Namespace, timeout: float) -> None:
     if not wanted:
         raise ToolError("You must specify one of: --topic, --cluster, --group, --transactional-id")
     for pattern, acls in wanted.items():
-        shown = (f"ResourcePattern(resourceType={pattern.resource_type.name}, name={pattern.name}, "
-                 f"patternType={pattern.pattern_type.name})")
+        shown = (
+            f"ResourcePattern(resourceType={pattern.resource_type.name}, name={pattern.name}, "
+            f"patternType={pattern.pattern_type.name})"
+        )
         if not acls:
             if _confirm(args, f"Are you sure you want to delete all ACLs for resource filter `{shown}`? (y/n)"):
                 filters = [_filter(pattern.resource_type, pattern.name, pattern_type)]
             else:
                 continue
         else:
-            question = _block("Are you sure you want to remove ACLs", sorted(acls, key=str)).rstrip("\n") + \
-                f" from resource filter `{shown}`? (y/n)"
+            question = (
+                _block("Are you sure you want to remove ACLs", sorted(acls, key=str)).rstrip("\n")
+                + f" from resource filter `{shown}`? (y/n)"
+            )
             if not _confirm(args, question):
                 continue
             filters = [_filter(pattern.resource_type, pattern.name, pattern_type, entry) for entry in sorted(acls)]

@@ -20,10 +20,16 @@ import re
 import sys
 
 # Keys of Kafka's Java clients that librdkafka has no equivalent for and that only name Java classes.
-JAVA_ONLY_KEYS = frozenset({
-    "key.serializer", "value.serializer", "key.deserializer", "value.deserializer",
-    "partitioner.class", "interceptor.classes",
-})
+JAVA_ONLY_KEYS = frozenset(
+    {
+        "key.serializer",
+        "value.serializer",
+        "key.deserializer",
+        "value.deserializer",
+        "partitioner.class",
+        "interceptor.classes",
+    }
+)
 
 
 DEFAULT_TIMEOUT_MS = 10_000
@@ -31,8 +37,10 @@ CLIENT_LOGGER = "strom.librdkafka"
 # librdkafka log facilities that report a broker connection's state: a down broker repeats them
 # a few times a second, so they are remembered here rather than printed.
 _CONNECTION_FACILITIES = frozenset({"FAIL", "REQTMOUT"})
-_CONNECTION_LINE = re.compile(r"^(?:\[thrd:[^\]]*\]: )?(?P<broker>\S+:\d+/\w+): (?P<reason>.*?)"
-                              r"(?: \(after \d+ms in state \w+[^)]*\))?$")
+_CONNECTION_LINE = re.compile(
+    r"^(?:\[thrd:[^\]]*\]: )?(?P<broker>\S+:\d+/\w+): (?P<reason>.*?)"
+    r"(?: \(after \d+ms in state \w+[^)]*\))?$"
+)
 _UNREACHABLE = frozenset({"_TRANSPORT", "_TIMED_OUT", "_ALL_BROKERS_DOWN", "_RESOLVE"})
 
 
@@ -114,10 +122,16 @@ def logging_config() -> dict:
     return {"logger": client_logger(), "log_level": "4"}
 
 
-def add_timeout_argument(parser: argparse.ArgumentParser, flag: str = "--timeout",
-                         default_ms: int = DEFAULT_TIMEOUT_MS) -> None:
-    parser.add_argument(flag, type=int, default=default_ms, metavar="MS",
-                        help=f"give up when the cluster does not answer within this many ms (default {default_ms})")
+def add_timeout_argument(
+    parser: argparse.ArgumentParser, flag: str = "--timeout", default_ms: int = DEFAULT_TIMEOUT_MS
+) -> None:
+    parser.add_argument(
+        flag,
+        type=int,
+        default=default_ms,
+        metavar="MS",
+        help=f"give up when the cluster does not answer within this many ms (default {default_ms})",
+    )
 
 
 def ensure_reachable(client, bootstrap: str, timeout_s: float) -> None:
@@ -135,8 +149,9 @@ def ensure_reachable(client, bootstrap: str, timeout_s: float) -> None:
             raise
         client.poll(0)
         reason = _connection_log.last
-        raise ToolError(f"cannot reach the bootstrap servers {bootstrap} within {timeout_s:g} s"
-                        + (f": {reason}" if reason else "")) from None
+        raise ToolError(
+            f"cannot reach the bootstrap servers {bootstrap} within {timeout_s:g} s" + (f": {reason}" if reason else "")
+        ) from None
     client.poll(0)
     _connection_log.connected = True
 
@@ -177,8 +192,9 @@ def load_properties(path: str) -> dict[str, str]:
     return props
 
 
-def client_config(bootstrap: str | None, config_file: str | None = None,
-                  overrides: dict[str, str] | None = None, **defaults: str) -> dict:
+def client_config(
+    bootstrap: str | None, config_file: str | None = None, overrides: dict[str, str] | None = None, **defaults: str
+) -> dict:
     """Build a librdkafka configuration: defaults < properties file < ``--*-property`` overrides < bootstrap."""
     config: dict = {**logging_config(), **defaults}
     if config_file:
@@ -187,7 +203,7 @@ def client_config(bootstrap: str | None, config_file: str | None = None,
     if bootstrap:
         config["bootstrap.servers"] = bootstrap
     if not config.get("bootstrap.servers"):
-        raise ToolError("Missing required argument \"[bootstrap-server]\"")
+        raise ToolError('Missing required argument "[bootstrap-server]"')
     return from_java_keys(config)
 
 
@@ -218,8 +234,10 @@ def from_java_keys(config: dict) -> dict:
     config.pop("ssl.truststore.password", None)
     if truststore:
         if truststore_type not in ("PEM", ""):
-            raise ToolError(f"ssl.truststore.type={truststore_type} cannot be read by librdkafka; "
-                            "give a PEM file as ssl.truststore.location (or ssl.ca.location)")
+            raise ToolError(
+                f"ssl.truststore.type={truststore_type} cannot be read by librdkafka; "
+                "give a PEM file as ssl.truststore.location (or ssl.ca.location)"
+            )
         config.setdefault("ssl.ca.location", truststore)
     keystore_type = str(config.pop("ssl.keystore.type", "")).upper()
     if keystore_type == "PEM" and config.get("ssl.keystore.location"):
@@ -277,8 +295,9 @@ def exits_quietly_on_broken_pipe(run):
 
 
 def add_command_config_argument(parser: argparse.ArgumentParser, help_text: str = "client properties file") -> None:
-    parser.add_argument("--command-config", metavar="FILE",
-                        help=f"{help_text} (Kafka's: security.protocol, sasl.*, ssl.*, ...)")
+    parser.add_argument(
+        "--command-config", metavar="FILE", help=f"{help_text} (Kafka's: security.protocol, sasl.*, ssl.*, ...)"
+    )
 
 
 def command_properties(path: str | None) -> dict[str, str]:
@@ -302,8 +321,9 @@ def client_security(props: dict[str, str]):
         try:
             context = ssl.create_default_context(cafile=props.get("ssl.ca.location"))
             if props.get("ssl.certificate.location") and props.get("ssl.key.location"):
-                context.load_cert_chain(props["ssl.certificate.location"], props["ssl.key.location"],
-                                        props.get("ssl.key.password"))
+                context.load_cert_chain(
+                    props["ssl.certificate.location"], props["ssl.key.location"], props.get("ssl.key.password")
+                )
         except (OSError, ssl.SSLError) as exc:
             raise ToolError(f"Cannot load the TLS settings of the client properties: {exc}") from None
         if props.get("ssl.endpoint.identification.algorithm", "https").lower() in ("", "none"):

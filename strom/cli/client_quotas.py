@@ -43,8 +43,13 @@ class QuotaClient:
             raise ToolError(f"Invalid bootstrap server {bootstrap!r}: expected HOST:PORT")
         self.timeout_s = timeout_s
         self.loop = asyncio.new_event_loop()
-        self.client = BrokerClient(host.strip("[]"), int(port), props.get("client.id", "strom-configs"), timeout_s,
-                                   security=client_security(props))
+        self.client = BrokerClient(
+            host.strip("[]"),
+            int(port),
+            props.get("client.id", "strom-configs"),
+            timeout_s,
+            security=client_security(props),
+        )
 
     def request(self, api_key: int, values: dict[str, Any]) -> Any:
         from strom.replication.client import BrokerConnectionError
@@ -74,7 +79,9 @@ def describe(client: QuotaClient, user: str | None | bool, client_id: str | None
         raise ToolError(f"Error while executing config command: {response.error_message}")
     for entry in sorted(response.entries or (), key=lambda e: [(p.entity_type, p.entity_name or "") for p in e.entity]):
         shown = ", ".join(f"{v.key}={float(v.value)}" for v in entry.values)
-        print(f"Quota configs for {_describe_entity([(p.entity_type, p.entity_name) for p in entry.entity])} are {shown}")
+        print(
+            f"Quota configs for {_describe_entity([(p.entity_type, p.entity_name) for p in entry.entity])} are {shown}"
+        )
 
 
 def _describe_entity(entity: Entity) -> str:
@@ -92,11 +99,18 @@ def alter(client: QuotaClient, entity: Entity, to_add: dict[str, str], to_delete
             ops.append({"key": key, "value": float(text), "remove": False})
         except ValueError:
             raise ToolError(f"Invalid value {text!r} for {key}: expected a number") from None
-    response = client.request(ApiKey.ALTER_CLIENT_QUOTAS, {"validate_only": False, "entries": [{
-        "entity": [{"entity_type": t, "entity_name": n} for t, n in entity], "ops": ops}]})
+    response = client.request(
+        ApiKey.ALTER_CLIENT_QUOTAS,
+        {
+            "validate_only": False,
+            "entries": [{"entity": [{"entity_type": t, "entity_name": n} for t, n in entity], "ops": ops}],
+        },
+    )
     for entry in response.entries:
         if entry.error_code != ErrorCode.NONE:
-            raise ToolError(f"Error while executing config command: {entry.error_message or ErrorCode.from_wire(entry.error_code).name}")
+            raise ToolError(
+                f"Error while executing config command: {entry.error_message or ErrorCode.from_wire(entry.error_code).name}"
+            )
     print(f"Completed updating {_altered(entity)}.")
 
 
@@ -109,4 +123,5 @@ def _altered(entity: Entity) -> str:
             return f"default config for {words[entity_type][1]} in the cluster"
         return f"config for {words[entity_type][0]} {name}"
     return "config for " + ", ".join(
-        f"{'default ' if n is DEFAULT else ''}{words[t][0]}{'' if n is DEFAULT else ' ' + n}" for t, n in entity)
+        f"{'default ' if n is DEFAULT else ''}{words[t][0]}{'' if n is DEFAULT else ' ' + n}" for t, n in entity
+    )

@@ -25,6 +25,7 @@ import socket
 import subprocess
 import sys
 import time
+from typing import TypeGuard
 
 STATE_FILE = "cluster.json"
 START_TIMEOUT_S = 60.0
@@ -40,22 +41,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     start = actions.add_parser("start", help="start ZooKeeper (unless given) and N brokers in the background")
     start.add_argument("--dir", required=True, help="the cluster's directory (configs, data, logs, pids)")
     start.add_argument("--brokers", type=int, default=3, help="number of brokers (default 3)")
-    start.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]",
-                       help="use this ZooKeeper instead of starting one")
-    start.add_argument("--base-port", type=int, metavar="PORT",
-                       help="listen on PORT, PORT+1, ... (default: free ports chosen once and kept)")
+    start.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]", help="use this ZooKeeper instead of starting one")
+    start.add_argument(
+        "--base-port",
+        type=int,
+        metavar="PORT",
+        help="listen on PORT, PORT+1, ... (default: free ports chosen once and kept)",
+    )
     start.add_argument("--first-id", type=int, default=1, help="broker.id of the first broker (default 1)")
-    start.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
-                       help="a broker config for every broker's properties file (repeatable)")
-    start.add_argument("--secure", action="store_true",
-                       help="SASL_SSL only: make a CA, broker certificates and an admin SCRAM user, turn the ACL "
-                            "authorizer on, and write a client properties file for --command-config")
+    start.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a broker config for every broker's properties file (repeatable)",
+    )
+    start.add_argument(
+        "--secure",
+        action="store_true",
+        help="SASL_SSL only: make a CA, broker certificates and an admin SCRAM user, turn the ACL "
+        "authorizer on, and write a client properties file for --command-config",
+    )
     stop = actions.add_parser("stop", help="stop the brokers (controlled shutdown), then the ZooKeeper it started")
     stop.add_argument("--dir", required=True, help="the cluster's directory")
     status = actions.add_parser("status", help="which brokers are up, the controller, the bootstrap servers")
     status.add_argument("--dir", required=True, help="the cluster's directory")
-    add = actions.add_parser("add-broker", help="start one more broker in a running cluster (then reassign "
-                                                "partitions onto it with `strom reassign-partitions`)")
+    add = actions.add_parser(
+        "add-broker",
+        help="start one more broker in a running cluster (then reassign "
+        "partitions onto it with `strom reassign-partitions`)",
+    )
     add.add_argument("--dir", required=True, help="the cluster's directory")
     add.add_argument("--id", type=int, dest="broker_id", help="its broker.id (default: the highest id + 1)")
 
@@ -92,7 +107,7 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
-def is_running(pid: int | None, marker: str) -> bool:
+def is_running(pid: int | None, marker: str) -> TypeGuard[int]:
     """Whether ``pid`` is alive (not a zombie) and still the process we started (its command line
     contains ``marker``), so a recycled pid is never mistaken for ours."""
     if not pid:
@@ -137,8 +152,9 @@ def _accepts(host: str, port: int) -> bool:
 def _spawn(command: list[str], log_path: str, pid_path: str, cwd: str | None = None) -> subprocess.Popen:
     """Start ``command`` in its own session (it outlives this command and the terminal)."""
     with open(log_path, "ab") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   start_new_session=True, cwd=cwd)
+        process = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True, cwd=cwd
+        )
     _write(pid_path, f"{process.pid}\n")
     return process
 
@@ -179,8 +195,15 @@ class Layout:
             raise ClusterError(f"cannot read {self.state}: {exc}") from None
 
 
-def _properties_text(broker_id: int, port: int, data_dir: str, zookeeper: str, count: int,
-                     overrides: dict[str, str], metrics_port: int = 0) -> str:
+def _properties_text(
+    broker_id: int,
+    port: int,
+    data_dir: str,
+    zookeeper: str,
+    count: int,
+    overrides: dict[str, str],
+    metrics_port: int = 0,
+) -> str:
     lines = [
         "# written by `strom cluster start`; edit and `strom cluster stop/start` to apply",
         f"broker.id={broker_id}",
@@ -213,8 +236,9 @@ def _start_zookeeper(layout: Layout) -> tuple[int, str]:
 
     missing = [jar for jar in zk.JARS if not os.path.exists(os.path.join(zk.JAVA_DIR, jar))]
     if missing:
-        raise ClusterError(f"ZooKeeper jars missing ({', '.join(missing)}): apt-get install zookeeper, "
-                           "or pass --zookeeper HOST:PORT")
+        raise ClusterError(
+            f"ZooKeeper jars missing ({', '.join(missing)}): apt-get install zookeeper, or pass --zookeeper HOST:PORT"
+        )
     os.makedirs(layout.zookeeper, exist_ok=True)
     config_path = os.path.join(layout.zookeeper, "zoo.cfg")
     port = None
@@ -227,8 +251,11 @@ def _start_zookeeper(layout: Layout) -> tuple[int, str]:
         port = zk.free_port()
     config = zk.write_config(layout.zookeeper, port)
     classpath = ":".join(os.path.join(zk.JAVA_DIR, jar) for jar in zk.JARS)
-    process = _spawn(["java", "-Xmx256m", "-cp", classpath, zk.MAIN_CLASS, config],
-                     os.path.join(layout.logs, "zookeeper.log"), layout.zookeeper_pid)
+    process = _spawn(
+        ["java", "-Xmx256m", "-cp", classpath, zk.MAIN_CLASS, config],
+        os.path.join(layout.logs, "zookeeper.log"),
+        layout.zookeeper_pid,
+    )
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -267,14 +294,15 @@ def start(args: argparse.Namespace) -> int:
     overrides = _parse_overrides(args.override)
     state = layout.load()
     if state is not None:
-        running = [b for b, info in state["brokers"].items() if is_running(_read_pid(layout.broker_pid(int(b))),
-                                                                           "server-start")]
+        running = [
+            b
+            for b, info in state["brokers"].items()
+            if is_running(_read_pid(layout.broker_pid(int(b))), "server-start")
+        ]
         if running:
-            raise ClusterError(f"brokers {', '.join(running)} of {layout.dir} are running; "
-                               "`strom cluster stop` first")
+            raise ClusterError(f"brokers {', '.join(running)} of {layout.dir} are running; `strom cluster stop` first")
         if args.brokers != len(state["brokers"]):
-            raise ClusterError(f"{layout.dir} holds a cluster of {len(state['brokers'])} brokers, "
-                               f"not {args.brokers}")
+            raise ClusterError(f"{layout.dir} holds a cluster of {len(state['brokers'])} brokers, not {args.brokers}")
     elif args.brokers < 1:
         raise ClusterError("--brokers must be at least 1")
     if state is not None and getattr(args, "secure", False) and not state.get("secure"):
@@ -286,24 +314,34 @@ def start(args: argparse.Namespace) -> int:
     if managed:
         zk_pid = _read_pid(layout.zookeeper_pid)
         if is_running(zk_pid, "QuorumPeerMain"):
-            zookeeper = state["zookeeper"] if state else None
+            if state is None:  # its address was in the state file
+                raise ClusterError(
+                    f"ZooKeeper (pid {zk_pid}) of {layout.dir} is running but {STATE_FILE} is missing; stop it first"
+                )
+            zookeeper = state["zookeeper"]
         else:
             zk_pid, zookeeper = _start_zookeeper(layout)
             print(f"started ZooKeeper on {zookeeper} (pid {zk_pid})", flush=True)
-    else:
-        zookeeper = args.zookeeper or state["zookeeper"]
+    elif args.zookeeper:
+        zookeeper = args.zookeeper
+    else:  # started with --zookeeper before: the state names the ensemble
+        assert state is not None  # without --zookeeper, only a state saying so makes it unmanaged
+        zookeeper = state["zookeeper"]
 
     if state is None:
         ids = list(range(args.first_id, args.first_id + args.brokers))
         ports = _broker_ports(args.brokers, args.base_port)
         # metrics ports are fixed like the broker ports, so a Prometheus config written once keeps working
-        metrics_ports = [p for p in _broker_ports(2 * args.brokers, None) if p not in ports][:args.brokers]
-        state = {"zookeeper": zookeeper, "zookeeper_managed": managed,
-                 "brokers": {str(b): {"port": p, "metrics_port": m} for b, p, m in zip(ids, ports, metrics_ports)}}
+        metrics_ports = [p for p in _broker_ports(2 * args.brokers, None) if p not in ports][: args.brokers]
+        state = {
+            "zookeeper": zookeeper,
+            "zookeeper_managed": managed,
+            "brokers": {str(b): {"port": p, "metrics_port": m} for b, p, m in zip(ids, ports, metrics_ports)},
+        }
         if getattr(args, "secure", False):
             state["secure"] = True
             taken = set(ports) | set(metrics_ports)
-            internal = [p for p in _broker_ports(3 * args.brokers, None) if p not in taken][:args.brokers]
+            internal = [p for p in _broker_ports(3 * args.brokers, None) if p not in taken][: args.brokers]
             for info, internal_port in zip(state["brokers"].values(), internal):
                 info["internal_port"] = internal_port
     state["zookeeper"], state["zookeeper_managed"] = zookeeper, managed
@@ -320,10 +358,16 @@ def start(args: argparse.Namespace) -> int:
         if not os.path.exists(path) or overrides:
             own = overrides
             if made is not None:
-                own = {**secure_cluster.broker_overrides(made, broker_id, info["port"], info["internal_port"]),
-                       **overrides}
-            _write(path, _properties_text(broker_id, info["port"], layout.data(broker_id), zookeeper, count,
-                                          own, info.get("metrics_port", 0)))
+                own = {
+                    **secure_cluster.broker_overrides(made, broker_id, info["port"], info["internal_port"]),
+                    **overrides,
+                }
+            _write(
+                path,
+                _properties_text(
+                    broker_id, info["port"], layout.data(broker_id), zookeeper, count, own, info.get("metrics_port", 0)
+                ),
+            )
         else:  # keep the user's edits; only the ZooKeeper address may have moved (a restarted ZooKeeper)
             _rewrite_key(path, "zookeeper.connect", zookeeper)
     _write(layout.state, json.dumps(state, indent=2) + "\n")
@@ -337,25 +381,30 @@ def start(args: argparse.Namespace) -> int:
             os.unlink(port_file)
         processes[broker_id] = _spawn(
             [sys.executable, "-m", "strom.cli.main", "server-start", layout.properties(broker_id)],
-            layout.broker_log(broker_id), layout.broker_pid(broker_id))
+            layout.broker_log(broker_id),
+            layout.broker_pid(broker_id),
+        )
     deadline = time.monotonic() + START_TIMEOUT_S
     waiting = set(processes)
     while waiting and time.monotonic() < deadline:
         for broker_id in sorted(waiting):
             process = processes[broker_id]
             if process.poll() is not None:
-                raise ClusterError(f"broker {broker_id} exited with {process.returncode}; "
-                                   f"see {layout.broker_log(broker_id)}")
+                raise ClusterError(
+                    f"broker {broker_id} exited with {process.returncode}; see {layout.broker_log(broker_id)}"
+                )
             if os.path.exists(os.path.join(layout.data(broker_id), "strom.port")):
                 waiting.discard(broker_id)
         time.sleep(0.05)
     if waiting:
-        raise ClusterError(f"brokers {sorted(waiting)} did not start within {START_TIMEOUT_S:.0f}s; "
-                           f"see {layout.logs}")
+        raise ClusterError(f"brokers {sorted(waiting)} did not start within {START_TIMEOUT_S:.0f}s; see {layout.logs}")
     for broker_id, process in sorted(processes.items()):
         port = state["brokers"][str(broker_id)]["port"]
-        print(f"started broker {broker_id} on 127.0.0.1:{port} (pid {process.pid}, "
-              f"config {layout.properties(broker_id)})", flush=True)
+        print(
+            f"started broker {broker_id} on 127.0.0.1:{port} (pid {process.pid}, "
+            f"config {layout.properties(broker_id)})",
+            flush=True,
+        )
         metrics_file = os.path.join(layout.data(broker_id), "strom.metrics")
         if os.path.exists(metrics_file):
             with open(metrics_file) as handle:
@@ -376,8 +425,11 @@ def _rewrite_key(path: str, key: str, value: str) -> None:
 
 
 def bootstrap(state: dict, only: set[int] | None = None) -> str:
-    return ",".join(f"127.0.0.1:{info['port']}" for key, info in sorted(state["brokers"].items(), key=lambda kv: int(kv[0]))
-                    if only is None or int(key) in only)
+    return ",".join(
+        f"127.0.0.1:{info['port']}"
+        for key, info in sorted(state["brokers"].items(), key=lambda kv: int(kv[0]))
+        if only is None or int(key) in only
+    )
 
 
 # -- add-broker --------------------------------------------------------------------------------------
@@ -405,15 +457,24 @@ def add_broker(directory: str, broker_id: int | None) -> int:
     if broker_id < 0:
         raise ClusterError(f"--id must not be negative, got {broker_id}")
     taken = {info["port"] for info in state["brokers"].values()} | {
-        info.get("metrics_port", 0) for info in state["brokers"].values()}
+        info.get("metrics_port", 0) for info in state["brokers"].values()
+    }
     ports = [p for p in _broker_ports(4, None) if p not in taken]
     port, metrics_port = ports[0], ports[1]
     with open(layout.properties(ids[0])) as handle:
         template = handle.read().splitlines()
-    own = {"broker.id": str(broker_id), "listeners": f"PLAINTEXT://127.0.0.1:{port}",
-           "metrics.listener": f"http://127.0.0.1:{metrics_port}", "log.dirs": layout.data(broker_id)}
-    lines = [f"{line.split('=', 1)[0].strip()}={own[line.split('=', 1)[0].strip()]}"
-             if line.split("=", 1)[0].strip() in own else line for line in template]
+    own = {
+        "broker.id": str(broker_id),
+        "listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        "metrics.listener": f"http://127.0.0.1:{metrics_port}",
+        "log.dirs": layout.data(broker_id),
+    }
+    lines = [
+        f"{line.split('=', 1)[0].strip()}={own[line.split('=', 1)[0].strip()]}"
+        if line.split("=", 1)[0].strip() in own
+        else line
+        for line in template
+    ]
     lines = [line for line in lines if not line.strip().startswith("advertised.listeners")]
     lines += [f"{k}={v}" for k, v in own.items() if not any(line.startswith(f"{k}=") for line in lines)]
     _write(layout.properties(broker_id), "\n".join(lines) + "\n")
@@ -422,21 +483,28 @@ def add_broker(directory: str, broker_id: int | None) -> int:
     port_file = os.path.join(layout.data(broker_id), "strom.port")
     if os.path.exists(port_file):
         os.unlink(port_file)
-    process = _spawn([sys.executable, "-m", "strom.cli.main", "server-start", layout.properties(broker_id)],
-                     layout.broker_log(broker_id), layout.broker_pid(broker_id))
+    process = _spawn(
+        [sys.executable, "-m", "strom.cli.main", "server-start", layout.properties(broker_id)],
+        layout.broker_log(broker_id),
+        layout.broker_pid(broker_id),
+    )
     deadline = time.monotonic() + START_TIMEOUT_S
     while not os.path.exists(port_file):
         if process.poll() is not None:
-            raise ClusterError(f"broker {broker_id} exited with {process.returncode}; "
-                               f"see {layout.broker_log(broker_id)}")
+            raise ClusterError(
+                f"broker {broker_id} exited with {process.returncode}; see {layout.broker_log(broker_id)}"
+            )
         if time.monotonic() > deadline:
             _terminate(process.pid, "server-start")
-            raise ClusterError(f"broker {broker_id} did not start within {START_TIMEOUT_S:.0f}s; "
-                               f"see {layout.broker_log(broker_id)}")
+            raise ClusterError(
+                f"broker {broker_id} did not start within {START_TIMEOUT_S:.0f}s; see {layout.broker_log(broker_id)}"
+            )
         time.sleep(0.05)
     _write(layout.state, json.dumps(state, indent=2) + "\n")
-    print(f"started broker {broker_id} on 127.0.0.1:{port} (pid {process.pid}, "
-          f"config {layout.properties(broker_id)})", flush=True)
+    print(
+        f"started broker {broker_id} on 127.0.0.1:{port} (pid {process.pid}, config {layout.properties(broker_id)})",
+        flush=True,
+    )
     print(f"Bootstrap servers: {bootstrap(state)}", flush=True)
     return 0
 

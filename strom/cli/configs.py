@@ -44,26 +44,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_mutually_exclusive_group(required=True)
     actions.add_argument("--describe", action="store_true", help="list configs for the given entity")
     actions.add_argument("--alter", action="store_true", help="alter the configuration of the entity")
-    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT",
-                        help="REQUIRED: the broker(s) to connect to")
+    parser.add_argument(
+        "--bootstrap-server", required=True, metavar="HOST:PORT", help="REQUIRED: the broker(s) to connect to"
+    )
     parser.add_argument("--command-config", metavar="FILE", help="admin client properties file")
     parser.add_argument("--entity-type", choices=ENTITY_TYPES, help="topics, brokers, users or clients")
     parser.add_argument("--entity-name", help="topic name or broker id (all of them when left out with --describe)")
-    parser.add_argument("--entity-default", action="store_true",
-                        help="the cluster-wide default broker entity (entity type brokers)")
+    parser.add_argument(
+        "--entity-default", action="store_true", help="the cluster-wide default broker entity (entity type brokers)"
+    )
     parser.add_argument("--topic", help="shortcut for --entity-type topics --entity-name TOPIC")
     parser.add_argument("--broker", help="shortcut for --entity-type brokers --entity-name BROKER")
-    parser.add_argument("--broker-defaults", action="store_true",
-                        help="shortcut for --entity-type brokers --entity-default")
+    parser.add_argument(
+        "--broker-defaults", action="store_true", help="shortcut for --entity-type brokers --entity-default"
+    )
     parser.add_argument("--user", help="shortcut for --entity-type users --entity-name USER (combines with --client)")
-    parser.add_argument("--client", help="shortcut for --entity-type clients --entity-name CLIENT (combines with --user)")
+    parser.add_argument(
+        "--client", help="shortcut for --entity-type clients --entity-name CLIENT (combines with --user)"
+    )
     parser.add_argument("--user-defaults", action="store_true", help="the default user entity (quotas)")
     parser.add_argument("--client-defaults", action="store_true", help="the default client-id entity (quotas)")
     parser.add_argument("--all", action="store_true", help="--describe: every config, not only dynamic ones")
     parser.add_argument("--add-config", metavar="K1=V1,K2=[V2,V3]", help="configs to set")
     parser.add_argument("--add-config-file", metavar="FILE", help="a properties file of configs to set")
-    parser.add_argument("--delete-config", action="append", default=[], metavar="K1,K2",
-                        help="configs to remove (comma-separated, repeatable)")
+    parser.add_argument(
+        "--delete-config",
+        action="append",
+        default=[],
+        metavar="K1,K2",
+        help="configs to remove (comma-separated, repeatable)",
+    )
     add_timeout_argument(parser)
 
 
@@ -84,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
         if args.describe:
             describe(admin, entity_type, entity_name, args.all, timeout)
         else:
+            assert entity_name is not None  # resolve_entity requires one with --alter
             alter(admin, entity_type, entity_name, args, timeout)
         return 0
     except ToolError as exc:
@@ -109,8 +120,10 @@ def resolve_entity(args: argparse.Namespace) -> tuple[str, str | None]:
     if args.broker_defaults:
         choices.append(("brokers", DEFAULT_ENTITY))
     if len(choices) != 1:
-        raise ToolError("Exactly one entity must be given: --entity-type with --entity-name/--entity-default, "
-                        "or one of --topic, --broker, --broker-defaults")
+        raise ToolError(
+            "Exactly one entity must be given: --entity-type with --entity-name/--entity-default, "
+            "or one of --topic, --broker, --broker-defaults"
+        )
     entity_type, name = choices[0]
     if args.entity_default and entity_type != "brokers":
         raise ToolError("--entity-default is only valid with --entity-type brokers")
@@ -118,8 +131,10 @@ def resolve_entity(args: argparse.Namespace) -> tuple[str, str | None]:
         raise ToolError("--entity-name and --entity-default cannot be used together")
     if name == DEFAULT_ENTITY:
         # librdkafka refuses a config resource with an empty name, which is how Kafka addresses it.
-        raise ToolError("The cluster-wide default broker entity (--entity-default, --broker-defaults) cannot be "
-                        "addressed through librdkafka; describe or alter a broker by id instead")
+        raise ToolError(
+            "The cluster-wide default broker entity (--entity-default, --broker-defaults) cannot be "
+            "addressed through librdkafka; describe or alter a broker by id instead"
+        )
     if entity_type == "brokers" and name:
         try:
             int(name)
@@ -129,8 +144,9 @@ def resolve_entity(args: argparse.Namespace) -> tuple[str, str | None]:
         if name is None:
             raise ToolError("An entity name must be specified with --alter")
         if not (args.add_config or args.add_config_file or args.delete_config):
-            raise ToolError("At least one of --add-config, --add-config-file or --delete-config must be specified "
-                            "with --alter")
+            raise ToolError(
+                "At least one of --add-config, --add-config-file or --delete-config must be specified with --alter"
+            )
     elif args.add_config or args.add_config_file or args.delete_config:
         raise ToolError("--add-config, --add-config-file and --delete-config are only valid with --alter")
     return entity_type, name
@@ -155,8 +171,9 @@ def fetch_entries(admin, entity_type: str, name: str, describe_all: bool, timeou
     futures = admin.describe_configs([resource(entity_type, name)], request_timeout=timeout)
     entries = next(iter(futures.values())).result(timeout=timeout)
     wanted = dynamic_source(entity_type).value
-    return sorted((entry for entry in entries.values() if describe_all or entry.source == wanted),
-                  key=lambda entry: entry.name)
+    return sorted(
+        (entry for entry in entries.values() if describe_all or entry.source == wanted), key=lambda entry: entry.name
+    )
 
 
 def source_name(source) -> str:
@@ -183,10 +200,13 @@ def describe(admin, entity_type: str, name: str | None, describe_all: bool, time
         entries = fetch_entries(admin, entity_type, entity, describe_all, timeout)
         print(f"{'All' if describe_all else 'Dynamic'} configs for {entity_type[:-1]} {entity} are:")
         for entry in entries:
-            synonyms = ", ".join(f"{source_name(s.source)}:{s.name}={show(s.value)}"
-                                 for s in (entry.synonyms or {}).values())
-            print(f"  {entry.name}={show(entry.value)} sensitive={str(bool(entry.is_sensitive)).lower()} "
-                  f"synonyms={{{synonyms}}}")
+            synonyms = ", ".join(
+                f"{source_name(s.source)}:{s.name}={show(s.value)}" for s in (entry.synonyms or {}).values()
+            )
+            print(
+                f"  {entry.name}={show(entry.value)} sensitive={str(bool(entry.is_sensitive)).lower()} "
+                f"synonyms={{{synonyms}}}"
+            )
 
 
 # ---------------------------------------------------------------- alter
@@ -203,8 +223,10 @@ def parse_add_config(text: str | None) -> dict[str, str]:
     for item in re.split("," + _OUTSIDE_BRACKETS, text):
         pieces = re.split(r"\s*=\s*" + _OUTSIDE_BRACKETS, item)
         if len(pieces) != 2:
-            raise ToolError('Invalid entity config: all configs to be added must be in the format "key=val" or '
-                            '"key=[val1,val2]" to group values which contain commas.')
+            raise ToolError(
+                'Invalid entity config: all configs to be added must be in the format "key=val" or '
+                '"key=[val1,val2]" to group values which contain commas.'
+            )
         key = pieces[0].strip()
         if not re.fullmatch(r"[a-zA-Z0-9._-]*", key):
             raise ToolError(f"Invalid character found for config key: {key}")
@@ -224,9 +246,9 @@ def alter(admin, entity_type: str, name: str, args: argparse.Namespace, timeout:
         if missing:
             raise ToolError(f"Invalid config(s): {','.join(missing)}")
     target = resource(entity_type, name)
-    target.incremental_configs = (
-        [ConfigEntry(key, None, incremental_operation=AlterConfigOpType.DELETE) for key in to_delete]
-        + [ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET) for key, value in to_add.items()])
+    target.incremental_configs = [
+        ConfigEntry(key, None, incremental_operation=AlterConfigOpType.DELETE) for key in to_delete
+    ] + [ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET) for key, value in to_add.items()]
     futures = admin.incremental_alter_configs([target], request_timeout=timeout)
     for future in futures.values():
         future.result(timeout=timeout)
@@ -255,8 +277,9 @@ def quota_entity(args: argparse.Namespace) -> tuple[Any, Any] | None:
         if True in (user, client):
             raise ToolError("An entity name must be specified with --alter")
         if not (args.add_config or args.add_config_file or args.delete_config):
-            raise ToolError("At least one of --add-config, --add-config-file or --delete-config must be specified "
-                            "with --alter")
+            raise ToolError(
+                "At least one of --add-config, --add-config-file or --delete-config must be specified with --alter"
+            )
     elif args.add_config or args.add_config_file or args.delete_config:
         raise ToolError("--add-config, --add-config-file and --delete-config are only valid with --alter")
     return user, client
@@ -293,8 +316,12 @@ def users_and_clients(args: argparse.Namespace, user: Any, client: Any) -> int:
         if args.describe:
             client_quotas.describe(quotas, user, client)
         else:
-            client_quotas.alter(quotas, entity, {k: v for k, v in to_add.items() if k not in scram_add},
-                                [k for k in to_delete if k not in scram_delete])
+            client_quotas.alter(
+                quotas,
+                entity,
+                {k: v for k, v in to_add.items() if k not in scram_add},
+                [k for k in to_delete if k not in scram_delete],
+            )
     finally:
         quotas.close()
     return 0

@@ -30,7 +30,13 @@ import sys
 import time
 
 from strom.cli.client_props import (
-    ToolError, add_timeout_argument, client_config, ensure_reachable, error_text, load_properties, parse_key_values,
+    ToolError,
+    add_timeout_argument,
+    client_config,
+    ensure_reachable,
+    error_text,
+    load_properties,
+    parse_key_values,
 )
 
 BATCH = 500
@@ -38,28 +44,51 @@ METADATA_TIMEOUT_S = 10.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT",
-                        help="REQUIRED: the broker(s) to connect to")
+    parser.add_argument(
+        "--bootstrap-server", required=True, metavar="HOST:PORT", help="REQUIRED: the broker(s) to connect to"
+    )
     parser.add_argument("--topic", help="the topic to consume from")
     parser.add_argument("--include", metavar="REGEX", help="consume every topic matching this regular expression")
     parser.add_argument("--partition", type=int, help="only this partition (starts at its end unless --offset)")
     parser.add_argument("--offset", help="with --partition: a non-negative offset, 'earliest' or 'latest'")
-    parser.add_argument("--from-beginning", action="store_true",
-                        help="start with the earliest message rather than the latest")
+    parser.add_argument(
+        "--from-beginning", action="store_true", help="start with the earliest message rather than the latest"
+    )
     parser.add_argument("--group", help="consumer group id (subscribe and commit; needs a group coordinator)")
     parser.add_argument("--max-messages", type=int, help="exit after this many messages")
     parser.add_argument("--timeout-ms", type=int, help="exit when no message arrives for this long")
-    parser.add_argument("--property", "--formatter-property", dest="property", action="append", default=[],
-                        metavar="KEY=VALUE", help="a formatter property, e.g. print.key=true (repeatable)")
+    parser.add_argument(
+        "--property",
+        "--formatter-property",
+        dest="property",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a formatter property, e.g. print.key=true (repeatable)",
+    )
     parser.add_argument("--formatter-config", metavar="FILE", help="formatter properties file")
-    parser.add_argument("--consumer-property", "--command-property", dest="consumer_property", action="append",
-                        default=[], metavar="KEY=VALUE", help="a consumer config (repeatable)")
-    parser.add_argument("--consumer.config", "--command-config", dest="consumer_config", metavar="FILE",
-                        help="consumer properties file")
-    parser.add_argument("--isolation-level", choices=("read_committed", "read_uncommitted"),
-                        help="read_committed hides aborted and open transactions (default read_uncommitted)")
-    parser.add_argument("--skip-message-on-error", action="store_true",
-                        help="accepted for compatibility: message errors are always reported and skipped")
+    parser.add_argument(
+        "--consumer-property",
+        "--command-property",
+        dest="consumer_property",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a consumer config (repeatable)",
+    )
+    parser.add_argument(
+        "--consumer.config", "--command-config", dest="consumer_config", metavar="FILE", help="consumer properties file"
+    )
+    parser.add_argument(
+        "--isolation-level",
+        choices=("read_committed", "read_uncommitted"),
+        help="read_committed hides aborted and open transactions (default read_uncommitted)",
+    )
+    parser.add_argument(
+        "--skip-message-on-error",
+        action="store_true",
+        help="accepted for compatibility: message errors are always reported and skipped",
+    )
     add_timeout_argument(parser, "--connect-timeout-ms")
 
 
@@ -102,9 +131,12 @@ class Formatter:
             if not headers:
                 columns.append(b"NO_HEADERS")
             else:
-                columns.append(self.headers_separator.join(
-                    key.encode("utf-8") + b":" + (self.null_literal if value is None else bytes(value))
-                    for key, value in headers))
+                columns.append(
+                    self.headers_separator.join(
+                        key.encode("utf-8") + b":" + (self.null_literal if value is None else bytes(value))
+                        for key, value in headers
+                    )
+                )
         if self.print_key:
             key = msg.key()
             columns.append(self.null_literal if key is None else key)
@@ -132,8 +164,10 @@ def parse_offset(args: argparse.Namespace):
     except ValueError:
         offset = -1
     if offset < 0:
-        raise ToolError(f"The provided offset value '{args.offset}' is incorrect. Valid values are "
-                        "'earliest', 'latest', or a non-negative long.")
+        raise ToolError(
+            f"The provided offset value '{args.offset}' is incorrect. Valid values are "
+            "'earliest', 'latest', or a non-negative long."
+        )
     return offset
 
 
@@ -156,15 +190,18 @@ def consumer_config(args: argparse.Namespace) -> tuple[dict[str, str], str | Non
     extra = parse_key_values(args.consumer_property, "consumer property")
     groups = {g for g in (args.group, file_props.get("group.id"), extra.get("group.id")) if g}
     if len(groups) > 1:
-        raise ToolError("The group ids provided in different places (directly using '--group', via "
-                        "'--consumer-property', or via '--consumer.config') do not match. Detected group ids: "
-                        + ", ".join(f"'{g}'" for g in sorted(groups)))
+        raise ToolError(
+            "The group ids provided in different places (directly using '--group', via "
+            "'--consumer-property', or via '--consumer.config') do not match. Detected group ids: "
+            + ", ".join(f"'{g}'" for g in sorted(groups))
+        )
     group = groups.pop() if groups else None
     config = {**file_props, **extra}
     reset = config.get("auto.offset.reset")
     if reset is not None and args.from_beginning and reset not in ("earliest", "smallest", "beginning"):
-        raise ToolError(f"Can't simultaneously specify --from-beginning and 'auto.offset.reset={reset}', "
-                        "please remove one option")
+        raise ToolError(
+            f"Can't simultaneously specify --from-beginning and 'auto.offset.reset={reset}', please remove one option"
+        )
     config.setdefault("auto.offset.reset", "earliest" if args.from_beginning else "latest")
     config.setdefault("client.id", "console-consumer")
     config.setdefault("enable.partition.eof", "false")
@@ -190,6 +227,7 @@ def partitions_to_assign(consumer, args: argparse.Namespace, deadline: float | N
             metadata = consumer.list_topics(args.topic, timeout=METADATA_TIMEOUT_S)
             topics = {args.topic: metadata.topics.get(args.topic)}
         else:
+            assert regex is not None  # main() requires --include without --topic
             metadata = consumer.list_topics(timeout=METADATA_TIMEOUT_S)
             topics = {name: t for name, t in metadata.topics.items() if regex.fullmatch(name)}
         assignment = []
@@ -199,8 +237,9 @@ def partitions_to_assign(consumer, args: argparse.Namespace, deadline: float | N
             ids = sorted(topic.partitions)
             if args.partition is not None:
                 if args.partition not in topic.partitions:
-                    raise ToolError(f"Partition {args.partition} of topic {name} does not exist "
-                                    f"(it has {len(ids)} partitions)")
+                    raise ToolError(
+                        f"Partition {args.partition} of topic {name} does not exist (it has {len(ids)} partitions)"
+                    )
                 ids = [args.partition]
             assignment += [TopicPartition(name, p, start) for p in ids]
         if assignment:
@@ -285,8 +324,10 @@ def run(args: argparse.Namespace) -> int:
         print("Unable to write to standard out, closing consumer.", file=sys.stderr)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
     except (KafkaException, ToolError) as exc:
-        print(f"strom console-consumer: Error processing message, terminating consumer process: "
-              f"{error_text(exc)}", file=sys.stderr)
+        print(
+            f"strom console-consumer: Error processing message, terminating consumer process: {error_text(exc)}",
+            file=sys.stderr,
+        )
         status = 1
     finally:
         try:

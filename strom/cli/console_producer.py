@@ -20,7 +20,13 @@ import re
 import sys
 
 from strom.cli.client_props import (
-    ToolError, add_timeout_argument, client_config, ensure_reachable, error_text, load_properties, parse_key_values,
+    ToolError,
+    add_timeout_argument,
+    client_config,
+    ensure_reachable,
+    error_text,
+    load_properties,
+    parse_key_values,
 )
 
 FLUSH_TIMEOUT_S = 120.0
@@ -28,22 +34,44 @@ CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT",
-                        help="REQUIRED: the broker(s) to connect to")
+    parser.add_argument(
+        "--bootstrap-server", required=True, metavar="HOST:PORT", help="REQUIRED: the broker(s) to connect to"
+    )
     parser.add_argument("--topic", required=True, help="REQUIRED: the topic to produce to")
-    parser.add_argument("--property", "--reader-property", dest="property", action="append", default=[],
-                        metavar="KEY=VALUE", help="a line reader property, e.g. parse.key=true (repeatable)")
+    parser.add_argument(
+        "--property",
+        "--reader-property",
+        dest="property",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a line reader property, e.g. parse.key=true (repeatable)",
+    )
     parser.add_argument("--reader-config", metavar="FILE", help="line reader properties file")
-    parser.add_argument("--producer-property", "--command-property", dest="producer_property", action="append",
-                        default=[], metavar="KEY=VALUE", help="a producer config (repeatable)")
-    parser.add_argument("--producer.config", "--command-config", dest="producer_config", metavar="FILE",
-                        help="producer properties file")
-    parser.add_argument("--compression-codec", nargs="?", const="gzip", choices=CODECS,
-                        help="none, gzip (the default when given without a value), snappy, lz4 or zstd")
+    parser.add_argument(
+        "--producer-property",
+        "--command-property",
+        dest="producer_property",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a producer config (repeatable)",
+    )
+    parser.add_argument(
+        "--producer.config", "--command-config", dest="producer_config", metavar="FILE", help="producer properties file"
+    )
+    parser.add_argument(
+        "--compression-codec",
+        nargs="?",
+        const="gzip",
+        choices=CODECS,
+        help="none, gzip (the default when given without a value), snappy, lz4 or zstd",
+    )
     parser.add_argument("--sync", action="store_true", help="send each message synchronously")
     parser.add_argument("--batch-size", type=int, help="bytes per batch (batch.size)")
-    parser.add_argument("--timeout", type=int, metavar="MS",
-                        help="linger.ms: how long a message may wait for a batch (default 1000)")
+    parser.add_argument(
+        "--timeout", type=int, metavar="MS", help="linger.ms: how long a message may wait for a batch (default 1000)"
+    )
     parser.add_argument("--request-required-acks", metavar="ACKS", help="acks: 0, 1 or -1/all (default -1)")
     parser.add_argument("--request-timeout-ms", type=int, help="request.timeout.ms (default 1500)")
     parser.add_argument("--message-send-max-retries", type=int, help="retries (default 3)")
@@ -64,15 +92,20 @@ class LineReader:
         self.ignore_error = props.get("ignore.error", "false").strip().lower() == "true"
         self.null_marker = props.get("null.marker")
         self.line_number = 0
-        pairs = [("headers.delimiter", self.headers_delimiter, "headers.separator", self.headers_separator),
-                 ("headers.delimiter", self.headers_delimiter, "headers.key.separator", self.headers_key_separator),
-                 ("headers.separator", self.headers_separator, "headers.key.separator", self.headers_key_separator)]
+        pairs = [
+            ("headers.delimiter", self.headers_delimiter, "headers.separator", self.headers_separator),
+            ("headers.delimiter", self.headers_delimiter, "headers.key.separator", self.headers_key_separator),
+            ("headers.separator", self.headers_separator, "headers.key.separator", self.headers_key_separator),
+        ]
         for name_a, a, name_b, b in pairs:
             if a == b:
                 raise ToolError(f"{name_a} and {name_b} may not be equal")
-        for name, value in (("key.separator", self.key_separator), ("headers.separator", self.headers_separator),
-                            ("headers.delimiter", self.headers_delimiter),
-                            ("headers.key.separator", self.headers_key_separator)):
+        for name, value in (
+            ("key.separator", self.key_separator),
+            ("headers.separator", self.headers_separator),
+            ("headers.delimiter", self.headers_delimiter),
+            ("headers.key.separator", self.headers_key_separator),
+        ):
             if value == self.null_marker:
                 raise ToolError(f"null.marker and {name} may not be equal")
         self.headers_split = re.compile(self.headers_separator)
@@ -98,7 +131,7 @@ class LineReader:
         header_end = 0 if headers is None else len(headers) + len(self.headers_delimiter)
         key = self._part(self.parse_key, line, header_end, self.key_separator, "key separator")
         key_end = 0 if key is None else len(key) + len(self.key_separator)
-        value = line[header_end + key_end:]
+        value = line[header_end + key_end :]
         header_list = None
         if headers is not None and headers != self.null_marker:
             header_list = [self._header(pair) for pair in self.headers_split.split(headers)]
@@ -112,9 +145,10 @@ class LineReader:
             raise ToolError(f"No header key separator found in pair '{pair}' on line number {self.line_number}")
         key = pair[:index]
         if key == self.null_marker:
-            raise ToolError(f"Header keys should not be equal to the null marker '{self.null_marker}' "
-                            "as they can't be null")
-        return key, self._bytes(pair[index + len(self.headers_key_separator):])
+            raise ToolError(
+                f"Header keys should not be equal to the null marker '{self.null_marker}' as they can't be null"
+            )
+        return key, self._bytes(pair[index + len(self.headers_key_separator) :])
 
 
 def producer_config(args: argparse.Namespace) -> dict[str, str]:
@@ -129,10 +163,20 @@ def producer_config(args: argparse.Namespace) -> dict[str, str]:
     }
     overrides = parse_key_values(args.producer_property, "producer property")
     overrides.update({key: str(value) for key, value in explicit.items() if value is not None})
-    return client_config(args.bootstrap_server, args.producer_config, overrides,
-                         **{"client.id": "console-producer", "acks": "-1", "linger.ms": "1000",
-                            "request.timeout.ms": "1500", "retries": "3", "retry.backoff.ms": "100",
-                            "partitioner": "murmur2_random"})
+    return client_config(
+        args.bootstrap_server,
+        args.producer_config,
+        overrides,
+        **{
+            "client.id": "console-producer",
+            "acks": "-1",
+            "linger.ms": "1000",
+            "request.timeout.ms": "1500",
+            "retries": "3",
+            "retry.backoff.ms": "100",
+            "partitioner": "murmur2_random",
+        },
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -146,10 +190,12 @@ def run(args: argparse.Namespace) -> int:
             failures += 1
             key = msg.key()
             value = msg.value()
-            print(f"Error when sending message to topic {msg.topic()} with key: "
-                  f"{'null' if key is None else f'{len(key)} bytes'}, "
-                  f"value: {'null' if value is None else f'{len(value)} bytes'} with error: {err.str()}",
-                  file=sys.stderr)
+            print(
+                f"Error when sending message to topic {msg.topic()} with key: "
+                f"{'null' if key is None else f'{len(key)} bytes'}, "
+                f"value: {'null' if value is None else f'{len(value)} bytes'} with error: {err.str()}",
+                file=sys.stderr,
+            )
 
     try:
         reader_props = load_properties(args.reader_config) if args.reader_config else {}
@@ -163,8 +209,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
 
     prompt = sys.stdin.isatty() and sys.stdout.isatty()
-    stdin = open(sys.stdin.fileno(), "r", encoding="utf-8", errors="surrogateescape", newline="\n",
-                 closefd=False)
+    stdin = open(sys.stdin.fileno(), encoding="utf-8", errors="surrogateescape", newline="\n", closefd=False)
     status = 0
     try:
         while True:
@@ -190,8 +235,10 @@ def run(args: argparse.Namespace) -> int:
         status = 1
     remaining = producer.flush(FLUSH_TIMEOUT_S)
     if remaining:
-        print(f"strom console-producer: {remaining} messages were not delivered within {FLUSH_TIMEOUT_S:.0f}s",
-              file=sys.stderr)
+        print(
+            f"strom console-producer: {remaining} messages were not delivered within {FLUSH_TIMEOUT_S:.0f}s",
+            file=sys.stderr,
+        )
         status = status or 1
     if failures:
         status = status or 1

@@ -30,8 +30,8 @@ import io
 import re
 import sys
 import time
-from datetime import datetime, timezone
-from typing import Any, TextIO
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, TextIO
 
 from strom.cli.client_props import (
     ToolError,
@@ -41,16 +41,24 @@ from strom.cli.client_props import (
     ensure_reachable,
 )
 
+if TYPE_CHECKING:
+    from confluent_kafka import Consumer
+
 MISSING = "-"
 STATE_NAMES = {  # confluent-kafka's ConsumerGroupState → Kafka's GroupState.toString()
-    "UNKNOWN": "Unknown", "PREPARING_REBALANCING": "PreparingRebalance",
-    "COMPLETING_REBALANCING": "CompletingRebalance", "STABLE": "Stable", "DEAD": "Dead", "EMPTY": "Empty",
+    "UNKNOWN": "Unknown",
+    "PREPARING_REBALANCING": "PreparingRebalance",
+    "COMPLETING_REBALANCING": "CompletingRebalance",
+    "STABLE": "Stable",
+    "DEAD": "Dead",
+    "EMPTY": "Empty",
 }
 NO_EXECUTE_WARNING = (
     "WARN: No action will be performed as the --execute option is missing. In a future major release, the "
     "default behavior of this command will be to prompt the user before executing the reset rather than doing "
     "a dry run. You should add the --dry-run option explicitly if you are scripting this command and want to "
-    "keep the current default behavior without prompting.")
+    "keep the current default behavior without prompting."
+)
 
 
 class CommandError(Exception):
@@ -70,12 +78,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     view = parser.add_mutually_exclusive_group()
     view.add_argument("--offsets", action="store_true", help="with --describe: partitions, offsets and lag")
     view.add_argument("--members", action="store_true", help="with --describe: the members")
-    view.add_argument("--state", nargs="?", const="", default=None, metavar="STATES",
-                      help="with --describe: the group's state; with --list: show (and filter by) states")
-    parser.add_argument("--verbose", action="store_true",
-                        help="with --describe: more columns (leader epoch; members' assignments; epochs)")
-    parser.add_argument("--topic", action="append", default=[], metavar="TOPIC[:P,P]",
-                        help="with --reset-offsets: a topic, or some of its partitions (repeatable)")
+    view.add_argument(
+        "--state",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="STATES",
+        help="with --describe: the group's state; with --list: show (and filter by) states",
+    )
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="with --describe: more columns (leader epoch; members' assignments; epochs)",
+    )
+    parser.add_argument(
+        "--topic",
+        action="append",
+        default=[],
+        metavar="TOPIC[:P,P]",
+        help="with --reset-offsets: a topic, or some of its partitions (repeatable)",
+    )
     parser.add_argument("--all-topics", action="store_true", help="with --reset-offsets: every committed topic")
     scenario = parser.add_mutually_exclusive_group()
     scenario.add_argument("--to-earliest", action="store_true", help="reset to the earliest offset")
@@ -83,14 +105,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     scenario.add_argument("--to-current", action="store_true", help="reset to the committed offset (or the end)")
     scenario.add_argument("--to-offset", type=int, metavar="N", help="reset to offset N (clamped to the log)")
     scenario.add_argument("--shift-by", type=int, metavar="N", help="move the committed offset by N (may be < 0)")
-    scenario.add_argument("--to-datetime", metavar="ISO",
-                          help="reset to the first offset at or after a time, e.g. 2024-01-31T12:00:00.000 "
-                               "(local time unless it names a zone, e.g. Z or +01:00)")
-    scenario.add_argument("--by-duration", metavar="PnDTnHnMnS",
-                          help="reset to the first offset at or after now minus this ISO-8601 duration, e.g. PT1H30M")
-    scenario.add_argument("--from-file", metavar="CSV",
-                          help="reset to the offsets in a CSV file: topic,partition,offset (one --group) or "
-                               "group,topic,partition,offset")
+    scenario.add_argument(
+        "--to-datetime",
+        metavar="ISO",
+        help="reset to the first offset at or after a time, e.g. 2024-01-31T12:00:00.000 "
+        "(local time unless it names a zone, e.g. Z or +01:00)",
+    )
+    scenario.add_argument(
+        "--by-duration",
+        metavar="PnDTnHnMnS",
+        help="reset to the first offset at or after now minus this ISO-8601 duration, e.g. PT1H30M",
+    )
+    scenario.add_argument(
+        "--from-file",
+        metavar="CSV",
+        help="reset to the offsets in a CSV file: topic,partition,offset (one --group) or group,topic,partition,offset",
+    )
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--dry-run", action="store_true", help="only print the new offsets (the default)")
     mode.add_argument("--execute", action="store_true", help="commit the new offsets")
@@ -131,14 +161,14 @@ class UsageError(Exception):
 
 def _kafka_error(exc: BaseException) -> str:
     """A confluent KafkaException as "ERROR_NAME: message"."""
-    error = exc.args[0] if exc.args else None
+    error: Any = exc.args[0] if exc.args else None
     if hasattr(error, "name") and hasattr(error, "str"):
         return f"{error.name()}: {error.str()}"
     return str(exc)
 
 
 def _error_code(exc: BaseException) -> str | None:
-    error = exc.args[0] if exc.args else None
+    error: Any = exc.args[0] if exc.args else None
     return error.name() if hasattr(error, "name") else None
 
 
@@ -168,7 +198,7 @@ class ConsumerGroupTool:
         self.timeout_s = args.timeout / 1000
         self.config = client_config(args.bootstrap_server, overrides=command_properties(args.command_config))
         self.admin = AdminClient(self.config)
-        self._consumer = None
+        self._consumer: Consumer | None = None
         self._from_file: dict[str, dict[tuple[str, int], int]] | None = None
 
     def close(self) -> None:
@@ -181,8 +211,14 @@ class ConsumerGroupTool:
         if self._consumer is None:
             from confluent_kafka import Consumer
 
-            self._consumer = Consumer({**self.config, "group.id": "strom-consumer-groups-tool",
-                                       "enable.auto.commit": False, "isolation.level": "read_uncommitted"})
+            self._consumer = Consumer(
+                {
+                    **self.config,
+                    "group.id": "strom-consumer-groups-tool",
+                    "enable.auto.commit": False,
+                    "isolation.level": "read_uncommitted",
+                }
+            )
         return self._consumer
 
     def error(self, message: str) -> None:
@@ -195,12 +231,21 @@ class ConsumerGroupTool:
         if needs_group and not args.group and not args.all_groups:
             raise UsageError("Option --describe, --delete and --reset-offsets need --group or --all-groups")
         if args.reset_offsets:
-            scenarios = [args.to_earliest, args.to_latest, args.to_current, args.to_offset is not None,
-                         args.shift_by is not None, args.to_datetime is not None, args.by_duration is not None,
-                         args.from_file is not None]
+            scenarios = [
+                args.to_earliest,
+                args.to_latest,
+                args.to_current,
+                args.to_offset is not None,
+                args.shift_by is not None,
+                args.to_datetime is not None,
+                args.by_duration is not None,
+                args.from_file is not None,
+            ]
             if not any(scenarios):
-                raise UsageError("Option --reset-offsets requires one of --to-earliest, --to-latest, --to-current, "
-                                 "--to-offset, --shift-by, --to-datetime, --by-duration, --from-file")
+                raise UsageError(
+                    "Option --reset-offsets requires one of --to-earliest, --to-latest, --to-current, "
+                    "--to-offset, --shift-by, --to-datetime, --by-duration, --from-file"
+                )
             if not args.topic and not args.all_topics and args.from_file is None:
                 raise UsageError("One of the reset scopes should be defined: --all-topics, --topic.")
         if (args.members or args.offsets) and not args.describe:
@@ -233,12 +278,13 @@ class ConsumerGroupTool:
                 self.out.write(f"{listing.group_id}\n")
             return
         wanted = {s.strip() for s in self.args.state.split(",") if s.strip()}
-        by_name = {kafka.lower(): ConsumerGroupState[name] for name, kafka in STATE_NAMES.items()
-                   if name != "UNKNOWN"}
+        by_name = {kafka.lower(): ConsumerGroupState[name] for name, kafka in STATE_NAMES.items() if name != "UNKNOWN"}
         unknown = [s for s in wanted if s.lower() not in by_name]
         if unknown:
-            raise UsageError(f"Invalid state list '{self.args.state}'. Valid states are: "
-                             + ", ".join(v for k, v in STATE_NAMES.items() if k != "UNKNOWN"))
+            raise UsageError(
+                f"Invalid state list '{self.args.state}'. Valid states are: "
+                + ", ".join(v for k, v in STATE_NAMES.items() if k != "UNKNOWN")
+            )
         listings = sorted(self._listings({by_name[s.lower()] for s in wanted}), key=lambda g: g.group_id)
         width = max([15] + [len(g.group_id) for g in listings]) + 10
         self.out.write(f"{'GROUP':<{width}} {'STATE':<20}\n")
@@ -266,14 +312,18 @@ class ConsumerGroupTool:
         """(topic, partition) -> (committed offset, the leader epoch committed with it, if any)."""
         from confluent_kafka import ConsumerGroupTopicPartitions
 
-        futures = self.admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group_id)],
-                                                         request_timeout=self.timeout_s)
+        futures = self.admin.list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group_id)], request_timeout=self.timeout_s
+        )
         try:
             result = futures[group_id].result(self.timeout_s)
         except Exception as exc:
             raise CommandError(_kafka_error(exc)) from None
-        return {(tp.topic, tp.partition): (tp.offset, tp.leader_epoch)
-                for tp in result.topic_partitions or [] if tp.offset >= 0}
+        return {
+            (tp.topic, tp.partition): (tp.offset, tp.leader_epoch)
+            for tp in result.topic_partitions or []
+            if tp.offset >= 0
+        }
 
     def _log_end(self, topic: str, partition: int) -> int | None:
         from confluent_kafka import TopicPartition
@@ -325,8 +375,10 @@ class ConsumerGroupTool:
         for member in members:
             partitions = sorted({(tp.topic, tp.partition) for tp in member.assignment.topic_partitions})
             assigned.update(partitions)
-            rows += [self._offset_row(group_id, tp, committed, member.member_id, member.host, member.client_id)
-                     for tp in partitions]
+            rows += [
+                self._offset_row(group_id, tp, committed, member.member_id, member.host, member.client_id)
+                for tp in partitions
+            ]
         rest = sorted(tp for tp in committed if tp not in assigned)
         rows += [self._offset_row(group_id, tp, committed, MISSING, MISSING, MISSING) for tp in rest]
         return rows
@@ -347,12 +399,24 @@ class ConsumerGroupTool:
         t = max([15] + [len(r[1]) for r in rows])
         c = max([15] + [len(r[7]) for r in rows])
         h = max([15] + [len(r[8]) for r in rows])
-        header = ("GROUP", "TOPIC", "PARTITION", "LEADER-EPOCH", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
-                  "CONSUMER-ID", "HOST", "CLIENT-ID")
+        header = (
+            "GROUP",
+            "TOPIC",
+            "PARTITION",
+            "LEADER-EPOCH",
+            "CURRENT-OFFSET",
+            "LOG-END-OFFSET",
+            "LAG",
+            "CONSUMER-ID",
+            "HOST",
+            "CLIENT-ID",
+        )
         for row in [header, *rows]:
             epoch = f"{row[3]:<15} " if verbose else ""
-            self.out.write(f"\n{row[0]:<{g}} {row[1]:<{t}} {row[2]:<10} {epoch}{row[4]:<15} {row[5]:<15} "
-                           f"{row[6]:<15} {row[7]:<{c}} {row[8]:<{h}} {row[9]}")
+            self.out.write(
+                f"\n{row[0]:<{g}} {row[1]:<{t}} {row[2]:<10} {epoch}{row[4]:<15} {row[5]:<15} "
+                f"{row[6]:<15} {row[7]:<{c}} {row[8]:<{h}} {row[9]}"
+            )
         self.out.write("\n")
 
     def _print_members(self, group_id: str, description, verbose: bool) -> None:
@@ -378,14 +442,33 @@ class ConsumerGroupTool:
                 text += f"{epoch:<15} {assigned:<{a}} {target_epoch:<15} {assigned_next:<{ta}}"
             return text
 
-        self.out.write("\n" + line("GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS",
-                                   ("CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"))
-                       + "\n")
+        self.out.write(
+            "\n"
+            + line(
+                "GROUP",
+                "CONSUMER-ID",
+                "GROUP-INSTANCE-ID",
+                "HOST",
+                "CLIENT-ID",
+                "#PARTITIONS",
+                ("CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"),
+            )
+            + "\n"
+        )
         for m, assigned, assigned_next in zip(members, current, target):
             # librdkafka reports no member or target-assignment epochs: "-", as Kafka prints for classic groups
-            self.out.write(line(group_id, m.member_id, m.group_instance_id or "", m.host, m.client_id,
-                                str(len(m.assignment.topic_partitions)),
-                                (MISSING, assigned, MISSING, assigned_next)) + "\n")
+            self.out.write(
+                line(
+                    group_id,
+                    m.member_id,
+                    m.group_instance_id or "",
+                    m.host,
+                    m.client_id,
+                    str(len(m.assignment.topic_partitions)),
+                    (MISSING, assigned, MISSING, assigned_next),
+                )
+                + "\n"
+            )
 
     def _print_state(self, group_id: str, description, verbose: bool) -> None:
         if not self._should_print(group_id, description, 1):
@@ -395,13 +478,16 @@ class ConsumerGroupTool:
         c = max(25, len(coordinator))
         g = max(15, len(group_id))
         strategy = description.partition_assignor or MISSING
-        rows = [["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
-                [group_id, coordinator, strategy, _state(description.state), str(len(description.members))]]
+        rows = [
+            ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
+            [group_id, coordinator, strategy, _state(description.state), str(len(description.members))],
+        ]
         for row in rows:
             epochs = ""
             if verbose:
-                group_epoch, target_epoch = ("GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH") if row is rows[0] else \
-                    (MISSING, MISSING)
+                group_epoch, target_epoch = (
+                    ("GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH") if row is rows[0] else (MISSING, MISSING)
+                )
                 epochs = f"{group_epoch:<15} {target_epoch:<25} "
             self.out.write(f"\n{row[0]:<{g}} {row[1]:<{c}} {row[2]:<20} {row[3]:<20} {epochs}{row[4]}")
         self.out.write("\n")
@@ -436,8 +522,10 @@ class ConsumerGroupTool:
         for group_id, description in self._describe(self.group_ids()).items():
             state = "Dead" if description is None else _state(description.state)
             if state not in ("Empty", "Dead"):
-                self.error(f"Assignments can only be reset if the group '{group_id}' is inactive, but the current "
-                           f"state is {state}.")
+                self.error(
+                    f"Assignments can only be reset if the group '{group_id}' is inactive, but the current "
+                    f"state is {state}."
+                )
                 plans[group_id] = {}
                 continue
             plan = self._plan(group_id)
@@ -465,16 +553,17 @@ class ConsumerGroupTool:
             elif known is not None and known.error is None:
                 partitions += [(topic, p) for p in sorted(known.partitions)]
             else:
-                raise CommandError(f"The partitions \"{topic}\" do not exist")
+                raise CommandError(f'The partitions "{topic}" do not exist')
         self._check_exist(partitions, metadata)
         return list(dict.fromkeys(partitions))
 
     def _check_exist(self, partitions: list[tuple[str, int]], metadata=None) -> None:
         metadata = metadata or self.admin.list_topics(timeout=self.timeout_s)
-        missing = [(t, p) for t, p in partitions
-                   if metadata.topics.get(t) is None or p not in metadata.topics[t].partitions]
+        missing = [
+            (t, p) for t, p in partitions if metadata.topics.get(t) is None or p not in metadata.topics[t].partitions
+        ]
         if missing:
-            raise CommandError("The partitions \"" + ",".join(f"{t}-{p}" for t, p in missing) + "\" do not exist")
+            raise CommandError('The partitions "' + ",".join(f"{t}-{p}" for t, p in missing) + '" do not exist')
 
     def _file_plans(self) -> dict[str, dict[tuple[str, int], int]]:
         """Kafka's resetPlanFromFile: ``topic,partition,offset`` lines when there is one --group and the
@@ -487,15 +576,17 @@ class ConsumerGroupTool:
                 rows = [row for row in csv.reader(handle) if any(field.strip() for field in row)]
         except (OSError, csv.Error) as exc:
             raise CommandError(f"cannot read the reset plan {path}: {getattr(exc, 'strerror', None) or exc}") from None
-        single = (not self.args.all_groups and len(self.group_ids()) == 1 and bool(rows)
-                  and _plan_row(rows[0], 3) is not None)
+        single = (
+            not self.args.all_groups and len(self.group_ids()) == 1 and bool(rows) and _plan_row(rows[0], 3) is not None
+        )
         plans: dict[str, dict[tuple[str, int], int]] = {}
         for number, row in enumerate(rows, 1):
             parsed = _plan_row(row, 3 if single else 4)
             if parsed is None:
-                raise CommandError(f"line {number} of {path} is not "
-                                   f"{'topic,partition,offset' if single else 'group,topic,partition,offset'}: "
-                                   + ",".join(row))
+                raise CommandError(
+                    f"line {number} of {path} is not "
+                    f"{'topic,partition,offset' if single else 'group,topic,partition,offset'}: " + ",".join(row)
+                )
             group_id = self.args.group[0] if single else parsed[0]
             topic, partition, offset = parsed[-3:]
             plans.setdefault(group_id, {})[(topic, partition)] = offset
@@ -520,8 +611,10 @@ class ConsumerGroupTool:
             return {tp: self._required(self._log_end(*tp), "ending", tp) for tp in partitions}
         if args.to_current:
             committed = self._committed(group_id)
-            return {tp: committed[tp] if tp in committed else self._required(self._log_end(*tp), "ending", tp)
-                    for tp in partitions}
+            return {
+                tp: committed[tp] if tp in committed else self._required(self._log_end(*tp), "ending", tp)
+                for tp in partitions
+            }
         if args.to_offset is not None:
             return {tp: self._clamp(tp, args.to_offset) for tp in partitions}
         if args.shift_by is not None:
@@ -529,8 +622,9 @@ class ConsumerGroupTool:
             plan = {}
             for tp in partitions:
                 if tp not in committed:
-                    raise UsageError(f"Cannot shift offset for partition {tp[0]}-{tp[1]} since there is no current "
-                                     "committed offset")
+                    raise UsageError(
+                        f"Cannot shift offset for partition {tp[0]}-{tp[1]} since there is no current committed offset"
+                    )
                 plan[tp] = self._clamp(tp, committed[tp] + args.shift_by)
             return plan
         return self._by_time(partitions, _parse_datetime(args.to_datetime))
@@ -554,8 +648,9 @@ class ConsumerGroupTool:
         from confluent_kafka import TopicPartition
 
         try:
-            found = self.consumer.offsets_for_times([TopicPartition(t, p, timestamp_ms) for t, p in partitions],
-                                                    self.timeout_s)
+            found = self.consumer.offsets_for_times(
+                [TopicPartition(t, p, timestamp_ms) for t, p in partitions], self.timeout_s
+            )
         except Exception as exc:
             raise CommandError(_kafka_error(exc)) from None
         plan = {}
@@ -563,10 +658,13 @@ class ConsumerGroupTool:
             if tp.offset >= 0:
                 plan[(tp.topic, tp.partition)] = tp.offset
             else:
-                self.out.write(f"\nWarn: Partition {tp.partition} from topic {tp.topic} is empty. "
-                               "Falling back to latest known offset.\n")
-                plan[(tp.topic, tp.partition)] = self._required(self._log_end(tp.topic, tp.partition),
-                                                                "ending", (tp.topic, tp.partition))
+                self.out.write(
+                    f"\nWarn: Partition {tp.partition} from topic {tp.topic} is empty. "
+                    "Falling back to latest known offset.\n"
+                )
+                plan[(tp.topic, tp.partition)] = self._required(
+                    self._log_end(tp.topic, tp.partition), "ending", (tp.topic, tp.partition)
+                )
         return plan
 
     def _commit(self, group_id: str, plan: dict[tuple[str, int], int]) -> None:
@@ -615,8 +713,11 @@ def _plan_row(row: list[str], width: int) -> tuple | None:
         return None
 
 
-_DURATION = re.compile(r"([-+]?)P(?:([-+]?\d+)D)?"
-                       r"(T(?:([-+]?\d+)H)?(?:([-+]?\d+)M)?(?:([-+]?\d+)(?:[.,](\d{0,9}))?S)?)?", re.IGNORECASE)
+_DURATION = re.compile(
+    r"([-+]?)P(?:([-+]?\d+)D)?"
+    r"(T(?:([-+]?\d+)H)?(?:([-+]?\d+)M)?(?:([-+]?\d+)(?:[.,](\d{0,9}))?S)?)?",
+    re.IGNORECASE,
+)
 
 
 def _parse_duration_ms(text: str) -> int:
@@ -628,8 +729,11 @@ def _parse_duration_ms(text: str) -> int:
     fraction_ms = int((fraction or "0").ljust(9, "0")) / 1_000_000
     if seconds and seconds.startswith("-"):
         fraction_ms = -fraction_ms
-    total = ((int(days or 0) * 24 + int(hours or 0)) * 60 + int(minutes or 0)) * 60_000 \
-        + int(seconds or 0) * 1000 + fraction_ms
+    total = (
+        ((int(days or 0) * 24 + int(hours or 0)) * 60 + int(minutes or 0)) * 60_000
+        + int(seconds or 0) * 1000
+        + fraction_ms
+    )
     return int(-total if sign == "-" else total)
 
 
@@ -638,8 +742,10 @@ def _parse_datetime(text: str) -> int:
     try:
         when = datetime.fromisoformat(text)
     except ValueError:
-        raise UsageError(f"Error parsing timestamp '{text}': expected yyyy-MM-dd'T'HH:mm:ss.SSS with an "
-                         "optional zone such as Z or +01:00") from None
+        raise UsageError(
+            f"Error parsing timestamp '{text}': expected yyyy-MM-dd'T'HH:mm:ss.SSS with an "
+            "optional zone such as Z or +01:00"
+        ) from None
     if when.tzinfo is None:
         when = when.astimezone()  # local time, as Kafka's tool does
-    return int(when.astimezone(timezone.utc).timestamp() * 1000)
+    return int(when.astimezone(UTC).timestamp() * 1000)

@@ -26,7 +26,12 @@ import sys
 import time
 
 from strom.cli.client_props import (
-    ToolError, client_config, ensure_reachable, error_text, exits_quietly_on_broken_pipe, load_properties,
+    ToolError,
+    client_config,
+    ensure_reachable,
+    error_text,
+    exits_quietly_on_broken_pipe,
+    load_properties,
     parse_key_values,
 )
 from strom.cli.perf_series import Series
@@ -39,38 +44,78 @@ MB = 1024 * 1024
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT",
-                        help="REQUIRED: the broker(s) to connect to")
+    parser.add_argument(
+        "--bootstrap-server", required=True, metavar="HOST:PORT", help="REQUIRED: the broker(s) to connect to"
+    )
     parser.add_argument("--topic", help="the topic to consume from")
     parser.add_argument("--include", metavar="REGEX", help="consume every topic matching this regular expression")
     parser.add_argument("--messages", type=int, required=True, help="REQUIRED: the number of messages to consume")
-    parser.add_argument("--timeout", type=int, default=10_000, metavar="MS",
-                        help="the longest wait between two returned messages, in ms (default 10000)")
+    parser.add_argument(
+        "--timeout",
+        type=int,
+        default=10_000,
+        metavar="MS",
+        help="the longest wait between two returned messages, in ms (default 10000)",
+    )
     parser.add_argument("--group", help="consume in this consumer group (subscribe); default: assign, no group")
-    parser.add_argument("--from-latest", action="store_true",
-                        help="start at the end of the log rather than the beginning")
-    parser.add_argument("--fetch-size", type=int, default=1024 * 1024,
-                        help="bytes to fetch per partition and request (default 1048576)")
-    parser.add_argument("--socket-buffer-size", type=int, default=2 * 1024 * 1024,
-                        help="TCP receive buffer size (default 2097152)")
-    parser.add_argument("--consumer.config", "--command-config", dest="consumer_config", metavar="FILE",
-                        help="consumer properties file")
-    parser.add_argument("--consumer-property", "--command-property", dest="consumer_property", action="append",
-                        default=[], metavar="KEY=VALUE", help="a consumer config (repeatable)")
-    parser.add_argument("--show-detailed-stats", action="store_true",
-                        help="print a stats line every --reporting-interval")
-    parser.add_argument("--reporting-interval", type=int, default=5000, metavar="MS",
-                        help="interval of the detailed stats, in ms (default 5000)")
-    parser.add_argument("--date-format", default="yyyy-MM-dd HH:mm:ss:SSS",
-                        help="Java SimpleDateFormat pattern for the times (default yyyy-MM-dd HH:mm:ss:SSS)")
+    parser.add_argument(
+        "--from-latest", action="store_true", help="start at the end of the log rather than the beginning"
+    )
+    parser.add_argument(
+        "--fetch-size", type=int, default=1024 * 1024, help="bytes to fetch per partition and request (default 1048576)"
+    )
+    parser.add_argument(
+        "--socket-buffer-size", type=int, default=2 * 1024 * 1024, help="TCP receive buffer size (default 2097152)"
+    )
+    parser.add_argument(
+        "--consumer.config", "--command-config", dest="consumer_config", metavar="FILE", help="consumer properties file"
+    )
+    parser.add_argument(
+        "--consumer-property",
+        "--command-property",
+        dest="consumer_property",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a consumer config (repeatable)",
+    )
+    parser.add_argument(
+        "--show-detailed-stats", action="store_true", help="print a stats line every --reporting-interval"
+    )
+    parser.add_argument(
+        "--reporting-interval",
+        type=int,
+        default=5000,
+        metavar="MS",
+        help="interval of the detailed stats, in ms (default 5000)",
+    )
+    parser.add_argument(
+        "--date-format",
+        default="yyyy-MM-dd HH:mm:ss:SSS",
+        help="Java SimpleDateFormat pattern for the times (default yyyy-MM-dd HH:mm:ss:SSS)",
+    )
     parser.add_argument("--hide-header", action="store_true", help="do not print the header line")
     parser.add_argument("--csv", metavar="FILE", help="write the per-second series to this CSV file")
-    parser.add_argument("--plot", metavar="FILE",
-                        help="draw the per-second series: FILE.html (inline SVG), FILE.svg, or FILE.png (matplotlib)")
+    parser.add_argument(
+        "--plot",
+        metavar="FILE",
+        help="draw the per-second series: FILE.html (inline SVG), FILE.svg, or FILE.png (matplotlib)",
+    )
 
 
-_JAVA_DATE = [("yyyy", "%Y"), ("yy", "%y"), ("MM", "%m"), ("dd", "%d"), ("HH", "%H"), ("hh", "%I"),
-              ("mm", "%M"), ("ss", "%S"), ("a", "%p"), ("EEE", "%a"), ("Z", "%z")]
+_JAVA_DATE = [
+    ("yyyy", "%Y"),
+    ("yy", "%y"),
+    ("MM", "%m"),
+    ("dd", "%d"),
+    ("HH", "%H"),
+    ("hh", "%I"),
+    ("mm", "%M"),
+    ("ss", "%S"),
+    ("a", "%p"),
+    ("EEE", "%a"),
+    ("Z", "%z"),
+]
 
 
 def date_formatter(pattern: str):
@@ -122,13 +167,18 @@ def assignment(consumer, args: argparse.Namespace, deadline: float) -> list:
     start = OFFSET_END if args.from_latest else OFFSET_BEGINNING
     regex = re.compile(args.include) if args.include else None
     while True:
-        metadata = consumer.list_topics(args.topic, timeout=METADATA_TIMEOUT_S) if args.topic else \
-            consumer.list_topics(timeout=METADATA_TIMEOUT_S)
-        partitions = [TopicPartition(name, p, start)
-                      for name, topic in sorted(metadata.topics.items())
-                      if (name == args.topic if args.topic else regex.fullmatch(name))
-                      and topic.error is None
-                      for p in sorted(topic.partitions)]
+        metadata = (
+            consumer.list_topics(args.topic, timeout=METADATA_TIMEOUT_S)
+            if args.topic
+            else consumer.list_topics(timeout=METADATA_TIMEOUT_S)
+        )
+        partitions = [
+            TopicPartition(name, p, start)
+            for name, topic in sorted(metadata.topics.items())
+            if (name == args.topic if regex is None else regex.fullmatch(name))  # one of the two
+            and topic.error is None
+            for p in sorted(topic.partitions)
+        ]
         if partitions or time.monotonic() >= deadline:
             return partitions
         time.sleep(0.2)
@@ -158,8 +208,7 @@ def run(args: argparse.Namespace) -> int:
         if args.show_detailed_stats:
             print("time, threadId, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec" + HEADER_FIELDS)
         else:
-            print("start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec"
-                  + HEADER_FIELDS)
+            print("start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec" + HEADER_FIELDS)
         sys.stdout.flush()
 
     timeout_s = args.timeout / 1000.0
@@ -199,9 +248,10 @@ def run(args: argparse.Namespace) -> int:
             if batch:
                 last_consumed = now
                 for msg in batch:
-                    if msg.error() is not None:
-                        if msg.error().fatal():
-                            raise KafkaException(msg.error())
+                    error = msg.error()
+                    if error is not None:
+                        if error.fatal():
+                            raise KafkaException(error)
                         continue
                     messages += 1
                     key = msg.key()
@@ -216,8 +266,7 @@ def run(args: argparse.Namespace) -> int:
                 series.sample(now, messages, nbytes)
             if args.show_detailed_stats and (now - last_report) * 1000.0 >= args.reporting_interval:
                 now_ms = time.time() * 1000.0
-                print_detail(fmt, now_ms, last_report_ms, messages, last_messages, nbytes, last_bytes,
-                             join_round_ms)
+                print_detail(fmt, now_ms, last_report_ms, messages, last_messages, nbytes, last_bytes, join_round_ms)
                 join_round_ms = 0.0
                 last_report, last_report_ms = now, now_ms
                 last_messages, last_bytes = messages, nbytes
@@ -243,16 +292,20 @@ def run(args: argparse.Namespace) -> int:
             print(f"strom consumer-perf-test: {exc}", file=sys.stderr)
             return 1
     if messages < args.messages:
-        print(f"WARNING: Exiting before consuming the expected number of messages: timeout ({args.timeout} ms) "
-              "exceeded. You can use the --timeout option to increase the timeout.")
+        print(
+            f"WARNING: Exiting before consuming the expected number of messages: timeout ({args.timeout} ms) "
+            "exceeded. You can use the --timeout option to increase the timeout."
+        )
     if not args.show_detailed_stats:
         elapsed_s = max((end_ms - start_ms) / 1000.0, 1e-9)
         fetch_ms = int(end_ms - start_ms - join_ms)
         mb = nbytes / MB
         fetch_s = max(fetch_ms / 1000.0, 1e-9)
-        print(f"{fmt(start_ms)}, {fmt(end_ms)}, {mb:.4f}, {mb / elapsed_s:.4f}, {messages}, "
-              f"{messages / elapsed_s:.4f}, {int(join_ms)}, {fetch_ms}, {mb / fetch_s:.4f}, "
-              f"{messages / fetch_s:.4f}")
+        print(
+            f"{fmt(start_ms)}, {fmt(end_ms)}, {mb:.4f}, {mb / elapsed_s:.4f}, {messages}, "
+            f"{messages / elapsed_s:.4f}, {int(join_ms)}, {fetch_ms}, {mb / fetch_s:.4f}, "
+            f"{messages / fetch_s:.4f}"
+        )
     return 0
 
 
@@ -260,17 +313,31 @@ def per_second_series(args: argparse.Namespace) -> Series:
     def derive(count: int, nbytes: int, _extra: float, seconds: float) -> tuple:
         return round(count / seconds, 1), round(nbytes / seconds / MB, 3)
 
-    return Series(f"strom consumer-perf-test: {args.topic or args.include}",
-                  ("messages", "messages_per_sec", "mb_per_sec"), derive)
+    return Series(
+        f"strom consumer-perf-test: {args.topic or args.include}",
+        ("messages", "messages_per_sec", "mb_per_sec"),
+        derive,
+    )
 
 
-def print_detail(fmt, now_ms: float, last_ms: float, messages: int, last_messages: int, nbytes: int,
-                 last_bytes: int, join_round_ms: float) -> None:
+def print_detail(
+    fmt,
+    now_ms: float,
+    last_ms: float,
+    messages: int,
+    last_messages: int,
+    nbytes: int,
+    last_bytes: int,
+    join_round_ms: float,
+) -> None:
     elapsed_ms = max(now_ms - last_ms, 1e-9)
     interval_mb = (nbytes - last_bytes) / MB
     fetch_ms = int(now_ms - last_ms - join_round_ms)
     fetch_mb_s = 1000.0 * interval_mb / fetch_ms if fetch_ms > 0 else 0.0
     fetch_msg_s = 1000.0 * (messages - last_messages) / fetch_ms if fetch_ms > 0 else 0.0
-    print(f"{fmt(now_ms)}, 0, {nbytes / MB:.4f}, {1000.0 * interval_mb / elapsed_ms:.4f}, {messages}, "
-          f"{1000.0 * (messages - last_messages) / elapsed_ms:.4f}, {int(join_round_ms)}, {fetch_ms}, "
-          f"{fetch_mb_s:.4f}, {fetch_msg_s:.4f}", flush=True)
+    print(
+        f"{fmt(now_ms)}, 0, {nbytes / MB:.4f}, {1000.0 * interval_mb / elapsed_ms:.4f}, {messages}, "
+        f"{1000.0 * (messages - last_messages) / elapsed_ms:.4f}, {int(join_round_ms)}, {fetch_ms}, "
+        f"{fetch_mb_s:.4f}, {fetch_msg_s:.4f}",
+        flush=True,
+    )

@@ -43,9 +43,13 @@ class EmbeddedBroker:
 
     def __init__(self, data_dir: str | os.PathLike, overrides: dict[str, str] | None = None):
         self.data_dir = Path(data_dir)
-        self.overrides = {"broker.id": "0", "listeners": "PLAINTEXT://127.0.0.1:0",
-                          "log.dirs": str(self.data_dir), "group.initial.rebalance.delay.ms": "0",
-                          **(overrides or {})}
+        self.overrides = {
+            "broker.id": "0",
+            "listeners": "PLAINTEXT://127.0.0.1:0",
+            "log.dirs": str(self.data_dir),
+            "group.initial.rebalance.delay.ms": "0",
+            **(overrides or {}),
+        }
         self.process: subprocess.Popen | None = None
         self.port = 0
         self.log_path = self.data_dir.parent / f"{self.data_dir.name}.broker.log"
@@ -54,7 +58,7 @@ class EmbeddedBroker:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start(self) -> "EmbeddedBroker":
+    def start(self) -> EmbeddedBroker:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         port_file = self.data_dir / "strom.port"
         port_file.unlink(missing_ok=True)
@@ -63,8 +67,9 @@ class EmbeddedBroker:
             cmd += ["--override", f"{key}={value}"]
         with open(self.log_path, "ab") as log:
             # own process group: a Ctrl-C in the terminal reaches the demo, which stops the broker in order
-            self.process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                            start_new_session=True)
+            self.process = subprocess.Popen(
+                cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+            )
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -87,24 +92,26 @@ class EmbeddedBroker:
             self.process.kill()
             self.process.wait(STOP_TIMEOUT_S)
 
-    def __enter__(self) -> "EmbeddedBroker":
+    def __enter__(self) -> EmbeddedBroker:
         return self.start()
 
     def __exit__(self, *exc) -> None:
         self.stop()
 
 
-def create_topics(bootstrap: str, topics: dict[str, int], timeout: float = 30.0) -> None:
+def create_topics(
+    bootstrap: str, topics: dict[str, int], timeout: float = 30.0, security: dict[str, str] | None = None
+) -> None:
     """Create topics (name → partitions) that do not exist yet."""
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic
 
     from strom.cli.client_props import logging_config
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, **logging_config()})
+    admin = AdminClient({"bootstrap.servers": bootstrap, **logging_config(), **(security or {})})
     existing = admin.list_topics(timeout=timeout).topics
     wanted = [NewTopic(name, n, 1) for name, n in topics.items() if name not in existing]
-    for name, future in (admin.create_topics(wanted, request_timeout=timeout).items() if wanted else []):
+    for name, future in admin.create_topics(wanted, request_timeout=timeout).items() if wanted else []:
         try:
             future.result(timeout)
         except KafkaException as exc:
@@ -113,7 +120,9 @@ def create_topics(bootstrap: str, topics: dict[str, int], timeout: float = 30.0)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--dir", default="strom-demo", help="working directory, kept between runs (default ./strom-demo)")
+    parser.add_argument(
+        "--dir", default="strom-demo", help="working directory, kept between runs (default ./strom-demo)"
+    )
     parser.add_argument("--temp", action="store_true", help="use a temporary directory, removed at the end")
     parser.add_argument("--rate", type=float, default=50.0, help="access-log lines per second (default 50)")
     parser.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
@@ -122,6 +131,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--watermark", default="10 seconds", help="allowed lateness (default 10 seconds)")
     parser.add_argument("--trigger-seconds", type=float, default=5.0, help="micro-batch interval")
     parser.add_argument("--refresh", type=float, default=2.0, help="seconds between table refreshes")
+    parser.add_argument(
+        "--bootstrap-server",
+        metavar="H:P",
+        help="run against this cluster instead of a broker of its own (default: its own)",
+    )
+    parser.add_argument(
+        "--command-config",
+        metavar="FILE",
+        help="client properties for --bootstrap-server (security.protocol, sasl.*, ssl.*: "
+        "e.g. the file `strom cluster start --secure` prints); its bootstrap.servers is "
+        "used when --bootstrap-server is not given",
+    )
 
 
 class Results:
@@ -131,14 +152,22 @@ class Results:
     aborted, never shown.
     """
 
-    def __init__(self, bootstrap: str):
+    def __init__(self, bootstrap: str, security: dict[str, str] | None = None):
         from confluent_kafka import Consumer, TopicPartition
 
         from strom.cli.client_props import logging_config
 
-        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "strom-demo-view",
-                                  "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                                  "isolation.level": "read_committed", **logging_config()})
+        self.consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": "strom-demo-view",
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "isolation.level": "read_committed",
+                **logging_config(),
+                **(security or {}),
+            }
+        )
         self.consumer.assign([TopicPartition(OUTPUT_TOPIC, 0, 0)])
         self.minutes: dict[str, dict] = {}
         self.minute_rows = 0  # with minutes: a window given twice would show here
@@ -147,9 +176,10 @@ class Results:
 
     def poll(self) -> None:
         for msg in self.consumer.consume(10_000, 0.05):
-            if msg.error() is not None or msg.value() is None:
+            value = msg.value()
+            if msg.error() is not None or value is None:
                 continue
-            row = json.loads(msg.value())
+            row = json.loads(value)
             window = row.get("window_start", "")
             if row.get("kind") == "minute":
                 self.minutes[window] = row
@@ -177,9 +207,11 @@ def render(started: float, generated: int, ingest, queries, results: Results, no
     for query in queries:
         progress = query.lastProgress or {}
         wm = (progress.get("eventTime") or {}).get("watermark", "-")
-        lines.append(f"  query {query.name:<13} batch {progress.get('batchId', '-')!s:>5}  "
-                     f"rows {progress.get('numInputRows', 0):>6}  "
-                     f"{progress.get('processedRowsPerSecond', 0.0):>9,.0f} rows/s  watermark {wm}")
+        lines.append(
+            f"  query {query.name:<13} batch {progress.get('batchId', '-')!s:>5}  "
+            f"rows {progress.get('numInputRows', 0):>6}  "
+            f"{progress.get('processedRowsPerSecond', 0.0):>9,.0f} rows/s  watermark {wm}"
+        )
     lines += ["", "  window (UTC)          requests  page views  uniques    2xx   3xx   4xx   5xx  top URL"]
     windows = sorted(results.minutes)[-8:]
     if not windows:
@@ -188,8 +220,10 @@ def render(started: float, generated: int, ingest, queries, results: Results, no
         row = results.minutes[window]
         top = results.top.get(window, {}).get(1)
         top_text = f"{top[0]} ({top[1]})" if top else ""
-        lines.append(f"  {window[:19]:<21} {row['requests']:>8} {row['page_views']:>11} {row['unique_visitors']:>8}  "
-                     f"{status_classes(results.statuses.get(window, {}))}  {top_text}")
+        lines.append(
+            f"  {window[:19]:<21} {row['requests']:>8} {row['page_views']:>11} {row['unique_visitors']:>8}  "
+            f"{status_classes(results.statuses.get(window, {}))}  {top_text}"
+        )
     if note:
         lines += ["", f"  {note}"]
     return "\n".join(lines)
@@ -265,36 +299,56 @@ def parquet_summary(spark, parquet_dir: str) -> str:
         return "Parquet: no window written yet"
     from pyspark.sql import functions as F
 
-    row = spark.read.parquet(path).agg(F.count(F.lit(1)).alias("rows"),
-                                       F.countDistinct("window_start").alias("windows"),
-                                       F.sum("requests").alias("requests")).first()
-    return (f"Parquet minute_stats: {row.windows} windows in {row.rows} rows, {row.requests or 0:,} requests "
-            f"(one row per window: nothing counted twice)")
+    row = (
+        spark.read.parquet(path)
+        .agg(
+            F.count(F.lit(1)).alias("rows"),
+            F.countDistinct("window_start").alias("windows"),
+            F.sum("requests").alias("requests"),
+        )
+        .first()
+    )
+    return (
+        f"Parquet minute_stats: {row.windows} windows in {row.rows} rows, {row.requests or 0:,} requests "
+        f"(one row per window: nothing counted twice)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
-    from strom.cli.client_props import send_client_log_to
+    from strom.cli.client_props import ToolError, command_properties, send_client_log_to
     from strom.cli.gen_access_log import generate
     from strom.cli.ingest import Ingest
     from strom.spark.pipelines import access_log
 
+    try:
+        security = command_properties(args.command_config)  # librdkafka's keys, for the demo's own clients
+    except ToolError as exc:
+        print(f"strom demo: {exc}", file=sys.stderr)
+        return 1
     base = Path(tempfile.mkdtemp(prefix="strom-demo-") if args.temp else args.dir).resolve()
     base.mkdir(parents=True, exist_ok=True)
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     tty = sys.stdout.isatty()
     print(f"strom demo: working directory {base}", flush=True)
-    broker = EmbeddedBroker(base / "data", {"metrics.listener": "http://127.0.0.1:0"})
+    external = args.bootstrap_server or security.get("bootstrap.servers")
+    security.pop("bootstrap.servers", None)
+    broker = None if external else EmbeddedBroker(base / "data", {"metrics.listener": "http://127.0.0.1:0"})
+    bootstrap = external or ""
     spark = queries = ingest = results = table = None
     threads: list[threading.Thread] = []
     generated = [0]
     try:
-        broker.start()
-        print(f"strom demo: broker on {broker.bootstrap} (log: {broker.log_path})", flush=True)
-        metrics_file = broker.data_dir / "strom.metrics"
-        if metrics_file.exists():
-            print(f"strom demo: Prometheus metrics on {metrics_file.read_text().strip()}", flush=True)
-        create_topics(broker.bootstrap, {TOPIC: args.partitions, OUTPUT_TOPIC: 1})
+        if broker is not None:
+            broker.start()
+            bootstrap = broker.bootstrap
+            print(f"strom demo: broker on {bootstrap} (log: {broker.log_path})", flush=True)
+            metrics_file = broker.data_dir / "strom.metrics"
+            if metrics_file.exists():
+                print(f"strom demo: Prometheus metrics on {metrics_file.read_text().strip()}", flush=True)
+        else:
+            print(f"strom demo: using the cluster at {bootstrap}", flush=True)
+        create_topics(bootstrap, {TOPIC: args.partitions, OUTPUT_TOPIC: 1}, security=security)
 
         log_path = base / "access.log"
 
@@ -304,12 +358,25 @@ def run(args: argparse.Namespace) -> int:
 
         notes = _Notes()
         send_client_log_to(notes.write)  # librdkafka's lines: the note under the table, not over it
-        ingest = Ingest(argparse.Namespace(
-            bootstrap_server=broker.bootstrap, topic=TOPIC, file=[str(log_path)], follow=True,
-            key_regex=r"^(\S+)", state_file=str(base / "ingest.state"), poll_interval=0.2,
-            report_interval=10.0, producer_property=[]), out=notes)
-        threads = [threading.Thread(target=write_logs, name="gen-access-log", daemon=True),
-                   threading.Thread(target=ingest.run, name="ingest", daemon=True)]
+        ingest = Ingest(
+            argparse.Namespace(
+                bootstrap_server=bootstrap,
+                command_config=args.command_config,
+                topic=TOPIC,
+                file=[str(log_path)],
+                follow=True,
+                key_regex=r"^(\S+)",
+                state_file=str(base / "ingest.state"),
+                poll_interval=0.2,
+                report_interval=10.0,
+                producer_property=[],
+            ),
+            out=notes,
+        )
+        threads = [
+            threading.Thread(target=write_logs, name="gen-access-log", daemon=True),
+            threading.Thread(target=ingest.run, name="ingest", daemon=True),
+        ]
         for thread in threads:
             thread.start()
 
@@ -318,11 +385,19 @@ def run(args: argparse.Namespace) -> int:
             spark = access_log.build_session("strom-demo", shuffle_partitions=2)
         print(f"strom demo: Spark's own output goes to {base / 'spark.log'}", flush=True)
         spark.sparkContext.setLogLevel("ERROR")
-        queries = access_log.start(spark, bootstrap=broker.bootstrap, topic=TOPIC, output_topic=OUTPUT_TOPIC,
-                                   parquet_dir=str(base / "parquet"), checkpoint_dir=str(base / "checkpoints"),
-                                   window=args.window, watermark=args.watermark,
-                                   trigger_seconds=args.trigger_seconds)
-        results = Results(broker.bootstrap)
+        queries = access_log.start(
+            spark,
+            bootstrap=bootstrap,
+            topic=TOPIC,
+            output_topic=OUTPUT_TOPIC,
+            parquet_dir=str(base / "parquet"),
+            checkpoint_dir=str(base / "checkpoints"),
+            window=args.window,
+            watermark=args.watermark,
+            trigger_seconds=args.trigger_seconds,
+            kafka_options=access_log.kafka_options_from_properties(args.command_config),
+        )
+        results = Results(bootstrap, security)
         started = time.monotonic()
         deadline = None if args.duration is None else started + args.duration
         table = LiveTable(tty, 10 * args.refresh)
@@ -338,8 +413,11 @@ def run(args: argparse.Namespace) -> int:
         table.close()
         results.poll()
         print(render(started, generated[0], ingest, queries, results, notes.last), flush=True)
-        print(f"strom demo: {OUTPUT_TOPIC} (read_committed) holds {results.minute_rows} minute rows for "
-              f"{len(results.minutes)} windows", flush=True)
+        print(
+            f"strom demo: {OUTPUT_TOPIC} (read_committed) holds {results.minute_rows} minute rows for "
+            f"{len(results.minutes)} windows",
+            flush=True,
+        )
         return 0
     finally:
         if table is not None:
@@ -360,7 +438,8 @@ def run(args: argparse.Namespace) -> int:
                 spark.stop()
         if results is not None:
             results.close()
-        broker.stop()
+        if broker is not None:
+            broker.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         send_client_log_to(None)

@@ -17,6 +17,7 @@ import os
 import sys
 from typing import TextIO
 
+from strom.group import records as group_records
 from strom.protocol.compression import CompressionType
 from strom.protocol.errors import KafkaError
 from strom.protocol.records import (
@@ -26,7 +27,6 @@ from strom.protocol.records import (
     read_batch_header,
     read_control_record,
 )
-from strom.group import records as group_records
 from strom.storage.txn_index import CorruptTxnIndexError, TransactionIndex
 from strom.txn import records as txn_records
 
@@ -37,10 +37,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("files", nargs="+", metavar="FILE", help=".log, .index, .timeindex or .txnindex files")
     parser.add_argument("--print-data-log", action="store_true", help="print every record's key, value and headers")
     parser.add_argument("--max-bytes", type=int, default=2**31 - 1, help="stop after this many bytes of a .log")
-    parser.add_argument("--offsets-decoder", action="store_true",
-                        help="decode records as __consumer_offsets records (implied in its partition directories)")
-    parser.add_argument("--transaction-log-decoder", action="store_true",
-                        help="decode records as __transaction_state records (implied in its partition directories)")
+    parser.add_argument(
+        "--offsets-decoder",
+        action="store_true",
+        help="decode records as __consumer_offsets records (implied in its partition directories)",
+    )
+    parser.add_argument(
+        "--transaction-log-decoder",
+        action="store_true",
+        help="decode records as __transaction_state records (implied in its partition directories)",
+    )
 
 
 def _decode_offsets_record(key: bytes, value: bytes | None) -> tuple[str, str]:
@@ -55,21 +61,33 @@ def _decode_offsets_record(key: bytes, value: bytes | None) -> tuple[str, str]:
             for member in payload["members"]:  # opaque protocol bytes: their sizes say enough
                 member["subscription"] = len(member["subscription"])
                 member["assignment"] = len(member["assignment"])
-    return (json.dumps({"type": kind, "data": dataclasses.asdict(decoded)}),
-            "<DELETE>" if payload is None else json.dumps(payload))
+    return (
+        json.dumps({"type": kind, "data": dataclasses.asdict(decoded)}),
+        "<DELETE>" if payload is None else json.dumps(payload),
+    )
 
 
 def _decode_transaction_record(key: bytes, value: bytes | None) -> tuple[str, str]:
-    key_json = json.dumps({"type": str(txn_records.KEY_VERSION),
-                           "data": {"transactionalId": txn_records.decode_key(key)}})
+    key_json = json.dumps(
+        {"type": str(txn_records.KEY_VERSION), "data": {"transactionalId": txn_records.decode_key(key)}}
+    )
     if value is None:
         return key_json, "<DELETE>"
     v = txn_records.decode_value(value)
-    return key_json, json.dumps({"version": str(txn_records.VALUE_VERSION), "data": {
-        "producerId": v.producer_id, "producerEpoch": v.producer_epoch, "transactionTimeoutMs": v.timeout_ms,
-        "transactionStatus": v.state.display_name,
-        "transactionPartitions": [{"topic": t, "partitionIds": ps} for t, ps in sorted(v.partitions.items())],
-        "transactionLastUpdateTimestampMs": v.last_update_ms, "transactionStartTimestampMs": v.start_ms}})
+    return key_json, json.dumps(
+        {
+            "version": str(txn_records.VALUE_VERSION),
+            "data": {
+                "producerId": v.producer_id,
+                "producerEpoch": v.producer_epoch,
+                "transactionTimeoutMs": v.timeout_ms,
+                "transactionStatus": v.state.display_name,
+                "transactionPartitions": [{"topic": t, "partitionIds": ps} for t, ps in sorted(v.partitions.items())],
+                "transactionLastUpdateTimestampMs": v.last_update_ms,
+                "transactionStartTimestampMs": v.start_ms,
+            },
+        }
+    )
 
 
 def _decoder_for(path: str, args: argparse.Namespace):
@@ -82,15 +100,17 @@ def _decoder_for(path: str, args: argparse.Namespace):
 
 
 def _plain_record(key: bytes | None, value: bytes | None) -> tuple[str, str]:
-    return ("" if key is None else key.decode("utf-8", "replace"),
-            "" if value is None else value.decode("utf-8", "replace"))
+    return (
+        "" if key is None else key.decode("utf-8", "replace"),
+        "" if value is None else value.decode("utf-8", "replace"),
+    )
 
 
 def scan_log(path: str, max_bytes: int = -1) -> tuple[list[tuple[BatchHeader, bytes]], str | None]:
     """Every batch of a .log file with its bytes, and a description of trailing damage if any."""
     with open(path, "rb") as handle:
         data = handle.read(max_bytes)
-    batches = []
+    batches: list[tuple[BatchHeader, bytes]] = []
     position = 0
     while position < len(data):
         try:
@@ -152,8 +172,7 @@ def _marker_line(data: bytes, header: BatchHeader) -> str:
         what = f"endTxnMarker: {'COMMIT' if commit else 'ABORT'} coordinatorEpoch: {coordinator_epoch}"
     except KafkaError as exc:
         what = f"unknown control record: {exc}"
-    return (f"| offset: {header.base_offset} {TIMESTAMP_NAMES[header.timestamp_type]}: {header.max_timestamp} "
-            f"{what}\n")
+    return f"| offset: {header.base_offset} {TIMESTAMP_NAMES[header.timestamp_type]}: {header.max_timestamp} {what}\n"
 
 
 def dump_txn_index(path: str, out: TextIO) -> int:
@@ -165,8 +184,10 @@ def dump_txn_index(path: str, out: TextIO) -> int:
         out.write(f"{exc}\n")
         return 1
     for entry in entries:
-        out.write(f"version: 0 producerId: {entry.producer_id} firstOffset: {entry.first_offset} "
-                  f"lastOffset: {entry.last_offset} lastStableOffset: {entry.last_stable_offset}\n")
+        out.write(
+            f"version: 0 producerId: {entry.producer_id} firstOffset: {entry.first_offset} "
+            f"lastOffset: {entry.last_offset} lastStableOffset: {entry.last_stable_offset}\n"
+        )
     return 0
 
 
@@ -196,13 +217,17 @@ def dump_index(path: str, out: TextIO) -> int:
             offset = base + int.from_bytes(chunk[8:], "big")
             seen = [h.max_timestamp for h, _ in batches if h.base_offset <= offset]
             ok = bool(seen) and max(seen) == timestamp
-            out.write(f"timestamp: {timestamp} offset: {offset}{'' if ok else '  MISMATCH: not the max timestamp of the log up to this offset'}\n")
+            out.write(
+                f"timestamp: {timestamp} offset: {offset}{'' if ok else '  MISMATCH: not the max timestamp of the log up to this offset'}\n"
+            )
         else:
             offset = base + int.from_bytes(chunk[:4], "big")
             position = int.from_bytes(chunk[4:], "big")
             batch = by_position.get(position)
             ok = batch is not None and batch.last_offset == offset
-            out.write(f"offset: {offset} position: {position}{'' if ok else '  MISMATCH: no batch ending at this offset starts at this position'}\n")
+            out.write(
+                f"offset: {offset} position: {position}{'' if ok else '  MISMATCH: no batch ending at this offset starts at this position'}\n"
+            )
         mismatches += not ok
     if len(data) % entry_size:
         out.write(f"Index size {len(data)} is not a multiple of {entry_size}: corrupt\n")

@@ -19,18 +19,39 @@ import functools
 import random
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 # public-looking first octets (no 10/8, 127/8)
 FIRST_OCTETS = tuple(o for o in range(1, 224) if o not in (10, 127))
 MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 
-SECTIONS = [("/", 1), ("/products/{}", 400), ("/category/{}", 40), ("/blog/{}", 120), ("/search?q={}", 200),
-            ("/cart", 1), ("/checkout", 1), ("/account/login", 1), ("/static/app.{}.js", 3),
-            ("/static/style.{}.css", 3), ("/api/v1/items/{}", 300), ("/about", 1), ("/favicon.ico", 1)]
+SECTIONS = [
+    ("/", 1),
+    ("/products/{}", 400),
+    ("/category/{}", 40),
+    ("/blog/{}", 120),
+    ("/search?q={}", 200),
+    ("/cart", 1),
+    ("/checkout", 1),
+    ("/account/login", 1),
+    ("/static/app.{}.js", 3),
+    ("/static/style.{}.css", 3),
+    ("/api/v1/items/{}", 300),
+    ("/about", 1),
+    ("/favicon.ico", 1),
+]
 SEARCH_WORDS = ("shoes", "jacket", "lamp", "coffee", "desk", "chair", "phone", "cable", "book", "socks")
-STATUSES = ((200, 0.80), (304, 0.07), (301, 0.03), (302, 0.02), (404, 0.05), (403, 0.005), (500, 0.015),
-            (502, 0.005), (503, 0.005))
+STATUSES = (
+    (200, 0.80),
+    (304, 0.07),
+    (301, 0.03),
+    (302, 0.02),
+    (404, 0.05),
+    (403, 0.005),
+    (500, 0.015),
+    (502, 0.005),
+    (503, 0.005),
+)
 METHODS = (("GET", 0.9), ("POST", 0.08), ("HEAD", 0.02))
 AGENTS = (
     "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Safari/537.36",
@@ -44,15 +65,22 @@ AGENTS = (
     "python-requests/2.31.0",
 )
 AGENT_WEIGHTS = (30, 18, 8, 20, 14, 4, 2, 2, 2)
-REFERRERS = ("-", "https://www.google.com/", "https://www.bing.com/", "https://duckduckgo.com/",
-             "https://news.ycombinator.com/", "https://t.co/xyz", "https://shop.example.com/")
+REFERRERS = (
+    "-",
+    "https://www.google.com/",
+    "https://www.bing.com/",
+    "https://duckduckgo.com/",
+    "https://news.ycombinator.com/",
+    "https://t.co/xyz",
+    "https://shop.example.com/",
+)
 REFERRER_WEIGHTS = (40, 30, 5, 5, 3, 2, 15)
 
 
 @functools.lru_cache(maxsize=64)
 def nginx_time(epoch: int) -> str:
     """``22/Nov/2026:08:12:13 +0000`` ($time_local, in UTC) of a whole second."""
-    t = datetime.fromtimestamp(epoch, tz=timezone.utc)
+    t = datetime.fromtimestamp(epoch, tz=UTC)
     return f"{t.day:02d}/{MONTHS[t.month - 1]}/{t.year}:{t.hour:02d}:{t.minute:02d}:{t.second:02d} +0000"
 
 
@@ -62,10 +90,12 @@ class AccessLogGenerator:
     def __init__(self, seed: int | None = None, n_ips: int = 5000, n_urls: int = 2000, zipf_s: float = 1.1):
         self.rng = random.Random(seed)
         rng = self.rng
-        self.ips = [f"{rng.choice(FIRST_OCTETS)}.{rng.randint(0, 255)}.{rng.randint(0, 255)}.{rng.randint(1, 254)}"
-                    for _ in range(n_ips)]
+        self.ips = [
+            f"{rng.choice(FIRST_OCTETS)}.{rng.randint(0, 255)}.{rng.randint(0, 255)}.{rng.randint(1, 254)}"
+            for _ in range(n_ips)
+        ]
         # Zipf-like weights: rank r gets 1/r^s (heavy hitters first)
-        self.ip_weights = _cumulative([1.0 / (r ** 0.9) for r in range(1, n_ips + 1)])
+        self.ip_weights = _cumulative([1.0 / (r**0.9) for r in range(1, n_ips + 1)])
         urls: dict[str, None] = {"/": None}  # insertion-ordered set: rank = order of first draw
         for _ in range(n_urls * 20):
             if len(urls) >= n_urls:
@@ -73,9 +103,8 @@ class AccessLogGenerator:
             template, n = SECTIONS[rng.randrange(len(SECTIONS))]
             value = rng.choice(SEARCH_WORDS) if "q=" in template else rng.randint(1, n)
             urls[template.format(value) if "{}" in template else template] = None
-        urls = list(urls)
-        self.urls = urls
-        self.url_weights = _cumulative([1.0 / (r ** zipf_s) for r in range(1, len(urls) + 1)])
+        self.urls = list(urls)
+        self.url_weights = _cumulative([1.0 / (r**zipf_s) for r in range(1, len(self.urls) + 1)])
         self.statuses = [s for s, _ in STATUSES]
         self.status_weights = _cumulative([w for _, w in STATUSES])
         self.methods = [m for m, _ in METHODS]
@@ -93,8 +122,7 @@ class AccessLogGenerator:
         agent = pick(AGENTS, cum_weights=self.agent_weights)[0]
         referrer = pick(REFERRERS, cum_weights=self.referrer_weights)[0]
         size = 0 if status in (301, 302, 304) or method == "HEAD" else int(rng.lognormvariate(8.5, 1.0))
-        return (f'{ip} - - [{nginx_time(int(epoch))}] "{method} {url} HTTP/1.1" {status} {size} '
-                f'"{referrer}" "{agent}"')
+        return f'{ip} - - [{nginx_time(int(epoch))}] "{method} {url} HTTP/1.1" {status} {size} "{referrer}" "{agent}"'
 
     def lines(self, count: int, start_epoch: float, per_second: float) -> list[str]:
         """``count`` lines with timestamps from ``start_epoch`` at ``per_second`` lines a second."""
@@ -109,8 +137,7 @@ def _cumulative(weights) -> list[float]:
     return out
 
 
-def generate(rate: float, count: int | None, out, stop=None, seed: int | None = None,
-             on_tick=None) -> int:
+def generate(rate: float, count: int | None, out, stop=None, seed: int | None = None, on_tick=None) -> int:
     """Write lines to ``out`` at ``rate`` lines/s (wall-clock timestamps) until ``count`` or ``stop()``."""
     gen = AccessLogGenerator(seed)
     written = 0
@@ -134,7 +161,9 @@ def generate(rate: float, count: int | None, out, stop=None, seed: int | None = 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rate", type=float, required=True, help="lines per second")
-    parser.add_argument("--count", type=int, default=None, help="stop after this many lines (default: run until Ctrl-C)")
+    parser.add_argument(
+        "--count", type=int, default=None, help="stop after this many lines (default: run until Ctrl-C)"
+    )
     parser.add_argument("--out", default=None, help="append to this file (default: standard output)")
     parser.add_argument("--seed", type=int, default=None, help="random seed, for repeatable output")
 

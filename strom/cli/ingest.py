@@ -29,6 +29,7 @@ import signal
 import sys
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, BinaryIO
 
 from strom.cli.client_props import (
     ToolError,
@@ -37,6 +38,9 @@ from strom.cli.client_props import (
     ensure_reachable,
     logging_config,
 )
+
+if TYPE_CHECKING:
+    from confluent_kafka import Producer
 
 SRC_HEADER = "ingest.src"
 HEAD_BYTES = 64
@@ -51,16 +55,26 @@ CLIENT_TIMEOUT_S = 30.0
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
     parser.add_argument("--topic", required=True)
-    parser.add_argument("--file", nargs="+", required=True, action="extend", metavar="PATH",
-                        help="files to tail (globs allowed; repeatable)")
+    parser.add_argument(
+        "--file",
+        nargs="+",
+        required=True,
+        action="extend",
+        metavar="PATH",
+        help="files to tail (globs allowed; repeatable)",
+    )
     parser.add_argument("--follow", action="store_true", help="keep tailing until SIGINT/SIGTERM")
     parser.add_argument("--key-regex", default=None, help="record key: first group (or whole match) of this regex")
-    parser.add_argument("--state-file", default=None,
-                        help="read positions (default: ./.strom-ingest-<topic>.json)")
+    parser.add_argument("--state-file", default=None, help="read positions (default: ./.strom-ingest-<topic>.json)")
     parser.add_argument("--poll-interval", type=float, default=0.2, help="seconds between polls with --follow")
     parser.add_argument("--report-interval", type=float, default=5.0, help="seconds between throughput lines")
-    parser.add_argument("--producer-property", action="append", default=[], metavar="KEY=VALUE",
-                        help="librdkafka producer property (repeatable)")
+    parser.add_argument(
+        "--producer-property",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="librdkafka producer property (repeatable)",
+    )
     add_command_config_argument(parser, "producer and consumer client properties file (--producer.config)")
 
 
@@ -71,10 +85,10 @@ class Tracked:
     dev: int
     ino: int
     path: str | None
-    handle: object
-    offset: int = 0          # acknowledged by the broker and saved
-    read_pos: int = 0        # read and handed to the producer
-    head: bytes = b""        # first bytes, to recognise truncation or a reused inode
+    handle: BinaryIO
+    offset: int = 0  # acknowledged by the broker and saved
+    read_pos: int = 0  # read and handed to the producer
+    head: bytes = b""  # first bytes, to recognise truncation or a reused inode
     idle_since: float = field(default_factory=time.monotonic)
 
     @property
@@ -82,8 +96,7 @@ class Tracked:
         return f"{self.dev}:{self.ino}"
 
     def to_state(self) -> dict:
-        return {"dev": self.dev, "ino": self.ino, "path": self.path, "offset": self.offset,
-                "head": self.head.hex()}
+        return {"dev": self.dev, "ino": self.ino, "path": self.path, "offset": self.offset, "head": self.head.hex()}
 
 
 class Ingest:
@@ -94,13 +107,13 @@ class Ingest:
         self.state_path = args.state_file or f".strom-ingest-{args.topic}.json"
         self.key_re = re.compile(args.key_regex.encode()) if args.key_regex else None
         self.files: dict[tuple[int, int], Tracked] = {}
-        self.partitions: dict[int, int] = {}   # where the recovery scan starts, per partition
+        self.partitions: dict[int, int] = {}  # where the recovery scan starts, per partition
         self.recovered_high: dict[int, int] = {}  # scan ends; become scan starts once `skip` is used up
         self.skip: set[tuple[str, int]] = set()  # (src, line offset) already in the topic
         self.stopping = False
         self.total_lines = 0
         self.total_bytes = 0
-        self.producer = None
+        self.producer: Producer | None = None
 
     # -- state ---------------------------------------------------------------------------
 
@@ -116,9 +129,12 @@ class Ingest:
         return state.get("files", [])
 
     def save_state(self) -> None:
-        state = {"version": 1, "topic": self.args.topic,
-                 "partitions": {str(p): o for p, o in sorted(self.partitions.items())},
-                 "files": [f.to_state() for f in self.files.values()]}
+        state = {
+            "version": 1,
+            "topic": self.args.topic,
+            "partitions": {str(p): o for p, o in sorted(self.partitions.items())},
+            "files": [f.to_state() for f in self.files.values()],
+        }
         tmp = f"{self.state_path}.tmp"
         with open(tmp, "w", encoding="utf-8") as handle:
             json.dump(state, handle)
@@ -167,8 +183,10 @@ class Ingest:
                     found = p
                     break
             if found is None:
-                self.log(f"warning: lost track of {path or f'inode {ino}'} (deleted while stopped?); "
-                         f"lines after byte {entry['offset']} may be missing")
+                self.log(
+                    f"warning: lost track of {path or f'inode {ino}'} (deleted while stopped?); "
+                    f"lines after byte {entry['offset']} may be missing"
+                )
                 continue
             self.open_file(found, entry["offset"], head, rotated=found not in candidates)
 
@@ -196,8 +214,9 @@ class Ingest:
 
     def check_truncated(self, tracked: Tracked) -> None:
         size = os.fstat(tracked.handle.fileno()).st_size
-        if size < tracked.read_pos or (tracked.head and os.pread(tracked.handle.fileno(), len(tracked.head), 0)
-                                       != tracked.head):
+        if size < tracked.read_pos or (
+            tracked.head and os.pread(tracked.handle.fileno(), len(tracked.head), 0) != tracked.head
+        ):
             self.log(f"{tracked.path} was truncated (copytruncate?): reading it again from the start")
             tracked.offset = tracked.read_pos = 0
             tracked.head = b""
@@ -240,10 +259,17 @@ class Ingest:
         """Skip lines a crashed run delivered after its last state write: read them from the topic."""
         from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-        consumer = Consumer({**logging_config(), **self.client_properties(),
-                             "bootstrap.servers": self.args.bootstrap_server, "group.id": "strom-ingest-recovery",
-                             "enable.auto.commit": False, "enable.partition.eof": True,
-                             "isolation.level": "read_uncommitted"})
+        consumer = Consumer(
+            {
+                **logging_config(),
+                **self.client_properties(),
+                "bootstrap.servers": self.args.bootstrap_server,
+                "group.id": "strom-ingest-recovery",
+                "enable.auto.commit": False,
+                "enable.partition.eof": True,
+                "isolation.level": "read_uncommitted",
+            }
+        )
         try:
             try:
                 ensure_reachable(consumer, self.args.bootstrap_server, CLIENT_TIMEOUT_S)
@@ -251,12 +277,15 @@ class Ingest:
                 raise SystemExit(f"strom ingest: {exc}") from None
             metadata = consumer.list_topics(self.args.topic, timeout=CLIENT_TIMEOUT_S).topics[self.args.topic]
             if metadata.error is not None:
-                raise SystemExit(f"strom ingest: topic {self.args.topic!r}: {metadata.error.str()} "
-                                 "(create it first, e.g. with `strom topics --create`)")
+                raise SystemExit(
+                    f"strom ingest: topic {self.args.topic!r}: {metadata.error.str()} "
+                    "(create it first, e.g. with `strom topics --create`)"
+                )
             ends = {}
             for p in metadata.partitions:
-                low, high = consumer.get_watermark_offsets(TopicPartition(self.args.topic, p),
-                                                           timeout=CLIENT_TIMEOUT_S, cached=False)
+                low, high = consumer.get_watermark_offsets(
+                    TopicPartition(self.args.topic, p), timeout=CLIENT_TIMEOUT_S, cached=False
+                )
                 # first run: nothing of ours can be there yet; a partition added since: all of it
                 start = max(self.partitions.get(p, high if not self.partitions else low), low)
                 self.partitions[p] = start
@@ -270,22 +299,29 @@ class Ingest:
             deadline = time.monotonic() + CLIENT_TIMEOUT_S
             while remaining and time.monotonic() < deadline:
                 for msg in consumer.consume(10_000, 0.5):
-                    if msg.error() is not None:
-                        if msg.error().code() == KafkaError._PARTITION_EOF:
+                    error = msg.error()
+                    if error is not None:
+                        if error.code() == KafkaError._PARTITION_EOF:
                             remaining.discard(msg.partition())
                         continue
-                    for name, value in msg.headers() or ():
-                        if name == SRC_HEADER and value:
+                    # the stub's headers type also allows the dict produce() takes; a consumed message has pairs
+                    for name, value in msg.headers() or ():  # type: ignore[str-unpack]
+                        if name == SRC_HEADER and isinstance(value, bytes) and value:
                             dev, ino, offset = value.decode().split(":")
                             self.skip.add((f"{dev}:{ino}", int(offset)))
-                    if msg.offset() + 1 >= ends[msg.partition()][1]:
+                    position = msg.offset()
+                    assert position is not None  # None only on error events, skipped above
+                    if position + 1 >= ends[msg.partition()][1]:
                         remaining.discard(msg.partition())
             if remaining:
-                raise SystemExit(f"strom ingest: could not read back partitions {sorted(remaining)} "
-                                 f"within {CLIENT_TIMEOUT_S:.0f}s")
+                raise SystemExit(
+                    f"strom ingest: could not read back partitions {sorted(remaining)} within {CLIENT_TIMEOUT_S:.0f}s"
+                )
             if self.skip:
-                self.log(f"recovered: {len(self.skip)} line(s) were delivered after the last saved state; "
-                         "they will not be sent again")
+                self.log(
+                    f"recovered: {len(self.skip)} line(s) were delivered after the last saved state; "
+                    "they will not be sent again"
+                )
         finally:
             consumer.close()
 
@@ -299,9 +335,16 @@ class Ingest:
     def make_producer(self):
         from confluent_kafka import Producer
 
-        config = {"bootstrap.servers": self.args.bootstrap_server, "acks": "all", "enable.idempotence": True,
-                  "linger.ms": 20, "batch.size": 1_000_000, "message.timeout.ms": int(FLUSH_TIMEOUT_S * 1000),
-                  **logging_config(), **self.client_properties()}
+        config = {
+            "bootstrap.servers": self.args.bootstrap_server,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 20,
+            "batch.size": 1_000_000,
+            "message.timeout.ms": int(FLUSH_TIMEOUT_S * 1000),
+            **logging_config(),
+            **self.client_properties(),
+        }
         for item in self.args.producer_property:
             key, _, value = item.partition("=")
             config[key.strip()] = value.strip()
@@ -328,6 +371,7 @@ class Ingest:
                 delivered.append(msg)
 
         topic = self.args.topic
+        assert self.producer is not None  # run() makes it before the first chunk
         sent = 0
         for tracked, position, line in chunk:
             if self.skip and (tracked.src, position) in self.skip:
@@ -336,7 +380,7 @@ class Ingest:
             if self.key_re is not None:
                 m = self.key_re.search(line)
                 key = (m.group(1) if m.re.groups else m.group(0)) if m else None
-            header = [(SRC_HEADER, f"{tracked.src}:{position}".encode())]
+            header: list[tuple[str, str | bytes | None]] = [(SRC_HEADER, f"{tracked.src}:{position}".encode())]
             while True:
                 try:
                     self.producer.produce(topic, line, key=key, headers=header, on_delivery=report)
@@ -418,8 +462,10 @@ class Ingest:
                 time.sleep(self.args.poll_interval)
         self.save_state()
         elapsed = max(time.monotonic() - started, 1e-9)
-        self.log(f"done: {self.total_lines:,} lines, {self.total_bytes / 1e6:,.1f} MB in {elapsed:.1f}s "
-                 f"({self.total_lines / elapsed:,.0f} lines/s)")
+        self.log(
+            f"done: {self.total_lines:,} lines, {self.total_bytes / 1e6:,.1f} MB in {elapsed:.1f}s "
+            f"({self.total_lines / elapsed:,.0f} lines/s)"
+        )
         return 0
 
 
@@ -442,4 +488,3 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     return ingest.run()
-

@@ -18,22 +18,35 @@ import json
 import sys
 
 from strom.cli.client_props import (
-    ToolError, add_timeout_argument, client_config, ensure_reachable, error_text, load_properties,
+    ToolError,
+    add_timeout_argument,
+    client_config,
+    ensure_reachable,
+    error_text,
+    load_properties,
 )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT",
-                        help="REQUIRED: the broker(s) to connect to")
-    parser.add_argument("--admin.config", "--command-config", dest="admin_config", metavar="FILE",
-                        help="admin client properties file")
-    parser.add_argument("--election-type", required=True, type=str.upper, choices=("PREFERRED", "UNCLEAN"),
-                        help="REQUIRED: preferred or unclean")
+    parser.add_argument(
+        "--bootstrap-server", required=True, metavar="HOST:PORT", help="REQUIRED: the broker(s) to connect to"
+    )
+    parser.add_argument(
+        "--admin.config", "--command-config", dest="admin_config", metavar="FILE", help="admin client properties file"
+    )
+    parser.add_argument(
+        "--election-type",
+        required=True,
+        type=str.upper,
+        choices=("PREFERRED", "UNCLEAN"),
+        help="REQUIRED: preferred or unclean",
+    )
     targets = parser.add_mutually_exclusive_group(required=True)
     targets.add_argument("--all-topic-partitions", action="store_true", help="every partition of every topic")
     targets.add_argument("--topic", help="the topic (with --partition)")
-    targets.add_argument("--path-to-json-file", metavar="FILE",
-                         help='{"partitions": [{"topic": "t", "partition": 0}, ...]}')
+    targets.add_argument(
+        "--path-to-json-file", metavar="FILE", help='{"partitions": [{"topic": "t", "partition": 0}, ...]}'
+    )
     parser.add_argument("--partition", type=int, help="the partition of --topic")
     add_timeout_argument(parser)
 

@@ -43,8 +43,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             sub.add_parser(name, help=help_text)
             continue
         module = importlib.import_module(module_name)
-        command_parser = sub.add_parser(name, help=help_text, description=module.__doc__,
-                                        formatter_class=argparse.RawDescriptionHelpFormatter)
+        command_parser = sub.add_parser(
+            name, help=help_text, description=module.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        )
         module.add_arguments(command_parser)
         command_parser.set_defaults(_module=module)
     return parser

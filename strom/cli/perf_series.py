@@ -36,8 +36,13 @@ class Series:
         if seconds < self.interval_s and not (final and count > self.marks[0]):
             return
         count0, bytes0, extra0 = self.marks
-        self.rows.append((round(now - self.start, 3), count - count0,
-                          *self.derive(count - count0, nbytes - bytes0, extra - extra0, max(seconds, 1e-9))))
+        self.rows.append(
+            (
+                round(now - self.start, 3),
+                count - count0,
+                *self.derive(count - count0, nbytes - bytes0, extra - extra0, max(seconds, 1e-9)),
+            )
+        )
         self.last = now
         self.marks = (count, nbytes, extra)
 
@@ -57,15 +62,19 @@ class Series:
         if path.lower().endswith(".png"):
             self._png(path)
             return
-        charts = [svg_chart(name, [(row[0], row[i]) for row in self.rows])
-                  for i, name in enumerate(self.columns[1:], 1)]
+        charts = [
+            svg_chart(name, [(row[0], row[i]) for row in self.rows]) for i, name in enumerate(self.columns[1:], 1)
+        ]
         if path.lower().endswith(".svg"):
             content = svg_stack(charts)
         else:
-            content = (f"<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>{html.escape(self.title)}"
-                       "</title></head>\n<body style=\"font-family: sans-serif\">\n"
-                       f"<h1 style=\"font-size: 1.2em\">{html.escape(self.title)}</h1>\n"
-                       + "\n".join(charts) + "\n</body></html>\n")
+            content = (
+                f'<!doctype html>\n<html><head><meta charset="utf-8"><title>{html.escape(self.title)}'
+                '</title></head>\n<body style="font-family: sans-serif">\n'
+                f'<h1 style="font-size: 1.2em">{html.escape(self.title)}</h1>\n'
+                + "\n".join(charts)
+                + "\n</body></html>\n"
+            )
         with open(path, "w", encoding="utf-8") as handle:
             handle.write(content)
 
@@ -76,8 +85,10 @@ class Series:
             matplotlib.use("Agg")
             from matplotlib import pyplot
         except ImportError:
-            raise ToolError(f"cannot draw {path}: PNG needs matplotlib, which is not installed; "
-                            "use --plot FILE.html (or .svg) instead") from None
+            raise ToolError(
+                f"cannot draw {path}: PNG needs matplotlib, which is not installed; "
+                "use --plot FILE.html (or .svg) instead"
+            ) from None
         names = self.columns[1:]
         figure, axes = pyplot.subplots(len(names), 1, figsize=(8, 2.2 * len(names)), sharex=True, squeeze=False)
         times = [row[0] for row in self.rows]
@@ -101,24 +112,25 @@ def svg_chart(name: str, points: list[tuple[float, float]]) -> str:
 
     line = " ".join(xy(x, y) for x, y in points)
     label = html.escape(name)
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
-            f'viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="11">'
-            f'<title>{label}</title>'
-            f'<text x="{MARGIN_X}" y="16" font-weight="bold">{label}</text>'
-            f'<line x1="{MARGIN_X}" y1="{MARGIN_Y}" x2="{MARGIN_X}" y2="{MARGIN_Y + plot_h}" stroke="#888"/>'
-            f'<line x1="{MARGIN_X}" y1="{MARGIN_Y + plot_h}" x2="{MARGIN_X + plot_w}" y2="{MARGIN_Y + plot_h}" '
-            f'stroke="#888"/>'
-            f'<text x="{MARGIN_X - 6}" y="{MARGIN_Y + 4}" text-anchor="end">{_number(top)}</text>'
-            f'<text x="{MARGIN_X - 6}" y="{MARGIN_Y + plot_h + 4}" text-anchor="end">0</text>'
-            f'<text x="{MARGIN_X + plot_w}" y="{MARGIN_Y + plot_h + 16}" text-anchor="end">{_number(right)} s</text>'
-            f'<polyline fill="none" stroke="#1f77b4" stroke-width="2" points="{line}"/></svg>')
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
+        f'viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="11">'
+        f"<title>{label}</title>"
+        f'<text x="{MARGIN_X}" y="16" font-weight="bold">{label}</text>'
+        f'<line x1="{MARGIN_X}" y1="{MARGIN_Y}" x2="{MARGIN_X}" y2="{MARGIN_Y + plot_h}" stroke="#888"/>'
+        f'<line x1="{MARGIN_X}" y1="{MARGIN_Y + plot_h}" x2="{MARGIN_X + plot_w}" y2="{MARGIN_Y + plot_h}" '
+        f'stroke="#888"/>'
+        f'<text x="{MARGIN_X - 6}" y="{MARGIN_Y + 4}" text-anchor="end">{_number(top)}</text>'
+        f'<text x="{MARGIN_X - 6}" y="{MARGIN_Y + plot_h + 4}" text-anchor="end">0</text>'
+        f'<text x="{MARGIN_X + plot_w}" y="{MARGIN_Y + plot_h + 16}" text-anchor="end">{_number(right)} s</text>'
+        f'<polyline fill="none" stroke="#1f77b4" stroke-width="2" points="{line}"/></svg>'
+    )
 
 
 def svg_stack(charts: list[str]) -> str:
     """The charts one below the other in one SVG document."""
     inner = "".join(f'<g transform="translate(0,{i * HEIGHT})">{chart}</g>' for i, chart in enumerate(charts))
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT * len(charts)}">'
-            f"{inner}</svg>\n")
+    return f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT * len(charts)}">{inner}</svg>\n'
 
 
 def _number(value: float) -> str:

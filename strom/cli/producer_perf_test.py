@@ -28,7 +28,12 @@ import time
 from array import array
 
 from strom.cli.client_props import (
-    ToolError, add_timeout_argument, client_config, ensure_reachable, error_text, exits_quietly_on_broken_pipe,
+    ToolError,
+    add_timeout_argument,
+    client_config,
+    ensure_reachable,
+    error_text,
+    exits_quietly_on_broken_pipe,
 )
 from strom.cli.perf_series import Series
 from strom.cli.progress import ProgressBar, wants_progress_bar
@@ -46,24 +51,37 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     payload = parser.add_mutually_exclusive_group(required=True)
     payload.add_argument("--record-size", type=int, help="message size in bytes")
     payload.add_argument("--payload-file", help="UTF-8 file of payloads, picked at random for each record")
-    payload.add_argument("--payload-monotonic", action="store_true",
-                         help="payload is the record number as text")
-    parser.add_argument("--payload-delimiter", default="\\n",
-                        help="delimiter between payloads in --payload-file (default newline)")
-    parser.add_argument("--throughput", type=float, required=True,
-                        help="throttle to about this many messages/s; -1 for no limit")
-    parser.add_argument("--producer-props", nargs="+", default=[], metavar="KEY=VALUE",
-                        help="producer configs, e.g. bootstrap.servers=HOST:PORT acks=1")
-    parser.add_argument("--producer.config", "--command-config", dest="producer_config", metavar="FILE",
-                        help="producer properties file")
+    payload.add_argument("--payload-monotonic", action="store_true", help="payload is the record number as text")
+    parser.add_argument(
+        "--payload-delimiter", default="\\n", help="delimiter between payloads in --payload-file (default newline)"
+    )
+    parser.add_argument(
+        "--throughput", type=float, required=True, help="throttle to about this many messages/s; -1 for no limit"
+    )
+    parser.add_argument(
+        "--producer-props",
+        nargs="+",
+        default=[],
+        metavar="KEY=VALUE",
+        help="producer configs, e.g. bootstrap.servers=HOST:PORT acks=1",
+    )
+    parser.add_argument(
+        "--producer.config", "--command-config", dest="producer_config", metavar="FILE", help="producer properties file"
+    )
     parser.add_argument("--bootstrap-server", metavar="HOST:PORT", help="the broker(s) to connect to")
     parser.add_argument("--transactional-id", help="produce in transactions with this id")
-    parser.add_argument("--transaction-duration-ms", type=int,
-                        help="commit a transaction after this long (default 3000 when transactional)")
+    parser.add_argument(
+        "--transaction-duration-ms",
+        type=int,
+        help="commit a transaction after this long (default 3000 when transactional)",
+    )
     add_timeout_argument(parser)
     parser.add_argument("--csv", metavar="FILE", help="write the per-second series to this CSV file")
-    parser.add_argument("--plot", metavar="FILE",
-                        help="draw the per-second series: FILE.html (inline SVG), FILE.svg, or FILE.png (matplotlib)")
+    parser.add_argument(
+        "--plot",
+        metavar="FILE",
+        help="draw the per-second series: FILE.html (inline SVG), FILE.svg, or FILE.png (matplotlib)",
+    )
 
 
 def make_payloads(args: argparse.Namespace) -> list[bytes] | None:
@@ -88,7 +106,7 @@ def make_payloads(args: argparse.Namespace) -> list[bytes] | None:
     count = min(PAYLOAD_POOL, max(args.num_records, 1))
     letters = bytes(65 + b % 26 for b in range(256))
     blob = os.urandom(size * count).translate(letters)
-    return [blob[i * size:(i + 1) * size] for i in range(count)]
+    return [blob[i * size : (i + 1) * size] for i in range(count)]
 
 
 class Stats:
@@ -146,9 +164,11 @@ class Stats:
         count = self.count - count0
         elapsed = max(now - self.window_start, 1e-9)
         average = (self.total_latency - latency0) / count if count else 0.0
-        return (f"{count} records sent, {count / elapsed:.1f} records/sec "
-                f"({(self.bytes - bytes0) / elapsed / 1048576:.2f} MB/sec), {average:.1f} ms avg latency, "
-                f"{self.window_max:.1f} ms max latency.")
+        return (
+            f"{count} records sent, {count / elapsed:.1f} records/sec "
+            f"({(self.bytes - bytes0) / elapsed / 1048576:.2f} MB/sec), {average:.1f} ms avg latency, "
+            f"{self.window_max:.1f} ms max latency."
+        )
 
     def new_window(self, now: float) -> None:
         self.max_latency = max(self.max_latency, self.window_max)
@@ -168,10 +188,12 @@ class Stats:
         max_latency = max(self.max_latency, self.window_max)
         p50, p95, p99, p999 = self.percentiles(0.5, 0.95, 0.99, 0.999)
         average = self.total_latency / self.count if self.count else 0.0
-        return (f"{self.count} records sent, {self.count / elapsed:f} records/sec "
-                f"({self.bytes / elapsed / 1048576:.2f} MB/sec), {average:.2f} ms avg latency, "
-                f"{max_latency:.2f} ms max latency, {p50} ms 50th, {p95} ms 95th, {p99} ms 99th, "
-                f"{p999} ms 99.9th.")
+        return (
+            f"{self.count} records sent, {self.count / elapsed:f} records/sec "
+            f"({self.bytes / elapsed / 1048576:.2f} MB/sec), {average:.2f} ms avg latency, "
+            f"{max_latency:.2f} ms max latency, {p50} ms 50th, {p95} ms 95th, {p99} ms 99th, "
+            f"{p999} ms 99.9th."
+        )
 
 
 def producer_config(args: argparse.Namespace) -> dict[str, str]:
@@ -185,8 +207,7 @@ def producer_config(args: argparse.Namespace) -> dict[str, str]:
         props["transactional.id"] = args.transactional_id
     elif args.transaction_duration_ms is not None and "transactional.id" not in props:
         props["transactional.id"] = f"performance-producer-{os.urandom(8).hex()}"
-    return client_config(args.bootstrap_server, args.producer_config, props,
-                         **{"client.id": "perf-producer-client"})
+    return client_config(args.bootstrap_server, args.producer_config, props, **{"client.id": "perf-producer-client"})
 
 
 @exits_quietly_on_broken_pipe
@@ -212,8 +233,11 @@ def run(args: argparse.Namespace) -> int:
         try:
             producer.init_transactions(30)
         except KafkaException as exc:
-            print(f"strom producer-perf-test: cannot start transactions ({config['transactional.id']}): "
-                  f"{error_text(exc)}", file=sys.stderr)
+            print(
+                f"strom producer-perf-test: cannot start transactions ({config['transactional.id']}): "
+                f"{error_text(exc)}",
+                file=sys.stderr,
+            )
             return 1
 
     fixed_size = args.record_size if payloads is not None and args.payload_file is None else None
@@ -244,19 +268,27 @@ def run(args: argparse.Namespace) -> int:
             print(f"strom producer-perf-test: {exc}", file=sys.stderr)
             return 1
     if stats.failed:
-        print(f"strom producer-perf-test: {stats.failed} records failed, e.g.: " + "; ".join(stats.errors),
-              file=sys.stderr)
+        print(
+            f"strom producer-perf-test: {stats.failed} records failed, e.g.: " + "; ".join(stats.errors),
+            file=sys.stderr,
+        )
         return 1
     return 0
 
 
 def per_second_series(args: argparse.Namespace) -> Series:
     def derive(count: int, nbytes: int, latency: float, seconds: float) -> tuple:
-        return (round(count / seconds, 1), round(nbytes / seconds / 1048576, 3),
-                round(latency / count, 2) if count else 0.0)
+        return (
+            round(count / seconds, 1),
+            round(nbytes / seconds / 1048576, 3),
+            round(latency / count, 2) if count else 0.0,
+        )
 
-    return Series(f"strom producer-perf-test: {args.num_records:,} records to {args.topic}",
-                  ("records", "records_per_sec", "mb_per_sec", "avg_latency_ms"), derive)
+    return Series(
+        f"strom producer-perf-test: {args.num_records:,} records to {args.topic}",
+        ("records", "records_per_sec", "mb_per_sec", "avg_latency_ms"),
+        derive,
+    )
 
 
 def report(stats: Stats, fixed_size: int | None, bar: ProgressBar | None, series: Series | None = None) -> None:
@@ -273,8 +305,9 @@ def report(stats: Stats, fixed_size: int | None, bar: ProgressBar | None, series
         stats.new_window(now)
 
 
-def send_all(producer, args, payloads, stats: Stats, fixed_size, bar, transactional: bool,
-             series: Series | None = None) -> None:
+def send_all(
+    producer, args, payloads, stats: Stats, fixed_size, bar, transactional: bool, series: Series | None = None
+) -> None:
     topic = args.topic
     produce = producer.produce
     poll = producer.poll

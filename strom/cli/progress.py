@@ -35,7 +35,7 @@ class ProgressBar:
         columns = shutil.get_terminal_size((80, 24)).columns
         width = max(columns - len(text) - 3, 10)
         filled = int(width * fraction)
-        self.stream.write("\r[" + "#" * filled + "." * (width - filled) + "]" + text[:columns - width - 3])
+        self.stream.write("\r[" + "#" * filled + "." * (width - filled) + "]" + text[: columns - width - 3])
         self.stream.flush()
         self.drawn = True
 

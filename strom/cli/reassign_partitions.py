@@ -45,34 +45,53 @@ from strom.protocol.errors import ErrorCode
 
 ALTER_VERSION = 0
 LIST_VERSION = 0
-BROKER_THROTTLES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate",
-                    "replica.alter.log.dirs.io.max.bytes.per.second")
+BROKER_THROTTLES = (
+    "leader.replication.throttled.rate",
+    "follower.replication.throttled.rate",
+    "replica.alter.log.dirs.io.max.bytes.per.second",
+)
 TOPIC_THROTTLES = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
-VERIFY_MESSAGE = ("Warning: You must run --verify periodically, until the reassignment completes, to ensure the "
-                  "throttle is removed.")
+VERIFY_MESSAGE = (
+    "Warning: You must run --verify periodically, until the reassignment completes, to ensure the throttle is removed."
+)
 RETRY_BACKOFF_S = 0.2
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT",
-                        help="REQUIRED: the server(s) to use for bootstrapping")
+    parser.add_argument(
+        "--bootstrap-server",
+        required=True,
+        metavar="HOST:PORT",
+        help="REQUIRED: the server(s) to use for bootstrapping",
+    )
     parser.add_argument("--command-config", metavar="FILE", help="admin client properties file")
     actions = parser.add_mutually_exclusive_group(required=True)
     actions.add_argument("--generate", action="store_true", help="propose an assignment over --broker-list")
     actions.add_argument("--execute", action="store_true", help="start the reassignment in the json file")
-    actions.add_argument("--verify", action="store_true",
-                         help="show the state of the reassignment; remove the throttles once it is done")
+    actions.add_argument(
+        "--verify", action="store_true", help="show the state of the reassignment; remove the throttles once it is done"
+    )
     actions.add_argument("--cancel", action="store_true", help="cancel the active reassignments in the json file")
     actions.add_argument("--list", action="store_true", help="list every partition reassignment in progress")
-    parser.add_argument("--topics-to-move-json-file", metavar="FILE",
-                        help='with --generate: {"topics": [{"topic": "t"}], "version": 1}')
+    parser.add_argument(
+        "--topics-to-move-json-file", metavar="FILE", help='with --generate: {"topics": [{"topic": "t"}], "version": 1}'
+    )
     parser.add_argument("--broker-list", metavar="IDS", help="with --generate: brokers to place replicas on, 1,2,3")
-    parser.add_argument("--reassignment-json-file", metavar="FILE",
-                        help="with --execute, --verify, --cancel: the partition reassignment plan")
-    parser.add_argument("--throttle", type=int, default=-1, metavar="B",
-                        help="with --execute: inter-broker replication throttle in bytes/s")
-    parser.add_argument("--preserve-throttles", action="store_true",
-                        help="with --verify and --cancel: leave the throttles in place")
+    parser.add_argument(
+        "--reassignment-json-file",
+        metavar="FILE",
+        help="with --execute, --verify, --cancel: the partition reassignment plan",
+    )
+    parser.add_argument(
+        "--throttle",
+        type=int,
+        default=-1,
+        metavar="B",
+        help="with --execute: inter-broker replication throttle in bytes/s",
+    )
+    parser.add_argument(
+        "--preserve-throttles", action="store_true", help="with --verify and --cancel: leave the throttles in place"
+    )
     parser.add_argument("--disable-rack-aware", action="store_true", help="with --generate: ignore racks")
     add_timeout_argument(parser, default_ms=30_000)
 
@@ -87,14 +106,17 @@ def run(args: argparse.Namespace) -> int:
             if args.generate:
                 text = tool.generate(args)
             elif args.execute:
-                text = tool.execute(read_plan(_need(args.reassignment_json_file, "--reassignment-json-file")),
-                                    args.throttle)
+                text = tool.execute(
+                    read_plan(_need(args.reassignment_json_file, "--reassignment-json-file")), args.throttle
+                )
             elif args.verify:
-                text = tool.verify(read_plan(_need(args.reassignment_json_file, "--reassignment-json-file")),
-                                   args.preserve_throttles)
+                text = tool.verify(
+                    read_plan(_need(args.reassignment_json_file, "--reassignment-json-file")), args.preserve_throttles
+                )
             elif args.cancel:
-                text = tool.cancel(read_plan(_need(args.reassignment_json_file, "--reassignment-json-file")),
-                                   args.preserve_throttles)
+                text = tool.cancel(
+                    read_plan(_need(args.reassignment_json_file, "--reassignment-json-file")), args.preserve_throttles
+                )
             else:
                 text = tool.list_text()
         finally:
@@ -108,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _need(value: str | None, flag: str) -> str:
     if not value:
-        raise ToolError(f"Missing required argument \"{flag}\"")
+        raise ToolError(f'Missing required argument "{flag}"')
     return value
 
 
@@ -134,11 +156,12 @@ def read_plan(path: str) -> dict[tuple[str, int], list[int]]:
                 raise ToolError(f"Duplicate partition in the reassignment file: {key[0]}-{key[1]}")
             replicas = [int(b) for b in entry["replicas"]]
             if len(set(replicas)) != len(replicas):
-                raise ToolError(f"Partition replica lists may not contain duplicate entries: {key[0]}-{key[1]} "
-                                f"has {replicas}")
+                raise ToolError(
+                    f"Partition replica lists may not contain duplicate entries: {key[0]}-{key[1]} has {replicas}"
+                )
             log_dirs = entry.get("log_dirs")
             if log_dirs is not None and any(d != "any" for d in log_dirs):
-                raise ToolError("strom places replicas in its own log dirs: log_dirs must be \"any\"")
+                raise ToolError('strom places replicas in its own log dirs: log_dirs must be "any"')
             plan[key] = replicas
     except (KeyError, TypeError, ValueError) as exc:
         raise ToolError(f"{path} is not a partition reassignment file: {exc!r}") from None
@@ -149,9 +172,16 @@ def read_plan(path: str) -> dict[tuple[str, int], list[int]]:
 
 def plan_json(assignment: dict[tuple[str, int], list[int]]) -> str:
     """Kafka's formatAsReassignmentJson."""
-    return json.dumps({"version": 1, "partitions": [
-        {"topic": t, "partition": p, "replicas": r, "log_dirs": ["any"] * len(r)}
-        for (t, p), r in sorted(assignment.items())]}, separators=(",", ":"))
+    return json.dumps(
+        {
+            "version": 1,
+            "partitions": [
+                {"topic": t, "partition": p, "replicas": r, "log_dirs": ["any"] * len(r)}
+                for (t, p), r in sorted(assignment.items())
+            ],
+        },
+        separators=(",", ":"),
+    )
 
 
 def _names(keys) -> str:
@@ -214,8 +244,9 @@ class ReassignTool:
             mechanism = (mechanism or "PLAIN").upper()
         else:
             mechanism = None
-        return ClientSecurity(context, mechanism, self.properties.get("sasl.username", ""),
-                              self.properties.get("sasl.password", ""))
+        return ClientSecurity(
+            context, mechanism, self.properties.get("sasl.username", ""), self.properties.get("sasl.password", "")
+        )
 
     def _controller_request(self, api_key: int, version: int, values: dict) -> Any:
         """Send to the controller, asking the metadata again while the answer is NOT_CONTROLLER."""
@@ -232,8 +263,9 @@ class ReassignTool:
             address = (node.host, node.port)
             client = self._clients.get(address)
             if client is None:
-                client = self._clients[address] = BrokerClient(node.host, node.port, "strom-reassign-partitions",
-                                                               self.left(), security=self._security())
+                client = self._clients[address] = BrokerClient(
+                    node.host, node.port, "strom-reassign-partitions", self.left(), security=self._security()
+                )
             try:
                 response = self._loop.run_until_complete(client.request(api_key, version, values, self.left()))
             except BrokerConnectionError as exc:
@@ -253,19 +285,30 @@ class ReassignTool:
         by_topic: dict[str, list[dict]] = {}
         for (topic, index), replicas in sorted(targets.items()):
             by_topic.setdefault(topic, []).append({"partition_index": index, "replicas": replicas})
-        response = self._controller_request(ApiKey.ALTER_PARTITION_REASSIGNMENTS, ALTER_VERSION, {
-            "timeout": int(self.left() * 1000),
-            "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]})
-        return {(t.name, int(p.partition_index)): (int(p.error_code), p.error_message or "")
-                for t in response.responses for p in t.partitions}
+        response = self._controller_request(
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+            ALTER_VERSION,
+            {
+                "timeout": int(self.left() * 1000),
+                "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+            },
+        )
+        return {
+            (t.name, int(p.partition_index)): (int(p.error_code), p.error_message or "")
+            for t in response.responses
+            for p in t.partitions
+        }
 
     def ongoing(self) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]]:
         """ListPartitionReassignments: (topic, partition) -> (replicas, adding, removing)."""
-        response = self._controller_request(ApiKey.LIST_PARTITION_REASSIGNMENTS, LIST_VERSION,
-                                            {"timeout": int(self.left() * 1000), "topics": None})
-        return {(t.name, int(p.partition_index)): (list(p.replicas), list(p.adding_replicas),
-                                                   list(p.removing_replicas))
-                for t in response.topics for p in t.partitions}
+        response = self._controller_request(
+            ApiKey.LIST_PARTITION_REASSIGNMENTS, LIST_VERSION, {"timeout": int(self.left() * 1000), "topics": None}
+        )
+        return {
+            (t.name, int(p.partition_index)): (list(p.replicas), list(p.adding_replicas), list(p.removing_replicas))
+            for t in response.topics
+            for p in t.partitions
+        }
 
     # -- --generate --------------------------------------------------------------------------------
     def generate(self, args: argparse.Namespace) -> str:
@@ -305,8 +348,10 @@ class ReassignTool:
             placed = assign_replicas(racks, len(partitions), factor)
             for index in partitions:
                 proposed[(topic, index)] = placed[index]
-        return (f"Current partition replica assignment\n{plan_json(current)}\n\n"
-                f"Proposed partition reassignment configuration\n{plan_json(proposed)}\n")
+        return (
+            f"Current partition replica assignment\n{plan_json(current)}\n\n"
+            f"Proposed partition reassignment configuration\n{plan_json(proposed)}\n"
+        )
 
     # -- --execute ---------------------------------------------------------------------------------
     def execute(self, plan: dict[tuple[str, int], list[int]], throttle: int) -> str:
@@ -318,8 +363,12 @@ class ReassignTool:
         unknown = sorted({b for replicas in plan.values() for b in replicas} - brokers)
         if unknown:
             raise ToolError(f"Unknown broker id{'s' if len(unknown) > 1 else ''}: {','.join(map(str, unknown))}")
-        out = [(f"Current partition replica assignment\n\n{plan_json({k: current[k] for k in plan})}\n\n"
-                "Save this to use as the --reassignment-json-file option during rollback\n")]
+        out = [
+            (
+                f"Current partition replica assignment\n\n{plan_json({k: current[k] for k in plan})}\n\n"
+                "Save this to use as the --reassignment-json-file option during rollback\n"
+            )
+        ]
         if throttle >= 0:
             out.append(VERIFY_MESSAGE + "\n")
             self.set_throttles(plan, current, throttle)
@@ -327,15 +376,17 @@ class ReassignTool:
         results = self.alter(dict(plan))
         failed = {k: r for k, r in results.items() if r[0] != ErrorCode.NONE}
         if failed:
-            lines = [f"{t}-{p}: {ErrorCode.from_wire(code).name} ({message})"
-                     for (t, p), (code, message) in sorted(failed.items())]
+            lines = [
+                f"{t}-{p}: {ErrorCode.from_wire(code).name} ({message})"
+                for (t, p), (code, message) in sorted(failed.items())
+            ]
             raise ToolError("Error reassigning partition(s):\n" + "\n".join(lines))
-        out.append(f"Successfully started partition reassignment{'' if len(plan) == 1 else 's'} for "
-                   f"{_names(plan)}\n")
+        out.append(f"Successfully started partition reassignment{'' if len(plan) == 1 else 's'} for {_names(plan)}\n")
         return "".join(out)
 
-    def set_throttles(self, plan: dict[tuple[str, int], list[int]], current: dict[tuple[str, int], list[int]],
-                      throttle: int) -> None:
+    def set_throttles(
+        self, plan: dict[tuple[str, int], list[int]], current: dict[tuple[str, int], list[int]], throttle: int
+    ) -> None:
         """Kafka's modifyReassignmentThrottle: the rates on every broker involved, the replica lists per topic."""
         from confluent_kafka.admin import (
             AlterConfigOpType,
@@ -353,15 +404,36 @@ class ReassignTool:
             involved.update(existing, target)
             leaders.setdefault(topic, set()).update(f"{index}:{b}" for b in existing)
             followers.setdefault(topic, set()).update(f"{index}:{b}" for b in target if b not in existing)
-        resources = [ConfigResource(ResourceType.BROKER, str(b), incremental_configs=[
-            ConfigEntry(key, str(throttle), incremental_operation=AlterConfigOpType.SET)
-            for key in BROKER_THROTTLES[:2]]) for b in sorted(involved)]
+        resources = [
+            ConfigResource(
+                ResourceType.BROKER,
+                str(b),
+                incremental_configs=[
+                    ConfigEntry(key, str(throttle), incremental_operation=AlterConfigOpType.SET)
+                    for key in BROKER_THROTTLES[:2]
+                ],
+            )
+            for b in sorted(involved)
+        ]
         for topic in sorted(leaders):
-            resources.append(ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
-                ConfigEntry(TOPIC_THROTTLES[0], ",".join(sorted(leaders[topic])),
-                            incremental_operation=AlterConfigOpType.SET),
-                ConfigEntry(TOPIC_THROTTLES[1], ",".join(sorted(followers.get(topic, ()))),
-                            incremental_operation=AlterConfigOpType.SET)]))
+            resources.append(
+                ConfigResource(
+                    ResourceType.TOPIC,
+                    topic,
+                    incremental_configs=[
+                        ConfigEntry(
+                            TOPIC_THROTTLES[0],
+                            ",".join(sorted(leaders[topic])),
+                            incremental_operation=AlterConfigOpType.SET,
+                        ),
+                        ConfigEntry(
+                            TOPIC_THROTTLES[1],
+                            ",".join(sorted(followers.get(topic, ()))),
+                            incremental_operation=AlterConfigOpType.SET,
+                        ),
+                    ],
+                )
+            )
         self._alter_configs(resources)
 
     def _alter_configs(self, resources) -> None:
@@ -390,17 +462,34 @@ class ReassignTool:
         )
 
         brokers = sorted(self.metadata().brokers)
-        resources = [ConfigResource(ResourceType.BROKER, str(b), incremental_configs=[
-            ConfigEntry(key, None, incremental_operation=AlterConfigOpType.DELETE) for key in BROKER_THROTTLES])
-            for b in brokers]
-        resources += [ConfigResource(ResourceType.TOPIC, t, incremental_configs=[
-            ConfigEntry(key, None, incremental_operation=AlterConfigOpType.DELETE) for key in TOPIC_THROTTLES])
-            for t in sorted(topics)]
+        resources = [
+            ConfigResource(
+                ResourceType.BROKER,
+                str(b),
+                incremental_configs=[
+                    ConfigEntry(key, None, incremental_operation=AlterConfigOpType.DELETE) for key in BROKER_THROTTLES
+                ],
+            )
+            for b in brokers
+        ]
+        resources += [
+            ConfigResource(
+                ResourceType.TOPIC,
+                t,
+                incremental_configs=[
+                    ConfigEntry(key, None, incremental_operation=AlterConfigOpType.DELETE) for key in TOPIC_THROTTLES
+                ],
+            )
+            for t in sorted(topics)
+        ]
         self._alter_configs(resources)
-        return [(f"Clearing broker-level throttles on broker{'s' if len(brokers) != 1 else ''} "
-                 f"{','.join(map(str, brokers))}\n"),
-                (f"Clearing topic-level throttles on topic{'s' if len(topics) != 1 else ''} "
-                 f"{','.join(sorted(topics))}\n")]
+        return [
+            (
+                f"Clearing broker-level throttles on broker{'s' if len(brokers) != 1 else ''} "
+                f"{','.join(map(str, brokers))}\n"
+            ),
+            (f"Clearing topic-level throttles on topic{'s' if len(topics) != 1 else ''} {','.join(sorted(topics))}\n"),
+        ]
 
     # -- --verify, --cancel, --list ----------------------------------------------------------------
     def verify(self, plan: dict[tuple[str, int], list[int]], preserve_throttles: bool) -> str:
@@ -417,8 +506,10 @@ class ReassignTool:
                 out.append(f"Reassignment of partition {name} is completed.\n")
             else:
                 now = ",".join(map(str, current.get(key, [])))
-                out.append(f"There is no active reassignment of partition {name}, but replica set is {now} "
-                           f"rather than {','.join(map(str, plan[key]))}.\n")
+                out.append(
+                    f"There is no active reassignment of partition {name}, but replica set is {now} "
+                    f"rather than {','.join(map(str, plan[key]))}.\n"
+                )
         if not moving and not preserve_throttles:
             out.append("\n")
             out += self.clear_throttles({t for t, _ in plan})
@@ -430,14 +521,19 @@ class ReassignTool:
         out = []
         if active:
             results = self.alter({key: None for key in active})
-            failed = {k: r for k, r in results.items() if r[0] not in (ErrorCode.NONE,
-                                                                        ErrorCode.NO_REASSIGNMENT_IN_PROGRESS)}
+            failed = {
+                k: r for k, r in results.items() if r[0] not in (ErrorCode.NONE, ErrorCode.NO_REASSIGNMENT_IN_PROGRESS)
+            }
             if failed:
-                lines = [f"{t}-{p}: {ErrorCode.from_wire(code).name} ({message})"
-                         for (t, p), (code, message) in sorted(failed.items())]
+                lines = [
+                    f"{t}-{p}: {ErrorCode.from_wire(code).name} ({message})"
+                    for (t, p), (code, message) in sorted(failed.items())
+                ]
                 raise ToolError("Error cancelling partition reassignment(s):\n" + "\n".join(lines))
-            out.append(f"Successfully cancelled partition reassignment{'' if len(active) == 1 else 's'} for: "
-                       f"{_names(active)}\n")
+            out.append(
+                f"Successfully cancelled partition reassignment{'' if len(active) == 1 else 's'} for: "
+                f"{_names(active)}\n"
+            )
         else:
             out.append("None of the specified partition reassignments are active.\n")
         if not preserve_throttles:
@@ -450,6 +546,8 @@ class ReassignTool:
             return "No partition reassignments found.\n"
         lines = ["Current partition reassignments:\n"]
         for (topic, index), (replicas, adding, removing) in sorted(ongoing.items()):
-            lines.append(f"{topic}-{index}: replicas: {','.join(map(str, replicas))}. adding: "
-                         f"{','.join(map(str, adding))}. removing: {','.join(map(str, removing))}.\n")
+            lines.append(
+                f"{topic}-{index}: replicas: {','.join(map(str, replicas))}. adding: "
+                f"{','.join(map(str, adding))}. removing: {','.join(map(str, removing))}.\n"
+            )
         return "".join(lines)

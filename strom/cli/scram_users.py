@@ -52,23 +52,29 @@ def parse_credential(key: str, value: str) -> tuple[int, str]:
 def check_keys(to_add: dict[str, str], to_delete: list[str]) -> None:
     unknown = [key for key in [*to_add, *to_delete] if key not in MECHANISMS]
     if unknown:
-        raise ToolError(f"Invalid config(s) for users: {','.join(unknown)} (strom manages {' and '.join(MECHANISMS)} "
-                        "credentials of users)")
+        raise ToolError(
+            f"Invalid config(s) for users: {','.join(unknown)} (strom manages {' and '.join(MECHANISMS)} "
+            "credentials of users)"
+        )
 
 
 def alter(admin, user: str, to_add: dict[str, str], to_delete: list[str], timeout: float) -> None:
     from confluent_kafka.admin import (
         ScramCredentialInfo,
+        UserScramCredentialAlteration,
         UserScramCredentialDeletion,
         UserScramCredentialUpsertion,
     )
 
     check_keys(to_add, to_delete)
-    alterations = [UserScramCredentialDeletion(user, _mechanism(key)) for key in to_delete]
+    alterations: list[UserScramCredentialAlteration] = [
+        UserScramCredentialDeletion(user, _mechanism(key)) for key in to_delete
+    ]
     for key, value in to_add.items():
         iterations, password = parse_credential(key, value)
-        alterations.append(UserScramCredentialUpsertion(
-            user, ScramCredentialInfo(_mechanism(key), iterations), password.encode()))
+        alterations.append(
+            UserScramCredentialUpsertion(user, ScramCredentialInfo(_mechanism(key), iterations), password.encode())
+        )
     for future in admin.alter_user_scram_credentials(alterations, request_timeout=timeout).values():
         future.result(timeout=timeout)
     print(f"Completed updating config for user {user}.")

@@ -13,11 +13,20 @@ import sys
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("properties", nargs="?", help="a Kafka-style server.properties file")
-    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
-                        help="set a config key, overriding the file (repeatable)")
+    parser.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set a config key, overriding the file (repeatable)",
+    )
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
-    parser.add_argument("--log-format", default="text", choices=["text", "json"],
-                        help="text lines, or one JSON object per line for log collectors (default text)")
+    parser.add_argument(
+        "--log-format",
+        default="text",
+        choices=["text", "json"],
+        help="text lines, or one JSON object per line for log collectors (default text)",
+    )
 
 
 def parse_overrides(items: list[str]) -> dict[str, str]:
@@ -34,12 +43,11 @@ def run(args: argparse.Namespace) -> int:
     # kio registers test-data hooks when the hypothesis library is importable, which costs a
     # broker a few hundred milliseconds of startup in environments that have it installed.
     sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]
+    from strom.server import logs
     from strom.server.broker import run_broker
     from strom.server.config import BrokerConfig
     from strom.storage.log_config import ConfigError
     from strom.storage.log_manager import LogDirError
-
-    from strom.server import logs
 
     logs.configure(args.log_level, args.log_format)
     try:

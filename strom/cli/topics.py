@@ -23,8 +23,14 @@ import re
 import sys
 
 from strom.cli.client_props import (
-    ToolError, add_timeout_argument, client_config, ensure_reachable, error_name, error_text,
-    exits_quietly_on_broken_pipe, load_properties,
+    ToolError,
+    add_timeout_argument,
+    client_config,
+    ensure_reachable,
+    error_name,
+    error_text,
+    exits_quietly_on_broken_pipe,
+    load_properties,
 )
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
@@ -39,30 +45,53 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     actions.add_argument("--describe", action="store_true", help="describe the given topics (all when no --topic)")
     actions.add_argument("--alter", action="store_true", help="alter the number of partitions")
     actions.add_argument("--delete", action="store_true", help="delete a topic")
-    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT",
-                        help="REQUIRED: the broker(s) to connect to")
+    parser.add_argument(
+        "--bootstrap-server", required=True, metavar="HOST:PORT", help="REQUIRED: the broker(s) to connect to"
+    )
     parser.add_argument("--command-config", metavar="FILE", help="admin client properties file")
     parser.add_argument("--topic", help="the topic (a regular expression except with --create)")
     parser.add_argument("--partitions", type=int, help="number of partitions (--create, --alter)")
     parser.add_argument("--replication-factor", type=int, help="replication factor (--create)")
-    parser.add_argument("--replica-assignment", metavar="B1:B2,B3:B4",
-                        help="manual assignment: partitions separated by ',', replicas by ':'")
-    parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
-                        help="a topic config override for --create (repeatable)")
+    parser.add_argument(
+        "--replica-assignment",
+        metavar="B1:B2,B3:B4",
+        help="manual assignment: partitions separated by ',', replicas by ':'",
+    )
+    parser.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a topic config override for --create (repeatable)",
+    )
     parser.add_argument("--if-not-exists", action="store_true", help="--create: do nothing if the topic exists")
-    parser.add_argument("--if-exists", action="store_true",
-                        help="--alter/--describe/--delete: do nothing if the topic does not exist")
+    parser.add_argument(
+        "--if-exists", action="store_true", help="--alter/--describe/--delete: do nothing if the topic does not exist"
+    )
     parser.add_argument("--exclude-internal", action="store_true", help="leave out internal topics")
-    parser.add_argument("--topics-with-overrides", action="store_true",
-                        help="--describe: only topics that have config overrides")
-    parser.add_argument("--under-replicated-partitions", action="store_true",
-                        help="--describe: only partitions whose ISR is smaller than the replica set")
-    parser.add_argument("--unavailable-partitions", action="store_true",
-                        help="--describe: only partitions whose leader is not available")
-    parser.add_argument("--under-min-isr-partitions", action="store_true",
-                        help="--describe: only partitions whose ISR is smaller than min.insync.replicas")
-    parser.add_argument("--at-min-isr-partitions", action="store_true",
-                        help="--describe: only partitions whose ISR equals min.insync.replicas")
+    parser.add_argument(
+        "--topics-with-overrides", action="store_true", help="--describe: only topics that have config overrides"
+    )
+    parser.add_argument(
+        "--under-replicated-partitions",
+        action="store_true",
+        help="--describe: only partitions whose ISR is smaller than the replica set",
+    )
+    parser.add_argument(
+        "--unavailable-partitions",
+        action="store_true",
+        help="--describe: only partitions whose leader is not available",
+    )
+    parser.add_argument(
+        "--under-min-isr-partitions",
+        action="store_true",
+        help="--describe: only partitions whose ISR is smaller than min.insync.replicas",
+    )
+    parser.add_argument(
+        "--at-min-isr-partitions",
+        action="store_true",
+        help="--describe: only partitions whose ISR equals min.insync.replicas",
+    )
     add_timeout_argument(parser)
 
 
@@ -128,7 +157,7 @@ def parse_topic_configs(items: list[str]) -> dict[str, str]:
 
 
 def parse_replica_assignment(text: str) -> list[list[int]]:
-    assignment = []
+    assignment: list[list[int]] = []
     for index, part in enumerate(text.split(",")):
         try:
             brokers = [int(b.strip()) for b in part.split(":")]
@@ -146,19 +175,23 @@ def create(admin, args: argparse.Namespace) -> None:
     from confluent_kafka.admin import NewTopic
 
     if "." in args.topic or "_" in args.topic:
-        print("WARNING: Due to limitations in metric names, topics with a period ('.') or underscore ('_') "
-              "could collide. To avoid issues it is best to use either, but not both.", file=sys.stderr)
+        print(
+            "WARNING: Due to limitations in metric names, topics with a period ('.') or underscore ('_') "
+            "could collide. To avoid issues it is best to use either, but not both.",
+            file=sys.stderr,
+        )
     configs = parse_topic_configs(args.config)
     timeout = args.timeout / 1000
     if args.replica_assignment:
         assignment = parse_replica_assignment(args.replica_assignment)
-        new_topic = NewTopic(args.topic, num_partitions=len(assignment), replica_assignment=assignment,
-                             config=configs)
+        new_topic = NewTopic(args.topic, num_partitions=len(assignment), replica_assignment=assignment, config=configs)
     else:
-        new_topic = NewTopic(args.topic, num_partitions=args.partitions if args.partitions is not None else -1,
-                             replication_factor=(args.replication_factor
-                                                 if args.replication_factor is not None else -1),
-                             config=configs)
+        new_topic = NewTopic(
+            args.topic,
+            num_partitions=args.partitions if args.partitions is not None else -1,
+            replication_factor=(args.replication_factor if args.replication_factor is not None else -1),
+            config=configs,
+        )
     try:
         wait(admin.create_topics([new_topic], operation_timeout=timeout, request_timeout=timeout), timeout)
     except Exception as exc:
@@ -175,8 +208,12 @@ def alter(admin, args: argparse.Namespace) -> None:
     topics = matching_topics(admin, args.topic, args.exclude_internal, timeout)
     ensure_found(topics, args)
     if topics:
-        wait(admin.create_partitions([NewPartitions(t, args.partitions) for t in topics],
-                                     operation_timeout=timeout, request_timeout=timeout), timeout)
+        wait(
+            admin.create_partitions(
+                [NewPartitions(t, args.partitions) for t in topics], operation_timeout=timeout, request_timeout=timeout
+            ),
+            timeout,
+        )
 
 
 def delete(admin, args: argparse.Namespace) -> None:
@@ -203,13 +240,14 @@ def topic_filter(pattern: str | None):
         raise ToolError(f"{pattern} is an invalid regex: {exc}") from None
 
 
-def matching_topics(admin, pattern: str | None, exclude_internal: bool, timeout: float,
-                    metadata=None) -> list[str]:
+def matching_topics(admin, pattern: str | None, exclude_internal: bool, timeout: float, metadata=None) -> list[str]:
     names = sorted((metadata or admin.list_topics(timeout=timeout)).topics)
     regex = topic_filter(pattern)
-    return [name for name in names
-            if (regex is None or regex.fullmatch(name))
-            and not (exclude_internal and name in INTERNAL_TOPICS)]
+    return [
+        name
+        for name in names
+        if (regex is None or regex.fullmatch(name)) and not (exclude_internal and name in INTERNAL_TOPICS)
+    ]
 
 
 def ensure_found(topics: list[str], args: argparse.Namespace) -> None:
@@ -238,8 +276,7 @@ def topic_configs(admin, names: list[str], timeout: float) -> dict[str, dict[str
 
     if not names:
         return {}
-    futures = admin.describe_configs([ConfigResource("topic", name) for name in names],
-                                     request_timeout=timeout)
+    futures = admin.describe_configs([ConfigResource("topic", name) for name in names], request_timeout=timeout)
     result: dict[str, dict[str, tuple[str, bool]] | None] = {}
     for resource, future in futures.items():
         try:
@@ -270,8 +307,12 @@ def describe(admin, args: argparse.Namespace) -> None:
     configs = topic_configs(admin, topics, timeout)
     live = set(metadata.brokers)
     moves = ongoing_reassignments(admin, args, timeout)
-    partition_filters = (args.under_replicated_partitions or args.unavailable_partitions
-                         or args.under_min_isr_partitions or args.at_min_isr_partitions)
+    partition_filters = (
+        args.under_replicated_partitions
+        or args.unavailable_partitions
+        or args.under_min_isr_partitions
+        or args.at_min_isr_partitions
+    )
     for name in topics:
         description = descriptions[name]
         config = configs.get(name) or {}
@@ -295,11 +336,16 @@ def describe(admin, args: argparse.Namespace) -> None:
                 continue
             leader = partition.leader.id if partition.leader is not None and partition.leader.id >= 0 else "none"
             move = moves.get((name, partition.id))  # Kafka shows a reassignment in progress
-            moving = (f"\tAdding Replicas: {','.join(map(str, move[1]))}"
-                      f"\tRemoving Replicas: {','.join(map(str, move[2]))}") if move else ""
-            print(f"\tTopic: {name}\tPartition: {partition.id}\tLeader: {leader}"
-                  f"\tReplicas: {node_ids(partition.replicas)}\tIsr: {node_ids(partition.isr)}{moving}"
-                  f"\tElr: N/A\tLastKnownElr: N/A")
+            moving = (
+                (f"\tAdding Replicas: {','.join(map(str, move[1]))}\tRemoving Replicas: {','.join(map(str, move[2]))}")
+                if move
+                else ""
+            )
+            print(
+                f"\tTopic: {name}\tPartition: {partition.id}\tLeader: {leader}"
+                f"\tReplicas: {node_ids(partition.replicas)}\tIsr: {node_ids(partition.isr)}{moving}"
+                f"\tElr: N/A\tLastKnownElr: N/A"
+            )
 
 
 def ongoing_reassignments(admin, args: argparse.Namespace, timeout: float) -> dict:
@@ -322,7 +368,9 @@ def ongoing_reassignments(admin, args: argparse.Namespace, timeout: float) -> di
 def wanted(partition, args: argparse.Namespace, live: set[int], min_isr: int) -> bool:
     has_leader = partition.leader is not None and partition.leader.id >= 0
     isr = len(partition.isr)
-    return ((args.under_replicated_partitions and len(partition.replicas) > isr)
-            or (args.unavailable_partitions and (not has_leader or partition.leader.id not in live))
-            or (args.under_min_isr_partitions and (not has_leader or isr < min_isr))
-            or (args.at_min_isr_partitions and isr == min_isr))
+    return (
+        (args.under_replicated_partitions and len(partition.replicas) > isr)
+        or (args.unavailable_partitions and (not has_leader or partition.leader.id not in live))
+        or (args.under_min_isr_partitions and (not has_leader or isr < min_isr))
+        or (args.at_min_isr_partitions and isr == min_isr)
+    )

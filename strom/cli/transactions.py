@@ -29,8 +29,9 @@ import argparse
 import asyncio
 import sys
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, Callable
+from typing import Any
 
 from strom.cli.client_props import (
     ToolError,
@@ -45,41 +46,69 @@ from strom.cli.client_props import (
 )
 from strom.protocol.errors import ErrorCode, KafkaError
 
+Table = tuple[tuple[str, ...], list[tuple[str, ...]]]  # (headers, rows); a name, since a method is called list
 LIST_HEADERS = ("TransactionalId", "Coordinator", "ProducerId", "TransactionState")
-DESCRIBE_HEADERS = ("CoordinatorId", "TransactionalId", "ProducerId", "ProducerEpoch", "TransactionState",
-                    "TransactionTimeoutMs", "CurrentTransactionStartTimeMs", "TransactionDurationMs",
-                    "TopicPartitions")
-PRODUCER_HEADERS = ("ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch", "LastSequence", "LastTimestamp",
-                    "CurrentTransactionStartOffset")
+DESCRIBE_HEADERS = (
+    "CoordinatorId",
+    "TransactionalId",
+    "ProducerId",
+    "ProducerEpoch",
+    "TransactionState",
+    "TransactionTimeoutMs",
+    "CurrentTransactionStartTimeMs",
+    "TransactionDurationMs",
+    "TopicPartitions",
+)
+PRODUCER_HEADERS = (
+    "ProducerId",
+    "ProducerEpoch",
+    "LatestCoordinatorEpoch",
+    "LastSequence",
+    "LastTimestamp",
+    "CurrentTransactionStartOffset",
+)
 # The states Kafka's Admin client knows (TransactionState); it shows any other name as Unknown.
-KNOWN_STATES = frozenset({"Ongoing", "PrepareAbort", "PrepareCommit", "CompleteAbort", "CompleteCommit", "Empty",
-                          "PrepareEpochFence"})
+KNOWN_STATES = frozenset(
+    {"Ongoing", "PrepareAbort", "PrepareCommit", "CompleteAbort", "CompleteCommit", "Empty", "PrepareEpochFence"}
+)
 
 FIND_COORDINATOR, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS, DESCRIBE_PRODUCERS, WRITE_TXN_MARKERS = 10, 65, 66, 61, 27
 # Versions every broker since Kafka 3.0 serves (and strom too): no version negotiation needed.
-VERSIONS = {FIND_COORDINATOR: 3, DESCRIBE_TRANSACTIONS: 0, LIST_TRANSACTIONS: 0, DESCRIBE_PRODUCERS: 0,
-            WRITE_TXN_MARKERS: 1}
+VERSIONS = {
+    FIND_COORDINATOR: 3,
+    DESCRIBE_TRANSACTIONS: 0,
+    LIST_TRANSACTIONS: 0,
+    DESCRIBE_PRODUCERS: 0,
+    WRITE_TXN_MARKERS: 1,
+}
 TRANSACTION_KEY_TYPE = 1
 RETRY_BACKOFF_S = (0.05, 1.0)
 # A partition leader that moved, or that has not heard of the partition yet: ask the metadata again.
-LEADER_MOVED = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.LEADER_NOT_AVAILABLE,
-                          ErrorCode.NOT_LEADER_OR_FOLLOWER})
-COORDINATOR_MOVED = frozenset({ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                               ErrorCode.NOT_COORDINATOR})
+LEADER_MOVED = frozenset(
+    {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.NOT_LEADER_OR_FOLLOWER}
+)
+COORDINATOR_MOVED = frozenset(
+    {ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR}
+)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT",
-                        help="a broker to connect to (comma-separated list allowed)")
+    parser.add_argument(
+        "--bootstrap-server",
+        required=True,
+        metavar="HOST:PORT",
+        help="a broker to connect to (comma-separated list allowed)",
+    )
     add_command_config_argument(parser, "admin client properties file")
     add_timeout_argument(parser)
     commands = parser.add_subparsers(dest="txn_command", metavar="COMMAND", required=True)
     commands.add_parser("list", help="list transactions (every broker's)")
     describe = commands.add_parser("describe", help="describe the state of an active transactional-id")
     describe.add_argument("--transactional-id", required=True, help="transactional id")
-    producers = commands.add_parser("describe-producers",
-                                    help="describe the states of active producers for a topic partition")
+    producers = commands.add_parser(
+        "describe-producers", help="describe the states of active producers for a topic partition"
+    )
     producers.add_argument("--topic", required=True, help="topic name")
     producers.add_argument("--partition", type=int, required=True, help="partition number")
     abort = commands.add_parser("abort", help="abort a hanging transaction (writes an ABORT marker on the leader)")
@@ -120,9 +149,11 @@ def check_args(args: argparse.Namespace) -> None:
     if args.txn_command != "abort":
         return
     if args.start_offset is None and args.producer_id is None:
-        raise ToolError("The transaction to abort must be identified either with --start-offset (for brokers on "
-                        "3.0 or above) or with --producer-id, --producer-epoch, and --coordinator-epoch "
-                        "(for older brokers)")
+        raise ToolError(
+            "The transaction to abort must be identified either with --start-offset (for brokers on "
+            "3.0 or above) or with --producer-id, --producer-epoch, and --coordinator-epoch "
+            "(for older brokers)"
+        )
     if args.start_offset is None:
         for name in ("producer_epoch", "coordinator_epoch"):
             if getattr(args, name) is None:
@@ -175,7 +206,8 @@ class TransactionsTool:
 
     def brokers(self) -> dict[int, tuple[str, int]]:
         metadata = self.admin.list_topics(timeout=max(self.left(), 0.1))
-        return {b.id: (b.host, b.port) for b in metadata.brokers.values()}
+        # BrokerMetadata.__init__ sets host = None, so mypy infers None; librdkafka fills in a str
+        return {b.id: (b.host, b.port) for b in metadata.brokers.values()}  # type: ignore[misc]
 
     def leader(self, topic: str, partition: int, what: str) -> tuple[int, tuple[str, int]]:
         """The partition's leader (-1 while it has none); all-topic metadata, so nothing is auto-created."""
@@ -187,15 +219,16 @@ class TransactionsTool:
         if leader < 0 or leader not in metadata.brokers:
             return -1, ("", 0)
         node = metadata.brokers[leader]
-        return leader, (node.host, node.port)
+        return leader, (node.host, node.port)  # type: ignore[return-value]  # host: see brokers()
 
     async def request(self, address: tuple[str, int], api_key: int, values: dict) -> Any:
         from strom.replication.client import BrokerClient, BrokerConnectionError
 
         client = self._clients.get(address)
         if client is None:
-            client = self._clients[address] = BrokerClient(address[0], address[1], "strom-transactions",
-                                                           max(self.left(), 0.1), security=self.security)
+            client = self._clients[address] = BrokerClient(
+                address[0], address[1], "strom-transactions", max(self.left(), 0.1), security=self.security
+            )
         try:
             return await client.request(api_key, VERSIONS[api_key], values, max(self.left(), 0.1))
         except BrokerConnectionError as exc:
@@ -219,14 +252,17 @@ class TransactionsTool:
 
     # -- list ---------------------------------------------------------------------------------------
 
-    async def list(self) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
+    async def list(self) -> Table:
         try:
             brokers = self.brokers()
             listings = await asyncio.gather(*(self._list_one(b, address) for b, address in sorted(brokers.items())))
         finally:
             self.close()
-        rows = [(t.transactional_id, str(broker_id), str(t.producer_id), _state(t.transaction_state))
-                for broker_id, states in zip(sorted(brokers), listings) for t in states]
+        rows: list[tuple[str, ...]] = [
+            (t.transactional_id, str(broker_id), str(t.producer_id), _state(t.transaction_state))
+            for broker_id, states in zip(sorted(brokers), listings)
+            for t in states
+        ]
         return LIST_HEADERS, rows
 
     async def _list_one(self, broker_id: int, address: tuple[str, int]) -> tuple:
@@ -243,7 +279,7 @@ class TransactionsTool:
 
     # -- describe -----------------------------------------------------------------------------------
 
-    async def describe(self, transactional_id: str) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
+    async def describe(self, transactional_id: str) -> Table:
         what = f"Failed to describe transaction state of transactional-id `{transactional_id}`"
         try:
             coordinator_id, state = await self.retrying(lambda: self._describe_once(transactional_id, what), what)
@@ -251,25 +287,35 @@ class TransactionsTool:
             self.close()
         start = _ms(state.transaction_start_time)
         started = start >= 0
-        partitions = ",".join(f"{t.topic}-{p}" for t in sorted(state.topics, key=lambda t: t.topic)
-                              for p in sorted(t.partitions))
-        row = (str(coordinator_id), transactional_id, str(state.producer_id), str(state.producer_epoch),
-               _state(state.transaction_state), str(int(state.transaction_timeout.total_seconds() * 1000)),
-               str(start) if started else "None",
-               str(int(time.time() * 1000) - start) if started else "None", partitions)
+        partitions = ",".join(
+            f"{t.topic}-{p}" for t in sorted(state.topics, key=lambda t: t.topic) for p in sorted(t.partitions)
+        )
+        row = (
+            str(coordinator_id),
+            transactional_id,
+            str(state.producer_id),
+            str(state.producer_epoch),
+            _state(state.transaction_state),
+            str(int(state.transaction_timeout.total_seconds() * 1000)),
+            str(start) if started else "None",
+            str(int(time.time() * 1000) - start) if started else "None",
+            partitions,
+        )
         return DESCRIBE_HEADERS, [row]
 
     async def _describe_once(self, transactional_id: str, what: str):
         bootstrap = next(iter(self.brokers().values()))
-        found = await self.request(bootstrap, FIND_COORDINATOR, {"key": transactional_id,
-                                                                 "key_type": TRANSACTION_KEY_TYPE})
+        found = await self.request(
+            bootstrap, FIND_COORDINATOR, {"key": transactional_id, "key_type": TRANSACTION_KEY_TYPE}
+        )
         code = int(found.error_code)
         if code in COORDINATOR_MOVED:
             return Retry(code, found.error_message)
         if code:
             raise Failed(what, code, found.error_message)
-        response = await self.request((found.host, found.port), DESCRIBE_TRANSACTIONS,
-                                      {"transactional_ids": [transactional_id]})
+        response = await self.request(
+            (found.host, found.port), DESCRIBE_TRANSACTIONS, {"transactional_ids": [transactional_id]}
+        )
         state = response.transaction_states[0]
         code = int(state.error_code)
         if code in COORDINATOR_MOVED:
@@ -280,15 +326,23 @@ class TransactionsTool:
 
     # -- describe-producers ---------------------------------------------------------------------------
 
-    async def describe_producers(self, topic: str, partition: int) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
+    async def describe_producers(self, topic: str, partition: int) -> Table:
         what = f"Failed to describe producers for partition {topic}-{partition} on leader"
         try:
             producers = await self.producers(topic, partition, what)
         finally:
             self.close()
-        rows = [(str(p.producer_id), str(p.producer_epoch), str(max(p.coordinator_epoch, -1)), str(p.last_sequence),
-                 str(p.last_timestamp), str(p.current_txn_start_offset) if p.current_txn_start_offset >= 0 else "None")
-                for p in producers]
+        rows: list[tuple[str, ...]] = [
+            (
+                str(p.producer_id),
+                str(p.producer_epoch),
+                str(max(p.coordinator_epoch, -1)),
+                str(p.last_sequence),
+                str(p.last_timestamp),
+                str(p.current_txn_start_offset) if p.current_txn_start_offset >= 0 else "None",
+            )
+            for p in producers
+        ]
         return PRODUCER_HEADERS, rows
 
     async def producers(self, topic: str, partition: int, what: str) -> tuple:
@@ -296,8 +350,9 @@ class TransactionsTool:
             leader, address = self.leader(topic, partition, what)
             if leader < 0:
                 return Retry(ErrorCode.LEADER_NOT_AVAILABLE)
-            response = await self.request(address, DESCRIBE_PRODUCERS,
-                                          {"topics": [{"name": topic, "partition_indexes": [partition]}]})
+            response = await self.request(
+                address, DESCRIBE_PRODUCERS, {"topics": [{"name": topic, "partition_indexes": [partition]}]}
+            )
             result = response.topics[0].partitions[0]
             code = int(result.error_code)
             if code in LEADER_MOVED:
@@ -314,35 +369,51 @@ class TransactionsTool:
         topic, partition = args.topic, args.partition
         try:
             if args.start_offset is not None:
-                producers = await self.producers(topic, partition,
-                                                 f"Failed to validate producer state for partition {topic}-{partition}")
+                producers = await self.producers(
+                    topic, partition, f"Failed to validate producer state for partition {topic}-{partition}"
+                )
                 found = [p for p in producers if p.current_txn_start_offset == args.start_offset]
                 if not found:
-                    raise ToolError(f"Could not find any open transactions starting at offset {args.start_offset} "
-                                    f"on partition {topic}-{partition}")
+                    raise ToolError(
+                        f"Could not find any open transactions starting at offset {args.start_offset} "
+                        f"on partition {topic}-{partition}"
+                    )
                 producer_id, producer_epoch = found[0].producer_id, found[0].producer_epoch
                 coordinator_epoch = found[0].coordinator_epoch
             else:
-                producer_id, producer_epoch, coordinator_epoch = (args.producer_id, args.producer_epoch,
-                                                                  args.coordinator_epoch)
+                producer_id, producer_epoch, coordinator_epoch = (
+                    args.producer_id,
+                    args.producer_epoch,
+                    args.coordinator_epoch,
+                )
             # A producer that never had a marker here reports -1; 0 is <= any coordinator's epoch (as Kafka).
-            spec = (f"AbortTransactionSpec(topicPartition={topic}-{partition}, producerId={producer_id}, "
-                    f"producerEpoch={producer_epoch}, coordinatorEpoch={max(coordinator_epoch, 0)})")
-            await self.retrying(lambda: self._write_abort(topic, partition, producer_id, producer_epoch,
-                                                          max(coordinator_epoch, 0), spec),
-                                f"Failed to abort transaction {spec}")
+            spec = (
+                f"AbortTransactionSpec(topicPartition={topic}-{partition}, producerId={producer_id}, "
+                f"producerEpoch={producer_epoch}, coordinatorEpoch={max(coordinator_epoch, 0)})"
+            )
+            await self.retrying(
+                lambda: self._write_abort(
+                    topic, partition, producer_id, producer_epoch, max(coordinator_epoch, 0), spec
+                ),
+                f"Failed to abort transaction {spec}",
+            )
         finally:
             self.close()
         return None
 
-    async def _write_abort(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
-                           coordinator_epoch: int, spec: str):
+    async def _write_abort(
+        self, topic: str, partition: int, producer_id: int, producer_epoch: int, coordinator_epoch: int, spec: str
+    ):
         leader, address = self.leader(topic, partition, f"Failed to abort transaction {spec}")
         if leader < 0:
             return Retry(ErrorCode.LEADER_NOT_AVAILABLE)
-        marker = {"producer_id": producer_id, "producer_epoch": producer_epoch, "transaction_result": False,
-                  "coordinator_epoch": coordinator_epoch,
-                  "topics": [{"name": topic, "partition_indexes": [partition]}]}
+        marker = {
+            "producer_id": producer_id,
+            "producer_epoch": producer_epoch,
+            "transaction_result": False,
+            "coordinator_epoch": coordinator_epoch,
+            "topics": [{"name": topic, "partition_indexes": [partition]}],
+        }
         response = await self.request(address, WRITE_TXN_MARKERS, {"markers": [marker]})
         code = int(response.markers[0].topics[0].partitions[0].error_code)
         if code in LEADER_MOVED:
@@ -358,8 +429,6 @@ class Retry:
     def __init__(self, code: int, message: str | None = None):
         self.code = code
         self.message = message
-
-
 
 
 def _state(name: str) -> str:

@@ -21,14 +21,29 @@ from strom.cli.client_props import ToolError, add_timeout_argument
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT", help="the broker(s) to connect to")
     parser.add_argument("--command-config", metavar="FILE", help="client properties file (security settings)")
-    parser.add_argument("--metrics", action="append", default=[], metavar="URL",
-                        help="a broker's Prometheus endpoint to scrape (repeatable)")
+    parser.add_argument(
+        "--metrics",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="a broker's Prometheus endpoint to scrape (repeatable)",
+    )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8080, help="port to listen on; 0 picks a free one (default 8080)")
-    parser.add_argument("--sample-interval", type=float, default=2.0, metavar="S",
-                        help="seconds between offset samples for rates and lag charts (default 2)")
-    parser.add_argument("--refresh-ms", type=int, default=2000, metavar="MS",
-                        help="how often live parts of a page refresh (default 2000)")
+    parser.add_argument(
+        "--sample-interval",
+        type=float,
+        default=2.0,
+        metavar="S",
+        help="seconds between offset samples for rates and lag charts (default 2)",
+    )
+    parser.add_argument(
+        "--refresh-ms",
+        type=int,
+        default=2000,
+        metavar="MS",
+        help="how often live parts of a page refresh (default 2000)",
+    )
     add_timeout_argument(parser, default_ms=5000)
 
 
@@ -50,8 +65,7 @@ def run(args: argparse.Namespace) -> int:
             cluster.check_reachable()
         except ToolError as exc:  # serve anyway: the pages show the error until the cluster is up
             print(f"WARNING {exc}", file=sys.stderr)
-        serve(cluster, args.host, args.port, max(args.sample_interval, 0.1), max(args.refresh_ms, 250),
-              args.metrics)
+        serve(cluster, args.host, args.port, max(args.sample_interval, 0.1), max(args.refresh_ms, 250), args.metrics)
     except ToolError as exc:
         print(f"Error: {exc}", file=sys.stderr)
         return 1

@@ -69,8 +69,9 @@ class Controller:
     # -- election ----------------------------------------------------------------------------------
     def elect(self) -> bool:
         """Try to become the controller; True if this broker now is."""
-        payload = json.dumps({"version": 2, "brokerid": self.broker_id,
-                              "timestamp": str(int(time.time() * 1000))}).encode()
+        payload = json.dumps(
+            {"version": 2, "brokerid": self.broker_id, "timestamp": str(int(time.time() * 1000))}
+        ).encode()
         try:
             self.store.create(model.CONTROLLER, payload, ephemeral=True)
         except NodeExistsError:
@@ -113,9 +114,15 @@ class Controller:
         except ConfigError as exc:
             raise InvalidConfigError(str(exc)) from None
 
-    def create_topic(self, name: str, partitions: int, replication_factor: int,
-                     configs: dict[str, str] | None = None, assignment: dict[int, list[int]] | None = None,
-                     validate_only: bool = False) -> TopicAssignment:
+    def create_topic(
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int,
+        configs: dict[str, str] | None = None,
+        assignment: dict[int, list[int]] | None = None,
+        validate_only: bool = False,
+    ) -> TopicAssignment:
         """Any broker may write a new topic's znodes (as Kafka's AdminZkClient does); the
         controller creates the partition states, here or in its next reconcile pass."""
         validate_topic_name(name)
@@ -193,8 +200,9 @@ class Controller:
             pass
         log.info("deleted topic %s", name)
 
-    def create_partitions(self, name: str, total: int, assignment: list[list[int]] | None = None,
-                          validate_only: bool = False) -> None:
+    def create_partitions(
+        self, name: str, total: int, assignment: list[list[int]] | None = None, validate_only: bool = False
+    ) -> None:
         found = self.store.get_or_none(model.topic_path(name))
         if found is None:
             raise UnknownTopicOrPartitionError(f"topic '{name}' does not exist")
@@ -215,7 +223,9 @@ class Controller:
             self._check_assignment(new, brokers)
         else:
             if rf > len(brokers):
-                raise InvalidReplicationFactorError(f"replication factor {rf} is larger than {len(brokers)} live brokers")
+                raise InvalidReplicationFactorError(
+                    f"replication factor {rf} is larger than {len(brokers)} live brokers"
+                )
             new = assign_replicas({b: brokers[b].rack for b in brokers}, total - current, rf, first_partition=current)
         if validate_only:
             return
@@ -266,16 +276,16 @@ class Controller:
                 live = all_live - lost if lost else all_live
                 if state is None:
                     alive = [b for b in replicas if b in live]
-                    new = PartitionState(alive[0] if alive else NO_LEADER, 0, alive or replicas[:1], self.epoch)
+                    created = PartitionState(alive[0] if alive else NO_LEADER, 0, alive or replicas[:1], self.epoch)
                     try:
-                        self.store.create(model.partition_state_path(topic.name, index), new.to_json(),
-                                          makepath=True)
+                        self.store.create(
+                            model.partition_state_path(topic.name, index), created.to_json(), makepath=True
+                        )
                         writes += 1
                     except NodeExistsError:
                         pass
                     continue
-                new = self._elect(topic.name, index, replicas, state, live,
-                                  unclean_enabled(topic.name))
+                new = self._elect(topic.name, index, replicas, state, live, unclean_enabled(topic.name))
                 if new is None:
                     continue
                 try:
@@ -285,26 +295,30 @@ class Controller:
                         self.leader_elections += 1
                         self.unclean_leader_elections += new.leader not in state.isr
                 except (BadVersionError, NoNodeError):
-                    log.info("partition %s-%d changed under the controller; retrying on the next pass",
-                             topic.name, index)
+                    log.info(
+                        "partition %s-%d changed under the controller; retrying on the next pass", topic.name, index
+                    )
                 except OSError as exc:  # the embedded store's file is on a full or failed disk
                     failed_store = exc
         if failed_store is not None:
-            log.warning("the controller could not write partition states (%s); retrying on the next change",
-                        failed_store)
+            log.warning(
+                "the controller could not write partition states (%s); retrying on the next change", failed_store
+            )
         try:
             writes += self.reassigner.complete_ready(metadata, self.epoch)
         except OSError as exc:
             log.warning("the controller could not complete reassignments (%s); retrying on the next change", exc)
         return writes
 
-    def alter_partition_reassignments(self, topic: str, requests: dict[int, list[int] | None],
-                                      live: set[int]) -> dict[int, Result]:
+    def alter_partition_reassignments(
+        self, topic: str, requests: dict[int, list[int] | None], live: set[int]
+    ) -> dict[int, Result]:
         """AlterPartitionReassignments for one topic (see cluster/reassignment.py)."""
         return self.reassigner.alter(topic, requests, live, self.epoch)
 
-    def _elect(self, topic: str, index: int, replicas: list[int], state: PartitionState, live: set[int],
-               unclean: bool) -> PartitionState | None:
+    def _elect(
+        self, topic: str, index: int, replicas: list[int], state: PartitionState, live: set[int], unclean: bool
+    ) -> PartitionState | None:
         isr_alive = [b for b in state.isr if b in live]
         if state.leader in live:
             if len(isr_alive) == len(state.isr):
@@ -320,15 +334,21 @@ class Controller:
         if unclean:
             alive = [b for b in replicas if b in live]
             if alive:
-                log.warning("UNCLEAN leader election for %s-%d: %d was not in the ISR %s; committed messages "
-                            "may be lost", topic, index, alive[0], state.isr)
+                log.warning(
+                    "UNCLEAN leader election for %s-%d: %d was not in the ISR %s; committed messages may be lost",
+                    topic,
+                    index,
+                    alive[0],
+                    state.isr,
+                )
                 return PartitionState(alive[0], state.leader_epoch + 1, [alive[0]], self.epoch)
         if state.leader == NO_LEADER:
             return None
         log.warning("%s-%d has no live in-sync replica (ISR %s): offline until one returns", topic, index, state.isr)
         # Kafka keeps the last ISR member in the ISR so that it can take over when it returns.
-        return PartitionState(NO_LEADER, state.leader_epoch + 1, state.isr[-1:] if not isr_alive else isr_alive,
-                              self.epoch)
+        return PartitionState(
+            NO_LEADER, state.leader_epoch + 1, state.isr[-1:] if not isr_alive else isr_alive, self.epoch
+        )
 
     def preferred_leader_moves(self, metadata, imbalance_percentage: int = 10) -> int:
         """auto.leader.rebalance.enable: give leadership back to live, in-sync preferred replicas.
@@ -347,8 +367,14 @@ class Controller:
         for broker_id, owned in preferred_of.items():
             if broker_id not in metadata.brokers:
                 continue
-            off = [(t, i) for t, i in owned if t.states.get(i) is not None and t.states[i].leader != broker_id
-                   and broker_id in t.states[i].isr and broker_id not in offline.get((t.name, i), ())]
+            off = [
+                (t, i)
+                for t, i in owned
+                if t.states.get(i) is not None
+                and t.states[i].leader != broker_id
+                and broker_id in t.states[i].isr
+                and broker_id not in offline.get((t.name, i), ())
+            ]
             if not off or 100 * len(off) / len(owned) <= imbalance_percentage:
                 continue
             for topic, index in off:

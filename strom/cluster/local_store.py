@@ -87,8 +87,11 @@ class LocalStore(MetadataStore):
             return
         self._check_writable()
         self._dirty = False
-        saved = {p: {"data": base64.b64encode(n.data).decode(), "version": n.version}
-                 for p, n in self._nodes.items() if not n.ephemeral and p != "/"}
+        saved = {
+            p: {"data": base64.b64encode(n.data).decode(), "version": n.version}
+            for p, n in self._nodes.items()
+            if not n.ephemeral and p != "/"
+        }
         tmp = self._path + ".tmp"
         try:
             with open(tmp, "w", encoding="utf-8") as handle:
@@ -198,8 +201,11 @@ class LocalStore(MetadataStore):
             if watch and watch not in node.child_watchers:
                 node.child_watchers.append(watch)
             prefix = path.rstrip("/") + "/"
-            return sorted(p[len(prefix):] for p in self._nodes
-                          if p.startswith(prefix) and "/" not in p[len(prefix):] and p != "/")
+            return sorted(
+                p[len(prefix) :]
+                for p in self._nodes
+                if p.startswith(prefix) and "/" not in p[len(prefix) :] and p != "/"
+            )
 
     def close(self) -> None:
         with self._lock:

@@ -69,8 +69,14 @@ class MetadataCache:
             if found is None:
                 continue
             assignment = TopicAssignment.from_json(name, found[0])
-            info = TopicInfo(name, assignment.topic_id, assignment.partitions, adding=assignment.adding,
-                             removing=assignment.removing, version=found[1])
+            info = TopicInfo(
+                name,
+                assignment.topic_id,
+                assignment.partitions,
+                adding=assignment.adding,
+                removing=assignment.removing,
+                version=found[1],
+            )
             for partition in assignment.partitions:
                 path = model.partition_state_path(name, partition)
                 state = _get(store, path, watch)

@@ -98,8 +98,13 @@ class Broker:
         value = {
             "listener_security_protocol_map": {name: protocols.get(name, name) for name, _, _ in endpoints},
             "endpoints": [f"{name}://{_bracketed(host)}:{port}" for name, host, port in endpoints],
-            "jmx_port": -1, "features": {}, "host": plain[0], "port": plain[1],
-            "timestamp": str(int(time.time() * 1000)), "version": 5, "rack": self.rack,
+            "jmx_port": -1,
+            "features": {},
+            "host": plain[0],
+            "port": plain[1],
+            "timestamp": str(int(time.time() * 1000)),
+            "version": 5,
+            "rack": self.rack,
         }
         if self.offline_replicas:
             by_topic: dict[str, list[int]] = {}
@@ -109,18 +114,26 @@ class Broker:
         return _dump(value)
 
     @classmethod
-    def from_json(cls, broker_id: int, data: bytes) -> "Broker":
+    def from_json(cls, broker_id: int, data: bytes) -> Broker:
         value = json.loads(data)
-        offline = frozenset((topic, int(p)) for topic, partitions in (value.get("offline_replicas") or {}).items()
-                            for p in partitions)
+        offline = frozenset(
+            (topic, int(p)) for topic, partitions in (value.get("offline_replicas") or {}).items() for p in partitions
+        )
         endpoints = []
         for text in value.get("endpoints") or ():
             name, _, address = str(text).partition("://")
             host, _, port = address.rpartition(":")
             endpoints.append((name, host.strip("[]"), int(port)))
         protocols = tuple(sorted((value.get("listener_security_protocol_map") or {}).items()))
-        return cls(broker_id, value.get("host") or "", int(value.get("port", -1)), value.get("rack"), offline,
-                   tuple(endpoints), protocols)
+        return cls(
+            broker_id,
+            value.get("host") or "",
+            int(value.get("port", -1)),
+            value.get("rack"),
+            offline,
+            tuple(endpoints),
+            protocols,
+        )
 
 
 def _bracketed(host: str) -> str:
@@ -144,15 +157,18 @@ class TopicAssignment:
     removing: dict[int, list[int]] = field(default_factory=dict)
 
     def to_json(self) -> bytes:
-        return _dump({
-            "partitions": {str(p): replicas for p, replicas in sorted(self.partitions.items())},
-            "topic_id": base64url_uuid(self.topic_id),
-            "adding_replicas": {str(p): r for p, r in sorted(self.adding.items()) if r},
-            "removing_replicas": {str(p): r for p, r in sorted(self.removing.items()) if r}, "version": 3,
-        })
+        return _dump(
+            {
+                "partitions": {str(p): replicas for p, replicas in sorted(self.partitions.items())},
+                "topic_id": base64url_uuid(self.topic_id),
+                "adding_replicas": {str(p): r for p, r in sorted(self.adding.items()) if r},
+                "removing_replicas": {str(p): r for p, r in sorted(self.removing.items()) if r},
+                "version": 3,
+            }
+        )
 
     @classmethod
-    def from_json(cls, topic: str, data: bytes) -> "TopicAssignment":
+    def from_json(cls, topic: str, data: bytes) -> TopicAssignment:
         value = json.loads(data)
         partitions = {int(p): list(r) for p, r in value["partitions"].items()}
         raw_id = value.get("topic_id")
@@ -177,14 +193,25 @@ class PartitionState:
     controller_epoch: int = 1
 
     def to_json(self) -> bytes:
-        return _dump({"controller_epoch": self.controller_epoch, "leader": self.leader, "version": 1,
-                      "leader_epoch": self.leader_epoch, "isr": self.isr})
+        return _dump(
+            {
+                "controller_epoch": self.controller_epoch,
+                "leader": self.leader,
+                "version": 1,
+                "leader_epoch": self.leader_epoch,
+                "isr": self.isr,
+            }
+        )
 
     @classmethod
-    def from_json(cls, data: bytes) -> "PartitionState":
+    def from_json(cls, data: bytes) -> PartitionState:
         value = json.loads(data)
-        return cls(int(value["leader"]), int(value["leader_epoch"]), [int(b) for b in value["isr"]],
-                   int(value.get("controller_epoch", 0)))
+        return cls(
+            int(value["leader"]),
+            int(value["leader_epoch"]),
+            [int(b) for b in value["isr"]],
+            int(value.get("controller_epoch", 0)),
+        )
 
 
 def topic_config_json(config: dict[str, str]) -> bytes:

@@ -31,9 +31,16 @@ def rack_alternating(brokers: dict[int, str | None]) -> list[int]:
     return ordered
 
 
-def assign_replicas(brokers: dict[int, str | None], partitions: int, replication_factor: int, *,
-                    first_partition: int = 0, start_index: int | None = None,
-                    shift: int | None = None, rng: random.Random | None = None) -> dict[int, list[int]]:
+def assign_replicas(
+    brokers: dict[int, str | None],
+    partitions: int,
+    replication_factor: int,
+    *,
+    first_partition: int = 0,
+    start_index: int | None = None,
+    shift: int | None = None,
+    rng: random.Random | None = None,
+) -> dict[int, list[int]]:
     """partition -> replica broker ids for ``partitions`` new partitions numbered from ``first_partition``."""
     if replication_factor < 1:
         raise ValueError("replication factor must be at least 1")

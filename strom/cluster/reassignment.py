@@ -48,20 +48,25 @@ def validate_target(target: list[int], original: list[int], live: set[int]) -> R
     if not target:
         return Result(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Empty replica list specified in partition reassignment.")
     if len(set(target)) != len(target):
-        return Result(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                      f"Duplicate replica ids in partition reassignment replica list: {target}")
+        return Result(
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            f"Duplicate replica ids in partition reassignment replica list: {target}",
+        )
     if any(b < 0 for b in target):
         return Result(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Invalid broker id in replica list: {target}")
     adding = [b for b in target if b not in original]
     if not set(adding) <= live:
-        return Result(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                      f"Replica assignment has brokers that are not alive. Replica list: {adding}, "
-                      f"live broker list: {sorted(live)}")
+        return Result(
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            f"Replica assignment has brokers that are not alive. Replica list: {adding}, "
+            f"live broker list: {sorted(live)}",
+        )
     return None
 
 
-def settled_state(state: PartitionState, target: list[int], live: set[int],
-                  controller_epoch: int, prefer: bool = True) -> PartitionState | None:
+def settled_state(
+    state: PartitionState, target: list[int], live: set[int], controller_epoch: int, prefer: bool = True
+) -> PartitionState | None:
     """The partition state once the replica set is ``target``; None when the current one will do.
 
     The ISR keeps only target replicas; the first target replica leads when it is alive and in
@@ -90,14 +95,16 @@ class Reassigner:
         self.store = store
 
     # -- AlterPartitionReassignments ---------------------------------------------------------------
-    def alter(self, topic: str, requests: dict[int, list[int] | None], live: set[int],
-              controller_epoch: int) -> dict[int, Result]:
+    def alter(
+        self, topic: str, requests: dict[int, list[int] | None], live: set[int], controller_epoch: int
+    ) -> dict[int, Result]:
         """Start, replace or cancel (None) moves of one topic's partitions; one result per partition."""
         for _ in range(CAS_ATTEMPTS):
             found = self.store.get_or_none(model.topic_path(topic))
             if found is None:
-                return {p: Result(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                  f"topic '{topic}' does not exist") for p in requests}
+                return {
+                    p: Result(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic '{topic}' does not exist") for p in requests
+                }
             current = model.TopicAssignment.from_json(topic, found[0])
             results, partitions = {}, dict(current.partitions)
             adding, removing = dict(current.adding), dict(current.removing)
@@ -105,15 +112,17 @@ class Reassigner:
             narrowed: dict[int, list[int]] = {}  # a replaced move drops replicas it was adding
             for index, target in requests.items():
                 if index not in partitions:
-                    results[index] = Result(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                            f"partition {topic}-{index} does not exist")
+                    results[index] = Result(
+                        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"partition {topic}-{index} does not exist"
+                    )
                     continue
                 in_progress = bool(current.adding.get(index) or current.removing.get(index))
                 original = current.original(index)
                 if target is None:
                     if not in_progress:
-                        results[index] = Result(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS,
-                                                f"no reassignment in progress for {topic}-{index}")
+                        results[index] = Result(
+                            ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, f"no reassignment in progress for {topic}-{index}"
+                        )
                         continue
                     target = original
                 else:
@@ -136,8 +145,7 @@ class Reassigner:
                     narrowed[index] = partitions[index]
             for index, target in settle.items():
                 if not self._settle_state(topic, index, target, live, controller_epoch):
-                    results[index] = Result(ErrorCode.REQUEST_TIMED_OUT,
-                                            f"{topic}-{index} kept changing; try again")
+                    results[index] = Result(ErrorCode.REQUEST_TIMED_OUT, f"{topic}-{index} kept changing; try again")
                     continue
                 partitions[index] = target
             for index, full in narrowed.items():  # the ISR first: it must never name a non-replica
@@ -151,13 +159,20 @@ class Reassigner:
                 continue
             for index, result in results.items():
                 if result.code == ErrorCode.NONE:
-                    log.info("reassignment of %s-%d: replicas %s (adding %s, removing %s)", topic, index,
-                             partitions[index], adding.get(index, []), removing.get(index, []))
+                    log.info(
+                        "reassignment of %s-%d: replicas %s (adding %s, removing %s)",
+                        topic,
+                        index,
+                        partitions[index],
+                        adding.get(index, []),
+                        removing.get(index, []),
+                    )
             return results
         return {p: Result(ErrorCode.REQUEST_TIMED_OUT, f"topic '{topic}' kept changing; try again") for p in requests}
 
-    def _settle_state(self, topic: str, index: int, target: list[int], live: set[int],
-                      controller_epoch: int, prefer: bool = True) -> bool:
+    def _settle_state(
+        self, topic: str, index: int, target: list[int], live: set[int], controller_epoch: int, prefer: bool = True
+    ) -> bool:
         """Write the partition state for a replica set (before the topic znode names it)."""
         path = model.partition_state_path(topic, index)
         for _ in range(CAS_ATTEMPTS):
@@ -172,8 +187,15 @@ class Reassigner:
                 self.store.set(path, new.to_json(), version)
             except BadVersionError:
                 continue
-            log.info("%s-%d: leader %d, isr %s (epoch %d) for replicas %s", topic, index, new.leader, new.isr,
-                     new.leader_epoch, target)
+            log.info(
+                "%s-%d: leader %d, isr %s (epoch %d) for replicas %s",
+                topic,
+                index,
+                new.leader,
+                new.isr,
+                new.leader_epoch,
+                target,
+            )
             return True
         return False
 
@@ -219,9 +241,11 @@ class Reassigner:
                 removing.pop(index, None)
                 log.info("reassignment of %s-%d completed: replicas %s", topic, index, target)
             try:
-                self.store.set(model.topic_path(topic),
-                               TopicAssignment(topic, partitions, current.topic_id, adding, removing).to_json(),
-                               found[1])
+                self.store.set(
+                    model.topic_path(topic),
+                    TopicAssignment(topic, partitions, current.topic_id, adding, removing).to_json(),
+                    found[1],
+                )
                 return 1
             except BadVersionError:
                 continue
@@ -239,9 +263,15 @@ def ongoing(metadata, wanted: dict[str, list[int]] | None) -> list[dict]:
         moving = sorted(set(info.adding) | set(info.removing))
         if wanted is not None:
             moving = [p for p in wanted[name] if p in moving]
-        partitions = [{"partition_index": p, "replicas": list(info.replicas.get(p, [])),
-                       "adding_replicas": list(info.adding.get(p, [])),
-                       "removing_replicas": list(info.removing.get(p, []))} for p in moving]
+        partitions = [
+            {
+                "partition_index": p,
+                "replicas": list(info.replicas.get(p, [])),
+                "adding_replicas": list(info.adding.get(p, [])),
+                "removing_replicas": list(info.removing.get(p, [])),
+            }
+            for p in moving
+        ]
         if partitions:
             topics.append({"name": name, "partitions": partitions})
     return topics

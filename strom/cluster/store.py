@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from abc import ABC, abstractmethod
-from typing import Callable
+from collections.abc import Callable
 
 
 class StoreError(Exception):

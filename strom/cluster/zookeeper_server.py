@@ -11,8 +11,16 @@ import socket
 import subprocess
 import time
 
-JARS = ["zookeeper.jar", "zookeeper-jute.jar", "slf4j-api.jar", "netty-all.jar", "metrics-core.jar",
-        "snappy-java.jar", "commons-cli.jar", "log4j-1.2.jar"]
+JARS = [
+    "zookeeper.jar",
+    "zookeeper-jute.jar",
+    "slf4j-api.jar",
+    "netty-all.jar",
+    "metrics-core.jar",
+    "snappy-java.jar",
+    "commons-cli.jar",
+    "log4j-1.2.jar",
+]
 JAVA_DIR = "/usr/share/java"
 MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 
@@ -28,9 +36,11 @@ def write_config(directory: str, port: int) -> str:
     os.makedirs(data_dir, exist_ok=True)
     path = os.path.join(directory, "zoo.cfg")
     with open(path, "w") as handle:
-        handle.write(f"dataDir={data_dir}\nclientPort={port}\nclientPortAddress=127.0.0.1\ntickTime=500\n"
-                     "initLimit=10\nsyncLimit=5\nmaxSessionTimeout=60000\nminSessionTimeout=1000\n"
-                     "admin.enableServer=false\n4lw.commands.whitelist=ruok,srvr\n")
+        handle.write(
+            f"dataDir={data_dir}\nclientPort={port}\nclientPortAddress=127.0.0.1\ntickTime=500\n"
+            "initLimit=10\nsyncLimit=5\nmaxSessionTimeout=60000\nminSessionTimeout=1000\n"
+            "admin.enableServer=false\n4lw.commands.whitelist=ruok,srvr\n"
+        )
     return path
 
 
@@ -43,8 +53,12 @@ def start(directory: str, port: int = 0, timeout_s: float = 30.0) -> tuple[subpr
     config = write_config(directory, port)
     classpath = ":".join(os.path.join(JAVA_DIR, jar) for jar in JARS)
     log = open(os.path.join(directory, "zookeeper.log"), "ab")
-    process = subprocess.Popen(["java", "-Xmx256m", "-cp", classpath, MAIN_CLASS, config],
-                               stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        ["java", "-Xmx256m", "-cp", classpath, MAIN_CLASS, config],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+    )
     log.close()
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

@@ -46,10 +46,13 @@ class Console:
         self.cluster = cluster
         self.sampler = sampler
         self.refresh_ms = refresh_ms
-        self.env = Environment(loader=PackageLoader("strom.console", "templates"),
-                               autoescape=select_autoescape(default=True, default_for_string=True))
-        self.env.filters.update(url=lambda s: quote(str(s), safe=""), size=show_size, rate=show_rate,
-                                time=show_time, shown=show_bytes)
+        self.env = Environment(
+            loader=PackageLoader("strom.console", "templates"),
+            autoescape=select_autoescape(default=True, default_for_string=True),
+        )
+        self.env.filters.update(
+            url=lambda s: quote(str(s), safe=""), size=show_size, rate=show_rate, time=show_time, shown=show_bytes
+        )
         self.routes: list[tuple[str, re.Pattern[str], Callable[..., str]]] = [
             ("GET", re.compile(r"/"), self.overview),
             ("GET", re.compile(r"/fragment/overview"), self.overview_fragment),
@@ -71,8 +74,9 @@ class Console:
         ]
 
     def render(self, template: str, **values: Any) -> str:
-        return self.env.get_template(template).render(bootstrap=self.cluster.bootstrap, refresh_ms=self.refresh_ms,
-                                                      sampler_error=self.sampler.error, **values)
+        return self.env.get_template(template).render(
+            bootstrap=self.cluster.bootstrap, refresh_ms=self.refresh_ms, sampler_error=self.sampler.error, **values
+        )
 
     def page(self, template: str, produce: Callable[[], dict[str, Any]], **values: Any) -> str:
         """Render ``template`` with what ``produce`` returns, or with the cluster's error instead."""
@@ -94,11 +98,16 @@ class Console:
         byte_rates = self.sampler.snapshot("bytes in", "bytes out")
         if byte_rates:
             charts.append(Markup(line_chart(byte_rates, "Bytes per second (from --metrics)", "B/s")))
-        return {"brokers": brokers, "cluster_id": cluster_id, "topic_count": len(topics),
-                "partition_count": len(partitions),
-                "under_replicated": [(t.name, p) for t in topics for p in t.partitions if p.under_replicated],
-                "offline": [(t.name, p) for t in topics for p in t.partitions if p.offline],
-                "charts": charts, "scrapes": self.sampler.scrapes}
+        return {
+            "brokers": brokers,
+            "cluster_id": cluster_id,
+            "topic_count": len(topics),
+            "partition_count": len(partitions),
+            "under_replicated": [(t.name, p) for t in topics for p in t.partitions if p.under_replicated],
+            "offline": [(t.name, p) for t in topics for p in t.partitions if p.offline],
+            "charts": charts,
+            "scrapes": self.sampler.scrapes,
+        }
 
     def overview(self, query: dict[str, str]) -> str:
         return self.page("overview.html", self._overview_values, nav="overview")
@@ -114,13 +123,15 @@ class Console:
             if query.get("internal") != "1":
                 topics = [t for t in topics if not t.internal]
             sizes = self.cluster.partition_sizes(topics)
-            totals = {t.name: sum(sizes.get((t.name, p.id), 0) for p in t.partitions) if sizes else None
-                      for t in topics}
+            totals = {
+                t.name: sum(sizes.get((t.name, p.id), 0) for p in t.partitions) if sizes else None for t in topics
+            }
             rates = {t.name: self.sampler.rate(t.name) for t in topics}
             return {"topics": topics, "sizes": totals, "rates": rates}
 
-        return self.page("topics.html", produce, nav="topics", message=query.get("msg"),
-                         show_internal=query.get("internal") == "1")
+        return self.page(
+            "topics.html", produce, nav="topics", message=query.get("msg"), show_internal=query.get("internal") == "1"
+        )
 
     def create_topic(self, form: dict[str, str]) -> str:
         name = form.get("name", "").strip()
@@ -137,8 +148,13 @@ class Console:
                     configs[key.strip()] = value.strip()
             self.cluster.create_topic(name, partitions, replication, configs)
         except Exception as exc:
-            return self.page("topics.html", lambda: {"topics": self.cluster.topics(), "sizes": {}, "rates": {}},
-                             nav="topics", error=describe_error(exc), form=form)
+            return self.page(
+                "topics.html",
+                lambda: {"topics": self.cluster.topics(), "sizes": {}, "rates": {}},
+                nav="topics",
+                error=describe_error(exc),
+                form=form,
+            )
         raise Redirect(f"/topics/{quote(name, safe='')}?msg=" + quote(f"Created topic {name}."))
 
     def topic(self, query: dict[str, str], name: str) -> str:
@@ -154,7 +170,9 @@ class Console:
         try:
             if not key:
                 raise ConsoleError("A config name is required")
-            self.cluster.alter_topic_config(name, key, None if form.get("action") == "delete" else form.get("value", ""))
+            self.cluster.alter_topic_config(
+                name, key, None if form.get("action") == "delete" else form.get("value", "")
+            )
         except Exception as exc:
             raise Redirect(f"/topics/{quote(name, safe='')}?msg=" + quote(f"Error: {describe_error(exc)}")) from None
         done = f"Removed the override of {key}." if form.get("action") == "delete" else f"Set {key}."
@@ -165,8 +183,9 @@ class Console:
 
     def delete_topic(self, form: dict[str, str], name: str) -> str:
         if form.get("confirm", "") != name:
-            return self.render("confirm_delete.html", nav="topics", name=name,
-                               error=f"Type the topic's name, {name}, to confirm")
+            return self.render(
+                "confirm_delete.html", nav="topics", name=name, error=f"Type the topic's name, {name}, to confirm"
+            )
         try:
             self.cluster.delete_topic(name)
         except Exception as exc:
@@ -189,17 +208,24 @@ class Console:
             positions = self.cluster.start_offsets(name, chosen, mode, query.get("value", ""), limit)
         page = self.cluster.read(name, positions, limit)
         next_query = {**query, "pos": ",".join(f"{p}:{o}" for p, o in sorted(page.next_positions.items()))}
-        return {"all_partitions": all_partitions, "chosen": chosen, "limit": limit, "mode": mode,
-                "value": query.get("value", ""), "page": page, "positions": positions,
-                "next_url": f"/topics/{quote(name, safe='')}/messages?{urlencode(next_query)}",
-                "follow": query.get("follow") == "1", "query": urlencode(query)}
+        return {
+            "all_partitions": all_partitions,
+            "chosen": chosen,
+            "limit": limit,
+            "mode": mode,
+            "value": query.get("value", ""),
+            "page": page,
+            "positions": positions,
+            "next_url": f"/topics/{quote(name, safe='')}/messages?{urlencode(next_query)}",
+            "follow": query.get("follow") == "1",
+            "query": urlencode(query),
+        }
 
     def messages(self, query: dict[str, str], name: str) -> str:
         return self.page("messages.html", lambda: self._messages_values(query, name), nav="topics", name=name)
 
     def messages_fragment(self, query: dict[str, str], name: str) -> str:
-        return self.page("messages_body.html", lambda: self._messages_values(query, name), name=name,
-                         fragment=True)
+        return self.page("messages_body.html", lambda: self._messages_values(query, name), name=name, fragment=True)
 
     # -- groups ----------------------------------------------------------------------------------------------
 
@@ -217,12 +243,16 @@ class Console:
         return {"group": view, "chart": chart, "topics": sorted({p.topic for p in view.partitions})}
 
     def group(self, query: dict[str, str], group_id: str) -> str:
-        return self.page("group.html", lambda: self._group_values(group_id), nav="groups", group_id=group_id,
-                         message=query.get("msg"))
+        return self.page(
+            "group.html",
+            lambda: self._group_values(group_id),
+            nav="groups",
+            group_id=group_id,
+            message=query.get("msg"),
+        )
 
     def group_fragment(self, query: dict[str, str], group_id: str) -> str:
-        return self.page("group_body.html", lambda: self._group_values(group_id), group_id=group_id,
-                         fragment=True)
+        return self.page("group_body.html", lambda: self._group_values(group_id), group_id=group_id, fragment=True)
 
     def reset_offsets(self, form: dict[str, str], group_id: str) -> str:
         mode, value, topic = form.get("mode", ""), form.get("value", ""), form.get("topic") or None
@@ -230,17 +260,24 @@ class Console:
             plan = self.cluster.reset_plan(group_id, mode, value, topic)
             if form.get("confirm") == "yes":
                 self.cluster.commit(group_id, plan)
-                raise Redirect(f"/groups/{quote(group_id, safe='')}?msg="
-                               + quote(f"Reset {len(plan)} partition(s) to {mode}."))
+                raise Redirect(
+                    f"/groups/{quote(group_id, safe='')}?msg=" + quote(f"Reset {len(plan)} partition(s) to {mode}.")
+                )
             current = {(p.topic, p.partition): p.committed for p in self.cluster.group(group_id).partitions}
         except Redirect:
             raise
         except Exception as exc:
-            return self.page("group.html", lambda: self._group_values(group_id), nav="groups", group_id=group_id,
-                             message="Error: " + describe_error(exc))
+            return self.page(
+                "group.html",
+                lambda: self._group_values(group_id),
+                nav="groups",
+                group_id=group_id,
+                message="Error: " + describe_error(exc),
+            )
         rows = [(t, p, current.get((t, p)), o) for (t, p), o in sorted(plan.items())]
-        return self.render("confirm_reset.html", nav="groups", group_id=group_id, rows=rows, mode=mode,
-                           value=value, topic=topic or "")
+        return self.render(
+            "confirm_reset.html", nav="groups", group_id=group_id, rows=rows, mode=mode, value=value, topic=topic or ""
+        )
 
     # -- users, transactions, ACLs ------------------------------------------------------------------------
 
@@ -248,8 +285,7 @@ class Console:
         return self.page("users.html", lambda: {"users": self.cluster.scram_users()}, nav="users")
 
     def transactions(self, query: dict[str, str]) -> str:
-        return self.page("transactions.html", lambda: {"transactions": self.cluster.transactions()},
-                         nav="transactions")
+        return self.page("transactions.html", lambda: {"transactions": self.cluster.transactions()}, nav="transactions")
 
     def acls(self, query: dict[str, str]) -> str:
         return self.page("acls.html", lambda: {"acls": self.cluster.acls()}, nav="acls")
@@ -323,7 +359,7 @@ class Handler(BaseHTTPRequestHandler):
         split = urlsplit(self.path)
         path = split.path.rstrip("/") or "/"
         if method == "GET" and path.startswith("/static/"):
-            return self._static(path[len("/static/"):])
+            return self._static(path[len("/static/") :])
         values = {k: v[-1] for k, v in parse_qs(split.query, keep_blank_values=True).items()}
         if method == "POST":
             length = int(self.headers.get("Content-Length") or 0)
@@ -369,9 +405,16 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
 
-def serve(cluster: Cluster, host: str, port: int, sample_interval_s: float, refresh_ms: int,
-          metrics_urls: list[str], ready: Callable[[str], None] | None = None,
-          stop: threading.Event | None = None) -> None:
+def serve(
+    cluster: Cluster,
+    host: str,
+    port: int,
+    sample_interval_s: float,
+    refresh_ms: int,
+    metrics_urls: list[str],
+    ready: Callable[[str], None] | None = None,
+    stop: threading.Event | None = None,
+) -> None:
     """Serve until ``stop`` is set (or forever); ``ready`` gets the URL once the socket listens."""
     sampler = Sampler(cluster, sample_interval_s, metrics_urls)
     console = Console(cluster, sampler, refresh_ms)
@@ -382,6 +425,7 @@ def serve(cluster: Cluster, host: str, port: int, sample_interval_s: float, refr
     url = f"http://{host}:{server.server_address[1]}/"
     (ready or (lambda u: print(f"strom console: {u} (cluster {cluster.bootstrap})", flush=True)))(url)
     if stop is not None:
+
         def stop_when_told() -> None:
             stop.wait()
             server.shutdown()

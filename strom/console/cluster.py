@@ -199,10 +199,18 @@ class Cluster:
         metadata = self._metadata()
         rows = []
         for name, topic in sorted(metadata.topics.items()):
-            partitions = [PartitionRow(p.id, p.leader, list(p.replicas), list(p.isrs))
-                          for p in sorted(topic.partitions.values(), key=lambda p: p.id)]
-            rows.append(TopicRow(name, partitions, name in INTERNAL_TOPICS or name.startswith("__"),
-                                 topic.error.str() if topic.error is not None else None))
+            partitions = [
+                PartitionRow(p.id, p.leader, list(p.replicas), list(p.isrs))
+                for p in sorted(topic.partitions.values(), key=lambda p: p.id)
+            ]
+            rows.append(
+                TopicRow(
+                    name,
+                    partitions,
+                    name in INTERNAL_TOPICS or name.startswith("__"),
+                    topic.error.str() if topic.error is not None else None,
+                )
+            )
         return rows
 
     def topic(self, name: str) -> tuple[TopicRow, str | None]:
@@ -212,8 +220,9 @@ class Cluster:
         found = {t.name: t for t in self.topics()}.get(name)
         if found is None:
             raise ConsoleError(f"Topic '{name}' does not exist")
-        description = self.admin.describe_topics(TopicCollection([name]), request_timeout=self.timeout_s)[name] \
-            .result(self.timeout_s)
+        description = self.admin.describe_topics(TopicCollection([name]), request_timeout=self.timeout_s)[name].result(
+            self.timeout_s
+        )
         starts = self.offsets({(name, p.id): "earliest" for p in found.partitions})
         ends = self.offsets({(name, p.id): "latest" for p in found.partitions})
         sizes = self.partition_sizes(found.partitions and [found] or [])
@@ -236,8 +245,13 @@ class Cluster:
             return {}
         specs = {}
         for (topic, partition), what in wanted.items():
-            spec = (OffsetSpec.earliest() if what == "earliest" else OffsetSpec.latest() if what == "latest"
-                    else OffsetSpec.for_timestamp(int(what)))
+            spec = (
+                OffsetSpec.earliest()
+                if what == "earliest"
+                else OffsetSpec.latest()
+                if what == "latest"
+                else OffsetSpec.for_timestamp(int(what))
+            )
             specs[TopicPartition(topic, partition)] = spec
         futures = self.admin.list_offsets(specs, request_timeout=self.timeout_s)
         result = {}
@@ -271,8 +285,10 @@ class Cluster:
                 topics.setdefault(topic, []).append(partition)
             try:
                 response = await client.request(
-                    35, DESCRIBE_LOG_DIRS_VERSION,
-                    {"topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]})
+                    35,
+                    DESCRIBE_LOG_DIRS_VERSION,
+                    {"topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]},
+                )
             except Exception:
                 return {}  # sizes are a nicety: the page shows "-" rather than failing
             finally:
@@ -303,8 +319,12 @@ class Cluster:
             context = ssl.create_default_context(cafile=self.properties.get("ssl.ca.location"))
         mechanism = self.properties.get("sasl.mechanism", self.properties.get("sasl.mechanisms"))
         if protocol.startswith("SASL"):
-            return ClientSecurity(context, mechanism or "PLAIN", self.properties.get("sasl.username", ""),
-                                  self.properties.get("sasl.password", ""))
+            return ClientSecurity(
+                context,
+                mechanism or "PLAIN",
+                self.properties.get("sasl.username", ""),
+                self.properties.get("sasl.password", ""),
+            )
         return ClientSecurity(context)
 
     # -- topics: create, delete, configs ----------------------------------------------------------------
@@ -312,15 +332,20 @@ class Cluster:
     def create_topic(self, name: str, partitions: int, replication: int, configs: dict[str, str]) -> None:
         from confluent_kafka.admin import NewTopic
 
-        future = self.admin.create_topics([NewTopic(name, partitions, replication, config=configs)],
-                                          operation_timeout=self.timeout_s, request_timeout=self.timeout_s)[name]
+        future = self.admin.create_topics(
+            [NewTopic(name, partitions, replication, config=configs)],
+            operation_timeout=self.timeout_s,
+            request_timeout=self.timeout_s,
+        )[name]
         future.result(self.timeout_s)
-        self._await_metadata(lambda topics: name in topics and all(
-            p.leader >= 0 for p in topics[name].partitions.values()))
+        self._await_metadata(
+            lambda topics: name in topics and all(p.leader >= 0 for p in topics[name].partitions.values())
+        )
 
     def delete_topic(self, name: str) -> None:
-        self.admin.delete_topics([name], operation_timeout=self.timeout_s,
-                                 request_timeout=self.timeout_s)[name].result(self.timeout_s)
+        self.admin.delete_topics([name], operation_timeout=self.timeout_s, request_timeout=self.timeout_s)[name].result(
+            self.timeout_s
+        )
         self._await_metadata(lambda topics: name not in topics)
 
     def _await_metadata(self, done: Callable[[dict[str, Any]], bool]) -> None:
@@ -335,17 +360,25 @@ class Cluster:
         from confluent_kafka.admin import ConfigResource, ConfigSource
 
         resource = ConfigResource(resource_type, name)
-        entries = self.admin.describe_configs([resource], request_timeout=self.timeout_s)[resource] \
-            .result(self.timeout_s)
+        entries = self.admin.describe_configs([resource], request_timeout=self.timeout_s)[resource].result(
+            self.timeout_s
+        )
         rows = []
         for key, entry in sorted(entries.items()):
             try:
                 source = ConfigSource(entry.source).name
             except ValueError:
                 source = str(entry.source)
-            rows.append(ConfigRow(key, entry.value, source,
-                                  entry.is_default or entry.source == ConfigSource.DEFAULT_CONFIG.value,
-                                  bool(entry.is_read_only), bool(entry.is_sensitive)))
+            rows.append(
+                ConfigRow(
+                    key,
+                    entry.value,
+                    source,
+                    entry.is_default or entry.source == ConfigSource.DEFAULT_CONFIG.value,
+                    bool(entry.is_read_only),
+                    bool(entry.is_sensitive),
+                )
+            )
         return rows
 
     def alter_topic_config(self, topic: str, key: str, value: str | None) -> None:
@@ -400,9 +433,16 @@ class Cluster:
         messages: list[Message] = []
         if not pending:
             return Page(messages, next_positions, ends)
-        consumer = Consumer({**self.config, "group.id": "strom-console-browser", "enable.auto.commit": False,
-                             "enable.auto.offset.store": False, "auto.offset.reset": "earliest",
-                             "isolation.level": "read_uncommitted"})
+        consumer = Consumer(
+            {
+                **self.config,
+                "group.id": "strom-console-browser",
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "auto.offset.reset": "earliest",
+                "isolation.level": "read_uncommitted",
+            }
+        )
         try:
             consumer.assign([TopicPartition(topic, p, o) for p, o in pending.items()])
             deadline = time.monotonic() + self.timeout_s
@@ -414,8 +454,7 @@ class Cluster:
                             continue
                         raise ConsoleError(error.str())
                     p, offset = record.partition(), record.offset()
-                    if p is None or offset is None or p not in pending or offset >= ends[p] \
-                            or len(messages) >= limit:
+                    if p is None or offset is None or p not in pending or offset >= ends[p] or len(messages) >= limit:
                         continue
                     _, ts = record.timestamp()
                     headers = [(h[0], h[1].encode() if isinstance(h[1], str) else h[1]) for h in record.headers() or []]
@@ -435,28 +474,42 @@ class Cluster:
         result = self.admin.list_consumer_groups(request_timeout=self.timeout_s).result(self.timeout_s)
         if result.errors:
             raise ConsoleError("; ".join(str(e) for e in result.errors))
-        return sorted((g.group_id, _state(g.state), "consumer" if g.is_simple_consumer_group is False else "simple")
-                      for g in result.valid)
+        return sorted(
+            (g.group_id, _state(g.state), "consumer" if g.is_simple_consumer_group is False else "simple")
+            for g in result.valid
+        )
 
     def committed(self, group_id: str) -> dict[tuple[str, int], int]:
         from confluent_kafka import ConsumerGroupTopicPartitions
 
-        futures = self.admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group_id)],
-                                                         request_timeout=self.timeout_s)
+        futures = self.admin.list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group_id)], request_timeout=self.timeout_s
+        )
         result = futures[group_id].result(self.timeout_s)
         return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions or [] if tp.offset >= 0}
 
     def group(self, group_id: str) -> GroupView:
-        description = self.admin.describe_consumer_groups([group_id], request_timeout=self.timeout_s)[group_id] \
-            .result(self.timeout_s)
+        description = self.admin.describe_consumer_groups([group_id], request_timeout=self.timeout_s)[group_id].result(
+            self.timeout_s
+        )
         node = description.coordinator
-        view = GroupView(group_id, _state(description.state), description.partition_assignor or "-",
-                         f"{node.id} ({node.host}:{node.port})" if node is not None else "-")
+        view = GroupView(
+            group_id,
+            _state(description.state),
+            description.partition_assignor or "-",
+            f"{node.id} ({node.host}:{node.port})" if node is not None else "-",
+        )
         owners: dict[tuple[str, int], Any] = {}
         for m in description.members:
-            view.members.append({"member_id": m.member_id, "client_id": m.client_id, "host": m.host,
-                                 "instance_id": m.group_instance_id or "",
-                                 "assignment": _assignment_text(m.assignment)})
+            view.members.append(
+                {
+                    "member_id": m.member_id,
+                    "client_id": m.client_id,
+                    "host": m.host,
+                    "instance_id": m.group_instance_id or "",
+                    "assignment": _assignment_text(m.assignment),
+                }
+            )
             for tp in (m.assignment.topic_partitions if m.assignment is not None else None) or []:
                 owners[(tp.topic, tp.partition)] = m
         committed = self.committed(group_id)
@@ -464,21 +517,32 @@ class Cluster:
         ends = self.offsets({tp: "latest" for tp in keys})
         for tp in keys:
             owner = owners.get(tp)
-            view.partitions.append(GroupPartition(tp[0], tp[1], committed.get(tp), ends.get(tp),
-                                                  owner.member_id if owner else None,
-                                                  owner.client_id if owner else None,
-                                                  owner.host if owner else None))
+            view.partitions.append(
+                GroupPartition(
+                    tp[0],
+                    tp[1],
+                    committed.get(tp),
+                    ends.get(tp),
+                    owner.member_id if owner else None,
+                    owner.client_id if owner else None,
+                    owner.host if owner else None,
+                )
+            )
         return view
 
     def reset_plan(self, group_id: str, mode: str, value: str, topic: str | None) -> dict[tuple[str, int], int]:
         """New offsets for the group's committed partitions (of one topic, when given), as Kafka's tool would."""
         view = self.group(group_id)
         if not view.inactive:
-            raise ConsoleError(f"Assignments can only be reset if the group '{group_id}' is inactive, but the "
-                               f"current state is {view.state}.")
+            raise ConsoleError(
+                f"Assignments can only be reset if the group '{group_id}' is inactive, but the "
+                f"current state is {view.state}."
+            )
         partitions = [(p.topic, p.partition) for p in view.partitions if topic in (None, "", p.topic)]
         if not partitions:
-            raise ConsoleError(f"Group '{group_id}' has no committed offsets" + (f" for topic '{topic}'" if topic else ""))
+            raise ConsoleError(
+                f"Group '{group_id}' has no committed offsets" + (f" for topic '{topic}'" if topic else "")
+            )
         starts = self.offsets({tp: "earliest" for tp in partitions})
         ends = self.offsets({tp: "latest" for tp in partitions})
         if mode == "earliest":
@@ -500,8 +564,9 @@ class Cluster:
         from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 
         request = ConsumerGroupTopicPartitions(group_id, [TopicPartition(t, p, o) for (t, p), o in plan.items()])
-        result = self.admin.alter_consumer_group_offsets([request], request_timeout=self.timeout_s)[group_id] \
-            .result(self.timeout_s)
+        result = self.admin.alter_consumer_group_offsets([request], request_timeout=self.timeout_s)[group_id].result(
+            self.timeout_s
+        )
         errors = [f"{tp.topic}-{tp.partition}: {tp.error}" for tp in result.topic_partitions or [] if tp.error]
         if errors:
             raise ConsoleError("; ".join(errors))
@@ -512,8 +577,10 @@ class Cluster:
         future = self.admin.describe_user_scram_credentials(request_timeout=self.timeout_s)
         assert isinstance(future, Future)  # a dict of futures only when users are named
         described = future.result(self.timeout_s)
-        return sorted((user, [(_mechanism_name(i.mechanism), i.iterations) for i in d.scram_credential_infos])
-                      for user, d in described.items())
+        return sorted(
+            (user, [(_mechanism_name(i.mechanism), i.iterations) for i in d.scram_credential_infos])
+            for user, d in described.items()
+        )
 
     def acls(self) -> list[dict[str, str]]:
         from confluent_kafka.admin import (
@@ -525,12 +592,28 @@ class Cluster:
         )
 
         anything: Any = None  # a filter's None matches every name, principal and host
-        everything = AclBindingFilter(ResourceType.ANY, anything, ResourcePatternType.ANY, anything, anything,
-                                      AclOperation.ANY, AclPermissionType.ANY)
+        everything = AclBindingFilter(
+            ResourceType.ANY,
+            anything,
+            ResourcePatternType.ANY,
+            anything,
+            anything,
+            AclOperation.ANY,
+            AclPermissionType.ANY,
+        )
         bindings = self.admin.describe_acls(everything, request_timeout=self.timeout_s).result(self.timeout_s)
-        return [{"resource_type": b.restype.name, "name": b.name, "pattern": b.resource_pattern_type.name,
-                 "principal": b.principal, "host": b.host, "operation": b.operation.name,
-                 "permission": b.permission_type.name} for b in bindings]
+        return [
+            {
+                "resource_type": b.restype.name,
+                "name": b.name,
+                "pattern": b.resource_pattern_type.name,
+                "principal": b.principal,
+                "host": b.host,
+                "operation": b.operation.name,
+                "permission": b.permission_type.name,
+            }
+            for b in bindings
+        ]
 
     def transactions(self) -> list[dict[str, str]]:
         """Every broker's ListTransactions, then DescribeTransactions of each id, via ``strom transactions``."""
@@ -540,8 +623,15 @@ class Cluster:
         _, rows = asyncio.run(TransactionsTool(self.bootstrap, self.timeout_s).list())
         found = []
         for transactional_id, coordinator, producer_id, state in rows:
-            row = {"transactional_id": transactional_id, "coordinator": coordinator, "producer_id": producer_id,
-                   "state": state, "epoch": "-", "timeout_ms": "-", "partitions": "-"}
+            row = {
+                "transactional_id": transactional_id,
+                "coordinator": coordinator,
+                "producer_id": producer_id,
+                "state": state,
+                "epoch": "-",
+                "timeout_ms": "-",
+                "partitions": "-",
+            }
             try:
                 described: Any
                 _, described = asyncio.run(TransactionsTool(self.bootstrap, self.timeout_s).describe(transactional_id))
@@ -566,5 +656,7 @@ def parse_time_ms(text: str) -> int:
     try:
         return _parse_datetime(text)
     except UsageError:
-        raise ConsoleError(f"Invalid timestamp '{text}': expected milliseconds since the epoch or "
-                           "an ISO date-time such as 2024-01-31T12:00:00Z") from None
+        raise ConsoleError(
+            f"Invalid timestamp '{text}': expected milliseconds since the epoch or "
+            "an ISO date-time such as 2024-01-31T12:00:00Z"
+        ) from None

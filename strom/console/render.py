@@ -70,17 +70,24 @@ def show_rate(rate: float | None) -> str:
     return f"{rate:.1f}/s" if rate < 100 else f"{rate:,.0f}/s"
 
 
-def line_chart(series: dict[str, list[tuple[float, float]]], title: str, unit: str = "",
-               width: int = 640, height: int = 180) -> str:
+def line_chart(
+    series: dict[str, list[tuple[float, float]]], title: str, unit: str = "", width: int = 640, height: int = 180
+) -> str:
     """An SVG chart of named (time, value) series on one shared time axis, newest on the right."""
     pad_left, pad_right, pad_top, pad_bottom = 56, 12, 24, 22
     points = [pt for values in series.values() for pt in values]
-    parts = [(f'<svg class="chart" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
-              f'role="img" aria-label="{escape(title)}">'),
-             f'<text x="{pad_left}" y="15" class="chart-title">{escape(title)}</text>']
+    parts = [
+        (
+            f'<svg class="chart" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
+            f'role="img" aria-label="{escape(title)}">'
+        ),
+        f'<text x="{pad_left}" y="15" class="chart-title">{escape(title)}</text>',
+    ]
     if not points:
-        parts.append(f'<text x="{width / 2}" y="{height / 2}" text-anchor="middle" class="chart-empty">'
-                     'collecting samples…</text></svg>')
+        parts.append(
+            f'<text x="{width / 2}" y="{height / 2}" text-anchor="middle" class="chart-empty">'
+            "collecting samples…</text></svg>"
+        )
         return "".join(parts)
     t0, t1 = min(t for t, _ in points), max(t for t, _ in points)
     top = max(v for _, v in points) or 1.0
@@ -96,21 +103,29 @@ def line_chart(series: dict[str, list[tuple[float, float]]], title: str, unit: s
     for fraction in (0.0, 0.5, 1.0):
         gy = pad_top + inner_h - fraction * inner_h
         parts.append(f'<line x1="{pad_left}" y1="{gy:.1f}" x2="{width - pad_right}" y2="{gy:.1f}" class="grid"/>')
-        parts.append(f'<text x="{pad_left - 4}" y="{gy + 4:.1f}" text-anchor="end" class="axis">'
-                     f'{_number(top * fraction)}{escape(unit)}</text>')
-    parts.append(f'<text x="{pad_left}" y="{height - 4}" class="axis">-{span:.0f} s</text>'
-                 f'<text x="{width - pad_right}" y="{height - 4}" text-anchor="end" class="axis">now</text>')
+        parts.append(
+            f'<text x="{pad_left - 4}" y="{gy + 4:.1f}" text-anchor="end" class="axis">'
+            f"{_number(top * fraction)}{escape(unit)}</text>"
+        )
+    parts.append(
+        f'<text x="{pad_left}" y="{height - 4}" class="axis">-{span:.0f} s</text>'
+        f'<text x="{width - pad_right}" y="{height - 4}" text-anchor="end" class="axis">now</text>'
+    )
     legend_x = pad_left + 200
     for index, (name, values) in enumerate(series.items()):
         colour = COLOURS[index % len(COLOURS)]
         if values:
             path = " ".join(f"{x(t):.1f},{y(v):.1f}" for t, v in values)
             top_value = max(v for _, v in values)
-            parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="2" points="{path}" '
-                         f'data-series="{escape(name)}" data-max="{top_value:g}"/>')
+            parts.append(
+                f'<polyline fill="none" stroke="{colour}" stroke-width="2" points="{path}" '
+                f'data-series="{escape(name)}" data-max="{top_value:g}"/>'
+            )
         last = values[-1][1] if values else 0
-        parts.append(f'<text x="{legend_x}" y="15" fill="{colour}" class="legend">{escape(name)}: '
-                     f'{_number(last)}{escape(unit)}</text>')
+        parts.append(
+            f'<text x="{legend_x}" y="15" fill="{colour}" class="legend">{escape(name)}: '
+            f"{_number(last)}{escape(unit)}</text>"
+        )
         legend_x += 8 * (len(name) + 12)
     parts.append("</svg>")
     return "".join(parts)

@@ -23,8 +23,14 @@ METRIC_RATES = {  # Prometheus counter (summed over a broker's unlabelled sample
     "kafka_server_brokertopicmetrics_bytesin_total": "bytes in",
     "kafka_server_brokertopicmetrics_bytesout_total": "bytes out",
 }
-METRIC_GAUGES = ("underreplicatedpartitions", "offlinepartitionscount", "activecontrollercount",
-                 "leadercount", "partitioncount", "underminisrpartitioncount")
+METRIC_GAUGES = (
+    "underreplicatedpartitions",
+    "offlinepartitionscount",
+    "activecontrollercount",
+    "leadercount",
+    "partitioncount",
+    "underminisrpartitioncount",
+)
 
 
 @dataclass
@@ -137,8 +143,9 @@ class Sampler:
                         name = sample.name.lower()
                         if name in METRIC_RATES and "topic" not in sample.labels:
                             totals[METRIC_RATES[name]] = totals.get(METRIC_RATES[name], 0.0) + sample.value
-                        elif any(name.endswith((g, g + "_value")) for g in METRIC_GAUGES) \
-                                and not sample.labels.keys() - {"broker", "broker_id", "instance"}:
+                        elif any(
+                            name.endswith((g, g + "_value")) for g in METRIC_GAUGES
+                        ) and not sample.labels.keys() - {"broker", "broker_id", "instance"}:
                             scrape.gauges[sample.name] = sample.value
             except Exception as exc:
                 scrape.error = f"cannot scrape {url}: {exc}"
@@ -149,8 +156,11 @@ class Sampler:
 
     def snapshot(self, *names: str) -> dict[str, list[tuple[float, float]]]:
         with self._lock:
-            return {name: list(self.series.get(name, ())) for name in names if name in self.series or
-                    name in ("messages in", "messages consumed")}
+            return {
+                name: list(self.series.get(name, ()))
+                for name in names
+                if name in self.series or name in ("messages in", "messages consumed")
+            }
 
     def lag_history(self, group_id: str) -> list[tuple[float, float]]:
         with self._lock:

@@ -81,12 +81,12 @@ def _fuzz(args: argparse.Namespace, extra: list[str]) -> int:
     import atheris
 
     with atheris.instrument_imports(include=["strom"]):
+        import strom.fuzz.storage  # noqa: F401
         import strom.fuzz.targets  # noqa: F401
         import strom.protocol.codec  # noqa: F401
         import strom.server.broker  # noqa: F401
         import strom.server.handlers  # noqa: F401
         import strom.storage.log_manager  # noqa: F401
-        import strom.fuzz.storage  # noqa: F401
     from strom.fuzz.targets import instrument_generated_readers, run_checked
 
     work = Path(args.work or f"/tmp/strom-fuzz/{args.target}")
@@ -104,8 +104,14 @@ def _fuzz(args: argparse.Namespace, extra: list[str]) -> int:
         if executed == args.runs:  # libFuzzer exits right after the last run: report while we can
             print(f"strom.fuzz {args.target}: {target.counts}", file=sys.stderr, flush=True)
 
-    flags = [f"-artifact_prefix={work}/", f"-rss_limit_mb={args.rss_limit_mb}", f"-timeout={args.timeout}",
-             f"-max_len={args.max_len}", "-print_final_stats=1", "-reload=0"]
+    flags = [
+        f"-artifact_prefix={work}/",
+        f"-rss_limit_mb={args.rss_limit_mb}",
+        f"-timeout={args.timeout}",
+        f"-max_len={args.max_len}",
+        "-print_final_stats=1",
+        "-reload=0",
+    ]
     if args.runs is not None:
         flags.append(f"-runs={args.runs}")
     if args.seconds is not None:
@@ -153,8 +159,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     extra: list[str] = []
     if "--" in argv:
-        extra = argv[argv.index("--") + 1:]
-        argv = argv[:argv.index("--")]
+        extra = argv[argv.index("--") + 1 :]
+        argv = argv[: argv.index("--")]
     if argv and argv[0] == "capture":
         from strom.fuzz.capture import main as capture_main
 
@@ -163,8 +169,9 @@ def main(argv: list[str] | None = None) -> int:
         from strom.fuzz.storage import campaign_main
 
         return campaign_main(argv[1:])
-    parser = argparse.ArgumentParser(prog="python -m strom.fuzz", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m strom.fuzz", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("target", help=f"one of {', '.join(TARGETS)}, or 'replay TARGET [FILE...]'")
     parser.add_argument("inputs", nargs="*", help="replay: files or directories (default: the kept corpus)")
     parser.add_argument("--runs", type=int, default=None, help="inputs to execute (libFuzzer -runs)")

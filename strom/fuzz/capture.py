@@ -100,7 +100,7 @@ def split_frames(stream: bytes) -> list[bytes]:
         (size,) = _I32.unpack_from(stream, position)
         if size < 0 or len(stream) - position - 4 < size:
             break
-        frames.append(stream[position + 4:position + 4 + size])
+        frames.append(stream[position + 4 : position + 4 + size])
         position += 4 + size
     return frames
 
@@ -110,27 +110,54 @@ def split_frames(stream: bytes) -> list[bytes]:
 
 def _confluent(bootstrap: str) -> None:
     from confluent_kafka import Consumer, Producer, TopicPartition
-    from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions,
-                                       NewTopic, OffsetSpec)
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        NewPartitions,
+        NewTopic,
+        OffsetSpec,
+    )
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic("cap-c", 2, 1), NewTopic("cap-compact", 1, 1, config={
-            "cleanup.policy": "compact"})], operation_timeout=10).values():
+    for future in admin.create_topics(
+        [NewTopic("cap-c", 2, 1), NewTopic("cap-compact", 1, 1, config={"cleanup.policy": "compact"})],
+        operation_timeout=10,
+    ).values():
         future.result(WAIT_S)
     for codec in ("none", "gzip", "snappy", "lz4", "zstd"):
-        producer = Producer({"bootstrap.servers": bootstrap, "compression.type": codec, "linger.ms": 5,
-                             "enable.idempotence": codec != "none"})
+        producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "compression.type": codec,
+                "linger.ms": 5,
+                "enable.idempotence": codec != "none",
+            }
+        )
         for i in range(20):
-            producer.produce("cap-c", key=f"k{i % 3}".encode(), value=f"value {i} {codec} ".encode() * 5,
-                             partition=i % 2, headers=[("h", b"v")] if i % 2 else None)
+            producer.produce(
+                "cap-c",
+                key=f"k{i % 3}".encode(),
+                value=f"value {i} {codec} ".encode() * 5,
+                partition=i % 2,
+                headers=[("h", b"v")] if i % 2 else None,
+            )
         producer.produce("cap-compact", key=b"key", value=b"compacted")
         producer.flush(WAIT_S)
     txn = Producer({"bootstrap.servers": bootstrap, "transactional.id": "cap-txn"})
     txn.init_transactions(WAIT_S)
     txn.begin_transaction()
     txn.produce("cap-c", value=b"in a transaction", partition=0)
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "cap-group", "auto.offset.reset": "earliest",
-                         "isolation.level": "read_committed", "enable.auto.commit": False})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "cap-group",
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+        }
+    )
     consumer.subscribe(["cap-c"])
     got = 0
     deadline = time.monotonic() + WAIT_S
@@ -148,24 +175,36 @@ def _confluent(bootstrap: str) -> None:
     resource = ConfigResource(ConfigResource.Type.TOPIC, "cap-c")
     for future in admin.describe_configs([resource]).values():
         future.result(WAIT_S)
-    for future in admin.incremental_alter_configs([ConfigResource(ConfigResource.Type.TOPIC, "cap-c", incremental_configs=[
-            ConfigEntry("retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET)])]).values():
+    for future in admin.incremental_alter_configs(
+        [
+            ConfigResource(
+                ConfigResource.Type.TOPIC,
+                "cap-c",
+                incremental_configs=[
+                    ConfigEntry("retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET)
+                ],
+            )
+        ]
+    ).values():
         future.result(WAIT_S)
     broker = ConfigResource(ConfigResource.Type.BROKER, "0")
     for future in admin.describe_configs([broker]).values():
         future.result(WAIT_S)
     for future in admin.create_partitions([NewPartitions("cap-c", 3)]).values():
         future.result(WAIT_S)
-    admin.list_offsets({TopicPartition("cap-c", 0): OffsetSpec.latest(),
-                        TopicPartition("cap-c", 1): OffsetSpec.earliest()})[TopicPartition("cap-c", 0)].result(WAIT_S)
+    admin.list_offsets(
+        {TopicPartition("cap-c", 0): OffsetSpec.latest(), TopicPartition("cap-c", 1): OffsetSpec.earliest()}
+    )[TopicPartition("cap-c", 0)].result(WAIT_S)
     admin.delete_records([TopicPartition("cap-c", 1, 2)])[TopicPartition("cap-c", 1, 2)].result(WAIT_S)
     admin.describe_cluster().result(WAIT_S)
     admin.list_consumer_groups().result(WAIT_S)
     for future in admin.describe_consumer_groups(["cap-group"]).values():
         future.result(WAIT_S)
     admin.describe_topics(_topic_collection(["cap-c"]))
-    for call in (lambda: admin.delete_consumer_groups(["cap-group"]),
-                 lambda: admin.delete_topics(["cap-compact"], operation_timeout=10)):
+    for call in (
+        lambda: admin.delete_consumer_groups(["cap-group"]),
+        lambda: admin.delete_topics(["cap-compact"], operation_timeout=10),
+    ):
         for future in call().values():
             future.result(WAIT_S)
     time.sleep(0.5)
@@ -194,8 +233,14 @@ def _kafka_python(bootstrap: str) -> None:
             producer.send("cap-kp", key=b"k", value=f"kafka-python {codec} {i}".encode() * 4, headers=[("h", b"1")])
         producer.flush(WAIT_S)
         producer.close()
-    consumer = KafkaConsumer("cap-kp", bootstrap_servers=bootstrap, group_id="cap-kp-group",
-                             auto_offset_reset="earliest", consumer_timeout_ms=3000, enable_auto_commit=False)
+    consumer = KafkaConsumer(
+        "cap-kp",
+        bootstrap_servers=bootstrap,
+        group_id="cap-kp-group",
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=3000,
+        enable_auto_commit=False,
+    )
     for _ in consumer:
         pass
     consumer.commit()
@@ -203,10 +248,14 @@ def _kafka_python(bootstrap: str) -> None:
     # Every admin call kafka-python has that strom serves; a refused one still leaves its request.
     calls = [
         lambda: admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, "cap-kp")]),
-        lambda: admin.list_groups(), lambda: admin.describe_groups(["cap-kp-group"]),
-        lambda: admin.list_group_offsets("cap-kp-group"), lambda: admin.describe_cluster(),
-        lambda: admin.describe_log_dirs(), lambda: admin.describe_producers([TopicPartition("cap-kp", 0)]),
-        lambda: admin.list_transactions(), lambda: admin.describe_transactions(["cap-txn"]),
+        lambda: admin.list_groups(),
+        lambda: admin.describe_groups(["cap-kp-group"]),
+        lambda: admin.list_group_offsets("cap-kp-group"),
+        lambda: admin.describe_cluster(),
+        lambda: admin.describe_log_dirs(),
+        lambda: admin.describe_producers([TopicPartition("cap-kp", 0)]),
+        lambda: admin.list_transactions(),
+        lambda: admin.describe_transactions(["cap-txn"]),
         lambda: admin.list_partition_offsets({TopicPartition("cap-kp", 0): OffsetSpec.LATEST}),
         lambda: admin.delete_records({TopicPartition("cap-kp", 0): 1}),
         lambda: admin.create_partitions({"cap-kp": NewPartitions(2)}),
@@ -228,8 +277,9 @@ def _aiokafka(bootstrap: str) -> None:
 
     async def run() -> None:
         for codec in (None, "gzip", "lz4", "zstd"):
-            producer = AIOKafkaProducer(bootstrap_servers=bootstrap, compression_type=codec,
-                                        enable_idempotence=codec is not None)
+            producer = AIOKafkaProducer(
+                bootstrap_servers=bootstrap, compression_type=codec, enable_idempotence=codec is not None
+            )
             await producer.start()
             try:
                 for i in range(10):
@@ -243,8 +293,13 @@ def _aiokafka(bootstrap: str) -> None:
                 await txn.send_and_wait("cap-aio", b"aiokafka transactional")
         finally:
             await txn.stop()
-        consumer = AIOKafkaConsumer("cap-aio", bootstrap_servers=bootstrap, group_id="cap-aio-group",
-                                    auto_offset_reset="earliest", isolation_level="read_committed")
+        consumer = AIOKafkaConsumer(
+            "cap-aio",
+            bootstrap_servers=bootstrap,
+            group_id="cap-aio-group",
+            auto_offset_reset="earliest",
+            isolation_level="read_committed",
+        )
         await consumer.start()
         try:
             await consumer.getmany(timeout_ms=3000)
@@ -261,8 +316,16 @@ def _kcat(bootstrap: str) -> None:
 
     kcat("-L")
     for codec in ("none", "gzip", "snappy", "lz4", "zstd"):
-        kcat("-P", "-t", "cap-kcat", "-z", codec, "-K", ":", stdin=b"".join(
-            f"key{i}:kcat {codec} {i}\n".encode() for i in range(10)))
+        kcat(
+            "-P",
+            "-t",
+            "cap-kcat",
+            "-z",
+            codec,
+            "-K",
+            ":",
+            stdin=b"".join(f"key{i}:kcat {codec} {i}\n".encode() for i in range(10)),
+        )
     kcat("-C", "-t", "cap-kcat", "-e", "-q")
     kcat("-Q", "-t", f"cap-kcat:0:{int(time.time() * 1000) - 60_000}")
     kcat("-G", "cap-kcat-group", "cap-kcat", "-e", "-q", "-X", "auto.offset.reset=earliest")
@@ -360,8 +423,11 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     proxy = RecordingProxy()
     with tempfile.TemporaryDirectory(prefix="strom-capture-") as tmp:
-        node = ProcessNode(0, Path(tmp) / "data", {"advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxy.port}",
-                                                   "auto.create.topics.enable": "true"})
+        node = ProcessNode(
+            0,
+            Path(tmp) / "data",
+            {"advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxy.port}", "auto.create.topics.enable": "true"},
+        )
         node.start()
         proxy.upstream = ("127.0.0.1", node.port)
         try:

@@ -53,8 +53,13 @@ class Outcome:
 
     __slots__ = ("response", "closed", "error", "waited")
 
-    def __init__(self, response: bytes | None = None, closed: str | None = None,
-                 error: BaseException | None = None, waited: float = 0.0):
+    def __init__(
+        self,
+        response: bytes | None = None,
+        closed: str | None = None,
+        error: BaseException | None = None,
+        waited: float = 0.0,
+    ):
         self.response = response
         self.closed = closed
         self.error = error
@@ -71,7 +76,7 @@ class InProcessBroker:
         self.broker: Broker | None = None
         self.generation = 0
 
-    def start(self) -> "InProcessBroker":
+    def start(self) -> InProcessBroker:
         from strom.server.broker import Broker
         from strom.server.config import BrokerConfig
 

@@ -68,7 +68,7 @@ def unpack_files(data: bytes) -> dict[int, bytes]:
     while len(data) - position >= _ENTRY.size:
         index, length = _ENTRY.unpack_from(data, position)
         position += _ENTRY.size
-        files[index % len(FILES)] = data[position:position + length]
+        files[index % len(FILES)] = data[position : position + length]
         position += length
     return files
 
@@ -140,8 +140,10 @@ def check_log_serves(log_) -> None:
     from strom.protocol.records import NewRecord, build_batch, validate_batches
 
     if not log_.log_start_offset <= log_.high_watermark <= log_.log_end_offset:
-        raise Finding(f"offsets out of order after recovery: start {log_.log_start_offset}, "
-                      f"HW {log_.high_watermark}, end {log_.log_end_offset}")
+        raise Finding(
+            f"offsets out of order after recovery: start {log_.log_start_offset}, "
+            f"HW {log_.high_watermark}, end {log_.log_end_offset}"
+        )
     end = log_.log_end_offset
     try:
         info = log_.append_as_leader(build_batch([NewRecord(b"after recovery", key=b"k")]), leader_epoch=0)
@@ -172,23 +174,33 @@ def write_seeds(directory: Path) -> int:
     for variant in range(4):
         with tempfile.TemporaryDirectory(prefix="strom-seed-") as tmp:
             log_dir = os.path.join(tmp, "data")
-            config = LogConfig().with_overrides({"segment.bytes": "1200" if variant % 2 else "4096",
-                                                 "index.interval.bytes": "128"})
+            config = LogConfig().with_overrides(
+                {"segment.bytes": "1200" if variant % 2 else "4096", "index.interval.bytes": "128"}
+            )
             manager = LogManager([log_dir], config, broker_id=0)
             manager.startup()
             log_ = manager.get_or_create_log(("fuzz", 0))
             txn_sequence = sequence = 0
             for i in range(12):
                 if variant >= 2 and i % 4 == 3:
-                    batch = build_batch([NewRecord(b"t%d" % i)], producer_id=7, producer_epoch=0,
-                                        base_sequence=txn_sequence, transactional=True)
+                    batch = build_batch(
+                        [NewRecord(b"t%d" % i)],
+                        producer_id=7,
+                        producer_epoch=0,
+                        base_sequence=txn_sequence,
+                        transactional=True,
+                    )
                     txn_sequence += 1
                     log_.append_as_leader(batch, leader_epoch=1)
                     log_.append_marker(7, 0, commit=i % 8 == 3, coordinator_epoch=0, leader_epoch=1)
                 else:
-                    batch = build_batch([NewRecord(b"value %d" % i * 3, key=b"k%d" % (i % 3)) for _ in range(3)],
-                                        producer_id=3, producer_epoch=0, base_sequence=sequence,
-                                        compression=i % 5)
+                    batch = build_batch(
+                        [NewRecord(b"value %d" % i * 3, key=b"k%d" % (i % 3)) for _ in range(3)],
+                        producer_id=3,
+                        producer_epoch=0,
+                        base_sequence=sequence,
+                        compression=i % 5,
+                    )
                     sequence += 3
                     log_.append_as_leader(batch, leader_epoch=i // 4)
             log_.high_watermark = log_.log_end_offset
@@ -204,11 +216,19 @@ def write_seeds(directory: Path) -> int:
             bases = sorted(int(p.name[:20]) for p in partition_dir.glob("*.log"))
             mapping = {}
             if bases:
-                mapping.update({f"{bases[0]:020d}{s}": f"00000000000000000000{s}"
-                                for s in (".log", ".index", ".timeindex", ".txnindex")})
+                mapping.update(
+                    {
+                        f"{bases[0]:020d}{s}": f"00000000000000000000{s}"
+                        for s in (".log", ".index", ".timeindex", ".txnindex")
+                    }
+                )
             if len(bases) > 1:
-                mapping.update({f"{bases[1]:020d}{s}": f"{SECOND_BASE:020d}{s}"
-                                for s in (".log", ".index", ".timeindex", ".txnindex", ".snapshot")})
+                mapping.update(
+                    {
+                        f"{bases[1]:020d}{s}": f"{SECOND_BASE:020d}{s}"
+                        for s in (".log", ".index", ".timeindex", ".txnindex", ".snapshot")
+                    }
+                )
             for index, name in enumerate(FILES):
                 source = Path(log_dir) / name
                 if name.startswith(PARTITION + "/"):
@@ -245,11 +265,23 @@ def _client_produce(bootstrap: str, count: int, start: int = 0) -> int:
 
     acked = []
     # small batches: the template gets many batches, several segments and index entries to damage
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 2,
-                         "batch.num.messages": 8, "message.timeout.ms": 15000})
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "enable.idempotence": True,
+            "linger.ms": 2,
+            "batch.num.messages": 8,
+            "message.timeout.ms": 15000,
+        }
+    )
     for i in range(start, start + count):
-        producer.produce(TOPIC, value=b"value-%d-" % i + b"x" * (i % 200), key=b"key-%d" % (i % 7),
-                         partition=i % 2, on_delivery=lambda err, msg: acked.append(err is None))
+        producer.produce(
+            TOPIC,
+            value=b"value-%d-" % i + b"x" * (i % 200),
+            key=b"key-%d" % (i % 7),
+            partition=i % 2,
+            on_delivery=lambda err, msg: acked.append(err is None),
+        )
         if i % 50 == 0:
             producer.poll(0)
     producer.flush(20)
@@ -259,11 +291,19 @@ def _client_produce(bootstrap: str, count: int, start: int = 0) -> int:
 def _client_read(bootstrap: str, starts: dict[int, int], expect: bytes) -> tuple[int, bool, str | None]:
     """Read partitions from the given offsets to their ends with CRC checks (as a careful
     consumer does); returns (records read, ``expect`` seen, the first consumer error)."""
-    from confluent_kafka import Consumer, KafkaError as ClientError, TopicPartition
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import KafkaError as ClientError
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "fuzz-reader", "check.crcs": True,
-                         "enable.partition.eof": True, "auto.offset.reset": "earliest",
-                         "enable.auto.commit": False})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "fuzz-reader",
+            "check.crcs": True,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
     consumer.assign([TopicPartition(TOPIC, p, o) for p, o in starts.items()])
     seen, found = 0, False
     eof: set[int] = set()
@@ -295,9 +335,11 @@ def _client_read(bootstrap: str, starts: dict[int, int], expect: bytes) -> tuple
 def _read_in_subprocess(bootstrap: str, starts: dict[int, int], expect: bytes) -> tuple[int, bool, str | None]:
     """``_client_read`` in a child process: a client that aborts on damaged bytes (librdkafka
     2.x asserts on a zeroed batch header) must not take the campaign down with it."""
-    code = ("import json, sys; from strom.fuzz.storage import _client_read; "
-            "a = json.loads(sys.argv[1]); "
-            "print(json.dumps(_client_read(a[0], {int(k): v for k, v in a[1].items()}, a[2].encode('latin-1'))))")
+    code = (
+        "import json, sys; from strom.fuzz.storage import _client_read; "
+        "a = json.loads(sys.argv[1]); "
+        "print(json.dumps(_client_read(a[0], {int(k): v for k, v in a[1].items()}, a[2].encode('latin-1'))))"
+    )
     argument = json.dumps([bootstrap, starts, expect.decode("latin-1")])
     try:
         proc = subprocess.run([sys.executable, "-c", code, argument], capture_output=True, text=True, timeout=60)
@@ -336,8 +378,16 @@ def make_template(root: Path, clean: bool) -> Path:
 
     data = root / ("template-clean" if clean else "template-crash")
     shutil.rmtree(data, ignore_errors=True)
-    node = ProcessNode(0, data, {"log.segment.bytes": "16384", "log.index.interval.bytes": "512",
-                                 "num.partitions": "2", "log.flush.offset.checkpoint.interval.ms": "200"})
+    node = ProcessNode(
+        0,
+        data,
+        {
+            "log.segment.bytes": "16384",
+            "log.index.interval.bytes": "512",
+            "num.partitions": "2",
+            "log.flush.offset.checkpoint.interval.ms": "200",
+        },
+    )
     node.start()
     try:
         from confluent_kafka.admin import AdminClient, NewTopic
@@ -375,10 +425,10 @@ def corrupt(data_dir: Path, rng: random.Random, count: int) -> list[str]:
             content = bytes(flipped)
         elif kind == "garbage":
             length = rng.randint(1, 200)
-            content = content[:position] + rng.randbytes(length) + content[position + length:]
+            content = content[:position] + rng.randbytes(length) + content[position + length :]
         elif kind == "zero":
             length = rng.randint(1, 4096)
-            content = content[:position] + bytes(min(length, size - position)) + content[position + length:]
+            content = content[:position] + bytes(min(length, size - position)) + content[position + length :]
         elif kind == "append":
             content = content + rng.randbytes(rng.randint(1, 300))
         if kind == "delete":
@@ -391,8 +441,11 @@ def corrupt(data_dir: Path, rng: random.Random, count: int) -> list[str]:
 
 def _corruptible(path: Path) -> bool:
     name = path.name
-    return (name.endswith((".log", ".index", ".timeindex", ".snapshot", ".txnindex")) or "checkpoint" in name
-            or name == "meta.properties")
+    return (
+        name.endswith((".log", ".index", ".timeindex", ".snapshot", ".txnindex"))
+        or "checkpoint" in name
+        or name == "meta.properties"
+    )
 
 
 def run_one(root: Path, templates: dict[bool, Path], run: int, seed: int) -> RunResult:
@@ -432,8 +485,12 @@ def run_one(root: Path, templates: dict[bool, Path], run: int, seed: int) -> Run
 
         producer = Producer({"bootstrap.servers": bootstrap, "message.timeout.ms": 15000})
         acked = []
-        producer.produce(TOPIC, value=marker, partition=rng.randrange(2),
-                         on_delivery=lambda err, msg: acked.append((err, msg.partition(), msg.offset())))
+        producer.produce(
+            TOPIC,
+            value=marker,
+            partition=rng.randrange(2),
+            on_delivery=lambda err, msg: acked.append((err, msg.partition(), msg.offset())),
+        )
         producer.flush(20)
         if not acked or acked[0][0] is not None:
             result.outcome, result.detail = "FINDING: produce after recovery failed", str(acked)
@@ -478,8 +535,10 @@ def run_campaign(root: Path, runs: int, seed: int, report=print) -> list[RunResu
     for run in range(runs):
         result = run_one(root, templates, run, seed * 100_003 + run)
         results.append(result)
-        report(f"run {run} seed {result.seed} [{result.shutdown}] {'; '.join(result.damage)} -> "
-               f"{result.outcome}: {result.detail.splitlines()[-1] if result.detail else ''}")
+        report(
+            f"run {run} seed {result.seed} [{result.shutdown}] {'; '.join(result.damage)} -> "
+            f"{result.outcome}: {result.detail.splitlines()[-1] if result.detail else ''}"
+        )
     return results
 
 
@@ -487,17 +546,24 @@ def campaign_main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m strom.fuzz storage-campaign")
     parser.add_argument("--runs", type=int, default=100)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--dir", default="/tmp/strom-fuzz/storage-campaign",
-                        help="templates and the data dirs of failing runs are kept here")
+    parser.add_argument(
+        "--dir",
+        default="/tmp/strom-fuzz/storage-campaign",
+        help="templates and the data dirs of failing runs are kept here",
+    )
     args = parser.parse_args(argv)
     started = time.monotonic()
     results = run_campaign(Path(args.dir), args.runs, args.seed, report=lambda line: print(line, flush=True))
     findings = [r for r in results if r.outcome.startswith("FINDING")]
     served = sum(r.outcome == "served" for r in results)
     refused = sum(r.outcome == "refused" for r in results)
-    print(f"storage-campaign: {len(results)} runs in {time.monotonic() - started:.0f}s: {served} served, "
-          f"{refused} refused with a message, {len(findings)} findings")
+    print(
+        f"storage-campaign: {len(results)} runs in {time.monotonic() - started:.0f}s: {served} served, "
+        f"{refused} refused with a message, {len(findings)} findings"
+    )
     for r in findings:
-        print(f"  replay: python -m strom.fuzz storage-campaign --runs {r.run + 1} --seed {args.seed}  (run {r.run})"
-              f"\n  {r.outcome}\n  {r.detail[-2000:]}")
+        print(
+            f"  replay: python -m strom.fuzz storage-campaign --runs {r.run + 1} --seed {args.seed}  (run {r.run})"
+            f"\n  {r.outcome}\n  {r.detail[-2000:]}"
+        )
     return 1 if findings else 0

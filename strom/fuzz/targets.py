@@ -70,7 +70,7 @@ def fix_crcs(view: memoryview) -> int:
         size = _I32.unpack_from(view, position + 8)[0] + LOG_OVERHEAD
         if size < BATCH_HEADER_SIZE or size > total - position:
             break
-        _CRC.pack_into(view, position + CRC_OFFSET, crc32c.crc32c(view[position + ATTRIBUTES_OFFSET:position + size]))
+        _CRC.pack_into(view, position + CRC_OFFSET, crc32c.crc32c(view[position + ATTRIBUTES_OFFSET : position + size]))
         fixed += 1
         position += size
     return fixed
@@ -95,7 +95,7 @@ def check_frame(data: bytes) -> None:
     position = 0
     while position < len(stream):
         size = rng.choice(_CHUNKS)
-        chunk = stream[position:position + size]
+        chunk = stream[position : position + size]
         position += len(chunk)
         try:
             decoder.feed(chunk if rng.random() < 0.5 else bytearray(chunk))
@@ -109,7 +109,7 @@ def check_frame(data: bytes) -> None:
     if failed != expect_error:
         raise Finding(f"FrameError raised: {failed}, expected: {expect_error}")
     if failed:
-        if frames != expected[:len(frames)]:
+        if frames != expected[: len(frames)]:
             raise Finding("frames before the bad size prefix differ from the stream's")
     elif frames != expected:
         raise Finding(f"decoded {len(frames)} frames, the stream holds {len(expected)}")
@@ -126,7 +126,7 @@ def _reference_frames(stream: bytes) -> tuple[list[bytes], bool]:
             return frames, True
         if len(stream) - position - 4 < size:
             break
-        frames.append(stream[position + 4:position + 4 + size])
+        frames.append(stream[position + 4 : position + 4 + size])
         position += 4 + size
     return frames, False
 
@@ -209,12 +209,24 @@ def _compare_produce(data: bytes, offset: int, version: int, request) -> None:
         generic = decode_request(ApiKey.PRODUCE, version, data, offset)
     except DecodeError:
         return  # the hand decoder is more lenient (names are labels, invalid UTF-8 is replaced)
-    want = (generic.transactional_id, generic.acks, generic.timeout // timedelta(milliseconds=1),
-            [(t.name, [(p.index, None if p.records is None else bytes(p.records)) for p in t.partition_data])
-             for t in generic.topic_data])
-    got = (request.transactional_id, request.acks, request.timeout,
-           [(name, [(index, None if records is None else bytes(records)) for index, records in partitions])
-            for name, partitions in request.topic_data])
+    want = (
+        generic.transactional_id,
+        generic.acks,
+        generic.timeout // timedelta(milliseconds=1),
+        [
+            (t.name, [(p.index, None if p.records is None else bytes(p.records)) for p in t.partition_data])
+            for t in generic.topic_data
+        ],
+    )
+    got = (
+        request.transactional_id,
+        request.acks,
+        request.timeout,
+        [
+            (name, [(index, None if records is None else bytes(records)) for index, records in partitions])
+            for name, partitions in request.topic_data
+        ],
+    )
     if want != got:
         raise Finding(f"Produce v{version}: hand decoder read {got!r:.300}, the schema says {want!r:.300}")
 
@@ -237,9 +249,19 @@ def _round_trip(api_key: int, version: int, request) -> None:
 
 # APIs whose answer may legitimately wait past the harness's cap (long polls, group barriers,
 # transaction markers). Any other API that waits is a hang.
-WAITING_APIS = {ApiKey.FETCH, ApiKey.PRODUCE, ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.END_TXN,
-                ApiKey.INIT_PRODUCER_ID, ApiKey.ADD_PARTITIONS_TO_TXN, ApiKey.ADD_OFFSETS_TO_TXN,
-                ApiKey.TXN_OFFSET_COMMIT, ApiKey.OFFSET_COMMIT, ApiKey.WRITE_TXN_MARKERS}
+WAITING_APIS = {
+    ApiKey.FETCH,
+    ApiKey.PRODUCE,
+    ApiKey.JOIN_GROUP,
+    ApiKey.SYNC_GROUP,
+    ApiKey.END_TXN,
+    ApiKey.INIT_PRODUCER_ID,
+    ApiKey.ADD_PARTITIONS_TO_TXN,
+    ApiKey.ADD_OFFSETS_TO_TXN,
+    ApiKey.TXN_OFFSET_COMMIT,
+    ApiKey.OFFSET_COMMIT,
+    ApiKey.WRITE_TXN_MARKERS,
+}
 RESTART_EVERY = 20_000  # inputs; a fresh broker and data dir keep a long run's state bounded
 MAX_PARTITIONS = 400  # partitions a broker may accumulate before the harness restarts it
 FUZZ_MAX_PARTITIONS_PER_REQUEST = 100
@@ -259,8 +281,14 @@ class BrokerTarget:
         self.errors: ErrorLog | None = None
         self._saved_cap: int | None = None
         self.executed = 0
-        self.counts = {"answered": 0, "closed": 0, "kafka_error_closed": 0, "no_response": 0, "cut_waits": 0,
-                       "restarts": 0}
+        self.counts = {
+            "answered": 0,
+            "closed": 0,
+            "kafka_error_closed": 0,
+            "no_response": 0,
+            "cut_waits": 0,
+            "restarts": 0,
+        }
 
     def setup(self) -> None:
         from strom.fuzz.harness import ErrorLog, InProcessBroker
@@ -324,8 +352,9 @@ class BrokerTarget:
             if outcome.closed == "cut by the harness after waiting":
                 self.counts["cut_waits"] += 1
                 if header.api_key not in WAITING_APIS:
-                    raise Finding(f"api {header.api_key} v{header.api_version} did not answer within "
-                                  f"{outcome.waited:.2f}s")
+                    raise Finding(
+                        f"api {header.api_key} v{header.api_version} did not answer within {outcome.waited:.2f}s"
+                    )
             return
         if outcome.response is None:
             self.counts["no_response"] += 1
@@ -445,8 +474,11 @@ class RecordsTarget:
         if found is not None:
             found.close()
             shutil.rmtree(found.directory, ignore_errors=True)
-        overrides = {**_TOPIC_CONFIGS[rules], "compression.type": _TOPIC_CODECS[codec],
-                     "max.message.bytes": str(RECORDS_MAX_MESSAGE_BYTES)}
+        overrides = {
+            **_TOPIC_CONFIGS[rules],
+            "compression.type": _TOPIC_CODECS[codec],
+            "max.message.bytes": str(RECORDS_MAX_MESSAGE_BYTES),
+        }
         config = LogConfig().with_overrides(overrides)
         self.logs[key] = Log(os.path.join(self.dir, f"fuzz{rules}{codec}-0"), config)
         return self.logs[key]
@@ -498,5 +530,7 @@ def _check_stored(log_, info) -> None:
     except KafkaError as exc:
         raise unexpected("a stored batch does not validate", exc) from None
     if headers[0].base_offset > info.first_offset or headers[-1].last_offset < info.last_offset:
-        raise Finding(f"read back offsets {headers[0].base_offset}..{headers[-1].last_offset}, "
-                      f"appended {info.first_offset}..{info.last_offset}")
+        raise Finding(
+            f"read back offsets {headers[0].base_offset}..{headers[-1].last_offset}, "
+            f"appended {info.first_offset}..{info.last_offset}"
+        )

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from strom.group import records as schema
+from strom.group.consumer_group import ConsumerGroupCoordinator
+from strom.group.consumer_records import ConsumerKey
 from strom.group.group import CommittedOffset, Group, GroupState, Member
 from strom.group.offset_store import OFFSETS_TOPIC, OffsetStore
 from strom.protocol.errors import ErrorCode
@@ -28,8 +30,12 @@ if TYPE_CHECKING:
 log = logging.getLogger("strom.group")
 
 # Transaction coordinator errors of a verification that the client should retry.
-_RETRIABLE_VERIFICATION = {ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
-                           ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.CONCURRENT_TRANSACTIONS}
+_RETRIABLE_VERIFICATION = {
+    ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_COORDINATOR,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.CONCURRENT_TRANSACTIONS,
+}
 
 OFFSET_METADATA_MAX_BYTES = 4096
 
@@ -71,7 +77,7 @@ def _new_member_id(prefix: str) -> str:
 
 
 class GroupCoordinator:
-    def __init__(self, broker: "Broker"):
+    def __init__(self, broker: Broker):
         self.broker = broker
         self.config = broker.config
         self.store = OffsetStore(broker)
@@ -81,9 +87,10 @@ class GroupCoordinator:
         # (offsets partition, producer id) -> groups holding that producer's pending offsets,
         # so that a marker (complete_txn) finds them without scanning every group
         self._txn_groups: dict[tuple[int, int], set[str]] = {}
+        self.consumer = ConsumerGroupCoordinator(self)  # KIP-848 groups, beside the classic ones
 
     # -- ownership ---------------------------------------------------------------------------------
-    def on_leadership_change(self, partition: "Partition", is_leader: bool) -> None:
+    def on_leadership_change(self, partition: Partition, is_leader: bool) -> None:
         if partition.topic != OFFSETS_TOPIC:
             return
         if is_leader and partition.index not in self.owned_partitions:
@@ -95,8 +102,9 @@ class GroupCoordinator:
                 self._unload(self.groups.pop(group_id))
             for key in [k for k in self._txn_groups if k[0] == partition.index]:
                 del self._txn_groups[key]
+            self.consumer.unload(partition.index)
 
-    def _load(self, partition: "Partition") -> None:
+    def _load(self, partition: Partition) -> None:
         """Replay the partition as Kafka's GroupMetadataManager loads it.
 
         Offsets in a transactional batch stay pending per producer id until that producer's
@@ -139,7 +147,13 @@ class GroupCoordinator:
                             loaded[key.group].offsets.pop((key.topic, key.partition), None)
                     else:
                         group_of(key.group).offsets[(key.topic, key.partition)] = self._decode_offset(
-                            value, batch.base_offset)
+                            value, batch.base_offset
+                        )
+                elif isinstance(key, ConsumerKey):
+                    try:
+                        self.consumer.replay(partition.index, key, value)
+                    except (schema.RecordFormatError, ValueError) as exc:
+                        log.warning("skipping unreadable consumer group record of %s: %s", key.group, exc)
                 elif value is None:
                     loaded.pop(key.group, None)
                 else:
@@ -152,9 +166,15 @@ class GroupCoordinator:
             self.groups[group_id] = group
             for member in group.members.values():
                 self._schedule_session_expiry(group, member)
+        self.consumer.loaded(partition.index)
         if loaded:
-            log.info("loaded %d groups from %s-%d (%d open transactions)", len(loaded), OFFSETS_TOPIC,
-                     partition.index, sum(1 for txn in pending.values() if txn))
+            log.info(
+                "loaded %d groups from %s-%d (%d open transactions)",
+                len(loaded),
+                OFFSETS_TOPIC,
+                partition.index,
+                sum(1 for txn in pending.values() if txn),
+            )
 
     @staticmethod
     def _decode_offset(value: bytes, record_offset: int) -> CommittedOffset:
@@ -169,9 +189,17 @@ class GroupCoordinator:
         group.members = {}
         group.static_members = {}
         for m in value.members:
-            member = Member(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout,
-                            m.session_timeout, value.protocol_type, [(value.protocol or "", m.subscription)],
-                            m.assignment)
+            member = Member(
+                m.member_id,
+                m.group_instance_id,
+                m.client_id,
+                m.client_host,
+                m.rebalance_timeout,
+                m.session_timeout,
+                value.protocol_type,
+                [(value.protocol or "", m.subscription)],
+                m.assignment,
+            )
             group.members[m.member_id] = member
             if m.group_instance_id:
                 group.static_members[m.group_instance_id] = m.member_id
@@ -199,17 +227,27 @@ class GroupCoordinator:
         return ErrorCode.NONE
 
     # -- join --------------------------------------------------------------------------------------
-    async def join_group(self, group_id: str, member_id: str, instance_id: str | None, client_id: str,
-                         client_host: str, protocol_type: str, protocols: list[tuple[str, bytes]],
-                         session_timeout_ms: int, rebalance_timeout_ms: int, require_known_member_id: bool
-                         ) -> JoinResult:
-        error = self.coordinator_error(group_id)
+    async def join_group(
+        self,
+        group_id: str,
+        member_id: str,
+        instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        require_known_member_id: bool,
+    ) -> JoinResult:
+        error = self.coordinator_error(group_id) or await self.consumer.before_classic_join(group_id)
         if error:
             return _join_error(error, member_id)
         if not all(schema.fits(s) for s in (instance_id or "", protocol_type, *(name for name, _ in protocols))):
             return _join_error(ErrorCode.INVALID_REQUEST, member_id)  # it could never be stored
-        if not (self.config.group_min_session_timeout_ms <= session_timeout_ms
-                <= self.config.group_max_session_timeout_ms):
+        if not (
+            self.config.group_min_session_timeout_ms <= session_timeout_ms <= self.config.group_max_session_timeout_ms
+        ):
             return _join_error(ErrorCode.INVALID_SESSION_TIMEOUT, member_id)
         group = self.groups.get(group_id)
         if group is None:
@@ -229,8 +267,7 @@ class GroupCoordinator:
                 return await self._rejoin_static(group, instance_id, new_id, *args)
             if instance_id is None and require_known_member_id:
                 group.pending_members.add(new_id)
-                asyncio.get_running_loop().call_later(session_timeout_ms / 1000, self._expire_pending,
-                                                      group, new_id)
+                asyncio.get_running_loop().call_later(session_timeout_ms / 1000, self._expire_pending, group, new_id)
                 return _join_error(ErrorCode.MEMBER_ID_REQUIRED, new_id)
             return await self._add_member_and_rebalance(group, new_id, instance_id, *args)
         if member_id in group.pending_members:
@@ -242,30 +279,62 @@ class GroupCoordinator:
         if member is None:
             return _join_error(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
         if group.state == GroupState.PREPARING_REBALANCE:
-            return await self._update_member_and_rebalance(group, member, protocols, session_timeout_ms,
-                                                           rebalance_timeout_ms)
+            return await self._update_member_and_rebalance(
+                group, member, protocols, session_timeout_ms, rebalance_timeout_ms
+            )
         if group.state == GroupState.COMPLETING_REBALANCE and member.matches(protocols):
             return self._current_join_info(group, member)  # a resent JoinGroup: answer what it missed
         if group.state == GroupState.STABLE and member.member_id != group.leader_id and member.matches(protocols):
             return self._current_join_info(group, member)
-        return await self._update_member_and_rebalance(group, member, protocols, session_timeout_ms,
-                                                       rebalance_timeout_ms)
+        return await self._update_member_and_rebalance(
+            group, member, protocols, session_timeout_ms, rebalance_timeout_ms
+        )
 
     def _current_join_info(self, group: Group, member: Member) -> JoinResult:
         members = self._member_list(group) if member.member_id == group.leader_id else []
-        return JoinResult(ErrorCode.NONE, group.generation, group.protocol_type, group.protocol,
-                          group.leader_id or "", member.member_id, members)
+        return JoinResult(
+            ErrorCode.NONE,
+            group.generation,
+            group.protocol_type,
+            group.protocol,
+            group.leader_id or "",
+            member.member_id,
+            members,
+        )
 
     def _member_list(self, group: Group) -> list[dict]:
-        return [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
-                 "metadata": m.metadata_for(group.protocol or "")} for m in group.members.values()]
+        return [
+            {
+                "member_id": m.member_id,
+                "group_instance_id": m.group_instance_id,
+                "metadata": m.metadata_for(group.protocol or ""),
+            }
+            for m in group.members.values()
+        ]
 
-    async def _add_member_and_rebalance(self, group: Group, member_id: str, instance_id: str | None,
-                                        client_id: str, client_host: str, protocol_type: str,
-                                        protocols: list[tuple[str, bytes]], session_timeout_ms: int,
-                                        rebalance_timeout_ms: int) -> JoinResult:
-        member = Member(member_id, instance_id, client_id, client_host, rebalance_timeout_ms, session_timeout_ms,
-                        protocol_type, protocols, is_new=True)
+    async def _add_member_and_rebalance(
+        self,
+        group: Group,
+        member_id: str,
+        instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+    ) -> JoinResult:
+        member = Member(
+            member_id,
+            instance_id,
+            client_id,
+            client_host,
+            rebalance_timeout_ms,
+            session_timeout_ms,
+            protocol_type,
+            protocols,
+            is_new=True,
+        )
         if group.is_empty:
             group.protocol_type = protocol_type
         if group.leader_id is None or group.leader_id not in group.members:
@@ -280,8 +349,9 @@ class GroupCoordinator:
         self._maybe_complete_join(group)
         return await future
 
-    async def _update_member_and_rebalance(self, group: Group, member: Member, protocols, session_timeout_ms: int,
-                                           rebalance_timeout_ms: int) -> JoinResult:
+    async def _update_member_and_rebalance(
+        self, group: Group, member: Member, protocols, session_timeout_ms: int, rebalance_timeout_ms: int
+    ) -> JoinResult:
         member.protocols = protocols
         member.session_timeout_ms = session_timeout_ms
         member.rebalance_timeout_ms = rebalance_timeout_ms
@@ -294,17 +364,35 @@ class GroupCoordinator:
         self._maybe_complete_join(group)
         return await future
 
-    async def _rejoin_static(self, group: Group, instance_id: str, new_id: str, client_id: str, client_host: str,
-                             protocol_type: str, protocols, session_timeout_ms: int, rebalance_timeout_ms: int
-                             ) -> JoinResult:
+    async def _rejoin_static(
+        self,
+        group: Group,
+        instance_id: str,
+        new_id: str,
+        client_id: str,
+        client_host: str,
+        protocol_type: str,
+        protocols,
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+    ) -> JoinResult:
         """A static member restarted: it takes over its old identity; a stable group does not rebalance."""
         old_id = group.static_members[instance_id]
         old = group.members.pop(old_id)
         self._cancel_session(old)
         self._complete_join(old, _join_error(ErrorCode.FENCED_INSTANCE_ID, old_id))
         self._complete_sync(old, ErrorCode.FENCED_INSTANCE_ID, b"")
-        member = Member(new_id, instance_id, client_id, client_host, rebalance_timeout_ms, session_timeout_ms,
-                        protocol_type, protocols, assignment=old.assignment)
+        member = Member(
+            new_id,
+            instance_id,
+            client_id,
+            client_host,
+            rebalance_timeout_ms,
+            session_timeout_ms,
+            protocol_type,
+            protocols,
+            assignment=old.assignment,
+        )
         group.members[new_id] = member
         group.static_members[instance_id] = new_id
         if group.leader_id == old_id:
@@ -315,8 +403,9 @@ class GroupCoordinator:
             code = await self._persist_group(group)
             if code:  # as Kafka: the client retries; the new member id is already the instance's
                 return _join_error(code, new_id)
-            result = JoinResult(ErrorCode.NONE, group.generation, group.protocol_type, group.protocol,
-                                group.leader_id or "", new_id, [])
+            result = JoinResult(
+                ErrorCode.NONE, group.generation, group.protocol_type, group.protocol, group.leader_id or "", new_id, []
+            )
             # KIP-345: the leader keeps its role but need not reassign (skip_assignment, JoinGroup v9+)
             result.skip_assignment = new_id == group.leader_id
             if result.skip_assignment:
@@ -354,8 +443,9 @@ class GroupCoordinator:
             group.initial_delay = True
         else:
             group.initial_delay = False
-            group.join_timer = loop.call_later(group.max_rebalance_timeout_ms() / 1000, self._complete_rebalance_join,
-                                               group)
+            group.join_timer = loop.call_later(
+                group.max_rebalance_timeout_ms() / 1000, self._complete_rebalance_join, group
+            )
 
     def _on_initial_delay(self, group: Group, delay: int, remaining: int) -> None:
         if group.state != GroupState.PREPARING_REBALANCE:
@@ -364,18 +454,19 @@ class GroupCoordinator:
             group.new_member_added = False
             step = min(delay, remaining)
             group.join_timer = asyncio.get_running_loop().call_later(
-                step / 1000, self._on_initial_delay, group, delay, remaining - step)
+                step / 1000, self._on_initial_delay, group, delay, remaining - step
+            )
             return
         group.initial_delay = False
         if group.all_members_joined():
             self._complete_rebalance_join(group)
         else:
             group.join_timer = asyncio.get_running_loop().call_later(
-                group.max_rebalance_timeout_ms() / 1000, self._complete_rebalance_join, group)
+                group.max_rebalance_timeout_ms() / 1000, self._complete_rebalance_join, group
+            )
 
     def _maybe_complete_join(self, group: Group) -> None:
-        if (group.state == GroupState.PREPARING_REBALANCE and not group.initial_delay
-                and group.all_members_joined()):
+        if group.state == GroupState.PREPARING_REBALANCE and not group.initial_delay and group.all_members_joined():
             self._complete_rebalance_join(group)
 
     def _complete_rebalance_join(self, group: Group) -> None:
@@ -401,28 +492,52 @@ class GroupCoordinator:
             group.leader_id = next(iter(group.members))
         group.transition(GroupState.COMPLETING_REBALANCE)
         self.completed_rebalances += 1
-        log.info("group %s generation %d: %d members, protocol %s, leader %s", group.group_id, group.generation,
-                 len(group.members), group.protocol, group.leader_id)
+        log.info(
+            "group %s generation %d: %d members, protocol %s, leader %s",
+            group.group_id,
+            group.generation,
+            len(group.members),
+            group.protocol,
+            group.leader_id,
+        )
         members = self._member_list(group)
         for member in group.members.values():
-            result = JoinResult(ErrorCode.NONE, group.generation, group.protocol_type, group.protocol,
-                                group.leader_id, member.member_id,
-                                members if member.member_id == group.leader_id else [])
+            result = JoinResult(
+                ErrorCode.NONE,
+                group.generation,
+                group.protocol_type,
+                group.protocol,
+                group.leader_id,
+                member.member_id,
+                members if member.member_id == group.leader_id else [],
+            )
             member.is_new = False
             self._complete_join(member, result)
             self._schedule_session_expiry(group, member)
 
     # -- sync --------------------------------------------------------------------------------------
-    async def sync_group(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
-                         protocol_type: str | None, protocol_name: str | None,
-                         assignments: dict[str, bytes]) -> tuple[int, bytes, str | None, str | None]:
+    async def sync_group(
+        self,
+        group_id: str,
+        generation: int,
+        member_id: str,
+        instance_id: str | None,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        assignments: dict[str, bytes],
+    ) -> tuple[int, bytes, str | None, str | None]:
         error = self.coordinator_error(group_id)
         group = self.groups.get(group_id)
         if not error:
             error = self._validate_member(group, member_id, instance_id, generation)
-        if not error and group is not None and (
+        if (
+            not error
+            and group is not None
+            and (
                 (protocol_type is not None and protocol_type != group.protocol_type)
-                or (protocol_name is not None and protocol_name != group.protocol)):
+                or (protocol_name is not None and protocol_name != group.protocol)
+            )
+        ):
             error = ErrorCode.INCONSISTENT_GROUP_PROTOCOL
         if error:
             return error, b"", None, None
@@ -475,8 +590,11 @@ class GroupCoordinator:
         if group is not None and group.state == GroupState.EMPTY:
             return ErrorCode.UNKNOWN_MEMBER_ID
         error = self._validate_member(group, member_id, instance_id, generation)
-        if (error == ErrorCode.ILLEGAL_GENERATION and group is not None
-                and group.state == GroupState.PREPARING_REBALANCE):
+        if (
+            error == ErrorCode.ILLEGAL_GENERATION
+            and group is not None
+            and group.state == GroupState.PREPARING_REBALANCE
+        ):
             error = ErrorCode.REBALANCE_IN_PROGRESS
         if error:
             return error
@@ -540,7 +658,8 @@ class GroupCoordinator:
     def _schedule_session_expiry(self, group: Group, member: Member) -> None:
         self._cancel_session(member)
         member.session_timer = asyncio.get_running_loop().call_later(
-            member.session_timeout_ms / 1000, self._on_session_expired, group, member)
+            member.session_timeout_ms / 1000, self._on_session_expired, group, member
+        )
 
     @staticmethod
     def _cancel_session(member: Member) -> None:
@@ -551,8 +670,12 @@ class GroupCoordinator:
     def _on_session_expired(self, group: Group, member: Member) -> None:
         if group.members.get(member.member_id) is not member or member.is_awaiting_join:
             return
-        log.info("member %s of group %s expired after %d ms without a heartbeat", member.member_id,
-                 group.group_id, member.session_timeout_ms)
+        log.info(
+            "member %s of group %s expired after %d ms without a heartbeat",
+            member.member_id,
+            group.group_id,
+            member.session_timeout_ms,
+        )
         self._remove_member_and_update(group, member)
 
     @staticmethod
@@ -569,17 +692,38 @@ class GroupCoordinator:
 
     async def _persist_group(self, group: Group) -> int:
         value = schema.GroupValue(
-            group.protocol_type or "", group.generation, group.protocol, group.leader_id, group.state_timestamp,
-            [schema.MemberRecord(m.member_id, m.group_instance_id, m.client_id, m.client_host,
-                                 m.rebalance_timeout_ms, m.session_timeout_ms, m.metadata_for(group.protocol or ""),
-                                 m.assignment) for m in group.members.values()],
+            group.protocol_type or "",
+            group.generation,
+            group.protocol,
+            group.leader_id,
+            group.state_timestamp,
+            [
+                schema.MemberRecord(
+                    m.member_id,
+                    m.group_instance_id,
+                    m.client_id,
+                    m.client_host,
+                    m.rebalance_timeout_ms,
+                    m.session_timeout_ms,
+                    m.metadata_for(group.protocol or ""),
+                    m.assignment,
+                )
+                for m in group.members.values()
+            ],
         )
-        return await self.store.write(group.partition, [(schema.encode_key(schema.GroupKey(group.group_id)),
-                                                         schema.encode_group_value(value))])
+        return await self.store.write(
+            group.partition, [(schema.encode_key(schema.GroupKey(group.group_id)), schema.encode_group_value(value))]
+        )
 
     # -- offsets -----------------------------------------------------------------------------------
-    async def commit_offsets(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
-                             offsets: dict[tuple[str, int], tuple[int, int, str | None]]) -> dict[tuple[str, int], int]:
+    async def commit_offsets(
+        self,
+        group_id: str,
+        generation: int,
+        member_id: str,
+        instance_id: str | None,
+        offsets: dict[tuple[str, int], tuple[int, int, str | None]],
+    ) -> dict[tuple[str, int], int]:
         def everywhere(code: int) -> dict[tuple[str, int], int]:
             return {tp: code for tp in offsets}
 
@@ -587,7 +731,12 @@ class GroupCoordinator:
         if error:
             return everywhere(error)
         group = self.groups.get(group_id)
-        if generation < 0 and not member_id:
+        consumer_error = self.consumer.validate_commit(group_id, member_id, generation)
+        if consumer_error is not None:  # a consumer protocol group: the generation is the member epoch
+            if consumer_error:
+                return everywhere(consumer_error)
+            group = self.groups.setdefault(group_id, Group(group_id, self.store.partition_for(group_id)))
+        elif generation < 0 and not member_id:
             if group is not None and not group.is_empty:
                 return everywhere(ErrorCode.UNKNOWN_MEMBER_ID)  # a group with members commits through them
             if group is None:
@@ -602,6 +751,7 @@ class GroupCoordinator:
             self._schedule_session_expiry(group, group.members[member_id])
         results, accepted, entries = self._offset_entries(group_id, offsets)
         if entries:
+
             def on_append(record_offset: int) -> None:
                 for committed in accepted.values():
                     committed.record_offset = record_offset
@@ -625,9 +775,9 @@ class GroupCoordinator:
         return results
 
     @staticmethod
-    def _offset_entries(group_id: str, offsets: dict[tuple[str, int], tuple[int, int, str | None]]
-                        ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], CommittedOffset],
-                                   list[tuple[bytes, bytes]]]:
+    def _offset_entries(
+        group_id: str, offsets: dict[tuple[str, int], tuple[int, int, str | None]]
+    ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], CommittedOffset], list[tuple[bytes, bytes]]]:
         """(errors of offsets that cannot be stored, the storable ones, their records)."""
         results: dict[tuple[str, int], int] = {}
         accepted: dict[tuple[str, int], CommittedOffset] = {}
@@ -638,15 +788,26 @@ class GroupCoordinator:
                 results[(topic, partition)] = ErrorCode.OFFSET_METADATA_TOO_LARGE
                 continue
             accepted[(topic, partition)] = CommittedOffset(offset, leader_epoch, metadata or "", now)
-            entries.append((schema.encode_key(schema.OffsetKey(group_id, topic, partition)),
-                            schema.encode_offset_value(schema.OffsetValue(offset, leader_epoch, metadata or "", now))))
+            entries.append(
+                (
+                    schema.encode_key(schema.OffsetKey(group_id, topic, partition)),
+                    schema.encode_offset_value(schema.OffsetValue(offset, leader_epoch, metadata or "", now)),
+                )
+            )
         return results, accepted, entries
 
     # -- transactional offsets (KIP-98) --------------------------------------------------------------
-    async def commit_txn_offsets(self, group_id: str, transactional_id: str, producer_id: int, producer_epoch: int,
-                                 member_id: str, generation: int, instance_id: str | None,
-                                 offsets: dict[tuple[str, int], tuple[int, int, str | None]]
-                                 ) -> dict[tuple[str, int], int]:
+    async def commit_txn_offsets(
+        self,
+        group_id: str,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        member_id: str,
+        generation: int,
+        instance_id: str | None,
+        offsets: dict[tuple[str, int], tuple[int, int, str | None]],
+    ) -> dict[tuple[str, int], int]:
         """TxnOffsetCommit: offsets that count only if the producer's transaction commits.
 
         They are written as the producer's transactional batch to the group's partition and kept
@@ -655,6 +816,7 @@ class GroupCoordinator:
         member id) may commit for the group, while a member's commit (v3+) is checked against the
         group's generation, so that a zombie member cannot commit after a rebalance.
         """
+
         def everywhere(code: int) -> dict[tuple[str, int], int]:
             return {tp: code for tp in offsets}
 
@@ -683,8 +845,9 @@ class GroupCoordinator:
             group.pending_txn_offsets.setdefault(producer_id, {}).update(accepted)
             self._txn_groups.setdefault((partition, producer_id), set()).add(group_id)
 
-        code = await self.store.write(partition, entries, producer_id=producer_id, producer_epoch=producer_epoch,
-                                      on_append=on_append)
+        code = await self.store.write(
+            partition, entries, producer_id=producer_id, producer_epoch=producer_epoch, on_append=on_append
+        )
         pending = group.pending_txn_offsets.get(producer_id)
         if code:
             # as Kafka's failPendingTxnOffsetCommit: the client is told to retry; forget them
@@ -700,8 +863,9 @@ class GroupCoordinator:
             results[tp] = code
         return results
 
-    def _check_txn_commit(self, group_id: str, producer_id: int, member_id: str, generation: int,
-                          instance_id: str | None) -> int:
+    def _check_txn_commit(
+        self, group_id: str, producer_id: int, member_id: str, generation: int, instance_id: str | None
+    ) -> int:
         """Kafka's validateOffsetCommit for transactional commits."""
         error = self.coordinator_error(group_id)
         if error:
@@ -712,6 +876,9 @@ class GroupCoordinator:
         if group is not None and group.state == GroupState.DEAD:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if generation >= 0 or member_id or instance_id is not None:
+            consumer_error = self.consumer.validate_commit(group_id, member_id, generation)
+            if consumer_error is not None:
+                return consumer_error
             return self._validate_member(group, member_id, instance_id, generation)
         return ErrorCode.NONE
 
@@ -726,8 +893,7 @@ class GroupCoordinator:
         tp = (OFFSETS_TOPIC, partition)
         transactions = self.broker.transaction_coordinator
         assert transactions is not None  # the broker builds both coordinators before serving
-        codes = await transactions.verify_partitions(
-            transactional_id, producer_id, producer_epoch, [tp])
+        codes = await transactions.verify_partitions(transactional_id, producer_id, producer_epoch, [tp])
         code = codes.get(tp, ErrorCode.INVALID_TXN_STATE)
         if code in _RETRIABLE_VERIFICATION:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE  # the client finds the coordinator again and retries
@@ -750,8 +916,9 @@ class GroupCoordinator:
             if count:
                 log.debug("group %s: %d offsets of producer %d committed", group_id, count, producer_id)
 
-    def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None
-                      ) -> tuple[int, dict[tuple[str, int], CommittedOffset | None]]:
+    def fetch_offsets(
+        self, group_id: str, partitions: list[tuple[str, int]] | None
+    ) -> tuple[int, dict[tuple[str, int], CommittedOffset | None]]:
         error = self.coordinator_error(group_id)
         if error:
             return error, {}
@@ -778,10 +945,14 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.GROUP_ID_NOT_FOUND, {}
-        if group.state not in (GroupState.EMPTY, GroupState.STABLE, GroupState.PREPARING_REBALANCE,
-                               GroupState.COMPLETING_REBALANCE):
+        if group.state not in (
+            GroupState.EMPTY,
+            GroupState.STABLE,
+            GroupState.PREPARING_REBALANCE,
+            GroupState.COMPLETING_REBALANCE,
+        ):
             return ErrorCode.GROUP_ID_NOT_FOUND, {}
-        subscribed = group.subscribed_topics() if not group.is_empty else set()
+        subscribed = group.subscribed_topics() if not group.is_empty else self.consumer.subscribed_topics(group_id)
         if subscribed is None and not group.is_empty:
             return ErrorCode.NON_EMPTY_GROUP, {}
         results: dict[tuple[str, int], int] = {}
@@ -794,8 +965,11 @@ class GroupCoordinator:
                 doomed.append(tp)
         if doomed:
             written = _Offset()
-            code = await self.store.write(group.partition, [
-                (schema.encode_key(schema.OffsetKey(group_id, t, p)), None) for t, p in doomed], on_append=written)
+            code = await self.store.write(
+                group.partition,
+                [(schema.encode_key(schema.OffsetKey(group_id, t, p)), None) for t, p in doomed],
+                on_append=written,
+            )
             for tp in doomed:
                 if code:
                     results[tp] = code
@@ -806,14 +980,21 @@ class GroupCoordinator:
     # -- listing, describing, deleting -------------------------------------------------------------
     def list_groups(self, states: set[str] | None = None) -> list[Group]:
         wanted = {s.lower() for s in states or ()}  # state names match case-insensitively, as in Kafka 3.7+
-        return [g for g in self.groups.values()
-                if g.state != GroupState.DEAD and g.partition in self.owned_partitions
-                and (not wanted or g.state.value.lower() in wanted)]
+        return [
+            g
+            for g in self.groups.values()
+            if g.state != GroupState.DEAD
+            and g.partition in self.owned_partitions
+            and g.group_id not in self.consumer.groups
+            and (not wanted or g.state.value.lower() in wanted)
+        ]
 
     def describe_group(self, group_id: str) -> tuple[int, Group | None]:
         error = self.coordinator_error(group_id)
         if error:
             return error, None
+        if group_id in self.consumer.groups:  # as Kafka (DescribeGroups < v6): Dead; ConsumerGroupDescribe has it
+            return ErrorCode.NONE, None
         return ErrorCode.NONE, self.groups.get(group_id)
 
     async def delete_groups(self, group_ids: list[str]) -> dict[str, int]:
@@ -825,7 +1006,7 @@ class GroupCoordinator:
                 results[group_id] = error
             elif group is None or group.state == GroupState.DEAD:
                 results[group_id] = ErrorCode.GROUP_ID_NOT_FOUND
-            elif not group.is_empty:
+            elif not group.is_empty or self.consumer.has_members(group_id):
                 results[group_id] = ErrorCode.NON_EMPTY_GROUP
             else:
                 # as Kafka: the offsets of open transactions go too (their commit will find nothing)
@@ -836,6 +1017,8 @@ class GroupCoordinator:
                 entries.append((schema.encode_key(schema.GroupKey(group_id)), None))
                 written = _Offset()
                 code = await self.store.write(group.partition, entries, on_append=written)
+                if not code:
+                    code = await self.consumer.delete(group_id)
                 if not code:
                     for tp in doomed:
                         group.remove_offset(tp, written.value)
@@ -866,14 +1049,22 @@ class GroupCoordinator:
             written = _Offset()
             entries = [(schema.encode_key(schema.OffsetKey(group.group_id, t, p)), None) for t, p in sorted(doomed)]
             if await self.store.write(group.partition, entries, on_append=written):
-                log.warning("could not remove the offsets of deleted topics %s from group %s; they expire with "
-                            "offsets.retention.minutes", sorted(topics), group.group_id)
+                log.warning(
+                    "could not remove the offsets of deleted topics %s from group %s; they expire with "
+                    "offsets.retention.minutes",
+                    sorted(topics),
+                    group.group_id,
+                )
                 continue
             for tp in doomed:
                 group.remove_offset(tp, written.value)
             removed += len(doomed)
-            log.info("group %s: removed %d committed offsets of deleted topics %s", group.group_id, len(doomed),
-                     sorted({t for t, _ in doomed}))
+            log.info(
+                "group %s: removed %d committed offsets of deleted topics %s",
+                group.group_id,
+                len(doomed),
+                sorted({t for t, _ in doomed}),
+            )
         return removed
 
     def _rehome_pending(self, dead: Group) -> None:
@@ -897,7 +1088,7 @@ class GroupCoordinator:
         now = int(time.time() * 1000)
         removed = 0
         for group in list(self.groups.values()):
-            if group.partition not in self.owned_partitions:
+            if group.partition not in self.owned_partitions or self.consumer.has_members(group.group_id):
                 continue
             # An offset an open transaction (or a commit in flight) is about to replace does not
             # expire: its tombstone would delete the pending one too. A group with open
@@ -906,16 +1097,23 @@ class GroupCoordinator:
                 if now - group.state_timestamp < retention_ms:
                     expired = []
                 else:
-                    expired = [tp for tp, c in group.offsets.items()
-                               if now - c.commit_timestamp >= retention_ms and not group.has_pending_offset(tp)]
+                    expired = [
+                        tp
+                        for tp, c in group.offsets.items()
+                        if now - c.commit_timestamp >= retention_ms and not group.has_pending_offset(tp)
+                    ]
                 forget_group = len(expired) == len(group.offsets) and not group.has_pending_txn_offsets()
                 # a group made a moment ago by a commit still in flight has no offsets yet: leave it be
                 if not group.offsets and now - group.state_timestamp < self.config.offsets_commit_timeout_ms:
                     continue
             elif group.state == GroupState.STABLE and (subscribed := group.subscribed_topics()) is not None:
-                expired = [tp for tp, c in group.offsets.items()
-                           if tp[0] not in subscribed and now - c.commit_timestamp >= retention_ms
-                           and not group.has_pending_offset(tp)]
+                expired = [
+                    tp
+                    for tp, c in group.offsets.items()
+                    if tp[0] not in subscribed
+                    and now - c.commit_timestamp >= retention_ms
+                    and not group.has_pending_offset(tp)
+                ]
                 forget_group = False
             else:
                 continue
@@ -931,8 +1129,13 @@ class GroupCoordinator:
                 if group.offsets.get(tp) is offset:  # not committed again while the tombstones were written
                     del group.offsets[tp]
             removed += len(expired)
-            if (forget_group and group.is_empty and not group.offsets and not group.pending_txn_offsets
-                    and self.groups.get(group.group_id) is group):
+            if (
+                forget_group
+                and group.is_empty
+                and not group.offsets
+                and not group.pending_txn_offsets
+                and self.groups.get(group.group_id) is group
+            ):
                 log.info("group %s is empty and has no offsets left: removed", group.group_id)
                 group.transition(GroupState.DEAD)
                 del self.groups[group.group_id]

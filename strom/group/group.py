@@ -72,7 +72,7 @@ class CommittedOffset:
     # a plain commit written after a transactional one (but before its marker) stays.
     record_offset: int = -1
 
-    def older_than(self, other: "CommittedOffset") -> bool:
+    def older_than(self, other: CommittedOffset) -> bool:
         return self.record_offset < other.record_offset
 
 

@@ -15,15 +15,23 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING
 
 from strom.group import records as schema
-from strom.protocol.errors import (CorruptRecordError, ErrorCode, InvalidRecordError, KafkaError, NotLeaderError,
-                                   RequestTimedOutError)
+from strom.protocol.errors import (
+    CorruptRecordError,
+    ErrorCode,
+    InvalidRecordError,
+    KafkaError,
+    NotLeaderError,
+    RequestTimedOutError,
+)
 from strom.protocol.records import NO_PRODUCER_ID, NewRecord, build_batch, decode_batch_records, read_control_record
 
 if TYPE_CHECKING:
+    from strom.group.consumer_records import ConsumerKey
     from strom.replication.partition import Partition
     from strom.replication.replica_manager import ReplicaManager
     from strom.server.broker import Broker
@@ -40,7 +48,7 @@ class StoredBatch:
     base_offset: int
     producer_id: int  # NO_PRODUCER_ID unless the batch is transactional
     marker: bool | None = None  # a control batch: True commits the producer's transaction, False aborts it
-    records: list[tuple[schema.OffsetKey | schema.GroupKey, bytes | None]] = field(default_factory=list)
+    records: list[tuple[schema.OffsetKey | schema.GroupKey | ConsumerKey, bytes | None]] = field(default_factory=list)
 
     @property
     def transactional(self) -> bool:
@@ -48,7 +56,7 @@ class StoredBatch:
 
 
 class OffsetStore:
-    def __init__(self, broker: "Broker"):
+    def __init__(self, broker: Broker):
         self.broker = broker
 
     @property
@@ -73,9 +81,15 @@ class OffsetStore:
         state = held.log.producer_state
         return state.producer_epoch(producer_id), producer_id in state.ongoing
 
-    async def write(self, partition: int, entries: Iterable[tuple[bytes, bytes | None]], *,
-                    producer_id: int = NO_PRODUCER_ID, producer_epoch: int = -1,
-                    on_append: Callable[[int], None] | None = None) -> int:
+    async def write(
+        self,
+        partition: int,
+        entries: Iterable[tuple[bytes, bytes | None]],
+        *,
+        producer_id: int = NO_PRODUCER_ID,
+        producer_epoch: int = -1,
+        on_append: Callable[[int], None] | None = None,
+    ) -> int:
         """Append key/value records (None value = tombstone) and wait until they are committed.
 
         With a ``producer_id`` the batch is that producer's transactional batch. ``on_append``
@@ -99,8 +113,9 @@ class OffsetStore:
         if on_append is not None:
             on_append(info.first_offset)
         try:
-            await replicas.wait_committed(OFFSETS_TOPIC, partition, info.last_offset,
-                                          self.broker.config.offsets_commit_timeout_ms / 1000)
+            await replicas.wait_committed(
+                OFFSETS_TOPIC, partition, info.last_offset, self.broker.config.offsets_commit_timeout_ms / 1000
+            )
         except NotLeaderError:
             return ErrorCode.NOT_COORDINATOR
         except RequestTimedOutError:
@@ -108,7 +123,7 @@ class OffsetStore:
         return ErrorCode.NONE
 
     @staticmethod
-    def replay(partition: "Partition") -> Iterator[StoredBatch]:
+    def replay(partition: Partition) -> Iterator[StoredBatch]:
         """Every batch of a partition, in offset order, for loading.
 
         Control batches come as markers (their key is not a group record key); a record whose key
@@ -140,10 +155,8 @@ def _coordinator_error(code: int) -> int:
     """Storage errors become coordinator errors the client retries on, as in Kafka."""
     if code in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER):
         return ErrorCode.NOT_COORDINATOR
-    if code in (ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-                ErrorCode.REQUEST_TIMED_OUT):
+    if code in (ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.REQUEST_TIMED_OUT):
         return ErrorCode.COORDINATOR_NOT_AVAILABLE
     if code in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.INVALID_FETCH_SIZE):
         return ErrorCode.UNKNOWN_SERVER_ERROR
     return code
-

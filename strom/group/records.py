@@ -20,9 +20,12 @@ classic (int16 length, -1 for null), bytes int32-length.
 from __future__ import annotations
 
 import functools
-
 import struct
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from strom.group.consumer_records import ConsumerKey
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -135,19 +138,28 @@ def encode_key(key: OffsetKey | GroupKey) -> bytes:
     return _I16.pack(GROUP_KEY_VERSION) + _string(key.group)
 
 
-def decode_key(data: bytes) -> OffsetKey | GroupKey:
+def decode_key(data: bytes) -> OffsetKey | GroupKey | ConsumerKey:
     reader = _Reader(data)
     version = reader.i16()
     if version in (0, 1):
         return OffsetKey(reader.string() or "", reader.string() or "", reader.i32())
     if version == 2:
         return GroupKey(reader.string() or "")
+    if 3 <= version <= 8:  # the consumer group protocol's records (KIP-848)
+        from strom.group.consumer_records import decode_key as decode_consumer_key
+
+        return decode_consumer_key(version, reader)
     raise RecordFormatError(f"unknown __consumer_offsets key version {version}")
 
 
 def encode_offset_value(value: OffsetValue) -> bytes:
-    return (_I16.pack(OFFSET_VALUE_VERSION) + _I64.pack(value.offset) + _I32.pack(value.leader_epoch)
-            + _string(value.metadata) + _I64.pack(value.commit_timestamp))
+    return (
+        _I16.pack(OFFSET_VALUE_VERSION)
+        + _I64.pack(value.offset)
+        + _I32.pack(value.leader_epoch)
+        + _string(value.metadata)
+        + _I64.pack(value.commit_timestamp)
+    )
 
 
 def decode_offset_value(data: bytes) -> OffsetValue:
@@ -161,13 +173,26 @@ def decode_offset_value(data: bytes) -> OffsetValue:
 
 
 def encode_group_value(value: GroupValue) -> bytes:
-    parts = [_I16.pack(GROUP_VALUE_VERSION), _string(value.protocol_type), _I32.pack(value.generation),
-             _string(value.protocol), _string(value.leader), _I64.pack(value.current_state_timestamp),
-             _I32.pack(len(value.members))]
+    parts = [
+        _I16.pack(GROUP_VALUE_VERSION),
+        _string(value.protocol_type),
+        _I32.pack(value.generation),
+        _string(value.protocol),
+        _string(value.leader),
+        _I64.pack(value.current_state_timestamp),
+        _I32.pack(len(value.members)),
+    ]
     for m in value.members:
-        parts += [_string(m.member_id), _string(m.group_instance_id), _string(m.client_id), _string(m.client_host),
-                  _I32.pack(m.rebalance_timeout), _I32.pack(m.session_timeout), _blob(m.subscription),
-                  _blob(m.assignment)]
+        parts += [
+            _string(m.member_id),
+            _string(m.group_instance_id),
+            _string(m.client_id),
+            _string(m.client_host),
+            _I32.pack(m.rebalance_timeout),
+            _I32.pack(m.session_timeout),
+            _blob(m.subscription),
+            _blob(m.assignment),
+        ]
     return b"".join(parts)
 
 
@@ -190,8 +215,18 @@ def decode_group_value(data: bytes) -> GroupValue:
         client_host = reader.string() or ""
         rebalance_timeout = reader.i32() if version >= 1 else 0
         session_timeout = reader.i32()
-        members.append(MemberRecord(member_id, instance, client_id, client_host, rebalance_timeout, session_timeout,
-                                    reader.blob(), reader.blob()))
+        members.append(
+            MemberRecord(
+                member_id,
+                instance,
+                client_id,
+                client_host,
+                rebalance_timeout,
+                session_timeout,
+                reader.blob(),
+                reader.blob(),
+            )
+        )
     return GroupValue(protocol_type, generation, protocol, leader, timestamp, members)
 
 

@@ -11,13 +11,15 @@ subset of what kio can decode.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import IntEnum
 from pkgutil import resolve_name
-from typing import TYPE_CHECKING, Callable, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from kio.schema.index import api_key_map, schema_name_map
 from kio.static.constants import EntityType
 
+from .errors import UnsupportedVersionError
 from .legacy.schema.index import SCHEMAS as LEGACY_SCHEMAS
 
 if TYPE_CHECKING:
@@ -142,6 +144,19 @@ def request_class(api_key: int, api_version: int) -> type[RequestPayload] | None
 def response_class(api_key: int, api_version: int) -> type[ResponsePayload] | None:
     """kio's response dataclass for (api_key, api_version), or None if kio has none."""
     return _load(api_key, api_version, EntityType.response, _RESPONSES)
+
+
+def response_class_for(api_key: int, api_version: int) -> type[ResponsePayload]:
+    """`response_class` for a version the caller serves, so handlers build with a class, never None.
+
+    Handlers only run for versions their table advertises, all of which kio or
+    `legacy.schema` carries, so a miss is a broker bug; it surfaces as
+    UNSUPPORTED_VERSION, the code Kafka gives a version it cannot answer.
+    """
+    cls = response_class(api_key, api_version)
+    if cls is None:
+        raise UnsupportedVersionError(f"no response schema for api_key {api_key} version {api_version}")
+    return cls
 
 
 def request_header_version(api_key: int, api_version: int) -> int:

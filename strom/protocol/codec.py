@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import io
 import struct
+from collections.abc import Callable
 from dataclasses import MISSING, fields
 from datetime import UTC, datetime, timedelta
 from types import NoneType, UnionType
-from typing import TYPE_CHECKING, Any, Callable, cast, get_args, get_origin
+from typing import TYPE_CHECKING, Any, cast, get_args, get_origin
 from uuid import UUID
 
 from kio.serial import entity_writer
@@ -287,7 +288,19 @@ class _Field:
     (everything else: a reader function).
     """
 
-    __slots__ = ("name", "kind", "code", "conv", "reader", "min_size", "blob", "compact", "nullable", "item", "item_min")
+    __slots__ = (
+        "name",
+        "kind",
+        "code",
+        "conv",
+        "reader",
+        "min_size",
+        "blob",
+        "compact",
+        "nullable",
+        "item",
+        "item_min",
+    )
     name: str
     kind: str
     code: str | None  # struct code, for "fixed" fields and arrays of them
@@ -309,7 +322,9 @@ class _Field:
             setattr(self, key, value)
 
 
-def _array(item: Reader, item_min: int, compact: bool, nullable: bool, name: str, code: str | None, conv: Any) -> Reader:
+def _array(
+    item: Reader, item_min: int, compact: bool, nullable: bool, name: str, code: str | None, conv: Any
+) -> Reader:
     length = _length(compact, wide=True)
     item_min = max(item_min, 1)  # as Kafka: a count above the bytes left is an error
     size = struct.calcsize(">" + code) if code else 0
@@ -525,7 +540,13 @@ def _generate(
     flush()
     if flexible and tagged:
         env["READ_TAGS"], env["TAGS"], env["EMPTY"] = _read_tags, tagged, {}
-        body += ["if buf[pos]:", "    tags, pos = READ_TAGS(buf, pos, TAGS)", "else:", "    tags = EMPTY", "    pos += 1"]
+        body += [
+            "if buf[pos]:",
+            "    tags, pos = READ_TAGS(buf, pos, TAGS)",
+            "else:",
+            "    tags = EMPTY",
+            "    pos += 1",
+        ]
     elif flexible:
         env["SKIP_TAGS"] = skip_tagged_fields
         body += ["if buf[pos]:", "    pos = SKIP_TAGS(buf, pos)", "else:", "    pos += 1"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 import struct
 import zlib
-from typing import Callable
+from collections.abc import Callable
 
 import cramjam
 
@@ -33,7 +33,7 @@ class CompressionType(enum.IntEnum):
     ZSTD = 4
 
     @classmethod
-    def from_name(cls, name: str) -> "CompressionType":
+    def from_name(cls, name: str) -> CompressionType:
         """Kafka's spelling (compression.type / producer config) to a codec."""
         key = name.strip().lower()
         if key == "uncompressed":

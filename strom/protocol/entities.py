@@ -14,8 +14,9 @@ import datetime
 import types
 import typing
 import uuid
-from functools import lru_cache
-from typing import Any, Mapping, cast
+from collections.abc import Mapping
+from functools import cache
+from typing import Any, cast
 
 from kio.schema.errors import ErrorCode as KioErrorCode
 
@@ -69,7 +70,7 @@ def _classify(tp: Any) -> tuple[str, type | None, bool]:
     return "other", None, nullable
 
 
-@lru_cache(maxsize=None)
+@cache
 def _plan(cls: type) -> tuple[_FieldPlan, ...]:
     plans: list[_FieldPlan] = []
     for f in dataclasses.fields(cls):
@@ -79,8 +80,7 @@ def _plan(cls: type) -> tuple[_FieldPlan, ...]:
     return tuple(plans)
 
 
-_ZERO = {"int": 0, "str": "", "bool": False, "bytes": b"", "tuple": (), "entities": (), "float": 0.0,
-         "uuid": ZERO_UUID}
+_ZERO = {"int": 0, "str": "", "bool": False, "bytes": b"", "tuple": (), "entities": (), "float": 0.0, "uuid": ZERO_UUID}
 
 
 def _convert(plan: _FieldPlan, value: Any) -> Any:
@@ -96,7 +96,7 @@ def _convert(plan: _FieldPlan, value: Any) -> Any:
     if kind == "timedelta" and not isinstance(value, datetime.timedelta):
         return datetime.timedelta(milliseconds=int(value))
     if kind == "datetime" and not isinstance(value, datetime.datetime):
-        return datetime.datetime.fromtimestamp(int(value) / 1000, datetime.timezone.utc)
+        return datetime.datetime.fromtimestamp(int(value) / 1000, datetime.UTC)
     if kind == "error" and not isinstance(value, KioErrorCode):
         return KioErrorCode(int(value))
     if kind == "tuple" and not isinstance(value, tuple):

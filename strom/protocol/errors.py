@@ -197,26 +197,31 @@ class KafkaError(Exception):
 # Records and logs
 class OffsetOutOfRangeError(KafkaError):
     """The offset is outside [log start, log end]; the client resets by its auto.offset.reset."""
+
     error_code = ErrorCode.OFFSET_OUT_OF_RANGE
 
 
 class CorruptRecordError(KafkaError):
     """A batch failed its CRC or its framing is inconsistent (CORRUPT_MESSAGE)."""
+
     error_code = ErrorCode.CORRUPT_MESSAGE
 
 
 class InvalidRecordError(KafkaError):
     """A well-formed batch that the broker refuses (bad magic, offsets, null key on a compacted topic…)."""
+
     error_code = ErrorCode.INVALID_RECORD
 
 
 class RecordTooLargeError(KafkaError):
     """A batch is larger than max.message.bytes (MESSAGE_TOO_LARGE)."""
+
     error_code = ErrorCode.MESSAGE_TOO_LARGE
 
 
 class RecordListTooLargeError(KafkaError):
     """The record set of one partition is larger than a segment can hold."""
+
     error_code = ErrorCode.RECORD_LIST_TOO_LARGE
 
 
@@ -228,16 +233,19 @@ class RecordValidationError(KafkaError):
     others with its own "invalid different record" error. The code is INVALID_RECORD, or
     INVALID_TIMESTAMP when any record has a bad timestamp, as in Kafka.
     """
+
     error_code = ErrorCode.INVALID_RECORD
 
-    def __init__(self, message: str, record_errors: list[tuple[int, str | None]], *,
-                 error_code: ErrorCode | None = None) -> None:
+    def __init__(
+        self, message: str, record_errors: list[tuple[int, str | None]], *, error_code: ErrorCode | None = None
+    ) -> None:
         super().__init__(message, error_code=error_code)
         self.record_errors = record_errors
 
 
 class InvalidTimestampError(KafkaError):
     """A CreateTime is outside message.timestamp.*.ms of the broker's clock."""
+
     error_code = ErrorCode.INVALID_TIMESTAMP
 
 
@@ -247,6 +255,7 @@ class UnsupportedCompressionTypeError(KafkaError):
 
 class KafkaStorageError(KafkaError):
     """The log directory failed (I/O error); clients retry against another replica."""
+
     error_code = ErrorCode.KAFKA_STORAGE_ERROR
 
 
@@ -266,6 +275,7 @@ class UnknownTopicIdError(KafkaError):
 
 class InvalidTopicError(KafkaError):
     """Bad topic name (length, characters) or an operation not allowed on an internal topic."""
+
     error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
 
 
@@ -296,6 +306,7 @@ class PolicyViolationError(KafkaError):
 # Leadership and replication
 class NotLeaderError(KafkaError):
     """This broker is not the leader (or, for follower fetches, not a replica)."""
+
     error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
 
 
@@ -309,21 +320,25 @@ class NotControllerError(KafkaError):
 
 class FencedLeaderEpochError(KafkaError):
     """The request's leader epoch is older than ours: the client's metadata is stale."""
+
     error_code = ErrorCode.FENCED_LEADER_EPOCH
 
 
 class UnknownLeaderEpochError(KafkaError):
     """The request's leader epoch is newer than ours: we have not caught up yet."""
+
     error_code = ErrorCode.UNKNOWN_LEADER_EPOCH
 
 
 class NotEnoughReplicasError(KafkaError):
     """The ISR is smaller than min.insync.replicas; nothing was appended."""
+
     error_code = ErrorCode.NOT_ENOUGH_REPLICAS
 
 
 class NotEnoughReplicasAfterAppendError(KafkaError):
     """The ISR shrank below min.insync.replicas after the append (the data is in the leader's log)."""
+
     error_code = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
 
 
@@ -338,6 +353,7 @@ class InvalidRequiredAcksError(KafkaError):
 # Requests
 class InvalidRequestError(KafkaError):
     """The request is malformed or inconsistent in a way no specific code describes."""
+
     error_code = ErrorCode.INVALID_REQUEST
 
 
@@ -360,6 +376,7 @@ class OutOfOrderSequenceError(KafkaError):
 
 class DuplicateSequenceError(KafkaError):
     """The batch was already appended; the producer treats this as success."""
+
     error_code = ErrorCode.DUPLICATE_SEQUENCE_NUMBER
 
 
@@ -393,6 +410,7 @@ class ConcurrentTransactionsError(KafkaError):
 
 class TransactionCoordinatorFencedError(KafkaError):
     """A marker or request from a coordinator whose epoch is older than one already seen."""
+
     error_code = ErrorCode.TRANSACTION_COORDINATOR_FENCED
 
 

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import struct
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterator, NamedTuple, Sequence
+from typing import TYPE_CHECKING, NamedTuple
 
 import crc32c
 
@@ -94,7 +95,7 @@ class BatchHeader:
     position: int = 0
 
     @classmethod
-    def parse(cls, buf: ByteSource, position: int = 0) -> "BatchHeader":
+    def parse(cls, buf: ByteSource, position: int = 0) -> BatchHeader:
         return cls(*HEADER.unpack_from(buf, position), position)
 
     @property
@@ -163,8 +164,10 @@ def read_batch_header(buf: ByteSource, position: int, available: int) -> BatchHe
 
 
 def _magic_message(magic: int) -> str:
-    return (f"message format magic v{magic} is not supported: strom stores only record batches "
-            "(magic 2, Kafka 0.11+); upgrade the client or enable its v2 message format")
+    return (
+        f"message format magic v{magic} is not supported: strom stores only record batches "
+        "(magic 2, Kafka 0.11+); upgrade the client or enable its v2 message format"
+    )
 
 
 def validate_batches(
@@ -205,8 +208,9 @@ def validate_batches(
     return headers
 
 
-def patch_offset_and_epoch(buf: bytearray | memoryview, header: BatchHeader, base_offset: int,
-                           leader_epoch: int) -> None:
+def patch_offset_and_epoch(
+    buf: bytearray | memoryview, header: BatchHeader, base_offset: int, leader_epoch: int
+) -> None:
     """Assign offsets in place: the only two fields the CRC does not cover (one pack spans both)."""
     _OFFSET_LENGTH_EPOCH.pack_into(buf, header.position, base_offset, header.batch_length, leader_epoch)
 
@@ -399,8 +403,9 @@ def _scan_records(buf: ByteSource, start: int, end: int, count: int) -> list[Rec
                 if header_value_length > 0:
                     pos += header_value_length
         if pos != limit:
-            raise InvalidRecordError(f"Invalid record size: expected to read {length} bytes in record payload, "
-                                     f"but instead read {pos - body}")
+            raise InvalidRecordError(
+                f"Invalid record size: expected to read {length} bytes in record payload, but instead read {pos - body}"
+            )
         append(RecordSummary(timestamp_delta, offset_delta, key_length))
     if pos != end:
         raise InvalidRecordError(RECORDS_REMAINING)
@@ -553,16 +558,29 @@ def build_batch(
         attributes |= CONTROL_FLAG
     batch = bytearray(BATCH_HEADER_SIZE) + payload
     HEADER.pack_into(
-        batch, 0, base_offset, len(batch) - LOG_OVERHEAD, partition_leader_epoch, 2, 0, attributes,
-        last_offset_delta, base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence,
+        batch,
+        0,
+        base_offset,
+        len(batch) - LOG_OVERHEAD,
+        partition_leader_epoch,
+        2,
+        0,
+        attributes,
+        last_offset_delta,
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
         len(records),
     )
     _UINT32.pack_into(batch, CRC_OFFSET, batch_crc(batch, 0, len(batch)))
     return bytes(batch)
 
 
-def rebuild_batch(header: BatchHeader, records: Sequence[Record], compression: int | None = None,
-                  compression_level: int | None = None) -> bytes:
+def rebuild_batch(
+    header: BatchHeader, records: Sequence[Record], compression: int | None = None, compression_level: int | None = None
+) -> bytes:
     """Re-encode a subset of a batch's records, keeping offsets, producer fields and flags.
 
     Used by the cleaner (records dropped, offsets kept), by topic-level recompression (at the
@@ -595,13 +613,19 @@ _CONTROL_KEY = struct.Struct(">hh")
 _CONTROL_VALUE = struct.Struct(">hi")
 
 
-def build_control_batch(producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
-                        timestamp: int | None = None) -> bytes:
+def build_control_batch(
+    producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int, timestamp: int | None = None
+) -> bytes:
     """A transaction marker as the partition leader writes it on WriteTxnMarkers."""
     key = _CONTROL_KEY.pack(0, CONTROL_COMMIT if commit else CONTROL_ABORT)
     value = _CONTROL_VALUE.pack(0, coordinator_epoch)
-    return build_batch([NewRecord(value, key=key, timestamp=timestamp)], producer_id=producer_id,
-                       producer_epoch=producer_epoch, transactional=True, control=True)
+    return build_batch(
+        [NewRecord(value, key=key, timestamp=timestamp)],
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        transactional=True,
+        control=True,
+    )
 
 
 def read_control_record(batch: ByteSource, header: BatchHeader) -> tuple[bool, int]:

@@ -29,8 +29,9 @@ class BrokerConnectionError(Exception):
 
 
 class BrokerClient:
-    def __init__(self, host: str, port: int, client_id: str, timeout_s: float = 30.0,
-                 security: ClientSecurity | None = None):
+    def __init__(
+        self, host: str, port: int, client_id: str, timeout_s: float = 30.0, security: ClientSecurity | None = None
+    ):
         self.host = host
         self.port = port
         self.security = security
@@ -48,10 +49,12 @@ class BrokerClient:
         context = self.security.ssl_context if self.security is not None else None
         try:
             self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port, ssl=context,
-                                        server_hostname=self.host if context is not None else None),
-                self.timeout_s)
-        except (OSError, asyncio.TimeoutError) as exc:
+                asyncio.open_connection(
+                    self.host, self.port, ssl=context, server_hostname=self.host if context is not None else None
+                ),
+                self.timeout_s,
+            )
+        except (TimeoutError, OSError) as exc:
             raise BrokerConnectionError(f"cannot connect to {self.host}:{self.port}: {exc}") from None
         if self.security is not None:
             try:
@@ -66,11 +69,15 @@ class BrokerClient:
             await self.connect()
         return await self._exchange(api_key, version, values, timeout_s)
 
-    async def _exchange(self, api_key: int, version: int, values: dict[str, Any], timeout_s: float | None = None) -> Any:
-        if self._writer is None:
+    async def _exchange(
+        self, api_key: int, version: int, values: dict[str, Any], timeout_s: float | None = None
+    ) -> Any:
+        if self._writer is None or self._reader is None:  # set and cleared together
             raise BrokerConnectionError(f"connection to {self.host}:{self.port} is closed")
         self._correlation = (self._correlation + 1) & 0x7FFFFFFF
-        body = encode(build(api.request_class(api_key, version), values))
+        cls = api.request_class(api_key, version)
+        assert cls is not None, f"kio has no request schema for api {api_key} v{version}"  # callers fix versions
+        body = encode(build(cls, values))
         try:
             self._writer.write(request_frame(api_key, version, self._correlation, self.client_id, body))
             await self._writer.drain()
@@ -79,7 +86,7 @@ class BrokerClient:
             if not 4 <= size <= MAX_RESPONSE_BYTES:
                 raise BrokerConnectionError(f"response of {size} bytes from {self.host}:{self.port}")
             data = await asyncio.wait_for(self._reader.readexactly(size), timeout_s or self.timeout_s)
-        except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, OSError, asyncio.IncompleteReadError) as exc:
             self.close()
             raise BrokerConnectionError(f"request to {self.host}:{self.port} failed: {exc!r}") from None
         try:

@@ -46,7 +46,6 @@ FINAL_EPOCH = -1
 _MAX_EPOCH = 2**31 - 1
 
 
-
 def next_epoch(epoch: int) -> int:
     """Epochs run 1..2^31-1 and wrap to 1; 0 and -1 are reserved for full fetches."""
     return 1 if epoch >= _MAX_EPOCH else epoch + 1
@@ -95,9 +94,13 @@ class CachedPartition:
 
     def respond(self, data: Any, replica: Any) -> bool:
         """Whether ``data`` (the handler's PartitionData) is news for the fetcher; remembers it."""
-        must = bool(data.slices) or data.error_code != 0 or data.high_watermark != self.high_watermark \
-            or data.last_stable_offset != self.last_stable_offset \
+        must = (
+            bool(data.slices)
+            or data.error_code != 0
+            or data.high_watermark != self.high_watermark
+            or data.last_stable_offset != self.last_stable_offset
             or data.log_start_offset != self.leader_log_start_offset
+        )
         if data.error_code:
             # forget what was sent: when the error goes away, the partition is sent again
             self.high_watermark = -1
@@ -113,8 +116,12 @@ class CachedPartition:
 
     def idle(self, replica: Any, for_replica: bool, read_committed: bool) -> bool:
         """Nothing to send: same leader and epoch, same HW and log start, nothing past the fetch offset."""
-        if self.dirty or replica is not self.replica or replica.leader_epoch != self.replica_epoch \
-                or not replica.is_leader:
+        if (
+            self.dirty
+            or replica is not self.replica
+            or replica.leader_epoch != self.replica_epoch
+            or not replica.is_leader
+        ):
             return False
         log = replica.log
         high_watermark = log.high_watermark
@@ -157,8 +164,14 @@ class FetchSession:
         "uses_topic_ids",
     )
 
-    def __init__(self, session_id: int, privileged: bool, uses_topic_ids: bool,
-                 partitions: dict[tuple[Any, int], CachedPartition], now_ms: int):
+    def __init__(
+        self,
+        session_id: int,
+        privileged: bool,
+        uses_topic_ids: bool,
+        partitions: dict[tuple[Any, int], CachedPartition],
+        now_ms: int,
+    ):
         self.id = session_id
         self.privileged = privileged
         self.uses_topic_ids = uses_topic_ids
@@ -230,8 +243,9 @@ class FetchSessionCache:
         if sessions.pop(session.id, None) is not None:
             sessions[session.id] = session
 
-    def create(self, privileged: bool, uses_topic_ids: bool,
-               partitions: dict[tuple[Any, int], CachedPartition]) -> FetchSession | None:
+    def create(
+        self, privileged: bool, uses_topic_ids: bool, partitions: dict[tuple[Any, int], CachedPartition]
+    ) -> FetchSession | None:
         """A new session, or None when the cache is full and nothing may be evicted for it."""
         now = self.now_ms()
         if len(self.sessions) >= self.max_entries and not self._evict_for(privileged, len(partitions), now):
@@ -393,7 +407,10 @@ class IncrementalContext(FetchContext):
             return False  # consumers wait for fetch.min.bytes; a HW move alone brings them no records
         for group, (_, datas) in zip(self.topics, results):
             for cached, data in zip(group.partitions, datas):
-                if data.high_watermark != cached.high_watermark or data.log_start_offset != cached.leader_log_start_offset:
+                if (
+                    data.high_watermark != cached.high_watermark
+                    or data.log_start_offset != cached.leader_log_start_offset
+                ):
                     return True
         return False
 
@@ -425,8 +442,9 @@ class IncrementalContext(FetchContext):
         return answered, self._live.id
 
 
-def resolve_topics(request_topics: Iterable[Any], uses_topic_ids: bool,
-                   names_by_id: Callable[[uuid.UUID], str | None]) -> list:
+def resolve_topics(
+    request_topics: Iterable[Any], uses_topic_ids: bool, names_by_id: Callable[[uuid.UUID], str | None]
+) -> list:
     """Request topics as the handler reads them: kio's own objects before v13 (they have a name),
     TopicGroups naming each topic id's topic from v13 (None: an unknown id)."""
     if not uses_topic_ids:
@@ -434,8 +452,13 @@ def resolve_topics(request_topics: Iterable[Any], uses_topic_ids: bool,
     return [TopicGroup(names_by_id(t.topic_id), t.topic_id, t.topic_id, list(t.partitions)) for t in request_topics]
 
 
-def new_context(cache: FetchSessionCache, request: Any, privileged: bool, uses_topic_ids: bool,
-                names_by_id: Callable[[uuid.UUID], str | None]) -> FetchContext:
+def new_context(
+    cache: FetchSessionCache,
+    request: Any,
+    privileged: bool,
+    uses_topic_ids: bool,
+    names_by_id: Callable[[uuid.UUID], str | None],
+) -> FetchContext:
     """What this request reads and how it is answered (Kafka's FetchManager.newContext)."""
     session_id = getattr(request, "session_id", INVALID_SESSION_ID)
     epoch = getattr(request, "session_epoch", FINAL_EPOCH)
@@ -455,10 +478,16 @@ def new_context(cache: FetchSessionCache, request: Any, privileged: bool, uses_t
         return ErrorContext(ErrorCode.INVALID_FETCH_SESSION_EPOCH)
     if session.uses_topic_ids != uses_topic_ids:
         return ErrorContext(ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR)
-    groups = resolve_topics(request.topics, True, names_by_id) if uses_topic_ids else [
-        TopicGroup(t.topic, None, t.topic, list(t.partitions)) for t in request.topics]
-    forgotten = [(t.topic_id if uses_topic_ids else t.topic, index)
-                 for t in getattr(request, "forgotten_topics_data", ()) for index in t.partitions]
+    groups = (
+        resolve_topics(request.topics, True, names_by_id)
+        if uses_topic_ids
+        else [TopicGroup(t.topic, None, t.topic, list(t.partitions)) for t in request.topics]
+    )
+    forgotten = [
+        (t.topic_id if uses_topic_ids else t.topic, index)
+        for t in getattr(request, "forgotten_topics_data", ())
+        for index in t.partitions
+    ]
     session.apply(groups, forgotten)
     if not session.partitions:
         cache.remove(session.id)  # nothing left to follow: an empty sessionless answer
@@ -510,16 +539,24 @@ class FetchSessionHandler:
         """The session fields and topics of the next request, for ``wanted`` partition entries."""
         if self.session_id == INVALID_SESSION_ID:
             self._pending = (True, wanted)
-            return {"session_id": INVALID_SESSION_ID, "session_epoch": INITIAL_EPOCH,
-                    "topics": _by_topic(wanted.items()), "forgotten_topics_data": []}
+            return {
+                "session_id": INVALID_SESSION_ID,
+                "session_epoch": INITIAL_EPOCH,
+                "topics": _by_topic(wanted.items()),
+                "forgotten_topics_data": [],
+            }
         sent = self._sent
         changed = [(key, entry) for key, entry in wanted.items() if sent.get(key) != entry]
         forgotten: dict[str, list[int]] = {}
         for topic, index in sent.keys() - wanted.keys():
             forgotten.setdefault(topic, []).append(index)
         self._pending = (False, wanted)
-        return {"session_id": self.session_id, "session_epoch": self.epoch, "topics": _by_topic(changed),
-                "forgotten_topics_data": [{"topic": t, "partitions": ps} for t, ps in forgotten.items()]}
+        return {
+            "session_id": self.session_id,
+            "session_epoch": self.epoch,
+            "topics": _by_topic(changed),
+            "forgotten_topics_data": [{"topic": t, "partitions": ps} for t, ps in forgotten.items()],
+        }
 
     def handle_response(self, error_code: int, session_id: int) -> bool:
         """Advance the session after a response; False when the response is a session error."""

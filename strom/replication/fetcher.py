@@ -37,18 +37,18 @@ RETRY_BACKOFF_S = 0.2
 
 
 class ReplicaFetcher:
-    def __init__(self, broker: "Broker", leader_id: int, index: int):
+    def __init__(self, broker: Broker, leader_id: int, index: int):
         self.broker = broker
         self.leader_id = leader_id
         self.index = index
-        self.partitions: dict[tuple[str, int], "Partition"] = {}
+        self.partitions: dict[tuple[str, int], Partition] = {}
         self.needs_truncation: set[tuple[str, int]] = set()
         self._wakeup = asyncio.Event()
         self._client: BrokerClient | None = None
         self._session = FetchSessionHandler()
         self._task = asyncio.ensure_future(self._run())
 
-    def add(self, partition: "Partition") -> None:
+    def add(self, partition: Partition) -> None:
         self.partitions[partition.key] = partition
         self.needs_truncation.add(partition.key)
         self._wakeup.set()
@@ -76,9 +76,13 @@ class ReplicaFetcher:
         if self._client is None or (self._client.host, self._client.port) != address:
             if self._client is not None:
                 self._client.close()
-            self._client = BrokerClient(address[0], address[1], f"strom-replica-fetcher-{self.broker.broker_id}",
-                                        timeout_s=self.broker.config.replica_socket_timeout_ms / 1000,
-                                        security=self.broker.inter_broker_security)
+            self._client = BrokerClient(
+                address[0],
+                address[1],
+                f"strom-replica-fetcher-{self.broker.broker_id}",
+                timeout_s=self.broker.config.replica_socket_timeout_ms / 1000,
+                security=self.broker.inter_broker_security,
+            )
         return self._client
 
     async def _run(self) -> None:
@@ -111,14 +115,24 @@ class ReplicaFetcher:
         """KIP-101/279: truncate to where our latest epoch ends on the leader, not to our HW."""
         keys = [k for k in self.needs_truncation if k in self.partitions]
         by_topic: dict[str, list[dict]] = {}
+        partition: Partition | None  # a replica may be gone when the answer comes
         for topic, index in keys:
             partition = self.partitions[(topic, index)]
-            by_topic.setdefault(topic, []).append({
-                "partition": index, "current_leader_epoch": partition.leader_epoch,
-                "leader_epoch": partition.log.leader_epoch_cache.latest_epoch})
-        response = await client.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, EPOCH_VERSION, {
-            "replica_id": self.broker.broker_id,
-            "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]})
+            by_topic.setdefault(topic, []).append(
+                {
+                    "partition": index,
+                    "current_leader_epoch": partition.leader_epoch,
+                    "leader_epoch": partition.log.leader_epoch_cache.latest_epoch,
+                }
+            )
+        response = await client.request(
+            ApiKey.OFFSET_FOR_LEADER_EPOCH,
+            EPOCH_VERSION,
+            {
+                "replica_id": self.broker.broker_id,
+                "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
+            },
+        )
         for topic in response.topics:
             for result in topic.partitions:
                 key = (topic.topic, result.partition)
@@ -136,7 +150,7 @@ class ReplicaFetcher:
                 self.needs_truncation.discard(key)
 
     @staticmethod
-    def _apply_truncation(partition: "Partition", leader_epoch: int, end_offset: int) -> None:
+    def _apply_truncation(partition: Partition, leader_epoch: int, end_offset: int) -> None:
         log_ = partition.log
         cache = log_.leader_epoch_cache
         if leader_epoch == UNDEFINED_EPOCH or end_offset < 0:
@@ -148,36 +162,68 @@ class ReplicaFetcher:
             our_end = cache.end_offset_for(leader_epoch, log_.log_end_offset)[1]
             target = min(end_offset, our_end if our_end >= 0 else log_.log_end_offset)
         if target < log_.log_end_offset:
-            log.info("%s-%d: truncating from %d to %d (leader epoch %d ends at %d)", partition.topic,
-                     partition.index, log_.log_end_offset, target, leader_epoch, end_offset)
+            log.info(
+                "%s-%d: truncating from %d to %d (leader epoch %d ends at %d)",
+                partition.topic,
+                partition.index,
+                log_.log_end_offset,
+                target,
+                leader_epoch,
+                end_offset,
+            )
             log_.truncate_to(target)
 
     # -- fetching ----------------------------------------------------------------------------------
     async def _fetch_once(self, client: BrokerClient) -> None:
         config = self.broker.config
         quotas = self.broker.replica_manager.quotas  # a move's throttled replicas wait while it is spent
-        fetchable = [p for k, p in self.partitions.items()
-                     if k not in self.needs_truncation and not quotas.follower_held_back(p)]
+        fetchable = [
+            p for k, p in self.partitions.items() if k not in self.needs_truncation and not quotas.follower_held_back(p)
+        ]
         if not fetchable:
             await asyncio.sleep(RETRY_BACKOFF_S)
             return
-        wanted = {partition.key: {
-            "partition": partition.index, "current_leader_epoch": partition.leader_epoch,
-            "fetch_offset": partition.log.log_end_offset, "log_start_offset": partition.log.log_start_offset,
-            "partition_max_bytes": config.replica_fetch_max_bytes} for partition in fetchable}
-        response = await client.request(ApiKey.FETCH, FETCH_VERSION, {
-            "replica_id": self.broker.broker_id, "max_wait": config.replica_fetch_wait_max_ms,
-            "min_bytes": config.replica_fetch_min_bytes, "max_bytes": config.replica_fetch_response_max_bytes,
-            "isolation_level": 0, **self._session.build(wanted), "rack_id": ""},
-            timeout_s=config.replica_fetch_wait_max_ms / 1000 + config.replica_socket_timeout_ms / 1000)
+        wanted = {
+            partition.key: {
+                "partition": partition.index,
+                "current_leader_epoch": partition.leader_epoch,
+                "fetch_offset": partition.log.log_end_offset,
+                "log_start_offset": partition.log.log_start_offset,
+                "partition_max_bytes": config.replica_fetch_max_bytes,
+            }
+            for partition in fetchable
+        }
+        response = await client.request(
+            ApiKey.FETCH,
+            FETCH_VERSION,
+            {
+                "replica_id": self.broker.broker_id,
+                "max_wait": config.replica_fetch_wait_max_ms,
+                "min_bytes": config.replica_fetch_min_bytes,
+                "max_bytes": config.replica_fetch_response_max_bytes,
+                "isolation_level": 0,
+                **self._session.build(wanted),
+                "rack_id": "",
+            },
+            timeout_s=config.replica_fetch_wait_max_ms / 1000 + config.replica_socket_timeout_ms / 1000,
+        )
         opened = self._session.session_id
         if not self._session.handle_response(response.error_code, response.session_id):
-            log.info("fetcher %d->%d: fetch session error %s; fetching in full", self.broker.broker_id,
-                     self.leader_id, response.error_code)
+            log.info(
+                "fetcher %d->%d: fetch session error %s; fetching in full",
+                self.broker.broker_id,
+                self.leader_id,
+                response.error_code,
+            )
             return
         if self._session.session_id not in (0, opened):
-            log.info("fetcher %d->%d: incremental fetch session %d for %d partitions", self.broker.broker_id,
-                     self.leader_id, self._session.session_id, len(wanted))
+            log.info(
+                "fetcher %d->%d: incremental fetch session %d for %d partitions",
+                self.broker.broker_id,
+                self.leader_id,
+                self._session.session_id,
+                len(wanted),
+            )
         moved = False
         for topic in response.responses:
             for data in topic.partitions:
@@ -192,15 +238,19 @@ class ReplicaFetcher:
         if not moved:
             await asyncio.sleep(0)
 
-    async def _handle_partition(self, client: BrokerClient, partition: "Partition", data) -> bool:
+    async def _handle_partition(self, client: BrokerClient, partition: Partition, data) -> bool:
         code = data.error_code
         log_ = partition.log
         if code == ErrorCode.OFFSET_OUT_OF_RANGE:
             await self._reset_out_of_range(client, partition)
             return True
-        if code in (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_LEADER_EPOCH,
-                    ErrorCode.KAFKA_STORAGE_ERROR):  # the leader's log dir failed: a new one comes
+        if code in (
+            ErrorCode.FENCED_LEADER_EPOCH,
+            ErrorCode.NOT_LEADER_OR_FOLLOWER,
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+            ErrorCode.UNKNOWN_LEADER_EPOCH,
+            ErrorCode.KAFKA_STORAGE_ERROR,
+        ):  # the leader's log dir failed: a new one comes
             await asyncio.sleep(RETRY_BACKOFF_S)  # metadata is about to change; wait for it
             return False
         if code != ErrorCode.NONE:
@@ -221,8 +271,9 @@ class ReplicaFetcher:
                 except KafkaStorageError:
                     return False  # reported by the segment: this replica is offline now
                 except KafkaError as exc:
-                    log.warning("%s-%d: cannot append fetched data: %s; re-truncating", partition.topic,
-                                partition.index, exc)
+                    log.warning(
+                        "%s-%d: cannot append fetched data: %s; re-truncating", partition.topic, partition.index, exc
+                    )
                     self.needs_truncation.add(partition.key)
                     return False
         if data.log_start_offset > log_.log_start_offset:
@@ -232,13 +283,29 @@ class ReplicaFetcher:
             self.broker.replica_manager.purgatory.notify(partition.key)
         return appended
 
-    async def _reset_out_of_range(self, client: BrokerClient, partition: "Partition") -> None:
+    async def _reset_out_of_range(self, client: BrokerClient, partition: Partition) -> None:
         """Our log end is outside the leader's log: align with its start or end."""
-        response = await client.request(ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION, {
-            "replica_id": self.broker.broker_id, "isolation_level": 0,
-            "topics": [{"name": partition.topic, "partitions": [
-                {"partition_index": partition.index, "current_leader_epoch": partition.leader_epoch,
-                 "timestamp": t} for t in (-2, -1)]}]})
+        response = await client.request(
+            ApiKey.LIST_OFFSETS,
+            LIST_OFFSETS_VERSION,
+            {
+                "replica_id": self.broker.broker_id,
+                "isolation_level": 0,
+                "topics": [
+                    {
+                        "name": partition.topic,
+                        "partitions": [
+                            {
+                                "partition_index": partition.index,
+                                "current_leader_epoch": partition.leader_epoch,
+                                "timestamp": t,
+                            }
+                            for t in (-2, -1)
+                        ],
+                    }
+                ],
+            },
+        )
         results = response.topics[0].partitions if response.topics else []
         if len(results) < 2 or any(r.error_code for r in results):
             return
@@ -247,18 +314,23 @@ class ReplicaFetcher:
         if log_.log_end_offset > latest:
             log_.truncate_to(latest)
         elif log_.log_end_offset < earliest:
-            log.info("%s-%d: log end %d is below the leader's log start %d: starting over there",
-                     partition.topic, partition.index, log_.log_end_offset, earliest)
+            log.info(
+                "%s-%d: log end %d is below the leader's log start %d: starting over there",
+                partition.topic,
+                partition.index,
+                log_.log_end_offset,
+                earliest,
+            )
             log_.truncate_fully_and_start_at(earliest)
 
 
 class ReplicaFetcherManager:
-    def __init__(self, broker: "Broker"):
+    def __init__(self, broker: Broker):
         self.broker = broker
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self._assigned: dict[tuple[str, int], tuple[int, int]] = {}
 
-    def follow(self, partition: "Partition") -> None:
+    def follow(self, partition: Partition) -> None:
         """Start (or restart, after a leader change) fetching ``partition`` from its leader."""
         self.unfollow(partition.key)
         if partition.leader_id < 0:

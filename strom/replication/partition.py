@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from strom.cluster.model import PartitionState
 from strom.protocol.errors import (
@@ -121,8 +121,9 @@ class Partition:
             self.maybe_increment_high_watermark()
         return info
 
-    def append_marker_as_leader(self, producer_id: int, producer_epoch: int, commit: bool,
-                                coordinator_epoch: int) -> LogAppendInfo:
+    def append_marker_as_leader(
+        self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int
+    ) -> LogAppendInfo:
         """A transaction marker (WriteTxnMarkers); committed like any acks=all append, by the ISR."""
         if not self.is_leader:
             raise NotLeaderError(f"broker {self.local_broker_id} is not the leader of {self.topic}-{self.index}")
@@ -162,8 +163,12 @@ class Partition:
         follower.last_fetch_ms = now_ms
         follower.last_fetch_leader_end = leader_end
         epoch_start = self._epoch_start_offset()
-        return (replica_id not in self.isr and replica_id in self.replicas
-                and fetch_offset >= self.log.high_watermark and fetch_offset >= epoch_start)
+        return (
+            replica_id not in self.isr
+            and replica_id in self.replicas
+            and fetch_offset >= self.log.high_watermark
+            and fetch_offset >= epoch_start
+        )
 
     def _epoch_start_offset(self) -> int:
         entries = self.log.leader_epoch_cache.entries
@@ -180,8 +185,15 @@ class Partition:
                 lagging.append(broker_id)
         return lagging
 
-    def read(self, offset: int, max_bytes: int, *, for_replica: bool = False, min_one_message: bool = True,
-             read_committed: bool = False) -> ReadResult:
+    def read(
+        self,
+        offset: int,
+        max_bytes: int,
+        *,
+        for_replica: bool = False,
+        min_one_message: bool = True,
+        read_committed: bool = False,
+    ) -> ReadResult:
         """Consumers read below the HW (read_committed: below the LSO); followers up to the log end."""
         log_ = self.log
         high_watermark = log_.high_watermark

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict, deque
+from collections.abc import Hashable, Iterable
 from itertools import islice
-from typing import Hashable, Iterable
 
 
 class Purgatory:
@@ -69,7 +69,7 @@ class Purgatory:
         try:
             await asyncio.wait_for(future, timeout_s)
             return True
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return False
         finally:
             if not future.done():

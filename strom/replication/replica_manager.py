@@ -15,21 +15,21 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from strom.cluster import model
+from strom.cluster.metadata_cache import MetadataCache
 from strom.cluster.model import PartitionState
 from strom.cluster.store import BadVersionError, NoNodeError, StoreError
-from strom.replication.fetcher import ReplicaFetcherManager
-
-from strom.cluster.metadata_cache import MetadataCache
 from strom.protocol.errors import (
     KafkaStorageError,
-    ResourceExhaustedError,
     NotLeaderError,
     RequestTimedOutError,
+    ResourceExhaustedError,
     UnknownTopicOrPartitionError,
 )
+from strom.replication.fetcher import ReplicaFetcherManager
 from strom.replication.partition import Partition
 from strom.replication.purgatory import Purgatory
 from strom.replication.throttle import ReplicationQuotas
@@ -43,7 +43,7 @@ log = logging.getLogger("strom.replication")
 
 
 class ReplicaManager:
-    def __init__(self, broker: "Broker"):
+    def __init__(self, broker: Broker):
         self.broker = broker
         self.broker_id = broker.broker_id
         self.log_manager: LogManager = broker.log_manager
@@ -110,7 +110,7 @@ class ReplicaManager:
 
     def _apply_state(self, partition: Partition, state, replicas: list[int], version: int) -> None:
         was_leader = partition.is_leader
-        changed = (state.leader != partition.leader_id or state.leader_epoch != partition.leader_epoch)
+        changed = state.leader != partition.leader_id or state.leader_epoch != partition.leader_epoch
         if state.leader == self.broker_id:
             if not was_leader:
                 self.fetchers.unfollow(partition.key)
@@ -159,8 +159,13 @@ class ReplicaManager:
             partition.leader_id = -1
             self.purgatory.notify(key)
             taken += 1
-        log.warning("broker %d stopped serving %d replicas in %s (%d as leader)", self.broker_id, taken, log_dir,
-                    len(lost_leaderships))
+        log.warning(
+            "broker %d stopped serving %d replicas in %s (%d as leader)",
+            self.broker_id,
+            taken,
+            log_dir,
+            len(lost_leaderships),
+        )
 
         def after() -> None:
             for partition in lost_leaderships:
@@ -187,8 +192,9 @@ class ReplicaManager:
     def record_follower_fetch(self, partition: Partition, replica_id: int, fetch_offset: int) -> None:
         now = int(time.time() * 1000)
         if partition.update_follower(replica_id, fetch_offset, now):
-            self._write_isr(partition, sorted(set(partition.isr) | {replica_id}, key=partition.replicas.index),
-                            "caught up")
+            self._write_isr(
+                partition, sorted(set(partition.isr) | {replica_id}, key=partition.replicas.index), "caught up"
+            )
         if partition.maybe_increment_high_watermark():
             self.purgatory.notify(partition.key)
 
@@ -201,8 +207,11 @@ class ReplicaManager:
                 continue
             lagging = partition.lagging_followers(now, max_lag)
             if lagging:
-                self._write_isr(partition, [b for b in partition.isr if b not in lagging],
-                                f"{lagging} fell behind for over {max_lag} ms")
+                self._write_isr(
+                    partition,
+                    [b for b in partition.isr if b not in lagging],
+                    f"{lagging} fell behind for over {max_lag} ms",
+                )
                 if partition.maybe_increment_high_watermark():
                     self.purgatory.notify(partition.key)
 
@@ -210,11 +219,17 @@ class ReplicaManager:
         """The leader changes its ISR with a compare-and-set on the state znode (fenced if stale)."""
         state = PartitionState(partition.leader_id, partition.leader_epoch, isr, self.broker.controller.epoch)
         try:
-            version = self.broker.store.set(model.partition_state_path(partition.topic, partition.index),
-                                            state.to_json(), partition.state_version)
+            version = self.broker.store.set(
+                model.partition_state_path(partition.topic, partition.index), state.to_json(), partition.state_version
+            )
         except (BadVersionError, NoNodeError, StoreError) as exc:
-            log.info("%s-%d: ISR change to %s lost a race (%s); reloading metadata", partition.topic,
-                     partition.index, isr, exc)
+            log.info(
+                "%s-%d: ISR change to %s lost a race (%s); reloading metadata",
+                partition.topic,
+                partition.index,
+                isr,
+                exc,
+            )
             self.broker.request_metadata_reload()
             return
         log.info("%s-%d: ISR %s -> %s (%s)", partition.topic, partition.index, partition.isr, isr, reason)
@@ -243,8 +258,9 @@ class ReplicaManager:
             raise NotLeaderError(f"broker {self.broker_id} is not the leader of {topic}-{index}")
         return partition
 
-    def append_txn_marker(self, topic: str, index: int, producer_id: int, producer_epoch: int, commit: bool,
-                          coordinator_epoch: int) -> LogAppendInfo:
+    def append_txn_marker(
+        self, topic: str, index: int, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int
+    ) -> LogAppendInfo:
         """Write a commit/abort marker on the leader; the caller waits for the HW to pass it."""
         partition = self.leader_partition(topic, index)
         try:

@@ -66,23 +66,40 @@ class PatternType(IntEnum):
 
 
 # the names Kafka writes in znode paths and JSON (its Java enums in camel case)
-RESOURCE_NAMES = {ResourceType.TOPIC: "Topic", ResourceType.GROUP: "Group", ResourceType.CLUSTER: "Cluster",
-                  ResourceType.TRANSACTIONAL_ID: "TransactionalId", ResourceType.DELEGATION_TOKEN: "DelegationToken",
-                  ResourceType.USER: "User"}
+RESOURCE_NAMES = {
+    ResourceType.TOPIC: "Topic",
+    ResourceType.GROUP: "Group",
+    ResourceType.CLUSTER: "Cluster",
+    ResourceType.TRANSACTIONAL_ID: "TransactionalId",
+    ResourceType.DELEGATION_TOKEN: "DelegationToken",
+    ResourceType.USER: "User",
+}
 RESOURCE_BY_NAME = {name.lower(): rtype for rtype, name in RESOURCE_NAMES.items()}
-OPERATION_NAMES = {Operation.ALL: "All", Operation.READ: "Read", Operation.WRITE: "Write", Operation.CREATE: "Create",
-                   Operation.DELETE: "Delete", Operation.ALTER: "Alter", Operation.DESCRIBE: "Describe",
-                   Operation.CLUSTER_ACTION: "ClusterAction", Operation.DESCRIBE_CONFIGS: "DescribeConfigs",
-                   Operation.ALTER_CONFIGS: "AlterConfigs", Operation.IDEMPOTENT_WRITE: "IdempotentWrite",
-                   Operation.CREATE_TOKENS: "CreateTokens", Operation.DESCRIBE_TOKENS: "DescribeTokens"}
+OPERATION_NAMES = {
+    Operation.ALL: "All",
+    Operation.READ: "Read",
+    Operation.WRITE: "Write",
+    Operation.CREATE: "Create",
+    Operation.DELETE: "Delete",
+    Operation.ALTER: "Alter",
+    Operation.DESCRIBE: "Describe",
+    Operation.CLUSTER_ACTION: "ClusterAction",
+    Operation.DESCRIBE_CONFIGS: "DescribeConfigs",
+    Operation.ALTER_CONFIGS: "AlterConfigs",
+    Operation.IDEMPOTENT_WRITE: "IdempotentWrite",
+    Operation.CREATE_TOKENS: "CreateTokens",
+    Operation.DESCRIBE_TOKENS: "DescribeTokens",
+}
 OPERATION_BY_NAME = {name.lower(): op for op, name in OPERATION_NAMES.items()}
 PERMISSION_NAMES = {Permission.ALLOW: "Allow", Permission.DENY: "Deny"}
 PERMISSION_BY_NAME = {name.lower(): p for p, name in PERMISSION_NAMES.items()}
 
 # An ALLOW of one of these operations also allows the key (Kafka's AclAuthorizer): a principal that
 # may read or write a topic may see it, one that may alter configs may read them.
-IMPLIED_BY = {Operation.DESCRIBE: (Operation.READ, Operation.WRITE, Operation.DELETE, Operation.ALTER),
-              Operation.DESCRIBE_CONFIGS: (Operation.ALTER_CONFIGS,)}
+IMPLIED_BY = {
+    Operation.DESCRIBE: (Operation.READ, Operation.WRITE, Operation.DELETE, Operation.ALTER),
+    Operation.DESCRIBE_CONFIGS: (Operation.ALTER_CONFIGS,),
+}
 
 
 class AclError(ValueError):
@@ -100,8 +117,10 @@ class ResourcePattern:
         return f"{root}/{RESOURCE_NAMES[self.resource_type]}/{quote(self.name, safe='')}"
 
     def __str__(self) -> str:
-        return f"ResourcePattern(resourceType={self.resource_type.name}, name={self.name}, " \
-               f"patternType={self.pattern_type.name})"
+        return (
+            f"ResourcePattern(resourceType={self.resource_type.name}, name={self.name}, "
+            f"patternType={self.pattern_type.name})"
+        )
 
 
 @dataclass(frozen=True, order=True)
@@ -112,18 +131,27 @@ class AccessControlEntry:
     permission: Permission
 
     def to_json(self) -> dict:
-        return {"principal": self.principal, "permissionType": PERMISSION_NAMES[self.permission],
-                "operation": OPERATION_NAMES[self.operation], "host": self.host}
+        return {
+            "principal": self.principal,
+            "permissionType": PERMISSION_NAMES[self.permission],
+            "operation": OPERATION_NAMES[self.operation],
+            "host": self.host,
+        }
 
     @classmethod
     def from_json(cls, value: dict) -> AccessControlEntry:
-        return cls(str(value["principal"]), str(value.get("host", WILDCARD)),
-                   OPERATION_BY_NAME[str(value["operation"]).lower()],
-                   PERMISSION_BY_NAME[str(value["permissionType"]).lower()])
+        return cls(
+            str(value["principal"]),
+            str(value.get("host", WILDCARD)),
+            OPERATION_BY_NAME[str(value["operation"]).lower()],
+            PERMISSION_BY_NAME[str(value["permissionType"]).lower()],
+        )
 
     def __str__(self) -> str:
-        return f"(principal={self.principal}, host={self.host}, operation={self.operation.name}, " \
-               f"permissionType={self.permission.name})"
+        return (
+            f"(principal={self.principal}, host={self.host}, operation={self.operation.name}, "
+            f"permissionType={self.permission.name})"
+        )
 
 
 @dataclass(frozen=True)
@@ -133,8 +161,7 @@ class AclBinding:
 
 
 def encode_acls(entries: set[AccessControlEntry] | list[AccessControlEntry]) -> bytes:
-    return json.dumps({"version": 1, "acls": [e.to_json() for e in sorted(entries)]},
-                      separators=(",", ":")).encode()
+    return json.dumps({"version": 1, "acls": [e.to_json() for e in sorted(entries)]}, separators=(",", ":")).encode()
 
 
 def decode_acls(data: bytes) -> set[AccessControlEntry]:
@@ -185,8 +212,12 @@ class AclFilter:
     permission: Permission = Permission.ANY
 
     def validate(self) -> None:
-        if self.resource_type == ResourceType.UNKNOWN or self.pattern_type == PatternType.UNKNOWN \
-                or self.operation == Operation.UNKNOWN or self.permission == Permission.UNKNOWN:
+        if (
+            self.resource_type == ResourceType.UNKNOWN
+            or self.pattern_type == PatternType.UNKNOWN
+            or self.operation == Operation.UNKNOWN
+            or self.permission == Permission.UNKNOWN
+        ):
             raise AclError("Filter contains UNKNOWN elements")
 
     def matches_pattern(self, pattern: ResourcePattern) -> bool:
@@ -203,10 +234,12 @@ class AclFilter:
         return self.name.startswith(pattern.name)
 
     def matches_entry(self, entry: AccessControlEntry) -> bool:
-        return ((self.principal is None or self.principal == entry.principal)
-                and (self.host is None or self.host == entry.host)
-                and (self.operation == Operation.ANY or self.operation == entry.operation)
-                and (self.permission == Permission.ANY or self.permission == entry.permission))
+        return (
+            (self.principal is None or self.principal == entry.principal)
+            and (self.host is None or self.host == entry.host)
+            and (self.operation == Operation.ANY or self.operation == entry.operation)
+            and (self.permission == Permission.ANY or self.permission == entry.permission)
+        )
 
     def matches(self, binding: AclBinding) -> bool:
         return self.matches_pattern(binding.pattern) and self.matches_entry(binding.entry)
@@ -219,14 +252,30 @@ def _coerce(enum: type[IntEnum], value: int):
         return enum(0)  # UNKNOWN: refused by validation with a message rather than a crash
 
 
-def binding_from_wire(resource_type: int, name: str, pattern_type: int, principal: str, host: str,
-                      operation: int, permission: int) -> AclBinding:
-    return AclBinding(ResourcePattern(_coerce(ResourceType, resource_type), name, _coerce(PatternType, pattern_type)),
-                      AccessControlEntry(principal, host, _coerce(Operation, operation),
-                                         _coerce(Permission, permission)))
+def binding_from_wire(
+    resource_type: int, name: str, pattern_type: int, principal: str, host: str, operation: int, permission: int
+) -> AclBinding:
+    return AclBinding(
+        ResourcePattern(_coerce(ResourceType, resource_type), name, _coerce(PatternType, pattern_type)),
+        AccessControlEntry(principal, host, _coerce(Operation, operation), _coerce(Permission, permission)),
+    )
 
 
-def filter_from_wire(resource_type: int, name: str | None, pattern_type: int, principal: str | None,
-                     host: str | None, operation: int, permission: int) -> AclFilter:
-    return AclFilter(_coerce(ResourceType, resource_type), name, _coerce(PatternType, pattern_type), principal, host,
-                     _coerce(Operation, operation), _coerce(Permission, permission))
+def filter_from_wire(
+    resource_type: int,
+    name: str | None,
+    pattern_type: int,
+    principal: str | None,
+    host: str | None,
+    operation: int,
+    permission: int,
+) -> AclFilter:
+    return AclFilter(
+        _coerce(ResourceType, resource_type),
+        name,
+        _coerce(PatternType, pattern_type),
+        principal,
+        host,
+        _coerce(Operation, operation),
+        _coerce(Permission, permission),
+    )

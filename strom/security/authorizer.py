@@ -54,8 +54,11 @@ from strom.security.acl import (
 log = logging.getLogger("strom.authorizer")
 
 # Kafka's class names select strom's authorizer, so an existing server.properties works as it is.
-AUTHORIZER_CLASS_NAMES = ("strom.security.authorizer.AclAuthorizer", "kafka.security.authorizer.AclAuthorizer",
-                          "org.apache.kafka.metadata.authorizer.StandardAuthorizer")
+AUTHORIZER_CLASS_NAMES = (
+    "strom.security.authorizer.AclAuthorizer",
+    "kafka.security.authorizer.AclAuthorizer",
+    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+)
 LOG_LINES_PER_S = 10
 _CACHE_LIMIT = 100_000
 _RELOAD_DELAY_S = 0.02
@@ -69,8 +72,13 @@ def host_of(peer: str) -> str:
 
 
 class AclAuthorizer:
-    def __init__(self, store: MetadataStore, super_users: Iterable[str] = (), allow_if_no_acl: bool = False,
-                 loop: asyncio.AbstractEventLoop | None = None):
+    def __init__(
+        self,
+        store: MetadataStore,
+        super_users: Iterable[str] = (),
+        allow_if_no_acl: bool = False,
+        loop: asyncio.AbstractEventLoop | None = None,
+    ):
         self.store = store
         self.super_users = frozenset(super_users)
         self.allow_if_no_acl = allow_if_no_acl
@@ -88,8 +96,16 @@ class AclAuthorizer:
         self._suppressed = 0
 
     # -- decisions ---------------------------------------------------------------------------------
-    def authorize(self, principal: str, host: str, operation: Operation, resource_type: ResourceType, name: str,
-                  peer: str = "", log_denied: bool = True) -> bool:
+    def authorize(
+        self,
+        principal: str,
+        host: str,
+        operation: Operation,
+        resource_type: ResourceType,
+        name: str,
+        peer: str = "",
+        log_denied: bool = True,
+    ) -> bool:
         key = (principal, host, operation, resource_type, name)
         allowed = self._decisions.get(key)
         if allowed is None:
@@ -113,8 +129,7 @@ class AclAuthorizer:
                 found.extend(entries)
         return found
 
-    def _decide(self, principal: str, host: str, operation: Operation, resource_type: ResourceType,
-                name: str) -> bool:
+    def _decide(self, principal: str, host: str, operation: Operation, resource_type: ResourceType, name: str) -> bool:
         if principal in self.super_users:
             return True
         entries = self._matching(resource_type, name)
@@ -136,13 +151,19 @@ class AclAuthorizer:
             return self.allow_if_no_acl
         mine = [e for e in entries if e.principal in (principal, "User:*") and e.host in (host, WILDCARD)]
         wildcard = self._literal.get(resource_type, {}).get(WILDCARD, ())
-        if any(e.permission == Permission.DENY and e.operation in (operation, Operation.ALL)
-               and e.principal in (principal, "User:*") and e.host in (host, WILDCARD) for e in wildcard):
+        if any(
+            e.permission == Permission.DENY
+            and e.operation in (operation, Operation.ALL)
+            and e.principal in (principal, "User:*")
+            and e.host in (host, WILDCARD)
+            for e in wildcard
+        ):
             return False
         return any(e.permission == Permission.ALLOW and e.operation in (operation, Operation.ALL) for e in mine)
 
-    def authorized_operations(self, principal: str, host: str, resource_type: ResourceType, name: str,
-                              operations: Iterable[Operation]) -> int:
+    def authorized_operations(
+        self, principal: str, host: str, resource_type: ResourceType, name: str, operations: Iterable[Operation]
+    ) -> int:
         """The bit set of KIP-430's *_authorized_operations fields."""
         bits = 0
         for operation in operations:
@@ -150,8 +171,9 @@ class AclAuthorizer:
                 bits |= 1 << int(operation)
         return bits
 
-    def _log_denial(self, principal: str, host: str, operation: Operation, resource_type: ResourceType,
-                    name: str, peer: str) -> None:
+    def _log_denial(
+        self, principal: str, host: str, operation: Operation, resource_type: ResourceType, name: str, peer: str
+    ) -> None:
         now = time.monotonic()
         if now - self._log_window >= 1.0:
             if self._suppressed:
@@ -161,9 +183,15 @@ class AclAuthorizer:
             self._suppressed += 1
             return
         self._log_lines += 1
-        log.info("Principal = %s is Denied operation = %s from host = %s on resource = %s:LITERAL:%s (peer %s)",
-                 principal, operation.name, host, RESOURCE_NAMES.get(resource_type, resource_type.name), name,
-                 peer or host)
+        log.info(
+            "Principal = %s is Denied operation = %s from host = %s on resource = %s:LITERAL:%s (peer %s)",
+            principal,
+            operation.name,
+            host,
+            RESOURCE_NAMES.get(resource_type, resource_type.name),
+            name,
+            peer or host,
+        )
 
     # -- the ACLs and their watches ----------------------------------------------------------------
     def load(self) -> None:
@@ -231,8 +259,13 @@ class AclAuthorizer:
 
     # -- CreateAcls / DescribeAcls / DeleteAcls ----------------------------------------------------
     def describe(self, acl_filter: AclFilter) -> list[AclBinding]:
-        return [AclBinding(pattern, entry) for pattern, entries in sorted(self.acls.items())
-                if acl_filter.matches_pattern(pattern) for entry in sorted(entries) if acl_filter.matches_entry(entry)]
+        return [
+            AclBinding(pattern, entry)
+            for pattern, entries in sorted(self.acls.items())
+            if acl_filter.matches_pattern(pattern)
+            for entry in sorted(entries)
+            if acl_filter.matches_entry(entry)
+        ]
 
     def create(self, bindings: list[AclBinding]) -> None:
         by_pattern: dict[ResourcePattern, set[AccessControlEntry]] = {}

@@ -8,8 +8,9 @@ has accepted the login (and, for SCRAM, proved that it knows the credential too)
 from __future__ import annotations
 
 import ssl
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode
@@ -38,8 +39,10 @@ class ClientSecurity:
             return
         response = await send(ApiKey.SASL_HANDSHAKE, HANDSHAKE_VERSION, {"mechanism": self.mechanism})
         if response.error_code != ErrorCode.NONE:
-            raise AuthenticationFailed(f"SaslHandshake for {self.mechanism} failed with error "
-                                       f"{int(response.error_code)}; the server offers {list(response.mechanisms)}")
+            raise AuthenticationFailed(
+                f"SaslHandshake for {self.mechanism} failed with error "
+                f"{int(response.error_code)}; the server offers {list(response.mechanisms)}"
+            )
         if self.mechanism == "PLAIN":
             token: bytes | None = b"\0" + self.username.encode() + b"\0" + self.password.encode()
             exchange = None
@@ -49,6 +52,8 @@ class ClientSecurity:
         while token is not None:
             response = await send(ApiKey.SASL_AUTHENTICATE, AUTHENTICATE_VERSION, {"auth_bytes": token})
             if response.error_code != ErrorCode.NONE:
-                raise AuthenticationFailed(f"{self.mechanism} login as {self.username} refused: "
-                                           f"{response.error_message or int(response.error_code)}")
+                raise AuthenticationFailed(
+                    f"{self.mechanism} login as {self.username} refused: "
+                    f"{response.error_message or int(response.error_code)}"
+                )
             token = exchange.respond(bytes(response.auth_bytes)) if exchange is not None else None

@@ -84,6 +84,7 @@ class CredentialCache:
             self._loop.call_soon_threadsafe(self._schedule, _RELOAD_DELAY_S)
 
     def _schedule(self, delay: float) -> None:
+        assert self._loop is not None  # only watches schedule reloads, and there are watches only with a loop
         if self._reload_handle is None and not self._stopped:
             self._reload_handle = self._loop.call_later(delay, self._reload)
 
@@ -109,8 +110,9 @@ class CredentialCache:
                 configs.pop(mechanism, None)
             for mechanism, credential in upserts.items():
                 configs[mechanism] = credential.to_text()
-            payload = json.dumps({"version": 1, "config": dict(sorted(configs.items()))},
-                                 separators=(",", ":")).encode()
+            payload = json.dumps(
+                {"version": 1, "config": dict(sorted(configs.items()))}, separators=(",", ":")
+            ).encode()
             try:
                 if version is None:
                     self.store.create(path, payload, makepath=True)

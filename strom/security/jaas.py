@@ -62,8 +62,12 @@ def parse_jaas(key: str, text: str) -> LoginModule:
     options: dict[str, str] = {}
     i = 2
     while i < len(tokens) and tokens[i][0] != ";":
-        if i + 2 >= len(tokens) or tokens[i][0] != "word" or tokens[i + 1][0] != "=" \
-                or tokens[i + 2][0] not in ("word", "value"):
+        if (
+            i + 2 >= len(tokens)
+            or tokens[i][0] != "word"
+            or tokens[i + 1][0] != "="
+            or tokens[i + 2][0] not in ("word", "value")
+        ):
             raise ConfigError(key, "login module options must be key=value pairs")
         options[tokens[i][1]] = tokens[i + 2][1]
         i += 3

@@ -29,6 +29,7 @@ class ListenerSecurity:
     mechanisms: tuple[str, ...] = ()
     plain_users: dict[str, str] = field(default_factory=dict)
     principal_mapper: PrincipalMapper = DEFAULT_MAPPER
+    max_reauth_ms: dict[str, int] = field(default_factory=dict)  # mechanism -> session lifetime (KIP-368), 0: none
 
     @property
     def tls(self) -> bool:
@@ -39,7 +40,7 @@ class ListenerSecurity:
         return self.protocol.startswith("SASL")
 
 
-def listener_security(config: "BrokerConfig", name: str) -> ListenerSecurity:
+def listener_security(config: BrokerConfig, name: str) -> ListenerSecurity:
     """ConfigError naming the key when a certificate or JAAS value is missing, unreadable or wrong."""
     protocol = config.protocol_of(name)
     setting = lambda key: config.listener_setting(name, key)  # noqa: E731
@@ -47,14 +48,17 @@ def listener_security(config: "BrokerConfig", name: str) -> ListenerSecurity:
     mechanisms = config.sasl_mechanisms(name) if protocol.startswith("SASL") else ()
     users: dict[str, str] = {}
     if "PLAIN" in mechanisms:
-        text, key = config.jaas_config(name, "PLAIN")
+        found = config.jaas_config(name, "PLAIN")
+        assert found is not None  # config.check_security() refuses PLAIN without one
+        text, key = found
         users = parse_jaas(key, text).users()
     rules, rules_key = setting("ssl.principal.mapping.rules")
     mapper = PrincipalMapper.parse(rules_key, rules) if rules != "DEFAULT" else DEFAULT_MAPPER
-    return ListenerSecurity(name, protocol, context, mechanisms, users, mapper)
+    reauth = {mechanism: config.max_reauth_ms(name, mechanism) for mechanism in mechanisms}
+    return ListenerSecurity(name, protocol, context, mechanisms, users, mapper, reauth)
 
 
-def inter_broker_security(config: "BrokerConfig") -> ClientSecurity | None:
+def inter_broker_security(config: BrokerConfig) -> ClientSecurity | None:
     """How this broker connects to the others' inter-broker listener; None for PLAINTEXT."""
     name = config.inter_broker_listener_name
     protocol = config.protocol_of(name)
@@ -64,6 +68,8 @@ def inter_broker_security(config: "BrokerConfig") -> ClientSecurity | None:
     if not protocol.startswith("SASL"):
         return ClientSecurity(context)
     mechanism = config.sasl_mechanism_inter_broker_protocol
-    text, key = config.jaas_config(name, mechanism)
+    found = config.jaas_config(name, mechanism)
+    assert found is not None  # config.check_security() refuses a SASL inter-broker listener without one
+    text, key = found
     options = parse_jaas(key, text).options
     return ClientSecurity(context, mechanism, options["username"], options.get("password", ""))

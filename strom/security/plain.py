@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hmac
-from typing import Mapping
+from collections.abc import Mapping
 
 from strom.security.scram import AuthenticationFailed
 
@@ -29,7 +29,8 @@ def authenticate_plain(token: bytes, users: Mapping[str, str]) -> str:
         raise AuthenticationFailed("Authentication failed: password not specified")
     if authzid and authzid != username:
         raise AuthenticationFailed(
-            "Authentication failed: Client requested an authorization id that is different from username")
+            "Authentication failed: Client requested an authorization id that is different from username"
+        )
     expected = users.get(username)
     matches = hmac.compare_digest(password.encode(), (expected if expected is not None else "\0" + password).encode())
     if expected is None or not matches:

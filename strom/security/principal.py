@@ -19,15 +19,31 @@ ANONYMOUS = "User:ANONYMOUS"
 USER_TYPE = "User"
 
 # Keywords Java prints by name in RFC 2253 form; any other attribute appears as its OID.
-_KEYWORDS = {"commonName": "CN", "countryName": "C", "localityName": "L", "stateOrProvinceName": "ST",
-             "organizationName": "O", "organizationalUnitName": "OU", "streetAddress": "STREET",
-             "domainComponent": "DC", "userId": "UID"}
+_KEYWORDS = {
+    "commonName": "CN",
+    "countryName": "C",
+    "localityName": "L",
+    "stateOrProvinceName": "ST",
+    "organizationName": "O",
+    "organizationalUnitName": "OU",
+    "streetAddress": "STREET",
+    "domainComponent": "DC",
+    "userId": "UID",
+}
 # OID and ASN.1 string tag of the other attributes Python names (IA5String for e-mail, else UTF8String)
-_OIDS = {"emailAddress": ("1.2.840.113549.1.9.1", 0x16), "serialNumber": ("2.5.4.5", 0x13),
-         "surname": ("2.5.4.4", 0x0C), "givenName": ("2.5.4.42", 0x0C), "title": ("2.5.4.12", 0x0C),
-         "initials": ("2.5.4.43", 0x0C), "generationQualifier": ("2.5.4.44", 0x0C),
-         "dnQualifier": ("2.5.4.46", 0x13), "pseudonym": ("2.5.4.65", 0x0C),
-         "businessCategory": ("2.5.4.15", 0x0C), "postalCode": ("2.5.4.17", 0x0C)}
+_OIDS = {
+    "emailAddress": ("1.2.840.113549.1.9.1", 0x16),
+    "serialNumber": ("2.5.4.5", 0x13),
+    "surname": ("2.5.4.4", 0x0C),
+    "givenName": ("2.5.4.42", 0x0C),
+    "title": ("2.5.4.12", 0x0C),
+    "initials": ("2.5.4.43", 0x0C),
+    "generationQualifier": ("2.5.4.44", 0x0C),
+    "dnQualifier": ("2.5.4.46", 0x13),
+    "pseudonym": ("2.5.4.65", 0x0C),
+    "businessCategory": ("2.5.4.15", 0x0C),
+    "postalCode": ("2.5.4.17", 0x0C),
+}
 
 
 def user(name: str) -> str:
@@ -45,8 +61,13 @@ def _escape(value: str) -> str:
 
 def _der_hex(value: str, tag: int) -> str:
     data = value.encode()
-    length = bytes([len(data)]) if len(data) < 128 else bytes([0x81, len(data)]) if len(data) < 256 \
+    length = (
+        bytes([len(data)])
+        if len(data) < 128
+        else bytes([0x81, len(data)])
+        if len(data) < 256
         else bytes([0x82]) + len(data).to_bytes(2, "big")
+    )
     return "#" + (bytes([tag]) + length + data).hex()
 
 
@@ -92,7 +113,7 @@ class PrincipalMapper:
         self.text = text
 
     @classmethod
-    def parse(cls, key: str, text: str) -> "PrincipalMapper":
+    def parse(cls, key: str, text: str) -> PrincipalMapper:
         rules = []
         position, text = 0, text.strip()
         while position < len(text):
@@ -101,7 +122,9 @@ class PrincipalMapper:
                 raise ConfigError(key, f"invalid rule at {text[position:]!r}")
             position = match.end()
             if match.group(7):
-                raise ConfigError(key, f"invalid rule: {match.group(7)!r} (expected DEFAULT or RULE:pattern/replacement/[LU])")
+                raise ConfigError(
+                    key, f"invalid rule: {match.group(7)!r} (expected DEFAULT or RULE:pattern/replacement/[LU])"
+                )
             if match.group(1) == "DEFAULT":
                 rules.append(_Rule(None))
                 continue

@@ -19,8 +19,8 @@ import hashlib
 import hmac
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from scramp import ScramClient, ScramException
 
@@ -48,23 +48,29 @@ class ScramCredential:
 
     def to_text(self) -> str:
         b64 = lambda data: base64.b64encode(data).decode()  # noqa: E731
-        return (f"salt={b64(self.salt)},stored_key={b64(self.stored_key)},"
-                f"server_key={b64(self.server_key)},iterations={self.iterations}")
+        return (
+            f"salt={b64(self.salt)},stored_key={b64(self.stored_key)},"
+            f"server_key={b64(self.server_key)},iterations={self.iterations}"
+        )
 
     @classmethod
-    def from_text(cls, text: str) -> "ScramCredential":
+    def from_text(cls, text: str) -> ScramCredential:
         """Kafka's ScramCredentialUtils form; ValueError when a field is missing or malformed."""
         fields = dict(part.split("=", 1) for part in text.split(",") if "=" in part)
         try:
-            return cls(base64.b64decode(fields["salt"], validate=True),
-                       base64.b64decode(fields["stored_key"], validate=True),
-                       base64.b64decode(fields["server_key"], validate=True), int(fields["iterations"]))
+            return cls(
+                base64.b64decode(fields["salt"], validate=True),
+                base64.b64decode(fields["stored_key"], validate=True),
+                base64.b64decode(fields["server_key"], validate=True),
+                int(fields["iterations"]),
+            )
         except (KeyError, ValueError) as exc:
             raise ValueError(f"not a SCRAM credential ({exc})") from None
 
     @classmethod
-    def from_salted_password(cls, mechanism: str, salt: bytes, salted_password: bytes,
-                             iterations: int) -> "ScramCredential":
+    def from_salted_password(
+        cls, mechanism: str, salt: bytes, salted_password: bytes, iterations: int
+    ) -> ScramCredential:
         """What AlterUserScramCredentials carries: the client salted the password; the keys follow from it."""
         name = _HASHES[mechanism]
         client_key = hmac.digest(salted_password, b"Client Key", name)
@@ -72,8 +78,9 @@ class ScramCredential:
         return cls(salt, hashlib.new(name, client_key).digest(), server_key, iterations)
 
     @classmethod
-    def from_password(cls, mechanism: str, password: str, iterations: int = DEFAULT_ITERATIONS,
-                      salt: bytes | None = None) -> "ScramCredential":
+    def from_password(
+        cls, mechanism: str, password: str, iterations: int = DEFAULT_ITERATIONS, salt: bytes | None = None
+    ) -> ScramCredential:
         """Hi(password, salt, i) as Kafka's ScramFormatter computes it (the password's UTF-8 bytes)."""
         salt = salt if salt is not None else os.urandom(32)
         salted = hashlib.pbkdf2_hmac(_HASHES[mechanism], password.encode(), salt, iterations)
@@ -103,8 +110,13 @@ class ScramServerExchange:
     again. Only hashlib and hmac do the cryptography.
     """
 
-    def __init__(self, mechanism: str, lookup: Callable[[str], ScramCredential | None], decoy_key: bytes,
-                 server_nonce: str | None = None):
+    def __init__(
+        self,
+        mechanism: str,
+        lookup: Callable[[str], ScramCredential | None],
+        decoy_key: bytes,
+        server_nonce: str | None = None,
+    ):
         self.mechanism = mechanism
         self.username: str | None = None
         self._server_nonce = server_nonce  # None: random per login (RFC 7677's test vector pins it)
@@ -157,8 +169,7 @@ class ScramServerExchange:
         self._credential = credential
         self._client_first_bare = bare
         self._nonce = attributes["r"] + (self._server_nonce or base64.b64encode(os.urandom(24)).decode())
-        self._server_first = (f"r={self._nonce},s={base64.b64encode(credential.salt).decode()},"
-                              f"i={credential.iterations}")
+        self._server_first = f"r={self._nonce},s={base64.b64encode(credential.salt).decode()},i={credential.iterations}"
         return self._server_first
 
     def _client_final(self, message: str) -> str:
@@ -170,6 +181,8 @@ class ScramServerExchange:
         if not attributes.get("r", "").endswith(self._nonce):  # Kafka's rule, see the class docstring
             raise _Invalid("the client-final nonce does not end with the server nonce")
         credential = self._credential
+        if credential is None:  # a client-first that failed leaves none: the login fails, not the broker
+            raise _Invalid("client-final message before client-first")
         auth_message = f"{self._client_first_bare},{self._server_first},{without_proof}".encode()
         proof = base64.b64decode(proof_text, validate=True)
         client_signature = hmac.digest(credential.stored_key, auth_message, self._hash)

@@ -18,7 +18,8 @@ import os
 import re
 import ssl
 import tempfile
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from strom.storage.log_config import ConfigError
 
@@ -27,14 +28,33 @@ log = logging.getLogger("strom.security")
 # key -> (effective value, the key that supplied it: "ssl.x" or "listener.name.<l>.ssl.x")
 Setting = Callable[[str], tuple[Any, str]]
 
-PROTOCOL_VERSIONS = {"TLSv1": ssl.TLSVersion.TLSv1, "TLSv1.1": ssl.TLSVersion.TLSv1_1,
-                     "TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
+PROTOCOL_VERSIONS = {
+    "TLSv1": ssl.TLSVersion.TLSv1,
+    "TLSv1.1": ssl.TLSVersion.TLSv1_1,
+    "TLSv1.2": ssl.TLSVersion.TLSv1_2,
+    "TLSv1.3": ssl.TLSVersion.TLSv1_3,
+}
 CLIENT_AUTH_MODES = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
-TLS13_SUITES = frozenset({"TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256",
-                          "TLS_AES_128_CCM_SHA256", "TLS_AES_128_CCM_8_SHA256"})
-_KEY_EXCHANGES = {"RSA": "", "ECDHE_RSA": "ECDHE-RSA", "ECDHE_ECDSA": "ECDHE-ECDSA", "DHE_RSA": "DHE-RSA",
-                  "DHE_DSS": "DHE-DSS", "PSK": "PSK", "DHE_PSK": "DHE-PSK", "ECDHE_PSK": "ECDHE-PSK",
-                  "RSA_PSK": "RSA-PSK"}
+TLS13_SUITES = frozenset(
+    {
+        "TLS_AES_128_GCM_SHA256",
+        "TLS_AES_256_GCM_SHA384",
+        "TLS_CHACHA20_POLY1305_SHA256",
+        "TLS_AES_128_CCM_SHA256",
+        "TLS_AES_128_CCM_8_SHA256",
+    }
+)
+_KEY_EXCHANGES = {
+    "RSA": "",
+    "ECDHE_RSA": "ECDHE-RSA",
+    "ECDHE_ECDSA": "ECDHE-ECDSA",
+    "DHE_RSA": "DHE-RSA",
+    "DHE_DSS": "DHE-DSS",
+    "PSK": "PSK",
+    "DHE_PSK": "DHE-PSK",
+    "ECDHE_PSK": "ECDHE-PSK",
+    "RSA_PSK": "RSA-PSK",
+}
 _warned_tls13 = False
 
 
@@ -76,8 +96,11 @@ def _protocols(context: ssl.SSLContext, setting: Setting) -> None:
     global _warned_tls13
     if tls13 and len(tls13) < len(TLS13_SUITES) and not _warned_tls13:
         _warned_tls13 = True
-        log.warning("%s lists some TLS 1.3 suites; Python's ssl module cannot narrow TLS 1.3 suites, "
-                    "so all of them stay enabled", suites_key)
+        log.warning(
+            "%s lists some TLS 1.3 suites; Python's ssl module cannot narrow TLS 1.3 suites, "
+            "so all of them stay enabled",
+            suites_key,
+        )
 
 
 def _load_keystore(context: ssl.SSLContext, setting: Setting, required: bool) -> bool:
@@ -95,8 +118,11 @@ def _load_keystore(context: ssl.SSLContext, setting: Setting, required: bool) ->
         return True
     if chain or key:
         if not (chain and key):
-            raise ConfigError(key_key if chain else chain_key, "an inline keystore needs both the certificate "
-                              "chain (ssl.keystore.certificate.chain) and the key (ssl.keystore.key)")
+            raise ConfigError(
+                key_key if chain else chain_key,
+                "an inline keystore needs both the certificate "
+                "chain (ssl.keystore.certificate.chain) and the key (ssl.keystore.key)",
+            )
         # load_cert_chain reads files only: the inline PEM goes through a private temporary directory
         with tempfile.TemporaryDirectory(prefix="strom-keystore-") as directory:
             os.chmod(directory, 0o700)
@@ -107,9 +133,12 @@ def _load_keystore(context: ssl.SSLContext, setting: Setting, required: bool) ->
             _load_chain(context, chain_path, key_path, password, chain_key, f"{chain_key} and {key_key}")
         return True
     if required:
-        raise ConfigError(location_key, "a TLS listener needs a certificate: set ssl.keystore.location, or "
-                          "ssl.keystore.certificate.chain and ssl.keystore.key (listener.name.<listener>. prefix "
-                          "for one listener)")
+        raise ConfigError(
+            location_key,
+            "a TLS listener needs a certificate: set ssl.keystore.location, or "
+            "ssl.keystore.certificate.chain and ssl.keystore.key (listener.name.<listener>. prefix "
+            "for one listener)",
+        )
     return False
 
 
@@ -125,12 +154,13 @@ def _pem_text(text: str) -> str:
             head, _, data = body.strip().rpartition("\n\n") if "\n\n" in body else ("", "", body)
             headers = head.strip() + "\n\n" if head else ""
         data = re.sub(r"\s+", "", data)
-        out.append(begin + "\n" + headers + "\n".join(data[i:i + 64] for i in range(0, len(data), 64)) + "\n" + end)
+        out.append(begin + "\n" + headers + "\n".join(data[i : i + 64] for i in range(0, len(data), 64)) + "\n" + end)
     return "\n".join(out) + "\n"
 
 
-def _load_chain(context: ssl.SSLContext, certfile: str, keyfile: str | None, password: str | None, key: str,
-                what: str | None = None) -> None:
+def _load_chain(
+    context: ssl.SSLContext, certfile: str, keyfile: str | None, password: str | None, key: str, what: str | None = None
+) -> None:
     if keyfile is None and not os.access(certfile, os.R_OK):
         reason = "does not exist" if not os.path.exists(certfile) else "is not readable"
         raise ConfigError(key, f"{certfile} {reason}")
@@ -138,8 +168,9 @@ def _load_chain(context: ssl.SSLContext, certfile: str, keyfile: str | None, pas
         context.load_cert_chain(certfile, keyfile, password=password or None)
     except ssl.SSLError as exc:
         hint = " (is ssl.key.password right?)" if "decrypt" in str(exc).lower() or "bad" in str(exc).lower() else ""
-        raise ConfigError(key, f"no usable private key and certificate chain in {what or certfile}: "
-                          f"{exc.reason or exc}{hint}") from None
+        raise ConfigError(
+            key, f"no usable private key and certificate chain in {what or certfile}: {exc.reason or exc}{hint}"
+        ) from None
     except OSError as exc:
         raise ConfigError(key, f"cannot read {certfile}: {exc.strerror or exc}") from None
 
@@ -162,8 +193,9 @@ def _load_truststore(context: ssl.SSLContext, setting: Setting) -> bool:
             return True
     except ssl.SSLError as exc:
         source = location_key if location else certificates_key
-        raise ConfigError(source, f"no usable CA certificate in {location or 'the inline value'}: "
-                          f"{exc.reason or exc}") from None
+        raise ConfigError(
+            source, f"no usable CA certificate in {location or 'the inline value'}: {exc.reason or exc}"
+        ) from None
     return False
 
 
@@ -174,8 +206,11 @@ def server_context(setting: Setting) -> ssl.SSLContext:
     client_auth, auth_key = setting("ssl.client.auth")
     trusted = _load_truststore(context, setting)
     if client_auth != "none" and not trusted:
-        raise ConfigError(auth_key, f"ssl.client.auth={client_auth} needs CA certificates to check client "
-                          "certificates against: set ssl.truststore.location")
+        raise ConfigError(
+            auth_key,
+            f"ssl.client.auth={client_auth} needs CA certificates to check client "
+            "certificates against: set ssl.truststore.location",
+        )
     context.verify_mode = CLIENT_AUTH_MODES[client_auth]
     _protocols(context, setting)
     return context

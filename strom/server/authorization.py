@@ -28,8 +28,7 @@ def allowed(ctx: Any, operation: Operation, resource_type: ResourceType, name: s
     authorizer = ctx.broker.authorizer
     if authorizer is None:
         return True
-    return authorizer.authorize(ctx.principal, host_of(ctx.peer), operation, resource_type, name, ctx.peer,
-                                log_denied)
+    return authorizer.authorize(ctx.principal, host_of(ctx.peer), operation, resource_type, name, ctx.peer, log_denied)
 
 
 def cluster_allowed(ctx: Any, operation: Operation, log_denied: bool = True) -> bool:
@@ -48,11 +47,26 @@ def create_topic_allowed(ctx: Any, name: str) -> bool:
     return cluster_allowed(ctx, Operation.CREATE, log_denied=False) or allowed(ctx, Operation.CREATE, TOPIC, name)
 
 
-TOPIC_OPERATIONS = (Operation.READ, Operation.WRITE, Operation.CREATE, Operation.DELETE, Operation.ALTER,
-                    Operation.DESCRIBE, Operation.DESCRIBE_CONFIGS, Operation.ALTER_CONFIGS)
+TOPIC_OPERATIONS = (
+    Operation.READ,
+    Operation.WRITE,
+    Operation.CREATE,
+    Operation.DELETE,
+    Operation.ALTER,
+    Operation.DESCRIBE,
+    Operation.DESCRIBE_CONFIGS,
+    Operation.ALTER_CONFIGS,
+)
 GROUP_OPERATIONS = (Operation.READ, Operation.DELETE, Operation.DESCRIBE)
-CLUSTER_OPERATIONS = (Operation.CREATE, Operation.ALTER, Operation.DESCRIBE, Operation.CLUSTER_ACTION,
-                      Operation.DESCRIBE_CONFIGS, Operation.ALTER_CONFIGS, Operation.IDEMPOTENT_WRITE)
+CLUSTER_OPERATIONS = (
+    Operation.CREATE,
+    Operation.ALTER,
+    Operation.DESCRIBE,
+    Operation.CLUSTER_ACTION,
+    Operation.DESCRIBE_CONFIGS,
+    Operation.ALTER_CONFIGS,
+    Operation.IDEMPOTENT_WRITE,
+)
 
 
 def authorized_operations(ctx: Any, resource_type: ResourceType, name: str) -> int:
@@ -72,7 +86,8 @@ def produce_denials(ctx: Any, request: Any) -> dict[tuple[str, int], int] | None
     principal, peer = ctx.principal, ctx.peer
     host = host_of(peer)
     if request.transactional_id is not None and not authorizer.authorize(
-            principal, host, Operation.WRITE, TRANSACTIONAL_ID, request.transactional_id, peer):
+        principal, host, Operation.WRITE, TRANSACTIONAL_ID, request.transactional_id, peer
+    ):
         return {(name, index): TXN_DENIED for name, data in request.topic_data for index, _ in data}
     denied = None
     for name, data in request.topic_data:
@@ -112,8 +127,9 @@ def txn_allowed(ctx: Any, operation: Operation, transactional_id: str | None) ->
     return transactional_id is None or allowed(ctx, operation, TRANSACTIONAL_ID, transactional_id)
 
 
-def offset_commit_denials(ctx: Any, group_id: str, topics: Any,
-                          transactional_id: str | None = None) -> dict[tuple[str, int], int]:
+def offset_commit_denials(
+    ctx: Any, group_id: str, topics: Any, transactional_id: str | None = None
+) -> dict[tuple[str, int], int]:
     """OffsetCommit/TxnOffsetCommit: (Write on the TransactionalId,) Read on the group, Read on each
     topic; every partition gets the first refusal, as Kafka answers."""
     partitions = [(topic.name, p.partition_index) for topic in topics for p in topic.partitions]
@@ -141,6 +157,9 @@ def config_denial(ctx: Any, operation: Operation, resource_type: int, name: str)
 
 
 def refusal_message(code: int) -> str:
-    return {TOPIC_DENIED: "Topic authorization failed.", GROUP_DENIED: "Group authorization failed.",
-            CLUSTER_DENIED: "Cluster authorization failed.",
-            TXN_DENIED: "Transactional Id authorization failed."}.get(code, "Authorization failed.")
+    return {
+        TOPIC_DENIED: "Topic authorization failed.",
+        GROUP_DENIED: "Group authorization failed.",
+        CLUSTER_DENIED: "Cluster authorization failed.",
+        TXN_DENIED: "Transactional Id authorization failed.",
+    }.get(code, "Authorization failed.")

@@ -21,6 +21,7 @@ import signal
 import socket
 import time
 import uuid
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from strom.cluster import model
@@ -33,24 +34,26 @@ from strom.group.coordinator import GroupCoordinator
 from strom.group.offset_store import OFFSETS_TOPIC
 from strom.metrics.stats import BrokerStats, RequestMetrics
 from strom.protocol.errors import KafkaStorageError, ResourceExhaustedError, TopicAlreadyExistsError
+from strom.replication.fetch_session import FetchSessionCache, TopicNames
+from strom.replication.replica_manager import ReplicaManager
 from strom.resources import descriptor_shortfall, raise_open_files_limit
 from strom.security.authorizer import AclAuthorizer
 from strom.security.credentials import CredentialCache
-from strom.server.quotas import QuotaManager
 from strom.security.listeners import ListenerSecurity, inter_broker_security, listener_security
-from strom.replication.fetch_session import FetchSessionCache, TopicNames
-from strom.replication.replica_manager import ReplicaManager
 from strom.server.config import BrokerConfig
 from strom.server.connection import Connection
-from strom.server.secure_connection import SecureConnection
 from strom.server.dispatcher import Dispatcher
 from strom.server.periodic import run_every
+from strom.server.quotas import QuotaManager
+from strom.server.secure_connection import SecureConnection
+from strom.storage.cleaner import CleanerSettings
+from strom.storage.log_manager import LogManager, SchedulerIntervals
 from strom.txn.coordinator import TRANSACTION_STATE_TOPIC, TransactionCoordinator
 from strom.txn.producer_ids import ProducerIdManager
-from strom.storage.log_manager import LogManager, SchedulerIntervals
 
 if TYPE_CHECKING:
     from strom.metrics.server import LoopLag, MetricsEndpoint
+    from strom.security.client import ClientSecurity
 
 log = logging.getLogger("strom.broker")
 
@@ -67,25 +70,28 @@ class Broker:
         self.broker_id = config.broker_id
         self.metadata = MetadataCache()
         # KIP-227 fetch sessions, and topic id -> name for Fetch v13+ (strom.replication.fetch_session)
-        self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots,
-                                                config.min_incremental_fetch_session_eviction_ms)
+        self.fetch_sessions = FetchSessionCache(
+            config.max_incremental_fetch_session_cache_slots, config.min_incremental_fetch_session_eviction_ms
+        )
         self.topic_name_by_id = TopicNames(self.metadata)
         # one dispatcher per listener: a request's context names the listener it came in on
         self.dispatchers = {listener.name: Dispatcher(self, HANDLERS, listener.name) for listener in config.listeners}
         self.dispatcher = self.dispatchers[config.listeners[0].name]
         self.listener_security: dict[str, ListenerSecurity] = {}
-        self.inter_broker_security = None
-        self.credentials: CredentialCache | None = None
+        self.inter_broker_security: ClientSecurity | None = None
+        self.credentials: CredentialCache = None  # type: ignore[assignment]  # made by start(), as the store below
         # None unless authorizer.class.name is set: handlers then test this one attribute and move on
         self.authorizer: AclAuthorizer | None = None
         self.quotas = QuotaManager(window_num=config.quota_window_num, window_size_s=config.quota_window_size_seconds)
         self.sasl_decoy_key = os.urandom(32)  # unknown SCRAM users get salts derived from it
         self.bound: dict[str, tuple[str, int]] = {}  # listener name -> bound (host, port)
         self.connections: set[Connection] = set()
-        self.store: MetadataStore | None = None
-        self.log_manager: LogManager | None = None
-        self.replica_manager: ReplicaManager | None = None
-        self.controller: Controller | None = None
+        # Made by start(), which runs before anything that uses them (only shutdown() may see None,
+        # after a failed start, and checks): typed as made, so their many readers need no checks.
+        self.store: MetadataStore = None  # type: ignore[assignment]
+        self.log_manager: LogManager = None  # type: ignore[assignment]
+        self.replica_manager: ReplicaManager = None  # type: ignore[assignment]
+        self.controller: Controller = None  # type: ignore[assignment]
         self.transaction_coordinator: TransactionCoordinator | None = None
         self.host = ""
         self.port = 0
@@ -93,7 +99,7 @@ class Broker:
         self._stop = asyncio.Event()  # set once shutdown has begun: background work ends
         self._shutdown_requested = asyncio.Event()  # SIGTERM/SIGINT
         self._background: list[asyncio.Task] = []
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]  # start()'s first line
         self._reload_handle: asyncio.TimerHandle | None = None
         self._registration = b""
         self._unfence_after_reload = False
@@ -103,14 +109,16 @@ class Broker:
         # only with metrics.listener, since timing reads the clock several times per request
         self.stats = BrokerStats()
         self.request_metrics = RequestMetrics() if config.metrics_listener else None
-        self.loop_lag: "LoopLag | None" = None  # strom.metrics.server imports prometheus_client: loaded when used
-        self.metrics_endpoint: "MetricsEndpoint | None" = None
+        self.loop_lag: LoopLag | None = None  # strom.metrics.server imports prometheus_client: loaded when used
+        self.metrics_endpoint: MetricsEndpoint | None = None
 
     # -- startup -----------------------------------------------------------------------------------
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         config = self.config
-        self.listener_security = {l.name: listener_security(config, l.name) for l in config.listeners}
+        self.listener_security = {
+            listener.name: listener_security(config, listener.name) for listener in config.listeners
+        }
         self.inter_broker_security = inter_broker_security(config)
         sockets = {}
         try:
@@ -131,8 +139,9 @@ class Broker:
         endpoints = []  # (listener, host, port) as published: advertised.listeners, ports filled in once bound
         for advertised in config.advertised_listeners:
             bound_host, bound_port = self.bound[advertised.name]
-            endpoints.append((advertised.name, advertised.host or bound_host or socket.gethostname(),
-                              advertised.port or bound_port))
+            endpoints.append(
+                (advertised.name, advertised.host or bound_host or socket.gethostname(), advertised.port or bound_port)
+            )
         _, self.host, advertised_port = next((e for e in endpoints if e[0] == listener.name), endpoints[0])
 
         for log_dir in config.log_dirs:
@@ -140,7 +149,10 @@ class Broker:
         self.store = self._open_store()
         self._ensure_cluster_id()
         self.log_manager = LogManager(
-            config.log_dirs, config.log_config(), broker_id=self.broker_id, cluster_id=self.metadata.cluster_id,
+            list(config.log_dirs),
+            config.log_config(),
+            broker_id=self.broker_id,
+            cluster_id=self.metadata.cluster_id,
             intervals=SchedulerIntervals(
                 retention_check_ms=config.log_retention_check_interval_ms,
                 checkpoint_ms=config.log_flush_offset_checkpoint_interval_ms,
@@ -148,6 +160,13 @@ class Broker:
                 cleaner_enabled=config.log_cleaner_enable,
             ),
             topic_overrides=self._topic_overrides,
+            cleaner_settings=CleanerSettings(
+                threads=config.log_cleaner_threads,
+                io_max_bytes_per_second=config.log_cleaner_io_max_bytes_per_second,
+                dedupe_buffer_size=config.log_cleaner_dedupe_buffer_size,
+                io_buffer_size=config.log_cleaner_io_buffer_size,
+                io_buffer_load_factor=config.log_cleaner_io_buffer_load_factor,
+            ),
         )
         if isinstance(self.store, LocalStore):  # its file lives in the first log dir
             self.log_manager.failure_listeners.append(self.store.on_log_dir_failure)
@@ -164,12 +183,18 @@ class Broker:
         self.credentials.load()
         self.quotas.start(self.store, self._loop)
         if config.authorizer_class_name:
-            self.authorizer = AclAuthorizer(self.store, config.super_users, config.allow_everyone_if_no_acl_found,
-                                            self._loop)
+            self.authorizer = AclAuthorizer(
+                self.store, config.super_users, config.allow_everyone_if_no_acl_found, self._loop
+            )
             self.authorizer.load()
-        self._info = BrokerInfo(self.broker_id, self.host, advertised_port, config.broker_rack,
-                                endpoints=tuple(endpoints),
-                                protocols=tuple((name, config.protocol_of(name)) for name, _, _ in endpoints))
+        self._info = BrokerInfo(
+            self.broker_id,
+            self.host,
+            advertised_port,
+            config.broker_rack,
+            endpoints=tuple(endpoints),
+            protocols=tuple((name, config.protocol_of(name)) for name, _, _ in endpoints),
+        )
         self._registration = self._info.to_json()
         # a ZooKeeper registration left by a crashed predecessor expires within the session timeout
         self._register(config.zookeeper_session_timeout_ms / 1000 + 2 if config.zookeeper_connect else 0)
@@ -183,33 +208,58 @@ class Broker:
         loop = asyncio.get_running_loop()
         for name, sock in sockets.items():
             security = self.listener_security[name]
-            self._servers.append(await loop.create_server(self._connection_factory(security), sock=sock,
-                                                          ssl=security.ssl_context))
+            self._servers.append(
+                await loop.create_server(self._connection_factory(security), sock=sock, ssl=security.ssl_context)
+            )
         self._background.append(asyncio.create_task(self.log_manager.run_scheduler(self._stop)))
-        self._background.append(asyncio.create_task(run_every(
-            config.offsets_retention_check_interval_ms / 1000, self.group_coordinator.expire_and_log, self._stop,
-            "offset expiry")))
+        self._background.append(
+            asyncio.create_task(
+                run_every(
+                    config.offsets_retention_check_interval_ms / 1000,
+                    self.group_coordinator.expire_and_log,
+                    self._stop,
+                    "offset expiry",
+                )
+            )
+        )
         self._background.append(asyncio.create_task(self.transaction_coordinator.run_timers()))
-        self._background.append(asyncio.create_task(run_every(
-            max(0.05, config.replica_lag_time_max_ms / 2000), self.replica_manager.shrink_isrs, self._stop,
-            "ISR check")))
+        self._background.append(
+            asyncio.create_task(
+                run_every(
+                    max(0.05, config.replica_lag_time_max_ms / 2000),
+                    self.replica_manager.shrink_isrs,
+                    self._stop,
+                    "ISR check",
+                )
+            )
+        )
         if config.zookeeper_connect:
-            self._background.append(asyncio.create_task(run_every(
-                FENCE_CHECK_S, self._check_session, self._stop, "ZooKeeper session check")))
+            self._background.append(
+                asyncio.create_task(
+                    run_every(FENCE_CHECK_S, self._check_session, self._stop, "ZooKeeper session check")
+                )
+            )
         if config.auto_leader_rebalance_enable:
-            self._background.append(asyncio.create_task(run_every(
-                config.leader_imbalance_check_interval_seconds, self._rebalance_leaders, self._stop,
-                "preferred leader rebalance")))
+            self._background.append(
+                asyncio.create_task(
+                    run_every(
+                        config.leader_imbalance_check_interval_seconds,
+                        self._rebalance_leaders,
+                        self._stop,
+                        "preferred leader rebalance",
+                    )
+                )
+            )
         if config.metrics_listener:
-            self._start_metrics()
+            self._start_metrics(config.metrics_listener)
         self._announce(listener.host, self.port)
 
-    def _start_metrics(self) -> None:
+    def _start_metrics(self, listener: str) -> None:
         from strom.metrics.server import LoopLag, MetricsEndpoint, parse_listener
 
         self.loop_lag = LoopLag()
         self._background.append(asyncio.create_task(self.loop_lag.run(self._stop)))
-        self.metrics_endpoint = MetricsEndpoint(self, *parse_listener("metrics.listener", self.config.metrics_listener))
+        self.metrics_endpoint = MetricsEndpoint(self, *parse_listener("metrics.listener", listener))
         self.metrics_endpoint.start(asyncio.get_running_loop())
 
     def _connection_factory(self, security: ListenerSecurity):
@@ -238,8 +288,9 @@ class Broker:
         if found is None:
             cluster_id = model.base64url_uuid(uuid.uuid4())
             try:
-                self.store.create(model.CLUSTER_ID, json.dumps({"version": "1", "id": cluster_id}).encode(),
-                                  makepath=True)
+                self.store.create(
+                    model.CLUSTER_ID, json.dumps({"version": "1", "id": cluster_id}).encode(), makepath=True
+                )
             except NodeExistsError:
                 pass
             found = self.store.get(model.CLUSTER_ID)
@@ -258,12 +309,15 @@ class Broker:
             address = ", ".join(f"{name}://{h}:{p}" for name, (h, p) in self.bound.items())
         with open(os.path.join(self.config.log_dirs[0], PORT_FILE + ".tmp"), "w") as handle:
             handle.write(f"{port}\n")
-        os.replace(os.path.join(self.config.log_dirs[0], PORT_FILE + ".tmp"),
-                   os.path.join(self.config.log_dirs[0], PORT_FILE))
+        os.replace(
+            os.path.join(self.config.log_dirs[0], PORT_FILE + ".tmp"), os.path.join(self.config.log_dirs[0], PORT_FILE)
+        )
         took = time.time() - self.started_at
         log.info("broker %d started in %.2fs, listening on %s", self.broker_id, took, address)
-        print(f"strom broker {self.broker_id} listening on {address} (data in {', '.join(self.config.log_dirs)})",
-              flush=True)
+        print(
+            f"strom broker {self.broker_id} listening on {address} (data in {', '.join(self.config.log_dirs)})",
+            flush=True,
+        )
         if self.metrics_endpoint is not None:
             print(f"strom broker {self.broker_id} metrics on {self.metrics_endpoint.url}", flush=True)
 
@@ -283,7 +337,8 @@ class Broker:
             except NodeExistsError:
                 if time.monotonic() >= deadline:
                     raise RuntimeError(
-                        f"broker.id={self.broker_id} is already registered by another live broker") from None
+                        f"broker.id={self.broker_id} is already registered by another live broker"
+                    ) from None
                 time.sleep(0.2)
 
     def publish_offline_replicas(self) -> None:
@@ -402,11 +457,12 @@ class Broker:
         self.replica_manager.apply_metadata()
         self.stats.forget_topics(self.metadata.topics.keys())
 
-    def _forget_offsets_of_deleted_topics(self, known: dict[str, object]) -> None:
+    def _forget_offsets_of_deleted_topics(self, known: Mapping[str, object]) -> None:
         """Topics gone since the last load (or re-created under a new id) lose their groups' offsets."""
         topics = self.metadata.topics
-        deleted = {name for name, topic_id in known.items()
-                   if (info := topics.get(name)) is None or info.topic_id != topic_id}
+        deleted = {
+            name for name, topic_id in known.items() if (info := topics.get(name)) is None or info.topic_id != topic_id
+        }
         if not deleted:
             return
         try:
@@ -418,23 +474,36 @@ class Broker:
 
     def _rebalance_leaders(self) -> None:
         """auto.leader.rebalance.enable: run every leader.imbalance.check.interval.seconds (acts on the controller)."""
-        moved = self.controller.preferred_leader_moves(self.metadata, self.config.leader_imbalance_per_broker_percentage)
+        moved = self.controller.preferred_leader_moves(
+            self.metadata, self.config.leader_imbalance_per_broker_percentage
+        )
         if moved:
             log.info("moved %d leaderships back to their preferred replicas", moved)
 
     def _unclean_enabled(self, topic: str) -> bool:
         return self.log_manager.config_for(topic).unclean_leader_election_enable
 
-    def create_topic(self, name: str, partitions: int, replication_factor: int, configs: dict[str, str] | None = None,
-                     assignment: dict[int, list[int]] | None = None, validate_only: bool = False):
-        local = (sum(1 for replicas in assignment.values() if self.broker_id in replicas) if assignment
-                 else -(-partitions * max(1, replication_factor) // max(1, len(self.metadata.brokers))))
+    def create_topic(
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int,
+        configs: dict[str, str] | None = None,
+        assignment: dict[int, list[int]] | None = None,
+        validate_only: bool = False,
+    ):
+        local = (
+            sum(1 for replicas in assignment.values() if self.broker_id in replicas)
+            if assignment
+            else -(-partitions * max(1, replication_factor) // max(1, len(self.metadata.brokers)))
+        )
         shortfall = descriptor_shortfall(local)
         if shortfall is not None:  # refused before anything is recorded: no half-made topic
             raise ResourceExhaustedError(f"topic '{name}' was not created: {shortfall}")
         try:
-            created = self.controller.create_topic(name, partitions, replication_factor, configs, assignment,
-                                                   validate_only=validate_only)
+            created = self.controller.create_topic(
+                name, partitions, replication_factor, configs, assignment, validate_only=validate_only
+            )
         except OSError as exc:  # the single-node store's file is in a full or failed log dir
             raise KafkaStorageError(f"topic '{name}' could not be recorded: {exc.strerror or exc}") from exc
         if not validate_only:
@@ -457,9 +526,16 @@ class Broker:
             return
         factor = max(1, min(self.config.offsets_topic_replication_factor, len(self.metadata.brokers)))
         try:
-            self.create_topic(OFFSETS_TOPIC, self.config.offsets_topic_num_partitions, factor, {
-                "cleanup.policy": "compact", "compression.type": "producer",
-                "segment.bytes": str(self.config.offsets_topic_segment_bytes)})
+            self.create_topic(
+                OFFSETS_TOPIC,
+                self.config.offsets_topic_num_partitions,
+                factor,
+                {
+                    "cleanup.policy": "compact",
+                    "compression.type": "producer",
+                    "segment.bytes": str(self.config.offsets_topic_segment_bytes),
+                },
+            )
         except TopicAlreadyExistsError:
             self.refresh_metadata()
 
@@ -469,11 +545,18 @@ class Broker:
             return
         factor = max(1, min(self.config.transaction_state_log_replication_factor, len(self.metadata.brokers)))
         try:
-            self.create_topic(TRANSACTION_STATE_TOPIC, self.config.transaction_state_log_num_partitions, factor, {
-                "cleanup.policy": "compact", "compression.type": "uncompressed",
-                "min.insync.replicas": str(min(self.config.transaction_state_log_min_isr, factor)),
-                "unclean.leader.election.enable": "false",
-                "segment.bytes": str(self.config.transaction_state_log_segment_bytes)})
+            self.create_topic(
+                TRANSACTION_STATE_TOPIC,
+                self.config.transaction_state_log_num_partitions,
+                factor,
+                {
+                    "cleanup.policy": "compact",
+                    "compression.type": "uncompressed",
+                    "min.insync.replicas": str(min(self.config.transaction_state_log_min_isr, factor)),
+                    "unclean.leader.election.enable": "false",
+                    "segment.bytes": str(self.config.transaction_state_log_segment_bytes),
+                },
+            )
         except TopicAlreadyExistsError:
             self.refresh_metadata()
 
@@ -509,8 +592,11 @@ class Broker:
             return
         deadline = time.monotonic() + SHUTDOWN_GRACE_S
         while time.monotonic() < deadline:
-            movable = [p for p in self.replica_manager.partitions.values()
-                       if p.is_leader and any(b != self.broker_id and b in self.metadata.brokers for b in p.isr)]
+            movable = [
+                p
+                for p in self.replica_manager.partitions.values()
+                if p.is_leader and any(b != self.broker_id and b in self.metadata.brokers for b in p.isr)
+            ]
             if not movable:
                 log.info("controlled shutdown: no leaderships left to move")
                 return
@@ -559,18 +645,20 @@ class Broker:
             else:
                 self.log_manager.shutdown()
         if self.store is not None:
-            await self._bounded(asyncio.get_running_loop().run_in_executor(None, self.store.close),
-                                "closing the metadata store")
+            await self._bounded(
+                asyncio.get_running_loop().run_in_executor(None, self.store.close), "closing the metadata store"
+            )
         if self.metrics_endpoint is not None:
-            await self._bounded(asyncio.get_running_loop().run_in_executor(None, self.metrics_endpoint.stop),
-                                "the metrics endpoint")
+            await self._bounded(
+                asyncio.get_running_loop().run_in_executor(None, self.metrics_endpoint.stop), "the metrics endpoint"
+            )
         log.info("broker %d stopped", self.broker_id)
 
     @staticmethod
     async def _bounded(step, what: str) -> None:
         try:
             await asyncio.wait_for(step, SHUTDOWN_GRACE_S)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             log.warning("shutdown: %s did not finish within %.0fs; going on", what, SHUTDOWN_GRACE_S)
 
 

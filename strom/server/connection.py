@@ -26,16 +26,18 @@ from strom.storage.segment import FileSlice
 
 if TYPE_CHECKING:
     from strom.server.broker import Broker
+    from strom.server.dispatcher import Dispatcher
+    from strom.server.secure_connection import SaslGate
 
 log = logging.getLogger("strom.server")
 
 
 class Connection(asyncio.Protocol):
-    def __init__(self, broker: "Broker"):
+    def __init__(self, broker: Broker):
         self.broker = broker
-        self.dispatcher = broker.dispatcher
+        self.dispatcher: Dispatcher | SaslGate = broker.dispatcher  # a SASL listener's gate until login
         self.decoder = FrameDecoder(broker.config.socket_request_max_bytes)
-        self.transport: asyncio.Transport | None = None
+        self.transport: asyncio.Transport = None  # type: ignore[assignment]  # set in asyncio's first callback
         self.peer = "?"
         self._socket_fd = -1
         self._busy = False  # a request is waiting; later frames stay queued in the decoder

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import logging
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from strom.protocol import api
 from strom.protocol.codec import decode_request, encode
@@ -37,9 +38,8 @@ class RawResponse:
 
     def __init__(self, chunks: list[Any], size: int | None = None):
         self.chunks = chunks
-        self.size = size if size is not None else sum(
-            c.length if isinstance(c, FileSlice) else len(c) for c in chunks)
-        self.revise: Callable[[], "RawResponse | None"] | None = None
+        self.size = size if size is not None else sum(c.length if isinstance(c, FileSlice) else len(c) for c in chunks)
+        self.revise: Callable[[], RawResponse | None] | None = None
 
 
 class RequestContext:
@@ -52,8 +52,14 @@ class RequestContext:
 
     __slots__ = ("broker", "header", "peer", "api_version", "listener", "principal")
 
-    def __init__(self, broker: "Broker", header: RequestHeader, peer: str, listener: str = "PLAINTEXT",
-                 principal: str = "User:ANONYMOUS"):
+    def __init__(
+        self,
+        broker: Broker,
+        header: RequestHeader,
+        peer: str,
+        listener: str = "PLAINTEXT",
+        principal: str = "User:ANONYMOUS",
+    ):
         self.broker = broker
         self.header = header
         self.peer = peer
@@ -90,15 +96,20 @@ def unsupported_version_body(header: RequestHeader, handlers: dict[int, HandlerS
 class Dispatcher:
     """One per listener; a connection that authenticated gets its own copy carrying its principal."""
 
-    def __init__(self, broker: "Broker", handlers: dict[int, HandlerSpec], listener: str = "PLAINTEXT",
-                 principal: str = "User:ANONYMOUS"):
+    def __init__(
+        self,
+        broker: Broker,
+        handlers: dict[int, HandlerSpec],
+        listener: str = "PLAINTEXT",
+        principal: str = "User:ANONYMOUS",
+    ):
         self.broker = broker
         self.handlers = handlers
         self.listener = listener
         self.principal = principal
         self._response_header_versions: dict[tuple[int, int], int] = {}
 
-    def for_principal(self, principal: str) -> "Dispatcher":
+    def for_principal(self, principal: str) -> Dispatcher:
         copy = Dispatcher(self.broker, self.handlers, self.listener, principal)
         copy._response_header_versions = self._response_header_versions
         return copy
@@ -110,8 +121,13 @@ class Dispatcher:
         if spec is None or not spec.min_version <= header.api_version <= spec.max_version:
             if header.api_key == api.ApiKey.API_VERSIONS:
                 return header, RawResponse(unsupported_version_body(header, self.handlers))
-            log.info("unsupported api_key %d version %d from %s (client %s)", header.api_key,
-                     header.api_version, peer, header.client_id)
+            log.info(
+                "unsupported api_key %d version %d from %s (client %s)",
+                header.api_key,
+                header.api_version,
+                peer,
+                header.client_id,
+            )
             # No body schema can be trusted here; an error code alone tells the client what happened.
             return header, RawResponse([_INT16.pack(ErrorCode.UNSUPPORTED_VERSION)])
         if spec.decode is not None:
@@ -126,8 +142,11 @@ class Dispatcher:
         key = (header.api_key, header.api_version)
         header_version = self._response_header_versions.get(key)
         if header_version is None:  # only served (api, version) pairs get here, so the dict is bounded
-            header_version = (0 if header.api_key == api.ApiKey.API_VERSIONS
-                              else api.response_header_version(header.api_key, header.api_version))
+            header_version = (
+                0
+                if header.api_key == api.ApiKey.API_VERSIONS
+                else api.response_header_version(header.api_key, header.api_version)
+            )
             self._response_header_versions[key] = header_version
         if type(response) is RawResponse:
             chunks = response.chunks

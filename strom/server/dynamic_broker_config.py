@@ -31,7 +31,8 @@ def alter(broker, name: str, changes: dict[str, str | None], *, replace: bool, v
     if refused:
         raise InvalidRequestError(
             f"Cannot update these configs dynamically: {', '.join(refused)} (strom's dynamic broker configs are "
-            f"{', '.join(DYNAMIC_BROKER_KEYS)}; change server.properties and restart the broker)")
+            f"{', '.join(DYNAMIC_BROKER_KEYS)}; change server.properties and restart the broker)"
+        )
     for key, value in changes.items():
         if value is None:
             continue
@@ -39,8 +40,9 @@ def alter(broker, name: str, changes: dict[str, str | None], *, replace: bool, v
             if int(value) < 0:
                 raise ValueError
         except ValueError:
-            raise InvalidConfigError(f"Invalid value {value} for configuration {key}: "
-                                     "it must be a non-negative number of bytes per second") from None
+            raise InvalidConfigError(
+                f"Invalid value {value} for configuration {key}: it must be a non-negative number of bytes per second"
+            ) from None
     configs = {} if replace else current(broker, entity)
     for key, value in changes.items():
         if value is None:

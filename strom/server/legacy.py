@@ -55,10 +55,21 @@ def decode_produce(body: Any, offset: int, version: int) -> LegacyProduceRequest
 
 
 def produce_response(results: list, version: int) -> RawResponse:
-    topics = [{"name": name, "partition_responses": [
-        {"index": r.index, "error_code": r.error_code, "base_offset": r.base_offset,
-         "log_append_time": None if r.log_append_time < 0 else r.log_append_time} for r in partitions]}
-        for name, partitions in results]
+    topics = [
+        {
+            "name": name,
+            "partition_responses": [
+                {
+                    "index": r.index,
+                    "error_code": r.error_code,
+                    "base_offset": r.base_offset,
+                    "log_append_time": None if r.log_append_time < 0 else r.log_append_time,
+                }
+                for r in partitions
+            ],
+        }
+        for name, partitions in results
+    ]
     body = encode(_response(ApiKey.PRODUCE, version, {"responses": topics, "throttle_time": 0}))
     return RawResponse([body], len(body))
 
@@ -77,8 +88,14 @@ def fetch_response(results: list, version: int) -> RawResponse:
                     records = to_message_set(batches, magic, data.fetch_offset)
                 except KafkaError as exc:
                     data.error_code = error_from_exception(exc)[0]
-            answered.append({"partition_index": data.index, "error_code": data.error_code,
-                             "high_watermark": data.high_watermark, "records": records})
+            answered.append(
+                {
+                    "partition_index": data.index,
+                    "error_code": data.error_code,
+                    "high_watermark": data.high_watermark,
+                    "records": records,
+                }
+            )
         topics.append({"topic": name, "partitions": answered})
     body = encode(_response(ApiKey.FETCH, version, {"responses": topics, "throttle_time": 0}))
     return RawResponse([body], len(body))

@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 log = logging.getLogger("strom.server")
 
@@ -20,7 +21,7 @@ async def run_every(interval_s: float, task: Callable[[], Any], stop: asyncio.Ev
         try:
             await asyncio.wait_for(stop.wait(), interval_s)
             return
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
         try:
             result = task()

@@ -162,8 +162,14 @@ class Rate:
 class QuotaManager:
     """The quota configs of every entity (kept current by watches) and the rates of every client."""
 
-    def __init__(self, store: MetadataStore | None = None, loop: asyncio.AbstractEventLoop | None = None, *,
-                 window_num: int = 11, window_size_s: int = 1):
+    def __init__(
+        self,
+        store: MetadataStore | None = None,
+        loop: asyncio.AbstractEventLoop | None = None,
+        *,
+        window_num: int = 11,
+        window_size_s: int = 1,
+    ):
         self.store: MetadataStore = store  # type: ignore[assignment]  # None until start(), before any read
         self._loop = loop
         self.window_num, self.window_ms = window_num, window_size_s * 1000
@@ -254,8 +260,9 @@ class QuotaManager:
                     configs.pop(key, None)
                 else:
                     configs[key] = _format(value)
-            payload = json.dumps({"version": 1, "config": dict(sorted(configs.items()))},
-                                 separators=(",", ":")).encode()
+            payload = json.dumps(
+                {"version": 1, "config": dict(sorted(configs.items()))}, separators=(",", ":")
+            ).encode()
             try:
                 if version is None:
                     if configs:
@@ -375,8 +382,18 @@ class QuotaManager:
         connection.mute(throttle)
         return header, with_throttle(header, result, throttle)
 
-    def _fetched(self, connection: Connection, header, response: RawResponse, user: str, client: str,
-                 request_ms: int, now_ms: float, *, later: bool = False) -> Any:
+    def _fetched(
+        self,
+        connection: Connection,
+        header,
+        response: RawResponse,
+        user: str,
+        client: str,
+        request_ms: int,
+        now_ms: float,
+        *,
+        later: bool = False,
+    ) -> Any:
         byte_ms = self.record(CONSUMER_BYTE_RATE, user, client, response.size, now_ms)
         throttle = max(byte_ms, request_ms)
         if not throttle:
@@ -393,15 +410,15 @@ class QuotaManager:
             connection.mute(throttle)
         return with_throttle(header, response, throttle)
 
-    async def _later(self, connection: Connection, header, awaitable, user: str, client: str,
-                     throttle: int) -> Any:
+    async def _later(self, connection: Connection, header, awaitable, user: str, client: str, throttle: int) -> Any:
         """A request that waited (acks=all, a long-poll fetch): throttled once its response exists."""
         response = await awaitable
         if response is None:
             return response
         if header.api_key == ApiKey.FETCH and type(response) is RawResponse:
-            return self._fetched(connection, header, response, user, client, throttle, time.monotonic() * 1000,
-                                 later=True)
+            return self._fetched(
+                connection, header, response, user, client, throttle, time.monotonic() * 1000, later=True
+            )
         if throttle:
             connection.throttle_after_response(throttle)
             return with_throttle(header, response, throttle)

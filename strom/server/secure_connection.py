@@ -13,7 +13,11 @@ login succeeds the connection gets the listener's dispatcher with the principal 
 requests cost what they cost on PLAINTEXT. A failed login is answered SASL_AUTHENTICATION_FAILED,
 logged with the peer address and closed 100 ms later (Kafka's connection.failed.authentication.delay.ms).
 
-Re-authentication (KIP-368) is not implemented: sessions last as long as their connection.
+Re-authentication (KIP-368): with ``connections.max.reauth.ms`` (or its per listener and mechanism
+form) SaslAuthenticate v1+ answers the session's lifetime, and the logged-in connection gets a
+``SessionDispatcher`` (strom.server.sasl_session): a SaslHandshake on it hands the connection back
+to a SaslGate that must log the same principal in with the same mechanism, and any other request
+after expiry closes the connection. Without a lifetime sessions last as long as their connection.
 """
 
 from __future__ import annotations
@@ -21,9 +25,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
+import time
 from typing import TYPE_CHECKING, Any
 
-from strom.protocol.api import ApiKey, response_class
+from strom.protocol.api import ApiKey, response_class_for
 from strom.protocol.codec import decode_request
 from strom.protocol.entities import build
 from strom.protocol.errors import ErrorCode
@@ -34,6 +39,7 @@ from strom.security.principal import ANONYMOUS, distinguished_name, user
 from strom.security.scram import AuthenticationFailed, ScramServerExchange
 from strom.server.connection import Connection
 from strom.server.dispatcher import Dispatcher
+from strom.server.sasl_session import SessionDispatcher
 
 if TYPE_CHECKING:
     from strom.server.broker import Broker
@@ -44,16 +50,18 @@ SASL_MAX_RECEIVE_BYTES = 524288
 FAILED_AUTHENTICATION_DELAY_S = 0.1
 RAW_TOKEN = None  # the "header" of a raw SASL token after a v0 handshake: answered without a response header
 _SIZE = struct.Struct(">i")
-_VERSIONS = {ApiKey.SASL_HANDSHAKE: (0, 1), ApiKey.SASL_AUTHENTICATE: (0, 2)}
+_VERSIONS: dict[int, tuple[int, int]] = {ApiKey.SASL_HANDSHAKE: (0, 1), ApiKey.SASL_AUTHENTICATE: (0, 2)}
 
 
 class SecureConnection(Connection):
-    def __init__(self, broker: "Broker", security: ListenerSecurity, dispatcher: Dispatcher):
+    def __init__(self, broker: Broker, security: ListenerSecurity, dispatcher: Dispatcher):
         super().__init__(broker)
         self.security = security
         self.listener_dispatcher = dispatcher
         self.dispatcher = dispatcher
         self.principal = ANONYMOUS
+        self.mechanism: str | None = None  # of the last SASL login
+        self.session_expires_at: float | None = None  # monotonic seconds; None: the session never expires
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
@@ -89,8 +97,17 @@ class SecureConnection(Connection):
 
     def authenticated(self) -> Dispatcher:
         """Hand over from the gate (once the login's last answer has been encoded by it)."""
-        self.dispatcher = self.listener_dispatcher.for_principal(self.principal)
-        return self.dispatcher
+        dispatcher = self.listener_dispatcher.for_principal(self.principal)
+        if self.session_expires_at is not None:
+            dispatcher = SessionDispatcher(dispatcher, self, self.session_expires_at)
+        self.dispatcher = dispatcher
+        return dispatcher
+
+    def reauthenticate(self, frame, peer: str):
+        """A SaslHandshake on a logged-in connection (KIP-368): the gate serves it and the login after it."""
+        gate = SaslGate(self, reauthenticating=self.principal)
+        self.dispatcher = gate
+        return gate.handle_frame(frame, peer)
 
     def refuse(self, reason: str) -> None:
         self._abort(reason)
@@ -108,14 +125,17 @@ class SecureConnection(Connection):
 class SaslGate:
     """The dispatcher of a SASL connection until its login has completed."""
 
-    def __init__(self, connection: SecureConnection):
+    def __init__(self, connection: SecureConnection, reauthenticating: str | None = None):
         self.connection = connection
+        self.reauthenticating = reauthenticating  # the principal the new login must be
         self.security = connection.security
         self.dispatcher = connection.listener_dispatcher
+        self.listener = self.dispatcher.listener  # stands in for the listener's Dispatcher on the connection
         self.mechanism: str | None = None
         self.raw = False  # a v0 handshake: tokens come without Kafka headers
         self.principal: str | None = None
         self.failed = False
+        self.session_lifetime_ms = 0
         self._exchange: Any = None
 
     def handle_frame(self, frame, peer: str):
@@ -139,8 +159,7 @@ class SaslGate:
             name = ApiKey(key).name
         except ValueError:
             name = f"api key {key}"
-        self.connection.refuse(f"{name} request before SASL authentication completed on listener "
-                               f"{self.security.name}")
+        self.connection.refuse(f"{name} request before SASL authentication completed on listener {self.security.name}")
         return header, None
 
     def encode(self, header, response: Any) -> list[Any]:
@@ -151,16 +170,24 @@ class SaslGate:
     # -- the exchange ------------------------------------------------------------------------------
     def _handshake(self, version: int, request, peer: str):
         offered = list(self.security.mechanisms)
-        cls = response_class(ApiKey.SASL_HANDSHAKE, version)
+        cls = response_class_for(ApiKey.SASL_HANDSHAKE, version)
         if request.mechanism not in offered:
             self._fail(peer, f"Unsupported SASL mechanism {request.mechanism}")
             return build(cls, {"error_code": ErrorCode.UNSUPPORTED_SASL_MECHANISM, "mechanisms": offered})
+        if self.reauthenticating is not None and (version == 0 or request.mechanism != self.connection.mechanism):
+            self._fail(
+                peer,
+                f"re-authentication must use SaslHandshake v1+ and the session's mechanism "
+                f"{self.connection.mechanism}, not v{version} with {request.mechanism}",
+            )
+            return build(cls, {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "mechanisms": offered})
         self.mechanism = request.mechanism
         self.raw = version == 0
         if self.mechanism != "PLAIN":
-            broker = self.connection.broker
-            self._exchange = ScramServerExchange(self.mechanism, lambda name: broker.credentials.lookup(
-                name, self.mechanism), broker.sasl_decoy_key)
+            broker, mechanism = self.connection.broker, self.mechanism
+            self._exchange = ScramServerExchange(
+                mechanism, lambda name: broker.credentials.lookup(name, mechanism), broker.sasl_decoy_key
+            )
         return build(cls, {"error_code": ErrorCode.NONE, "mechanisms": offered})
 
     def _step(self, token: bytes) -> bytes:
@@ -172,22 +199,44 @@ class SaslGate:
             reply, done = self._exchange.step(token)
             username = self._exchange.username
         if done:
-            self.principal = user(username)
+            principal = user(username)
+            if self.reauthenticating is not None and principal != self.reauthenticating:
+                raise AuthenticationFailed(
+                    f"Cannot change principals during re-authentication from {self.reauthenticating}: {principal}"
+                )
+            lifetime_ms = self.security.max_reauth_ms.get(self.mechanism or "", 0)
+            self.session_lifetime_ms = lifetime_ms
+            self.connection.mechanism = self.mechanism
+            self.connection.session_expires_at = time.monotonic() + lifetime_ms / 1000 if lifetime_ms else None
+            self.principal = principal
             self.connection.logged_in(self.principal)
-            log.debug("%s authenticated as %s with %s on listener %s", self.connection.peer, self.principal,
-                      self.mechanism, self.security.name)
+            log.debug(
+                "%s authenticated as %s with %s on listener %s",
+                self.connection.peer,
+                self.principal,
+                self.mechanism,
+                self.security.name,
+            )
         return reply
 
     def _authenticate(self, version: int, request, peer: str):
-        cls = response_class(ApiKey.SASL_AUTHENTICATE, version)
+        cls = response_class_for(ApiKey.SASL_AUTHENTICATE, version)
         try:
             reply = self._step(bytes(request.auth_bytes))
         except AuthenticationFailed as exc:
             self._fail(peer, str(exc))
-            return build(cls, {"error_code": ErrorCode.SASL_AUTHENTICATION_FAILED, "error_message": str(exc),
-                               "auth_bytes": b""})
-        return build(cls, {"error_code": ErrorCode.NONE, "error_message": None, "auth_bytes": reply,
-                           "session_lifetime": 0})
+            return build(
+                cls, {"error_code": ErrorCode.SASL_AUTHENTICATION_FAILED, "error_message": str(exc), "auth_bytes": b""}
+            )
+        return build(
+            cls,
+            {
+                "error_code": ErrorCode.NONE,
+                "error_message": None,
+                "auth_bytes": reply,
+                "session_lifetime": self.session_lifetime_ms if self.principal is not None else 0,
+            },
+        )
 
     def _raw_token(self, token: bytes, peer: str) -> bytes | None:
         try:

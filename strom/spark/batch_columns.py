@@ -40,8 +40,9 @@ class BatchColumns(NamedTuple):
     headers: list | None  # per record [(key, value-or-None), ...] when asked for
 
 
-def decode_columns(batch, header: BatchHeader, with_headers: bool = False,
-                   max_output: int = 256 * 1024 * 1024) -> BatchColumns:
+def decode_columns(
+    batch, header: BatchHeader, with_headers: bool = False, max_output: int = 256 * 1024 * 1024
+) -> BatchColumns:
     """Every record of one (possibly compressed) batch; ``header.position`` locates it in ``batch``."""
     count = header.records_count
     if header.is_control or count <= 0:
@@ -68,14 +69,20 @@ def decode_columns(batch, header: BatchHeader, with_headers: bool = False,
     headers = None
     if with_headers:
         headers = [r.headers for r in decode_batch_records(batch, header)]
-    return BatchColumns(header.base_offset + offset_delta, timestamps,
-                        _cut(payload, key_start, key_length), _cut(payload, value_start, value_length), headers)
+    return BatchColumns(
+        header.base_offset + offset_delta,
+        timestamps,
+        _cut(payload, key_start, key_length),
+        _cut(payload, value_start, value_length),
+        headers,
+    )
 
 
 def _empty(with_headers: bool) -> BatchColumns:
     nothing = np.empty(0, np.int64)
-    return BatchColumns(nothing, nothing, pa.array([], pa.binary()), pa.array([], pa.binary()),
-                        [] if with_headers else None)
+    return BatchColumns(
+        nothing, nothing, pa.array([], pa.binary()), pa.array([], pa.binary()), [] if with_headers else None
+    )
 
 
 def _record_bounds(payload: bytes, count: int, limit: int) -> tuple[np.ndarray, np.ndarray]:
@@ -162,7 +169,7 @@ def _cut(payload: bytes, starts: np.ndarray, lengths: np.ndarray) -> pa.BinaryAr
         valid[0 : 2 * n : 2] = lengths >= 0
         validity = pa.py_buffer(np.packbits(valid, bitorder="little"))
         null_count = int((lengths < 0).sum())
-    interleaved = pa.BinaryArray.from_buffers(pa.binary(), 2 * n, [validity, pa.py_buffer(bounds),
-                                                                    pa.py_buffer(payload)], null_count)
+    interleaved = pa.BinaryArray.from_buffers(
+        pa.binary(), 2 * n, [validity, pa.py_buffer(bounds), pa.py_buffer(payload)], null_count
+    )
     return interleaved.take(pa.array(np.arange(0, 2 * n, 2, dtype=np.int64)))
-

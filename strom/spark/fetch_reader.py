@@ -22,7 +22,8 @@ import logging
 import socket
 import struct
 import time
-from typing import Any, Iterator, NamedTuple
+from collections.abc import Iterator
+from typing import Any, NamedTuple
 
 from strom.protocol.api import ApiKey, request_class
 from strom.protocol.codec import decode_response, encode
@@ -44,9 +45,17 @@ MAX_RESPONSE_BYTES = 256 * 1024 * 1024
 RETRY_BACKOFF_S = 0.2
 _SIZE = struct.Struct(">i")
 # errors after which the leader is looked up again and the fetch retried
-_RETRIABLE = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.FENCED_LEADER_EPOCH,
-              ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.REPLICA_NOT_AVAILABLE, ErrorCode.KAFKA_STORAGE_ERROR,
-              ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.REQUEST_TIMED_OUT, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+_RETRIABLE = {
+    ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    ErrorCode.LEADER_NOT_AVAILABLE,
+    ErrorCode.FENCED_LEADER_EPOCH,
+    ErrorCode.UNKNOWN_LEADER_EPOCH,
+    ErrorCode.REPLICA_NOT_AVAILABLE,
+    ErrorCode.KAFKA_STORAGE_ERROR,
+    ErrorCode.NOT_ENOUGH_REPLICAS,
+    ErrorCode.REQUEST_TIMED_OUT,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+}
 
 
 class BrokerUnavailable(Exception):
@@ -182,9 +191,16 @@ class PartitionReader:
             return self._link
         bootstrap = self._bootstrap_link()
         try:
-            metadata = bootstrap.request(ApiKey.METADATA, METADATA_VERSION, {
-                "topics": [{"name": self.topic}], "allow_auto_topic_creation": False,
-                "include_cluster_authorized_operations": False, "include_topic_authorized_operations": False})
+            metadata = bootstrap.request(
+                ApiKey.METADATA,
+                METADATA_VERSION,
+                {
+                    "topics": [{"name": self.topic}],
+                    "allow_auto_topic_creation": False,
+                    "include_cluster_authorized_operations": False,
+                    "include_topic_authorized_operations": False,
+                },
+            )
         finally:
             bootstrap.close()
         brokers = {b.node_id: (b.host, b.port) for b in metadata.brokers}
@@ -215,8 +231,10 @@ class PartitionReader:
             except (BrokerUnavailable, _Retry) as exc:
                 self._forget_leader()
                 if time.monotonic() > deadline:
-                    raise TimeoutError(f"reading {self.topic}-{self.partition}: {exc} (for "
-                                       f"{self.timeout_s:.0f}s, kafkaConsumer.pollTimeoutMs)") from None
+                    raise TimeoutError(
+                        f"reading {self.topic}-{self.partition}: {exc} (for "
+                        f"{self.timeout_s:.0f}s, kafkaConsumer.pollTimeoutMs)"
+                    ) from None
                 log.info("reading %s-%d: %s; retrying", self.topic, self.partition, exc)
                 time.sleep(RETRY_BACKOFF_S)
 
@@ -224,13 +242,28 @@ class PartitionReader:
     def watermarks(self) -> tuple[int, int]:
         """(earliest, latest) offsets, asked of the leader; latest is the LSO under read_committed."""
         deadline = time.monotonic() + self.timeout_s
-        return (self._call(lambda link: self._list_offset(link, -2), deadline),
-                self._call(lambda link: self._list_offset(link, -1), deadline))
+        return (
+            self._call(lambda link: self._list_offset(link, -2), deadline),
+            self._call(lambda link: self._list_offset(link, -1), deadline),
+        )
 
     def _list_offset(self, link: BrokerLink, timestamp: int) -> int:
-        response = link.request(ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION, {
-            "replica_id": -1, "isolation_level": self.isolation_level, "topics": [{"name": self.topic, "partitions": [
-                {"partition_index": self.partition, "current_leader_epoch": -1, "timestamp": timestamp}]}]})
+        response = link.request(
+            ApiKey.LIST_OFFSETS,
+            LIST_OFFSETS_VERSION,
+            {
+                "replica_id": -1,
+                "isolation_level": self.isolation_level,
+                "topics": [
+                    {
+                        "name": self.topic,
+                        "partitions": [
+                            {"partition_index": self.partition, "current_leader_epoch": -1, "timestamp": timestamp}
+                        ],
+                    }
+                ],
+            },
+        )
         for topic in response.topics:
             for p in topic.partitions:
                 if p.partition_index == self.partition:
@@ -249,13 +282,35 @@ class PartitionReader:
         return self._call(lambda link: self._fetch(link, offset), deadline)
 
     def _fetch(self, link: BrokerLink, offset: int) -> Fetched:
-        response = link.request(ApiKey.FETCH, FETCH_VERSION, {
-            "replica_id": -1, "max_wait": FETCH_MAX_WAIT_MS, "min_bytes": 1, "max_bytes": FETCH_MAX_BYTES,
-            "isolation_level": self.isolation_level, "session_id": 0, "session_epoch": -1,
-            "topics": [{"topic": self.topic, "partitions": [{
-                "partition": self.partition, "current_leader_epoch": -1, "fetch_offset": offset,
-                "log_start_offset": -1, "partition_max_bytes": PARTITION_MAX_BYTES}]}],
-            "forgotten_topics_data": [], "rack_id": ""})
+        response = link.request(
+            ApiKey.FETCH,
+            FETCH_VERSION,
+            {
+                "replica_id": -1,
+                "max_wait": FETCH_MAX_WAIT_MS,
+                "min_bytes": 1,
+                "max_bytes": FETCH_MAX_BYTES,
+                "isolation_level": self.isolation_level,
+                "session_id": 0,
+                "session_epoch": -1,
+                "topics": [
+                    {
+                        "topic": self.topic,
+                        "partitions": [
+                            {
+                                "partition": self.partition,
+                                "current_leader_epoch": -1,
+                                "fetch_offset": offset,
+                                "log_start_offset": -1,
+                                "partition_max_bytes": PARTITION_MAX_BYTES,
+                            }
+                        ],
+                    }
+                ],
+                "forgotten_topics_data": [],
+                "rack_id": "",
+            },
+        )
         if response.error_code != ErrorCode.NONE:
             raise _Retry(f"Fetch failed: {response.error_code.name}")
         for topic in response.responses:
@@ -268,8 +323,7 @@ class PartitionReader:
                 records = memoryview(p.records if p.records is not None else b"")
                 whole, _ = complete_batches_end(records)
                 aborted = [(a.producer_id, a.first_offset) for a in (p.aborted_transactions or ())]
-                return Fetched(records[:whole], p.high_watermark, p.last_stable_offset, p.log_start_offset,
-                               aborted)
+                return Fetched(records[:whole], p.high_watermark, p.last_stable_offset, p.log_start_offset, aborted)
         raise _Retry("Fetch answered without the partition")
 
 
@@ -296,8 +350,9 @@ def _check(code: ErrorCode, topic: str, partition: int) -> None:
     raise RuntimeError(f"reading {topic}-{partition}: broker answered {code.name}")
 
 
-def read_batches(opts: SourceOptions, r: OffsetRange, on_data_loss
-                 ) -> Iterator[tuple[memoryview, BatchHeader, int, int]]:
+def read_batches(
+    opts: SourceOptions, r: OffsetRange, on_data_loss
+) -> Iterator[tuple[memoryview, BatchHeader, int, int]]:
     """Every data batch overlapping [r.start, r.end) of one topic-partition, in offset order.
 
     Yields (record set, batch header, first wanted offset, end offset): ``on_data_loss(message)``
@@ -316,8 +371,10 @@ def read_batches(opts: SourceOptions, r: OffsetRange, on_data_loss
             return
         start, end = r.start, r.end
         if start < low:
-            on_data_loss(f"Offsets {start}..{min(low, end) - 1} of {r.topic}-{r.partition} were deleted "
-                         f"(earliest available offset is {low})")
+            on_data_loss(
+                f"Offsets {start}..{min(low, end) - 1} of {r.topic}-{r.partition} were deleted "
+                f"(earliest available offset is {low})"
+            )
             start = low
         if high < end:
             on_data_loss(f"{r.topic}-{r.partition} ends at offset {high}, before the planned end {end}")
@@ -329,8 +386,10 @@ def read_batches(opts: SourceOptions, r: OffsetRange, on_data_loss
                 fetched = reader.fetch(position)
             except OffsetOutOfRange:
                 low, _ = reader.watermarks()
-                on_data_loss(f"Offset {position} of {r.topic}-{r.partition} was deleted while reading "
-                             f"(earliest available offset is now {low})")
+                on_data_loss(
+                    f"Offset {position} of {r.topic}-{r.partition} was deleted while reading "
+                    f"(earliest available offset is now {low})"
+                )
                 if low >= end:
                     return
                 position = max(low, position)
@@ -355,7 +414,9 @@ def read_batches(opts: SourceOptions, r: OffsetRange, on_data_loss
                 # the rest of the range is gone (records at the end aborted or compacted away)
                 break
             elif time.monotonic() > deadline:
-                raise TimeoutError(f"no records from {r.topic}-{r.partition} at offset {position} for "
-                                   f"{opts.poll_timeout_s:.0f}s (kafkaConsumer.pollTimeoutMs); range {start}..{end}")
+                raise TimeoutError(
+                    f"no records from {r.topic}-{r.partition} at offset {position} for "
+                    f"{opts.poll_timeout_s:.0f}s (kafkaConsumer.pollTimeoutMs); range {start}..{end}"
+                )
     finally:
         reader.close()

@@ -18,7 +18,7 @@ import logging
 import threading
 import time
 import uuid
-from typing import Iterator
+from collections.abc import Iterator
 
 from strom.spark.options import (
     EARLIEST,
@@ -42,8 +42,8 @@ CONSUMER_POOL_SIZE = 4
 _FIXED_CONSUMER = {
     "enable.auto.commit": False,
     "enable.auto.offset.store": False,
-    "enable.partition.eof": True,   # ends a range whose last offsets are control records
-    "auto.offset.reset": "error",   # a deleted offset must surface as data loss, not a silent jump
+    "enable.partition.eof": True,  # ends a range whose last offsets are control records
+    "auto.offset.reset": "error",  # a deleted offset must surface as data loss, not a silent jump
 }
 _DEFAULT_CONSUMER = {
     "isolation.level": "read_uncommitted",  # what Spark's Kafka source (Java client default) reads
@@ -82,8 +82,7 @@ class Admin:
 
     def partition_counts(self) -> dict[str, int]:
         metadata = self._admin.list_topics(timeout=METADATA_TIMEOUT_S)
-        return {name: len(t.partitions) for name, t in metadata.topics.items()
-                if t.error is None and t.partitions}
+        return {name: len(t.partitions) for name, t in metadata.topics.items() if t.error is None and t.partitions}
 
     def subscribed(self) -> list[TopicPartitionKey]:
         return self.opts.subscription.select(self.partition_counts())
@@ -96,14 +95,20 @@ class Admin:
         from confluent_kafka.admin import OffsetSpec
 
         spec = OffsetSpec.earliest() if which == EARLIEST else OffsetSpec.latest()
-        level = (IsolationLevel.READ_COMMITTED if self.isolation == "read_committed"
-                 else IsolationLevel.READ_UNCOMMITTED)
-        futures = self._admin.list_offsets({TopicPartition(t, p): spec for t, p in tps},
-                                           isolation_level=level, request_timeout=METADATA_TIMEOUT_S)
+        level = IsolationLevel.READ_COMMITTED if self.isolation == "read_committed" else IsolationLevel.READ_UNCOMMITTED
+        futures = self._admin.list_offsets(
+            {TopicPartition(t, p): spec for t, p in tps}, isolation_level=level, request_timeout=METADATA_TIMEOUT_S
+        )
         return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
 
-    def resolve(self, spec: str | dict, tps: list[TopicPartitionKey], earliest: Offsets | None = None,
-                latest: Offsets | None = None, unspecified: int = EARLIEST) -> Offsets:
+    def resolve(
+        self,
+        spec: str | dict,
+        tps: list[TopicPartitionKey],
+        earliest: Offsets | None = None,
+        latest: Offsets | None = None,
+        unspecified: int = EARLIEST,
+    ) -> Offsets:
         """A startingOffsets/endingOffsets spec as concrete offsets for ``tps``.
 
         In a JSON spec -2 is earliest and -1 latest; partitions it does not name get
@@ -120,8 +125,7 @@ class Admin:
         assert isinstance(spec, dict), spec  # the options parser gives "earliest", "latest" or a dict
         unknown = sorted(tp for tp in spec if tp not in earliest)
         if unknown:
-            raise ValueError(f"offsets given for topic-partitions that do not exist or are not "
-                             f"subscribed: {unknown}")
+            raise ValueError(f"offsets given for topic-partitions that do not exist or are not subscribed: {unknown}")
         out = {}
         for tp in tps:
             wanted = spec.get(tp, unspecified)
@@ -132,10 +136,12 @@ class Admin:
 def data_loss(opts: SourceOptions, message: str) -> None:
     """Raise if failOnDataLoss (the default), else warn: the query skips what is gone."""
     if opts.fail_on_data_loss:
-        raise DataLossError(f"{message}. Some data may have been lost because it is no longer "
-                            "available in the broker (deleted by retention, or the topic was deleted). "
-                            "If you want the query to skip it and go on, set the source option "
-                            "failOnDataLoss to false.")
+        raise DataLossError(
+            f"{message}. Some data may have been lost because it is no longer "
+            "available in the broker (deleted by retention, or the topic was deleted). "
+            "If you want the query to skip it and go on, set the source option "
+            "failOnDataLoss to false."
+        )
     log.warning("%s; skipping ahead because failOnDataLoss=false", message)
 
 
@@ -245,9 +251,16 @@ class _PartitionBatches:
         import pyarrow.compute as pc
 
         n = len(offsets)
-        columns = [keys, values, pa.repeat(self.topic, n), pa.repeat(self.partition, n), pa.array(offsets),
-                   # Spark's timestamp is microseconds UTC
-                   pc.multiply(pa.array(millis), 1000).cast(self.timestamp_type), pa.array(timestamp_types)]
+        columns = [
+            keys,
+            values,
+            pa.repeat(self.topic, n),
+            pa.repeat(self.partition, n),
+            pa.array(offsets),
+            # Spark's timestamp is microseconds UTC
+            pc.multiply(pa.array(millis), 1000).cast(self.timestamp_type),
+            pa.array(timestamp_types),
+        ]
         if self.headers_type is not None:
             # a record without headers gets null, as in Spark's Kafka source
             columns.append(pa.array([h or None for h in headers], self.headers_type))
@@ -284,8 +297,9 @@ class _RowAccumulator(_PartitionBatches):
                 headers = [h for h, k in zip(headers, keep) if k]
         n = len(offsets)
         if n:
-            self._parts.append((offsets, timestamps, keys, values,
-                                np.full(n, 1 if header.timestamp_type else 0, np.int32), headers))
+            self._parts.append(
+                (offsets, timestamps, keys, values, np.full(n, 1 if header.timestamp_type else 0, np.int32), headers)
+            )
             self.count += n
 
     def add_records(self, records, header, start: int, end: int) -> None:
@@ -308,9 +322,16 @@ class _RowAccumulator(_PartitionBatches):
         import numpy as np
         import pyarrow as pa
 
-        self._parts.append((np.array(offsets, np.int64), np.array(timestamps, np.int64), pa.array(keys, pa.binary()),
-                            pa.array(values, pa.binary()), np.array(types, np.int32),
-                            headers if self.headers_type is not None else None))
+        self._parts.append(
+            (
+                np.array(offsets, np.int64),
+                np.array(timestamps, np.int64),
+                pa.array(keys, pa.binary()),
+                pa.array(values, pa.binary()),
+                np.array(types, np.int32),
+                headers if self.headers_type is not None else None,
+            )
+        )
         self._small = [[], [], [], [], [], []]
 
     def take(self):
@@ -321,10 +342,13 @@ class _RowAccumulator(_PartitionBatches):
         self._close_small_run()
         parts, self._parts, self.count = self._parts, [], 0
         return self.record_batch(
-            pa.concat_arrays([p[2] for p in parts]), pa.concat_arrays([p[3] for p in parts]),
-            np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
+            pa.concat_arrays([p[2] for p in parts]),
+            pa.concat_arrays([p[3] for p in parts]),
+            np.concatenate([p[0] for p in parts]),
+            np.concatenate([p[1] for p in parts]),
             np.concatenate([p[4] for p in parts]),
-            [h for p in parts for h in p[5]] if self.headers_type is not None else None)
+            [h for p in parts for h in p[5]] if self.headers_type is not None else None,
+        )
 
 
 def _read_with_consumer(opts: SourceOptions, r: OffsetRange, arrow_schema) -> Iterator:
@@ -333,12 +357,16 @@ def _read_with_consumer(opts: SourceOptions, r: OffsetRange, arrow_schema) -> It
     key, consumer = _acquire(consumer_config(opts))
     healthy = False
     try:
-        low, high = consumer.get_watermark_offsets(TopicPartition(r.topic, r.partition),
-                                                   timeout=METADATA_TIMEOUT_S, cached=False)
+        low, high = consumer.get_watermark_offsets(
+            TopicPartition(r.topic, r.partition), timeout=METADATA_TIMEOUT_S, cached=False
+        )
         start, end = r.start, r.end
         if start < low:
-            data_loss(opts, f"Offsets {start}..{min(low, end) - 1} of {r.topic}-{r.partition} were deleted "
-                            f"(earliest available offset is {low})")
+            data_loss(
+                opts,
+                f"Offsets {start}..{min(low, end) - 1} of {r.topic}-{r.partition} were deleted "
+                f"(earliest available offset is {low})",
+            )
             start = low
         if high < end:
             data_loss(opts, f"{r.topic}-{r.partition} ends at offset {high}, before the planned end {end}")
@@ -354,9 +382,11 @@ def _read_with_consumer(opts: SourceOptions, r: OffsetRange, arrow_schema) -> It
             msgs = consumer.consume(min(READ_BATCH, end - position), 1.0)
             if not msgs:
                 if time.monotonic() > deadline:
-                    raise TimeoutError(f"no records from {r.topic}-{r.partition} at offset {position} for "
-                                       f"{opts.poll_timeout_s:.0f}s (kafkaConsumer.pollTimeoutMs); "
-                                       f"range {start}..{end}")
+                    raise TimeoutError(
+                        f"no records from {r.topic}-{r.partition} at offset {position} for "
+                        f"{opts.poll_timeout_s:.0f}s (kafkaConsumer.pollTimeoutMs); "
+                        f"range {start}..{end}"
+                    )
                 continue
             deadline = time.monotonic() + opts.poll_timeout_s
             good = msgs
@@ -370,10 +400,14 @@ def _read_with_consumer(opts: SourceOptions, r: OffsetRange, arrow_schema) -> It
                     if code == KafkaError._PARTITION_EOF:
                         finished = True  # at the high watermark, which was >= end when planned
                     elif code in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
-                        low, _ = consumer.get_watermark_offsets(TopicPartition(r.topic, r.partition),
-                                                                timeout=METADATA_TIMEOUT_S, cached=False)
-                        data_loss(opts, f"Offset {position} of {r.topic}-{r.partition} was deleted while "
-                                        f"reading (earliest available offset is now {low})")
+                        low, _ = consumer.get_watermark_offsets(
+                            TopicPartition(r.topic, r.partition), timeout=METADATA_TIMEOUT_S, cached=False
+                        )
+                        data_loss(
+                            opts,
+                            f"Offset {position} of {r.topic}-{r.partition} was deleted while "
+                            f"reading (earliest available offset is now {low})",
+                        )
                         if low >= end:
                             finished = True
                         else:
@@ -427,4 +461,5 @@ class _BatchBuilder(_PartitionBatches):
             np.fromiter((t[1] for t in stamps), np.int64, n),  # librdkafka reports milliseconds
             # librdkafka: 0 none, 1 CreateTime, 2 LogAppendTime; Spark: -1, 0, 1
             np.fromiter((t[0] for t in stamps), np.int32, n) - 1,
-            list(map(Message.headers, msgs)) if self.headers_type is not None else None)
+            list(map(Message.headers, msgs)) if self.headers_type is not None else None,
+        )

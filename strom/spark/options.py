@@ -18,8 +18,12 @@ LATEST = -1
 
 # Java-client properties that make no sense for a source/sink whose keys and values are bytes.
 _REJECTED_CLIENT_KEYS = {
-    "key.deserializer", "value.deserializer", "key.serializer", "value.serializer",
-    "enable.auto.commit", "interceptor.classes",
+    "key.deserializer",
+    "value.deserializer",
+    "key.serializer",
+    "value.serializer",
+    "enable.auto.commit",
+    "interceptor.classes",
 }
 
 TopicPartitionKey = tuple[str, int]
@@ -94,15 +98,16 @@ class SourceOptions:
     client_config: dict = field(default_factory=dict)
 
     @classmethod
-    def parse(cls, options: dict, *, streaming: bool) -> "SourceOptions":
+    def parse(cls, options: dict, *, streaming: bool) -> SourceOptions:
         opts = {str(k).lower(): v for k, v in options.items()}
         bootstrap = opts.get("kafka.bootstrap.servers")
         if not bootstrap:
             raise StromOptionError("option 'kafka.bootstrap.servers' is required")
         chosen = [k for k in ("subscribe", "subscribepattern", "assign") if opts.get(k)]
         if len(chosen) != 1:
-            raise StromOptionError("exactly one of 'subscribe', 'subscribePattern' or 'assign' is required, "
-                                   f"got {len(chosen)}")
+            raise StromOptionError(
+                f"exactly one of 'subscribe', 'subscribePattern' or 'assign' is required, got {len(chosen)}"
+            )
         if chosen[0] == "subscribe":
             topics = tuple(t.strip() for t in str(opts["subscribe"]).split(",") if t.strip())
             if not topics:
@@ -116,8 +121,9 @@ class SourceOptions:
             subscription = Subscription(pattern=str(opts["subscribepattern"]))
         else:
             subscription = Subscription(assign=_parse_assign(opts["assign"]))
-        starting = _parse_offsets_spec(opts.get("startingoffsets"), "startingOffsets",
-                                       "latest" if streaming else "earliest")
+        starting = _parse_offsets_spec(
+            opts.get("startingoffsets"), "startingOffsets", "latest" if streaming else "earliest"
+        )
         ending = _parse_offsets_spec(opts.get("endingoffsets"), "endingOffsets", "latest")
         if streaming and opts.get("endingoffsets") is not None:
             raise StromOptionError("option 'endingOffsets' is for batch queries only")
@@ -132,8 +138,9 @@ class SourceOptions:
         client = client_config_from_options(opts)
         isolation = client.get("isolation.level")
         if isolation is not None and isolation not in ("read_committed", "read_uncommitted"):
-            raise StromOptionError("option 'kafka.isolation.level' must be read_committed or read_uncommitted, "
-                                   f"got {isolation!r}")
+            raise StromOptionError(
+                f"option 'kafka.isolation.level' must be read_committed or read_uncommitted, got {isolation!r}"
+            )
         poll_ms = opts.get("kafkaconsumer.polltimeoutms")
         return cls(
             bootstrap_servers=str(bootstrap),
@@ -157,8 +164,10 @@ DEFAULT_TRANSACTIONAL_ID_PREFIX = "strom-sink"
 # offsets: Kafka stores committed offsets only for partitions that exist, so the key must be real.
 DEFAULT_MARKER_TOPIC = "__strom_sink_markers"
 # Producer settings an exactly-once sink derives itself or cannot work without.
-_EXACTLY_ONCE_OWNED = {"transactional.id": "derived from the query id and the Spark partition id",
-                       "enable.idempotence": "transactions need the idempotent producer"}
+_EXACTLY_ONCE_OWNED = {
+    "transactional.id": "derived from the query id and the Spark partition id",
+    "enable.idempotence": "transactions need the idempotent producer",
+}
 
 
 @dataclass(frozen=True)
@@ -176,12 +185,14 @@ class SinkDelivery:
     marker_topic: str = DEFAULT_MARKER_TOPIC
 
     @classmethod
-    def parse(cls, opts: dict) -> "SinkDelivery":
+    def parse(cls, opts: dict) -> SinkDelivery:
         opts = {str(k).lower(): v for k, v in opts.items()}
         raw = str(opts.get("deliveryguarantee", AT_LEAST_ONCE)).strip().lower().replace("_", "-")
         if raw not in (AT_LEAST_ONCE, EXACTLY_ONCE):
-            raise StromOptionError(f"option 'deliveryGuarantee' must be {AT_LEAST_ONCE} or {EXACTLY_ONCE}, "
-                                   f"got {opts.get('deliveryguarantee')!r}")
+            raise StromOptionError(
+                f"option 'deliveryGuarantee' must be {AT_LEAST_ONCE} or {EXACTLY_ONCE}, "
+                f"got {opts.get('deliveryguarantee')!r}"
+            )
         exactly_once = raw == EXACTLY_ONCE
         names = {name: opts.get(name.lower()) for name in ("transactionalIdPrefix", "writeId", "markerTopic")}
         given = [name for name, value in names.items() if value is not None]
@@ -189,21 +200,27 @@ class SinkDelivery:
             raise StromOptionError(f"option {given[0]!r} needs deliveryGuarantee={EXACTLY_ONCE}")
         for name, value in names.items():
             if value is not None and not re.fullmatch(r"[A-Za-z0-9._-]+", str(value)):
-                raise StromOptionError(f"option {name!r} may hold only letters, digits, '.', '_' and '-', "
-                                       f"got {value!r}")
+                raise StromOptionError(
+                    f"option {name!r} may hold only letters, digits, '.', '_' and '-', got {value!r}"
+                )
         if exactly_once:
             client = client_config_from_options(opts)
             for key, why in _EXACTLY_ONCE_OWNED.items():
                 if key in client:
-                    raise StromOptionError(f"option 'kafka.{key}' cannot be set with deliveryGuarantee="
-                                           f"{EXACTLY_ONCE}: {why}")
+                    raise StromOptionError(
+                        f"option 'kafka.{key}' cannot be set with deliveryGuarantee={EXACTLY_ONCE}: {why}"
+                    )
             if str(client.get("acks", "all")).lower() not in ("all", "-1"):
-                raise StromOptionError(f"deliveryGuarantee={EXACTLY_ONCE} needs kafka.acks=all "
-                                       f"(transactions require it), got {client['acks']!r}")
-        return cls(exactly_once=exactly_once,
-                   transactional_id_prefix=str(names["transactionalIdPrefix"] or DEFAULT_TRANSACTIONAL_ID_PREFIX),
-                   write_id=None if names["writeId"] is None else str(names["writeId"]),
-                   marker_topic=str(names["markerTopic"] or DEFAULT_MARKER_TOPIC))
+                raise StromOptionError(
+                    f"deliveryGuarantee={EXACTLY_ONCE} needs kafka.acks=all "
+                    f"(transactions require it), got {client['acks']!r}"
+                )
+        return cls(
+            exactly_once=exactly_once,
+            transactional_id_prefix=str(names["transactionalIdPrefix"] or DEFAULT_TRANSACTIONAL_ID_PREFIX),
+            write_id=None if names["writeId"] is None else str(names["writeId"]),
+            marker_topic=str(names["markerTopic"] or DEFAULT_MARKER_TOPIC),
+        )
 
     def transactional_id(self, write: str, partition: int) -> str:
         """The transactional.id of one Spark partition of one write; also the name of its sink group."""
@@ -213,24 +230,42 @@ class SinkDelivery:
 def connection_config(client_config: dict) -> dict:
     """The connection and security properties of ``kafka.*`` options: for admin and side clients,
     which would warn about (or reject) consumer- or producer-only keys."""
-    return {key: value for key, value in client_config.items()
-            if key.startswith(("security.", "sasl.", "ssl.", "client.", "socket.", "broker.", "api.",
-                               "metadata.", "debug", "log_level"))}
+    return {
+        key: value
+        for key, value in client_config.items()
+        if key.startswith(
+            ("security.", "sasl.", "ssl.", "client.", "socket.", "broker.", "api.", "metadata.", "debug", "log_level")
+        )
+    }
 
 
 def client_config_from_options(opts: dict) -> dict:
-    """``kafka.``-prefixed options as librdkafka properties (the prefix stripped)."""
+    """``kafka.``-prefixed options as librdkafka properties (the prefix stripped).
+
+    The security options of Spark's Kafka source pass through as its users write them for the Java
+    client (``kafka.security.protocol``, ``kafka.sasl.mechanism``, ``kafka.sasl.jaas.config``,
+    ``kafka.ssl.truststore.location`` of a PEM file, ...) and become librdkafka's keys the way
+    ``--command-config`` files do; librdkafka's own (``kafka.sasl.username``, ``kafka.ssl.ca.location``)
+    work too. Every client the source and sink make, on the driver and on executors, starts from this.
+    """
+    from strom.cli.client_props import ToolError, from_java_keys
+
     config = {}
     for key, value in opts.items():
         key = str(key).lower()
         if not key.startswith("kafka."):
             continue
-        name = key[len("kafka."):]
+        name = key[len("kafka.") :]
         if name in _REJECTED_CLIENT_KEYS:
-            raise StromOptionError(f"Kafka option {name!r} is not supported: keys and values are bytes "
-                                   "and offsets are tracked by Spark's checkpoint")
+            raise StromOptionError(
+                f"Kafka option {name!r} is not supported: keys and values are bytes "
+                "and offsets are tracked by Spark's checkpoint"
+            )
         config[name] = str(value)
-    return config
+    try:
+        return from_java_keys(config)
+    except ToolError as exc:
+        raise StromOptionError(f"Kafka security options: {exc}") from None
 
 
 def _parse_assign(raw) -> tuple[TopicPartitionKey, ...]:
@@ -238,7 +273,7 @@ def _parse_assign(raw) -> tuple[TopicPartitionKey, ...]:
         parsed = json.loads(raw)
         pairs = tuple(sorted((str(t), int(p)) for t, parts in parsed.items() for p in parts))
     except (ValueError, TypeError, AttributeError):
-        raise StromOptionError(f'option \'assign\' must be JSON like {{"topic":[0,1]}}, got {raw!r}') from None
+        raise StromOptionError(f"option 'assign' must be JSON like {{\"topic\":[0,1]}}, got {raw!r}") from None
     if not pairs:
         raise StromOptionError("option 'assign' names no partition")
     return pairs
@@ -253,8 +288,9 @@ def _parse_offsets_spec(raw, name: str, default: str) -> str | dict:
     try:
         return offsets_from_json(text)
     except (ValueError, TypeError, AttributeError):
-        raise StromOptionError(f'option {name!r} must be earliest, latest or JSON like {{"topic":{{"0":23}}}}, '
-                               f"got {raw!r}") from None
+        raise StromOptionError(
+            f'option {name!r} must be earliest, latest or JSON like {{"topic":{{"0":23}}}}, got {raw!r}'
+        ) from None
 
 
 def offsets_from_json(value: str | dict) -> Offsets:
@@ -305,8 +341,7 @@ class OffsetRange:
         return self.end - self.start
 
 
-def split_ranges(ranges: list[OffsetRange], min_partitions: int | None,
-                 max_records: int | None) -> list[OffsetRange]:
+def split_ranges(ranges: list[OffsetRange], min_partitions: int | None, max_records: int | None) -> list[OffsetRange]:
     """One range per topic-partition, split further to honour minPartitions / maxRecordsPerPartition.
 
     As Spark's KafkaOffsetRangeCalculator: with minPartitions above the number of ranges, each
@@ -317,8 +352,7 @@ def split_ranges(ranges: list[OffsetRange], min_partitions: int | None,
         ranges = [part for r in ranges for part in _split(r, math.ceil(r.size / max_records))]
     if min_partitions and min_partitions > len(ranges):
         total = sum(r.size for r in ranges)
-        ranges = [part for r in ranges
-                  for part in _split(r, max(1, math.ceil(r.size / total * min_partitions)))]
+        ranges = [part for r in ranges for part in _split(r, max(1, math.ceil(r.size / total * min_partitions)))]
     return ranges
 
 

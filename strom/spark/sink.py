@@ -56,8 +56,8 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
@@ -95,9 +95,9 @@ BATCH_ID_PROPERTY = "streaming.sql.batchId"
 class ProducedCommitMessage(WriterCommitMessage):
     records: int
     seconds: float
-    partition: int = -1          # exactly-once: the Spark partition, which names the sink group
+    partition: int = -1  # exactly-once: the Spark partition, which names the sink group
     transactional: bool = False  # exactly-once: this task committed a transaction
-    skipped: bool = False        # exactly-once: the batch was already committed for this partition
+    skipped: bool = False  # exactly-once: the batch was already committed for this partition
 
 
 class _Producing:
@@ -112,8 +112,7 @@ class _Producing:
         fields = {f.name.lower(): f.dataType for f in schema.fields}
         _check(fields, "value", (StringType(), BinaryType()), required=True)
         _check(fields, "key", (StringType(), BinaryType()))
-        _check(fields, "topic", (StringType(),), required=self.topic is None,
-               why="(or set the 'topic' option)")
+        _check(fields, "topic", (StringType(),), required=self.topic is None, why="(or set the 'topic' option)")
         _check(fields, "partition", (IntegerType(),))
         _check(fields, "headers", (HEADERS_TYPE,))
         self.columns = set(fields)
@@ -125,8 +124,9 @@ class _Producing:
         if self.delivery.exactly_once:
             timeout = int(client.get("transaction.timeout.ms", _DEFAULT_TRANSACTION_TIMEOUT_MS))
             # librdkafka refuses message.timeout.ms > transaction.timeout.ms
-            defaults.update({"transaction.timeout.ms": timeout,
-                             "message.timeout.ms": min(_DEFAULT_MESSAGE_TIMEOUT_MS, timeout)})
+            defaults.update(
+                {"transaction.timeout.ms": timeout, "message.timeout.ms": min(_DEFAULT_MESSAGE_TIMEOUT_MS, timeout)}
+            )
         self.config = {"bootstrap.servers": self.bootstrap, **defaults, **client}
         if self.delivery.exactly_once:
             # here, on the driver, once per query start or batch write: not in every task
@@ -161,8 +161,9 @@ class _Producing:
                 break
         remaining = producer.flush(FLUSH_TIMEOUT_S)
         if failures:
-            raise RuntimeError(f"strom sink: delivery failed for {failures[0]} "
-                               f"({len(failures)} failure(s) seen, task fails)")
+            raise RuntimeError(
+                f"strom sink: delivery failed for {failures[0]} ({len(failures)} failure(s) seen, task fails)"
+            )
         if remaining:
             raise RuntimeError(f"strom sink: {remaining} record(s) not acknowledged within {FLUSH_TIMEOUT_S:.0f}s")
         return count
@@ -208,15 +209,17 @@ class _Producing:
             if next_batch > batch:
                 for _ in iterator:  # the rows of a partition are Spark's to hand over in full
                     pass
-                log.info("strom sink: %s committed batch %d before (marker %d); writing nothing",
-                         txn_id, batch, next_batch)
+                log.info(
+                    "strom sink: %s committed batch %d before (marker %d); writing nothing", txn_id, batch, next_batch
+                )
                 return ProducedCommitMessage(0, time.monotonic() - started, partition, skipped=True)
             stage = "producing"
             producer.begin_transaction()
             count = self._produce_all(producer, itertools.chain([first], iterator))
             stage = "committing"
-            marker = TopicPartition(self.delivery.marker_topic, 0, batch + 1,
-                                    metadata=json.dumps({"batch": batch, "records": count}))
+            marker = TopicPartition(
+                self.delivery.marker_topic, 0, batch + 1, metadata=json.dumps({"batch": batch, "records": count})
+            )
             producer.send_offsets_to_transaction([marker], group, TXN_CALL_TIMEOUT_S)
             producer.commit_transaction(TXN_CALL_TIMEOUT_S)
         except KafkaException as exc:
@@ -227,7 +230,8 @@ class _Producing:
                 f"strom sink: transaction {txn_id} (batch {batch}) failed while {stage}: {error}. "
                 "Spark retries the task; a fenced producer means a newer attempt of the same task "
                 "took over; a transaction that ran past kafka.transaction.timeout.ms "
-                f"({self.config['transaction.timeout.ms']} ms) is aborted by the coordinator") from None
+                f"({self.config['transaction.timeout.ms']} ms) is aborted by the coordinator"
+            ) from None
         except RuntimeError:  # a record was not delivered, or a row was unusable
             _abort_quietly(producer)
             raise
@@ -242,11 +246,13 @@ class _Producing:
         """
         from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-        consumer = Consumer({**self.connection, "group.id": txn_id, "enable.auto.commit": False,
-                             "isolation.level": "read_committed"})
+        consumer = Consumer(
+            {**self.connection, "group.id": txn_id, "enable.auto.commit": False, "isolation.level": "read_committed"}
+        )
         try:
-            (committed,) = consumer.committed([TopicPartition(self.delivery.marker_topic, 0)],
-                                              timeout=TXN_CALL_TIMEOUT_S)
+            (committed,) = consumer.committed(
+                [TopicPartition(self.delivery.marker_topic, 0)], timeout=TXN_CALL_TIMEOUT_S
+            )
             if committed.error is not None:
                 raise KafkaException(committed.error)
             return committed.offset, consumer.consumer_group_metadata()  # no offset: OFFSET_INVALID (-1001)
@@ -280,8 +286,7 @@ class _Producing:
             if topics[i] is None:
                 raise RuntimeError("strom sink: a row has a null topic and no 'topic' option is set")
             h = headers[i]
-            yield (topics[i], values[i], keys[i], partitions[i],
-                   [(e["key"], e["value"]) for e in h] if h else None)
+            yield (topics[i], values[i], keys[i], partitions[i], [(e["key"], e["value"]) for e in h] if h else None)
 
 
 def _abort_quietly(producer) -> None:
@@ -315,17 +320,21 @@ def ensure_marker_topic(connection: dict, topic: str) -> None:
         return
     try:
         admin.create_topics([NewTopic(topic, 1, -1)], request_timeout=MARKER_TOPIC_TIMEOUT_S)[topic].result(
-            MARKER_TOPIC_TIMEOUT_S)
+            MARKER_TOPIC_TIMEOUT_S
+        )
     except KafkaException as exc:
         if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-            raise StromOptionError(f"strom sink: cannot create the marker topic {topic!r}: {exc.args[0]}. "
-                                   "Create it (one partition), or name another with the markerTopic option"
-                                   ) from None
+            raise StromOptionError(
+                f"strom sink: cannot create the marker topic {topic!r}: {exc.args[0]}. "
+                "Create it (one partition), or name another with the markerTopic option"
+            ) from None
     deadline = time.monotonic() + MARKER_TOPIC_TIMEOUT_S
     while not exists():
         if time.monotonic() > deadline:
-            raise RuntimeError(f"strom sink: the marker topic {topic!r} was created but metadata does "
-                               f"not show it after {MARKER_TOPIC_TIMEOUT_S:.0f}s")
+            raise RuntimeError(
+                f"strom sink: the marker topic {topic!r} was created but metadata does "
+                f"not show it after {MARKER_TOPIC_TIMEOUT_S:.0f}s"
+            )
         time.sleep(0.1)
 
 
@@ -342,8 +351,7 @@ def _check(fields: dict, name: str, allowed: tuple, required: bool = False, why:
 def _summary(messages: list) -> tuple[int, int, int]:
     """(records, partitions committed in a transaction, partitions found already committed)."""
     done = [m for m in messages if m is not None]
-    return (sum(m.records for m in done), sum(1 for m in done if m.transactional),
-            sum(1 for m in done if m.skipped))
+    return (sum(m.records for m in done), sum(1 for m in done if m.transactional), sum(1 for m in done if m.skipped))
 
 
 class StromBatchWriter(_Producing, DataSourceArrowWriter):
@@ -358,22 +366,26 @@ class StromBatchWriter(_Producing, DataSourceArrowWriter):
             if self.delivery.write_id is None:
                 raise StromOptionError(
                     "deliveryGuarantee=exactly-once inside foreachBatch needs option 'writeId', a name "
-                    "unique among the strom writes of the batch function (e.g. 'stats')")
+                    "unique among the strom writes of the batch function (e.g. 'stats')"
+                )
             return f"{query_id}-{self.delivery.write_id}", int(context.getLocalProperty(BATCH_ID_PROPERTY))
         return self.delivery.write_id or self.generated_write_id, 0
 
     def commit(self, messages: list) -> None:
         total, transactions, skipped = _summary(messages)
-        log.info("strom sink: %d records acknowledged (%d transactions, %d partitions already written)",
-                 total, transactions, skipped)
+        log.info(
+            "strom sink: %d records acknowledged (%d transactions, %d partitions already written)",
+            total,
+            transactions,
+            skipped,
+        )
         self._forget_generated_groups(messages)
 
     def abort(self, messages: list) -> None:
         if self.delivery.exactly_once:
             log.warning("strom sink: job aborted; transactions of tasks that committed stay committed")
         else:
-            log.warning("strom sink: job aborted; records already acknowledged stay in the topic "
-                        "(at-least-once)")
+            log.warning("strom sink: job aborted; records already acknowledged stay in the topic (at-least-once)")
         self._forget_generated_groups(messages)
 
     def _forget_generated_groups(self, messages: list) -> None:
@@ -385,8 +397,11 @@ class StromBatchWriter(_Producing, DataSourceArrowWriter):
         """
         if not self.delivery.exactly_once or self.delivery.write_id is not None:
             return
-        groups = [self.delivery.transactional_id(self.generated_write_id, m.partition)
-                  for m in messages if m is not None and m.transactional]
+        groups = [
+            self.delivery.transactional_id(self.generated_write_id, m.partition)
+            for m in messages
+            if m is not None and m.transactional
+        ]
         if not groups:
             return
         from confluent_kafka.admin import AdminClient
@@ -396,8 +411,7 @@ class StromBatchWriter(_Producing, DataSourceArrowWriter):
             for future in admin.delete_consumer_groups(groups, request_timeout=30).values():
                 future.result(30)
         except Exception as exc:  # noqa: BLE001 - leftover groups are clutter, not an error
-            log.warning("strom sink: could not delete the sink groups of write %s: %r",
-                        self.generated_write_id, exc)
+            log.warning("strom sink: could not delete the sink groups of write %s: %r", self.generated_write_id, exc)
 
 
 class StromStreamWriter(_Producing, DataSourceStreamArrowWriter):
@@ -405,22 +419,33 @@ class StromStreamWriter(_Producing, DataSourceStreamArrowWriter):
         query_id = context.getLocalProperty(QUERY_ID_PROPERTY)
         batch = context.getLocalProperty(BATCH_ID_PROPERTY)
         if not query_id or batch is None:
-            raise RuntimeError("strom sink: exactly-once needs Spark's micro-batch execution (no query "
-                               f"id or batch id in the task's local properties {QUERY_ID_PROPERTY!r}, "
-                               f"{BATCH_ID_PROPERTY!r})")
+            raise RuntimeError(
+                "strom sink: exactly-once needs Spark's micro-batch execution (no query "
+                f"id or batch id in the task's local properties {QUERY_ID_PROPERTY!r}, "
+                f"{BATCH_ID_PROPERTY!r})"
+            )
         return query_id, int(batch)
 
     def commit(self, messages: list, batchId: int) -> None:
         total, transactions, skipped = _summary(messages)
         if self.delivery.exactly_once:
-            log.info("strom sink: batch %d, %d records committed in %d transactions; %d partitions had "
-                     "committed this batch before (a replay)", batchId, total, transactions, skipped)
+            log.info(
+                "strom sink: batch %d, %d records committed in %d transactions; %d partitions had "
+                "committed this batch before (a replay)",
+                batchId,
+                total,
+                transactions,
+                skipped,
+            )
         else:
             log.info("strom sink: batch %d, %d records acknowledged", batchId, total)
 
     def abort(self, messages: list, batchId: int) -> None:
         if self.delivery.exactly_once:
-            log.warning("strom sink: batch %d aborted; Spark replays it, and partitions that committed "
-                        "find their marker and write nothing", batchId)
+            log.warning(
+                "strom sink: batch %d aborted; Spark replays it, and partitions that committed "
+                "find their marker and write nothing",
+                batchId,
+            )
         else:
             log.warning("strom sink: batch %d aborted; acknowledged records stay (at-least-once)", batchId)

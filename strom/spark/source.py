@@ -91,10 +91,10 @@ class StromDataSource(DataSource):
         include = str(self.options.get("includeHeaders", "false")).strip().lower() == "true"
         return kafka_schema(include)
 
-    def reader(self, schema: StructType) -> "StromBatchReader":
+    def reader(self, schema: StructType) -> StromBatchReader:
         return StromBatchReader(SourceOptions.parse(dict(self.options), streaming=False), schema)
 
-    def streamReader(self, schema: StructType) -> "StromStreamReader":
+    def streamReader(self, schema: StructType) -> StromStreamReader:
         return StromStreamReader(SourceOptions.parse(dict(self.options), streaming=True), schema)
 
     def writer(self, schema: StructType, overwrite: bool):
@@ -147,14 +147,19 @@ class StromBatchReader(_RangeReader, DataSourceReader):
         end = admin.resolve(self.opts.ending, tps, earliest, latest, unspecified=LATEST)
         for tp in tps:
             if start[tp] > end[tp]:
-                raise StromOptionError(f"startingOffsets {start[tp]} is after endingOffsets {end[tp]} "
-                                       f"for {tp[0]}-{tp[1]}")
+                raise StromOptionError(
+                    f"startingOffsets {start[tp]} is after endingOffsets {end[tp]} for {tp[0]}-{tp[1]}"
+                )
             if start[tp] < earliest[tp]:
-                data_loss(self.opts, f"startingOffsets {start[tp]} of {tp[0]}-{tp[1]} is before the "
-                                     f"earliest available offset {earliest[tp]}")
+                data_loss(
+                    self.opts,
+                    f"startingOffsets {start[tp]} of {tp[0]}-{tp[1]} is before the "
+                    f"earliest available offset {earliest[tp]}",
+                )
             if end[tp] > latest[tp]:
-                raise StromOptionError(f"endingOffsets {end[tp]} of {tp[0]}-{tp[1]} is after the latest "
-                                       f"offset {latest[tp]}")
+                raise StromOptionError(
+                    f"endingOffsets {end[tp]} of {tp[0]}-{tp[1]} is after the latest offset {latest[tp]}"
+                )
         return self._plan(start, end)
 
 
@@ -218,12 +223,13 @@ class StromStreamReader(_RangeReader, DataSourceStreamReader, SupportsTriggerAva
                 continue
             origin[tp] = begin[tp]
             if begin[tp] < earliest[tp]:
-                data_loss(self.opts, f"Offsets {begin[tp]}..{earliest[tp] - 1} of {tp[0]}-{tp[1]} were "
-                                     "deleted before they were read")
+                data_loss(
+                    self.opts,
+                    f"Offsets {begin[tp]}..{earliest[tp] - 1} of {tp[0]}-{tp[1]} were deleted before they were read",
+                )
                 origin[tp] = earliest[tp]
             if end < begin[tp]:
-                data_loss(self.opts, f"{tp[0]}-{tp[1]} went back from offset {begin[tp]} to {end} "
-                                     "(topic recreated?)")
+                data_loss(self.opts, f"{tp[0]}-{tp[1]} went back from offset {begin[tp]} to {end} (topic recreated?)")
                 origin[tp] = end
         if isinstance(limit, ReadMaxRows):
             latest = rate_limit(origin, latest, limit.max_rows)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 log = logging.getLogger("strom.storage")
 

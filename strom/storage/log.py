@@ -11,13 +11,13 @@ import bisect
 import logging
 import os
 import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterator, NamedTuple, Sequence
+from typing import TYPE_CHECKING, NamedTuple
 
 from strom.protocol.compression import CompressionError, CompressionType
 from strom.protocol.errors import CorruptRecordError, InvalidRecordError, OffsetOutOfRangeError
 from strom.protocol.records import (
-    LOG_APPEND_TIME,
     BatchHeader,
     build_control_batch,
     decode_batch_records,
@@ -30,9 +30,9 @@ from strom.protocol.records import (
 )
 from strom.storage import producer_snapshot
 from strom.storage.leader_epoch import LeaderEpochCache
-from strom.storage.producer_state import ProducerStateManager
 from strom.storage.log_config import LogConfig
 from strom.storage.log_validator import needs_record_walk, validate_records
+from strom.storage.producer_state import ProducerStateManager
 from strom.storage.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -124,12 +124,19 @@ class Log:
         if self.log_start_offset > self.log_end_offset:
             # A damaged checkpoint (or a log recovery cut short): keep the records rather than
             # trust a start offset past them, which would refuse every read and append.
-            log.warning("%s: log start offset %d is past the log end %d; starting at %d",
-                        directory, self.log_start_offset, self.log_end_offset, self.segments[0].base_offset)
+            log.warning(
+                "%s: log start offset %d is past the log end %d; starting at %d",
+                directory,
+                self.log_start_offset,
+                self.log_end_offset,
+                self.segments[0].base_offset,
+            )
             self.log_start_offset = min(self.segments[0].base_offset, self.log_end_offset)
         self.recovery_point = min(max(self.recovery_point, self.log_start_offset), self.log_end_offset)
-        self.high_watermark = self.log_end_offset if high_watermark is None else min(
-            max(high_watermark, self.log_start_offset), self.log_end_offset
+        self.high_watermark = (
+            self.log_end_offset
+            if high_watermark is None
+            else min(max(high_watermark, self.log_start_offset), self.log_end_offset)
         )
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
@@ -145,7 +152,8 @@ class Log:
                 break
             try:
                 self.producer_state.load_snapshot(
-                    producer_snapshot.read_snapshot(producer_snapshot.snapshot_path(directory, offset)))
+                    producer_snapshot.read_snapshot(producer_snapshot.snapshot_path(directory, offset))
+                )
                 return offset
             except (OSError, producer_snapshot.CorruptSnapshotError) as exc:
                 log.warning("ignoring producer snapshot %d of %s: %s", offset, directory, exc)
@@ -155,8 +163,9 @@ class Log:
 
     def take_snapshot(self, offset: int | None = None) -> None:
         """Write the producer state as of ``offset`` (the log end by default): on roll and on close."""
-        producer_snapshot.write_snapshot(self.directory, self.log_end_offset if offset is None else offset,
-                                         self.producer_state.snapshot_entries())
+        producer_snapshot.write_snapshot(
+            self.directory, self.log_end_offset if offset is None else offset, self.producer_state.snapshot_entries()
+        )
 
     def _rebuild_producer_state(self) -> None:
         """Know each producer's last sequence and open transaction after a restart or truncation.
@@ -174,7 +183,7 @@ class Log:
             start = self.segments[0].base_offset
         else:
             start = self._load_newest_snapshot()
-        for segment in self.segments[self.segment_for(start):]:
+        for segment in self.segments[self.segment_for(start) :]:
             aborted: list[AbortedTxn] = [e for e in segment.txn_index.entries if e.last_offset < start]
             for header in segment.iter_batches():
                 if header.producer_id < 0 or header.base_offset < start:
@@ -199,8 +208,12 @@ class Log:
         try:
             return read_control_record(buf, header)
         except (InvalidRecordError, CorruptRecordError, CompressionError) as exc:  # damage a clean start did not scan
-            log.warning("%s: control batch at offset %d is not a transaction marker (%s); ignored",
-                        self.directory, header.base_offset, exc)
+            log.warning(
+                "%s: control batch at offset %d is not a transaction marker (%s); ignored",
+                self.directory,
+                header.base_offset,
+                exc,
+            )
             return None
         finally:
             header.position = saved
@@ -221,7 +234,7 @@ class Log:
         walking the in-memory entries of the remaining segments is cheap.
         """
         found: list[AbortedTxn] = []
-        for segment in self.segments[self.segment_for(start_offset):]:
+        for segment in self.segments[self.segment_for(start_offset) :]:
             if segment.txn_index.entries:
                 found.extend(segment.txn_index.collect(start_offset, upper_offset))
         return found
@@ -278,8 +291,9 @@ class Log:
         if not had_clean_shutdown:
             self._recover_unflushed()
         elif not self.active_segment.tail_is_valid():
-            log.warning("%s: the active segment ends in a damaged batch despite a clean shutdown; recovering it",
-                        self.directory)
+            log.warning(
+                "%s: the active segment ends in a damaged batch despite a clean shutdown; recovering it", self.directory
+            )
             self._recover_segment(self.active_segment)
         for segment in self.segments:
             if segment.needs_index_rebuild:
@@ -334,8 +348,9 @@ class Log:
             if header.is_control:
                 raise InvalidRecordError("clients may not write control batches (transaction markers)")
         if needs_record_walk(config, headers):
-            rebuilt, headers = validate_records(records, headers, config, f"{self.topic}-{self.partition}",
-                                                self.now_ms())
+            rebuilt, headers = validate_records(
+                records, headers, config, f"{self.topic}-{self.partition}", self.now_ms()
+            )
             if rebuilt is not None:
                 records = rebuilt
         if headers[0].producer_id >= 0:
@@ -360,8 +375,9 @@ class Log:
             self.leader_epoch_cache.assign(leader_epoch, self.log_end_offset)
         return self._append(buf, headers, append_time, defer=True)
 
-    def append_marker(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
-                      leader_epoch: int = -1) -> LogAppendInfo:
+    def append_marker(
+        self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int, leader_epoch: int = -1
+    ) -> LogAppendInfo:
         """Write a transaction's commit or abort marker (the leader's side of WriteTxnMarkers).
 
         Raises InvalidProducerEpochError for a fenced producer epoch and
@@ -386,8 +402,17 @@ class Log:
                 continue
             original = state.find_duplicate(header)
             if original is not None:
-                return LogAppendInfo(original.first_offset, original.last_offset, original.timestamp,
-                                     original.last_offset, -1, self.log_start_offset, 0, [], duplicate=True)
+                return LogAppendInfo(
+                    original.first_offset,
+                    original.last_offset,
+                    original.timestamp,
+                    original.last_offset,
+                    -1,
+                    self.log_start_offset,
+                    0,
+                    [],
+                    duplicate=True,
+                )
             state.check(header)
         return None
 
@@ -423,8 +448,9 @@ class Log:
                 out += rebuild_batch(header, batch_records, codec, self.config.compression_level)
         return out, validate_batches(out, None, from_producer=False)
 
-    def _append(self, buf: bytes | bytearray | memoryview, headers: list[BatchHeader], append_time: int,
-                defer: bool = False) -> LogAppendInfo:
+    def _append(
+        self, buf: bytes | bytearray | memoryview, headers: list[BatchHeader], append_time: int, defer: bool = False
+    ) -> LogAppendInfo:
         markers: dict[int, tuple[bool, int] | None] | None = None
         for header in headers:  # read markers before writing: a bad one must leave the log untouched
             if header.is_control and header.producer_id >= 0:
@@ -451,8 +477,16 @@ class Log:
             records_count = sum(h.records_count for h in headers)
             max_header = max(headers, key=lambda h: h.max_timestamp)
         self._unflushed_records += records_count
-        info = LogAppendInfo(headers[0].base_offset, self.log_end_offset - 1, max_header.max_timestamp,
-                             max_header.last_offset, append_time, self.log_start_offset, records_count, headers)
+        info = LogAppendInfo(
+            headers[0].base_offset,
+            self.log_end_offset - 1,
+            max_header.max_timestamp,
+            max_header.last_offset,
+            append_time,
+            self.log_start_offset,
+            records_count,
+            headers,
+        )
         config = self.config
         if self._unflushed_records >= config.flush_messages or (
             config.flush_ms < 2**62 and self.now_ms() - self._last_flush_ms >= config.flush_ms
@@ -470,7 +504,8 @@ class Log:
         if segment.size + size > config.segment_bytes:
             reason = "segment.bytes"
         elif segment.index.entries >= segment.index.max_entries or (
-                segment.time_index.entries >= segment.time_index.max_entries):
+            segment.time_index.entries >= segment.time_index.max_entries
+        ):
             reason = "full index"
         elif last.base_offset + last.last_offset_delta - segment.base_offset > 2**31 - 1:
             reason = "relative offset overflow"
@@ -509,8 +544,9 @@ class Log:
         return self.high_watermark
 
     # -- reads -------------------------------------------------------------------------------------
-    def read(self, start_offset: int, max_bytes: int, max_offset: int | None = None,
-             min_one_message: bool = True) -> FetchData:
+    def read(
+        self, start_offset: int, max_bytes: int, max_offset: int | None = None, min_one_message: bool = True
+    ) -> FetchData:
         """File slices from ``start_offset``, never past ``max_offset`` (exclusive: HW or LEO)."""
         if start_offset < self.log_start_offset or start_offset > self.log_end_offset:
             raise OffsetOutOfRangeError(
@@ -525,7 +561,8 @@ class Log:
             segment = self.segments[i]
             max_position = None
             if upper < self.log_end_offset and upper < (
-                    self.segments[i + 1].base_offset if i + 1 < len(self.segments) else 2**63):
+                self.segments[i + 1].base_offset if i + 1 < len(self.segments) else 2**63
+            ):
                 max_position = self._position_of(segment, upper)
             found = segment.read(start_offset, max_bytes, max_position, min_one_message)
             if found is not None:
@@ -611,8 +648,11 @@ class Log:
                 for segment in candidates:
                     if segment in doomed:
                         continue
-                    largest = segment.max_timestamp if segment.max_timestamp >= 0 else int(
-                        os.stat(segment.log_path).st_mtime * 1000)
+                    largest = (
+                        segment.max_timestamp
+                        if segment.max_timestamp >= 0
+                        else int(os.stat(segment.log_path).st_mtime * 1000)
+                    )
                     if now - largest > self.config.retention_ms:
                         doomed.append(segment)
                     else:
@@ -719,8 +759,14 @@ class Log:
         self.producer_state.truncate()
 
     # -- replacing segments (the cleaner) ----------------------------------------------------------
-    def replace_segments(self, cleaned: LogSegment, old: list[LogSegment],
-                         crash_hook: Callable[[str], None] | None = None) -> None:
+    def replace_segments(
+        self,
+        cleaned: LogSegment,
+        old: list[LogSegment],
+        crash_hook: Callable[[str], None] | None = None,
+        *,
+        durable: bool = False,
+    ) -> None:
         """Swap a .cleaned segment in for ``old`` the way Kafka does: .cleaned → .swap → live.
 
         Each step is a rename, and a crash between any two leaves files that ``_load`` turns into
@@ -728,7 +774,8 @@ class Log:
         wins over whatever it covers.
         """
         hook = crash_hook or (lambda step: None)
-        cleaned.flush()
+        if not durable:  # the cleaner process fsyncs its files: an fsync here could stall the event loop
+            cleaned.flush()
         cleaned.index.trim_to_valid_size()
         cleaned.time_index.trim_to_valid_size()
         hook("cleaned-written")

@@ -18,9 +18,10 @@ import dataclasses
 import difflib
 import logging
 import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Callable, Iterable, Mapping, NamedTuple
+from typing import Any, NamedTuple
 
 
 class ConfigError(ValueError):
@@ -88,19 +89,42 @@ log = logging.getLogger("strom.config")
 # Kafka's MetadataVersion strings (3.9), the values message.format.version and
 # inter.broker.protocol.version accept: release -> its IV sub-versions ("" for none).
 _METADATA_VERSIONS = {
-    "0.8.0": ("",), "0.8.1": ("",), "0.8.2": ("",), "0.9.0": ("",),
-    "0.10.0": ("IV0", "IV1"), "0.10.1": ("IV0", "IV1", "IV2"), "0.10.2": ("IV0",),
-    "0.11.0": ("IV0", "IV1", "IV2"), "1.0": ("IV0",), "1.1": ("IV0",), "2.0": ("IV0", "IV1"),
-    "2.1": ("IV0", "IV1", "IV2"), "2.2": ("IV0", "IV1"), "2.3": ("IV0", "IV1"), "2.4": ("IV0", "IV1"),
-    "2.5": ("IV0",), "2.6": ("IV0",), "2.7": ("IV0", "IV1", "IV2"), "2.8": ("IV0", "IV1"),
-    "3.0": ("IV0", "IV1"), "3.1": ("IV0",), "3.2": ("IV0",), "3.3": ("IV0", "IV1", "IV2", "IV3"),
-    "3.4": ("IV0",), "3.5": ("IV0", "IV1", "IV2"), "3.6": ("IV0", "IV1", "IV2"),
-    "3.7": ("IV0", "IV1", "IV2", "IV3", "IV4"), "3.8": ("IV0",), "3.9": ("IV0",), "4.0": ("IV0", "IV1"),
+    "0.8.0": ("",),
+    "0.8.1": ("",),
+    "0.8.2": ("",),
+    "0.9.0": ("",),
+    "0.10.0": ("IV0", "IV1"),
+    "0.10.1": ("IV0", "IV1", "IV2"),
+    "0.10.2": ("IV0",),
+    "0.11.0": ("IV0", "IV1", "IV2"),
+    "1.0": ("IV0",),
+    "1.1": ("IV0",),
+    "2.0": ("IV0", "IV1"),
+    "2.1": ("IV0", "IV1", "IV2"),
+    "2.2": ("IV0", "IV1"),
+    "2.3": ("IV0", "IV1"),
+    "2.4": ("IV0", "IV1"),
+    "2.5": ("IV0",),
+    "2.6": ("IV0",),
+    "2.7": ("IV0", "IV1", "IV2"),
+    "2.8": ("IV0", "IV1"),
+    "3.0": ("IV0", "IV1"),
+    "3.1": ("IV0",),
+    "3.2": ("IV0",),
+    "3.3": ("IV0", "IV1", "IV2", "IV3"),
+    "3.4": ("IV0",),
+    "3.5": ("IV0", "IV1", "IV2"),
+    "3.6": ("IV0", "IV1", "IV2"),
+    "3.7": ("IV0", "IV1", "IV2", "IV3", "IV4"),
+    "3.8": ("IV0",),
+    "3.9": ("IV0",),
+    "4.0": ("IV0", "IV1"),
 }
 _PRODUCTION_RELEASES = set(_METADATA_VERSIONS) - {"4.0"}  # a bare "4.0" is not valid in Kafka 3.9
 METADATA_VERSION_KEYS = frozenset(
     [f"{release}-{iv}" if iv else release for release, ivs in _METADATA_VERSIONS.items() for iv in ivs]
-    + list(_PRODUCTION_RELEASES))
+    + list(_PRODUCTION_RELEASES)
+)
 
 
 def parse_metadata_version(key: str, raw: str) -> str:
@@ -116,6 +140,7 @@ def parse_metadata_version(key: str, raw: str) -> str:
 
 def parse_compression_level(codec: str) -> Callable[[str, str], int]:
     """Kafka's level validators (KIP-390): gzip 1..9 or -1, lz4 1..17, zstd -131072..22."""
+
     def parse(key: str, raw: str) -> int:
         if codec == "gzip":
             value = parse_int(key, raw)
@@ -125,6 +150,7 @@ def parse_compression_level(codec: str) -> Callable[[str, str], int]:
         if codec == "lz4":
             return parse_int(key, raw, 1, 17)
         return parse_int(key, raw, -131072, 22)
+
     return parse
 
 
@@ -136,15 +162,21 @@ def parse_throttled_replicas(key: str, raw: str) -> tuple[str, ...]:
     text = str(raw).strip()
     items = tuple(part.strip() for part in text.split(",")) if text else ()
     if not (all(_REPLICA.match(item) for item in items) or "".join(items) == "*"):
-        raise ConfigError(key, f"{key} must be the literal '*' or a list of replicas in the following format: "
-                               "[partitionId]:[brokerId],[partitionId]:[brokerId],...")
+        raise ConfigError(
+            key,
+            f"{key} must be the literal '*' or a list of replicas in the following format: "
+            "[partitionId]:[brokerId],[partitionId]:[brokerId],...",
+        )
     return items
 
 
 def parse_remote_storage_enable(key: str, raw: str) -> bool:
     if parse_bool(key, raw):  # Kafka's answer when remote.log.storage.system.enable is false
-        raise ConfigError(key, "Tiered Storage functionality is disabled in the broker. "
-                               "Topic cannot be configured with remote log storage.")
+        raise ConfigError(
+            key,
+            "Tiered Storage functionality is disabled in the broker. "
+            "Topic cannot be configured with remote log storage.",
+        )
     return False
 
 
@@ -168,108 +200,229 @@ def _long(minimum: int | None = None) -> Callable[[str, str], int]:
     return lambda key, raw: parse_int(key, raw, minimum, LONG_MAX)
 
 
-_NO_DOWNCONVERSION = ("strom stores and serves record batches (magic 2) only, so there is nothing to "
-                      "down-convert")
+_NO_DOWNCONVERSION = "strom stores and serves record batches (magic 2) only, so there is nothing to down-convert"
 _NO_TIERED_STORAGE = "strom has no tiered storage: every segment stays local, under retention.ms and retention.bytes"
 
 # Kafka 3.9's topic configs (LogConfig), in Kafka's order.
 TOPIC_KEYS: dict[str, TopicKey] = {
     "segment.bytes": TopicKey("segment_bytes", _int(14), "int", ("log.segment.bytes",), "Implemented."),
     "segment.ms": TopicKey("segment_ms", _long(1), "long", ("log.roll.ms", "log.roll.hours"), "Implemented."),
-    "segment.jitter.ms": TopicKey("segment_jitter_ms", _long(0), "long",
-                                  ("log.roll.jitter.ms", "log.roll.jitter.hours"),
-                                  "Implemented, as a fixed head start: a segment rolls at segment.ms minus the "
-                                  "jitter (Kafka draws a random part of it per segment)."),
-    "segment.index.bytes": TopicKey("segment_index_bytes", _int(4), "int", ("log.index.size.max.bytes",),
-                                    "Implemented."),
+    "segment.jitter.ms": TopicKey(
+        "segment_jitter_ms",
+        _long(0),
+        "long",
+        ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+        "Implemented, as a fixed head start: a segment rolls at segment.ms minus the "
+        "jitter (Kafka draws a random part of it per segment).",
+    ),
+    "segment.index.bytes": TopicKey(
+        "segment_index_bytes", _int(4), "int", ("log.index.size.max.bytes",), "Implemented."
+    ),
     "flush.messages": TopicKey("flush_messages", _long(1), "long", ("log.flush.interval.messages",), "Implemented."),
-    "flush.ms": TopicKey("flush_ms", _long(0), "long", ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
-                         "Implemented."),
+    "flush.ms": TopicKey(
+        "flush_ms", _long(0), "long", ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"), "Implemented."
+    ),
     "retention.bytes": TopicKey("retention_bytes", _long(), "long", ("log.retention.bytes",), "Implemented."),
-    "retention.ms": TopicKey("retention_ms", _long(-1), "long",
-                             ("log.retention.ms", "log.retention.minutes", "log.retention.hours"), "Implemented."),
-    "max.message.bytes": TopicKey("max_message_bytes", _int(0), "int", ("message.max.bytes",),
-                                  "Implemented: a larger batch gets MESSAGE_TOO_LARGE."),
-    "index.interval.bytes": TopicKey("index_interval_bytes", _int(0), "int", ("log.index.interval.bytes",),
-                                     "Implemented."),
-    "delete.retention.ms": TopicKey("delete_retention_ms", _long(0), "long", ("log.cleaner.delete.retention.ms",),
-                                    "Implemented (measured from the tombstone's timestamp)."),
-    "min.compaction.lag.ms": TopicKey("min_compaction_lag_ms", _long(0), "long",
-                                      ("log.cleaner.min.compaction.lag.ms",), "Implemented."),
-    "max.compaction.lag.ms": TopicKey("max_compaction_lag_ms", _long(1), "long",
-                                      ("log.cleaner.max.compaction.lag.ms",),
-                                      "Accepted (validated against min.compaction.lag.ms), shown, ignored and logged "
-                                      "once", ignored="the cleaner compacts by min.cleanable.dirty.ratio alone"),
-    "file.delete.delay.ms": TopicKey("file_delete_delay_ms", _long(0), "long", ("log.segment.delete.delay.ms",),
-                                     "Implemented."),
-    "min.cleanable.dirty.ratio": TopicKey("min_cleanable_dirty_ratio",
-                                          lambda k, v: parse_float(k, v, 0.0, 1.0), "double",
-                                          ("log.cleaner.min.cleanable.ratio",), "Implemented."),
-    "cleanup.policy": TopicKey("cleanup_policy", lambda k, v: parse_cleanup_policy(k, v), "list",
-                               ("log.cleanup.policy",),
-                               "Implemented; on a compacted topic a record without a key fails its batch "
-                               "with INVALID_RECORD."),
-    "unclean.leader.election.enable": TopicKey("unclean_leader_election_enable", lambda k, v: parse_bool(k, v),
-                                               "boolean", ("unclean.leader.election.enable",), "Implemented."),
-    "min.insync.replicas": TopicKey("min_insync_replicas", _int(1), "int", ("min.insync.replicas",),
-                                    "Implemented."),
-    "compression.type": TopicKey("compression_type", lambda k, v: parse_choice(k, v, COMPRESSION_TYPES), "string",
-                                 ("compression.type",), "Implemented: batches in another codec are recompressed."),
-    "compression.gzip.level": TopicKey("compression_gzip_level", parse_compression_level("gzip"), "int",
-                                       ("compression.gzip.level",),
-                                       "Implemented: the level of batches strom recompresses to gzip."),
-    "compression.lz4.level": TopicKey("compression_lz4_level", parse_compression_level("lz4"), "int",
-                                      ("compression.lz4.level",),
-                                       "Implemented: the level of batches strom recompresses to lz4."),
-    "compression.zstd.level": TopicKey("compression_zstd_level", parse_compression_level("zstd"), "int",
-                                       ("compression.zstd.level",),
-                                       "Implemented: the level of batches strom recompresses to zstd."),
-    "preallocate": TopicKey("preallocate", lambda k, v: parse_bool(k, v), "boolean", ("log.preallocate",),
-                            "Accepted, shown, ignored and logged once",
-                            ignored="segment files grow as they are written (their indexes are preallocated)"),
+    "retention.ms": TopicKey(
+        "retention_ms",
+        _long(-1),
+        "long",
+        ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+        "Implemented.",
+    ),
+    "max.message.bytes": TopicKey(
+        "max_message_bytes",
+        _int(0),
+        "int",
+        ("message.max.bytes",),
+        "Implemented: a larger batch gets MESSAGE_TOO_LARGE.",
+    ),
+    "index.interval.bytes": TopicKey(
+        "index_interval_bytes", _int(0), "int", ("log.index.interval.bytes",), "Implemented."
+    ),
+    "delete.retention.ms": TopicKey(
+        "delete_retention_ms",
+        _long(0),
+        "long",
+        ("log.cleaner.delete.retention.ms",),
+        "Implemented (measured from the tombstone's timestamp).",
+    ),
+    "min.compaction.lag.ms": TopicKey(
+        "min_compaction_lag_ms", _long(0), "long", ("log.cleaner.min.compaction.lag.ms",), "Implemented."
+    ),
+    "max.compaction.lag.ms": TopicKey(
+        "max_compaction_lag_ms",
+        _long(1),
+        "long",
+        ("log.cleaner.max.compaction.lag.ms",),
+        "Accepted (validated against min.compaction.lag.ms), shown, ignored and logged once",
+        ignored="the cleaner compacts by min.cleanable.dirty.ratio alone",
+    ),
+    "file.delete.delay.ms": TopicKey(
+        "file_delete_delay_ms", _long(0), "long", ("log.segment.delete.delay.ms",), "Implemented."
+    ),
+    "min.cleanable.dirty.ratio": TopicKey(
+        "min_cleanable_dirty_ratio",
+        lambda k, v: parse_float(k, v, 0.0, 1.0),
+        "double",
+        ("log.cleaner.min.cleanable.ratio",),
+        "Implemented.",
+    ),
+    "cleanup.policy": TopicKey(
+        "cleanup_policy",
+        lambda k, v: parse_cleanup_policy(k, v),
+        "list",
+        ("log.cleanup.policy",),
+        "Implemented; on a compacted topic a record without a key fails its batch with INVALID_RECORD.",
+    ),
+    "unclean.leader.election.enable": TopicKey(
+        "unclean_leader_election_enable",
+        lambda k, v: parse_bool(k, v),
+        "boolean",
+        ("unclean.leader.election.enable",),
+        "Implemented.",
+    ),
+    "min.insync.replicas": TopicKey("min_insync_replicas", _int(1), "int", ("min.insync.replicas",), "Implemented."),
+    "compression.type": TopicKey(
+        "compression_type",
+        lambda k, v: parse_choice(k, v, COMPRESSION_TYPES),
+        "string",
+        ("compression.type",),
+        "Implemented: batches in another codec are recompressed.",
+    ),
+    "compression.gzip.level": TopicKey(
+        "compression_gzip_level",
+        parse_compression_level("gzip"),
+        "int",
+        ("compression.gzip.level",),
+        "Implemented: the level of batches strom recompresses to gzip.",
+    ),
+    "compression.lz4.level": TopicKey(
+        "compression_lz4_level",
+        parse_compression_level("lz4"),
+        "int",
+        ("compression.lz4.level",),
+        "Implemented: the level of batches strom recompresses to lz4.",
+    ),
+    "compression.zstd.level": TopicKey(
+        "compression_zstd_level",
+        parse_compression_level("zstd"),
+        "int",
+        ("compression.zstd.level",),
+        "Implemented: the level of batches strom recompresses to zstd.",
+    ),
+    "preallocate": TopicKey(
+        "preallocate",
+        lambda k, v: parse_bool(k, v),
+        "boolean",
+        ("log.preallocate",),
+        "Accepted, shown, ignored and logged once",
+        ignored="segment files grow as they are written (their indexes are preallocated)",
+    ),
     "message.format.version": TopicKey(
-        "message_format_version", parse_metadata_version, "string", ("log.message.format.version",),
+        "message_format_version",
+        parse_metadata_version,
+        "string",
+        ("log.message.format.version",),
         "Deprecated in Kafka 3; accepted (any Kafka version string), shown, ignored and logged once.",
-        ignored=("strom writes only record batches (magic 2), as Kafka 3 does with "
-                 "inter.broker.protocol.version >= 3.0")),
-    "message.timestamp.type": TopicKey("message_timestamp_type", lambda k, v: parse_choice(k, v, TIMESTAMP_TYPES),
-                                       "string", ("log.message.timestamp.type",), "Implemented."),
+        ignored=(
+            "strom writes only record batches (magic 2), as Kafka 3 does with inter.broker.protocol.version >= 3.0"
+        ),
+    ),
+    "message.timestamp.type": TopicKey(
+        "message_timestamp_type",
+        lambda k, v: parse_choice(k, v, TIMESTAMP_TYPES),
+        "string",
+        ("log.message.timestamp.type",),
+        "Implemented.",
+    ),
     "message.timestamp.difference.max.ms": TopicKey(
-        "message_timestamp_difference_max_ms", _long(0), "long", ("log.message.timestamp.difference.max.ms",),
+        "message_timestamp_difference_max_ms",
+        _long(0),
+        "long",
+        ("log.message.timestamp.difference.max.ms",),
         "Deprecated in Kafka 3.6; implemented as Kafka 3.9 does: the bound on both sides where "
-        "message.timestamp.before.max.ms / after.max.ms are left at their default."),
+        "message.timestamp.before.max.ms / after.max.ms are left at their default.",
+    ),
     "message.timestamp.before.max.ms": TopicKey(
-        "message_timestamp_before_max_ms", _long(0), "long", ("log.message.timestamp.before.max.ms",),
-        "Implemented (CreateTime topics): an older record fails its batch with INVALID_TIMESTAMP."),
+        "message_timestamp_before_max_ms",
+        _long(0),
+        "long",
+        ("log.message.timestamp.before.max.ms",),
+        "Implemented (CreateTime topics): an older record fails its batch with INVALID_TIMESTAMP.",
+    ),
     "message.timestamp.after.max.ms": TopicKey(
-        "message_timestamp_after_max_ms", _long(0), "long", ("log.message.timestamp.after.max.ms",),
-        "Implemented (CreateTime topics): a record from further in the future fails its batch with "
-        "INVALID_TIMESTAMP."),
+        "message_timestamp_after_max_ms",
+        _long(0),
+        "long",
+        ("log.message.timestamp.after.max.ms",),
+        "Implemented (CreateTime topics): a record from further in the future fails its batch with INVALID_TIMESTAMP.",
+    ),
     "leader.replication.throttled.replicas": TopicKey(
-        "leader_replication_throttled_replicas", parse_throttled_replicas, "list", (),
+        "leader_replication_throttled_replicas",
+        parse_throttled_replicas,
+        "list",
+        (),
         "Implemented: a listed leader sends an out-of-sync follower at most `leader.replication.throttled.rate` "
-        "bytes/s (a dynamic broker config)."),
+        "bytes/s (a dynamic broker config).",
+    ),
     "follower.replication.throttled.replicas": TopicKey(
-        "follower_replication_throttled_replicas", parse_throttled_replicas, "list", (),
+        "follower_replication_throttled_replicas",
+        parse_throttled_replicas,
+        "list",
+        (),
         "Implemented: a listed out-of-sync follower fetches at most `follower.replication.throttled.rate` "
-        "bytes/s (a dynamic broker config)."),
+        "bytes/s (a dynamic broker config).",
+    ),
     "message.downconversion.enable": TopicKey(
-        "message_downconversion_enable", lambda k, v: parse_bool(k, v), "boolean",
+        "message_downconversion_enable",
+        lambda k, v: parse_bool(k, v),
+        "boolean",
         ("log.message.downconversion.enable",),
-        "Deprecated in Kafka 3; accepted, shown, ignored and logged once.", ignored=_NO_DOWNCONVERSION),
+        "Deprecated in Kafka 3; accepted, shown, ignored and logged once.",
+        ignored=_NO_DOWNCONVERSION,
+    ),
     "remote.storage.enable": TopicKey(
-        "remote_storage_enable", parse_remote_storage_enable, "boolean", (),
+        "remote_storage_enable",
+        parse_remote_storage_enable,
+        "boolean",
+        (),
         "Refused when `true` with INVALID_CONFIG, as Kafka refuses it with tiered storage disabled "
-        "(strom has none); `false` is accepted.", refused=("true",)),
-    "local.retention.ms": TopicKey("local_retention_ms", _long(-2), "long", ("log.local.retention.ms",),
-                                   "Accepted, shown, ignored and logged once.", ignored=_NO_TIERED_STORAGE),
-    "local.retention.bytes": TopicKey("local_retention_bytes", _long(-2), "long", ("log.local.retention.bytes",),
-                                      "Accepted, shown, ignored and logged once.", ignored=_NO_TIERED_STORAGE),
-    "remote.log.copy.disable": TopicKey("remote_log_copy_disable", lambda k, v: parse_bool(k, v), "boolean", (),
-                                        "Accepted, shown, ignored and logged once.", ignored=_NO_TIERED_STORAGE),
-    "remote.log.delete.on.disable": TopicKey("remote_log_delete_on_disable", lambda k, v: parse_bool(k, v),
-                                             "boolean", (), "Accepted, shown, ignored and logged once.",
-                                             ignored=_NO_TIERED_STORAGE),
+        "(strom has none); `false` is accepted.",
+        refused=("true",),
+    ),
+    "local.retention.ms": TopicKey(
+        "local_retention_ms",
+        _long(-2),
+        "long",
+        ("log.local.retention.ms",),
+        "Accepted, shown, ignored and logged once.",
+        ignored=_NO_TIERED_STORAGE,
+    ),
+    "local.retention.bytes": TopicKey(
+        "local_retention_bytes",
+        _long(-2),
+        "long",
+        ("log.local.retention.bytes",),
+        "Accepted, shown, ignored and logged once.",
+        ignored=_NO_TIERED_STORAGE,
+    ),
+    "remote.log.copy.disable": TopicKey(
+        "remote_log_copy_disable",
+        lambda k, v: parse_bool(k, v),
+        "boolean",
+        (),
+        "Accepted, shown, ignored and logged once.",
+        ignored=_NO_TIERED_STORAGE,
+    ),
+    "remote.log.delete.on.disable": TopicKey(
+        "remote_log_delete_on_disable",
+        lambda k, v: parse_bool(k, v),
+        "boolean",
+        (),
+        "Accepted, shown, ignored and logged once.",
+        ignored=_NO_TIERED_STORAGE,
+    ),
 }
 
 _warned: set[tuple[str, str]] = set()
@@ -355,14 +508,19 @@ class LogConfig:
     @cached_property
     def record_checks(self) -> bool:
         """Whether every record of every batch must be read: compaction needs keys, bounds need timestamps."""
-        return self.compact or (self.message_timestamp_type == "CreateTime" and (
-            self.timestamp_before_max_ms < LONG_MAX or self.timestamp_after_max_ms < LONG_MAX))
+        return self.compact or (
+            self.message_timestamp_type == "CreateTime"
+            and (self.timestamp_before_max_ms < LONG_MAX or self.timestamp_after_max_ms < LONG_MAX)
+        )
 
     @property
     def compression_level(self) -> int | None:
         """The level of the topic's codec when strom recompresses (None: the codec has none)."""
-        return {"gzip": self.compression_gzip_level, "lz4": self.compression_lz4_level,
-                "zstd": self.compression_zstd_level}.get(self.compression_type)
+        return {
+            "gzip": self.compression_gzip_level,
+            "lz4": self.compression_lz4_level,
+            "zstd": self.compression_zstd_level,
+        }.get(self.compression_type)
 
     @staticmethod
     def topic_keys() -> tuple[str, ...]:
@@ -372,7 +530,7 @@ class LogConfig:
     def field_for_key(key: str) -> str:
         return TOPIC_KEYS[key].field
 
-    def with_overrides(self, overrides: Mapping[str, str]) -> "LogConfig":
+    def with_overrides(self, overrides: Mapping[str, str]) -> LogConfig:
         """Overlay topic-level overrides (Kafka key -> string value); unknown keys are errors."""
         changes: dict[str, Any] = {}
         for key, raw in overrides.items():
@@ -390,8 +548,11 @@ class LogConfig:
     def check(self) -> None:
         """Kafka's cross-key rule (LogConfig.validateValues)."""
         if self.min_compaction_lag_ms > self.max_compaction_lag_ms:
-            raise ConfigError("min.compaction.lag.ms", f"conflict topic config setting min.compaction.lag.ms "
-                              f"({self.min_compaction_lag_ms}) > max.compaction.lag.ms ({self.max_compaction_lag_ms})")
+            raise ConfigError(
+                "min.compaction.lag.ms",
+                f"conflict topic config setting min.compaction.lag.ms "
+                f"({self.min_compaction_lag_ms}) > max.compaction.lag.ms ({self.max_compaction_lag_ms})",
+            )
 
     def to_topic_configs(self) -> dict[str, str]:
         """The effective value of every topic key, as strings in Kafka's notation."""

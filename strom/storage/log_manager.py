@@ -4,6 +4,9 @@ Startup reads each log dir's checkpoints and clean-shutdown marker, opens every
 ``<topic>-<partition>`` directory (recovering after a crash) and removes the marker, so a crash
 from then on is detected next time. The scheduler runs retention, flushing, checkpointing and
 compaction on the broker's event loop; shutdown flushes, checkpoints and writes the marker.
+Compaction itself runs in ``log.cleaner.threads`` cleaner processes (processes, not threads:
+see strom.storage.cleaner): the event loop picks the dirtiest logs and takes each round's inputs,
+a cleaner process reads and writes the segments, and the event loop swaps the result in.
 
 A write that fails in a log dir (a full disk, an I/O error) takes that whole dir offline, as
 Kafka's LogDirFailureChannel does: its logs are never written or read again by this process
@@ -15,17 +18,22 @@ start recovers it from what is really on disk.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+import multiprocessing
 import os
 import shutil
+import threading
 import time
 import uuid
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
-from typing import Callable, Mapping
 
 from strom.protocol.errors import KafkaStorageError, ResourceExhaustedError
 from strom.resources import describe_exhaustion, exhaustion
-from strom.storage import cleaner
+from strom.storage import cleaner, cleaner_process
 from strom.storage.checkpoint import (
     CLEANER_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
@@ -72,6 +80,7 @@ class LogManager:
         intervals: SchedulerIntervals = SchedulerIntervals(),
         topic_overrides: Callable[[str], Mapping[str, str]] = lambda topic: {},
         clock: Callable[[], float] = time.time,
+        cleaner_settings: cleaner.CleanerSettings = cleaner.DEFAULT_SETTINGS,
     ):
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
         self.default_config = default_config
@@ -90,6 +99,12 @@ class LogManager:
         # called with the log dir, on the thread that saw the failure, once per dir
         self.failure_listeners: list[Callable[[str], None]] = []
         self._cleaner_offsets: dict[TopicPartition, int] = {}
+        self.cleaner_settings = cleaner_settings
+        self._cleaner_stopped = False
+        self._cleaner_pool: ProcessPoolExecutor | None = None
+        self._cleaner_pool_stop: object | None = None  # the pool's multiprocessing Event
+        self._cleaning: dict[TopicPartition, Log] = {}  # rounds in a cleaner process now
+        self._checkpoint_lock = threading.Lock()  # cleaner checkpoints written off the event loop
         self.had_clean_shutdown = True
 
     # -- startup -----------------------------------------------------------------------------------
@@ -107,7 +122,8 @@ class LogManager:
         os.makedirs(log_dir, exist_ok=True)
         # New only without partitions too: a lost meta.properties says nothing of how the broker stopped.
         fresh = not os.path.exists(os.path.join(log_dir, META_PROPERTIES)) and not any(
-            parse_partition_dir(name) for name in os.listdir(log_dir) if os.path.isdir(os.path.join(log_dir, name)))
+            parse_partition_dir(name) for name in os.listdir(log_dir) if os.path.isdir(os.path.join(log_dir, name))
+        )
         self._check_meta_properties(log_dir)
         marker = os.path.join(log_dir, CLEAN_SHUTDOWN_FILE)
         clean = fresh or os.path.exists(marker)
@@ -162,7 +178,8 @@ class LogManager:
                 # Which broker owns the dir cannot be told, and guessing could mix two brokers' data.
                 raise LogDirError(
                     f"log dir {log_dir}: {META_PROPERTIES} is damaged ({exc}); if this directory belongs to "
-                    f"broker.id={self.broker_id}, delete {path} and start again") from None
+                    f"broker.id={self.broker_id}, delete {path} and start again"
+                ) from None
             if found is not None and int(found) != self.broker_id:
                 raise LogDirError(
                     f"log dir {log_dir} belongs to broker.id={found}, not broker.id={self.broker_id} (meta.properties)"
@@ -196,9 +213,14 @@ class LogManager:
         except OSError:
             pass
         doomed = [tp for tp, d in self._log_dir_of.items() if d == log_dir]
-        log.error("log dir %s is offline: %s failed: %s; its %d partitions are no longer served by this broker "
-                  "(free space or replace the disk, then restart the broker)", log_dir, doing,
-                  exc.strerror or exc, len(doomed))
+        log.error(
+            "log dir %s is offline: %s failed: %s; its %d partitions are no longer served by this broker "
+            "(free space or replace the disk, then restart the broker)",
+            log_dir,
+            doing,
+            exc.strerror or exc,
+            len(doomed),
+        )
         for tp in doomed:
             for segment in self.logs[tp].segments:
                 segment.discard_pending()
@@ -214,12 +236,13 @@ class LogManager:
             return ResourceExhaustedError(message)
         if log_dir is not None:
             self.fail_dir(log_dir, exc, f"{doing} {tp[0]}-{tp[1]}")
-        return KafkaStorageError(f"{doing} {tp[0]}-{tp[1]} failed: {exc.strerror or exc}; "
-                                 f"its log dir {log_dir} is offline")
+        return KafkaStorageError(
+            f"{doing} {tp[0]}-{tp[1]} failed: {exc.strerror or exc}; its log dir {log_dir} is offline"
+        )
 
     def _online_logs(self) -> list[tuple[TopicPartition, Log]]:
         offline = self.offline_dirs
-        return [(tp, l) for tp, l in self.logs.items() if not offline or self._log_dir_of[tp] not in offline]
+        return [(tp, log_) for tp, log_ in self.logs.items() if not offline or self._log_dir_of[tp] not in offline]
 
     # -- logs --------------------------------------------------------------------------------------
     def config_for(self, topic: str) -> LogConfig:
@@ -235,8 +258,9 @@ class LogManager:
         if self.offline_dirs:
             # Kafka's rule: the replica's log may be in the failed dir, and a fresh empty one
             # elsewhere would pass for it
-            raise KafkaStorageError(f"cannot create the log of {tp[0]}-{tp[1]}: log dirs "
-                                    f"{', '.join(sorted(self.offline_dirs))} are offline")
+            raise KafkaStorageError(
+                f"cannot create the log of {tp[0]}-{tp[1]}: log dirs {', '.join(sorted(self.offline_dirs))} are offline"
+            )
         log_dir = min(self.log_dirs, key=lambda d: sum(1 for v in self._log_dir_of.values() if v == d))
         path = os.path.join(log_dir, f"{tp[0]}-{tp[1]}")
         existed = os.path.exists(path)
@@ -324,27 +348,185 @@ class LogManager:
             if flush_ms < 2**62 and now - partition_log._last_flush_ms >= flush_ms:
                 self._guarded(tp, partition_log.flush, "flushing")
 
-    def clean_logs(self) -> int:
-        """Compact every log whose dirty ratio passed min.cleanable.dirty.ratio; returns logs cleaned."""
-        cleaned = 0
+    def clean_logs(self, skip: TopicPartition | None = None) -> int:
+        """Start a round in a free cleaner process for each of the dirtiest compacted logs whose dirty
+        ratio reached min.cleanable.dirty.ratio; returns the rounds started (or, without a running
+        event loop, done on this thread)."""
+        threads = self.cleaner_settings.threads
+        if threads <= 0 or self._cleaner_stopped:
+            return 0
+        try:
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        candidates = []
         for tp, partition_log in self._online_logs():
-            if not partition_log.config.compact:
+            if not partition_log.config.compact or tp in self._cleaning or tp == skip:
                 continue
             first_dirty = max(self._cleaner_offsets.get(tp, 0), partition_log.log_start_offset)
             try:
-                if cleaner.dirty_ratio(partition_log, first_dirty) < partition_log.config.min_cleanable_dirty_ratio:
-                    continue
-                result = cleaner.clean_log(partition_log, first_dirty)
+                ratio = cleaner.dirty_ratio(partition_log, first_dirty)
+            except OSError as exc:
+                self.storage_error(tp, exc, "compacting")
+                continue
+            if ratio >= partition_log.config.min_cleanable_dirty_ratio:
+                candidates.append((ratio, tp, partition_log, first_dirty))
+        candidates.sort(key=lambda c: c[0], reverse=True)  # Kafka cleans the filthiest log first
+        started = 0
+        for _, tp, partition_log, first_dirty in candidates:
+            if loop is not None and len(self._cleaning) >= threads:
+                break
+            try:
+                plan = cleaner.plan_cleaning(partition_log, first_dirty, self.cleaner_settings)
             except OSError as exc:
                 self.storage_error(tp, exc, "compacting")
                 continue
             except KafkaStorageError:
                 continue  # a segment reported it
-            self._cleaner_offsets[tp] = result.first_dirty_offset
-            cleaned += 1
-        if cleaned:
-            self._write_checkpoint(CLEANER_CHECKPOINT, lambda tp, l: self._cleaner_offsets.get(tp))
-        return cleaned
+            if plan is None:
+                continue
+            started += 1
+            if loop is None:
+                try:
+                    self._finish_cleaning(tp, partition_log, plan, None, cleaner.run_cleaning(plan.job), None)
+                except Exception as exc:  # noqa: BLE001 - judged as the cleaner process's errors are
+                    self._finish_cleaning(tp, partition_log, plan, None, None, exc)
+                continue
+            sources = plan.job.sources
+            log.info(
+                "cleaning %s from offset %d in a cleaner process: %d segments, %d bytes",
+                partition_log.directory,
+                first_dirty,
+                len(sources),
+                sum(source.size for source in sources),
+            )
+            try:
+                future = self._pool().submit(cleaner.worker_clean, plan.job)
+            except RuntimeError as exc:  # a broken pool (a cleaner process died): the next pass makes a new one
+                log.error("could not start cleaning %s: %s", partition_log.directory, exc)
+                self._cleaner_pool = None
+                continue
+            self._cleaning[tp] = partition_log
+            # The future completes on the pool's thread; the swap is done on the event loop, the only
+            # place that changes a log's segment list.
+            future.add_done_callback(functools.partial(self._cleaning_done, loop, tp, partition_log, plan))
+        return started
+
+    def _pool(self) -> ProcessPoolExecutor:
+        if self._cleaner_pool is None:
+            settings = self.cleaner_settings
+            context = multiprocessing.get_context("spawn")  # never fork a process that runs an event loop
+            stop = context.Event()
+            self._cleaner_pool_stop = stop
+            init: Callable[..., None] = cleaner_process.init
+            self._cleaner_pool = ProcessPoolExecutor(
+                settings.threads,
+                mp_context=context,
+                initializer=init,
+                initargs=(stop, settings.io_max_bytes_per_second / settings.threads),
+            )
+        return self._cleaner_pool
+
+    def _cleaning_done(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        tp: TopicPartition,
+        partition_log: Log,
+        plan: cleaner.CleanPlan,
+        done: Future[cleaner.CleanOutcome],
+    ) -> None:
+        """On the pool's thread: hand the result to the event loop, which does the swap."""
+        try:
+            loop.call_soon_threadsafe(self._finish_cleaning, tp, partition_log, plan, done, None, None)
+        except RuntimeError:  # the loop is closed (the broker stopped): the next start removes .cleaned files
+            pass
+
+    def _finish_cleaning(
+        self,
+        tp: TopicPartition,
+        partition_log: Log,
+        plan: cleaner.CleanPlan,
+        done: Future[cleaner.CleanOutcome] | None,
+        outcome: cleaner.CleanOutcome | None,
+        error: BaseException | None,
+    ) -> None:
+        self._cleaning.pop(tp, None)
+        if done is not None:
+            if done.cancelled():
+                return
+            error = done.exception()
+            if error is None:
+                outcome = done.result()
+        current = self.logs.get(tp) is partition_log and self._log_dir_of.get(tp) not in self.offline_dirs
+        if error is not None or outcome is None:
+            cause = cleaner.storage_cause(error) if error is not None else None
+            if isinstance(error, cleaner.CleaningAborted):
+                log.info("cleaning of %s stopped: %s", partition_log.directory, error)
+            elif cause is not None and current:
+                self.storage_error(tp, cause, "compacting")
+            elif cause is None and current:
+                log.error("cleaning of %s failed: %s", partition_log.directory, error)
+                if isinstance(error, BrokenProcessPool):
+                    self._cleaner_pool = None  # a cleaner process died; the next pass starts a new pool
+            return
+        if not current or self._cleaner_stopped:
+            outcome.discard()  # deleted, offline or shutting down: what it replaces is no longer served
+            return
+        try:
+            result = cleaner.install(partition_log, plan, outcome)
+        except OSError as exc:
+            self.storage_error(tp, exc, "compacting")
+            return
+        except KafkaStorageError:
+            return  # a segment reported it
+        if result is None:
+            return
+        self._cleaner_offsets[tp] = result.first_dirty_offset
+        if self._cleaner_pool is None:
+            self._write_checkpoint(CLEANER_CHECKPOINT, lambda tp, _log: self._cleaner_offsets.get(tp))
+        else:  # fsyncs, off the event loop (Kafka's cleaner thread writes it too)
+            self._write_cleaner_checkpoint_off_loop()
+        if self._cleaner_pool is not None:
+            self.clean_logs(skip=tp)  # as Kafka's threads, go straight on to the next dirty log
+
+    def _write_cleaner_checkpoint_off_loop(self) -> None:
+        """The offsets are taken here, on the event loop; the files are written on a thread, one
+        write at a time, and a failure takes the dir offline on the event loop."""
+        loop = asyncio.get_running_loop()
+        files = {}
+        for log_dir in self.log_dirs:
+            if log_dir not in self.offline_dirs:
+                files[os.path.join(log_dir, CLEANER_CHECKPOINT)] = (
+                    log_dir,
+                    {tp: offset for tp, offset in self._cleaner_offsets.items() if self._log_dir_of.get(tp) == log_dir},
+                )
+
+        def write() -> None:
+            with self._checkpoint_lock:
+                for path, (log_dir, offsets) in files.items():
+                    try:
+                        OffsetCheckpointFile(path).write(offsets)
+                    except OSError as exc:
+                        self._call_soon(loop, self.fail_dir, log_dir, exc, f"writing {path}")
+
+        loop.run_in_executor(None, write)
+
+    @staticmethod
+    def _call_soon(loop: asyncio.AbstractEventLoop, callback: Callable[..., None], *args: object) -> None:
+        try:
+            loop.call_soon_threadsafe(callback, *args)
+        except RuntimeError:
+            pass  # the loop is closed: the broker stopped
+
+    def stop_cleaner(self) -> None:
+        """Stop the cleaner processes at their next batch and wait for them; their rounds are dropped
+        (a round's own .cleaned files are removed by it, or else by the next start)."""
+        self._cleaner_stopped = True
+        pool, self._cleaner_pool = self._cleaner_pool, None
+        if pool is not None:
+            self._cleaner_pool_stop.set()  # type: ignore[union-attr]
+            pool.shutdown(wait=True, cancel_futures=True)
+        self._cleaning.clear()
 
     def _write_checkpoint(self, name: str, value: Callable[[TopicPartition, Log], int | None]) -> None:
         for log_dir in self.log_dirs:
@@ -363,13 +545,13 @@ class LogManager:
                 self.fail_dir(log_dir, exc, f"writing {path}")
 
     def checkpoint_recovery_points(self) -> None:
-        self._write_checkpoint(RECOVERY_POINT_CHECKPOINT, lambda tp, l: l.recovery_point)
+        self._write_checkpoint(RECOVERY_POINT_CHECKPOINT, lambda tp, log_: log_.recovery_point)
 
     def checkpoint_log_start_offsets(self) -> None:
-        self._write_checkpoint(LOG_START_OFFSET_CHECKPOINT, lambda tp, l: l.log_start_offset)
+        self._write_checkpoint(LOG_START_OFFSET_CHECKPOINT, lambda tp, log_: log_.log_start_offset)
 
     def checkpoint_high_watermarks(self) -> None:
-        self._write_checkpoint(REPLICATION_CHECKPOINT, lambda tp, l: l.high_watermark)
+        self._write_checkpoint(REPLICATION_CHECKPOINT, lambda tp, log_: log_.high_watermark)
 
     def checkpoint_all(self) -> None:
         self.checkpoint_recovery_points()
@@ -385,6 +567,13 @@ class LogManager:
         ]
         if self.intervals.cleaner_enabled:
             tasks.append((self.intervals.cleaner_backoff_ms, self.clean_logs))
+            self._cleaner_stopped = False
+        try:
+            await self._run_tasks(tasks, stop)
+        finally:
+            self.stop_cleaner()
+
+    async def _run_tasks(self, tasks: list[tuple[int, Callable[[], int | None]]], stop: asyncio.Event) -> None:
         now = time.monotonic()
         next_run = [now + interval / 1000 for interval, _ in tasks]
         while not stop.is_set():
@@ -392,7 +581,7 @@ class LogManager:
             try:
                 await asyncio.wait_for(stop.wait(), timeout=wait)
                 return
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             now = time.monotonic()
             for i, (interval, task) in enumerate(tasks):
@@ -410,6 +599,7 @@ class LogManager:
         An offline dir is left as a crash leaves it (no flush, no checkpoint, no marker), and so
         is a dir whose flush fails now: the next start recovers both from their files.
         """
+        self.stop_cleaner()
         for tp, partition_log in self.logs.items():
             if self._log_dir_of[tp] in self.offline_dirs:
                 for segment in partition_log.segments:
@@ -430,10 +620,15 @@ class LogManager:
                 with open(os.path.join(log_dir, CLEAN_SHUTDOWN_FILE), "w"):
                     pass
             except OSError as exc:
-                log.error("could not write the clean-shutdown marker in %s (%s): the next start recovers it",
-                          log_dir, exc.strerror or exc)
+                log.error(
+                    "could not write the clean-shutdown marker in %s (%s): the next start recovers it",
+                    log_dir,
+                    exc.strerror or exc,
+                )
         if self._spare_fd >= 0:
             os.close(self._spare_fd)
             self._spare_fd = -1
-        log.info("log manager shut down%s", " cleanly" if not self.offline_dirs else
-                 f"; offline log dirs: {', '.join(sorted(self.offline_dirs))}")
+        log.info(
+            "log manager shut down%s",
+            " cleanly" if not self.offline_dirs else f"; offline log dirs: {', '.join(sorted(self.offline_dirs))}",
+        )

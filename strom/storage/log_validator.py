@@ -55,8 +55,9 @@ def needs_record_walk(config: LogConfig, headers: list[BatchHeader]) -> bool:
     return False
 
 
-def validate_records(buf: ByteSource, headers: list[BatchHeader], config: LogConfig, topic_partition: str,
-                     now_ms: int) -> tuple[bytearray | None, list[BatchHeader]]:
+def validate_records(
+    buf: ByteSource, headers: list[BatchHeader], config: LogConfig, topic_partition: str, now_ms: int
+) -> tuple[bytearray | None, list[BatchHeader]]:
     """Check the records of a producer's batches; returns (rebuilt record set or None, its headers).
 
     Raises RecordValidationError naming the failed records of the first batch that has any,
@@ -92,11 +93,14 @@ def _validate_batch(buf: ByteSource, header: BatchHeader, config: LogConfig, top
             # gigabytes, and the bound stops the decompressor before it allocates them.
             payload = batch_records_payload(buf, header, config.max_message_bytes)
         except DecompressedTooLargeError as exc:
-            raise RecordTooLargeError(f"record batch at offset {header.base_offset} of {topic_partition} expands "
-                                      f"past max.message.bytes ({config.max_message_bytes}): {exc}") from None
+            raise RecordTooLargeError(
+                f"record batch at offset {header.base_offset} of {topic_partition} expands "
+                f"past max.message.bytes ({config.max_message_bytes}): {exc}"
+            ) from None
         except CompressionError as exc:
-            raise CorruptRecordError(f"record batch at offset {header.base_offset} of {topic_partition} "
-                                     f"cannot be decompressed: {exc}") from None
+            raise CorruptRecordError(
+                f"record batch at offset {header.base_offset} of {topic_partition} cannot be decompressed: {exc}"
+            ) from None
         start, end = 0, len(payload)
         if not read_all:
             return first_offset_gap(payload, start, end, header.records_count) >= 0
@@ -112,21 +116,32 @@ def _validate_batch(buf: ByteSource, header: BatchHeader, config: LogConfig, top
     before, after = config.timestamp_before_max_ms, config.timestamp_after_max_ms
     for index, record in enumerate(summaries):
         if compact and record.key_length < 0:
-            errors.append((index, "Compacted topic cannot accept message without key in topic partition "
-                                  f"{topic_partition}"))
+            errors.append(
+                (index, f"Compacted topic cannot accept message without key in topic partition {topic_partition}")
+            )
             continue
         timestamp = header.max_timestamp if log_append_time else header.base_timestamp + record.timestamp_delta
         if create_time and timestamp != -1:
             if now_ms - timestamp > before or timestamp - now_ms > after:
                 timestamp_errors = True
-                errors.append((index, f"Timestamp {timestamp} of message with offset "
-                                      f"{header.base_offset + record.offset_delta} is out of range. The timestamp "
-                                      f"should be within [{_java_long(now_ms - before)}, "
-                                      f"{_java_long(now_ms + after)}]"))
+                errors.append(
+                    (
+                        index,
+                        f"Timestamp {timestamp} of message with offset "
+                        f"{header.base_offset + record.offset_delta} is out of range. The timestamp "
+                        f"should be within [{_java_long(now_ms - before)}, "
+                        f"{_java_long(now_ms + after)}]",
+                    )
+                )
         elif log_append_time:
             timestamp_errors = True
-            errors.append((index, f"Invalid timestamp type in message {_describe(buf, header, index)}. "
-                                  "Producer should not set timestamp type to LogAppendTime."))
+            errors.append(
+                (
+                    index,
+                    f"Invalid timestamp type in message {_describe(buf, header, index)}. "
+                    "Producer should not set timestamp type to LogAppendTime.",
+                )
+            )
     if errors:
         raise _rejection(errors, timestamp_errors)
     if header.compression:
@@ -137,19 +152,26 @@ def _validate_batch(buf: ByteSource, header: BatchHeader, config: LogConfig, top
 def _rejection(errors: list[tuple[int, str | None]], timestamp_errors: bool) -> RecordValidationError:
     """Kafka's RecordValidationException: its message becomes the partition's error_message."""
     if timestamp_errors:
-        return RecordValidationError("One or more records have been rejected due to invalid timestamp",
-                                     errors, error_code=ErrorCode.INVALID_TIMESTAMP)
+        return RecordValidationError(
+            "One or more records have been rejected due to invalid timestamp",
+            errors,
+            error_code=ErrorCode.INVALID_TIMESTAMP,
+        )
     shown = ", ".join(f"RecordError(batchIndex={index}, message='{message}')" for index, message in errors[:3])
     return RecordValidationError(
         f"One or more records have been rejected due to {len(errors)} record errors in total, and only "
-        f"showing the first three errors at most: [{shown}]", errors)
+        f"showing the first three errors at most: [{shown}]",
+        errors,
+    )
 
 
 def _describe(buf: ByteSource, header: BatchHeader, index: int) -> str:
     """Kafka's DefaultRecord.toString, for the rare message that quotes a record."""
     record = decode_batch_records(buf, header)[index]
-    return (f"DefaultRecord(offset={record.offset}, timestamp={record.timestamp}, "
-            f"key={len(record.key or b'')} bytes, value={len(record.value or b'')} bytes)")
+    return (
+        f"DefaultRecord(offset={record.offset}, timestamp={record.timestamp}, "
+        f"key={len(record.key or b'')} bytes, value={len(record.value or b'')} bytes)"
+    )
 
 
 def _java_long(value: int) -> int:

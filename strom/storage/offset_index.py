@@ -33,9 +33,7 @@ class OffsetIndex(IndexFile):
         if not 0 <= relative < 2**32:
             raise CorruptIndexError(f"{self.path}: offset {offset} is out of range for base {self.base_offset}")
         if self.entries and offset <= self.last_offset:
-            raise CorruptIndexError(
-                f"{self.path}: append of offset {offset} <= last offset {self.last_offset}"
-            )
+            raise CorruptIndexError(f"{self.path}: append of offset {offset} <= last offset {self.last_offset}")
         self._append_entry(relative, position)
 
     def lookup(self, offset: int) -> tuple[int, int]:
@@ -69,7 +67,8 @@ class OffsetIndex(IndexFile):
             return
         first, last = self.entry(0), self.entry(self.entries - 1)
         if last[1] >= log_size:
-            raise CorruptIndexError(f"{self.path}: last entry points at position {last[1]}, past the end of the log "
-                                    f"({log_size} bytes)")
+            raise CorruptIndexError(
+                f"{self.path}: last entry points at position {last[1]}, past the end of the log ({log_size} bytes)"
+            )
         if first[0] > last[0] or first[1] > last[1]:
             raise CorruptIndexError(f"{self.path}: entries are out of order (first {first}, last {last})")

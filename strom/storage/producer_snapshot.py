@@ -49,8 +49,11 @@ def snapshot_path(directory: str, offset: int) -> str:
 
 def snapshot_offsets(directory: str) -> list[int]:
     """Offsets of the snapshot files in ``directory``, oldest first."""
-    return sorted(int(name[:20]) for name in os.listdir(directory)
-                  if name.endswith(SNAPSHOT_SUFFIX) and name[:20].isdigit() and len(name) == 20 + len(SNAPSHOT_SUFFIX))
+    return sorted(
+        int(name[:20])
+        for name in os.listdir(directory)
+        if name.endswith(SNAPSHOT_SUFFIX) and name[:20].isdigit() and len(name) == 20 + len(SNAPSHOT_SUFFIX)
+    )
 
 
 def write_snapshot(directory: str, offset: int, entries: list[SnapshotEntry]) -> None:

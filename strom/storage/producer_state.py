@@ -82,7 +82,8 @@ class ProducerStateManager:
         if header.base_sequence == NO_SEQUENCE:  # transactional offset commits: no sequence, but epochs
             if entry is not None and header.producer_epoch < entry.epoch:
                 raise InvalidProducerEpochError(
-                    f"producer {header.producer_id} epoch {header.producer_epoch} is older than {entry.epoch}")
+                    f"producer {header.producer_id} epoch {header.producer_epoch} is older than {entry.epoch}"
+                )
             return
         if entry is None:
             if header.base_sequence != 0:
@@ -114,8 +115,15 @@ class ProducerStateManager:
             return
         entry = self._entry_for(header)
         if header.base_sequence != NO_SEQUENCE and not header.is_control:
-            entry.batches.append(BatchMetadata(header.base_sequence, header.last_sequence, header.base_offset,
-                                               header.last_offset, header.max_timestamp))
+            entry.batches.append(
+                BatchMetadata(
+                    header.base_sequence,
+                    header.last_sequence,
+                    header.base_offset,
+                    header.last_offset,
+                    header.max_timestamp,
+                )
+            )
         entry.last_timestamp = max(entry.last_timestamp, header.max_timestamp)
         if header.is_transactional and not header.is_control and entry.current_txn_first_offset < 0:
             entry.current_txn_first_offset = header.base_offset
@@ -127,8 +135,11 @@ class ProducerStateManager:
         if entry is None:
             entry = self.producers[header.producer_id] = ProducerEntry(header.producer_epoch)
         elif header.producer_epoch != entry.epoch:
-            fresh = ProducerEntry(header.producer_epoch, coordinator_epoch=entry.coordinator_epoch,
-                                  current_txn_first_offset=entry.current_txn_first_offset)
+            fresh = ProducerEntry(
+                header.producer_epoch,
+                coordinator_epoch=entry.coordinator_epoch,
+                current_txn_first_offset=entry.current_txn_first_offset,
+            )
             entry = self.producers[header.producer_id] = fresh
         return entry
 
@@ -140,11 +151,13 @@ class ProducerStateManager:
             return
         if producer_epoch < entry.epoch:
             raise InvalidProducerEpochError(
-                f"marker for producer {producer_id} has epoch {producer_epoch}, older than {entry.epoch}")
+                f"marker for producer {producer_id} has epoch {producer_epoch}, older than {entry.epoch}"
+            )
         if coordinator_epoch < entry.coordinator_epoch:
             raise TransactionCoordinatorFencedError(
                 f"marker for producer {producer_id} comes from coordinator epoch {coordinator_epoch}, "
-                f"older than {entry.coordinator_epoch}")
+                f"older than {entry.coordinator_epoch}"
+            )
 
     def complete_txn(self, header: BatchHeader, commit: bool, coordinator_epoch: int) -> AbortedTxn | None:
         """Record a marker (offsets assigned). Returns the index entry when it aborted a transaction."""
@@ -183,10 +196,18 @@ class ProducerStateManager:
         entries = []
         for producer_id, entry in self.producers.items():
             last = entry.batches[-1] if entry.batches else None
-            entries.append(SnapshotEntry(
-                producer_id, entry.epoch, last.last_seq if last else NO_SEQUENCE, last.last_offset if last else -1,
-                last.last_offset - last.first_offset if last else 0, entry.last_timestamp, entry.coordinator_epoch,
-                entry.current_txn_first_offset))
+            entries.append(
+                SnapshotEntry(
+                    producer_id,
+                    entry.epoch,
+                    last.last_seq if last else NO_SEQUENCE,
+                    last.last_offset if last else -1,
+                    last.last_offset - last.first_offset if last else 0,
+                    entry.last_timestamp,
+                    entry.coordinator_epoch,
+                    entry.current_txn_first_offset,
+                )
+            )
         return entries
 
     def load_snapshot(self, entries: list[SnapshotEntry]) -> None:
@@ -194,12 +215,18 @@ class ProducerStateManager:
         self.truncate()
         for e in entries:
             entry = self.producers[e.producer_id] = ProducerEntry(
-                e.epoch, last_timestamp=e.timestamp, coordinator_epoch=e.coordinator_epoch,
-                current_txn_first_offset=e.current_txn_first_offset)
+                e.epoch,
+                last_timestamp=e.timestamp,
+                coordinator_epoch=e.coordinator_epoch,
+                current_txn_first_offset=e.current_txn_first_offset,
+            )
             if e.last_sequence != NO_SEQUENCE and e.last_offset >= 0:
                 first_seq = (e.last_sequence - e.offset_delta) % (INT32_MAX + 1)
-                entry.batches.append(BatchMetadata(first_seq, e.last_sequence, e.last_offset - e.offset_delta,
-                                                   e.last_offset, e.timestamp))
+                entry.batches.append(
+                    BatchMetadata(
+                        first_seq, e.last_sequence, e.last_offset - e.offset_delta, e.last_offset, e.timestamp
+                    )
+                )
             if e.current_txn_first_offset >= 0:
                 self.ongoing[e.producer_id] = e.current_txn_first_offset
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator, Literal, overload
+from typing import Literal, overload
 
 from strom.protocol.errors import CorruptRecordError, InvalidRecordError, KafkaStorageError
 from strom.protocol.records import (
@@ -189,8 +190,9 @@ class LogSegment:
         except (CorruptRecordError, InvalidRecordError) as exc:
             raise CorruptIndexError(f"{index.path}: last entry points at no batch: {exc}") from None
         if header.last_offset != offset:
-            raise CorruptIndexError(f"{index.path}: last entry says offset {offset}, its batch ends at "
-                                    f"{header.last_offset}")
+            raise CorruptIndexError(
+                f"{index.path}: last entry says offset {offset}, its batch ends at {header.last_offset}"
+            )
 
     def make_active(self) -> None:
         """Preallocate the indexes again: this segment takes appends now."""
@@ -275,8 +277,12 @@ class LogSegment:
         position = self.size
         total = len(buf)
         pending = self._pending
-        if defer and self.write_behind is not None and len(pending) + total <= MAX_PENDING_BYTES and (
-                pending or self.write_behind.defer(self)):
+        if (
+            defer
+            and self.write_behind is not None
+            and len(pending) + total <= MAX_PENDING_BYTES
+            and (pending or self.write_behind.defer(self))
+        ):
             pending += buf
         else:
             if pending:
@@ -315,14 +321,17 @@ class LogSegment:
 
     # -- reads -------------------------------------------------------------------------------------
     @overload
-    def iter_batches(self, start_position: int = 0, end_position: int | None = None, *,
-                     with_data: Literal[False] = False) -> Iterator[BatchHeader]: ...
+    def iter_batches(
+        self, start_position: int = 0, end_position: int | None = None, *, with_data: Literal[False] = False
+    ) -> Iterator[BatchHeader]: ...
     @overload
-    def iter_batches(self, start_position: int = 0, end_position: int | None = None, *,
-                     with_data: Literal[True]) -> Iterator[tuple[BatchHeader, memoryview]]: ...
+    def iter_batches(
+        self, start_position: int = 0, end_position: int | None = None, *, with_data: Literal[True]
+    ) -> Iterator[tuple[BatchHeader, memoryview]]: ...
 
-    def iter_batches(self, start_position: int = 0, end_position: int | None = None, *, with_data: bool = False
-                     ) -> Iterator[BatchHeader | tuple[BatchHeader, memoryview]]:
+    def iter_batches(
+        self, start_position: int = 0, end_position: int | None = None, *, with_data: bool = False
+    ) -> Iterator[BatchHeader | tuple[BatchHeader, memoryview]]:
         """Batches from ``start_position``, read in large chunks; stops at the first bad header.
 
         Yields headers with absolute file positions (and their bytes when ``with_data``). Callers
@@ -377,9 +386,14 @@ class LogSegment:
                     return candidate
                 # The CRC does not cover baseOffset: a batch whose offsets run past its successor's
                 # is damaged, and returning it would hide every offset up to its claimed end.
-                log.warning("%s: batch at position %d claims offsets %d..%d, beyond the next batch's %d; skipped",
-                            self.log_path, candidate.position, candidate.base_offset, candidate.last_offset,
-                            header.base_offset)
+                log.warning(
+                    "%s: batch at position %d claims offsets %d..%d, beyond the next batch's %d; skipped",
+                    self.log_path,
+                    candidate.position,
+                    candidate.base_offset,
+                    candidate.last_offset,
+                    header.base_offset,
+                )
                 candidate = None
             if header.last_offset >= offset:
                 if header.base_offset <= offset:
@@ -387,8 +401,9 @@ class LogSegment:
                 candidate = header  # the offset lies in a gap (compaction), or this batch is damaged
         return candidate
 
-    def read(self, start_offset: int, max_size: int, max_position: int | None = None,
-             min_one_message: bool = False) -> FileSlice | None:
+    def read(
+        self, start_offset: int, max_size: int, max_position: int | None = None, min_one_message: bool = False
+    ) -> FileSlice | None:
         """The bytes from the batch holding ``start_offset`` up to ``max_size``, as Kafka sends them.
 
         With ``min_one_message`` the first batch goes out whole even when larger than max_size,
@@ -445,8 +460,9 @@ class LogSegment:
                 if not self.can_index(header.last_offset) or header.base_offset < self.base_offset:
                     raise CorruptRecordError(f"batch offset {header.base_offset} does not belong in this segment")
                 if header.base_offset <= previous or header.last_offset < header.base_offset:
-                    raise CorruptRecordError(f"batch offsets {header.base_offset}..{header.last_offset} do not "
-                                             f"follow offset {previous}")
+                    raise CorruptRecordError(
+                        f"batch offsets {header.base_offset}..{header.last_offset} do not follow offset {previous}"
+                    )
             except (CorruptRecordError, InvalidRecordError, ValueError) as exc:
                 log.warning("damaged batch in %s at position %d: %s", self.log_path, position, exc)
                 return

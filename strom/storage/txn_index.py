@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import Iterable, NamedTuple
+from collections.abc import Iterable
+from typing import NamedTuple
 
 TXN_INDEX_SUFFIX = ".txnindex"
 _ENTRY = struct.Struct(">hqqqq")
@@ -64,8 +65,9 @@ class TransactionIndex:
 
     def append(self, entry: AbortedTxn) -> None:
         if self.entries and entry.last_offset <= self.entries[-1].last_offset:
-            raise ValueError(f"{self.path}: aborted txn ending at {entry.last_offset} is not after "
-                             f"{self.entries[-1].last_offset}")
+            raise ValueError(
+                f"{self.path}: aborted txn ending at {entry.last_offset} is not after {self.entries[-1].last_offset}"
+            )
         self.entries.append(entry)
         with open(self.path, "ab") as handle:
             handle.write(_ENTRY.pack(0, *entry))

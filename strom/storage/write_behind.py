@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from strom.protocol.errors import KafkaStorageError
 
@@ -41,7 +42,7 @@ class WriteBehind:
         self._scheduled = False
         self.on_failure = on_failure
 
-    def defer(self, segment: "LogSegment") -> bool:
+    def defer(self, segment: LogSegment) -> bool:
         """Register a segment that has started buffering; False when there is no event loop to flush it."""
         if not self._scheduled:
             try:

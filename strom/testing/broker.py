@@ -21,8 +21,14 @@ class Broker(KafkaHelpers):
     from the call to a broker accepting connections.
     """
 
-    def __init__(self, data_dir: str | Path | None = None, overrides: dict[str, str] | None = None, *,
-                 in_process: bool = False, broker_id: int = 0):
+    def __init__(
+        self,
+        data_dir: str | Path | None = None,
+        overrides: dict[str, str] | None = None,
+        *,
+        in_process: bool = False,
+        broker_id: int = 0,
+    ):
         self._owns_dir = data_dir is None
         self.dir = Path(tempfile.mkdtemp(prefix="strom-broker-") if data_dir is None else data_dir)
         node_class = ThreadNode if in_process else ProcessNode

@@ -53,16 +53,25 @@ def _split(message: Message) -> tuple[bytes | None, bytes | None]:
 
 
 def _record(msg) -> Record:
-    return Record(msg.topic(), msg.partition(), msg.offset(), msg.key(), msg.value(),
-                  list(msg.headers() or []), msg.timestamp()[1])
+    return Record(
+        msg.topic(),
+        msg.partition(),
+        msg.offset(),
+        msg.key(),
+        msg.value(),
+        list(msg.headers() or []),
+        msg.timestamp()[1],
+    )
 
 
 class KafkaHelpers:
     """Mixed into Broker and Cluster, which provide ``bootstrap_servers``."""
 
     if TYPE_CHECKING:
+
         @property
         def bootstrap_servers(self) -> str: ...
+
     _admin = None
     _producer = None
 
@@ -101,8 +110,14 @@ class KafkaHelpers:
             producer.flush(0)
 
     # -- topics --------------------------------------------------------------------------------------
-    def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 1,
-                     config: dict[str, str] | None = None, timeout: float = 30.0) -> str:
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = 1,
+        replication_factor: int = 1,
+        config: dict[str, str] | None = None,
+        timeout: float = 30.0,
+    ) -> str:
         """Create a topic and return its name once every partition has a leader and a full ISR.
 
         Raises confluent_kafka.KafkaException with the broker's error (TOPIC_ALREADY_EXISTS, ...).
@@ -111,13 +126,16 @@ class KafkaHelpers:
 
         futures = self.admin.create_topics(
             [NewTopic(name, partitions, replication_factor, config=dict(config or {}))],
-            request_timeout=timeout, operation_timeout=timeout)
+            request_timeout=timeout,
+            operation_timeout=timeout,
+        )
         futures[name].result(timeout)
         self.wait_for_isr(name, timeout, replicas=replication_factor, partitions=partitions)
         return name
 
-    def wait_for_isr(self, topic: str, timeout: float = 30.0, *, replicas: int | None = None,
-                     partitions: int | None = None) -> None:
+    def wait_for_isr(
+        self, topic: str, timeout: float = 30.0, *, replicas: int | None = None, partitions: int | None = None
+    ) -> None:
         """Wait until every partition of ``topic`` has a leader and all its replicas in sync.
 
         After ``restart`` the restarted broker rejoins the ISR only once it has caught up; wait for
@@ -134,9 +152,13 @@ class KafkaHelpers:
                 elif partitions is not None and len(meta.partitions) < partitions:
                     last = f"{len(meta.partitions)} of {partitions} partitions"
                 else:
-                    lagging = [p for p in meta.partitions.values()
-                               if p.leader < 0 or p.error is not None
-                               or len(p.isrs) < (replicas if replicas is not None else len(p.replicas))]
+                    lagging = [
+                        p
+                        for p in meta.partitions.values()
+                        if p.leader < 0
+                        or p.error is not None
+                        or len(p.isrs) < (replicas if replicas is not None else len(p.replicas))
+                    ]
                     if not lagging:
                         return
                     p = lagging[0]
@@ -155,8 +177,15 @@ class KafkaHelpers:
         return meta.partitions[partition].leader
 
     # -- produce -------------------------------------------------------------------------------------
-    def produce(self, topic: str, messages: Iterable[Message], *, partition: int | None = None,
-                headers: list[tuple[str, bytes]] | None = None, timeout: float = 30.0) -> list[Record]:
+    def produce(
+        self,
+        topic: str,
+        messages: Iterable[Message],
+        *,
+        partition: int | None = None,
+        headers: list[tuple[str, bytes]] | None = None,
+        timeout: float = 30.0,
+    ) -> list[Record]:
         """Write values (or (key, value) pairs) with acks=all; returns them as stored, with offsets.
 
         str is encoded as UTF-8. Raises KafkaException on the first delivery error, TimeoutError
@@ -167,8 +196,7 @@ class KafkaHelpers:
         from confluent_kafka import KafkaException, Producer
 
         if self._producer is None:
-            self._producer = Producer(self.client_config(**{"acks": "all", "enable.idempotence": True,
-                                                          "linger.ms": 1}))
+            self._producer = Producer(self.client_config(**{"acks": "all", "enable.idempotence": True, "linger.ms": 1}))
         delivered: list = []
         errors: list = []
 
@@ -193,8 +221,9 @@ class KafkaHelpers:
         return [_record(msg) for msg in delivered]
 
     # -- consume -------------------------------------------------------------------------------------
-    def consume(self, topic: str, n: int, timeout: float = 10.0, *, group_id: str | None = None,
-                config: dict | None = None) -> list[Record]:
+    def consume(
+        self, topic: str, n: int, timeout: float = 10.0, *, group_id: str | None = None, config: dict | None = None
+    ) -> list[Record]:
         """Read ``n`` messages of ``topic`` from the beginning of its partitions.
 
         Without ``group_id`` every partition is assigned from offset 0 (no group, no commits);
@@ -204,26 +233,32 @@ class KafkaHelpers:
         """
         from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
-        settings = self.client_config(**{"group.id": group_id or f"strom-testing-{uuid.uuid4().hex[:8]}",
-                                         "auto.offset.reset": "earliest",
-                                         "enable.auto.commit": group_id is not None,
-                                         # a fetch parked in the broker delays its shutdown by this much
-                                         "fetch.wait.max.ms": 100})
+        settings = self.client_config(
+            **{
+                "group.id": group_id or f"strom-testing-{uuid.uuid4().hex[:8]}",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": group_id is not None,
+                # a fetch parked in the broker delays its shutdown by this much
+                "fetch.wait.max.ms": 100,
+            }
+        )
         settings.update(config or {})
         consumer = Consumer(settings)
         deadline = time.monotonic() + timeout
         got: list[Record] = []
         try:
             if group_id is None:
-                consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING)
-                                 for p in self._partitions(consumer, topic, deadline)])
+                consumer.assign(
+                    [TopicPartition(topic, p, OFFSET_BEGINNING) for p in self._partitions(consumer, topic, deadline)]
+                )
             else:
                 consumer.subscribe([topic])
             while len(got) < n:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise TimeoutError(f"consumed {len(got)} of {n} messages from {topic} within {timeout}s "
-                                       f"(first: {got[:3]})")
+                    raise TimeoutError(
+                        f"consumed {len(got)} of {n} messages from {topic} within {timeout}s (first: {got[:3]})"
+                    )
                 for msg in consumer.consume(n - len(got), min(left, 0.5)):
                     error = msg.error()
                     if error is not None:

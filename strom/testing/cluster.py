@@ -28,10 +28,12 @@ LAG_TIME_MAX_MS = 3000
 
 def cluster_overrides(size: int, zookeeper: str) -> dict[str, str]:
     """Failures noticed in seconds rather than in Kafka's production timeouts."""
-    return {"zookeeper.connect": zookeeper,
-            "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
-            "replica.lag.time.max.ms": str(LAG_TIME_MAX_MS),
-            "offsets.topic.replication.factor": str(min(3, size))}
+    return {
+        "zookeeper.connect": zookeeper,
+        "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
+        "replica.lag.time.max.ms": str(LAG_TIME_MAX_MS),
+        "offsets.topic.replication.factor": str(min(3, size)),
+    }
 
 
 class Cluster(KafkaHelpers):
@@ -41,8 +43,14 @@ class Cluster(KafkaHelpers):
     to every broker serving and a client seeing all of them.
     """
 
-    def __init__(self, data_dir: str | Path | None = None, overrides: dict[str, str] | None = None, *,
-                 size: int = 3, first_id: int = 1):
+    def __init__(
+        self,
+        data_dir: str | Path | None = None,
+        overrides: dict[str, str] | None = None,
+        *,
+        size: int = 3,
+        first_id: int = 1,
+    ):
         if size < 1:
             raise ValueError(f"a cluster has at least one broker, not {size}")
         self._owns_dir = data_dir is None

@@ -31,9 +31,14 @@ PORT_FILE = "strom.port"
 def base_overrides(broker_id: int, data_dir: Path) -> dict[str, str]:
     """What every test broker needs: loopback, a free port, its own data dir, groups that form at
     once, and internal topics of 3 partitions rather than 50 (their first use creates them all)."""
-    return {"broker.id": str(broker_id), "listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(data_dir),
-            "group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "3",
-            "transaction.state.log.num.partitions": "3"}
+    return {
+        "broker.id": str(broker_id),
+        "listeners": "PLAINTEXT://127.0.0.1:0",
+        "log.dirs": str(data_dir),
+        "group.initial.rebalance.delay.ms": "0",
+        "offsets.topic.num.partitions": "3",
+        "transaction.state.log.num.partitions": "3",
+    }
 
 
 class ProcessNode:
@@ -118,8 +123,9 @@ def wait_ready(nodes: list[ProcessNode], timeout: float) -> None:
         while waiting:
             waiting = [node for node in waiting if not node.poll_ready()]
             if waiting and time.monotonic() >= deadline:
-                raise RuntimeError(f"broker {waiting[0].broker_id} did not start within {timeout}s:\n"
-                                   f"{waiting[0].log_tail()}")
+                raise RuntimeError(
+                    f"broker {waiting[0].broker_id} did not start within {timeout}s:\n{waiting[0].log_tail()}"
+                )
             if waiting:
                 time.sleep(0.005)
     except BaseException:
@@ -186,8 +192,9 @@ class ThreadNode:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         ready = threading.Event()
         self._error, self._crash = None, False
-        self._thread = threading.Thread(target=self._run, args=(broker_class, config, ready),
-                                        name=f"strom-broker-{self.broker_id}", daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, args=(broker_class, config, ready), name=f"strom-broker-{self.broker_id}", daemon=True
+        )
         self._thread.start()
         if not ready.wait(timeout):
             self.kill()

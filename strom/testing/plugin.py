@@ -28,14 +28,17 @@ SCOPES = ("session", "package", "module", "class", "function")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addini("strom_broker_scope", f"scope of the strom_broker fixture: {', '.join(SCOPES)}",
-                  default="session")
-    parser.addini("strom_cluster_scope", f"scope of the strom_cluster fixture: {', '.join(SCOPES)}",
-                  default="session")
-    parser.addini("strom_broker_in_process", "run strom_broker on a thread of the test process",
-                  type="bool", default=False)
-    parser.addini("strom_broker_config", "broker configs (key=value, one a line) for strom_broker and "
-                  "strom_cluster", type="linelist", default=[])
+    parser.addini("strom_broker_scope", f"scope of the strom_broker fixture: {', '.join(SCOPES)}", default="session")
+    parser.addini("strom_cluster_scope", f"scope of the strom_cluster fixture: {', '.join(SCOPES)}", default="session")
+    parser.addini(
+        "strom_broker_in_process", "run strom_broker on a thread of the test process", type="bool", default=False
+    )
+    parser.addini(
+        "strom_broker_config",
+        "broker configs (key=value, one a line) for strom_broker and strom_cluster",
+        type="linelist",
+        default=[],
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -80,8 +83,11 @@ def pytest_runtest_call(item: pytest.Item) -> None:
 def strom_broker(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config):
     """A strom broker on 127.0.0.1:<free port>: ``bootstrap_servers``, ``create_topic``,
     ``produce``, ``consume``, ``kill``, ``restart`` (see strom.testing.Broker)."""
-    broker = Broker(tmp_path_factory.mktemp("strom-broker"), _overrides(pytestconfig),
-                    in_process=pytestconfig.getini("strom_broker_in_process"))
+    broker = Broker(
+        tmp_path_factory.mktemp("strom-broker"),
+        _overrides(pytestconfig),
+        in_process=pytestconfig.getini("strom_broker_in_process"),
+    )
     with broker:
         yield broker
 

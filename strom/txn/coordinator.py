@@ -17,8 +17,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING
 
 from strom.group.offset_store import OFFSETS_TOPIC
 from strom.group.records import RecordFormatError, partition_for_group
@@ -46,8 +47,12 @@ SETTLE_WAIT_S = 1.0
 VERIFY_TIMEOUT_S = 5.0
 ADD_PARTITIONS_TO_TXN_VERIFY_VERSION = 4
 
-_RETRIABLE_WRITE_ERRORS = {ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-                           ErrorCode.REQUEST_TIMED_OUT, ErrorCode.KAFKA_STORAGE_ERROR}
+_RETRIABLE_WRITE_ERRORS = {
+    ErrorCode.NOT_ENOUGH_REPLICAS,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    ErrorCode.REQUEST_TIMED_OUT,
+    ErrorCode.KAFKA_STORAGE_ERROR,
+}
 
 
 def _now_ms() -> int:
@@ -62,7 +67,7 @@ class InitResult:
 
 
 class TransactionCoordinator:
-    def __init__(self, broker: "Broker"):
+    def __init__(self, broker: Broker):
         self.broker = broker
         self.config = broker.config
         self.txns: dict[str, TxnMetadata] = {}
@@ -92,7 +97,7 @@ class TransactionCoordinator:
         partition = self._replicas.partitions.get((TRANSACTION_STATE_TOPIC, index))
         return partition.leader_epoch if partition is not None else -1
 
-    def on_leadership_change(self, partition: "Partition", is_leader: bool) -> None:
+    def on_leadership_change(self, partition: Partition, is_leader: bool) -> None:
         if partition.topic != TRANSACTION_STATE_TOPIC:
             return
         if is_leader and partition.index not in self.owned:
@@ -103,7 +108,7 @@ class TransactionCoordinator:
             for txn_id in [t for t, m in self.txns.items() if m.coordinator_partition == partition.index]:
                 del self.txns[txn_id]
 
-    def _load(self, partition: "Partition") -> None:
+    def _load(self, partition: Partition) -> None:
         loaded: dict[str, TxnMetadata] = {}
         for txn_id, value in _replay(partition):
             if value is None:
@@ -136,8 +141,9 @@ class TransactionCoordinator:
         index = meta.coordinator_partition
         epoch = self.coordinator_epoch(index)
         value = None if tombstone else schema.encode_value(transition.log_value())
-        batch = build_batch([NewRecord(value, key=schema.encode_key(meta.transactional_id),
-                                       timestamp=transition.update_ms)])
+        batch = build_batch(
+            [NewRecord(value, key=schema.encode_key(meta.transactional_id), timestamp=transition.update_ms)]
+        )
         try:
             return await self._append_and_complete(meta, transition, index, epoch, batch)
         finally:
@@ -145,14 +151,20 @@ class TransactionCoordinator:
             if event is not None:
                 event.set()
 
-    async def _append_and_complete(self, meta: TxnMetadata, transition: TxnTransition, index: int, epoch: int,
-                                   batch: bytes) -> int:
+    async def _append_and_complete(
+        self, meta: TxnMetadata, transition: TxnTransition, index: int, epoch: int, batch: bytes
+    ) -> int:
         try:
             await self._replicas.append_committed(TRANSACTION_STATE_TOPIC, index, batch, STATE_WRITE_TIMEOUT_S)
         except KafkaError as exc:
             meta.abandon()
-            log.info("could not write the state of %s to %s-%d: %s", meta.transactional_id,
-                     TRANSACTION_STATE_TOPIC, index, exc)
+            log.info(
+                "could not write the state of %s to %s-%d: %s",
+                meta.transactional_id,
+                TRANSACTION_STATE_TOPIC,
+                index,
+                exc,
+            )
             if exc.error_code in _RETRIABLE_WRITE_ERRORS:
                 return ErrorCode.COORDINATOR_NOT_AVAILABLE
             return ErrorCode.NOT_COORDINATOR
@@ -174,12 +186,13 @@ class TransactionCoordinator:
             event = self._settled.setdefault(meta.transactional_id, asyncio.Event())
             try:
                 await asyncio.wait_for(event.wait(), left)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 return
 
     # -- InitProducerId --------------------------------------------------------------------------------
-    async def init_producer_id(self, transactional_id: str, timeout_ms: int, producer_id: int = -1,
-                               producer_epoch: int = -1) -> InitResult:
+    async def init_producer_id(
+        self, transactional_id: str, timeout_ms: int, producer_id: int = -1, producer_epoch: int = -1
+    ) -> InitResult:
         error = self.coordinator_error(transactional_id)
         if error:
             return InitResult(error)
@@ -189,14 +202,21 @@ class TransactionCoordinator:
         fresh = meta is None
         if meta is None:
             meta = self.txns[transactional_id] = TxnMetadata(
-                transactional_id, self.broker.producer_ids.next_id(), -1, timeout_ms,
-                coordinator_partition=self.partition_for(transactional_id))
+                transactional_id,
+                self.broker.producer_ids.next_id(),
+                -1,
+                timeout_ms,
+                coordinator_partition=self.partition_for(transactional_id),
+            )
         await self._settle(meta)
         if meta.pending is not None or meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
             return InitResult(ErrorCode.CONCURRENT_TRANSACTIONS)
         if producer_id >= 0 and not fresh:  # KIP-360: a known producer re-initialising
-            if meta.last_producer_epoch >= 0 and (producer_id, producer_epoch) == (meta.producer_id, meta.last_producer_epoch) and \
-                    meta.state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
+            if (
+                meta.last_producer_epoch >= 0
+                and (producer_id, producer_epoch) == (meta.producer_id, meta.last_producer_epoch)
+                and meta.state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
+            ):
                 return InitResult(ErrorCode.NONE, meta.producer_id, meta.producer_epoch)  # a retry
             if producer_id != meta.producer_id:
                 return InitResult(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
@@ -212,8 +232,7 @@ class TransactionCoordinator:
         new_id, new_epoch = meta.producer_id, meta.producer_epoch + 1
         if new_epoch >= MAX_EPOCH - 1:  # the epoch is exhausted: a new producer id, as Kafka
             new_id, new_epoch = self.broker.producer_ids.next_id(), 0
-        transition = meta.prepare(TxnState.EMPTY, _now_ms(), producer_id=new_id, epoch=new_epoch,
-                                  timeout_ms=timeout_ms)
+        transition = meta.prepare(TxnState.EMPTY, _now_ms(), producer_id=new_id, epoch=new_epoch, timeout_ms=timeout_ms)
         code = await self._write(meta, transition)
         if code:
             if fresh and self.txns.get(transactional_id) is meta and meta.producer_epoch < 0:
@@ -222,8 +241,9 @@ class TransactionCoordinator:
         return InitResult(ErrorCode.NONE, meta.producer_id, meta.producer_epoch)
 
     # -- adding partitions -------------------------------------------------------------------------
-    def _check_producer(self, transactional_id: str, producer_id: int, producer_epoch: int
-                        ) -> tuple[int, TxnMetadata | None]:
+    def _check_producer(
+        self, transactional_id: str, producer_id: int, producer_epoch: int
+    ) -> tuple[int, TxnMetadata | None]:
         error = self.coordinator_error(transactional_id)
         if error:
             return error, None
@@ -234,8 +254,9 @@ class TransactionCoordinator:
             return ErrorCode.PRODUCER_FENCED, None
         return ErrorCode.NONE, meta
 
-    async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                             partitions: Iterable[tuple[str, int]]) -> int:
+    async def add_partitions(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: Iterable[tuple[str, int]]
+    ) -> int:
         """Add partitions to the producer's transaction, starting one if none is open."""
         error, meta = self._check_producer(transactional_id, producer_id, producer_epoch)
         if error:
@@ -257,8 +278,9 @@ class TransactionCoordinator:
             return ErrorCode.INVALID_TXN_STATE
         return await self._write(meta, transition)
 
-    def check_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                         partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    def check_partitions(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: Iterable[tuple[str, int]]
+    ) -> dict[tuple[str, int], int]:
         """AddPartitionsToTxn v4 verify_only: which partitions the open transaction has added."""
         partitions = list(partitions)
         error, meta = self._check_producer(transactional_id, producer_id, producer_epoch)
@@ -269,8 +291,9 @@ class TransactionCoordinator:
             return {tp: ErrorCode.INVALID_TXN_STATE for tp in partitions}
         return {tp: ErrorCode.NONE if tp in meta.partitions else ErrorCode.INVALID_TXN_STATE for tp in partitions}
 
-    async def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                                partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    async def verify_partitions(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: list[tuple[str, int]]
+    ) -> dict[tuple[str, int], int]:
         """KIP-890 part 1 for a partition leader: ask the coordinator whether the transaction added these."""
         if TRANSACTION_STATE_TOPIC not in self.broker.metadata.topics:
             return {tp: ErrorCode.COORDINATOR_NOT_AVAILABLE for tp in partitions}
@@ -283,13 +306,21 @@ class TransactionCoordinator:
         by_topic: dict[str, list[int]] = {}
         for topic, p in partitions:
             by_topic.setdefault(topic, []).append(p)
-        request = {"transactions": [{
-            "transactional_id": transactional_id, "producer_id": producer_id, "producer_epoch": producer_epoch,
-            "verify_only": True, "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}]}
+        request = {
+            "transactions": [
+                {
+                    "transactional_id": transactional_id,
+                    "producer_id": producer_id,
+                    "producer_epoch": producer_epoch,
+                    "verify_only": True,
+                    "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+                }
+            ]
+        }
         try:
-            response = await self.markers.peers.request(leader, ApiKey.ADD_PARTITIONS_TO_TXN,
-                                                        ADD_PARTITIONS_TO_TXN_VERIFY_VERSION, request,
-                                                        VERIFY_TIMEOUT_S)
+            response = await self.markers.peers.request(
+                leader, ApiKey.ADD_PARTITIONS_TO_TXN, ADD_PARTITIONS_TO_TXN_VERIFY_VERSION, request, VERIFY_TIMEOUT_S
+            )
         except BrokerConnectionError as exc:
             log.info("verifying %s with coordinator %d: %s", transactional_id, leader, exc)
             return {tp: ErrorCode.COORDINATOR_NOT_AVAILABLE for tp in partitions}
@@ -318,8 +349,11 @@ class TransactionCoordinator:
         state = meta.state
         if state == TxnState.ONGOING:
             return await self._prepare_end(meta, commit, meta.producer_epoch)
-        done, preparing = ((TxnState.COMPLETE_COMMIT, TxnState.PREPARE_COMMIT) if commit
-                           else (TxnState.COMPLETE_ABORT, TxnState.PREPARE_ABORT))
+        done, preparing = (
+            (TxnState.COMPLETE_COMMIT, TxnState.PREPARE_COMMIT)
+            if commit
+            else (TxnState.COMPLETE_ABORT, TxnState.PREPARE_ABORT)
+        )
         if state == done:
             return ErrorCode.NONE  # a retry after the answer was lost
         if state == preparing:
@@ -327,8 +361,9 @@ class TransactionCoordinator:
         return ErrorCode.INVALID_TXN_STATE
 
     async def _prepare_end(self, meta: TxnMetadata, commit: bool, epoch: int, fencing: bool = False) -> int:
-        transition = meta.prepare(TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT, _now_ms(),
-                                  epoch=epoch, fencing=fencing)
+        transition = meta.prepare(
+            TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT, _now_ms(), epoch=epoch, fencing=fencing
+        )
         code = await self._write(meta, transition)
         if code == ErrorCode.NONE:
             self._complete_later(meta, commit)
@@ -337,8 +372,12 @@ class TransactionCoordinator:
     async def _fence_and_abort(self, meta: TxnMetadata) -> int:
         """Abort an open transaction under the next epoch, so that its producer is fenced everywhere."""
         epoch = meta.producer_epoch + 1 if meta.producer_epoch + 1 < MAX_EPOCH else meta.producer_epoch
-        log.info("aborting the open transaction of %s (producer %d) and fencing epoch %d",
-                 meta.transactional_id, meta.producer_id, meta.producer_epoch)
+        log.info(
+            "aborting the open transaction of %s (producer %d) and fencing epoch %d",
+            meta.transactional_id,
+            meta.producer_id,
+            meta.producer_epoch,
+        )
         return await self._prepare_end(meta, False, epoch, fencing=True)
 
     def _complete_later(self, meta: TxnMetadata, commit: bool) -> None:
@@ -354,20 +393,23 @@ class TransactionCoordinator:
             return self._owns(index, epoch) and self.txns.get(meta.transactional_id) is meta
 
         try:
-            written = await self.markers.write(meta.producer_id, meta.producer_epoch, commit, epoch,
-                                               meta.sorted_partitions, still_coordinator)
+            written = await self.markers.write(
+                meta.producer_id, meta.producer_epoch, commit, epoch, meta.sorted_partitions, still_coordinator
+            )
             backoff = 0.05
             while written and still_coordinator():
                 if meta.pending is None:
-                    transition = meta.prepare(TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT,
-                                              _now_ms())
+                    transition = meta.prepare(
+                        TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT, _now_ms()
+                    )
                     if await self._write(meta, transition) == ErrorCode.NONE:
                         return
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 1.0)
         except Exception:
-            log.exception("finishing the transaction of %s failed; the next coordinator will finish it",
-                          meta.transactional_id)
+            log.exception(
+                "finishing the transaction of %s failed; the next coordinator will finish it", meta.transactional_id
+            )
 
     # -- timeouts and expiry -----------------------------------------------------------------------
     async def abort_timed_out(self) -> None:
@@ -382,8 +424,11 @@ class TransactionCoordinator:
         now = _now_ms()
         idle = (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
         for meta in list(self.txns.values()):
-            if meta.state in idle and meta.pending is None and \
-                    now - meta.update_ms > self.config.transactional_id_expiration_ms:
+            if (
+                meta.state in idle
+                and meta.pending is None
+                and now - meta.update_ms > self.config.transactional_id_expiration_ms
+            ):
                 transition = meta.prepare(TxnState.DEAD, now)
                 if await self._write(meta, transition, tombstone=True) == ErrorCode.NONE:
                     self.txns.pop(meta.transactional_id, None)
@@ -436,7 +481,7 @@ class TransactionCoordinator:
         return sorted(found, key=lambda m: m.transactional_id)
 
 
-def _replay(partition: "Partition"):
+def _replay(partition: Partition):
     """Every (transactional id, value or None) of a state partition, in offset order."""
     for header, chunk in partition.log.iter_batches():
         if header.is_control:

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 from strom.group.offset_store import OFFSETS_TOPIC
 from strom.protocol.api import ApiKey
@@ -32,8 +33,9 @@ WRITE_TXN_MARKERS_VERSION = 1
 _FINAL = {ErrorCode.NONE, ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED}
 
 
-async def write_marker(broker: "Broker", topic: str, index: int, producer_id: int, producer_epoch: int,
-                       commit: bool, coordinator_epoch: int) -> int:
+async def write_marker(
+    broker: Broker, topic: str, index: int, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int
+) -> int:
     """Write one marker as this partition's leader and wait until it is committed; an error code.
 
     A marker in __consumer_offsets also settles the transactional offsets it covers.
@@ -55,7 +57,7 @@ async def write_marker(broker: "Broker", topic: str, index: int, producer_id: in
 class PeerClients:
     """One inter-broker connection per peer, one request at a time on each."""
 
-    def __init__(self, broker: "Broker", client_id: str):
+    def __init__(self, broker: Broker, client_id: str):
         self.broker = broker
         self.client_id = client_id
         self._clients: dict[int, tuple[BrokerClient, asyncio.Lock]] = {}
@@ -67,15 +69,19 @@ class PeerClients:
         listener = self.broker.config.inter_broker_listener_name  # resolved by the config: never None here
         address = node.endpoint(listener) if listener is not None else None
         if address is None:
-            raise BrokerConnectionError(f"broker {broker_id} has no listener "
-                                        f"{self.broker.config.inter_broker_listener_name}")
+            raise BrokerConnectionError(
+                f"broker {broker_id} has no listener {self.broker.config.inter_broker_listener_name}"
+            )
         held = self._clients.get(broker_id)
         if held is None or (held[0].host, held[0].port) != address:
             if held is not None:
                 held[0].close()
             held = self._clients[broker_id] = (
-                BrokerClient(address[0], address[1], self.client_id, timeout_s,
-                             security=self.broker.inter_broker_security), asyncio.Lock())
+                BrokerClient(
+                    address[0], address[1], self.client_id, timeout_s, security=self.broker.inter_broker_security
+                ),
+                asyncio.Lock(),
+            )
         client, lock = held
         async with lock:
             return await client.request(api_key, version, values, timeout_s)
@@ -87,12 +93,19 @@ class PeerClients:
 
 
 class MarkerChannel:
-    def __init__(self, broker: "Broker"):
+    def __init__(self, broker: Broker):
         self.broker = broker
         self.peers = PeerClients(broker, f"strom-txn-markers-{broker.broker_id}")
 
-    async def write(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
-                    partitions: Iterable[tuple[str, int]], still_coordinator: Callable[[], bool]) -> bool:
+    async def write(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+        partitions: Iterable[tuple[str, int]],
+        still_coordinator: Callable[[], bool],
+    ) -> bool:
         """Write the markers everywhere; False if this broker stopped coordinating first."""
         remaining = set(partitions)
         backoff = RETRY_BACKOFF_S[0]
@@ -108,9 +121,12 @@ class MarkerChannel:
                 leader = self.broker.metadata.leader_of(*tp)
                 if leader >= 0:
                     by_leader.setdefault(leader, []).append(tp)
-            results = await asyncio.gather(*(
-                self._send(leader, producer_id, producer_epoch, commit, coordinator_epoch, tps)
-                for leader, tps in by_leader.items()))
+            results = await asyncio.gather(
+                *(
+                    self._send(leader, producer_id, producer_epoch, commit, coordinator_epoch, tps)
+                    for leader, tps in by_leader.items()
+                )
+            )
             for codes in results:
                 for tp, code in codes.items():
                     if code in _FINAL:
@@ -120,21 +136,41 @@ class MarkerChannel:
                 backoff = min(backoff * 2, RETRY_BACKOFF_S[1])
         return True
 
-    async def _send(self, leader: int, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
-                    partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    async def _send(
+        self,
+        leader: int,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+        partitions: list[tuple[str, int]],
+    ) -> dict[tuple[str, int], int]:
         if leader == self.broker.broker_id:
-            codes = await asyncio.gather(*(write_marker(self.broker, t, p, producer_id, producer_epoch, commit,
-                                                        coordinator_epoch) for t, p in partitions))
+            codes = await asyncio.gather(
+                *(
+                    write_marker(self.broker, t, p, producer_id, producer_epoch, commit, coordinator_epoch)
+                    for t, p in partitions
+                )
+            )
             return dict(zip(partitions, codes))
         by_topic: dict[str, list[int]] = {}
         for topic, index in partitions:
             by_topic.setdefault(topic, []).append(index)
-        marker = {"producer_id": producer_id, "producer_epoch": producer_epoch, "transaction_result": commit,
-                  "coordinator_epoch": coordinator_epoch,
-                  "topics": [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]}
+        marker = {
+            "producer_id": producer_id,
+            "producer_epoch": producer_epoch,
+            "transaction_result": commit,
+            "coordinator_epoch": coordinator_epoch,
+            "topics": [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()],
+        }
         try:
-            response = await self.peers.request(leader, ApiKey.WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION,
-                                                {"markers": [marker]}, MARKER_REQUEST_TIMEOUT_S + 5)
+            response = await self.peers.request(
+                leader,
+                ApiKey.WRITE_TXN_MARKERS,
+                WRITE_TXN_MARKERS_VERSION,
+                {"markers": [marker]},
+                MARKER_REQUEST_TIMEOUT_S + 5,
+            )
         except BrokerConnectionError as exc:
             log.info("markers for producer %d to broker %d: %s; retrying", producer_id, leader, exc)
             return {}

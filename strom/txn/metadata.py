@@ -49,8 +49,9 @@ class TxnTransition:
         by_topic: dict[str, list[int]] = {}
         for topic, index in self.partitions:
             by_topic.setdefault(topic, []).append(index)
-        return TxnLogValue(self.producer_id, self.producer_epoch, self.timeout_ms, self.state, by_topic,
-                           self.update_ms, self.start_ms)
+        return TxnLogValue(
+            self.producer_id, self.producer_epoch, self.timeout_ms, self.state, by_topic, self.update_ms, self.start_ms
+        )
 
 
 @dataclass
@@ -70,14 +71,31 @@ class TxnMetadata:
     coordinator_partition: int = 0
 
     @classmethod
-    def from_log(cls, transactional_id: str, value: TxnLogValue, coordinator_partition: int) -> "TxnMetadata":
+    def from_log(cls, transactional_id: str, value: TxnLogValue, coordinator_partition: int) -> TxnMetadata:
         partitions = {(t, p) for t, ps in value.partitions.items() for p in ps}
-        return cls(transactional_id, value.producer_id, value.producer_epoch, value.timeout_ms, value.state,
-                   partitions, value.start_ms, value.last_update_ms, coordinator_partition=coordinator_partition)
+        return cls(
+            transactional_id,
+            value.producer_id,
+            value.producer_epoch,
+            value.timeout_ms,
+            value.state,
+            partitions,
+            value.start_ms,
+            value.last_update_ms,
+            coordinator_partition=coordinator_partition,
+        )
 
-    def prepare(self, state: TxnState, now_ms: int, *, producer_id: int | None = None, epoch: int | None = None,
-                timeout_ms: int | None = None, add: set[tuple[str, int]] | None = None,
-                fencing: bool = False) -> TxnTransition:
+    def prepare(
+        self,
+        state: TxnState,
+        now_ms: int,
+        *,
+        producer_id: int | None = None,
+        epoch: int | None = None,
+        timeout_ms: int | None = None,
+        add: set[tuple[str, int]] | None = None,
+        fencing: bool = False,
+    ) -> TxnTransition:
         """Check the move to ``state`` and mark it pending; the caller writes it, then completes or aborts it."""
         if self.pending is not None:
             raise IllegalTransition(f"{self.transactional_id} is already moving to {self.pending.name}")
@@ -102,8 +120,15 @@ class TxnMetadata:
         else:
             last_epoch = self.last_producer_epoch
         transition = TxnTransition(
-            state, self.producer_id if producer_id is None else producer_id, new_epoch, last_epoch,
-            self.timeout_ms if timeout_ms is None else timeout_ms, partitions, start, now_ms)
+            state,
+            self.producer_id if producer_id is None else producer_id,
+            new_epoch,
+            last_epoch,
+            self.timeout_ms if timeout_ms is None else timeout_ms,
+            partitions,
+            start,
+            now_ms,
+        )
         self.pending = state
         return transition
 

@@ -24,8 +24,14 @@ class ProducerIdManager:
                 start = int(json.loads(data)["block_end"]) + 1
             except NoNodeError:
                 data, version, start = None, -1, 0
-            block = json.dumps({"version": 1, "broker": self.broker_id, "block_start": str(start),
-                                "block_end": str(start + BLOCK_SIZE - 1)}).encode()
+            block = json.dumps(
+                {
+                    "version": 1,
+                    "broker": self.broker_id,
+                    "block_start": str(start),
+                    "block_end": str(start + BLOCK_SIZE - 1),
+                }
+            ).encode()
             try:
                 if data is None:
                     self.store.create(BLOCK_PATH, block)

@@ -48,9 +48,13 @@ class TxnState(IntEnum):
 
 
 _DISPLAY = {
-    TxnState.EMPTY: "Empty", TxnState.ONGOING: "Ongoing", TxnState.PREPARE_COMMIT: "PrepareCommit",
-    TxnState.PREPARE_ABORT: "PrepareAbort", TxnState.COMPLETE_COMMIT: "CompleteCommit",
-    TxnState.COMPLETE_ABORT: "CompleteAbort", TxnState.DEAD: "Dead",
+    TxnState.EMPTY: "Empty",
+    TxnState.ONGOING: "Ongoing",
+    TxnState.PREPARE_COMMIT: "PrepareCommit",
+    TxnState.PREPARE_ABORT: "PrepareAbort",
+    TxnState.COMPLETE_COMMIT: "CompleteCommit",
+    TxnState.COMPLETE_ABORT: "CompleteAbort",
+    TxnState.DEAD: "Dead",
     TxnState.PREPARE_EPOCH_FENCE: "PrepareEpochFence",
 }
 STATE_BY_NAME = {name: state for state, name in _DISPLAY.items()}
@@ -83,8 +87,14 @@ def decode_key(data: bytes) -> str:
 
 
 def encode_value(value: TxnLogValue) -> bytes:
-    out = [_I16.pack(VALUE_VERSION), _I64.pack(value.producer_id), _I16.pack(value.producer_epoch),
-           _I32.pack(value.timeout_ms), _I8.pack(int(value.state)), _I32.pack(len(value.partitions))]
+    out = [
+        _I16.pack(VALUE_VERSION),
+        _I64.pack(value.producer_id),
+        _I16.pack(value.producer_epoch),
+        _I32.pack(value.timeout_ms),
+        _I8.pack(int(value.state)),
+        _I32.pack(len(value.partitions)),
+    ]
     for topic, partitions in sorted(value.partitions.items()):
         out.append(_string(topic))
         out.append(_I32.pack(len(partitions)))

@@ -23,11 +23,15 @@ TOPIC = "secured"
 def secured(tmp_path_factory):
     certs = make_certificates(tmp_path_factory.mktemp("certs"))
     plain, sasl_ssl = free_port(), free_port()
-    with BrokerProcess(tmp_path_factory.mktemp("broker") / "data", {
-        "listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_SSL://127.0.0.1:{sasl_ssl}",
-        "ssl.keystore.location": str(certs.broker), "ssl.truststore.location": str(certs.ca),
-        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
-    }) as broker:
+    with BrokerProcess(
+        tmp_path_factory.mktemp("broker") / "data",
+        {
+            "listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_SSL://127.0.0.1:{sasl_ssl}",
+            "ssl.keystore.location": str(certs.broker),
+            "ssl.truststore.location": str(certs.ca),
+            "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        },
+    ) as broker:
         from confluent_kafka.admin import (
             AdminClient,
             NewTopic,
@@ -37,9 +41,14 @@ def secured(tmp_path_factory):
         )
 
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-        for future in admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
-                "admin", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), b"admin-secret")],
-                request_timeout=WAIT_S).values():
+        for future in admin.alter_user_scram_credentials(
+            [
+                UserScramCredentialUpsertion(
+                    "admin", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), b"admin-secret"
+                )
+            ],
+            request_timeout=WAIT_S,
+        ).values():
             future.result(timeout=WAIT_S)
         admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(timeout=WAIT_S)
         confluent_produce(broker.bootstrap, TOPIC, [Msg(None, f"m{i}".encode(), (), None) for i in range(5)])
@@ -47,10 +56,11 @@ def secured(tmp_path_factory):
         properties.write_text(
             "security.protocol=SASL_SSL\n"
             "sasl.mechanism=SCRAM-SHA-512\n"
-            'sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required '
+            "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
             'username="admin" password="admin-secret";\n'
             f"ssl.truststore.location={certs.ca}\n"
-            "ssl.truststore.type=PEM\n")
+            "ssl.truststore.type=PEM\n"
+        )
         broker.secure = f"127.0.0.1:{sasl_ssl}"
         broker.properties = str(properties)
         broker.tmp = tmp_path_factory.mktemp("files")
@@ -61,13 +71,19 @@ def secured(tmp_path_factory):
 TOOLS = {
     "topics": (["--list"], None, TOPIC),
     "configs-topic": (["--describe", "--entity-type", "topics", "--entity-name", TOPIC], None, "configs for topic"),
-    "configs-quota": (["--alter", "--entity-type", "clients", "--entity-name", "app", "--add-config",
-                       "producer_byte_rate=1048576"], None, "Completed updating config for client app."),
+    "configs-quota": (
+        ["--alter", "--entity-type", "clients", "--entity-name", "app", "--add-config", "producer_byte_rate=1048576"],
+        None,
+        "Completed updating config for client app.",
+    ),
     "consumer-groups": (["--list"], None, ""),
     "console-producer": (["--topic", TOPIC], "hello\n", ""),
     "console-consumer": (["--topic", TOPIC, "--from-beginning", "--max-messages", "1"], None, "m0"),
-    "producer-perf-test": (["--topic", TOPIC, "--num-records", "10", "--record-size", "10", "--throughput", "-1"],
-                           None, "10 records sent"),
+    "producer-perf-test": (
+        ["--topic", TOPIC, "--num-records", "10", "--record-size", "10", "--throughput", "-1"],
+        None,
+        "10 records sent",
+    ),
     "consumer-perf-test": (["--topic", TOPIC, "--messages", "3"], None, ""),
     "transactions": (["list"], None, "TransactionalId"),
     "reassign-partitions": (["--list"], None, ""),
@@ -87,13 +103,34 @@ def test_tool_logs_in_with_command_config(secured, case):
         command = [tool, "--bootstrap-server", secured.secure, "--command-config", secured.properties, *args]
     else:
         command = [tool, *args, "--bootstrap-server", secured.secure, "--command-config", secured.properties]
-    done = subprocess.run([sys.executable, "-m", "strom.cli.main", *command], input=stdin, capture_output=True,
-                          text=True, timeout=60, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "strom.cli.main", *command],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 0, f"{command}: {done.stdout}\n{done.stderr}"
     assert expected in done.stdout
 
 
 def test_without_command_config_the_secured_listener_refuses_the_tool(secured):
-    done = subprocess.run([sys.executable, "-m", "strom.cli.main", "topics", "--list", "--bootstrap-server",
-                           secured.secure, "--timeout", "3000"], capture_output=True, text=True, timeout=60, check=False)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "strom.cli.main",
+            "topics",
+            "--list",
+            "--bootstrap-server",
+            secured.secure,
+            "--timeout",
+            "3000",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 1 and TOPIC not in done.stdout

@@ -6,8 +6,7 @@ import sys
 
 
 def strom(*args):
-    return subprocess.run([sys.executable, "-m", "strom.cli.main", *args], capture_output=True, text=True,
-                          timeout=60)
+    return subprocess.run([sys.executable, "-m", "strom.cli.main", *args], capture_output=True, text=True, timeout=60)
 
 
 def configs(broker, *args):
@@ -15,13 +14,26 @@ def configs(broker, *args):
 
 
 def create(broker, topic, *extra):
-    result = strom("topics", "--bootstrap-server", broker.bootstrap, "--create", "--topic", topic,
-                   "--partitions", "1", "--replication-factor", "1", *extra)
+    result = strom(
+        "topics",
+        "--bootstrap-server",
+        broker.bootstrap,
+        "--create",
+        "--topic",
+        topic,
+        "--partitions",
+        "1",
+        "--replication-factor",
+        "1",
+        *extra,
+    )
     assert result.returncode == 0, result.stderr
 
 
-ENTRY = re.compile(r"  (?P<name>[a-z0-9._-]+)=(?P<value>.*) sensitive=(?P<sensitive>true|false) "
-                   r"synonyms=\{(?P<synonyms>.*)\}")
+ENTRY = re.compile(
+    r"  (?P<name>[a-z0-9._-]+)=(?P<value>.*) sensitive=(?P<sensitive>true|false) "
+    r"synonyms=\{(?P<synonyms>.*)\}"
+)
 
 
 def entries(stdout):
@@ -45,16 +57,27 @@ def test_describe_shows_the_dynamic_topic_configs(broker):
 
 def test_alter_adds_and_deletes_configs(broker):
     create(broker, "orders")
-    added = configs(broker, "--entity-type", "topics", "--entity-name", "orders", "--alter",
-                    "--add-config", "retention.ms=1234567,cleanup.policy=[compact,delete]")
+    added = configs(
+        broker,
+        "--entity-type",
+        "topics",
+        "--entity-name",
+        "orders",
+        "--alter",
+        "--add-config",
+        "retention.ms=1234567,cleanup.policy=[compact,delete]",
+    )
     assert added.returncode == 0, added.stderr
     assert added.stdout == "Completed updating config for topic orders.\n"
     found = entries(configs(broker, "--topic", "orders", "--describe").stdout)
-    assert {name: m["value"] for name, m in found.items()} == {"cleanup.policy": "compact,delete",
-                                                                "retention.ms": "1234567"}
+    assert {name: m["value"] for name, m in found.items()} == {
+        "cleanup.policy": "compact,delete",
+        "retention.ms": "1234567",
+    }
 
-    deleted = configs(broker, "--entity-type", "topics", "--entity-name", "orders", "--alter",
-                      "--delete-config", "retention.ms")
+    deleted = configs(
+        broker, "--entity-type", "topics", "--entity-name", "orders", "--alter", "--delete-config", "retention.ms"
+    )
     assert deleted.returncode == 0, deleted.stderr
     found = entries(configs(broker, "--topic", "orders", "--describe").stdout)
     assert list(found) == ["cleanup.policy"]
@@ -90,26 +113,30 @@ def test_describe_a_broker(broker):
 
 def test_errors_are_one_line_and_exit_1(broker):
     create(broker, "orders")
-    unknown_key = configs(broker, "--entity-type", "topics", "--entity-name", "orders", "--alter",
-                          "--add-config", "no.such.config=1")
+    unknown_key = configs(
+        broker, "--entity-type", "topics", "--entity-name", "orders", "--alter", "--add-config", "no.such.config=1"
+    )
     assert unknown_key.returncode == 1
     assert unknown_key.stderr.count("\n") == 1 and "no.such.config" in unknown_key.stderr
-    misspelt = configs(broker, "--entity-type", "topics", "--entity-name", "orders", "--alter",
-                       "--add-config", "cleanup.polcy=compact")
+    misspelt = configs(
+        broker, "--entity-type", "topics", "--entity-name", "orders", "--alter", "--add-config", "cleanup.polcy=compact"
+    )
     assert misspelt.returncode == 1
     assert misspelt.stderr.count("\n") == 1
     assert "cleanup.polcy: unknown topic config (did you mean cleanup.policy?)" in misspelt.stderr
 
-    not_set = configs(broker, "--entity-type", "topics", "--entity-name", "orders", "--alter",
-                      "--delete-config", "retention.ms")
+    not_set = configs(
+        broker, "--entity-type", "topics", "--entity-name", "orders", "--alter", "--delete-config", "retention.ms"
+    )
     assert not_set.returncode == 1
     assert not_set.stderr == "Invalid config(s): retention.ms\n"
 
     missing_topic = configs(broker, "--entity-type", "topics", "--entity-name", "missing", "--describe")
     assert missing_topic.returncode == 1 and missing_topic.stderr.count("\n") == 1
 
-    malformed = configs(broker, "--entity-type", "topics", "--entity-name", "orders", "--alter",
-                        "--add-config", "retention.ms")
+    malformed = configs(
+        broker, "--entity-type", "topics", "--entity-name", "orders", "--alter", "--add-config", "retention.ms"
+    )
     assert malformed.returncode == 1 and 'format "key=val"' in malformed.stderr
 
     assert configs(broker, "--entity-type", "brokers", "--entity-name", "zero", "--describe").returncode == 1

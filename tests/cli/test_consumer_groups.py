@@ -9,7 +9,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
@@ -39,8 +39,12 @@ def broker(tmp_path_factory):
 
 
 def strom(broker, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "strom.cli.main", "consumer-groups", "--bootstrap-server",
-                           broker.bootstrap, *args], capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "strom.cli.main", "consumer-groups", "--bootstrap-server", broker.bootstrap, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def commit_offsets(broker, group: str, topic: str, offsets: dict[int, int]) -> None:
@@ -51,10 +55,14 @@ def commit_offsets(broker, group: str, topic: str, offsets: dict[int, int]) -> N
         consumer.close()
 
 
-def offsets_row(group, topic, partition, current, end, lag, consumer="-", host="-", client="-", widths=(15, 15, 15, 15)):
+def offsets_row(
+    group, topic, partition, current, end, lag, consumer="-", host="-", client="-", widths=(15, 15, 15, 15)
+):
     g, t, c, h = widths
-    return (f"{group:<{g}} {topic:<{t}} {partition:<10} {current:<15} {end:<15} {lag:<15} "
-            f"{consumer:<{c}} {host:<{h}} {client}")
+    return (
+        f"{group:<{g}} {topic:<{t}} {partition:<10} {current:<15} {end:<15} {lag:<15} "
+        f"{consumer:<{c}} {host:<{h}} {client}"
+    )
 
 
 def test_describe_shows_offsets_and_lag_of_an_active_group(broker):
@@ -72,25 +80,41 @@ def test_describe_shows_offsets_and_lag_of_an_active_group(broker):
         assert result.returncode == 0, result.stdout + result.stderr
         member_id = next(iter(_describe_members(broker, group)))
         widths = (max(15, len(group)), max(15, len(topic)), max(15, len(member_id)), 15)
-        header = offsets_row("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID",
-                             "HOST", "CLIENT-ID", widths)
-        rows = [offsets_row(group, topic, 0, 4, 10, 6, member_id, "/127.0.0.1", "billing-app", widths),
-                offsets_row(group, topic, 1, 10, 10, 0, member_id, "/127.0.0.1", "billing-app", widths),
-                offsets_row(group, topic, 2, "-", 10, "-", member_id, "/127.0.0.1", "billing-app", widths)]
+        header = offsets_row(
+            "GROUP",
+            "TOPIC",
+            "PARTITION",
+            "CURRENT-OFFSET",
+            "LOG-END-OFFSET",
+            "LAG",
+            "CONSUMER-ID",
+            "HOST",
+            "CLIENT-ID",
+            widths,
+        )
+        rows = [
+            offsets_row(group, topic, 0, 4, 10, 6, member_id, "/127.0.0.1", "billing-app", widths),
+            offsets_row(group, topic, 1, 10, 10, 0, member_id, "/127.0.0.1", "billing-app", widths),
+            offsets_row(group, topic, 2, "-", 10, "-", member_id, "/127.0.0.1", "billing-app", widths),
+        ]
         assert result.stdout == "\n" + "\n".join([header, *rows]) + "\n"
         assert result.stderr == ""
 
         members = strom(broker, "--describe", "--group", group, "--members")
         g, c = max(15, len(group)), max(15, len(member_id))
-        assert members.stdout == (f"\n{'GROUP':<{g}} {'CONSUMER-ID':<{c}} {'HOST':<15} {'CLIENT-ID':<15} "
-                                  f"{'#PARTITIONS':<15} \n{group:<{g}} {member_id:<{c}} {'/127.0.0.1':<15} "
-                                  f"{'billing-app':<15} {'3':<15} \n")
+        assert members.stdout == (
+            f"\n{'GROUP':<{g}} {'CONSUMER-ID':<{c}} {'HOST':<15} {'CLIENT-ID':<15} "
+            f"{'#PARTITIONS':<15} \n{group:<{g}} {member_id:<{c}} {'/127.0.0.1':<15} "
+            f"{'billing-app':<15} {'3':<15} \n"
+        )
 
         state = strom(broker, "--describe", "--group", group, "--state")
         coordinator = f"127.0.0.1:{broker.port}  (0)"
-        assert state.stdout == (f"\n{'GROUP':<{g}} {'COORDINATOR (ID)':<25} {'ASSIGNMENT-STRATEGY':<20} "
-                                f"{'STATE':<20} #MEMBERS\n{group:<{g}} {coordinator:<25} {'range':<20} "
-                                f"{'Stable':<20} 1\n")
+        assert state.stdout == (
+            f"\n{'GROUP':<{g}} {'COORDINATOR (ID)':<25} {'ASSIGNMENT-STRATEGY':<20} "
+            f"{'STATE':<20} #MEMBERS\n{group:<{g}} {coordinator:<25} {'range':<20} "
+            f"{'Stable':<20} 1\n"
+        )
 
         listed = strom(broker, "--list")
         assert group in listed.stdout.splitlines()
@@ -118,10 +142,28 @@ def test_describe_of_an_inactive_group_and_of_a_missing_one(broker):
     result = strom(broker, "--describe", "--group", group)
     assert result.returncode == 0
     widths = (15, max(15, len(topic)), 15, 15)
-    assert result.stdout == "\n" + "\n".join([
-        offsets_row("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST",
-                    "CLIENT-ID", widths),
-        offsets_row(group, topic, 0, 1, 3, 2, widths=widths)]) + "\n"
+    assert (
+        result.stdout
+        == "\n"
+        + "\n".join(
+            [
+                offsets_row(
+                    "GROUP",
+                    "TOPIC",
+                    "PARTITION",
+                    "CURRENT-OFFSET",
+                    "LOG-END-OFFSET",
+                    "LAG",
+                    "CONSUMER-ID",
+                    "HOST",
+                    "CLIENT-ID",
+                    widths,
+                ),
+                offsets_row(group, topic, 0, 1, 3, 2, widths=widths),
+            ]
+        )
+        + "\n"
+    )
     assert result.stderr == f"\nConsumer group '{group}' has no active members.\n"
 
     missing = strom(broker, "--describe", "--group", "no-such-group")
@@ -140,15 +182,18 @@ def test_reset_to_earliest_makes_the_group_read_again_from_the_start(broker):
         first.consumer.commit(asynchronous=False)
         refused = strom(broker, "--reset-offsets", "--group", group, "--topic", topic, "--to-earliest", "--execute")
         assert refused.returncode == 1
-        assert (f"Error: Assignments can only be reset if the group '{group}' is inactive, but the current state "
-                f"is Stable.") in refused.stdout
+        assert (
+            f"Error: Assignments can only be reset if the group '{group}' is inactive, but the current state is Stable."
+        ) in refused.stdout
         assert committed(broker.bootstrap, group, topic, 2) == {0: 10, 1: 10}
     finally:
         first.close()
 
     t = max(15, len(topic))
-    plan = (f"\n{'GROUP':<15} {'TOPIC':<{t}} {'PARTITION':<10} NEW-OFFSET\n{group:<15} {topic:<{t}} {0:<10} 0\n"
-            f"{group:<15} {topic:<{t}} {1:<10} 0\n")
+    plan = (
+        f"\n{'GROUP':<15} {'TOPIC':<{t}} {'PARTITION':<10} NEW-OFFSET\n{group:<15} {topic:<{t}} {0:<10} 0\n"
+        f"{group:<15} {topic:<{t}} {1:<10} 0\n"
+    )
     dry = strom(broker, "--reset-offsets", "--group", group, "--topic", topic, "--to-earliest", "--dry-run")
     assert (dry.returncode, dry.stdout) == (0, plan)
     assert committed(broker.bootstrap, group, topic, 2) == {0: 10, 1: 10}  # a dry run changes nothing
@@ -199,7 +244,7 @@ def test_reset_by_offset_shift_and_current(broker):
 def test_reset_by_time_to_the_ends_and_of_missing_partitions(broker):
     topic, group, base = reset_setup(broker)
     scope = ("--topic", topic)
-    when = datetime.fromtimestamp((base + 4000) / 1000, timezone.utc)
+    when = datetime.fromtimestamp((base + 4000) / 1000, UTC)
     assert reset(broker, group, scope, "--to-datetime", when.strftime("%Y-%m-%dT%H:%M:%S.000Z")) == 4
     local = datetime.fromtimestamp((base + 6500) / 1000).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3]  # no zone: local
     assert reset(broker, group, scope, "--to-datetime", local) == 7
@@ -225,8 +270,10 @@ def test_delete_removes_the_group_and_its_offsets(broker):
         close_all([busy])
     assert group in strom(broker, "--list").stdout.splitlines()
     deleted = strom(broker, "--delete", "--group", group)
-    assert (deleted.returncode, deleted.stdout) == (0, f"Deletion of requested consumer groups ('{group}') was "
-                                                       "successful.\n")
+    assert (deleted.returncode, deleted.stdout) == (
+        0,
+        f"Deletion of requested consumer groups ('{group}') was successful.\n",
+    )
     assert group not in strom(broker, "--list").stdout.splitlines()
     assert committed(broker.bootstrap, group, topic, 1) == {0: NONE}
     twice = strom(broker, "--delete", "--group", group)
@@ -246,8 +293,10 @@ def _describe_by_client(broker, group: str) -> dict[str, tuple[str, list[tuple[s
 
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     description = admin.describe_consumer_groups([group])[group].result(15)
-    return {m.client_id: (m.member_id, sorted((tp.topic, tp.partition) for tp in m.assignment.topic_partitions))
-            for m in description.members}
+    return {
+        m.client_id: (m.member_id, sorted((tp.topic, tp.partition) for tp in m.assignment.topic_partitions))
+        for m in description.members
+    }
 
 
 def test_describe_members_verbose_shows_each_members_partitions_and_state_verbose_the_epochs(broker):
@@ -268,29 +317,38 @@ def test_describe_members_verbose_shows_each_members_partitions_and_state_verbos
         assert result.returncode == 0, result.stdout + result.stderr
         member_ids = {client: member_id for client, (member_id, _) in described.items()}
         g, c = max(15, len(group)), max([15] + [len(m) for m in member_ids.values()])
-        assignments = {client: f"{topic}:" + ",".join(str(p) for _, p in parts)
-                       for client, (_, parts) in described.items()}
+        assignments = {
+            client: f"{topic}:" + ",".join(str(p) for _, p in parts) for client, (_, parts) in described.items()
+        }
         a_width = max([20] + [len(text) for text in assignments.values()])
 
         def line(member, client, count, current, target="-", epoch="-", target_epoch="-"):
-            return (f"{group:<{g}} {member:<{c}} {'/127.0.0.1':<15} {client:<15} {count:<15} "
-                    f"{epoch:<15} {current:<{a_width}} {target_epoch:<15} {target:<20}")
+            return (
+                f"{group:<{g}} {member:<{c}} {'/127.0.0.1':<15} {client:<15} {count:<15} "
+                f"{epoch:<15} {current:<{a_width}} {target_epoch:<15} {target:<20}"
+            )
 
-        header = (f"{'GROUP':<{g}} {'CONSUMER-ID':<{c}} {'HOST':<15} {'CLIENT-ID':<15} {'#PARTITIONS':<15} "
-                  f"{'CURRENT-EPOCH':<15} {'CURRENT-ASSIGNMENT':<{a_width}} {'TARGET-EPOCH':<15} "
-                  f"{'TARGET-ASSIGNMENT':<20}")
+        header = (
+            f"{'GROUP':<{g}} {'CONSUMER-ID':<{c}} {'HOST':<15} {'CLIENT-ID':<15} {'#PARTITIONS':<15} "
+            f"{'CURRENT-EPOCH':<15} {'CURRENT-ASSIGNMENT':<{a_width}} {'TARGET-EPOCH':<15} "
+            f"{'TARGET-ASSIGNMENT':<20}"
+        )
         lines = result.stdout.split("\n")
         assert lines[0] == "" and lines[1] == header and lines[-1] == ""
-        expected = {line(member_ids[client], client, str(len(described[client][1])), assignments[client])
-                    for client in ("member-a", "member-b")}
+        expected = {
+            line(member_ids[client], client, str(len(described[client][1])), assignments[client])
+            for client in ("member-a", "member-b")
+        }
         assert set(lines[2:-1]) == expected
 
         state = strom(broker, "--describe", "--group", group, "--state", "--verbose")
         coordinator = f"127.0.0.1:{broker.port}  (0)"
-        assert state.stdout == (f"\n{'GROUP':<{g}} {'COORDINATOR (ID)':<25} {'ASSIGNMENT-STRATEGY':<20} "
-                                f"{'STATE':<20} {'GROUP-EPOCH':<15} {'TARGET-ASSIGNMENT-EPOCH':<25} #MEMBERS\n"
-                                f"{group:<{g}} {coordinator:<25} {'range':<20} {'Stable':<20} {'-':<15} "
-                                f"{'-':<25} 2\n")
+        assert state.stdout == (
+            f"\n{'GROUP':<{g}} {'COORDINATOR (ID)':<25} {'ASSIGNMENT-STRATEGY':<20} "
+            f"{'STATE':<20} {'GROUP-EPOCH':<15} {'TARGET-ASSIGNMENT-EPOCH':<25} #MEMBERS\n"
+            f"{group:<{g}} {coordinator:<25} {'range':<20} {'Stable':<20} {'-':<15} "
+            f"{'-':<25} 2\n"
+        )
     finally:
         close_all([a, b])
 
@@ -308,11 +366,14 @@ def test_describe_offsets_verbose_adds_the_committed_leader_epoch(broker):
     result = strom(broker, "--describe", "--group", group, "--verbose")
     assert result.returncode == 0, result.stdout + result.stderr
     t = max(15, len(topic))
-    assert result.stdout.split("\n")[1] == (f"{'GROUP':<15} {'TOPIC':<{t}} {'PARTITION':<10} {'LEADER-EPOCH':<15} "
-                                            f"{'CURRENT-OFFSET':<15} {'LOG-END-OFFSET':<15} {'LAG':<15} "
-                                            f"{'CONSUMER-ID':<15} {'HOST':<15} CLIENT-ID")
-    assert result.stdout.split("\n")[2] == (f"{group:<15} {topic:<{t}} {0:<10} {0:<15} {3:<15} {3:<15} {0:<15} "
-                                            f"{'-':<15} {'-':<15} -")
+    assert result.stdout.split("\n")[1] == (
+        f"{'GROUP':<15} {'TOPIC':<{t}} {'PARTITION':<10} {'LEADER-EPOCH':<15} "
+        f"{'CURRENT-OFFSET':<15} {'LOG-END-OFFSET':<15} {'LAG':<15} "
+        f"{'CONSUMER-ID':<15} {'HOST':<15} CLIENT-ID"
+    )
+    assert result.stdout.split("\n")[2] == (
+        f"{group:<15} {topic:<{t}} {0:<10} {0:<15} {3:<15} {3:<15} {0:<15} {'-':<15} {'-':<15} -"
+    )
 
 
 def test_reset_by_duration_goes_back_that_far_in_time(broker):
@@ -324,8 +385,7 @@ def test_reset_by_duration_goes_back_that_far_in_time(broker):
     now = int(time.time() * 1000)
     producer = Producer({"bootstrap.servers": broker.bootstrap})
     for i in range(10):
-        producer.produce(topic, f"d{i}".encode(), partition=0,
-                         timestamp=now - (7_200_000 if i < 5 else 600_000) + i)
+        producer.produce(topic, f"d{i}".encode(), partition=0, timestamp=now - (7_200_000 if i < 5 else 600_000) + i)
     assert producer.flush(15) == 0
     commit_offsets(broker, group, topic, {0: 10})
     scope = ("--topic", topic)
@@ -347,8 +407,9 @@ def test_export_then_from_file_replays_an_edited_plan(broker, tmp_path):
     produce(broker.bootstrap, topic, [f"p{i}".encode() for i in range(20)], partitions=2)  # 10 per partition
     commit_offsets(broker, group, topic, {0: 7, 1: 9})
 
-    exported = strom(broker, "--reset-offsets", "--group", group, "--topic", topic, "--shift-by", "-5", "--export",
-                     "--dry-run")
+    exported = strom(
+        broker, "--reset-offsets", "--group", group, "--topic", topic, "--shift-by", "-5", "--export", "--dry-run"
+    )
     assert exported.returncode == 0, exported.stdout + exported.stderr
     assert exported.stdout == f"{topic},0,2\n{topic},1,4\n\n"  # Kafka's CSV, then println's newline
     assert committed(broker.bootstrap, group, topic, 2) == {0: 7, 1: 9}
@@ -358,8 +419,10 @@ def test_export_then_from_file_replays_an_edited_plan(broker, tmp_path):
     done = strom(broker, "--reset-offsets", "--group", group, "--from-file", str(plan), "--execute")
     assert done.returncode == 0, done.stdout + done.stderr
     t = max(15, len(topic))
-    assert done.stdout == (f"\n{'GROUP':<15} {'TOPIC':<{t}} {'PARTITION':<10} NEW-OFFSET\n"
-                           f"{group:<15} {topic:<{t}} {0:<10} 2\n{group:<15} {topic:<{t}} {1:<10} 10\n")
+    assert done.stdout == (
+        f"\n{'GROUP':<15} {'TOPIC':<{t}} {'PARTITION':<10} NEW-OFFSET\n"
+        f"{group:<15} {topic:<{t}} {0:<10} 2\n{group:<15} {topic:<{t}} {1:<10} 10\n"
+    )
     assert committed(broker.bootstrap, group, topic, 2) == {0: 2, 1: 10}
 
     # with two groups the CSV names the group on each line, and each group gets its own rows
@@ -367,8 +430,9 @@ def test_export_then_from_file_replays_an_edited_plan(broker, tmp_path):
     commit_offsets(broker, other, topic, {0: 1})
     both = tmp_path / "both.csv"
     both.write_text(f"{group},{topic},0,3\n{other},{topic},1,6\n")
-    exported = strom(broker, "--reset-offsets", "--group", group, "--group", other, "--from-file", str(both),
-                     "--execute", "--export")
+    exported = strom(
+        broker, "--reset-offsets", "--group", group, "--group", other, "--from-file", str(both), "--execute", "--export"
+    )
     assert exported.returncode == 0, exported.stdout + exported.stderr
     assert sorted(exported.stdout.split("\n")) == sorted([f"{group},{topic},0,3", f"{other},{topic},1,6", "", ""])
     assert committed(broker.bootstrap, group, topic, 2) == {0: 3, 1: 10}
@@ -378,6 +442,7 @@ def test_export_then_from_file_replays_an_edited_plan(broker, tmp_path):
     missing.write_text(f"{topic},7,0\n")
     refused = strom(broker, "--reset-offsets", "--group", group, "--from-file", str(missing), "--execute")
     assert refused.returncode == 1 and f'The partitions "{topic}-7" do not exist' in refused.stdout
-    nothing = strom(broker, "--reset-offsets", "--group", unique("nobody"), "--group", group,
-                    "--from-file", str(both), "--dry-run")
+    nothing = strom(
+        broker, "--reset-offsets", "--group", unique("nobody"), "--group", group, "--from-file", str(both), "--dry-run"
+    )
     assert nothing.returncode == 1 and "No reset plan for group nobody-" in nothing.stdout

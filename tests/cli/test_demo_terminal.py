@@ -32,8 +32,15 @@ def run_on_a_terminal(args: list[str], timeout: float) -> tuple[int, str]:
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 140, 0, 0))
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, TERM="xterm-256color")
-    process = subprocess.Popen([sys.executable, "-m", "strom.cli.main", *args], stdin=subprocess.DEVNULL,
-                               stdout=slave, stderr=slave, env=env, cwd=ROOT, start_new_session=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "strom.cli.main", *args],
+        stdin=subprocess.DEVNULL,
+        stdout=slave,
+        stderr=slave,
+        env=env,
+        cwd=ROOT,
+        start_new_session=True,
+    )
     os.close(slave)
     chunks: list[bytes] = []
     deadline = time.monotonic() + timeout
@@ -62,8 +69,25 @@ def run_on_a_terminal(args: list[str], timeout: float) -> tuple[int, str]:
 
 def test_the_live_table_is_alone_on_the_terminal_and_redrawn_in_place(tmp_path):
     code, output = run_on_a_terminal(
-        ["demo", "--dir", str(tmp_path), "--duration", "45", "--rate", "100", "--window", "10 seconds",
-         "--watermark", "2 seconds", "--trigger-seconds", "2", "--refresh", "2"], timeout=360)
+        [
+            "demo",
+            "--dir",
+            str(tmp_path),
+            "--duration",
+            "45",
+            "--rate",
+            "100",
+            "--window",
+            "10 seconds",
+            "--watermark",
+            "2 seconds",
+            "--trigger-seconds",
+            "2",
+            "--refresh",
+            "2",
+        ],
+        timeout=360,
+    )
     (tmp_path / "terminal.log").write_text(output)  # what the user saw, for a failing run
     assert code == 0, output[-3000:]
     assert output.count(ENTER_ALT_SCREEN) == 1 and output.count(LEAVE_ALT_SCREEN) == 1, output[-3000:]

@@ -9,18 +9,28 @@ from strom.storage.log_config import LogConfig
 
 def make_log(tmp_path):
     log = Log(str(tmp_path / "orders-0"), LogConfig(index_interval_bytes=1))
-    log.append_as_leader(build_batch([NewRecord(b"hello", key=b"k1", headers=[("h", b"x")], timestamp=1000),
-                                      NewRecord(None, key=b"k2", timestamp=1001)]), leader_epoch=3)
-    log.append_as_leader(build_batch([NewRecord(b"gz" * 50, timestamp=2000)], compression=1,
-                                     producer_id=7, producer_epoch=0, base_sequence=0), leader_epoch=3)
+    log.append_as_leader(
+        build_batch(
+            [
+                NewRecord(b"hello", key=b"k1", headers=[("h", b"x")], timestamp=1000),
+                NewRecord(None, key=b"k2", timestamp=1001),
+            ]
+        ),
+        leader_epoch=3,
+    )
+    log.append_as_leader(
+        build_batch(
+            [NewRecord(b"gz" * 50, timestamp=2000)], compression=1, producer_id=7, producer_epoch=0, base_sequence=0
+        ),
+        leader_epoch=3,
+    )
     log.append_as_leader(build_batch([NewRecord(b"third", timestamp=3000)]), leader_epoch=3)
     log.close()
     return str(tmp_path / "orders-0")
 
 
 def strom(*args):
-    return subprocess.run([sys.executable, "-m", "strom.cli.main", *args], capture_output=True, text=True,
-                          timeout=60)
+    return subprocess.run([sys.executable, "-m", "strom.cli.main", *args], capture_output=True, text=True, timeout=60)
 
 
 def test_dump_log_prints_batches_and_records(tmp_path):
@@ -72,8 +82,12 @@ def test_dump_log_shows_markers_and_the_txnindex(tmp_path):
     log.append_marker(11, 2, commit=False, coordinator_epoch=5)
     log.close()
     directory = str(tmp_path / "pay-0")
-    result = strom("dump-log", "--print-data-log", os.path.join(directory, "00000000000000000000.log"),
-                   os.path.join(directory, "00000000000000000000.txnindex"))
+    result = strom(
+        "dump-log",
+        "--print-data-log",
+        os.path.join(directory, "00000000000000000000.log"),
+        os.path.join(directory, "00000000000000000000.txnindex"),
+    )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert any("isTransactional: true isControl: true" in line and "producerId: 11" in line for line in lines)

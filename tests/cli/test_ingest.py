@@ -19,8 +19,10 @@ WAIT_S = 60
 def topic_size(bootstrap: str, topic: str, partitions: int) -> int:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "size"})
     try:
-        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)[1]
-                   for p in range(partitions))
+        return sum(
+            consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)[1]
+            for p in range(partitions)
+        )
     finally:
         consumer.close()
 
@@ -65,10 +67,31 @@ def test_ingest_survives_rotation_and_kill_9(broker, tmp_path):
 
     def start_ingest():
         out = open(tmp_path / "ingest.out", "ab")
-        return subprocess.Popen([sys.executable, "-m", "strom.cli.main", "ingest", "--bootstrap-server",
-                                 broker.bootstrap, "--topic", "weblog", "--file", str(log), "--follow",
-                                 "--key-regex", r"/page/(\d+)", "--state-file", str(state),
-                                 "--poll-interval", "0.05", "--report-interval", "1"], stdout=out, stderr=out)
+        return subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "strom.cli.main",
+                "ingest",
+                "--bootstrap-server",
+                broker.bootstrap,
+                "--topic",
+                "weblog",
+                "--file",
+                str(log),
+                "--follow",
+                "--key-regex",
+                r"/page/(\d+)",
+                "--state-file",
+                str(state),
+                "--poll-interval",
+                "0.05",
+                "--report-interval",
+                "1",
+            ],
+            stdout=out,
+            stderr=out,
+        )
 
     def size():
         return topic_size(broker.bootstrap, "weblog", 2)

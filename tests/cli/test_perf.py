@@ -14,26 +14,48 @@ SIZE = 100
 PRODUCER_TOTAL = re.compile(
     r"(?P<count>\d+) records sent, (?P<rate>[\d.]+) records/sec \((?P<mb>[\d.]+) MB/sec\), "
     r"(?P<avg>[\d.]+) ms avg latency, (?P<max>[\d.]+) ms max latency, (?P<p50>\d+) ms 50th, "
-    r"(?P<p95>\d+) ms 95th, (?P<p99>\d+) ms 99th, (?P<p999>\d+) ms 99.9th\.")
-CONSUMER_HEADER = ("start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, "
-                   "rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec")
+    r"(?P<p95>\d+) ms 95th, (?P<p99>\d+) ms 99th, (?P<p999>\d+) ms 99.9th\."
+)
+CONSUMER_HEADER = (
+    "start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, "
+    "rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec"
+)
 DATE = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d:\d{3}"
 
 
 def strom(*args):
-    return subprocess.run([sys.executable, "-m", "strom.cli.main", *args], capture_output=True, text=True,
-                          timeout=60)
+    return subprocess.run([sys.executable, "-m", "strom.cli.main", *args], capture_output=True, text=True, timeout=60)
 
 
 def create(broker, topic, partitions=1):
-    result = strom("topics", "--bootstrap-server", broker.bootstrap, "--create", "--topic", topic,
-                   "--partitions", str(partitions), "--replication-factor", "1")
+    result = strom(
+        "topics",
+        "--bootstrap-server",
+        broker.bootstrap,
+        "--create",
+        "--topic",
+        topic,
+        "--partitions",
+        str(partitions),
+        "--replication-factor",
+        "1",
+    )
     assert result.returncode == 0, result.stderr
 
 
 def producer_perf(broker, topic, *extra, records=RECORDS):
-    return strom("producer-perf-test", "--topic", topic, "--num-records", str(records), "--record-size", str(SIZE),
-                 "--producer-props", f"bootstrap.servers={broker.bootstrap}", *extra)
+    return strom(
+        "producer-perf-test",
+        "--topic",
+        topic,
+        "--num-records",
+        str(records),
+        "--record-size",
+        str(SIZE),
+        "--producer-props",
+        f"bootstrap.servers={broker.bootstrap}",
+        *extra,
+    )
 
 
 def test_producer_then_consumer_perf_report_what_they_measured(broker):
@@ -53,8 +75,17 @@ def test_producer_then_consumer_perf_report_what_they_measured(broker):
     assert p50 <= p95 <= p99 <= p999 <= float(total["max"])
     assert 0 < float(total["avg"]) <= float(total["max"])
 
-    consumed = strom("consumer-perf-test", "--bootstrap-server", broker.bootstrap, "--topic", "perf",
-                     "--messages", str(RECORDS), "--timeout", "20000")
+    consumed = strom(
+        "consumer-perf-test",
+        "--bootstrap-server",
+        broker.bootstrap,
+        "--topic",
+        "perf",
+        "--messages",
+        str(RECORDS),
+        "--timeout",
+        "20000",
+    )
     assert consumed.returncode == 0, consumed.stderr
     header, line = consumed.stdout.splitlines()
     assert header == CONSUMER_HEADER
@@ -79,8 +110,18 @@ def test_throughput_is_throttled(broker):
 def test_consumer_perf_warns_when_the_topic_runs_dry(broker):
     create(broker, "short")
     assert producer_perf(broker, "short", "--throughput", "-1", records=500).returncode == 0
-    result = strom("consumer-perf-test", "--bootstrap-server", broker.bootstrap, "--topic", "short",
-                   "--messages", "1000", "--timeout", "1500", "--hide-header")
+    result = strom(
+        "consumer-perf-test",
+        "--bootstrap-server",
+        broker.bootstrap,
+        "--topic",
+        "short",
+        "--messages",
+        "1000",
+        "--timeout",
+        "1500",
+        "--hide-header",
+    )
     assert result.returncode == 0, result.stderr
     warning, line = result.stdout.splitlines()
     assert warning.startswith("WARNING: Exiting before consuming the expected number of messages: timeout (1500 ms)")
@@ -90,8 +131,20 @@ def test_consumer_perf_warns_when_the_topic_runs_dry(broker):
 def test_consumer_perf_detailed_stats(broker):
     create(broker, "detail")
     assert producer_perf(broker, "detail", "--throughput", "2000", records=4000).returncode == 0
-    result = strom("consumer-perf-test", "--bootstrap-server", broker.bootstrap, "--topic", "detail",
-                   "--messages", "4000", "--show-detailed-stats", "--reporting-interval", "1", "--timeout", "20000")
+    result = strom(
+        "consumer-perf-test",
+        "--bootstrap-server",
+        broker.bootstrap,
+        "--topic",
+        "detail",
+        "--messages",
+        "4000",
+        "--show-detailed-stats",
+        "--reporting-interval",
+        "1",
+        "--timeout",
+        "20000",
+    )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].startswith("time, threadId, data.consumed.in.MB")
@@ -105,9 +158,26 @@ def test_producer_perf_draws_a_progress_bar_on_a_terminal(broker):
     leader, follower = pty.openpty()
     try:
         process = subprocess.Popen(
-            [sys.executable, "-m", "strom.cli.main", "producer-perf-test", "--topic", "tty", "--num-records", "3000",
-             "--record-size", "10", "--throughput", "2000", "--bootstrap-server", broker.bootstrap],
-            stdout=subprocess.PIPE, stderr=follower, text=True)
+            [
+                sys.executable,
+                "-m",
+                "strom.cli.main",
+                "producer-perf-test",
+                "--topic",
+                "tty",
+                "--num-records",
+                "3000",
+                "--record-size",
+                "10",
+                "--throughput",
+                "2000",
+                "--bootstrap-server",
+                broker.bootstrap,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=follower,
+            text=True,
+        )
         os.close(follower)
         follower = None
         seen = b""
@@ -150,8 +220,9 @@ def test_perf_tools_write_their_per_second_series_as_csv_and_charts(broker, tmp_
     create(broker, "series")
     produced_csv, produced_plot = tmp_path / "produce.csv", tmp_path / "produce.html"
     # throttled to 1000/s, 3000 records take at least 3 s: at least three rows of about a second
-    result = producer_perf(broker, "series", "--throughput", "1000", "--csv", str(produced_csv),
-                           "--plot", str(produced_plot), records=3000)
+    result = producer_perf(
+        broker, "series", "--throughput", "1000", "--csv", str(produced_csv), "--plot", str(produced_plot), records=3000
+    )
     assert result.returncode == 0, result.stderr
     header, *rows = read_csv(produced_csv)
     assert header == ["time_s", "records", "records_per_sec", "mb_per_sec", "avg_latency_ms"]
@@ -164,9 +235,21 @@ def test_perf_tools_write_their_per_second_series_as_csv_and_charts(broker, tmp_
     assert polylines(page) == [len(rows)] * 4  # one chart per column, one point per row
 
     consumed_csv, consumed_plot = tmp_path / "consume.csv", tmp_path / "consume.svg"
-    result = strom("consumer-perf-test", "--bootstrap-server", broker.bootstrap, "--topic", "series",
-                   "--messages", "3000", "--timeout", "20000", "--csv", str(consumed_csv),
-                   "--plot", str(consumed_plot))
+    result = strom(
+        "consumer-perf-test",
+        "--bootstrap-server",
+        broker.bootstrap,
+        "--topic",
+        "series",
+        "--messages",
+        "3000",
+        "--timeout",
+        "20000",
+        "--csv",
+        str(consumed_csv),
+        "--plot",
+        str(consumed_plot),
+    )
     assert result.returncode == 0, result.stderr
     header, *rows = read_csv(consumed_csv)
     assert header == ["time_s", "messages", "messages_per_sec", "mb_per_sec"]
@@ -182,8 +265,10 @@ def test_a_png_plot_needs_matplotlib(broker, tmp_path):
         import matplotlib  # noqa: F401
     except ImportError:
         assert result.returncode == 1
-        assert result.stderr == (f"strom producer-perf-test: cannot draw {png}: PNG needs matplotlib, which is not "
-                                 "installed; use --plot FILE.html (or .svg) instead\n")
+        assert result.stderr == (
+            f"strom producer-perf-test: cannot draw {png}: PNG needs matplotlib, which is not "
+            "installed; use --plot FILE.html (or .svg) instead\n"
+        )
         assert not png.exists()
     else:
         assert result.returncode == 0, result.stderr

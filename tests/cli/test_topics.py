@@ -6,26 +6,43 @@ import sys
 
 
 def strom(*args, input=None):
-    return subprocess.run([sys.executable, "-m", "strom.cli.main", *args], input=input, capture_output=True,
-                          text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "strom.cli.main", *args], input=input, capture_output=True, text=True, timeout=60
+    )
 
 
 def topics(broker, *args):
     return strom("topics", "--bootstrap-server", broker.bootstrap, *args)
 
 
-TOPIC_LINE = re.compile(r"Topic: (?P<name>\S+)\tTopicId: [A-Za-z0-9_-]{22}\tPartitionCount: (?P<count>\d+)"
-                        r"\tReplicationFactor: (?P<rf>\d+)\tConfigs: (?P<configs>.*)")
+TOPIC_LINE = re.compile(
+    r"Topic: (?P<name>\S+)\tTopicId: [A-Za-z0-9_-]{22}\tPartitionCount: (?P<count>\d+)"
+    r"\tReplicationFactor: (?P<rf>\d+)\tConfigs: (?P<configs>.*)"
+)
 
 
 def partition_line(topic, partition, broker_id=0):
-    return (f"\tTopic: {topic}\tPartition: {partition}\tLeader: {broker_id}\tReplicas: {broker_id}"
-            f"\tIsr: {broker_id}\tElr: N/A\tLastKnownElr: N/A")
+    return (
+        f"\tTopic: {topic}\tPartition: {partition}\tLeader: {broker_id}\tReplicas: {broker_id}"
+        f"\tIsr: {broker_id}\tElr: N/A\tLastKnownElr: N/A"
+    )
 
 
 def test_create_then_list_and_describe_in_kafkas_layout(broker):
-    created = topics(broker, "--create", "--topic", "orders", "--partitions", "3", "--replication-factor", "1",
-                     "--config", "retention.ms=86400000", "--config", "cleanup.policy=compact")
+    created = topics(
+        broker,
+        "--create",
+        "--topic",
+        "orders",
+        "--partitions",
+        "3",
+        "--replication-factor",
+        "1",
+        "--config",
+        "retention.ms=86400000",
+        "--config",
+        "cleanup.policy=compact",
+    )
     assert created.returncode == 0, created.stderr
     assert created.stdout == "Created topic orders.\n"
 
@@ -67,8 +84,17 @@ def test_topic_is_a_regular_expression_for_list_and_describe(broker):
 def test_list_can_leave_out_internal_topics(broker):
     assert topics(broker, "--create", "--topic", "orders", "--partitions", "1").returncode == 0
     # a group lookup makes the broker create __consumer_offsets
-    strom("console-consumer", "--bootstrap-server", broker.bootstrap, "--topic", "orders", "--group", "g",
-          "--timeout-ms", "500")
+    strom(
+        "console-consumer",
+        "--bootstrap-server",
+        broker.bootstrap,
+        "--topic",
+        "orders",
+        "--group",
+        "g",
+        "--timeout-ms",
+        "500",
+    )
     everything = topics(broker, "--list").stdout.splitlines()
     external = topics(broker, "--list", "--exclude-internal").stdout.splitlines()
     assert "orders" in external and "__consumer_offsets" not in external
@@ -101,8 +127,9 @@ def test_invalid_config_is_a_one_line_error(broker):
 
     result = topics(broker, "--create", "--topic", "orders", "--partitions", "1", "--config", "retension.ms=1000")
     assert result.returncode == 1
-    assert result.stderr == ("Error while executing topic command : retension.ms: unknown topic config "
-                             "(did you mean retention.ms?)\n")
+    assert result.stderr == (
+        "Error while executing topic command : retension.ms: unknown topic config (did you mean retention.ms?)\n"
+    )
 
 
 def test_unknown_topic_is_an_error_unless_if_exists(broker):
@@ -154,8 +181,10 @@ def test_replica_assignment_places_partitions(broker):
 
 def test_describe_filters(broker):
     assert topics(broker, "--create", "--topic", "plain", "--partitions", "1").returncode == 0
-    assert topics(broker, "--create", "--topic", "tuned", "--partitions", "1", "--config",
-                  "segment.ms=600000").returncode == 0
+    assert (
+        topics(broker, "--create", "--topic", "tuned", "--partitions", "1", "--config", "segment.ms=600000").returncode
+        == 0
+    )
     overrides = topics(broker, "--describe", "--topics-with-overrides", "--exclude-internal")
     assert [line.split("\t")[0] for line in overrides.stdout.splitlines()] == ["Topic: tuned"]
     # a healthy single broker has nothing under-replicated or unavailable

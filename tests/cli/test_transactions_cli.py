@@ -21,10 +21,25 @@ from tests.group.support import WAIT_S, create_topic, produce, unique, wait_unti
 
 pytestmark = pytest.mark.timeout(120)
 
-PRODUCER_HEADER = ["ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch", "LastSequence", "LastTimestamp",
-                   "CurrentTransactionStartOffset"]
-DESCRIBE_HEADER = ["CoordinatorId", "TransactionalId", "ProducerId", "ProducerEpoch", "TransactionState",
-                   "TransactionTimeoutMs", "CurrentTransactionStartTimeMs", "TransactionDurationMs", "TopicPartitions"]
+PRODUCER_HEADER = [
+    "ProducerId",
+    "ProducerEpoch",
+    "LatestCoordinatorEpoch",
+    "LastSequence",
+    "LastTimestamp",
+    "CurrentTransactionStartOffset",
+]
+DESCRIBE_HEADER = [
+    "CoordinatorId",
+    "TransactionalId",
+    "ProducerId",
+    "ProducerEpoch",
+    "TransactionState",
+    "TransactionTimeoutMs",
+    "CurrentTransactionStartTimeMs",
+    "TransactionDurationMs",
+    "TopicPartitions",
+]
 
 
 @pytest.fixture(scope="module")
@@ -34,8 +49,9 @@ def broker(tmp_path_factory):
 
 
 def strom(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "strom.cli.main", *args], capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "strom.cli.main", *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def transactions(broker, *args: str) -> subprocess.CompletedProcess:
@@ -60,15 +76,28 @@ def rows_by(rows: list[list[str]], column: str) -> dict[str, dict[str, str]]:
 
 
 def transactional_producer(broker, transactional_id: str, **config) -> Producer:
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": transactional_id,
-                         "linger.ms": 5, **config})
+    producer = Producer(
+        {"bootstrap.servers": broker.bootstrap, "transactional.id": transactional_id, "linger.ms": 5, **config}
+    )
     producer.init_transactions(WAIT_S)
     return producer
 
 
 def consume(broker, topic: str, isolation: str, count: int) -> list[str]:
-    result = strom("console-consumer", "--bootstrap-server", broker.bootstrap, "--topic", topic, "--from-beginning",
-                   "--isolation-level", isolation, "--max-messages", str(count), "--timeout-ms", "30000")
+    result = strom(
+        "console-consumer",
+        "--bootstrap-server",
+        broker.bootstrap,
+        "--topic",
+        topic,
+        "--from-beginning",
+        "--isolation-level",
+        isolation,
+        "--max-messages",
+        str(count),
+        "--timeout-ms",
+        "30000",
+    )
     assert result.returncode == 0, result.stderr
     assert f"Processed a total of {count} messages" in result.stderr
     return result.stdout.splitlines()
@@ -76,8 +105,14 @@ def consume(broker, topic: str, isolation: str, count: int) -> list[str]:
 
 def end_offset(broker, topic: str, isolation: str) -> int:
     """ListOffsets(latest) under the isolation level: the LSO for read_committed, the HW otherwise."""
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": unique("offsets"),
-                         "isolation.level": isolation, "enable.auto.commit": False})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": unique("offsets"),
+            "isolation.level": isolation,
+            "enable.auto.commit": False,
+        }
+    )
     try:
         return consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=WAIT_S)[1]
     finally:
@@ -96,15 +131,23 @@ def test_list_describe_and_describe_producers_follow_a_transaction(broker):
     listed = rows_by(table(transactions(broker, "list")), "TransactionalId")
     assert listed[txn_id]["TransactionState"] == "Ongoing"
     assert listed[txn_id]["Coordinator"] == "0"
-    assert table(transactions(broker, "list"))[0] == ["TransactionalId", "Coordinator", "ProducerId",
-                                                      "TransactionState"]
+    assert table(transactions(broker, "list"))[0] == [
+        "TransactionalId",
+        "Coordinator",
+        "ProducerId",
+        "TransactionState",
+    ]
     producer_id = listed[txn_id]["ProducerId"]
 
     described = table(transactions(broker, "describe", "--transactional-id", txn_id))
     assert described[0] == DESCRIBE_HEADER
     row = dict(zip(DESCRIBE_HEADER, described[1]))
-    assert (row["CoordinatorId"], row["TransactionalId"], row["ProducerId"], row["ProducerEpoch"]) == \
-        ("0", txn_id, producer_id, "0")
+    assert (row["CoordinatorId"], row["TransactionalId"], row["ProducerId"], row["ProducerEpoch"]) == (
+        "0",
+        txn_id,
+        producer_id,
+        "0",
+    )
     assert row["TransactionState"] == "Ongoing"
     assert row["TransactionTimeoutMs"] == "60000"  # librdkafka's default transaction.timeout.ms
     assert row["TopicPartitions"] == f"{topic}-0,{topic}-1"
@@ -125,8 +168,9 @@ def test_list_describe_and_describe_producers_follow_a_transaction(broker):
     row = dict(zip(DESCRIBE_HEADER, table(transactions(broker, "describe", "--transactional-id", txn_id))[1]))
     assert row["TransactionState"] == "CompleteCommit"
     assert row["TopicPartitions"] == ""
-    state = dict(zip(PRODUCER_HEADER, table(transactions(broker, "describe-producers", "--topic", topic,
-                                                         "--partition", "1"))[1]))
+    state = dict(
+        zip(PRODUCER_HEADER, table(transactions(broker, "describe-producers", "--topic", topic, "--partition", "1"))[1])
+    )
     assert state["CurrentTransactionStartOffset"] == "None"
     assert state["LatestCoordinatorEpoch"] == "0"  # the commit marker's
     assert sorted(consume(broker, topic, "read_committed", 6)) == [f"v{i}" for i in range(6)]
@@ -137,20 +181,25 @@ def test_describe_of_a_transactional_id_without_a_transaction(broker):
     transactional_producer(broker, txn_id)  # InitProducerId only: state Empty, no start time
     row = dict(zip(DESCRIBE_HEADER, table(transactions(broker, "describe", "--transactional-id", txn_id))[1]))
     assert row["TransactionState"] == "Empty"
-    assert (row["CurrentTransactionStartTimeMs"], row["TransactionDurationMs"], row["TopicPartitions"]) == \
-        ("None", "None", "")
+    assert (row["CurrentTransactionStartTimeMs"], row["TransactionDurationMs"], row["TopicPartitions"]) == (
+        "None",
+        "None",
+        "",
+    )
 
 
 def test_errors_are_one_line_and_exit_1(broker):
     topic = create_topic(broker.bootstrap, unique("err"), 1)
     unknown = transactions(broker, "describe", "--transactional-id", "never-used")
     assert unknown.returncode == 1 and unknown.stdout == ""
-    assert unknown.stderr == ("Failed to describe transaction state of transactional-id `never-used`: "
-                              "TRANSACTIONAL_ID_NOT_FOUND\n")
+    assert unknown.stderr == (
+        "Failed to describe transaction state of transactional-id `never-used`: TRANSACTIONAL_ID_NOT_FOUND\n"
+    )
     missing = transactions(broker, "describe-producers", "--topic", topic, "--partition", "5")
     assert missing.returncode == 1
-    assert missing.stderr == (f"Failed to describe producers for partition {topic}-5 on leader: "
-                              "UNKNOWN_TOPIC_OR_PARTITION\n")
+    assert missing.stderr == (
+        f"Failed to describe producers for partition {topic}-5 on leader: UNKNOWN_TOPIC_OR_PARTITION\n"
+    )
     no_topic = transactions(broker, "describe-producers", "--topic", unique("absent"), "--partition", "0")
     assert no_topic.returncode == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in no_topic.stderr
     nothing_open = transactions(broker, "abort", "--topic", topic, "--partition", "0", "--start-offset", "0")
@@ -185,8 +234,13 @@ def test_a_hanging_transaction_is_found_and_aborted(broker):
     after = [f"after-{i}" for i in range(5)]
     produce(broker.bootstrap, topic, [v.encode() for v in before])
     txn_id = unique("doomed")
-    doomed = subprocess.Popen([sys.executable, "-c", HANGING_PRODUCER, broker.bootstrap, topic, txn_id],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    doomed = subprocess.Popen(
+        [sys.executable, "-c", HANGING_PRODUCER, broker.bootstrap, topic, txn_id],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = doomed.stdout.readline()  # bounded: the script itself gives up after 15 s per step
         assert line == "written\n", doomed.stderr.read() if doomed.poll() is not None else line
@@ -204,11 +258,15 @@ def test_a_hanging_transaction_is_found_and_aborted(broker):
     assert end_offset(broker, topic, "read_committed") == start
     total = len(before) + 3 + len(after) + 1  # + the commit marker
     assert end_offset(broker, topic, "read_uncommitted") == total
-    assert consume(broker, topic, "read_uncommitted", len(before) + 3 + len(after)) == \
-        before + [f"hanging-{i}" for i in range(3)] + after
+    assert (
+        consume(broker, topic, "read_uncommitted", len(before) + 3 + len(after))
+        == before + [f"hanging-{i}" for i in range(3)] + after
+    )
 
-    producers = rows_by(table(transactions(broker, "describe-producers", "--topic", topic, "--partition", "0")),
-                        "CurrentTransactionStartOffset")
+    producers = rows_by(
+        table(transactions(broker, "describe-producers", "--topic", topic, "--partition", "0")),
+        "CurrentTransactionStartOffset",
+    )
     assert str(start) in producers, producers
     hanging = producers[str(start)]
     assert hanging["LatestCoordinatorEpoch"] == "-1" and hanging["LastSequence"] == "2"
@@ -221,8 +279,9 @@ def test_a_hanging_transaction_is_found_and_aborted(broker):
 
     wait_until(lambda: end_offset(broker, topic, "read_committed") == total + 1, what="the LSO to pass the abort")
     assert consume(broker, topic, "read_committed", len(before) + len(after)) == before + after
-    state = rows_by(table(transactions(broker, "describe-producers", "--topic", topic, "--partition", "0")),
-                    "ProducerId")[hanging["ProducerId"]]
+    state = rows_by(
+        table(transactions(broker, "describe-producers", "--topic", topic, "--partition", "0")), "ProducerId"
+    )[hanging["ProducerId"]]
     assert state["CurrentTransactionStartOffset"] == "None"
     again = transactions(broker, "abort", "--topic", topic, "--partition", "0", "--start-offset", str(start))
     assert again.returncode == 1 and "Could not find any open transactions" in again.stderr
@@ -231,20 +290,37 @@ def test_a_hanging_transaction_is_found_and_aborted(broker):
 def test_abort_by_producer_id_epoch_and_coordinator_epoch(broker):
     """The form for brokers older than 3.0; a coordinator epoch of -1 (no marker yet) is sent as 0."""
     topic = create_topic(broker.bootstrap, unique("hang-ids"), 1)
-    doomed = subprocess.Popen([sys.executable, "-c", HANGING_PRODUCER, broker.bootstrap, topic, unique("doomed")],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    doomed = subprocess.Popen(
+        [sys.executable, "-c", HANGING_PRODUCER, broker.bootstrap, topic, unique("doomed")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = doomed.stdout.readline()
         assert line == "written\n", doomed.stderr.read() if doomed.poll() is not None else line
     finally:
         doomed.kill()
         doomed.wait(10)
-    [state] = rows_by(table(transactions(broker, "describe-producers", "--topic", topic, "--partition", "0")),
-                      "ProducerId").values()
+    [state] = rows_by(
+        table(transactions(broker, "describe-producers", "--topic", topic, "--partition", "0")), "ProducerId"
+    ).values()
     assert state["CurrentTransactionStartOffset"] == "0"
     assert end_offset(broker, topic, "read_committed") == 0
-    aborted = transactions(broker, "abort", "--topic", topic, "--partition", "0", "--producer-id",
-                           state["ProducerId"], "--producer-epoch", state["ProducerEpoch"],
-                           "--coordinator-epoch", state["LatestCoordinatorEpoch"])
+    aborted = transactions(
+        broker,
+        "abort",
+        "--topic",
+        topic,
+        "--partition",
+        "0",
+        "--producer-id",
+        state["ProducerId"],
+        "--producer-epoch",
+        state["ProducerEpoch"],
+        "--coordinator-epoch",
+        state["LatestCoordinatorEpoch"],
+    )
     assert (aborted.returncode, aborted.stdout, aborted.stderr) == (0, "", "")
     assert end_offset(broker, topic, "read_committed") == 4  # three aborted records and the marker

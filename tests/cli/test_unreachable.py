@@ -32,19 +32,35 @@ def dead_address():
 
 
 def strom(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "strom.cli.main", *args], capture_output=True, text=True,
-                          input=stdin, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "strom.cli.main", *args], capture_output=True, text=True, input=stdin, timeout=60
+    )
 
 
-@pytest.mark.parametrize("tool", [
-    ("topics", "--list", "--timeout", "2000"),
-    ("configs", "--describe", "--entity-type", "brokers", "--entity-name", "0", "--timeout", "2000"),
-    ("producer-perf-test", "--topic", "t", "--num-records", "5", "--record-size", "10", "--throughput", "-1",
-     "--timeout", "2000"),
-    ("consumer-perf-test", "--topic", "t", "--messages", "5", "--timeout", "2000"),
-    ("console-consumer", "--topic", "t", "--connect-timeout-ms", "2000"),
-    ("leader-election", "--election-type", "preferred", "--all-topic-partitions", "--timeout", "2000"),
-], ids=lambda tool: tool[0])
+@pytest.mark.parametrize(
+    "tool",
+    [
+        ("topics", "--list", "--timeout", "2000"),
+        ("configs", "--describe", "--entity-type", "brokers", "--entity-name", "0", "--timeout", "2000"),
+        (
+            "producer-perf-test",
+            "--topic",
+            "t",
+            "--num-records",
+            "5",
+            "--record-size",
+            "10",
+            "--throughput",
+            "-1",
+            "--timeout",
+            "2000",
+        ),
+        ("consumer-perf-test", "--topic", "t", "--messages", "5", "--timeout", "2000"),
+        ("console-consumer", "--topic", "t", "--connect-timeout-ms", "2000"),
+        ("leader-election", "--election-type", "preferred", "--all-topic-partitions", "--timeout", "2000"),
+    ],
+    ids=lambda tool: tool[0],
+)
 def test_a_tool_that_cannot_reach_the_bootstrap_servers_fails_with_one_line(dead_address, tool):
     result = strom(tool[0], "--bootstrap-server", dead_address, *tool[1:])
     assert result.returncode == 1
@@ -57,20 +73,32 @@ def test_a_tool_that_cannot_reach_the_bootstrap_servers_fails_with_one_line(dead
 
 
 def test_console_producer_says_it_before_reading_input(dead_address):
-    result = strom("console-producer", "--bootstrap-server", dead_address, "--topic", "t",
-                   "--connect-timeout-ms", "2000", stdin="one\ntwo\n")
+    result = strom(
+        "console-producer",
+        "--bootstrap-server",
+        dead_address,
+        "--topic",
+        "t",
+        "--connect-timeout-ms",
+        "2000",
+        stdin="one\ntwo\n",
+    )
     assert result.returncode == 1
-    assert result.stderr == (f"strom console-producer: cannot reach the bootstrap servers {dead_address} within 2 s: "
-                             f"Connect to ipv4#{dead_address} failed: Connection refused\n")
+    assert result.stderr == (
+        f"strom console-producer: cannot reach the bootstrap servers {dead_address} within 2 s: "
+        f"Connect to ipv4#{dead_address} failed: Connection refused\n"
+    )
 
 
 def test_consumer_groups_prints_kafkas_error_line(dead_address):
     result = strom("consumer-groups", "--bootstrap-server", dead_address, "--list", "--timeout", "2000")
     assert result.returncode == 1
     assert result.stderr == ""
-    assert result.stdout == (f"\nError: Executing consumer group command failed due to cannot reach the bootstrap "
-                             f"servers {dead_address} within 2 s: Connect to ipv4#{dead_address} failed: "
-                             "Connection refused\n")
+    assert result.stdout == (
+        f"\nError: Executing consumer group command failed due to cannot reach the bootstrap "
+        f"servers {dead_address} within 2 s: Connect to ipv4#{dead_address} failed: "
+        "Connection refused\n"
+    )
 
 
 def test_a_consumer_whose_broker_goes_away_says_so_once_per_broker(tmp_path):
@@ -80,9 +108,23 @@ def test_a_consumer_whose_broker_goes_away_says_so_once_per_broker(tmp_path):
         topic = create_topic(broker.bootstrap, unique("away"), 1)
         produce(broker.bootstrap, topic, [b"only"])
         consumer = subprocess.Popen(
-            [sys.executable, "-m", "strom.cli.main", "console-consumer", "--bootstrap-server", broker.bootstrap,
-             "--topic", topic, "--from-beginning", "--timeout-ms", "8000"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            [
+                sys.executable,
+                "-m",
+                "strom.cli.main",
+                "console-consumer",
+                "--bootstrap-server",
+                broker.bootstrap,
+                "--topic",
+                topic,
+                "--from-beginning",
+                "--timeout-ms",
+                "8000",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         ready, _, _ = select.select([consumer.stdout], [], [], 30)
         assert ready and consumer.stdout.readline() == "only\n"
         broker.stop()
@@ -98,7 +140,9 @@ def test_a_consumer_whose_broker_goes_away_says_so_once_per_broker(tmp_path):
     assert lines[-1] == "Processed a total of 1 messages"
     warnings = lines[:-1]
     assert len(warnings) <= 2, err
-    brokers = [re.match(rf"WARNING cannot reach broker ({re.escape(broker.bootstrap)}/\w+): .*\(retrying; said once\)$",
-                        line) for line in warnings]
+    brokers = [
+        re.match(rf"WARNING cannot reach broker ({re.escape(broker.bootstrap)}/\w+): .*\(retrying; said once\)$", line)
+        for line in warnings
+    ]
     assert all(brokers), err
     assert len({match[1] for match in brokers}) == len(warnings)  # never twice for one broker

@@ -54,8 +54,9 @@ def zookeeper(tmp_path_factory):
 class Cluster:
     """N broker processes sharing one ZooKeeper chroot, plus a kazoo client to look inside it."""
 
-    def __init__(self, root: Path, zookeeper: str, size: int = 3, overrides: dict[str, str] | None = None,
-                 first_id: int = 0):
+    def __init__(
+        self, root: Path, zookeeper: str, size: int = 3, overrides: dict[str, str] | None = None, first_id: int = 0
+    ):
         self.root = Path(root)
         self.chroot = f"/strom-{uuid.uuid4().hex[:8]}"
         self.zookeeper = zookeeper
@@ -73,11 +74,13 @@ class Cluster:
             port = zookeeper_server.free_port()
             self.brokers[broker_id] = BrokerProcess(
                 self.root / f"broker-{broker_id}",
-                {**base, "listeners": f"PLAINTEXT://127.0.0.1:{port}"}, broker_id=broker_id)
+                {**base, "listeners": f"PLAINTEXT://127.0.0.1:{port}"},
+                broker_id=broker_id,
+            )
         self.zk = KazooClient(hosts=self.connect, timeout=10)
 
     # -- processes ---------------------------------------------------------------------------------
-    def start(self) -> "Cluster":
+    def start(self) -> Cluster:
         root = KazooClient(hosts=self.zookeeper, timeout=10)
         root.start(timeout=30)
         root.ensure_path(self.chroot)
@@ -116,7 +119,7 @@ class Cluster:
         except Exception:
             pass
 
-    def __enter__(self) -> "Cluster":
+    def __enter__(self) -> Cluster:
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -142,7 +145,11 @@ class Cluster:
     # -- ZooKeeper state ---------------------------------------------------------------------------
     def registered(self) -> set[int]:
         try:
-            return {int(c) for c in self.zk.get_children(model.BROKERS_IDS)} if self.zk.exists(model.BROKERS_IDS) else set()
+            return (
+                {int(c) for c in self.zk.get_children(model.BROKERS_IDS)}
+                if self.zk.exists(model.BROKERS_IDS)
+                else set()
+            )
         except KazooException:  # the test's own session expired (ZooKeeper paused): none seen yet
             return set()
 
@@ -249,14 +256,16 @@ def cluster(cluster_factory):
     return cluster_factory()
 
 
-def create_topic(cluster: Cluster, name: str, partitions: int = 3, replication_factor: int = 3,
-                 configs: dict[str, str] | None = None) -> None:
+def create_topic(
+    cluster: Cluster, name: str, partitions: int = 3, replication_factor: int = 3, configs: dict[str, str] | None = None
+) -> None:
     """Create through a real AdminClient, then wait until every partition has a leader and a full ISR."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    futures = admin.create_topics([NewTopic(name, partitions, replication_factor, config=configs or {})],
-                                  operation_timeout=10, request_timeout=15)
+    futures = admin.create_topics(
+        [NewTopic(name, partitions, replication_factor, config=configs or {})], operation_timeout=10, request_timeout=15
+    )
     for future in futures.values():
         future.result(timeout=20)
     wait_until(lambda: cluster.zk.exists(model.topic_path(name)), 10, f"topic {name} in ZooKeeper")

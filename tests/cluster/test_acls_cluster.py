@@ -19,29 +19,54 @@ DESCRIBE, DENY, TOPIC, LITERAL = 8, 2, 2, 3
 
 def metadata_error(bootstrap: str, topic: str) -> int:
     with RawClient(bootstrap) as client:
-        response = client.request(ApiKey.METADATA, 9, {"topics": [{"name": topic}], "allow_auto_topic_creation": False,
-                                                       "include_topic_authorized_operations": False})
+        response = client.request(
+            ApiKey.METADATA,
+            9,
+            {
+                "topics": [{"name": topic}],
+                "allow_auto_topic_creation": False,
+                "include_topic_authorized_operations": False,
+            },
+        )
     return response.topics[0].error_code
 
 
 def test_acl_created_on_one_broker_holds_on_another(cluster_factory):
-    cluster = cluster_factory(2, {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-                                  "allow.everyone.if.no.acl.found": "true"})
+    cluster = cluster_factory(
+        2,
+        {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer", "allow.everyone.if.no.acl.found": "true"},
+    )
     create_topic(cluster, "guarded", partitions=1, replication_factor=2)
     first, second = cluster.brokers[0].bootstrap, cluster.brokers[1].bootstrap
     assert metadata_error(second, "guarded") == 0
-    deny = {"resource_type": TOPIC, "resource_name": "guarded", "resource_pattern_type": LITERAL,
-            "principal": "User:ANONYMOUS", "host": "*", "operation": DESCRIBE, "permission_type": DENY}
+    deny = {
+        "resource_type": TOPIC,
+        "resource_name": "guarded",
+        "resource_pattern_type": LITERAL,
+        "principal": "User:ANONYMOUS",
+        "host": "*",
+        "operation": DESCRIBE,
+        "permission_type": DENY,
+    }
     with RawClient(first) as client:
         created = client.request(ApiKey.CREATE_ACLS, 2, {"creations": [deny]})
     assert [r.error_code for r in created.results] == [0]
     stored = json.loads(cluster.zk.get("/kafka-acl/Topic/guarded")[0])
-    assert stored == {"version": 1, "acls": [{"principal": "User:ANONYMOUS", "permissionType": "Deny",
-                                              "operation": "Describe", "host": "*"}]}
+    assert stored == {
+        "version": 1,
+        "acls": [{"principal": "User:ANONYMOUS", "permissionType": "Deny", "operation": "Describe", "host": "*"}],
+    }
     wait_until(lambda: metadata_error(second, "guarded") == TOPIC_DENIED, 10, "the ACL on the other broker")
 
-    remove = {"resource_type_filter": TOPIC, "resource_name_filter": "guarded", "pattern_type_filter": LITERAL,
-              "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1}
+    remove = {
+        "resource_type_filter": TOPIC,
+        "resource_name_filter": "guarded",
+        "pattern_type_filter": LITERAL,
+        "principal_filter": None,
+        "host_filter": None,
+        "operation": 1,
+        "permission_type": 1,
+    }
     with RawClient(second) as client:
         deleted = client.request(ApiKey.DELETE_ACLS, 2, {"filters": [remove]})
     assert [len(r.matching_acls) for r in deleted.filter_results] == [1]

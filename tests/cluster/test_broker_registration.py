@@ -6,8 +6,14 @@ from strom.cluster.model import Broker
 
 
 def test_every_endpoint_and_the_protocol_map():
-    broker = Broker(3, "10.0.0.3", 9092, "r1", endpoints=(("CLIENT", "10.0.0.3", 9092), ("INTERNAL", "::1", 9093)),
-                    protocols=(("CLIENT", "PLAINTEXT"), ("INTERNAL", "SASL_SSL")))
+    broker = Broker(
+        3,
+        "10.0.0.3",
+        9092,
+        "r1",
+        endpoints=(("CLIENT", "10.0.0.3", 9092), ("INTERNAL", "::1", 9093)),
+        protocols=(("CLIENT", "PLAINTEXT"), ("INTERNAL", "SASL_SSL")),
+    )
     value = json.loads(broker.to_json())
     assert value["endpoints"] == ["CLIENT://10.0.0.3:9092", "INTERNAL://[::1]:9093"]
     assert value["listener_security_protocol_map"] == {"CLIENT": "PLAINTEXT", "INTERNAL": "SASL_SSL"}

@@ -6,7 +6,7 @@ fault once: kill -9, SIGSTOP past the ZooKeeper session, clean restart, ZooKeepe
 every session, a broker cut off from ZooKeeper both ways and one way.
 """
 
-from strom.chaos.__main__ import FAULTS, Fault, run_once
+from strom.chaos.__main__ import PROCESS_FAULTS, Fault, run_once
 
 SCHEDULE = [
     Fault("kill", 1, 3.0, 4.0),
@@ -19,9 +19,15 @@ SCHEDULE = [
 
 
 def test_every_fault_kind_once_loses_and_duplicates_nothing(tmp_path):
-    assert {f.kind for f in SCHEDULE} == set(FAULTS)
+    assert {f.kind for f in SCHEDULE} == set(PROCESS_FAULTS)
     verdict, injected = run_once(tmp_path, SCHEDULE, 84, unclean=False)
-    assert injected == {kind: 1 for kind in FAULTS}
+    assert injected == {kind: 1 for kind in PROCESS_FAULTS}
     assert verdict.acknowledged > 1000, verdict.summary()
-    assert verdict.ok, (verdict.summary(), verdict.lost[:5], verdict.duplicated[:5], verdict.moved[:5],
-                        verdict.out_of_order[:5], verdict.replica_differences)
+    assert verdict.ok, (
+        verdict.summary(),
+        verdict.lost[:5],
+        verdict.duplicated[:5],
+        verdict.moved[:5],
+        verdict.out_of_order[:5],
+        verdict.replica_differences,
+    )

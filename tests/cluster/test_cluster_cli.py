@@ -18,8 +18,9 @@ from tests.cluster.conftest import wait_until
 
 
 def strom(*args, timeout=120):
-    return subprocess.run([sys.executable, "-m", "strom.cli.main", *args], capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "strom.cli.main", *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def pids(directory: Path) -> dict[str, int]:
@@ -73,8 +74,16 @@ def read_all(bootstrap: str, topic: str) -> list[bytes]:
 def test_start_status_stop_and_start_again(tmp_path):
     directory = tmp_path / "cluster"
     try:
-        started = strom("cluster", "start", "--brokers", "3", "--dir", str(directory),
-                        "--override", "zookeeper.session.timeout.ms=6000")
+        started = strom(
+            "cluster",
+            "start",
+            "--brokers",
+            "3",
+            "--dir",
+            str(directory),
+            "--override",
+            "zookeeper.session.timeout.ms=6000",
+        )
         assert started.returncode == 0, started.stderr
         bootstrap = bootstrap_of(started.stdout)
         assert len(bootstrap.split(",")) == 3
@@ -102,13 +111,24 @@ def test_start_status_stop_and_start_again(tmp_path):
         status = strom("cluster", "status", "--dir", str(directory))
         assert status.returncode == 0, status.stdout + status.stderr
         for broker_id in (1, 2, 3):
-            assert re.search(rf"^broker {broker_id}: up \(127\.0\.0\.1:\d+, pid \d+, registered\)$", status.stdout,
-                             re.M), status.stdout
+            assert re.search(
+                rf"^broker {broker_id}: up \(127\.0\.0\.1:\d+, pid \d+, registered\)$", status.stdout, re.M
+            ), status.stdout
         assert re.search(r"^controller: broker [123]$", status.stdout, re.M), status.stdout
         assert bootstrap_of(status.stdout) == bootstrap
 
-        created = strom("topics", "--bootstrap-server", bootstrap, "--create", "--topic", "replicated",
-                        "--partitions", "1", "--replication-factor", "3")
+        created = strom(
+            "topics",
+            "--bootstrap-server",
+            bootstrap,
+            "--create",
+            "--topic",
+            "replicated",
+            "--partitions",
+            "1",
+            "--replication-factor",
+            "3",
+        )
         assert created.returncode == 0, created.stderr
         produce_and_count(bootstrap, "replicated", 100)
 
@@ -155,8 +175,18 @@ def test_start_on_a_given_zookeeper_and_base_port(tmp_path, zookeeper):
             break
     assert base is not None
     try:
-        started = strom("cluster", "start", "--brokers", "2", "--dir", str(directory), "--zookeeper", chroot,
-                        "--base-port", str(base))
+        started = strom(
+            "cluster",
+            "start",
+            "--brokers",
+            "2",
+            "--dir",
+            str(directory),
+            "--zookeeper",
+            chroot,
+            "--base-port",
+            str(base),
+        )
         assert started.returncode == 0, started.stderr
         assert "ZooKeeper" not in started.stdout
         assert bootstrap_of(started.stdout) == f"127.0.0.1:{base},127.0.0.1:{base + 1}"

@@ -48,8 +48,16 @@ def test_leader_log_dir_full_moves_leadership_and_loses_nothing(tmp_path, zookee
         try:
             cluster.start()
             admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-            admin.create_topics([NewTopic(TOPIC, num_partitions=len(ASSIGNMENT), replica_assignment=ASSIGNMENT,
-                                          config={"min.insync.replicas": "2"})])[TOPIC].result(20)
+            admin.create_topics(
+                [
+                    NewTopic(
+                        TOPIC,
+                        num_partitions=len(ASSIGNMENT),
+                        replica_assignment=ASSIGNMENT,
+                        config={"min.insync.replicas": "2"},
+                    )
+                ]
+            )[TOPIC].result(20)
             cluster.wait_full_isr(TOPIC, 20)
             assert [cluster.leader(TOPIC, p) for p in range(3)] == [0, 0, 1]
             workload = Workload(cluster.bootstrap, TOPIC, 3).start()
@@ -57,21 +65,26 @@ def test_leader_log_dir_full_moves_leadership_and_loses_nothing(tmp_path, zookee
 
             filled = fill(broker0_dir)
             full_at = time.monotonic()
-            moved = wait_until(
+            wait_until(
                 lambda: all(cluster.leader(TOPIC, p) in (1, 2) for p in range(2)) or None,
-                MOVE_BOUND_S, "leadership to move off the broker whose log dir is full")
+                MOVE_BOUND_S,
+                "leadership to move off the broker whose log dir is full",
+            )
             move_s = time.monotonic() - full_at
             # the whole dir is offline: the ISR of the partition it followed drops it too
             wait_until(lambda: 0 not in cluster.state(TOPIC, 2).isr, MOVE_BOUND_S, "the ISR of partition 2 to drop 0")
             states = [cluster.state(TOPIC, p) for p in range(3)]
             assert all(0 not in s.isr for s in states) and states[2].leader == 1, states
             assert cluster.alive(0), "the broker with the full disk exited"
-            print(f"filled {filled} bytes; leaders {[s.leader for s in states]}, ISRs {[s.isr for s in states]} "
-                  f"{move_s:.2f}s after the disk filled")
+            print(
+                f"filled {filled} bytes; leaders {[s.leader for s in states]}, ISRs {[s.isr for s in states]} "
+                f"{move_s:.2f}s after the disk filled"
+            )
 
             log = cluster.brokers[0].read_log()
-            named = [line for line in log.splitlines()
-                     if str(broker0_dir) in line and "No space left on device" in line]
+            named = [
+                line for line in log.splitlines() if str(broker0_dir) in line and "No space left on device" in line
+            ]
             assert len(named) == 1 and "offline" in named[0], log
             assert "Traceback" not in log, log
 

@@ -17,8 +17,7 @@ NO_REBALANCE = {"auto.leader.rebalance.enable": "false"}
 
 
 def strom(*args):
-    return subprocess.run([sys.executable, "-m", "strom.cli.main", *args], capture_output=True, text=True,
-                          timeout=90)
+    return subprocess.run([sys.executable, "-m", "strom.cli.main", *args], capture_output=True, text=True, timeout=90)
 
 
 def error_of(value):
@@ -45,8 +44,11 @@ def test_preferred_election_moves_leadership_back(cluster_factory):
     victim = preferred[0]
     moved = [p for p in preferred if preferred[p] == victim]
     cluster.kill(victim)
-    wait_until(lambda: all(cluster.leader("pref", p) not in (-1, victim) for p in moved), FAILOVER_S,
-               "leaders away from the killed broker")
+    wait_until(
+        lambda: all(cluster.leader("pref", p) not in (-1, victim) for p in moved),
+        FAILOVER_S,
+        "leaders away from the killed broker",
+    )
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     everything = [TopicPartition("pref", p) for p in preferred]
 
@@ -55,11 +57,21 @@ def test_preferred_election_moves_leadership_back(cluster_factory):
     codes = {tp.partition: error_of(e) for tp, e in results.items()}
     assert {codes[p] for p in moved} == {KafkaError.PREFERRED_LEADER_NOT_AVAILABLE}
     assert {codes[p] for p in preferred if p not in moved} == {KafkaError.ELECTION_NOT_NEEDED}
-    cli = strom("leader-election", "--bootstrap-server", cluster.bootstrap, "--election-type", "preferred",
-                "--topic", "pref", "--partition", str(moved[0]))
+    cli = strom(
+        "leader-election",
+        "--bootstrap-server",
+        cluster.bootstrap,
+        "--election-type",
+        "preferred",
+        "--topic",
+        "pref",
+        "--partition",
+        str(moved[0]),
+    )
     assert cli.returncode == 1
-    assert (f"Error completing leader election (PREFERRED) for partition: pref-{moved[0]}: "
-            "PREFERRED_LEADER_NOT_AVAILABLE") in cli.stdout
+    assert (
+        f"Error completing leader election (PREFERRED) for partition: pref-{moved[0]}: PREFERRED_LEADER_NOT_AVAILABLE"
+    ) in cli.stdout
     assert "1 replica(s) could not be elected" in cli.stderr
 
     cluster.restart(victim)
@@ -80,12 +92,27 @@ def test_preferred_election_moves_leadership_back(cluster_factory):
     assert read_partition(cluster.bootstrap, "pref", moved[0])[-1][1] == "after-election"
 
     # all partitions, nothing to do: Kafka leaves ELECTION_NOT_NEEDED out of the answer
-    cli = strom("leader-election", "--bootstrap-server", cluster.bootstrap, "--election-type", "preferred",
-                "--all-topic-partitions")
+    cli = strom(
+        "leader-election",
+        "--bootstrap-server",
+        cluster.bootstrap,
+        "--election-type",
+        "preferred",
+        "--all-topic-partitions",
+    )
     assert cli.returncode == 0, cli.stderr
     assert "Error" not in cli.stdout and "Successfully" not in cli.stdout
-    cli = strom("leader-election", "--bootstrap-server", cluster.bootstrap, "--election-type", "PREFERRED",
-                "--topic", "pref", "--partition", "0")
+    cli = strom(
+        "leader-election",
+        "--bootstrap-server",
+        cluster.bootstrap,
+        "--election-type",
+        "PREFERRED",
+        "--topic",
+        "pref",
+        "--partition",
+        "0",
+    )
     assert cli.returncode == 0 and cli.stdout == "Valid replica already elected for partitions pref-0\n", cli.stdout
 
 
@@ -113,42 +140,71 @@ def test_preferred_election_on_any_broker_and_through_the_cli(cluster_factory):
     victim = preferred[0]
     moved = sorted(p for p in preferred if preferred[p] == victim)
     cluster.kill(victim)
-    wait_until(lambda: all(cluster.leader("cli", p) not in (-1, victim) for p in moved), FAILOVER_S,
-               "new leaders for the killed broker's partitions")
+    wait_until(
+        lambda: all(cluster.leader("cli", p) not in (-1, victim) for p in moved),
+        FAILOVER_S,
+        "new leaders for the killed broker's partitions",
+    )
     cluster.restart(victim)
     cluster.wait_full_isr("cli", 30)
 
     # a broker that is not the controller performs the election too (v0: no election type = preferred)
     other = next(b for b in cluster.brokers if b != cluster.controller())
     untouched = next(p for p in preferred if p not in moved)
-    response = raw_elect(cluster, other, 0, {"topic_partitions": [
-        {"topic": "cli", "partitions": [moved[0], untouched]}, {"topic": "nope", "partitions": [0]}]})
-    codes = {(r.topic, p.partition_id): int(p.error_code) for r in response.replica_election_results
-             for p in r.partition_result}
-    assert codes == {("cli", moved[0]): ErrorCode.NONE, ("cli", untouched): ErrorCode.ELECTION_NOT_NEEDED,
-                     ("nope", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+    response = raw_elect(
+        cluster,
+        other,
+        0,
+        {
+            "topic_partitions": [
+                {"topic": "cli", "partitions": [moved[0], untouched]},
+                {"topic": "nope", "partitions": [0]},
+            ]
+        },
+    )
+    codes = {
+        (r.topic, p.partition_id): int(p.error_code)
+        for r in response.replica_election_results
+        for p in r.partition_result
+    }
+    assert codes == {
+        ("cli", moved[0]): ErrorCode.NONE,
+        ("cli", untouched): ErrorCode.ELECTION_NOT_NEEDED,
+        ("nope", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    }
     assert cluster.leader("cli", moved[0]) == victim
-    response = raw_elect(cluster, other, 2, {"election_type": 1, "topic_partitions": [
-        {"topic": "cli", "partitions": [untouched]}]})
+    response = raw_elect(
+        cluster, other, 2, {"election_type": 1, "topic_partitions": [{"topic": "cli", "partitions": [untouched]}]}
+    )
     assert int(response.error_code) == ErrorCode.NONE
     assert int(response.replica_election_results[0].partition_result[0].error_code) == ErrorCode.ELECTION_NOT_NEEDED
 
-    cli = strom("leader-election", "--bootstrap-server", cluster.bootstrap, "--election-type", "preferred",
-                "--all-topic-partitions")
+    cli = strom(
+        "leader-election",
+        "--bootstrap-server",
+        cluster.bootstrap,
+        "--election-type",
+        "preferred",
+        "--all-topic-partitions",
+    )
     assert cli.returncode == 0, cli.stdout + cli.stderr
     rest = [f"cli-{p}" for p in moved[1:]]
-    assert cli.stdout == (f"Successfully completed leader election (PREFERRED) for partitions {', '.join(rest)}\n"
-                          if rest else "")
+    assert cli.stdout == (
+        f"Successfully completed leader election (PREFERRED) for partitions {', '.join(rest)}\n" if rest else ""
+    )
     assert all(cluster.leader("cli", p) == preferred[p] for p in preferred)
 
 
 def test_unclean_election_revives_a_partition_without_live_isr(cluster):
     a, b = 0, 1
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    futures = admin.create_topics([
-        NewTopic("dirty", num_partitions=1, replica_assignment=[[a, b]]),
-        NewTopic("lonely", num_partitions=1, replica_assignment=[[a]]),
-    ], operation_timeout=10)
+    futures = admin.create_topics(
+        [
+            NewTopic("dirty", num_partitions=1, replica_assignment=[[a, b]]),
+            NewTopic("lonely", num_partitions=1, replica_assignment=[[a]]),
+        ],
+        operation_timeout=10,
+    )
     for future in futures.values():
         future.result(timeout=20)
     cluster.wait_full_isr("dirty", 20)
@@ -167,13 +223,31 @@ def test_unclean_election_revives_a_partition_without_live_isr(cluster):
     state = cluster.state("dirty", 0)
     assert state.leader == -1 and state.isr == [a]  # b is alive but not in sync: no clean election
 
-    cli = strom("leader-election", "--bootstrap-server", cluster.brokers[b].bootstrap, "--election-type", "unclean",
-                "--topic", "lonely", "--partition", "0")
+    cli = strom(
+        "leader-election",
+        "--bootstrap-server",
+        cluster.brokers[b].bootstrap,
+        "--election-type",
+        "unclean",
+        "--topic",
+        "lonely",
+        "--partition",
+        "0",
+    )
     assert cli.returncode == 1
     assert "for partition: lonely-0: ELIGIBLE_LEADERS_NOT_AVAILABLE" in cli.stdout
 
-    cli = strom("leader-election", "--bootstrap-server", cluster.brokers[b].bootstrap, "--election-type", "unclean",
-                "--topic", "dirty", "--partition", "0")
+    cli = strom(
+        "leader-election",
+        "--bootstrap-server",
+        cluster.brokers[b].bootstrap,
+        "--election-type",
+        "unclean",
+        "--topic",
+        "dirty",
+        "--partition",
+        "0",
+    )
     assert cli.returncode == 0, cli.stdout + cli.stderr
     assert cli.stdout == "Successfully completed leader election (UNCLEAN) for partitions dirty-0\n"
     state = cluster.state("dirty", 0)

@@ -15,7 +15,7 @@ import time
 
 from confluent_kafka import KafkaError, Producer
 
-from tests.cluster.conftest import SESSION_TIMEOUT_MS, LAG_TIME_MAX_MS, create_topic, wait_until
+from tests.cluster.conftest import LAG_TIME_MAX_MS, SESSION_TIMEOUT_MS, create_topic, wait_until
 from tests.cluster.workload import Workload, verify
 
 TOPIC = "faults"
@@ -30,11 +30,13 @@ def leaders(cluster) -> dict[int, int]:
 
 def wait_new_leaders(cluster, partitions, gone: set[int]) -> dict[int, int]:
     """Wait until none of ``partitions`` is led by a broker in ``gone``; returns the new leaders."""
+
     def moved():
         now = leaders(cluster)
         registered = cluster.registered()
         ok = all(now[p] not in gone and now[p] in registered for p in partitions)
         return now if ok else None
+
     return wait_until(moved, FAILOVER_S, f"new leaders for {sorted(partitions)} away from {sorted(gone)}")
 
 
@@ -92,8 +94,11 @@ def test_paused_follower_leaves_and_rejoins_the_isr(cluster):
         try:
             stopped_at = time.monotonic()
             # the leader drops it after replica.lag.time.max.ms, well before the ZooKeeper session ends
-            wait_until(lambda: victim not in cluster.state(TOPIC, partition).isr,
-                       (LAG_TIME_MAX_MS * 3) / 1000, f"broker {victim} leaving the ISR of {TOPIC}-{partition}")
+            wait_until(
+                lambda: victim not in cluster.state(TOPIC, partition).isr,
+                (LAG_TIME_MAX_MS * 3) / 1000,
+                f"broker {victim} leaving the ISR of {TOPIC}-{partition}",
+            )
             assert time.monotonic() - stopped_at < SESSION_TIMEOUT_MS / 1000
             assert victim in cluster.registered()
             # acks=all keeps working with two in sync, and the HW never passes what the other
@@ -134,8 +139,9 @@ def test_expired_zookeeper_session_re_registers_and_rejoins(cluster):
         os.kill(process.pid, signal.SIGSTOP)
         try:
             # silent longer than the session timeout: ZooKeeper expires it and its znode goes
-            wait_until(lambda: victim not in cluster.registered(), FAILOVER_S,
-                       f"broker {victim}'s registration to expire")
+            wait_until(
+                lambda: victim not in cluster.registered(), FAILOVER_S, f"broker {victim}'s registration to expire"
+            )
             wait_new_leaders(cluster, led, {victim})
             workload.wait_progress(led, 10, 20)
         finally:
@@ -187,14 +193,23 @@ def test_two_replicas_down_refuses_acks_all_and_loses_nothing(cluster):
         victims = [b for b in cluster.brokers if b != survivor]
         for victim in victims:
             cluster.kill(victim)
-        wait_until(lambda: all(cluster.state(TOPIC, p).isr == [survivor] for p in range(PARTITIONS)),
-                   FAILOVER_S, f"ISR shrinking to [{survivor}]")
+        wait_until(
+            lambda: all(cluster.state(TOPIC, p).isr == [survivor] for p in range(PARTITIONS)),
+            FAILOVER_S,
+            f"ISR shrinking to [{survivor}]",
+        )
         assert all(cluster.leader(TOPIC, p) == survivor for p in range(PARTITIONS))
         before = workload.acked_count()
         # a producer that does not retry sees Kafka's answer
         errors = []
-        strict = Producer({"bootstrap.servers": cluster.brokers[survivor].bootstrap, "acks": "all",
-                           "retries": 0, "message.timeout.ms": 10000})
+        strict = Producer(
+            {
+                "bootstrap.servers": cluster.brokers[survivor].bootstrap,
+                "acks": "all",
+                "retries": 0,
+                "message.timeout.ms": 10000,
+            }
+        )
         for partition in range(PARTITIONS):
             strict.produce(TOPIC, b"refused", partition=partition, on_delivery=lambda e, m: errors.append(e))
         assert strict.flush(15) == 0

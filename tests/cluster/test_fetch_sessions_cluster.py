@@ -46,15 +46,17 @@ def test_incremental_follower_sessions_keep_replicas_identical_across_a_leader_c
         led = [p for p, leader in _leaders(cluster).items() if leader == victim]
         before = sum(1 for f, _ in _opened(cluster) if f == victim)
         cluster.kill(victim)
-        wait_until(lambda: all(cluster.leader(TOPIC, p) not in (victim, -1) for p in led), FAILOVER_S,
-                   f"new leaders for {led}")
+        wait_until(
+            lambda: all(cluster.leader(TOPIC, p) not in (victim, -1) for p in led), FAILOVER_S, f"new leaders for {led}"
+        )
         workload.wait_progress(led, 10, 30)  # acks=all on the survivors, replicated through sessions
         cluster.restart(victim)
         cluster.wait_full_isr(TOPIC, 30)
         workload.wait_progress(range(PARTITIONS), 10, 30)
         # the restarted broker follows through a session too
-        wait_until(lambda: sum(1 for f, _ in _opened(cluster) if f == victim) > before, 20,
-                   f"a new session of broker {victim}")
+        wait_until(
+            lambda: sum(1 for f, _ in _opened(cluster) if f == victim) > before, 20, f"a new session of broker {victim}"
+        )
 
         workload.stop()
         cluster.wait_full_isr(TOPIC, 30)

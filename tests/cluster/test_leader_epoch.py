@@ -123,8 +123,9 @@ class Cluster:
         """The fetcher's first step with a (new) leader: OffsetForLeaderEpoch, then truncate."""
         leader_log = self[self.leader].log
         follower_log = self[follower].log
-        epoch, end = leader_log.leader_epoch_cache.end_offset_for(follower_log.leader_epoch_cache.latest_epoch,
-                                                                  leader_log.log_end_offset)
+        epoch, end = leader_log.leader_epoch_cache.end_offset_for(
+            follower_log.leader_epoch_cache.latest_epoch, leader_log.log_end_offset
+        )
         ReplicaFetcher._apply_truncation(self[follower].partition, epoch, end)
 
     def produce(self, value: bytes, acks: int = -1) -> int:
@@ -295,8 +296,7 @@ def test_a_same_leader_epoch_bump_restarts_truncation(tmp_path):
     followed: list[tuple[str, int]] = []
     broker = types.SimpleNamespace(broker_id=3, log_manager=types.SimpleNamespace(failure_listeners=[]), metadata=None)
     manager = ReplicaManager(broker)
-    manager.fetchers = types.SimpleNamespace(follow=lambda p: followed.append(p.key),
-                                             unfollow=lambda key: None)
+    manager.fetchers = types.SimpleNamespace(follow=lambda p: followed.append(p.key), unfollow=lambda key: None)
     log = Log(str(tmp_path / f"{TOPIC}-0"), LogConfig())
     partition = Partition(TOPIC, 0, log, 3)
     manager._apply_state(partition, PartitionState(2, 1, [2, 3]), [2, 3], 0)
@@ -315,8 +315,17 @@ def test_real_processes_follower_restart_then_leader_loss(cluster):
 
     leader, follower = 0, 1
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    futures = admin.create_topics([NewTopic("kip101-real", num_partitions=1, replica_assignment=[[leader, follower]],
-                                            config={"min.insync.replicas": "1"})], operation_timeout=10)
+    futures = admin.create_topics(
+        [
+            NewTopic(
+                "kip101-real",
+                num_partitions=1,
+                replica_assignment=[[leader, follower]],
+                config={"min.insync.replicas": "1"},
+            )
+        ],
+        operation_timeout=10,
+    )
     for future in futures.values():
         future.result(timeout=20)
     cluster.wait_full_isr("kip101-real", 20)
@@ -334,8 +343,11 @@ def test_real_processes_follower_restart_then_leader_loss(cluster):
         workload.wait_progress([0], 20, 20)
 
         cluster.kill(leader)
-        wait_until(lambda: cluster.leader("kip101-real", 0) == follower, SESSION_TIMEOUT_MS / 1000 + 10,
-                   f"broker {follower} taking over")
+        wait_until(
+            lambda: cluster.leader("kip101-real", 0) == follower,
+            SESSION_TIMEOUT_MS / 1000 + 10,
+            f"broker {follower} taking over",
+        )
         workload.wait_progress([0], 20, 20)
         cluster.restart(leader)
         cluster.wait_full_isr("kip101-real", 30)

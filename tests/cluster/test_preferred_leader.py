@@ -11,8 +11,12 @@ from strom.storage.log_config import LogConfig
 def cluster(tmp_path, leaders):
     store = LocalStore(str(tmp_path))
     for broker_id in (0, 1, 2):
-        store.create(model.broker_path(broker_id), Broker(broker_id, "127.0.0.1", 9000 + broker_id).to_json(),
-                     ephemeral=True, makepath=True)
+        store.create(
+            model.broker_path(broker_id),
+            Broker(broker_id, "127.0.0.1", 9000 + broker_id).to_json(),
+            ephemeral=True,
+            makepath=True,
+        )
     controller = Controller(store, 0, LogConfig())
     controller.elect()
     store.ensure_path(model.BROKERS_TOPICS)

@@ -44,6 +44,7 @@ def wait_moved(cluster: Cluster, topic: str, partition: int, target: list[int], 
         znode = topic_znode(cluster, topic)
         seen[:] = [znode]
         return znode.partitions[partition] == target and not znode.adding and not znode.removing
+
     try:
         wait_until(done, timeout_s, f"{topic}-{partition} moved to {target}", interval_s=0.1)
     except AssertionError as exc:
@@ -75,8 +76,11 @@ def test_move_onto_a_new_broker_while_producing(cluster_factory):
     verify(cluster.bootstrap, workload)
     logs = cluster.wait_logs_equal(topic)
     assert logs[0] and cluster.batches(3, topic, 0) == logs[0]
-    wait_until(lambda: not cluster.partition_dir(leaving, topic, 0).exists(), 20,
-               f"broker {leaving} deleted its replica of {topic}-0")
+    wait_until(
+        lambda: not cluster.partition_dir(leaving, topic, 0).exists(),
+        20,
+        f"broker {leaving} deleted its replica of {topic}-0",
+    )
     assert sorted(cluster.state(topic, 0).isr) == sorted(target)
 
 
@@ -107,8 +111,11 @@ def test_throttled_move_is_listed_then_cancelled(cluster_factory):
 
         full = target + [original[0]]
         assert tool.ongoing() == {(topic, 0): (full, [3], [original[0]])}
-        wait_until(lambda: list(admin.list_topics(topic, timeout=10).topics[topic].partitions[0].replicas) == full,
-                   10, "Metadata shows the full replica set during the move")
+        wait_until(
+            lambda: list(admin.list_topics(topic, timeout=10).topics[topic].partitions[0].replicas) == full,
+            10,
+            "Metadata shows the full replica set during the move",
+        )
         wait_until(lambda: cluster.log_end(3, topic, 0) > 0, 20, "the new replica fetches")
         assert cluster.log_end(3, topic, 0) < cluster.log_end(original[0], topic, 0)
         assert 3 not in cluster.state(topic, 0).isr
@@ -117,13 +124,29 @@ def test_throttled_move_is_listed_then_cancelled(cluster_factory):
         import subprocess
         import sys
 
-        described = subprocess.run([sys.executable, "-m", "strom.cli.main", "topics", "--bootstrap-server",
-                                    cluster.bootstrap, "--describe", "--topic", topic],
-                                   capture_output=True, text=True, timeout=60, check=False)
+        described = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "strom.cli.main",
+                "topics",
+                "--bootstrap-server",
+                cluster.bootstrap,
+                "--describe",
+                "--topic",
+                topic,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
         assert described.returncode == 0, described.stderr
         assert "\tReplicationFactor: 3\t" in described.stdout  # the target's, as Kafka counts it
-        assert (f"\tReplicas: {','.join(map(str, full))}\t" in described.stdout
-                and f"\tAdding Replicas: 3\tRemoving Replicas: {original[0]}\t" in described.stdout), described.stdout
+        assert (
+            f"\tReplicas: {','.join(map(str, full))}\t" in described.stdout
+            and f"\tAdding Replicas: 3\tRemoving Replicas: {original[0]}\t" in described.stdout
+        ), described.stdout
 
         # kafka-python's admin client sees the same move, and cancels it
         from kafka import TopicPartition
@@ -134,7 +157,8 @@ def test_throttled_move_is_listed_then_cancelled(cluster_factory):
         try:
             tp = TopicPartition(topic, 0)
             assert kp.list_partition_reassignments() == {
-                tp: {"replicas": full, "adding_replicas": [3], "removing_replicas": [original[0]]}}
+                tp: {"replicas": full, "adding_replicas": [3], "removing_replicas": [original[0]]}
+            }
             assert kp.alter_partition_reassignments({tp: None}) == {tp: None}
             assert kp.alter_partition_reassignments({tp: None}) == {tp: NoReassignmentInProgressError}
         finally:
@@ -183,8 +207,11 @@ def test_a_new_controller_finishes_the_move(cluster_factory):
         wait_moved(cluster, topic, 0, target, 40)
     finally:
         tool.close()
-    wait_until(lambda: len({tuple(cluster.batches(b, topic, 0)) for b in target}) == 1, 20,
-               "identical logs on the target replicas")
+    wait_until(
+        lambda: len({tuple(cluster.batches(b, topic, 0)) for b in target}) == 1,
+        20,
+        "identical logs on the target replicas",
+    )
     assert len(cluster.batches(3, topic, 0)) > 0
 
 
@@ -201,9 +228,21 @@ def test_cli_generate_execute_verify(cluster_factory, tmp_path):
     assert producer.flush(20) == 0
 
     def cli(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "strom.cli.main", "reassign-partitions",
-                               "--bootstrap-server", cluster.bootstrap, *args],
-                              capture_output=True, text=True, timeout=60, check=False)
+        return subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "strom.cli.main",
+                "reassign-partitions",
+                "--bootstrap-server",
+                cluster.bootstrap,
+                *args,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
 
     topics_file = tmp_path / "topics.json"
     topics_file.write_text(json.dumps({"topics": [{"topic": topic}], "version": 1}))
@@ -221,9 +260,13 @@ def test_cli_generate_execute_verify(cluster_factory, tmp_path):
     # a plan that certainly moves partition 0: onto the broker that has no replica of it
     replicas = cluster.replicas(topic)
     spare = ({0, 1, 2} - set(replicas[0])).pop()
-    plan = {"version": 1, "partitions": [
-        {"topic": topic, "partition": 0, "replicas": [spare, replicas[0][0]], "log_dirs": ["any", "any"]},
-        {"topic": topic, "partition": 1, "replicas": replicas[1], "log_dirs": ["any", "any"]}]}
+    plan = {
+        "version": 1,
+        "partitions": [
+            {"topic": topic, "partition": 0, "replicas": [spare, replicas[0][0]], "log_dirs": ["any", "any"]},
+            {"topic": topic, "partition": 1, "replicas": replicas[1], "log_dirs": ["any", "any"]},
+        ],
+    }
     plan_file = tmp_path / "plan.json"
     plan_file.write_text(json.dumps(plan))
     executed = cli("--reassignment-json-file", str(plan_file), "--execute", "--throttle", "50000000")
@@ -242,7 +285,8 @@ def test_cli_generate_execute_verify(cluster_factory, tmp_path):
     assert verified.stdout.splitlines()[:3] == [
         "Status of partition reassignment:",
         f"Reassignment of partition {topic}-0 is completed.",
-        f"Reassignment of partition {topic}-1 is completed."]
+        f"Reassignment of partition {topic}-1 is completed.",
+    ]
     assert "Clearing broker-level throttles on brokers 0,1,2" in verified.stdout
     assert f"Clearing topic-level throttles on topic {topic}" in verified.stdout
     configs = cluster.zk.get(model.topic_config_path(topic))[0]

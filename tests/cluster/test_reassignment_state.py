@@ -35,8 +35,7 @@ def test_finished_move_leaves_the_preferred_target_replica_leading_and_the_isr_w
 def test_targets_are_checked_as_kafka_checks_them():
     live = {1, 2, 3}
     assert validate_target([1, 2], [1, 2], live) is None
-    for bad, words in (([], "Empty"), ([1, 1], "Duplicate"), ([-1, 2], "Invalid broker id"),
-                       ([1, 9], "not alive")):
+    for bad, words in (([], "Empty"), ([1, 1], "Duplicate"), ([-1, 2], "Invalid broker id"), ([1, 9], "not alive")):
         result = validate_target(bad, [1, 2], live)
         assert result.code == ErrorCode.INVALID_REPLICA_ASSIGNMENT and words in result.message
     assert validate_target([1, 2], [1, 2], set()) is None  # only added replicas must be alive

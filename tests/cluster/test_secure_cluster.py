@@ -24,15 +24,20 @@ SCRAM_JAAS = 'org.apache.kafka.common.security.scram.ScramLoginModule required u
 
 def test_replication_and_failover_over_a_sasl_ssl_inter_broker_listener(tmp_path, zookeeper):
     certs = make_certificates(tmp_path / "certs")
-    cluster = Cluster(tmp_path / "cluster", zookeeper, 3, {
-        "listener.security.protocol.map": "CLIENT:PLAINTEXT,INTERNAL:SASL_SSL",
-        "inter.broker.listener.name": "INTERNAL",
-        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
-        "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
-        "ssl.keystore.location": str(certs.broker),
-        "ssl.truststore.location": str(certs.ca),
-        "min.insync.replicas": "2",
-    })
+    cluster = Cluster(
+        tmp_path / "cluster",
+        zookeeper,
+        3,
+        {
+            "listener.security.protocol.map": "CLIENT:PLAINTEXT,INTERNAL:SASL_SSL",
+            "inter.broker.listener.name": "INTERNAL",
+            "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+            "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+            "ssl.keystore.location": str(certs.broker),
+            "ssl.truststore.location": str(certs.ca),
+            "min.insync.replicas": "2",
+        },
+    )
     ports = {}
     for broker_id, process in cluster.brokers.items():
         client_port = int(process.overrides["listeners"].rsplit(":", 1)[1])
@@ -44,8 +49,11 @@ def test_replication_and_failover_over_a_sasl_ssl_inter_broker_listener(tmp_path
     root = KazooClient(hosts=zookeeper, timeout=10)
     root.start(timeout=30)
     try:
-        root.create(cluster.chroot + model.user_config_path("admin"), json.dumps(
-            {"version": 1, "config": {"SCRAM-SHA-512": credential.to_text()}}).encode(), makepath=True)
+        root.create(
+            cluster.chroot + model.user_config_path("admin"),
+            json.dumps({"version": 1, "config": {"SCRAM-SHA-512": credential.to_text()}}).encode(),
+            makepath=True,
+        )
     finally:
         root.stop()
         root.close()
@@ -53,20 +61,26 @@ def test_replication_and_failover_over_a_sasl_ssl_inter_broker_listener(tmp_path
     with cluster:
         registration = json.loads(cluster.zk.get(model.broker_path(0))[0])
         client_port, internal_port = ports[0]
-        assert registration["endpoints"] == [f"CLIENT://127.0.0.1:{client_port}",
-                                             f"INTERNAL://127.0.0.1:{internal_port}"]
+        assert registration["endpoints"] == [
+            f"CLIENT://127.0.0.1:{client_port}",
+            f"INTERNAL://127.0.0.1:{internal_port}",
+        ]
         assert registration["listener_security_protocol_map"] == {"CLIENT": "PLAINTEXT", "INTERNAL": "SASL_SSL"}
         assert (registration["host"], registration["port"]) == ("127.0.0.1", client_port)
 
         from confluent_kafka.admin import AdminClient, NewTopic
 
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-        for future in admin.create_topics([NewTopic("replicated", num_partitions=1, replica_assignment=[[0, 1, 2]])],
-                                          request_timeout=15).values():
+        for future in admin.create_topics(
+            [NewTopic("replicated", num_partitions=1, replica_assignment=[[0, 1, 2]])], request_timeout=15
+        ).values():
             future.result(timeout=20)
         wait_until(lambda: cluster.state("replicated", 0) is not None, 10, "the partition's state")
-        wait_until(lambda: sorted(cluster.state("replicated", 0).isr) == [0, 1], 30,
-                   "broker 2, unable to log in, to leave the ISR")
+        wait_until(
+            lambda: sorted(cluster.state("replicated", 0).isr) == [0, 1],
+            30,
+            "broker 2, unable to log in, to leave the ISR",
+        )
         first = sample_messages(12)
         confluent_produce(cluster.bootstrap, "replicated", first, acks="all")
         assert cluster.log_end(2, "replicated", 0) == 0
@@ -74,8 +88,9 @@ def test_replication_and_failover_over_a_sasl_ssl_inter_broker_listener(tmp_path
         assert cluster.log_end(1, "replicated", 0) == len(first)
 
         cluster.brokers[2].stop()  # now with the right password: it catches up over SASL_SSL
-        cluster.brokers[2].overrides["listener.name.internal.scram-sha-512.sasl.jaas.config"] = \
-            SCRAM_JAAS.format("admin-secret")
+        cluster.brokers[2].overrides["listener.name.internal.scram-sha-512.sasl.jaas.config"] = SCRAM_JAAS.format(
+            "admin-secret"
+        )
         cluster.restart(2)
         cluster.wait_full_isr("replicated", 30)
         cluster.wait_logs_equal("replicated")
@@ -89,22 +104,36 @@ def test_replication_and_failover_over_a_sasl_ssl_inter_broker_listener(tmp_path
         second = sample_messages(6, ts_base=1_800_000_000_000)
         confluent_produce(bootstrap, "replicated", second, acks="all")
         assert_same(confluent_consume(bootstrap, "replicated", len(first) + len(second)), first + second)
-        wait_until(lambda: cluster.batches(survivors[0], "replicated", 0) ==
-                   cluster.batches(survivors[1], "replicated", 0), 20, "identical surviving replicas")
+        wait_until(
+            lambda: cluster.batches(survivors[0], "replicated", 0) == cluster.batches(survivors[1], "replicated", 0),
+            20,
+            "identical surviving replicas",
+        )
 
         # a credential created through one broker works on another without a restart
         from confluent_kafka.admin import ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
 
         admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{ports[survivors[0]][0]}"})
-        for future in admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
-                "dave", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), b"dave-secret")],
-                request_timeout=15).values():
+        for future in admin.alter_user_scram_credentials(
+            [
+                UserScramCredentialUpsertion(
+                    "dave", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), b"dave-secret"
+                )
+            ],
+            request_timeout=15,
+        ).values():
             future.result(timeout=20)
-        secure = {"security.protocol": "SASL_SSL", "ssl.ca.location": str(certs.ca), "sasl.mechanism": "SCRAM-SHA-512",
-                  "sasl.username": "dave", "sasl.password": "dave-secret"}
+        secure = {
+            "security.protocol": "SASL_SSL",
+            "ssl.ca.location": str(certs.ca),
+            "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.username": "dave",
+            "sasl.password": "dave-secret",
+        }
         other = f"127.0.0.1:{ports[survivors[1]][1]}"
-        got = wait_until(lambda: _read_or_none(other, len(first) + len(second), secure), 20,
-                         "dave's login on another broker")
+        got = wait_until(
+            lambda: _read_or_none(other, len(first) + len(second), secure), 20, "dave's login on another broker"
+        )
         assert_same(got, first + second)
 
 
@@ -124,8 +153,9 @@ def _transaction_across_three_leaders(cluster: Cluster) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    for future in admin.create_topics([NewTopic("txn", num_partitions=3, replica_assignment=[
-            [0, 1, 2], [1, 2, 0], [2, 0, 1]])], request_timeout=15).values():
+    for future in admin.create_topics(
+        [NewTopic("txn", num_partitions=3, replica_assignment=[[0, 1, 2], [1, 2, 0], [2, 0, 1]])], request_timeout=15
+    ).values():
         future.result(timeout=20)
     cluster.wait_full_isr("txn", 30)
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "secure-txn"})
@@ -134,8 +164,14 @@ def _transaction_across_three_leaders(cluster: Cluster) -> None:
     for partition in range(3):
         producer.produce("txn", f"committed-{partition}".encode(), partition=partition)
     producer.commit_transaction(30)
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "txn-reader",
-                         "isolation.level": "read_committed", "enable.auto.commit": False})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "group.id": "txn-reader",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+        }
+    )
     try:
         consumer.assign([TopicPartition("txn", p, 0) for p in range(3)])
         got = set()

@@ -26,8 +26,12 @@ class RacingStore(LocalStore):
 def test_the_loser_of_a_creation_race_gets_topic_already_exists(tmp_path):
     store = RacingStore(str(tmp_path))
     for broker_id in (0, 1):
-        store.create(model.broker_path(broker_id), Broker(broker_id, "127.0.0.1", 9000 + broker_id).to_json(),
-                     ephemeral=True, makepath=True)
+        store.create(
+            model.broker_path(broker_id),
+            Broker(broker_id, "127.0.0.1", 9000 + broker_id).to_json(),
+            ephemeral=True,
+            makepath=True,
+        )
     store.ensure_path(model.BROKERS_TOPICS)
     winner, loser = Controller(store, 0, LogConfig()), Controller(store, 1, LogConfig())
     winner.elect()

@@ -29,8 +29,22 @@ TOPIC = "routed"
 
 
 def transactions(bootstrap: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "strom.cli.main", "transactions", "--bootstrap-server", bootstrap,
-                           "--timeout", "30000", *args], capture_output=True, text=True, timeout=90)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "strom.cli.main",
+            "transactions",
+            "--bootstrap-server",
+            bootstrap,
+            "--timeout",
+            "30000",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
 
 
 def rows(result: subprocess.CompletedProcess) -> list[dict[str, str]]:
@@ -77,8 +91,9 @@ def test_requests_reach_coordinators_and_leaders(cluster_factory):
         producer.produce(TOPIC, txn_id.encode(), partition=index)
         assert producer.flush(30) == 0
         producers.append(producer)
-    coordinators = {t: str(cluster.leader("__transaction_state", partition_for_group(t, STATE_PARTITIONS)))
-                    for t in txn_ids}
+    coordinators = {
+        t: str(cluster.leader("__transaction_state", partition_for_group(t, STATE_PARTITIONS))) for t in txn_ids
+    }
     assert set(coordinators.values()) - {"0"}, "every id is coordinated by the bootstrap broker"
 
     listed = {row["TransactionalId"]: row for row in rows(transactions(one, "list"))}
@@ -86,8 +101,11 @@ def test_requests_reach_coordinators_and_leaders(cluster_factory):
     assert {listed[t]["TransactionState"] for t in txn_ids} == {"Ongoing"}
     for index, txn_id in enumerate(txn_ids):
         [described] = rows(transactions(one, "describe", "--transactional-id", txn_id))
-        assert (described["CoordinatorId"], described["TransactionState"], described["TopicPartitions"]) == \
-            (coordinators[txn_id], "Ongoing", f"{TOPIC}-{index}")
+        assert (described["CoordinatorId"], described["TransactionState"], described["TopicPartitions"]) == (
+            coordinators[txn_id],
+            "Ongoing",
+            f"{TOPIC}-{index}",
+        )
         [state] = rows(transactions(one, "describe-producers", "--topic", TOPIC, "--partition", str(index)))
         assert (state["ProducerId"], state["CurrentTransactionStartOffset"]) == (listed[txn_id]["ProducerId"], "0")
     for producer in producers:
@@ -97,9 +115,13 @@ def test_requests_reach_coordinators_and_leaders(cluster_factory):
 
     # A hanging transaction on a partition that broker 0 does not lead, aborted through broker 0.
     partition = next(p for p in range(3) if cluster.leader(TOPIC, p) != 0)
-    doomed = subprocess.Popen([sys.executable, "-c", HANGING_PRODUCER, cluster.bootstrap, TOPIC, str(partition),
-                               "routed-doomed"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)
+    doomed = subprocess.Popen(
+        [sys.executable, "-c", HANGING_PRODUCER, cluster.bootstrap, TOPIC, str(partition), "routed-doomed"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = doomed.stdout.readline()  # bounded: the script gives up after 30 s per step
         assert line == "written\n", doomed.stderr.read() if doomed.poll() is not None else line
@@ -107,17 +129,21 @@ def test_requests_reach_coordinators_and_leaders(cluster_factory):
         doomed.kill()
         doomed.wait(10)
     start = 2  # after the committed record and its marker
-    hanging = {row["CurrentTransactionStartOffset"]: row
-               for row in rows(transactions(one, "describe-producers", "--topic", TOPIC,
-                                            "--partition", str(partition)))}
+    hanging = {
+        row["CurrentTransactionStartOffset"]: row
+        for row in rows(transactions(one, "describe-producers", "--topic", TOPIC, "--partition", str(partition)))
+    }
     assert str(start) in hanging, hanging
-    aborted = transactions(one, "abort", "--topic", TOPIC, "--partition", str(partition),
-                           "--start-offset", str(start))
+    aborted = transactions(one, "abort", "--topic", TOPIC, "--partition", str(partition), "--start-offset", str(start))
     assert (aborted.returncode, aborted.stdout, aborted.stderr) == (0, "", "")
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "routed-lso",
-                         "isolation.level": "read_committed"})
+    consumer = Consumer(
+        {"bootstrap.servers": cluster.bootstrap, "group.id": "routed-lso", "isolation.level": "read_committed"}
+    )
     try:
-        wait_until(lambda: consumer.get_watermark_offsets(TopicPartition(TOPIC, partition), timeout=10)[1] == 4,
-                   30, "the LSO to pass the abort marker")
+        wait_until(
+            lambda: consumer.get_watermark_offsets(TopicPartition(TOPIC, partition), timeout=10)[1] == 4,
+            30,
+            "the LSO to pass the abort marker",
+        )
     finally:
         consumer.close()

@@ -50,7 +50,11 @@ class Copier:
         log = open(self.log_path, "ab")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "tests.cluster.txn_copier", self.bootstrap, SOURCE, TARGET, GROUP, TXN_ID, "240"],
-            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
         log.close()
 
     def kill(self) -> None:
@@ -108,8 +112,15 @@ def committed_total(bootstrap: str) -> int:
 
 
 def read_committed_output(bootstrap: str) -> dict[int, list[bytes]]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "verifier", "enable.auto.commit": False,
-                         "isolation.level": "read_committed", "enable.partition.eof": True})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "verifier",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+        }
+    )
     consumer.assign([TopicPartition(TARGET, p, 0) for p in range(PARTITIONS)])
     got: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
     done: set[int] = set()
@@ -131,11 +142,20 @@ def kill_and_restart_leader(cluster, topic: str, partition: int, copier: Copier)
     assert victim >= 0, f"{topic}-{partition} has no leader"
     before = committed_total(cluster.bootstrap)
     cluster.kill(victim)
-    wait_until(lambda: cluster.leader(topic, partition) not in (victim, -1)
-               and cluster.leader(topic, partition) in cluster.registered(), FAILOVER_S,
-               f"a new leader for {topic}-{partition}")
-    wait_until(lambda: copier.progressed_since(before, cluster.bootstrap), 60,
-               f"copier progress after killing broker {victim}", interval_s=0.5)
+    wait_until(
+        lambda: (
+            cluster.leader(topic, partition) not in (victim, -1)
+            and cluster.leader(topic, partition) in cluster.registered()
+        ),
+        FAILOVER_S,
+        f"a new leader for {topic}-{partition}",
+    )
+    wait_until(
+        lambda: copier.progressed_since(before, cluster.bootstrap),
+        60,
+        f"copier progress after killing broker {victim}",
+        interval_s=0.5,
+    )
     cluster.restart(victim)
 
 
@@ -163,8 +183,8 @@ def test_transactional_copier_exactly_once_through_leader_and_copier_kills(clust
         got = read_committed_output(cluster.bootstrap)
         for p in range(PARTITIONS):
             assert len(got[p]) == len(expected[p]), (
-                f"partition {p}: {len(got[p])} records, expected {len(expected[p])} "
-                f"({len(set(got[p]))} distinct)")
+                f"partition {p}: {len(got[p])} records, expected {len(expected[p])} ({len(set(got[p]))} distinct)"
+            )
             assert got[p] == expected[p], f"partition {p}: records out of order or changed"
         cluster.wait_logs_equal(TARGET, 30)
     except BaseException:

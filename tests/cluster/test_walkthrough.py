@@ -15,13 +15,16 @@ import sys
 from tests.cluster.conftest import SESSION_TIMEOUT_MS, wait_until
 
 TOPIC = "my-replicated-topic"
-PARTITION_LINE = re.compile(r"\tTopic: my-replicated-topic\tPartition: 0\tLeader: (?P<leader>-?\d+|none)"
-                            r"\tReplicas: (?P<replicas>[\d,]+)\tIsr: (?P<isr>[\d,]*)\tElr: N/A\tLastKnownElr: N/A")
+PARTITION_LINE = re.compile(
+    r"\tTopic: my-replicated-topic\tPartition: 0\tLeader: (?P<leader>-?\d+|none)"
+    r"\tReplicas: (?P<replicas>[\d,]+)\tIsr: (?P<isr>[\d,]*)\tElr: N/A\tLastKnownElr: N/A"
+)
 
 
 def strom(*args, input=None, timeout=60):
-    return subprocess.run([sys.executable, "-m", "strom.cli.main", *args], input=input, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "strom.cli.main", *args], input=input, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def describe(bootstrap: str, check: bool = True) -> tuple[str, list[str]] | None:
@@ -36,8 +39,18 @@ def describe(bootstrap: str, check: bool = True) -> tuple[str, list[str]] | None
 
 def test_replicated_topic_survives_its_leader(cluster):
     bootstrap = cluster.bootstrap
-    created = strom("topics", "--bootstrap-server", bootstrap, "--create", "--replication-factor", "3",
-                    "--partitions", "1", "--topic", TOPIC)
+    created = strom(
+        "topics",
+        "--bootstrap-server",
+        bootstrap,
+        "--create",
+        "--replication-factor",
+        "3",
+        "--partitions",
+        "1",
+        "--topic",
+        TOPIC,
+    )
     assert created.returncode == 0, created.stderr
     assert created.stdout == f"Created topic {TOPIC}.\n"
 
@@ -54,24 +67,36 @@ def test_replicated_topic_survives_its_leader(cluster):
     assert int(line["leader"]) == replicas[0]
     assert line["isr"] == line["replicas"]
 
-    produced = strom("console-producer", "--bootstrap-server", bootstrap, "--topic", TOPIC,
-                     input="my test message 1\nmy test message 2\n")
+    produced = strom(
+        "console-producer",
+        "--bootstrap-server",
+        bootstrap,
+        "--topic",
+        TOPIC,
+        input="my test message 1\nmy test message 2\n",
+    )
     assert produced.returncode == 0, produced.stderr
 
     leader = int(line["leader"])
     cluster.kill(leader)
     # ZooKeeper notices after the session timeout; until then even Kafka's tools wait for the dead
     # controller, so look at --describe once the new leader is in place
-    wait_until(lambda: cluster.leader(TOPIC, 0) not in (-1, leader), SESSION_TIMEOUT_MS / 1000 + 15,
-               "the controller electing a new leader")
+    wait_until(
+        lambda: cluster.leader(TOPIC, 0) not in (-1, leader),
+        SESSION_TIMEOUT_MS / 1000 + 15,
+        "the controller electing a new leader",
+    )
 
     def failed_over():
         described = describe(bootstrap, check=False)
         if described is None:
             return None
         match = PARTITION_LINE.fullmatch(described[1][0])
-        return match if match and match["leader"] not in (str(leader), "none") and \
-            str(leader) not in match["isr"].split(",") else None
+        return (
+            match
+            if match and match["leader"] not in (str(leader), "none") and str(leader) not in match["isr"].split(",")
+            else None
+        )
 
     after = wait_until(failed_over, SESSION_TIMEOUT_MS / 1000 + 40, "a new leader and an ISR without the dead one")
     assert after["replicas"] == line["replicas"]  # the assignment does not change
@@ -80,18 +105,37 @@ def test_replicated_topic_survives_its_leader(cluster):
     # the new leader is the next replica in preference order that was in sync
     assert int(after["leader"]) == survivors[0]
 
-    consumed = strom("console-consumer", "--bootstrap-server", bootstrap, "--from-beginning", "--topic", TOPIC,
-                     "--max-messages", "2", "--timeout-ms", "20000")
+    consumed = strom(
+        "console-consumer",
+        "--bootstrap-server",
+        bootstrap,
+        "--from-beginning",
+        "--topic",
+        TOPIC,
+        "--max-messages",
+        "2",
+        "--timeout-ms",
+        "20000",
+    )
     assert consumed.returncode == 0, consumed.stderr
     assert consumed.stdout == "my test message 1\nmy test message 2\n"
 
     # the cluster keeps taking writes with two of three brokers, and the third catches up on return
-    produced = strom("console-producer", "--bootstrap-server", bootstrap, "--topic", TOPIC,
-                     input="my test message 3\n")
+    produced = strom("console-producer", "--bootstrap-server", bootstrap, "--topic", TOPIC, input="my test message 3\n")
     assert produced.returncode == 0, produced.stderr
     cluster.restart(leader)
     cluster.wait_full_isr(TOPIC, 30)
-    consumed = strom("console-consumer", "--bootstrap-server", bootstrap, "--from-beginning", "--topic", TOPIC,
-                     "--max-messages", "3", "--timeout-ms", "20000")
+    consumed = strom(
+        "console-consumer",
+        "--bootstrap-server",
+        bootstrap,
+        "--from-beginning",
+        "--topic",
+        TOPIC,
+        "--max-messages",
+        "3",
+        "--timeout-ms",
+        "20000",
+    )
     assert consumed.stdout == "my test message 1\nmy test message 2\nmy test message 3\n"
     cluster.wait_logs_equal(TOPIC, 20)

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import time
 
+from strom.chaos.proxy import TcpProxy
 from strom.protocol.records import NewRecord, build_batch
 from tests.cluster.conftest import SESSION_TIMEOUT_MS, Cluster, create_topic, wait_until
-from strom.chaos.proxy import TcpProxy
 from tests.cluster.workload import Workload, verify
 from tests.integration.clients import RawClient, raw_produce
 
@@ -40,16 +40,25 @@ def test_leader_cut_off_from_zookeeper_is_fenced_and_writes_move_on(tmp_path, zo
         before = {p: workload.acked_count(p) for p in led}
         proxies[victim].blackhole()
         cut_at = time.monotonic()
-        wait_until(lambda: all(cluster.leader(TOPIC, p) not in (victim, -1) for p in led),
-                   SESSION_TIMEOUT_MS / 1000 + 10, f"new leaders for {led} away from broker {victim}")
+        wait_until(
+            lambda: all(cluster.leader(TOPIC, p) not in (victim, -1) for p in led),
+            SESSION_TIMEOUT_MS / 1000 + 10,
+            f"new leaders for {led} away from broker {victim}",
+        )
         # what a client talking to the cut-off broker hears within the session timeout: it claims no
         # leadership, and a write to it gets NOT_LEADER_OR_FOLLOWER
         with RawClient(cluster.brokers[victim].bootstrap) as client:
+
             def claimed():
                 response = client.request(3, 9, {"topics": [{"name": TOPIC}], "allow_auto_topic_creation": False})
                 return [p.partition_index for p in response.topics[0].partitions if p.leader_id == victim]
-            wait_until(lambda: not claimed(), max(1.0, cut_at + SESSION_TIMEOUT_MS / 1000 + 3 - time.monotonic()),
-                       f"broker {victim} to stop claiming leadership", interval_s=0.2)
+
+            wait_until(
+                lambda: not claimed(),
+                max(1.0, cut_at + SESSION_TIMEOUT_MS / 1000 + 3 - time.monotonic()),
+                f"broker {victim} to stop claiming leadership",
+                interval_s=0.2,
+            )
             code, _ = raw_produce(client, TOPIC, build_batch([NewRecord(b"to-the-fenced")]), partition=led[0])
         assert code == NOT_LEADER_OR_FOLLOWER
         time.sleep(max(0.0, cut_at + CUT_S - time.monotonic()))
@@ -58,7 +67,8 @@ def test_leader_cut_off_from_zookeeper_is_fenced_and_writes_move_on(tmp_path, zo
         # about 80 writes a second per partition; the move takes about the session timeout
         floor = 80 * (CUT_S - 2 * SESSION_TIMEOUT_MS / 1000) / 2
         assert all(n >= floor for n in during.values()), (
-            f"only {during} writes acknowledged on {led} in the {CUT_S}s broker {victim} was cut off")
+            f"only {during} writes acknowledged on {led} in the {CUT_S}s broker {victim} was cut off"
+        )
         assert "fenced" in cluster.brokers[victim].log_path.read_text(errors="replace")
         cluster.wait_full_isr(TOPIC, 60)
         workload.stop()

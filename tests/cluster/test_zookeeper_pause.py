@@ -14,7 +14,7 @@ import time
 from confluent_kafka import Consumer, Producer
 
 from strom.cluster import zookeeper_server
-from tests.cluster.conftest import SESSION_TIMEOUT_MS, Cluster, create_topic, wait_until
+from tests.cluster.conftest import SESSION_TIMEOUT_MS, Cluster, create_topic
 
 
 def test_zookeeper_pause_then_groups_work_and_shutdown_is_bounded(tmp_path):
@@ -35,8 +35,14 @@ def test_zookeeper_pause_then_groups_work_and_shutdown_is_bounded(tmp_path):
         cluster.wait_registered(set(cluster.brokers), 60)
         cluster.wait_full_isr("paused", 60)
         # the first group after the storm: the offsets topic is created by whichever broker is asked
-        consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "after-the-storm",
-                             "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        consumer = Consumer(
+            {
+                "bootstrap.servers": cluster.bootstrap,
+                "group.id": "after-the-storm",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            }
+        )
         consumer.subscribe(["paused"])
         got = []
         deadline = time.monotonic() + 60

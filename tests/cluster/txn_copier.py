@@ -25,8 +25,10 @@ def end_offsets(consumer: Consumer, topic: str) -> dict[int, int]:
     for _ in range(60):
         try:
             metadata = consumer.list_topics(topic, timeout=20)
-            return {partition: consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=20)[1]
-                    for partition in metadata.topics[topic].partitions}
+            return {
+                partition: consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=20)[1]
+                for partition in metadata.topics[topic].partitions
+            }
         except KafkaException as exc:
             print(f"end offsets not readable yet: {exc}", flush=True)
             time.sleep(0.5)
@@ -72,13 +74,33 @@ def attempt(call) -> str:
 
 def main(bootstrap: str, source: str, target: str, group: str, transactional_id: str, deadline_s: float) -> int:
     deadline = time.monotonic() + deadline_s
-    common = {"bootstrap.servers": bootstrap, "reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 500,
-              "topic.metadata.refresh.interval.ms": 1000, "retry.backoff.ms": 50}
-    consumer = Consumer({**common, "group.id": group, "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                         "isolation.level": "read_committed", "session.timeout.ms": 6000,
-                         "heartbeat.interval.ms": 500})
-    producer = Producer({**common, "transactional.id": transactional_id, "transaction.timeout.ms": 20000,
-                         "message.timeout.ms": 20000, "linger.ms": 5})
+    common = {
+        "bootstrap.servers": bootstrap,
+        "reconnect.backoff.ms": 50,
+        "reconnect.backoff.max.ms": 500,
+        "topic.metadata.refresh.interval.ms": 1000,
+        "retry.backoff.ms": 50,
+    }
+    consumer = Consumer(
+        {
+            **common,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+            "session.timeout.ms": 6000,
+            "heartbeat.interval.ms": 500,
+        }
+    )
+    producer = Producer(
+        {
+            **common,
+            "transactional.id": transactional_id,
+            "transaction.timeout.ms": 20000,
+            "message.timeout.ms": 20000,
+            "linger.ms": 5,
+        }
+    )
     producer.init_transactions(60)
     ends = end_offsets(consumer, source)
     partitions = sorted(ends)
@@ -96,8 +118,7 @@ def main(bootstrap: str, source: str, target: str, group: str, transactional_id:
             producer.produce(target, message.value(), message.key(), partition=message.partition())
         positions = {m.partition(): m.offset() + 1 for m in messages}
         offsets = [TopicPartition(source, p, o) for p, o in positions.items()]
-        outcome = attempt(lambda: producer.send_offsets_to_transaction(
-            offsets, consumer.consumer_group_metadata(), 30))
+        outcome = attempt(lambda: producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), 30))
         if outcome == "ok":
             outcome = attempt(lambda: producer.commit_transaction(30))
         if outcome == "fatal":

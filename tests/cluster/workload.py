@@ -15,17 +15,27 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 
 class Workload:
-    def __init__(self, bootstrap: str, topic: str, partitions: int, interval_s: float = 0.004,
-                 extra: dict | None = None):
+    def __init__(
+        self, bootstrap: str, topic: str, partitions: int, interval_s: float = 0.004, extra: dict | None = None
+    ):
         self.topic = topic
         self.partitions = partitions
         self.interval_s = interval_s
-        self.producer = Producer({
-            "bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
-            "linger.ms": 2, "message.timeout.ms": 120000, "retry.backoff.ms": 50,
-            "retry.backoff.max.ms": 500, "reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 500,
-            "topic.metadata.refresh.interval.ms": 1000, **(extra or {}),
-        })
+        self.producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "enable.idempotence": True,
+                "acks": "all",
+                "linger.ms": 2,
+                "message.timeout.ms": 120000,
+                "retry.backoff.ms": 50,
+                "retry.backoff.max.ms": 500,
+                "reconnect.backoff.ms": 50,
+                "reconnect.backoff.max.ms": 500,
+                "topic.metadata.refresh.interval.ms": 1000,
+                **(extra or {}),
+            }
+        )
         self.lock = threading.Lock()
         self.acked: dict[int, list[tuple[int, str]]] = defaultdict(list)  # partition -> [(offset, value)]
         self.failed: list[tuple[str, str]] = []  # (value, error)
@@ -34,7 +44,7 @@ class Workload:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="workload", daemon=True)
 
-    def start(self) -> "Workload":
+    def start(self) -> Workload:
         self._thread.start()
         return self
 
@@ -77,8 +87,10 @@ class Workload:
             if all(self.acked_count(p) >= t for p, t in targets.items()):
                 return time.monotonic() - start
             time.sleep(0.02)
-        raise AssertionError(f"no acks=all progress on {sorted(partitions)} within {timeout_s}s "
-                             f"({ {p: self.acked_count(p) for p in partitions} } of {targets})")
+        raise AssertionError(
+            f"no acks=all progress on {sorted(partitions)} within {timeout_s}s "
+            f"({ {p: self.acked_count(p) for p in partitions} } of {targets})"
+        )
 
     def stop(self, flush_timeout_s: float = 60) -> None:
         self._stop.set()
@@ -87,11 +99,21 @@ class Workload:
         assert remaining == 0, f"{remaining} messages still undelivered after {flush_timeout_s}s"
 
 
-def read_partition(bootstrap: str, topic: str, partition: int, timeout_s: float = 30) -> list[tuple[int, str]]:
+def read_partition(
+    bootstrap: str, topic: str, partition: int, timeout_s: float = 30, extra: dict | None = None
+) -> list[tuple[int, str]]:
     """Every (offset, value) of a partition from offset 0 up to its high watermark."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "verify", "enable.auto.commit": False,
-                         "enable.partition.eof": True, "auto.offset.reset": "earliest",
-                         "topic.metadata.refresh.interval.ms": 1000})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "verify",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+            "topic.metadata.refresh.interval.ms": 1000,
+            **(extra or {}),
+        }
+    )
     try:
         _, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
         consumer.assign([TopicPartition(topic, partition, 0)])
@@ -117,11 +139,11 @@ def read_partition(bootstrap: str, topic: str, partition: int, timeout_s: float 
         consumer.close()
 
 
-def verify(bootstrap: str, workload: Workload) -> dict[int, list[tuple[int, str]]]:
+def verify(bootstrap: str, workload: Workload, extra: dict | None = None) -> dict[int, list[tuple[int, str]]]:
     """Every acknowledged message is in the log exactly once, at its acknowledged offset, in order."""
     logs = {}
     for partition in range(workload.partitions):
-        log = read_partition(bootstrap, workload.topic, partition)
+        log = read_partition(bootstrap, workload.topic, partition, extra=extra)
         logs[partition] = log
         values = [v for _, v in log]
         assert len(values) == len(set(values)), f"duplicates in partition {partition}"

@@ -36,9 +36,24 @@ class ConsoleProcess:
     def start(self) -> ConsoleProcess:
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "strom.cli.main", "console", "--bootstrap-server", self.bootstrap,
-                 "--port", "0", "--sample-interval", "0.5", "--refresh-ms", "400"],
-                stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL)
+                [
+                    sys.executable,
+                    "-m",
+                    "strom.cli.main",
+                    "console",
+                    "--bootstrap-server",
+                    self.bootstrap,
+                    "--port",
+                    "0",
+                    "--sample-interval",
+                    "0.5",
+                    "--refresh-ms",
+                    "400",
+                ],
+                stdout=subprocess.PIPE,
+                stderr=log,
+                stdin=subprocess.DEVNULL,
+            )
         assert self.process.stdout is not None
         deadline = time.monotonic() + START_TIMEOUT_S
         line = b""
@@ -88,8 +103,9 @@ def browser():
     expect.set_options(timeout=PAGE_TIMEOUT_MS)  # a loaded machine: bounded, but not tight
 
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                             args=["--no-sandbox", "--disable-gpu"])
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu"]
+        )
         try:
             yield browser
         finally:

@@ -29,8 +29,9 @@ def produce(bootstrap: str, records: list[dict]) -> None:
     assert producer.flush(POLL_TIMEOUT_S) == 0
 
 
-def test_create_browse_follow_configure_and_delete_a_topic(page: Page, cluster_broker: BrokerProcess,
-                                                           tmp_path: Path) -> None:
+def test_create_browse_follow_configure_and_delete_a_topic(
+    page: Page, cluster_broker: BrokerProcess, tmp_path: Path
+) -> None:
     page.goto("/topics")
     page.get_by_text("Create a topic").click()
     form = page.locator("#create-topic")
@@ -41,12 +42,20 @@ def test_create_browse_follow_configure_and_delete_a_topic(page: Page, cluster_b
     expect(page.locator("#partitions tbody tr")).to_have_count(2)
 
     order = {"id": 1, "item": "book", "price": 12.5}
-    produce(cluster_broker.bootstrap, [
-        {"topic": "orders", "partition": 0, "key": b"order-1", "value": json.dumps(order).encode(),
-         "headers": [("trace-id", b"abc-123"), ("raw", b"\x00\xff\x10")]},
-        {"topic": "orders", "partition": 1, "key": b"order-2", "value": "plain text, ünïcode".encode()},
-        {"topic": "orders", "partition": 1, "key": b"\x01\x02", "value": bytes([0, 1, 2, 254, 255])},
-    ])
+    produce(
+        cluster_broker.bootstrap,
+        [
+            {
+                "topic": "orders",
+                "partition": 0,
+                "key": b"order-1",
+                "value": json.dumps(order).encode(),
+                "headers": [("trace-id", b"abc-123"), ("raw", b"\x00\xff\x10")],
+            },
+            {"topic": "orders", "partition": 1, "key": b"order-2", "value": "plain text, ünïcode".encode()},
+            {"topic": "orders", "partition": 1, "key": b"\x01\x02", "value": bytes([0, 1, 2, 254, 255])},
+        ],
+    )
 
     page.get_by_role("link", name="Browse messages").click()
     rows = page.locator("#messages tbody tr")
@@ -74,7 +83,7 @@ def test_create_browse_follow_configure_and_delete_a_topic(page: Page, cluster_b
     # follow live: a message produced after the page opened appears without a reload
     page.goto("/topics/orders/messages?start=end&limit=10&follow=1")
     expect(page.locator("#messages tbody tr[data-offset]")).to_have_count(3)
-    produce(cluster_broker.bootstrap, [{"topic": "orders", "partition": 0, "key": b"late", "value": b"{\"n\": 2}"}])
+    produce(cluster_broker.bootstrap, [{"topic": "orders", "partition": 0, "key": b"late", "value": b'{"n": 2}'}])
     expect(page.locator("#messages tr[data-partition='0'][data-offset='1'] td.key")).to_have_text("late")
 
     # a config edited through IncrementalAlterConfigs
@@ -98,12 +107,20 @@ def test_create_browse_follow_configure_and_delete_a_topic(page: Page, cluster_b
     expect(page.locator("#topics tr[data-topic='orders']")).to_have_count(0)
 
 
-def test_watch_a_groups_lag_fall_then_reset_it_to_earliest(page: Page, cluster_broker: BrokerProcess,
-                                                           tmp_path: Path) -> None:
+def test_watch_a_groups_lag_fall_then_reset_it_to_earliest(
+    page: Page, cluster_broker: BrokerProcess, tmp_path: Path
+) -> None:
     bootstrap = cluster_broker.bootstrap
     produce(bootstrap, [{"topic": "events", "partition": 0, "value": f"event-{i}".encode()} for i in range(30)])
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "billing", "client.id": "billing-client",
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "billing",
+            "client.id": "billing-client",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
     try:
         consumer.subscribe(["events"])
         seen = consume(consumer, 10)
@@ -144,21 +161,24 @@ def test_watch_a_groups_lag_fall_then_reset_it_to_earliest(page: Page, cluster_b
     expect(page.locator("#groups tr[data-group='billing']")).to_contain_text("Empty")
 
 
-def test_overview_shows_the_broker_and_messages_in_per_second(page: Page, cluster_broker: BrokerProcess,
-                                                              tmp_path: Path) -> None:
+def test_overview_shows_the_broker_and_messages_in_per_second(
+    page: Page, cluster_broker: BrokerProcess, tmp_path: Path
+) -> None:
     page.goto("/")
     broker_row = page.locator("#brokers tbody tr")
     expect(broker_row).to_have_count(1)
     expect(broker_row.locator("td").first).to_have_text("0")
     expect(broker_row.locator(".badge")).to_have_text("controller")
     expect(page.locator("#under-replicated")).to_have_text("0")
-    produce(cluster_broker.bootstrap,
-            [{"topic": "rates", "partition": 0, "value": b"x" * 10} for _ in range(200)])
+    produce(cluster_broker.bootstrap, [{"topic": "rates", "partition": 0, "value": b"x" * 10} for _ in range(200)])
     # the samples around the burst put "messages in" at >= 200 messages over a few seconds
-    page.wait_for_function("""() => {
+    page.wait_for_function(
+        """() => {
         const line = document.querySelector("svg.chart polyline[data-series='messages in']");
         return line !== null && parseFloat(line.dataset.max) >= 10;
-    }""", timeout=20_000)
+    }""",
+        timeout=20_000,
+    )
     expect(page.locator("svg.chart")).to_contain_text("messages consumed")
     screenshot(page, tmp_path / "console-overview.png")
 

@@ -20,7 +20,7 @@ def test_binary_and_control_bytes_are_hex_and_null_is_null():
 
 
 def test_sizes_and_charts():
-    assert [show_size(n) for n in (None, 10, 2048, 5 * 1024 ** 3)] == ["-", "10 B", "2.0 KiB", "5.0 GiB"]
+    assert [show_size(n) for n in (None, 10, 2048, 5 * 1024**3)] == ["-", "10 B", "2.0 KiB", "5.0 GiB"]
     svg = line_chart({"lag": [(0.0, 30.0), (1.0, 20.0), (2.0, 0.0)]}, "Total lag <group>")
     assert 'data-series="lag" data-max="30"' in svg and "Total lag &lt;group&gt;" in svg
     assert "collecting samples" in line_chart({"lag": []}, "empty")

@@ -23,8 +23,13 @@ REPLAY_TIMEOUT_S = 120
 def test_kept_corpus_replays_without_findings(name, tmp_path):
     files = corpus_files(name)
     assert files, f"no corpus for {name} under {CORPUS}"
-    proc = subprocess.run([sys.executable, "-m", "strom.fuzz", "replay", name, "--tmp", str(tmp_path)],
-                          cwd=REPO, capture_output=True, text=True, timeout=REPLAY_TIMEOUT_S)
+    proc = subprocess.run(
+        [sys.executable, "-m", "strom.fuzz", "replay", name, "--tmp", str(tmp_path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=REPLAY_TIMEOUT_S,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-20000:]
     assert f"replayed {len(files)} inputs through {name}: 0 findings" in proc.stdout, proc.stdout
 

@@ -22,7 +22,7 @@ from strom.protocol.compression import DecompressedTooLargeError, decompress
 from strom.protocol.errors import ErrorCode
 from strom.protocol.records import ATTRIBUTES_OFFSET, CRC_OFFSET, HEADER, NewRecord, build_batch, encode_varint
 from strom.server.wire import uvarint
-from tests.integration.clients import RawClient, confluent_consume, confluent_produce, rss_kb, unique_topic, Msg
+from tests.integration.clients import Msg, RawClient, confluent_consume, confluent_produce, rss_kb, unique_topic
 
 MiB = 1024 * 1024
 GZIP, SNAPPY, LZ4, ZSTD = 1, 2, 3, 4
@@ -49,20 +49,23 @@ def _stream(codec: int, value_size: int) -> bytes:
         compressor = zlib.compressobj(9, zlib.DEFLATED, 31)
         parts = [compressor.compress(head)]
         for start in range(0, value_size, MiB):
-            parts.append(compressor.compress(CHUNK[:min(MiB, value_size - start)]))
+            parts.append(compressor.compress(CHUNK[: min(MiB, value_size - start)]))
         return b"".join(parts) + compressor.compress(tail) + compressor.flush()
     if codec == SNAPPY:  # xerial framing, as Java writes it: 32 KiB blocks
         blocks = [b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1)]
         raw = head + bytes(value_size) + tail
         for start in range(0, len(raw), 32 * 1024):
-            block = bytes(cramjam.snappy.compress_raw(raw[start:start + 32 * 1024]))
+            block = bytes(cramjam.snappy.compress_raw(raw[start : start + 32 * 1024]))
             blocks.append(struct.pack(">i", len(block)) + block)
         return b"".join(blocks)
-    compressor = (cramjam.zstd.Compressor(level=19) if codec == ZSTD
-                  else cramjam.lz4.Compressor(level=12, content_checksum=False, block_linked=False))
+    compressor = (
+        cramjam.zstd.Compressor(level=19)
+        if codec == ZSTD
+        else cramjam.lz4.Compressor(level=12, content_checksum=False, block_linked=False)
+    )
     compressor.compress(head)
     for start in range(0, value_size, MiB):
-        compressor.compress(CHUNK[:min(MiB, value_size - start)])
+        compressor.compress(CHUNK[: min(MiB, value_size - start)])
     compressor.compress(tail)
     return bytes(compressor.finish())
 
@@ -70,8 +73,9 @@ def _stream(codec: int, value_size: int) -> bytes:
 def bomb_batch(codec: int, records_section: bytes) -> bytes:
     """A v2 batch of one record with a valid CRC around an already compressed records section."""
     batch = bytearray(HEADER.size) + records_section
-    HEADER.pack_into(batch, 0, 0, len(batch) - 12, -1, 2, 0, codec, 0, 1_700_000_000_000, 1_700_000_000_000,
-                     -1, -1, -1, 1)
+    HEADER.pack_into(
+        batch, 0, 0, len(batch) - 12, -1, 2, 0, codec, 0, 1_700_000_000_000, 1_700_000_000_000, -1, -1, -1, 1
+    )
     struct.pack_into(">I", batch, CRC_OFFSET, crc32c.crc32c(batch[ATTRIBUTES_OFFSET:]))
     return bytes(batch)
 
@@ -79,8 +83,15 @@ def bomb_batch(codec: int, records_section: bytes) -> bytes:
 def produce_body(topic: str, records: bytes) -> bytes:
     """A Produce v3-v8 body (v8 answers with error messages): no transactional id, acks=1, one topic, one partition."""
     name = topic.encode()
-    return (struct.pack(">hhi", -1, 1, 10_000) + struct.pack(">i", 1) + struct.pack(">h", len(name)) + name
-            + struct.pack(">i", 1) + struct.pack(">ii", 0, len(records)) + records)
+    return (
+        struct.pack(">hhi", -1, 1, 10_000)
+        + struct.pack(">i", 1)
+        + struct.pack(">h", len(name))
+        + name
+        + struct.pack(">i", 1)
+        + struct.pack(">ii", 0, len(records))
+        + records
+    )
 
 
 def produce(client: RawClient, topic: str, records: bytes):

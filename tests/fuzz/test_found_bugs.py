@@ -23,28 +23,43 @@ def test_create_topics_with_two_billion_partitions_is_refused_at_once(broker):
     topic = unique_topic("huge")
     with RawClient(broker.bootstrap, timeout=15) as client:
         started = time.monotonic()
-        response = client.request(ApiKey.CREATE_TOPICS, 7, {
-            "topics": [{"name": topic, "num_partitions": 2**31 - 1, "replication_factor": 1},
-                       {"name": topic + "-small", "num_partitions": 1, "replication_factor": 1}],
-            "timeout": 10_000})
+        response = client.request(
+            ApiKey.CREATE_TOPICS,
+            7,
+            {
+                "topics": [
+                    {"name": topic, "num_partitions": 2**31 - 1, "replication_factor": 1},
+                    {"name": topic + "-small", "num_partitions": 1, "replication_factor": 1},
+                ],
+                "timeout": 10_000,
+            },
+        )
         assert time.monotonic() - started < 10
         assert [t.error_code for t in response.topics] == [ErrorCode.POLICY_VIOLATION] * 2
         assert response.topics[0].error_message == "Excessively large number of partitions per request."
-        created = client.request(ApiKey.CREATE_TOPICS, 7, {
-            "topics": [{"name": topic, "num_partitions": 2, "replication_factor": 1}], "timeout": 10_000})
+        created = client.request(
+            ApiKey.CREATE_TOPICS,
+            7,
+            {"topics": [{"name": topic, "num_partitions": 2, "replication_factor": 1}], "timeout": 10_000},
+        )
         assert created.topics[0].error_code == ErrorCode.NONE
-        grown = client.request(ApiKey.CREATE_PARTITIONS, 3, {
-            "topics": [{"name": topic, "count": 4_128_000, "assignments": None}], "timeout": 10_000})
+        grown = client.request(
+            ApiKey.CREATE_PARTITIONS,
+            3,
+            {"topics": [{"name": topic, "count": 4_128_000, "assignments": None}], "timeout": 10_000},
+        )
         assert grown.results[0].error_code == ErrorCode.POLICY_VIOLATION
-        metadata = client.request(ApiKey.METADATA, 12, {"topics": [{"name": topic}],
-                                                         "allow_auto_topic_creation": False})
+        metadata = client.request(
+            ApiKey.METADATA, 12, {"topics": [{"name": topic}], "allow_auto_topic_creation": False}
+        )
         assert len(metadata.topics[0].partitions) == 2
 
 
 def _batch_with_inner_offset_deltas(deltas: list[int]) -> bytes:
     """An uncompressed batch whose records carry the given offset deltas (a buggy producer's)."""
-    batch = bytearray(build_batch([NewRecord(b"value-%d" % i, timestamp=1_700_000_000_000 + i)
-                                   for i in range(len(deltas))]))
+    batch = bytearray(
+        build_batch([NewRecord(b"value-%d" % i, timestamp=1_700_000_000_000 + i) for i in range(len(deltas))])
+    )
     position = HEADER.size
     for delta in deltas:  # rewrite each record's offset delta (one byte after length, attributes, ts delta)
         length = batch[position] >> 1
@@ -64,13 +79,24 @@ def test_recompression_assigns_fresh_offsets_whatever_the_producer_wrote(broker)
     admin.create_topics([NewTopic(topic, 1, 1, config={"compression.type": "gzip"})])[topic].result(15)
     batch = _batch_with_inner_offset_deltas([0, 40])
     name = topic.encode()
-    body = (struct.pack(">hhi", -1, 1, 10_000) + struct.pack(">i", 1) + struct.pack(">h", len(name)) + name
-            + struct.pack(">i", 1) + struct.pack(">ii", 0, len(batch)) + batch)
+    body = (
+        struct.pack(">hhi", -1, 1, 10_000)
+        + struct.pack(">i", 1)
+        + struct.pack(">h", len(name))
+        + name
+        + struct.pack(">i", 1)
+        + struct.pack(">ii", 0, len(batch))
+        + batch
+    )
     with RawClient(broker.bootstrap) as client:
         first = client.request(ApiKey.PRODUCE, 8, body).responses[0].partition_responses[0]
         second = client.request(ApiKey.PRODUCE, 8, body).responses[0].partition_responses[0]
         assert (first.error_code, first.base_offset) == (ErrorCode.NONE, 0)
         assert (second.error_code, second.base_offset) == (ErrorCode.NONE, 2)
     consumed = confluent_consume(broker.bootstrap, topic, 4, **{"check.crcs": True})
-    assert [(m.offset, m.value) for m in consumed] == [(0, b"value-0"), (1, b"value-1"), (2, b"value-0"),
-                                                      (3, b"value-1")]
+    assert [(m.offset, m.value) for m in consumed] == [
+        (0, b"value-0"),
+        (1, b"value-1"),
+        (2, b"value-0"),
+        (3, b"value-1"),
+    ]

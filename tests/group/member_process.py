@@ -17,14 +17,20 @@ from tests.group.support import FAST_GROUP
 
 def main(argv: list[str]) -> None:
     bootstrap, group, topic, *extra = argv
-    conf = {"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-            "enable.auto.commit": False, **FAST_GROUP}
+    conf = {
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+        **FAST_GROUP,
+    }
     conf.update(item.split("=", 1) for item in extra)
     consumer = Consumer(conf)
 
     def on_assign(_consumer, partitions):
-        print("assigned " + ",".join(str(p.partition) for p in sorted(partitions, key=lambda p: p.partition)),
-              flush=True)
+        print(
+            "assigned " + ",".join(str(p.partition) for p in sorted(partitions, key=lambda p: p.partition)), flush=True
+        )
 
     consumer.subscribe([topic], on_assign=on_assign)
     while True:

@@ -10,7 +10,8 @@ import socket
 import struct
 import time
 import uuid
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from strom.protocol import api
 from strom.protocol.codec import decode_response, encode, skip_tagged_fields
@@ -26,8 +27,13 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
-def wait_until(predicate: Callable[[], Any], timeout: float = WAIT_S, interval: float = 0.05,
-               what: str = "condition", tick: Callable[[], None] | None = None) -> Any:
+def wait_until(
+    predicate: Callable[[], Any],
+    timeout: float = WAIT_S,
+    interval: float = 0.05,
+    what: str = "condition",
+    tick: Callable[[], None] | None = None,
+) -> Any:
     """Poll ``predicate`` (calling ``tick`` between tries, e.g. to poll consumers) until truthy."""
     deadline = time.monotonic() + timeout
     while True:
@@ -54,8 +60,9 @@ def create_topic(bootstrap: str, name: str, partitions: int) -> str:
     return name
 
 
-def produce(bootstrap: str, topic: str, values: Iterable[bytes], partitions: int | None = None,
-            timestamp: int | None = None) -> None:
+def produce(
+    bootstrap: str, topic: str, values: Iterable[bytes], partitions: int | None = None, timestamp: int | None = None
+) -> None:
     """Produce and flush; with ``partitions`` the values go round-robin over them (value i → i % n)."""
     from confluent_kafka import Producer
 
@@ -103,8 +110,14 @@ class Member:
     def __init__(self, bootstrap: str, group: str, topic: str | list[str], name: str = "", **config: Any):
         from confluent_kafka import Consumer
 
-        conf = {"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-                "enable.auto.commit": False, "client.id": name or "member", **FAST_GROUP}
+        conf = {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "client.id": name or "member",
+            **FAST_GROUP,
+        }
         conf.update(config)
         self.name = name
         self.group = group
@@ -115,8 +128,7 @@ class Member:
         self.messages: list[Any] = []
         self.closed = False
         topics = [topic] if isinstance(topic, str) else topic
-        self.consumer.subscribe(topics, on_assign=self._on_assign, on_revoke=self._on_revoke,
-                                on_lost=self._on_lost)
+        self.consumer.subscribe(topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost)
 
     def _on_assign(self, _consumer, partitions) -> None:
         got = [p.partition for p in partitions]
@@ -165,8 +177,9 @@ def close_all(members: Iterable[Member]) -> None:
             pass
 
 
-def wait_for_assignment(members: list[Member], total: int, timeout: float = WAIT_S,
-                        sizes: list[int] | None = None) -> list[set[int]]:
+def wait_for_assignment(
+    members: list[Member], total: int, timeout: float = WAIT_S, sizes: list[int] | None = None
+) -> list[set[int]]:
     """Poll every member until their assignments are disjoint and cover ``total`` partitions."""
 
     def settled() -> bool:
@@ -176,16 +189,14 @@ def wait_for_assignment(members: list[Member], total: int, timeout: float = WAIT
             return False
         return sizes is None or sorted(len(o) for o in owned) == sorted(sizes)
 
-    wait_until(settled, timeout, what=f"{total} partitions spread over {len(members)} members",
-               tick=poll_all(members))
+    wait_until(settled, timeout, what=f"{total} partitions spread over {len(members)} members", tick=poll_all(members))
     return [set(m.owned) for m in members]
 
 
 # -- one raw request -----------------------------------------------------------------------------
 
 
-def raw_request(bootstrap: str, api_key: int, api_version: int, fields: dict[str, Any],
-                timeout: float = 10) -> Any:
+def raw_request(bootstrap: str, api_key: int, api_version: int, fields: dict[str, Any], timeout: float = 10) -> Any:
     """Send one request built from ``fields`` with kio's classes; return the decoded response."""
     body = encode(build(api.request_class(api_key, api_version), fields))
     header = struct.pack(">hhi", api_key, api_version, 1)

@@ -71,8 +71,10 @@ def clock(monkeypatch):
 def make_coordinator(**config) -> GroupCoordinator:
     settings = {"offsets.retention.minutes": "10", "group.initial.rebalance.delay.ms": "0"}
     settings.update({key: str(value) for key, value in config.items()})
-    broker = SimpleNamespace(config=BrokerConfig.from_mapping(settings),
-                             metadata=SimpleNamespace(topics={OFFSETS_TOPIC: SimpleNamespace(partition_count=50)}))
+    broker = SimpleNamespace(
+        config=BrokerConfig.from_mapping(settings),
+        metadata=SimpleNamespace(topics={OFFSETS_TOPIC: SimpleNamespace(partition_count=50)}),
+    )
     coordinator = GroupCoordinator(broker)
     coordinator.store = RecordingStore(broker)
     coordinator.owned_partitions = set(range(50))
@@ -84,8 +86,9 @@ def run(coro):
 
 
 async def commit(coordinator, group_id, offsets: dict[tuple[str, int], int], generation=-1, member_id=""):
-    return await coordinator.commit_offsets(group_id, generation, member_id, None,
-                                            {tp: (offset, -1, "") for tp, offset in offsets.items()})
+    return await coordinator.commit_offsets(
+        group_id, generation, member_id, None, {tp: (offset, -1, "") for tp, offset in offsets.items()}
+    )
 
 
 # -- offset expiry --------------------------------------------------------------------------------
@@ -105,8 +108,11 @@ def test_offsets_of_an_empty_group_expire_after_the_retention(clock):
     run(scenario())
     assert coordinator.fetch_offsets("g", [("t", 0), ("t", 1)]) == (ErrorCode.NONE, {("t", 0): None, ("t", 1): None})
     assert "g" not in coordinator.groups and coordinator.list_groups() == []
-    assert set(coordinator.store.tombstones()) == {schema.OffsetKey("g", "t", 0), schema.OffsetKey("g", "t", 1),
-                                                   schema.GroupKey("g")}
+    assert set(coordinator.store.tombstones()) == {
+        schema.OffsetKey("g", "t", 0),
+        schema.OffsetKey("g", "t", 1),
+        schema.GroupKey("g"),
+    }
 
 
 def test_retention_counts_from_when_the_group_became_empty(clock):
@@ -226,8 +232,9 @@ def test_a_huge_client_id_still_gives_a_storable_member_id():
     coordinator = make_coordinator()
 
     async def scenario():
-        return await coordinator.join_group("g", "", None, "c" * 40_000, "/127.0.0.1", "consumer",
-                                            [("range", subscription(["t"]))], 6000, 6000, False)
+        return await coordinator.join_group(
+            "g", "", None, "c" * 40_000, "/127.0.0.1", "consumer", [("range", subscription(["t"]))], 6000, 6000, False
+        )
 
     result = run(scenario())
     assert result.error_code == ErrorCode.NONE
@@ -246,8 +253,18 @@ def subscription(topics: list[str]) -> bytes:
 
 
 async def join(coordinator, group_id, member_id="", instance_id=None, topics=("t",), protocol="range"):
-    return await coordinator.join_group(group_id, member_id, instance_id, "client", "/127.0.0.1", "consumer",
-                                        [(protocol, subscription(list(topics)))], 6000, 6000, True)
+    return await coordinator.join_group(
+        group_id,
+        member_id,
+        instance_id,
+        "client",
+        "/127.0.0.1",
+        "consumer",
+        [(protocol, subscription(list(topics)))],
+        6000,
+        6000,
+        True,
+    )
 
 
 async def join_and_sync(coordinator, group_id, topics=("t",), assignment=b"x"):
@@ -255,8 +272,9 @@ async def join_and_sync(coordinator, group_id, topics=("t",), assignment=b"x"):
     assert first.error_code == ErrorCode.MEMBER_ID_REQUIRED  # KIP-394
     joined = await join(coordinator, group_id, first.member_id, topics=topics)
     assert joined.error_code == ErrorCode.NONE and joined.leader == joined.member_id
-    code, got, _, _ = await coordinator.sync_group(group_id, joined.generation, joined.member_id, None, "consumer",
-                                                   "range", {joined.member_id: assignment})
+    code, got, _, _ = await coordinator.sync_group(
+        group_id, joined.generation, joined.member_id, None, "consumer", "range", {joined.member_id: assignment}
+    )
     assert (code, got) == (ErrorCode.NONE, assignment)
     return joined.member_id, joined.generation
 
@@ -277,10 +295,12 @@ def test_two_members_rebalance_and_receive_the_leaders_assignment():
         b_joined = await b_join
         assert a_rejoined.generation == b_joined.generation == generation + 1
         assert a_rejoined.leader == a and len(a_rejoined.members) == 2 and b_joined.members == []
-        b_sync = asyncio.ensure_future(coordinator.sync_group("g", b_joined.generation, b_joined.member_id, None,
-                                                              None, None, {}))
-        a_sync = await coordinator.sync_group("g", a_rejoined.generation, a, None, None, None,
-                                              {a: b"first half", b_joined.member_id: b"second half"})
+        b_sync = asyncio.ensure_future(
+            coordinator.sync_group("g", b_joined.generation, b_joined.member_id, None, None, None, {})
+        )
+        a_sync = await coordinator.sync_group(
+            "g", a_rejoined.generation, a, None, None, None, {a: b"first half", b_joined.member_id: b"second half"}
+        )
         assert a_sync[:2] == (ErrorCode.NONE, b"first half")
         assert (await b_sync)[:2] == (ErrorCode.NONE, b"second half")
         assert coordinator.heartbeat("g", generation, a, None) == ErrorCode.ILLEGAL_GENERATION
@@ -296,13 +316,15 @@ def test_a_static_member_rejoining_keeps_generation_and_assignment():
     async def scenario():
         first = await join(coordinator, "g", instance_id="i-1")
         assert first.error_code == ErrorCode.NONE  # static members skip MEMBER_ID_REQUIRED
-        await coordinator.sync_group("g", first.generation, first.member_id, "i-1", None, None,
-                                     {first.member_id: b"mine"})
+        await coordinator.sync_group(
+            "g", first.generation, first.member_id, "i-1", None, None, {first.member_id: b"mine"}
+        )
         again = await join(coordinator, "g", instance_id="i-1")  # a restarted process: no member id
         assert again.error_code == ErrorCode.NONE and again.generation == first.generation
         assert again.member_id != first.member_id
-        code, assignment, _, _ = await coordinator.sync_group("g", again.generation, again.member_id, "i-1",
-                                                              None, None, {})
+        code, assignment, _, _ = await coordinator.sync_group(
+            "g", again.generation, again.member_id, "i-1", None, None, {}
+        )
         assert (code, assignment) == (ErrorCode.NONE, b"mine")
         # the old incarnation is fenced
         assert coordinator.heartbeat("g", first.generation, first.member_id, "i-1") == ErrorCode.FENCED_INSTANCE_ID
@@ -324,8 +346,10 @@ def test_loading_replays_records_with_tombstones_and_keeps_state_timestamps(monk
         (schema.OffsetKey("g", "t", 1), schema.encode_offset_value(schema.OffsetValue(4, 1, "", T0 - MINUTE))),
         (schema.OffsetKey("g", "t", 1), None),
         (schema.GroupKey("g"), schema.encode_group_value(schema.GroupValue("consumer", 4, None, None, empty_since))),
-        (schema.GroupKey("live"), schema.encode_group_value(
-            schema.GroupValue("consumer", 2, "range", "m-1", T0 - MINUTE, [member]))),
+        (
+            schema.GroupKey("live"),
+            schema.encode_group_value(schema.GroupValue("consumer", 2, "range", "m-1", T0 - MINUTE, [member])),
+        ),
         (schema.OffsetKey("gone", "t", 0), schema.encode_offset_value(schema.OffsetValue(1))),
         (schema.GroupKey("gone"), None),
     ]
@@ -354,8 +378,9 @@ def test_a_static_rejoin_that_cannot_be_stored_is_an_error():
 
     async def scenario():
         first = await join(coordinator, "g", instance_id="i-1")
-        await coordinator.sync_group("g", first.generation, first.member_id, "i-1", None, None,
-                                     {first.member_id: b"mine"})
+        await coordinator.sync_group(
+            "g", first.generation, first.member_id, "i-1", None, None, {first.member_id: b"mine"}
+        )
         coordinator.store.error = ErrorCode.NOT_COORDINATOR
         again = await join(coordinator, "g", instance_id="i-1")
         assert again.error_code == ErrorCode.NOT_COORDINATOR  # the client finds the coordinator and retries
@@ -430,8 +455,14 @@ def test_loading_settles_transactional_offsets_at_their_markers(monkeypatch, clo
 
 def test_an_abort_marker_after_loading_drops_the_pending_offsets(monkeypatch, clock):
     coordinator = make_coordinator()
-    load(monkeypatch, coordinator, [StoredBatch(0, -1, records=[offset_record("g", "t", 0, 1)]),
-                                    StoredBatch(1, 4, records=[offset_record("g", "t", 0, 2)])])
+    load(
+        monkeypatch,
+        coordinator,
+        [
+            StoredBatch(0, -1, records=[offset_record("g", "t", 0, 1)]),
+            StoredBatch(1, 4, records=[offset_record("g", "t", 0, 2)]),
+        ],
+    )
     coordinator.complete_txn(8, 4, commit=True)  # another partition's marker: not this group's
     assert coordinator.unstable_offsets("g", [("t", 0)]) == {("t", 0)}
     coordinator.complete_txn(7, 4, commit=False)
@@ -442,10 +473,16 @@ def test_an_abort_marker_after_loading_drops_the_pending_offsets(monkeypatch, cl
 def test_offsets_and_groups_of_open_transactions_do_not_expire(monkeypatch, clock):
     coordinator = make_coordinator()
     old = T0 - 60 * MINUTE
-    load(monkeypatch, coordinator, [
-        StoredBatch(0, -1, records=[offset_record("g", "t", 0, 1, old), offset_record("g", "t", 1, 1, old)]),
-        StoredBatch(2, 5, records=[offset_record("g", "t", 0, 2, old), offset_record("pending-only", "t", 0, 3, old)]),
-    ])
+    load(
+        monkeypatch,
+        coordinator,
+        [
+            StoredBatch(0, -1, records=[offset_record("g", "t", 0, 1, old), offset_record("g", "t", 1, 1, old)]),
+            StoredBatch(
+                2, 5, records=[offset_record("g", "t", 0, 2, old), offset_record("pending-only", "t", 0, 3, old)]
+            ),
+        ],
+    )
 
     async def scenario():
         clock.advance(11 * MINUTE)

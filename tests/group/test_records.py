@@ -58,7 +58,7 @@ def test_group_metadata_key_v2():
 
 def test_unknown_key_versions_and_truncated_keys_are_errors():
     with pytest.raises(RecordFormatError):
-        decode_key(hx("0003 0001 67"))
+        decode_key(hx("0009 0001 67"))  # 3-8 are the consumer group protocol's (tests/group/test_consumer_group.py)
     with pytest.raises(RecordFormatError):
         decode_key(hx("0001 0005 67"))  # the string runs past the end
     with pytest.raises(RecordFormatError):
@@ -82,11 +82,11 @@ def test_offset_commit_value_v3_without_epoch_or_metadata():
 
 def test_older_offset_commit_values_are_read():
     # v0: offset, metadata, commit_timestamp
-    assert decode_offset_value(hx("0000 0000000000000007 0002 6869 0000000000000064")) == \
-        OffsetValue(7, -1, "hi", 100)
+    assert decode_offset_value(hx("0000 0000000000000007 0002 6869 0000000000000064")) == OffsetValue(7, -1, "hi", 100)
     # v1: offset, metadata, commit_timestamp, expire_timestamp (ignored)
-    assert decode_offset_value(hx("0001 0000000000000007 0000 0000000000000064 00000000000000c8")) == \
-        OffsetValue(7, -1, "", 100)
+    assert decode_offset_value(hx("0001 0000000000000007 0000 0000000000000064 00000000000000c8")) == OffsetValue(
+        7, -1, "", 100
+    )
     # v2: offset, metadata, commit_timestamp
     assert decode_offset_value(hx("0002 0000000000000008 ffff 0000000000000065")) == OffsetValue(8, -1, "", 101)
 
@@ -96,25 +96,28 @@ def test_older_offset_commit_values_are_read():
 
 def test_group_metadata_value_v3():
     value = GroupValue(
-        protocol_type="consumer", generation=3, protocol="range", leader="m1", current_state_timestamp=1000,
-        members=[MemberRecord("m1", None, "c", "/h", 300000, 10000, b"\x01\x02", b"\x03")])
+        protocol_type="consumer",
+        generation=3,
+        protocol="range",
+        leader="m1",
+        current_state_timestamp=1000,
+        members=[MemberRecord("m1", None, "c", "/h", 300000, 10000, b"\x01\x02", b"\x03")],
+    )
     data = encode_group_value(value)
-    assert data == hx(
-        "0003"
-        "0008" + b"consumer".hex() +
-        "00000003"
-        "0005" + b"range".hex() +
-        "0002" + b"m1".hex() +
-        "00000000000003e8"
-        "00000001"
-        "0002" + b"m1".hex() +
-        "ffff"  # group_instance_id: null
-        "0001" + b"c".hex() +
-        "0002" + b"/h".hex() +
-        "000493e0"  # rebalance timeout 300000
-        "00002710"  # session timeout 10000
-        "00000002 0102"
-        "00000001 03")
+    assert (
+        data
+        == hx(
+            "0003"
+            "0008" + b"consumer".hex() + "00000003"
+            "0005" + b"range".hex() + "0002" + b"m1".hex() + "00000000000003e8"
+            "00000001"
+            "0002" + b"m1".hex() + "ffff"  # group_instance_id: null
+            "0001" + b"c".hex() + "0002" + b"/h".hex() + "000493e0"  # rebalance timeout 300000
+            "00002710"  # session timeout 10000
+            "00000002 0102"
+            "00000001 03"
+        )
+    )
     assert decode_group_value(data) == value
 
 
@@ -126,31 +129,67 @@ def test_an_empty_group_has_null_protocol_and_leader():
 
 
 def test_group_metadata_value_with_a_static_member_round_trips():
-    value = GroupValue("consumer", 1, "cooperative-sticky", "a-1", 9,
-                       [MemberRecord("a-1", "instance-ä", "app", "/127.0.0.1", 45000, 6000, b"s", b""),
-                        MemberRecord("b-2", None, "app", "/127.0.0.1", 45000, 6000, b"", b"x" * 300)])
+    value = GroupValue(
+        "consumer",
+        1,
+        "cooperative-sticky",
+        "a-1",
+        9,
+        [
+            MemberRecord("a-1", "instance-ä", "app", "/127.0.0.1", 45000, 6000, b"s", b""),
+            MemberRecord("b-2", None, "app", "/127.0.0.1", 45000, 6000, b"", b"x" * 300),
+        ],
+    )
     assert decode_group_value(encode_group_value(value)) == value
 
 
 def test_older_group_metadata_values_are_read():
     member_v0 = "0002" + b"m1".hex() + "0001" + b"c".hex() + "0002" + b"/h".hex() + "00002710" + "00000000" + "00000000"
-    v0 = hx("0000 0008" + b"consumer".hex() + "00000002 0005" + b"range".hex() + "0002" + b"m1".hex()
-            + "00000001" + member_v0)
+    v0 = hx(
+        "0000 0008"
+        + b"consumer".hex()
+        + "00000002 0005"
+        + b"range".hex()
+        + "0002"
+        + b"m1".hex()
+        + "00000001"
+        + member_v0
+    )
     decoded = decode_group_value(v0)
     assert decoded.generation == 2 and decoded.current_state_timestamp == -1
     assert decoded.members == [MemberRecord("m1", None, "c", "/h", 0, 10000, b"", b"")]
-    member_v1 = ("0002" + b"m1".hex() + "0001" + b"c".hex() + "0002" + b"/h".hex() + "000493e0" + "00002710"
-                 + "00000000" + "00000000")
-    v2 = hx("0002 0008" + b"consumer".hex() + "00000002 0005" + b"range".hex() + "0002" + b"m1".hex()
-            + "0000000000000064" + "00000001" + member_v1)
+    member_v1 = (
+        "0002"
+        + b"m1".hex()
+        + "0001"
+        + b"c".hex()
+        + "0002"
+        + b"/h".hex()
+        + "000493e0"
+        + "00002710"
+        + "00000000"
+        + "00000000"
+    )
+    v2 = hx(
+        "0002 0008"
+        + b"consumer".hex()
+        + "00000002 0005"
+        + b"range".hex()
+        + "0002"
+        + b"m1".hex()
+        + "0000000000000064"
+        + "00000001"
+        + member_v1
+    )
     decoded = decode_group_value(v2)
     assert decoded.current_state_timestamp == 100
     assert decoded.members == [MemberRecord("m1", None, "c", "/h", 300000, 10000, b"", b"")]
 
 
 def test_damaged_group_values_raise_a_format_error_not_anything_else():
-    data = encode_group_value(GroupValue("consumer", 1, "range", "m", 0,
-                                         [MemberRecord("m", None, "c", "/h", 1, 1, b"abc", b"def")]))
+    data = encode_group_value(
+        GroupValue("consumer", 1, "range", "m", 0, [MemberRecord("m", None, "c", "/h", 1, 1, b"abc", b"def")])
+    )
     for cut in range(len(data)):
         with pytest.raises(RecordFormatError):
             decode_group_value(data[:cut])

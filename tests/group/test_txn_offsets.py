@@ -22,9 +22,13 @@ from tests.broker_process import BrokerProcess
 from tests.group.support import WAIT_S, create_topic, produce, raw_request, unique, wait_until
 
 # Few internal partitions: creating them is most of a fresh broker's first transaction.
-SMALL = {"offsets.topic.num.partitions": "3", "transaction.state.log.num.partitions": "3",
-         "offsets.topic.replication.factor": "1", "transaction.state.log.replication.factor": "1",
-         "transaction.state.log.min.isr": "1"}
+SMALL = {
+    "offsets.topic.num.partitions": "3",
+    "transaction.state.log.num.partitions": "3",
+    "offsets.topic.replication.factor": "1",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+}
 TXN_TIMEOUT_MS = 120_000  # longer than any test: the coordinator must not abort on its own
 
 
@@ -47,9 +51,11 @@ def own(tmp_path):
 def wait_coordinators(bootstrap: str, group: str, transactional_id: str) -> None:
     """FindCoordinator for the group and the transactional id until both answer (topics created, loaded)."""
     for key_type, key in ((0, group), (1, transactional_id)):
+
         def found() -> bool:
-            response = raw_request(bootstrap, ApiKey.FIND_COORDINATOR, 4,
-                                   {"key_type": key_type, "coordinator_keys": [key]})
+            response = raw_request(
+                bootstrap, ApiKey.FIND_COORDINATOR, 4, {"key_type": key_type, "coordinator_keys": [key]}
+            )
             return response.coordinators[0].error_code == ErrorCode.NONE
 
         wait_until(found, what=f"a coordinator for {key!r}")
@@ -63,9 +69,17 @@ class Txn:
         self.transactional_id = transactional_id
 
         def init():
-            response = raw_request(bootstrap, ApiKey.INIT_PRODUCER_ID, 4, {
-                "transactional_id": transactional_id, "transaction_timeout": TXN_TIMEOUT_MS,
-                "producer_id": -1, "producer_epoch": -1})
+            response = raw_request(
+                bootstrap,
+                ApiKey.INIT_PRODUCER_ID,
+                4,
+                {
+                    "transactional_id": transactional_id,
+                    "transaction_timeout": TXN_TIMEOUT_MS,
+                    "producer_id": -1,
+                    "producer_epoch": -1,
+                },
+            )
             # a transaction still open under this id is being aborted: clients retry
             if response.error_code == ErrorCode.CONCURRENT_TRANSACTIONS:
                 return None
@@ -77,28 +91,66 @@ class Txn:
         self.epoch = response.producer_epoch
 
     def add_offsets(self, group: str) -> int:
-        response = raw_request(self.bootstrap, ApiKey.ADD_OFFSETS_TO_TXN, 3, {
-            "transactional_id": self.transactional_id, "producer_id": self.producer_id,
-            "producer_epoch": self.epoch, "group_id": group})
+        response = raw_request(
+            self.bootstrap,
+            ApiKey.ADD_OFFSETS_TO_TXN,
+            3,
+            {
+                "transactional_id": self.transactional_id,
+                "producer_id": self.producer_id,
+                "producer_epoch": self.epoch,
+                "group_id": group,
+            },
+        )
         return response.error_code
 
-    def commit_offsets(self, group: str, offsets: dict[tuple[str, int], int], member_id: str = "",
-                       generation: int = -1, version: int = 3) -> dict[tuple[str, int], int]:
+    def commit_offsets(
+        self,
+        group: str,
+        offsets: dict[tuple[str, int], int],
+        member_id: str = "",
+        generation: int = -1,
+        version: int = 3,
+    ) -> dict[tuple[str, int], int]:
         topics: dict[str, list[dict]] = {}
         for (topic, partition), offset in offsets.items():
-            topics.setdefault(topic, []).append({"partition_index": partition, "committed_offset": offset,
-                                                 "committed_leader_epoch": -1, "committed_metadata": f"m{offset}"})
-        response = raw_request(self.bootstrap, ApiKey.TXN_OFFSET_COMMIT, version, {
-            "transactional_id": self.transactional_id, "group_id": group, "producer_id": self.producer_id,
-            "producer_epoch": self.epoch, "generation_id": generation, "member_id": member_id,
-            "group_instance_id": None,
-            "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()]})
+            topics.setdefault(topic, []).append(
+                {
+                    "partition_index": partition,
+                    "committed_offset": offset,
+                    "committed_leader_epoch": -1,
+                    "committed_metadata": f"m{offset}",
+                }
+            )
+        response = raw_request(
+            self.bootstrap,
+            ApiKey.TXN_OFFSET_COMMIT,
+            version,
+            {
+                "transactional_id": self.transactional_id,
+                "group_id": group,
+                "producer_id": self.producer_id,
+                "producer_epoch": self.epoch,
+                "generation_id": generation,
+                "member_id": member_id,
+                "group_instance_id": None,
+                "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()],
+            },
+        )
         return {(t.name, p.partition_index): p.error_code for t in response.topics for p in t.partitions}
 
     def end(self, commit: bool) -> int:
-        response = raw_request(self.bootstrap, ApiKey.END_TXN, 3, {
-            "transactional_id": self.transactional_id, "producer_id": self.producer_id,
-            "producer_epoch": self.epoch, "committed": commit})
+        response = raw_request(
+            self.bootstrap,
+            ApiKey.END_TXN,
+            3,
+            {
+                "transactional_id": self.transactional_id,
+                "producer_id": self.producer_id,
+                "producer_epoch": self.epoch,
+                "committed": commit,
+            },
+        )
         return response.error_code
 
 
@@ -110,19 +162,33 @@ def begin(bootstrap: str, group: str) -> Txn:
     return txn
 
 
-def fetch(bootstrap: str, group: str, topic: str, partitions: list[int], require_stable: bool = False,
-          version: int = 7) -> dict[int, tuple[int, int]]:
+def fetch(
+    bootstrap: str, group: str, topic: str, partitions: list[int], require_stable: bool = False, version: int = 7
+) -> dict[int, tuple[int, int]]:
     """{partition: (committed offset, error code)} as OffsetFetch answers; asserts no group-level error."""
     if version >= 8:
-        response = raw_request(bootstrap, ApiKey.OFFSET_FETCH, version, {
-            "groups": [{"group_id": group, "topics": [{"name": topic, "partition_indexes": partitions}]}],
-            "require_stable": require_stable})
+        response = raw_request(
+            bootstrap,
+            ApiKey.OFFSET_FETCH,
+            version,
+            {
+                "groups": [{"group_id": group, "topics": [{"name": topic, "partition_indexes": partitions}]}],
+                "require_stable": require_stable,
+            },
+        )
         assert response.groups[0].error_code == ErrorCode.NONE, response
         topics = response.groups[0].topics
     else:
-        response = raw_request(bootstrap, ApiKey.OFFSET_FETCH, version, {
-            "group_id": group, "topics": [{"name": topic, "partition_indexes": partitions}],
-            "require_stable": require_stable})
+        response = raw_request(
+            bootstrap,
+            ApiKey.OFFSET_FETCH,
+            version,
+            {
+                "group_id": group,
+                "topics": [{"name": topic, "partition_indexes": partitions}],
+                "require_stable": require_stable,
+            },
+        )
         assert response.error_code == ErrorCode.NONE, response
         topics = response.topics
     return {p.partition_index: (p.committed_offset, p.error_code) for t in topics for p in t.partitions}
@@ -130,6 +196,7 @@ def fetch(bootstrap: str, group: str, topic: str, partitions: list[int], require
 
 def stable(bootstrap: str, group: str, topic: str, partitions: list[int]) -> dict[int, int]:
     """The offsets once no transaction holds them, retrying UNSTABLE_OFFSET_COMMIT as consumers do."""
+
     def settled():
         got = fetch(bootstrap, group, topic, partitions, require_stable=True)
         if any(code == ErrorCode.UNSTABLE_OFFSET_COMMIT for _, code in got.values()):
@@ -141,11 +208,31 @@ def stable(bootstrap: str, group: str, topic: str, partitions: list[int]) -> dic
 
 
 def plain_commit(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> None:
-    response = raw_request(bootstrap, ApiKey.OFFSET_COMMIT, 8, {
-        "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
-        "topics": [{"name": topic, "partitions": [
-            {"partition_index": p, "committed_offset": o, "committed_leader_epoch": -1, "committed_metadata": ""}
-            for p, o in offsets.items()]}]})
+    response = raw_request(
+        bootstrap,
+        ApiKey.OFFSET_COMMIT,
+        8,
+        {
+            "group_id": group,
+            "generation_id_or_member_epoch": -1,
+            "member_id": "",
+            "group_instance_id": None,
+            "topics": [
+                {
+                    "name": topic,
+                    "partitions": [
+                        {
+                            "partition_index": p,
+                            "committed_offset": o,
+                            "committed_leader_epoch": -1,
+                            "committed_metadata": "",
+                        }
+                        for p, o in offsets.items()
+                    ],
+                }
+            ],
+        },
+    )
     assert [p.error_code for t in response.topics for p in t.partitions] == [ErrorCode.NONE] * len(offsets)
 
 
@@ -171,9 +258,13 @@ def test_offsets_are_pending_until_the_commit_marker(shared):
 
     assert fetch(shared.bootstrap, group, topic, [0, 1]) == {0: (-1, 0), 1: (-1, 0)}  # invisible
     assert fetch(shared.bootstrap, group, topic, [0, 1], require_stable=True) == {
-        0: (-1, ErrorCode.UNSTABLE_OFFSET_COMMIT), 1: (-1, 0)}
+        0: (-1, ErrorCode.UNSTABLE_OFFSET_COMMIT),
+        1: (-1, 0),
+    }
     assert fetch(shared.bootstrap, group, topic, [0, 1], require_stable=True, version=8) == {
-        0: (-1, ErrorCode.UNSTABLE_OFFSET_COMMIT), 1: (-1, 0)}
+        0: (-1, ErrorCode.UNSTABLE_OFFSET_COMMIT),
+        1: (-1, 0),
+    }
 
     assert txn.end(commit=True) == ErrorCode.NONE
     assert stable(shared.bootstrap, group, topic, [0, 1]) == {0: 42, 1: -1}
@@ -237,11 +328,14 @@ def test_unknown_partitions_members_and_generations_are_refused(shared):
     group = unique("g")
     txn = begin(shared.bootstrap, group)
     assert txn.commit_offsets(group, {(topic, 0): 1, (topic, 5): 1, ("no-such-topic", 0): 1}) == {
-        (topic, 0): ErrorCode.NONE, (topic, 5): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-        ("no-such-topic", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+        (topic, 0): ErrorCode.NONE,
+        (topic, 5): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ("no-such-topic", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    }
     # v3 carries the consumer's membership: a member the group does not know cannot commit
     assert txn.commit_offsets(group, {(topic, 0): 2}, member_id="ghost", generation=1) == {
-        (topic, 0): ErrorCode.UNKNOWN_MEMBER_ID}
+        (topic, 0): ErrorCode.UNKNOWN_MEMBER_ID
+    }
     assert txn.end(commit=True) == ErrorCode.NONE
     assert stable(shared.bootstrap, group, topic, [0]) == {0: 1}
 
@@ -295,7 +389,10 @@ def test_a_restart_rebuilds_committed_aborted_and_open_transactions(own):
     bootstrap = own.bootstrap
     assert fetch(bootstrap, group, topic, [0, 1, 2]) == {0: (10, 0), 1: (1, 0), 2: (1, 0)}
     assert fetch(bootstrap, group, topic, [0, 1, 2], require_stable=True) == {
-        0: (10, 0), 1: (1, 0), 2: (-1, ErrorCode.UNSTABLE_OFFSET_COMMIT)}  # still open: still pending
+        0: (10, 0),
+        1: (1, 0),
+        2: (-1, ErrorCode.UNSTABLE_OFFSET_COMMIT),
+    }  # still open: still pending
     wait_coordinators(bootstrap, group, open_txn.transactional_id)
     open_txn.bootstrap = bootstrap
     assert open_txn.end(commit=True) == ErrorCode.NONE  # the reloaded coordinator finishes it
@@ -331,11 +428,24 @@ def test_confluent_kafka_send_offsets_to_transaction(shared):
     sink = create_topic(bootstrap, unique("dst"), 1)
     group = unique("copier")
     produce(bootstrap, source, [f"v{i}".encode() for i in range(6)])
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-                         "enable.auto.commit": False, "isolation.level": "read_committed",
-                         "session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": unique("copier-txn"),
-                         "transaction.timeout.ms": TXN_TIMEOUT_MS})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "session.timeout.ms": 6000,
+            "heartbeat.interval.ms": 500,
+        }
+    )
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "transactional.id": unique("copier-txn"),
+            "transaction.timeout.ms": TXN_TIMEOUT_MS,
+        }
+    )
     try:
         consumer.subscribe([source])
         producer.init_transactions(WAIT_S)
@@ -353,8 +463,9 @@ def test_confluent_kafka_send_offsets_to_transaction(shared):
             for msg in batch:
                 producer.produce(sink, msg.value())
             seen.extend(msg.offset() for msg in batch)
-            producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
-                                                 consumer.consumer_group_metadata(), WAIT_S)
+            producer.send_offsets_to_transaction(
+                consumer.position(consumer.assignment()), consumer.consumer_group_metadata(), WAIT_S
+            )
             if commit:
                 producer.commit_transaction(WAIT_S)
             else:
@@ -382,9 +493,17 @@ def test_a_read_committed_consumer_waits_for_the_transaction_to_settle(shared):
     plain_commit(bootstrap, group, topic, {0: 2})
     txn = begin(bootstrap, group)
     assert txn.commit_offsets(group, {(topic, 0): 7}) == {(topic, 0): 0}
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-                         "isolation.level": "read_committed", "auto.offset.reset": "earliest",
-                         "session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest",
+            "session.timeout.ms": 6000,
+            "heartbeat.interval.ms": 500,
+        }
+    )
     try:
         consumer.subscribe([topic])
         deadline = time.monotonic() + 3

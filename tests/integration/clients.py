@@ -12,8 +12,9 @@ import struct
 import subprocess
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
@@ -134,13 +135,25 @@ def confluent_produce(bootstrap: str, topic: str, messages: list[Msg], partition
     return [offset for _, offset in reports]
 
 
-def confluent_consume(bootstrap: str, topic: str, count: int, partition: int = 0, offset: int | None = None,
-                      timeout: float = WAIT_S, **config: Any) -> list[Msg]:
+def confluent_consume(
+    bootstrap: str,
+    topic: str,
+    count: int,
+    partition: int = 0,
+    offset: int | None = None,
+    timeout: float = WAIT_S,
+    **config: Any,
+) -> list[Msg]:
     """Manual assignment (no group protocol): read `count` messages from `offset` (default: beginning)."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-    conf = {"bootstrap.servers": bootstrap, "group.id": "strom-tests-unused", "enable.auto.commit": False,
-            "enable.auto.offset.store": False, "enable.partition.eof": False}
+    conf = {
+        "bootstrap.servers": bootstrap,
+        "group.id": "strom-tests-unused",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "enable.partition.eof": False,
+    }
     conf.update(config)
     consumer = Consumer(conf)
     try:
@@ -176,14 +189,34 @@ KCAT_FORMAT = "%K %S %o %T|%k%s|%h\n"
 
 def kcat(args: list[str], stdin: bytes | None = None, timeout: float = 30) -> bytes:
     proc = subprocess.run([KCAT, *args], input=stdin, capture_output=True, timeout=timeout)
-    assert proc.returncode == 0, f"kcat {' '.join(args)} exited {proc.returncode}: {proc.stderr.decode(errors='replace')}"
+    assert proc.returncode == 0, (
+        f"kcat {' '.join(args)} exited {proc.returncode}: {proc.stderr.decode(errors='replace')}"
+    )
     return proc.stdout
 
 
 def kcat_consume(bootstrap: str, topic: str, partition: int = 0, offset: str = "beginning", *extra: str) -> list[Msg]:
     """Everything from `offset` to the end of the partition (-e), parsed binary-safely."""
-    out = kcat(["-C", "-b", bootstrap, "-t", topic, "-p", str(partition), "-o", offset, "-e", "-q",
-                "-m", "10", *extra, "-f", KCAT_FORMAT])
+    out = kcat(
+        [
+            "-C",
+            "-b",
+            bootstrap,
+            "-t",
+            topic,
+            "-p",
+            str(partition),
+            "-o",
+            offset,
+            "-e",
+            "-q",
+            "-m",
+            "10",
+            *extra,
+            "-f",
+            KCAT_FORMAT,
+        ]
+    )
     return parse_kcat(out)
 
 
@@ -193,13 +226,13 @@ def parse_kcat(out: bytes) -> list[Msg]:
         bar = out.index(b"|", pos)
         klen, vlen, offset, ts = (int(x) for x in out[pos:bar].split(b" "))
         pos = bar + 1
-        key = None if klen < 0 else out[pos:pos + klen]
+        key = None if klen < 0 else out[pos : pos + klen]
         pos += max(klen, 0)
-        value = None if vlen < 0 else out[pos:pos + vlen]
+        value = None if vlen < 0 else out[pos : pos + vlen]
         pos += max(vlen, 0)
-        assert out[pos:pos + 1] == b"|", f"kcat output out of step at byte {pos}: {out[pos:pos + 20]!r}"
+        assert out[pos : pos + 1] == b"|", f"kcat output out of step at byte {pos}: {out[pos : pos + 20]!r}"
         end = out.index(b"\n", pos)
-        headers_text = out[pos + 1:end].decode()
+        headers_text = out[pos + 1 : end].decode()
         pos = end + 1
         headers = []
         if headers_text:
@@ -230,7 +263,7 @@ class RawClient:
     def close(self) -> None:
         self.sock.close()
 
-    def __enter__(self) -> "RawClient":
+    def __enter__(self) -> RawClient:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -276,7 +309,7 @@ class RawClient:
                 chunk = self.sock.recv(min(n - len(buf), 1 << 20))
             except ConnectionResetError as exc:
                 raise ConnectionClosed(str(exc)) from None
-            except socket.timeout:
+            except TimeoutError:
                 raise TimeoutError(f"no complete frame within {self.timeout}s") from None
             if not chunk:
                 raise ConnectionClosed("connection closed by the broker")
@@ -310,12 +343,11 @@ class RawClient:
                 chunk = self.sock.recv(65536)
             except (ConnectionResetError, BrokenPipeError):
                 return True
-            except socket.timeout:
+            except TimeoutError:
                 return False
             if not chunk:
                 return True
         return False
-
 
 
 # -- fixtures -----------------------------------------------------------------------------------
@@ -331,26 +363,50 @@ def module_broker(tmp_path_factory):
 # -- kafka-python -------------------------------------------------------------------------------
 
 
-def kafka_python_produce(bootstrap: str, topic: str, messages: list[Msg], partition: int = 0, **config: Any) -> list[int]:
+def kafka_python_produce(
+    bootstrap: str, topic: str, messages: list[Msg], partition: int = 0, **config: Any
+) -> list[int]:
     from kafka import KafkaProducer
 
-    producer = KafkaProducer(**{"bootstrap_servers": bootstrap, "linger_ms": 5, "request_timeout_ms": WAIT_S * 1000,
-                                "max_block_ms": WAIT_S * 1000, **config})
+    producer = KafkaProducer(
+        **{
+            "bootstrap_servers": bootstrap,
+            "linger_ms": 5,
+            "request_timeout_ms": WAIT_S * 1000,
+            "max_block_ms": WAIT_S * 1000,
+            **config,
+        }
+    )
     try:
-        futures = [producer.send(topic, value=m.value, key=m.key, headers=list(m.headers) or None,
-                                 partition=partition, timestamp_ms=m.timestamp) for m in messages]
+        futures = [
+            producer.send(
+                topic,
+                value=m.value,
+                key=m.key,
+                headers=list(m.headers) or None,
+                partition=partition,
+                timestamp_ms=m.timestamp,
+            )
+            for m in messages
+        ]
         producer.flush(timeout=WAIT_S)
         return [f.get(timeout=WAIT_S).offset for f in futures]
     finally:
         producer.close(timeout=5)
 
 
-def kafka_python_consume(bootstrap: str, topic: str, count: int, partition: int = 0, offset: int | None = None,
-                         timeout: float = WAIT_S) -> list[Msg]:
+def kafka_python_consume(
+    bootstrap: str, topic: str, count: int, partition: int = 0, offset: int | None = None, timeout: float = WAIT_S
+) -> list[Msg]:
     from kafka import KafkaConsumer, TopicPartition
 
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-                             auto_offset_reset="earliest", request_timeout_ms=WAIT_S * 1000 + 1000)
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        request_timeout_ms=WAIT_S * 1000 + 1000,
+    )
     try:
         tp = TopicPartition(topic, partition)
         consumer.assign([tp])
@@ -375,32 +431,45 @@ def kafka_python_poll(consumer, count: int, timeout: float = WAIT_S) -> list[Msg
 # -- aiokafka -----------------------------------------------------------------------------------
 
 
-async def aiokafka_produce(bootstrap: str, topic: str, messages: list[Msg], partition: int = 0, **config: Any) -> list[int]:
+async def aiokafka_produce(
+    bootstrap: str, topic: str, messages: list[Msg], partition: int = 0, **config: Any
+) -> list[int]:
     import asyncio
 
     from aiokafka import AIOKafkaProducer
 
-    producer = AIOKafkaProducer(**{"bootstrap_servers": bootstrap, "linger_ms": 5,
-                                   "request_timeout_ms": WAIT_S * 1000, **config})
+    producer = AIOKafkaProducer(
+        **{"bootstrap_servers": bootstrap, "linger_ms": 5, "request_timeout_ms": WAIT_S * 1000, **config}
+    )
     await asyncio.wait_for(producer.start(), WAIT_S)
     try:
-        futures = [await producer.send(topic, value=m.value, key=m.key, partition=partition,
-                                       timestamp_ms=m.timestamp, headers=list(m.headers) or None)
-                   for m in messages]
+        futures = [
+            await producer.send(
+                topic,
+                value=m.value,
+                key=m.key,
+                partition=partition,
+                timestamp_ms=m.timestamp,
+                headers=list(m.headers) or None,
+            )
+            for m in messages
+        ]
         results = await asyncio.wait_for(asyncio.gather(*futures), WAIT_S)
         return [r.offset for r in results]
     finally:
         await asyncio.wait_for(producer.stop(), WAIT_S)
 
 
-async def aiokafka_consume(bootstrap: str, topic: str, count: int, partition: int = 0, offset: int | None = None,
-                           timeout: float = WAIT_S) -> list[Msg]:
+async def aiokafka_consume(
+    bootstrap: str, topic: str, count: int, partition: int = 0, offset: int | None = None, timeout: float = WAIT_S
+) -> list[Msg]:
     import asyncio
 
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-                                auto_offset_reset="earliest")
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False, auto_offset_reset="earliest"
+    )
     await asyncio.wait_for(consumer.start(), WAIT_S)
     try:
         tp = TopicPartition(topic, partition)
@@ -431,8 +500,11 @@ def raw_wait_for_topic(client: RawClient, topic: str, partitions: int = 1) -> No
     def ready():
         response = client.request(3, 4, {"topics": [{"name": topic}], "allow_auto_topic_creation": True})
         [entry] = response.topics
-        return (int(entry.error_code) == 0 and len(entry.partitions) == partitions
-                and all(int(p.error_code) == 0 and p.leader_id >= 0 for p in entry.partitions))
+        return (
+            int(entry.error_code) == 0
+            and len(entry.partitions) == partitions
+            and all(int(p.error_code) == 0 and p.leader_id >= 0 for p in entry.partitions)
+        )
 
     wait_until(ready, what=f"topic {topic} to have a leader")
 
@@ -443,22 +515,43 @@ def raw_init_producer_id(client: RawClient) -> tuple[int, int]:
     return response.producer_id, response.producer_epoch
 
 
-def raw_produce(client: RawClient, topic: str, records: bytes, *, partition: int = 0, version: int = 9,
-                acks: int = -1) -> tuple[int, int]:
+def raw_produce(
+    client: RawClient, topic: str, records: bytes, *, partition: int = 0, version: int = 9, acks: int = -1
+) -> tuple[int, int]:
     """One partition's records; returns (error_code, base_offset)."""
-    response = client.request(0, version, {"transactional_id": None, "acks": acks, "timeout": 10_000, "topic_data": [
-        {"name": topic, "partition_data": [{"index": partition, "records": records}]}]})
+    response = client.request(
+        0,
+        version,
+        {
+            "transactional_id": None,
+            "acks": acks,
+            "timeout": 10_000,
+            "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": records}]}],
+        },
+    )
     [topic_response] = response.responses
     [part] = topic_response.partition_responses
     return int(part.error_code), part.base_offset
 
 
-def raw_list_offsets(client: RawClient, topic: str, timestamp: int, *, partition: int = 0,
-                     version: int = 7) -> tuple[int, int, int]:
+def raw_list_offsets(
+    client: RawClient, topic: str, timestamp: int, *, partition: int = 0, version: int = 7
+) -> tuple[int, int, int]:
     """Returns (error_code, offset, timestamp)."""
-    response = client.request(2, version, {"replica_id": -1, "isolation_level": 0, "topics": [
-        {"name": topic, "partitions": [{"partition_index": partition, "timestamp": timestamp,
-                                        "current_leader_epoch": -1}]}]})
+    response = client.request(
+        2,
+        version,
+        {
+            "replica_id": -1,
+            "isolation_level": 0,
+            "topics": [
+                {
+                    "name": topic,
+                    "partitions": [{"partition_index": partition, "timestamp": timestamp, "current_leader_epoch": -1}],
+                }
+            ],
+        },
+    )
     [entry] = response.topics
     [part] = entry.partitions
     return int(part.error_code), part.offset, part.timestamp

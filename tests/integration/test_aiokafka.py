@@ -11,9 +11,9 @@ from aiokafka.errors import TopicAlreadyExistsError
 from tests.integration.clients import (
     CODECS,
     WAIT_S,
-    assert_same,
     aiokafka_consume,
     aiokafka_produce,
+    assert_same,
     module_broker,  # noqa: F401 - fixture
     sample_messages,
     unique_topic,
@@ -31,9 +31,14 @@ def test_roundtrip(module_broker, codec, idempotent):
     sent = sample_messages()
 
     async def scenario():
-        offsets = await aiokafka_produce(module_broker.bootstrap, topic, sent, acks="all",
-                                         compression_type=None if codec == "none" else codec,
-                                         enable_idempotence=idempotent)
+        offsets = await aiokafka_produce(
+            module_broker.bootstrap,
+            topic,
+            sent,
+            acks="all",
+            compression_type=None if codec == "none" else codec,
+            enable_idempotence=idempotent,
+        )
         assert offsets == list(range(len(sent)))
         return await aiokafka_consume(module_broker.bootstrap, topic, len(sent))
 

@@ -84,8 +84,23 @@ def get_json(url: str) -> dict | None:
 
 
 def cli_lag(bootstrap: str, group: str) -> dict[tuple[str, int], int]:
-    out = subprocess.run([sys.executable, "-m", "strom.cli.main", "consumer-groups", "--bootstrap-server", bootstrap,
-                          "--describe", "--group", group], check=False, capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "strom.cli.main",
+            "consumer-groups",
+            "--bootstrap-server",
+            bootstrap,
+            "--describe",
+            "--group",
+            group,
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     rows = [line.split() for line in out.stdout.splitlines() if line.startswith(group)]
     return {(row[1], int(row[2])): int(row[5]) for row in rows}
@@ -96,12 +111,15 @@ def test_burrow_reports_group_lag_per_partition(tmp_path, zookeeper):
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         admin.create_topics([NewTopic("lagged", 2, 1)])["lagged"].result(WAIT_S)
         for partition, count in ((0, 10), (1, 3)):
-            confluent_produce(broker.bootstrap, "lagged", [Msg(None, b"x%d" % i) for i in range(count)],
-                              partition=partition)
+            confluent_produce(
+                broker.bootstrap, "lagged", [Msg(None, b"x%d" % i) for i in range(count)], partition=partition
+            )
         group = "lagging-group"
         consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False})
         try:
-            consumer.commit(offsets=[TopicPartition("lagged", 0, 4), TopicPartition("lagged", 1, 3)], asynchronous=False)
+            consumer.commit(
+                offsets=[TopicPartition("lagged", 0, 4), TopicPartition("lagged", 1, 3)], asynchronous=False
+            )
         finally:
             consumer.close()
         expected = cli_lag(broker.bootstrap, group)
@@ -110,8 +128,9 @@ def test_burrow_reports_group_lag_per_partition(tmp_path, zookeeper):
         http_port = zookeeper_server.free_port()
         (tmp_path / "burrow.toml").write_text(burrow_config(tmp_path, zookeeper, broker.bootstrap, http_port))
         with open(tmp_path / "burrow.out", "wb") as out:
-            burrow = subprocess.Popen([BURROW, "-config-dir", str(tmp_path)], stdout=out, stderr=subprocess.STDOUT,
-                                      stdin=subprocess.DEVNULL)
+            burrow = subprocess.Popen(
+                [BURROW, "-config-dir", str(tmp_path)], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            )
         try:
             base = f"http://127.0.0.1:{http_port}/v3/kafka/local"
             lag: dict[tuple[str, int], int] = {}

@@ -27,8 +27,12 @@ from tests.integration.clients import (
 def test_roundtrip(module_broker, codec, idempotent):
     topic = unique_topic(f"ck-{codec}")
     sent = sample_messages()
-    offsets = confluent_produce(module_broker.bootstrap, topic, sent, **{
-        "compression.type": codec, "enable.idempotence": idempotent, "acks": "all"})
+    offsets = confluent_produce(
+        module_broker.bootstrap,
+        topic,
+        sent,
+        **{"compression.type": codec, "enable.idempotence": idempotent, "acks": "all"},
+    )
     assert offsets == list(range(len(sent)))
     assert_same(confluent_consume(module_broker.bootstrap, topic, len(sent)), sent)
 
@@ -37,8 +41,12 @@ def test_many_small_messages_batched(module_broker):
     """Thousands of records in multi-record batches: none lost, none duplicated, offsets dense."""
     topic = unique_topic("ck-many")
     sent = [Msg(str(i).encode(), b"v" * (i % 50), (), 1_600_000_000_000 + i) for i in range(5000)]
-    offsets = confluent_produce(module_broker.bootstrap, topic, sent, **{
-        "linger.ms": 20, "batch.num.messages": 1000, "compression.type": "lz4", "enable.idempotence": True})
+    offsets = confluent_produce(
+        module_broker.bootstrap,
+        topic,
+        sent,
+        **{"linger.ms": 20, "batch.num.messages": 1000, "compression.type": "lz4", "enable.idempotence": True},
+    )
     assert sorted(offsets) == list(range(len(sent)))
     assert_same(confluent_consume(module_broker.bootstrap, topic, len(sent)), sent)
 
@@ -71,8 +79,9 @@ def test_watermarks_and_offsets_for_times(module_broker):
 def test_multiple_partitions_and_log_append_time(module_broker):
     admin = AdminClient({"bootstrap.servers": module_broker.bootstrap})
     topic = unique_topic("ck-lat")
-    futures = admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=1,
-                                            config={"message.timestamp.type": "LogAppendTime"})])
+    futures = admin.create_topics(
+        [NewTopic(topic, num_partitions=3, replication_factor=1, config={"message.timestamp.type": "LogAppendTime"})]
+    )
     futures[topic].result(WAIT_S)
     sent = sample_messages(6, binary=False)
     before = int(time.time() * 1000)
@@ -90,8 +99,9 @@ def test_multiple_partitions_and_log_append_time(module_broker):
 def test_admin_create_list_delete(module_broker):
     admin = AdminClient({"bootstrap.servers": module_broker.bootstrap})
     names = [unique_topic("ck-admin"), unique_topic("ck-admin")]
-    futures = admin.create_topics([NewTopic(n, num_partitions=2, replication_factor=1) for n in names],
-                                  operation_timeout=10)
+    futures = admin.create_topics(
+        [NewTopic(n, num_partitions=2, replication_factor=1) for n in names], operation_timeout=10
+    )
     for name in names:
         assert futures[name].result(WAIT_S) is None
     metadata = admin.list_topics(timeout=WAIT_S)

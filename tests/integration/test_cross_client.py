@@ -50,8 +50,23 @@ def produce(client: str, bootstrap: str, topic: str, msgs: list[Msg]) -> tuple[i
     elif client == "aiokafka":
         asyncio.run(aiokafka_produce(bootstrap, topic, msgs, compression_type="zstd", enable_idempotence=True))
     else:
-        args = ["-P", "-b", bootstrap, "-t", topic, "-p", "0", "-K", "\t", "-m", "10",
-                "-X", "compression.codec=snappy", "-X", "enable.idempotence=true"]
+        args = [
+            "-P",
+            "-b",
+            bootstrap,
+            "-t",
+            topic,
+            "-p",
+            "0",
+            "-K",
+            "\t",
+            "-m",
+            "10",
+            "-X",
+            "compression.codec=snappy",
+            "-X",
+            "enable.idempotence=true",
+        ]
         for name, value in KCAT_HEADERS:
             args += ["-H", f"{name}={value.decode()}"]
         kcat(args, stdin=b"".join(m.key + b"\t" + m.value + b"\n" for m in msgs))
@@ -68,8 +83,9 @@ def consume(client: str, bootstrap: str, topic: str, count: int) -> list[Msg]:
     return kcat_consume(bootstrap, topic)
 
 
-@pytest.mark.parametrize(("producer", "consumer"), [(p, c) for p in CLIENTS for c in CLIENTS if p != c],
-                         ids=lambda name: name)  # same-client round trips are in each client's own module
+@pytest.mark.parametrize(
+    ("producer", "consumer"), [(p, c) for p in CLIENTS for c in CLIENTS if p != c], ids=lambda name: name
+)  # same-client round trips are in each client's own module
 def test_cross_client(module_broker, producer, consumer):
     topic = unique_topic("x")
     sent = messages_for(producer)

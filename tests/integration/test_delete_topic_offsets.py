@@ -67,8 +67,14 @@ def test_deleting_a_topic_deletes_its_committed_offsets(tmp_path):
 
         # a consumer of the re-created topic starts from auto.offset.reset, not from offset 7
         _produce(broker.bootstrap, "doomed", 3)
-        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "g",
-                             "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        consumer = Consumer(
+            {
+                "bootstrap.servers": broker.bootstrap,
+                "group.id": "g",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            }
+        )
         consumer.subscribe(["doomed"])
         values = []
         deadline = time.monotonic() + WAIT_S

@@ -44,8 +44,17 @@ def produce_until_full(bootstrap: str, topic: str, budget: int, after_error: int
 
     Returns ({number: offset} acknowledged, [(number, error)] failed, numbers sent).
     """
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": False,
-                         "retries": 0, "linger.ms": 5, "message.timeout.ms": 30_000, **config})
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "enable.idempotence": False,
+            "retries": 0,
+            "linger.ms": 5,
+            "message.timeout.ms": 30_000,
+            **config,
+        }
+    )
     acked: dict[int, int] = {}
     failed: list[tuple[int, KafkaError]] = []
 
@@ -91,8 +100,15 @@ def test_a_full_disk_fails_produce_with_storage_error_and_loses_nothing_acknowle
             # the dir is offline: reads and the log end answer KAFKA_STORAGE_ERROR, as in Kafka
             with RawClient(broker.bootstrap) as client:
                 assert raw_list_offsets(client, topic, LATEST)[0] == STORAGE_ERROR
-                [entry] = client.request(3, 9, {"topics": [{"name": topic}], "allow_auto_topic_creation": False,
-                                                "include_topic_authorized_operations": False}).topics
+                [entry] = client.request(
+                    3,
+                    9,
+                    {
+                        "topics": [{"name": topic}],
+                        "allow_auto_topic_creation": False,
+                        "include_topic_authorized_operations": False,
+                    },
+                ).topics
                 assert list(entry.partitions[0].offline_replicas) == [0]
                 [described] = client.request(35, 1, {"topics": None}).results
                 assert (described.log_dir, int(described.error_code)) == (str(data), STORAGE_ERROR)
@@ -154,8 +170,11 @@ def test_an_fsync_that_fails_with_eio_takes_the_dir_offline_and_a_repaired_disk_
             assert {err.code() for _, err in failed} == {STORAGE_ERROR}, [str(err) for _, err in failed[:5]]
             assert broker.process.poll() is None, "the broker exited on an I/O error"
             log = broker.read_log()
-            named = [line for line in log.splitlines() if str(disk.path) in line and "offline" in line
-                     and "Input/output error" in line]
+            named = [
+                line
+                for line in log.splitlines()
+                if str(disk.path) in line and "offline" in line and "Input/output error" in line
+            ]
             assert len(named) == 1 and "fsync" in named[0], log
             assert "Traceback" not in log, log
 

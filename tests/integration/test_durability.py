@@ -41,8 +41,10 @@ NONE, GZIP, SNAPPY, LZ4, ZSTD = (int(c) for c in CompressionType)
 
 
 def records(n: int, start: int = 0, ts: int = 1_690_000_000_000) -> list[NewRecord]:
-    return [NewRecord(f"value-{start + i}".encode(), f"k{start + i}".encode(), [("h", b"x")], ts + start + i)
-            for i in range(n)]
+    return [
+        NewRecord(f"value-{start + i}".encode(), f"k{start + i}".encode(), [("h", b"x")], ts + start + i)
+        for i in range(n)
+    ]
 
 
 # -- restart and crash ---------------------------------------------------------------------------
@@ -55,11 +57,11 @@ def test_clean_restart_keeps_every_acknowledged_message(broker):
     single = unique_topic("dur-single")
     sent = sample_messages(30)
     offsets = []
-    for codec, chunk in zip(["none", "gzip", "snappy", "lz4", "zstd"], [sent[i:i + 6] for i in range(0, 30, 6)]):
+    for codec, chunk in zip(["none", "gzip", "snappy", "lz4", "zstd"], [sent[i : i + 6] for i in range(0, 30, 6)]):
         offsets += confluent_produce(broker.bootstrap, single, chunk, **{"compression.type": codec, "acks": "all"})
     assert offsets == list(range(30))
     for p in range(3):
-        confluent_produce(broker.bootstrap, multi, sent[:p + 1], partition=p, acks="all")
+        confluent_produce(broker.bootstrap, multi, sent[: p + 1], partition=p, acks="all")
 
     assert broker.stop() == 0, broker.read_log()
     broker.start()  # same data dir, new port
@@ -68,7 +70,7 @@ def test_clean_restart_keeps_every_acknowledged_message(broker):
     metadata = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=WAIT_S)
     assert sorted(metadata.topics[multi].partitions) == [0, 1, 2]
     for p in range(3):
-        assert_same(confluent_consume(broker.bootstrap, multi, p + 1, partition=p), sent[:p + 1])
+        assert_same(confluent_consume(broker.bootstrap, multi, p + 1, partition=p), sent[: p + 1])
     # Appends continue where the log ended.
     more = sample_messages(3, ts_base=1_710_000_000_000)
     assert confluent_produce(broker.bootstrap, single, more) == [30, 31, 32]
@@ -78,13 +80,22 @@ def test_clean_restart_keeps_every_acknowledged_message(broker):
 def test_kill_9_keeps_every_message_acknowledged_with_acks_all(broker):
     topic = unique_topic("dur-kill")
     acked: dict[int, Msg] = {}
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "enable.idempotence": True,
-                         "linger.ms": 2, "message.timeout.ms": 3000, "compression.type": "lz4"})
+    producer = Producer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 2,
+            "message.timeout.ms": 3000,
+            "compression.type": "lz4",
+        }
+    )
 
     def report(msg_meta):
         def on_delivery(err, msg):
             if err is None:
                 acked[msg.offset()] = msg_meta
+
         return on_delivery
 
     sent = 0
@@ -92,10 +103,21 @@ def test_kill_9_keeps_every_message_acknowledged_with_acks_all(broker):
     def send(n):
         nonlocal sent
         for _ in range(n):
-            m = Msg(f"k{sent}".encode(), f"value {sent} ".encode() * 5, (("seq", str(sent).encode()),),
-                    1_700_000_000_000 + sent)
-            producer.produce(topic, m.value, m.key, partition=0, headers=list(m.headers), timestamp=m.timestamp,
-                             on_delivery=report(m))
+            m = Msg(
+                f"k{sent}".encode(),
+                f"value {sent} ".encode() * 5,
+                (("seq", str(sent).encode()),),
+                1_700_000_000_000 + sent,
+            )
+            producer.produce(
+                topic,
+                m.value,
+                m.key,
+                partition=0,
+                headers=list(m.headers),
+                timestamp=m.timestamp,
+                on_delivery=report(m),
+            )
             sent += 1
         producer.poll(0)
 
@@ -110,7 +132,6 @@ def test_kill_9_keeps_every_message_acknowledged_with_acks_all(broker):
         producer.poll(0.001)
     broker.kill()
     producer.flush(10)  # in-flight messages fail (or were acknowledged just before the kill)
-    del producer
 
     broker.start()
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "unused", "enable.auto.commit": False})
@@ -202,8 +223,16 @@ def test_retry_after_kill_9_is_deduplicated(broker):
     with RawClient(broker.bootstrap) as client:
         raw_wait_for_topic(client, topic)
         producer_id, epoch = raw_init_producer_id(client)
-        batches = [build_batch(records(4, start=4 * i), producer_id=producer_id, producer_epoch=epoch,
-                               base_sequence=4 * i, compression=ZSTD) for i in range(3)]
+        batches = [
+            build_batch(
+                records(4, start=4 * i),
+                producer_id=producer_id,
+                producer_epoch=epoch,
+                base_sequence=4 * i,
+                compression=ZSTD,
+            )
+            for i in range(3)
+        ]
         for i, batch in enumerate(batches):
             assert raw_produce(client, topic, batch) == (0, 4 * i)
     broker.kill()
@@ -219,8 +248,9 @@ def test_sequence_gap_is_rejected(module_broker):
     with RawClient(module_broker.bootstrap) as client:
         raw_wait_for_topic(client, topic)
         producer_id, epoch = raw_init_producer_id(client)
-        assert raw_produce(client, topic, build_batch(records(3), producer_id=producer_id, producer_epoch=epoch,
-                                                      base_sequence=0)) == (0, 0)
+        assert raw_produce(
+            client, topic, build_batch(records(3), producer_id=producer_id, producer_epoch=epoch, base_sequence=0)
+        ) == (0, 0)
         gap = build_batch(records(2, start=3), producer_id=producer_id, producer_epoch=epoch, base_sequence=10)
         error, _ = raw_produce(client, topic, gap)
         assert error == OUT_OF_ORDER_SEQUENCE_NUMBER
@@ -287,8 +317,15 @@ def test_consumer_at_latest_sees_only_new_messages(module_broker, client):
 
 
 def _confluent_latest(bootstrap, topic, new):
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False,
-                         "auto.offset.reset": "latest", "enable.partition.eof": True})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "unused",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "latest",
+            "enable.partition.eof": True,
+        }
+    )
     try:
         consumer.assign([TopicPartition(topic, 0, OFFSET_END)])
         # The EOF event proves the end offset was resolved and fetched before anything new is produced.
@@ -319,8 +356,9 @@ def _kafka_python_latest(bootstrap, topic, new):
     from kafka import KafkaConsumer
     from kafka import TopicPartition as KTopicPartition
 
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-                             auto_offset_reset="latest")
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False, auto_offset_reset="latest"
+    )
     try:
         tp = KTopicPartition(topic, 0)
         consumer.assign([tp])
@@ -335,8 +373,9 @@ async def _aiokafka_latest(bootstrap, topic, new):
     from aiokafka import AIOKafkaConsumer
     from aiokafka import TopicPartition as ATopicPartition
 
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-                                auto_offset_reset="latest")
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False, auto_offset_reset="latest"
+    )
     await consumer.start()
     try:
         tp = ATopicPartition(topic, 0)

@@ -28,27 +28,57 @@ KILL_ATTEMPTS = 3
 
 def start(broker, topic: str, group: str, output: str, *extra: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, str(EXAMPLE), "--bootstrap-server", broker.bootstrap, "--topic", topic, "--group", group,
-         "--output-topic", output, "-X", "session.timeout.ms=6000", "-X", "heartbeat.interval.ms=500", *extra],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            str(EXAMPLE),
+            "--bootstrap-server",
+            broker.bootstrap,
+            "--topic",
+            topic,
+            "--group",
+            group,
+            "--output-topic",
+            output,
+            "-X",
+            "session.timeout.ms=6000",
+            "-X",
+            "heartbeat.interval.ms=500",
+            *extra,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def end_offsets(broker, topic: str, isolation: str) -> list[int]:
     """ListOffsets(latest): the last stable offsets under read_committed, the high watermarks otherwise."""
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": unique("ends"),
-                         "isolation.level": isolation, "enable.auto.commit": False})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": unique("ends"),
+            "isolation.level": isolation,
+            "enable.auto.commit": False,
+        }
+    )
     try:
-        return [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=WAIT_S)[1]
-                for p in range(PARTITIONS)]
+        return [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=WAIT_S)[1] for p in range(PARTITIONS)]
     finally:
         consumer.close()
 
 
 def read_all(broker, topic: str, isolation: str) -> dict[int, list[str]]:
     """Every value of every partition up to its end (the LSO under read_committed), per partition."""
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": unique("reader"),
-                         "isolation.level": isolation, "enable.auto.commit": False,
-                         "enable.partition.eof": True, "auto.offset.reset": "earliest"})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": unique("reader"),
+            "isolation.level": isolation,
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+        }
+    )
     values: dict[int, list[str]] = {p: [] for p in range(PARTITIONS)}
     at_end: set[int] = set()
 
@@ -71,9 +101,22 @@ def read_all(broker, topic: str, isolation: str) -> dict[int, list[str]]:
 
 
 def transaction_state(broker, transactional_id: str) -> str:
-    result = subprocess.run([sys.executable, "-m", "strom.cli.main", "transactions", "--bootstrap-server",
-                             broker.bootstrap, "describe", "--transactional-id", transactional_id],
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "strom.cli.main",
+            "transactions",
+            "--bootstrap-server",
+            broker.bootstrap,
+            "describe",
+            "--transactional-id",
+            transactional_id,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
     header, row = (line.split("\t") for line in result.stdout.splitlines())
     return row[header.index("TransactionState")].strip()
@@ -97,6 +140,7 @@ def test_killed_mid_transaction_and_restarted_outputs_each_record_once(broker):
     for _ in range(KILL_ATTEMPTS):
         copier = start(broker, topic, group, output, "--batch", "20", "--delay-ms", "20")
         try:
+
             def open_transaction() -> bool:
                 assert copier.poll() is None, copier.stderr.read()
                 stable = sum(end_offsets(broker, output, "read_committed"))

@@ -17,19 +17,38 @@ TOPIC = "sessions"
 
 
 def _partition(index: int, offset: int) -> dict:
-    return {"partition": index, "current_leader_epoch": -1, "fetch_offset": offset, "log_start_offset": -1,
-            "partition_max_bytes": 1 << 20}
+    return {
+        "partition": index,
+        "current_leader_epoch": -1,
+        "fetch_offset": offset,
+        "log_start_offset": -1,
+        "partition_max_bytes": 1 << 20,
+    }
 
 
-def _fetch(session_id: int, epoch: int, topics: dict | None = None, forgotten: dict | None = None,
-           max_wait: int = 0, by_id: bool = False) -> dict:
+def _fetch(
+    session_id: int,
+    epoch: int,
+    topics: dict | None = None,
+    forgotten: dict | None = None,
+    max_wait: int = 0,
+    by_id: bool = False,
+) -> dict:
     name = "topic_id" if by_id else "topic"
-    return {"replica_id": -1, "max_wait": max_wait, "min_bytes": 1, "max_bytes": 1 << 24, "isolation_level": 0,
-            "session_id": session_id, "session_epoch": epoch,
-            "topics": [{name: t, "partitions": [_partition(i, o) for i, o in ps.items()]}
-                       for t, ps in (topics or {}).items()],
-            "forgotten_topics_data": [{name: t, "partitions": ps} for t, ps in (forgotten or {}).items()],
-            "rack_id": ""}
+    return {
+        "replica_id": -1,
+        "max_wait": max_wait,
+        "min_bytes": 1,
+        "max_bytes": 1 << 24,
+        "isolation_level": 0,
+        "session_id": session_id,
+        "session_epoch": epoch,
+        "topics": [
+            {name: t, "partitions": [_partition(i, o) for i, o in ps.items()]} for t, ps in (topics or {}).items()
+        ],
+        "forgotten_topics_data": [{name: t, "partitions": ps} for t, ps in (forgotten or {}).items()],
+        "rack_id": "",
+    }
 
 
 def _listed(response) -> dict:
@@ -46,9 +65,16 @@ def _listed(response) -> dict:
 
 async def _produce(client: BrokerClient, index: int, *values: bytes) -> None:
     batch = build_batch([NewRecord(v) for v in values])
-    response = await client.request(ApiKey.PRODUCE, 9, {
-        "transactional_id": None, "acks": 1, "timeout": 10000,
-        "topic_data": [{"name": TOPIC, "partition_data": [{"index": index, "records": batch}]}]})
+    response = await client.request(
+        ApiKey.PRODUCE,
+        9,
+        {
+            "transactional_id": None,
+            "acks": 1,
+            "timeout": 10000,
+            "topic_data": [{"name": TOPIC, "partition_data": [{"index": index, "records": batch}]}],
+        },
+    )
     assert response.responses[0].partition_responses[0].error_code == ErrorCode.NONE
 
 
@@ -56,9 +82,17 @@ async def _scenario(port: int) -> None:
     client = BrokerClient("127.0.0.1", port, "session-test", timeout_s=20)
     other = BrokerClient("127.0.0.1", port, "session-test-2", timeout_s=20)
     try:
-        created = await client.request(ApiKey.CREATE_TOPICS, 7, {
-            "topics": [{"name": TOPIC, "num_partitions": 3, "replication_factor": 1, "assignments": [],
-                        "configs": []}], "timeout": 10000, "validate_only": False})
+        created = await client.request(
+            ApiKey.CREATE_TOPICS,
+            7,
+            {
+                "topics": [
+                    {"name": TOPIC, "num_partitions": 3, "replication_factor": 1, "assignments": [], "configs": []}
+                ],
+                "timeout": 10000,
+                "validate_only": False,
+            },
+        )
         assert created.topics[0].error_code == ErrorCode.NONE
         topic_id = created.topics[0].topic_id
         await _produce(client, 0, b"a0", b"a1")
@@ -206,8 +240,14 @@ def test_librdkafka_consumes_every_byte_of_64_partitions_then_what_follows(tmp_p
         topic = "c64"
         _create(broker.bootstrap, topic)
         sent = _produce_all(broker.bootstrap, topic, 0, PER_PARTITION)
-        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "c64", "enable.auto.commit": False,
-                             "fetch.wait.max.ms": 100})
+        consumer = Consumer(
+            {
+                "bootstrap.servers": broker.bootstrap,
+                "group.id": "c64",
+                "enable.auto.commit": False,
+                "fetch.wait.max.ms": 100,
+            }
+        )
         try:
             consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
             assert _confluent_read(consumer, sent) == sent
@@ -229,8 +269,13 @@ def test_kafka_python_session_consumes_every_byte_of_64_partitions_then_what_fol
         topic = "k64"
         _create(broker.bootstrap, topic)
         sent = _produce_all(broker.bootstrap, topic, 0, PER_PARTITION)
-        consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=None, enable_auto_commit=False,
-                                 fetch_max_wait_ms=100, request_timeout_ms=30000)
+        consumer = KafkaConsumer(
+            bootstrap_servers=broker.bootstrap,
+            group_id=None,
+            enable_auto_commit=False,
+            fetch_max_wait_ms=100,
+            request_timeout_ms=30000,
+        )
         try:
             consumer.assign([TopicPartition(topic, p) for p in range(PARTITIONS)])
             consumer.seek_to_beginning()

@@ -84,7 +84,11 @@ class MemberProcess:
     def __init__(self, bootstrap: str, group: str, topic: str, *extra: str):
         self.process = subprocess.Popen(
             [sys.executable, "-m", "tests.group.member_process", bootstrap, group, topic, *extra],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=REPO)
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            cwd=REPO,
+        )
         self.lines: queue.Queue[str] = queue.Queue()
         self.assigned: set[int] | None = None
         threading.Thread(target=self._read, daemon=True).start()
@@ -100,7 +104,7 @@ class MemberProcess:
             except queue.Empty:
                 return
             if line.startswith("assigned"):
-                text = line[len("assigned"):].strip()
+                text = line[len("assigned") :].strip()
                 self.assigned = {int(p) for p in text.split(",")} if text else set()
 
     def kill(self) -> None:
@@ -188,8 +192,9 @@ def test_cooperative_sticky_moves_only_what_the_new_member_takes(broker):
             assert new < old, f"{member.name} kept {new} of {old}: only a subset may stay"
             revoked = {p for kind, parts in member.events if kind in ("revoke", "lost") for p in parts}
             assert revoked == old - new, f"{member.name} lost {revoked}, expected only {old - new}"
-            assert not any(kind == "assign" and parts for kind, parts in member.events), \
+            assert not any(kind == "assign" and parts for kind, parts in member.events), (
                 f"{member.name} was reassigned partitions: {member.events}"
+            )
             moved |= revoked
         assert after[2] == moved
         assert describe(broker.bootstrap, group).partition_assignor == "cooperative-sticky"
@@ -210,8 +215,11 @@ def test_two_groups_each_receive_every_message(broker):
     produce(broker.bootstrap, topic, values, partitions=3)
     groups = [Member(broker.bootstrap, unique("g"), topic, f"c{i}") for i in range(2)]
     try:
-        wait_until(lambda: all(len(m.messages) >= len(values) for m in groups), what="both groups to read all",
-                   tick=poll_all(groups))
+        wait_until(
+            lambda: all(len(m.messages) >= len(values) for m in groups),
+            what="both groups to read all",
+            tick=poll_all(groups),
+        )
         for member in groups:
             assert sorted(msg.value() for msg in member.messages) == sorted(values)
     finally:
@@ -236,8 +244,9 @@ def test_committed_offsets_survive_a_broker_restart(broker):
     member = Member(broker.bootstrap, group, topic, "after-restart")
     try:
         remaining = 30 - sum(before.values())
-        wait_until(lambda: len(member.messages) >= remaining, what=f"{remaining} uncommitted messages",
-                   tick=poll_all([member]))
+        wait_until(
+            lambda: len(member.messages) >= remaining, what=f"{remaining} uncommitted messages", tick=poll_all([member])
+        )
         member.poll(0.5)
         got = {(m.partition(), m.offset()) for m in member.messages}
         assert got == {(p, o) for p in range(3) for o in range(before[p], 10)}
@@ -262,8 +271,12 @@ def test_static_member_restart_gets_its_partitions_back_without_a_rebalance(brok
         name = "abc"[restarting]
         members[restarting].close()  # a static member sends no LeaveGroup: the group keeps its place
         members[restarting] = static(name)
-        wait_until(lambda: members[restarting].owned == owned[restarting], 10,
-                   what="the restarted member's old partitions", tick=poll_all(members))
+        wait_until(
+            lambda: members[restarting].owned == owned[restarting],
+            10,
+            what="the restarted member's old partitions",
+            tick=poll_all(members),
+        )
         deadline = time.monotonic() + 2  # heartbeats of the others would carry any rebalance by now
         while time.monotonic() < deadline:
             poll_all(members)()
@@ -280,8 +293,11 @@ def test_static_member_restart_gets_its_partitions_back_without_a_rebalance(brok
         close_all(members)
 
 
-@pytest.mark.parametrize("name", ["x" * 10_000, "gruppe-äöü-€-😀-名前", "spaces and\ttabs ", "a/b:c*?"],
-                         ids=["10000-chars", "unicode", "whitespace", "punctuation"])
+@pytest.mark.parametrize(
+    "name",
+    ["x" * 10_000, "gruppe-äöü-€-😀-名前", "spaces and\ttabs ", "a/b:c*?"],
+    ids=["10000-chars", "unicode", "whitespace", "punctuation"],
+)
 def test_any_group_name_joins_commits_and_lists(broker, name):
     topic = create_topic(broker.bootstrap, unique("names"), 2)
     produce(broker.bootstrap, topic, [b"one", b"two", b"three", b"four"], partitions=2)
@@ -304,36 +320,62 @@ def test_empty_and_oversized_group_ids_are_rejected_and_the_broker_carries_on(br
     topic = create_topic(bootstrap, unique("ids"), 1)
     found = raw_request(bootstrap, ApiKey.FIND_COORDINATOR, 3, {"key": "", "key_type": 0})
     assert found.error_code == ErrorCode.INVALID_GROUP_ID
-    join = {"group_id": "", "session_timeout": 6000, "rebalance_timeout": 6000, "member_id": "",
-            "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}]}
+    join = {
+        "group_id": "",
+        "session_timeout": 6000,
+        "rebalance_timeout": 6000,
+        "member_id": "",
+        "protocol_type": "consumer",
+        "protocols": [{"name": "range", "metadata": b""}],
+    }
     assert raw_request(bootstrap, ApiKey.JOIN_GROUP, 6, join).error_code == ErrorCode.INVALID_GROUP_ID
-    commit = {"group_id": "", "generation_id_or_member_epoch": -1, "member_id": "", "topics": [
-        {"name": topic, "partitions": [{"partition_index": 0, "committed_offset": 1}]}]}
+    commit = {
+        "group_id": "",
+        "generation_id_or_member_epoch": -1,
+        "member_id": "",
+        "topics": [{"name": topic, "partitions": [{"partition_index": 0, "committed_offset": 1}]}],
+    }
     response = raw_request(bootstrap, ApiKey.OFFSET_COMMIT, 8, commit)
     assert response.topics[0].partitions[0].error_code == ErrorCode.INVALID_GROUP_ID
     # __consumer_offsets keys hold the group id in an int16-length string: 32767 bytes at most.
     # A flexible JoinGroup can carry a longer one; it is refused, not half-stored.
     huge = "€" * 20_000  # 60,000 UTF-8 bytes
-    assert raw_request(bootstrap, ApiKey.JOIN_GROUP, 6, {**join, "group_id": huge}).error_code \
+    assert (
+        raw_request(bootstrap, ApiKey.JOIN_GROUP, 6, {**join, "group_id": huge}).error_code
         == ErrorCode.INVALID_GROUP_ID
+    )
     response = raw_request(bootstrap, ApiKey.OFFSET_COMMIT, 8, {**commit, "group_id": huge})
     assert response.topics[0].partitions[0].error_code == ErrorCode.INVALID_GROUP_ID
     # an instance id, protocol name or member id that no record could hold is refused as well
     join["group_id"] = unique("g")
-    wait_until(lambda: raw_request(bootstrap, ApiKey.FIND_COORDINATOR, 3, {"key": join["group_id"], "key_type": 0}
-                                   ).error_code == ErrorCode.NONE, what="__consumer_offsets to be created")
+    wait_until(
+        lambda: (
+            raw_request(bootstrap, ApiKey.FIND_COORDINATOR, 3, {"key": join["group_id"], "key_type": 0}).error_code
+            == ErrorCode.NONE
+        ),
+        what="__consumer_offsets to be created",
+    )
     response = raw_request(bootstrap, ApiKey.JOIN_GROUP, 6, {**join, "group_instance_id": huge})
     assert response.error_code == ErrorCode.INVALID_REQUEST
     response = raw_request(bootstrap, ApiKey.JOIN_GROUP, 6, {**join, "protocols": [{"name": huge, "metadata": b""}]})
     assert response.error_code == ErrorCode.INVALID_REQUEST
     # offsets of partitions that do not exist are not stored (as in Kafka)
     commit["group_id"] = unique("g")
-    commit["topics"] = [{"name": topic, "partitions": [{"partition_index": 0, "committed_offset": 1},
-                                                       {"partition_index": 1, "committed_offset": 1}]},
-                        {"name": unique("missing"), "partitions": [{"partition_index": 0, "committed_offset": 1}]}]
+    commit["topics"] = [
+        {
+            "name": topic,
+            "partitions": [
+                {"partition_index": 0, "committed_offset": 1},
+                {"partition_index": 1, "committed_offset": 1},
+            ],
+        },
+        {"name": unique("missing"), "partitions": [{"partition_index": 0, "committed_offset": 1}]},
+    ]
     response = raw_request(bootstrap, ApiKey.OFFSET_COMMIT, 8, commit)
     assert [[p.error_code for p in t.partitions] for t in response.topics] == [
-        [ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION], [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]]
+        [ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION],
+        [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION],
+    ]
     # and the broker still serves groups
     produce(bootstrap, topic, [b"still here"])
     member = Member(bootstrap, unique("g"), topic, "after")

@@ -32,8 +32,15 @@ def test_kafka_python_group_consumer_commits(broker):
     topic = create_topic(broker.bootstrap, unique("kp"), 3)
     group = unique("g")
     produce(broker.bootstrap, topic, [f"kp{i}".encode() for i in range(30)], partitions=3)
-    consumer = KafkaConsumer(topic, bootstrap_servers=broker.bootstrap, group_id=group, client_id="kafka-python",
-                             auto_offset_reset="earliest", enable_auto_commit=False, **FAST)
+    consumer = KafkaConsumer(
+        topic,
+        bootstrap_servers=broker.bootstrap,
+        group_id=group,
+        client_id="kafka-python",
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        **FAST,
+    )
     try:
         seen = []
         deadline = time.monotonic() + WAIT_S
@@ -57,8 +64,15 @@ def test_aiokafka_group_consumer_commits(broker):
     produce(broker.bootstrap, topic, [f"aio{i}".encode() for i in range(30)], partitions=3)
 
     async def consume():
-        consumer = AIOKafkaConsumer(topic, bootstrap_servers=broker.bootstrap, group_id=group, client_id="aiokafka",
-                                    auto_offset_reset="earliest", enable_auto_commit=False, **FAST)
+        consumer = AIOKafkaConsumer(
+            topic,
+            bootstrap_servers=broker.bootstrap,
+            group_id=group,
+            client_id="aiokafka",
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            **FAST,
+        )
         await consumer.start()
         try:
             seen = []
@@ -93,8 +107,15 @@ class KafkaPythonThread(threading.Thread):
 
         bootstrap, group, topic = self.args
         try:
-            consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, client_id="kafka-python",
-                                     auto_offset_reset="earliest", enable_auto_commit=False, **FAST)
+            consumer = KafkaConsumer(
+                topic,
+                bootstrap_servers=bootstrap,
+                group_id=group,
+                client_id="kafka-python",
+                auto_offset_reset="earliest",
+                enable_auto_commit=False,
+                **FAST,
+            )
             try:
                 while not self.stop.is_set():
                     for records in consumer.poll(timeout_ms=100).values():
@@ -118,8 +139,15 @@ class AiokafkaThread(KafkaPythonThread):
         from aiokafka import AIOKafkaConsumer
 
         bootstrap, group, topic = self.args
-        consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, client_id="aiokafka",
-                                    auto_offset_reset="earliest", enable_auto_commit=False, **FAST)
+        consumer = AIOKafkaConsumer(
+            topic,
+            bootstrap_servers=bootstrap,
+            group_id=group,
+            client_id="aiokafka",
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            **FAST,
+        )
         await consumer.start()
         try:
             while not self.stop.is_set():
@@ -145,6 +173,7 @@ def test_three_client_libraries_share_one_group(broker):
         thread.start()
     member = Member(broker.bootstrap, group, topic, "confluent")
     try:
+
         def settled() -> bool:
             owned = [member.owned] + [t.assigned for t in threads]
             assert not any(t.error for t in threads), [t.error for t in threads]
@@ -165,8 +194,12 @@ def test_three_client_libraries_share_one_group(broker):
         wait_until(consumed, 20, what="all messages", tick=lambda: _consume_and_commit(member))
         got = [m.value() for m in member.messages] + [v for t in threads for v in t.values]
         assert sorted(got) == sorted(values)
-        wait_until(lambda: committed(broker.bootstrap, group, topic, 6) == {p: 20 for p in range(6)}, 10,
-                   what="every partition committed", tick=lambda: _consume_and_commit(member))
+        wait_until(
+            lambda: committed(broker.bootstrap, group, topic, 6) == {p: 20 for p in range(6)},
+            10,
+            what="every partition committed",
+            tick=lambda: _consume_and_commit(member),
+        )
     finally:
         for thread in threads:
             thread.stop.set()

@@ -24,10 +24,27 @@ TOTAL = 300
 
 def start(script: str, broker, topic: str, group: str, out: Path, *extra: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, str(EXAMPLES / f"{script}.py"), "--bootstrap-server", broker.bootstrap, "--topic", topic,
-         "--group", group, "--out", str(out), "-X", "session.timeout.ms=6000", "-X", "heartbeat.interval.ms=500",
-         *extra],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            str(EXAMPLES / f"{script}.py"),
+            "--bootstrap-server",
+            broker.bootstrap,
+            "--topic",
+            topic,
+            "--group",
+            group,
+            "--out",
+            str(out),
+            "-X",
+            "session.timeout.ms=6000",
+            "-X",
+            "heartbeat.interval.ms=500",
+            *extra,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def lines(path: Path) -> list[str]:

@@ -33,18 +33,26 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")  # and aga
 def test_roundtrip(module_broker, codec, idempotent):
     topic = unique_topic(f"kp-{codec}")
     sent = sample_messages()
-    offsets = kafka_python_produce(module_broker.bootstrap, topic, sent, acks="all",
-                                   compression_type=None if codec == "none" else codec,
-                                   enable_idempotence=idempotent)
+    offsets = kafka_python_produce(
+        module_broker.bootstrap,
+        topic,
+        sent,
+        acks="all",
+        compression_type=None if codec == "none" else codec,
+        enable_idempotence=idempotent,
+    )
     assert offsets == list(range(len(sent)))
     assert_same(kafka_python_consume(module_broker.bootstrap, topic, len(sent)), sent)
 
 
 def test_batched_and_seek(module_broker):
     topic = unique_topic("kp-batch")
-    sent = [Msg(None, f"m{i}".encode() * (i % 9), (("n", str(i).encode()),), 1_650_000_000_000 + i) for i in range(1000)]
-    offsets = kafka_python_produce(module_broker.bootstrap, topic, sent, linger_ms=50, batch_size=64 * 1024,
-                                   compression_type="gzip")
+    sent = [
+        Msg(None, f"m{i}".encode() * (i % 9), (("n", str(i).encode()),), 1_650_000_000_000 + i) for i in range(1000)
+    ]
+    offsets = kafka_python_produce(
+        module_broker.bootstrap, topic, sent, linger_ms=50, batch_size=64 * 1024, compression_type="gzip"
+    )
     assert offsets == list(range(1000))
     assert_same(kafka_python_consume(module_broker.bootstrap, topic, 1000), sent)
     assert_same(kafka_python_consume(module_broker.bootstrap, topic, 10, offset=990), sent[990:], first_offset=990)

@@ -47,8 +47,14 @@ def assert_timestamps_within(msgs: list[Msg], window: tuple[int, int]) -> None:
 def test_roundtrip(module_broker, codec, idempotent):
     topic = unique_topic(f"kcat-{codec}")
     lines = [(f"key-{i % 4}".encode(), f"value {i} ".encode() + b"z" * (i * 13)) for i in range(40)]
-    window = kcat_produce(module_broker.bootstrap, topic, lines, f"compression.codec={codec}",
-                          f"enable.idempotence={'true' if idempotent else 'false'}", "linger.ms=20")
+    window = kcat_produce(
+        module_broker.bootstrap,
+        topic,
+        lines,
+        f"compression.codec={codec}",
+        f"enable.idempotence={'true' if idempotent else 'false'}",
+        "linger.ms=20",
+    )
     got = kcat_consume(module_broker.bootstrap, topic)
     assert_same(got, expected(lines), check_timestamps=False)
     assert_timestamps_within(got, window)
@@ -60,13 +66,30 @@ def test_binary_file_message_and_nulls(module_broker, tmp_path):
     payload = bytes(range(256)) * 300 + b"\n\t\x00"
     path = tmp_path / "blob.bin"
     path.write_bytes(payload)
-    kcat(["-P", "-b", module_broker.bootstrap, "-t", topic, "-p", "0", "-k", "bin-key", "-X", "compression.codec=zstd",
-          str(path)])
+    kcat(
+        [
+            "-P",
+            "-b",
+            module_broker.bootstrap,
+            "-t",
+            topic,
+            "-p",
+            "0",
+            "-k",
+            "bin-key",
+            "-X",
+            "compression.codec=zstd",
+            str(path),
+        ]
+    )
     # -Z: an empty key or value is sent as null
     kcat(["-P", "-b", module_broker.bootstrap, "-t", topic, "-p", "0", "-Z", "-K", ":"], stdin=b":no key\ntombstone:\n")
     got = kcat_consume(module_broker.bootstrap, topic)
-    assert [(m.offset, m.key, m.value) for m in got] == [(0, b"bin-key", payload), (1, None, b"no key"),
-                                                      (2, b"tombstone", None)]
+    assert [(m.offset, m.key, m.value) for m in got] == [
+        (0, b"bin-key", payload),
+        (1, None, b"no key"),
+        (2, b"tombstone", None),
+    ]
     # And a different client reads the same bytes.
     other = confluent_consume(module_broker.bootstrap, topic, 3)
     assert [(m.key, m.value) for m in other] == [(b"bin-key", payload), (None, b"no key"), (b"tombstone", None)]
@@ -93,5 +116,8 @@ def test_query_offsets_by_time_and_consume_range(module_broker):
     first_same_ms = min(m.offset for m in got if m.timestamp == third)
     assert f"{topic} [0] offset {first_same_ms}" in out, out
     # From an absolute offset, and relative to the end.
-    assert [(m.offset, m.value) for m in kcat_consume(module_broker.bootstrap, topic, 0, "3")] == [(3, b"v3"), (4, b"v4")]
+    assert [(m.offset, m.value) for m in kcat_consume(module_broker.bootstrap, topic, 0, "3")] == [
+        (3, b"v3"),
+        (4, b"v4"),
+    ]
     assert [m.offset for m in kcat_consume(module_broker.bootstrap, topic, 0, "-1")] == [4]

@@ -67,15 +67,33 @@ HOSTILE = {
     # Metadata v12 (flexible): compact array count 2**31 as a varint.
     "metadata-v12-huge-compact-array": frame(header_v2(3, 12) + uvarint(2**31) + b"\x02a" * 6),
     # Produce v9: one topic, one partition, records claiming ~2 GB.
-    "produce-v9-huge-records": frame(header_v2(0, 9) + b"\x00" + struct.pack(">hi", -1, 1000) + b"\x02"
-                                     + b"\x02t" + b"\x02" + struct.pack(">i", 0) + uvarint(0x7FFFFFF0) + b"\x00" * 30),
+    "produce-v9-huge-records": frame(
+        header_v2(0, 9)
+        + b"\x00"
+        + struct.pack(">hi", -1, 1000)
+        + b"\x02"
+        + b"\x02t"
+        + b"\x02"
+        + struct.pack(">i", 0)
+        + uvarint(0x7FFFFFF0)
+        + b"\x00" * 30
+    ),
     # Produce v3 with a records blob that is not a record batch at all.
-    "produce-v3-garbage-records": frame(header_v1(0, 3) + struct.pack(">hhi", -1, -1, 1000) + struct.pack(">i", 1)
-                                        + struct.pack(">h", 1) + b"t" + struct.pack(">i", 1) + struct.pack(">i", 0)
-                                        + struct.pack(">i", 40) + b"\xff" * 40),
+    "produce-v3-garbage-records": frame(
+        header_v1(0, 3)
+        + struct.pack(">hhi", -1, -1, 1000)
+        + struct.pack(">i", 1)
+        + struct.pack(">h", 1)
+        + b"t"
+        + struct.pack(">i", 1)
+        + struct.pack(">i", 0)
+        + struct.pack(">i", 40)
+        + b"\xff" * 40
+    ),
     # Fetch v4 whose topics array count is negative (not null: Fetch topics are not nullable).
-    "fetch-v4-negative-array": frame(header_v1(1, 4) + struct.pack(">iiiib", -1, 500, 1, 1 << 20, 0)
-                                     + struct.pack(">i", -5)),
+    "fetch-v4-negative-array": frame(
+        header_v1(1, 4) + struct.pack(">iiiib", -1, 500, 1, 1 << 20, 0) + struct.pack(">i", -5)
+    ),
 }
 
 
@@ -120,9 +138,11 @@ def test_hostile_bytes_drop_the_connection_and_the_broker_keeps_serving(module_b
 
 
 def test_truncated_frame_then_close(module_broker):
-    for partial in [struct.pack(">i", 100) + b"\x00\x03\x00\x01" + b"\x00" * 6,  # body cut short
-                    b"\x00\x00",  # size prefix cut short
-                    struct.pack(">i", 50 * 1024 * 1024) + b"\x00" * 1000]:  # big frame, abandoned
+    for partial in [
+        struct.pack(">i", 100) + b"\x00\x03\x00\x01" + b"\x00" * 6,  # body cut short
+        b"\x00\x00",  # size prefix cut short
+        struct.pack(">i", 50 * 1024 * 1024) + b"\x00" * 1000,
+    ]:  # big frame, abandoned
         assert send_hostile(module_broker.bootstrap, partial, close_after_send=True) == "sent"
     assert_alive(module_broker)
     round_trip(module_broker.bootstrap)
@@ -168,8 +188,9 @@ def test_announced_but_unsent_frames_do_not_reserve_memory(broker):
 
 
 def api_versions_v3_ok(client: RawClient) -> None:
-    response = client.request(API_VERSIONS, 3, {"client_software_name": "strom-tests",
-                                                "client_software_version": "1.0"})
+    response = client.request(
+        API_VERSIONS, 3, {"client_software_name": "strom-tests", "client_software_version": "1.0"}
+    )
     assert int(response.error_code) == 0
     keys = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
     assert keys[API_VERSIONS][0] == 0 and keys[API_VERSIONS][1] >= 3
@@ -178,7 +199,7 @@ def api_versions_v3_ok(client: RawClient) -> None:
 def read_correlation_and_body(client: RawClient, header_version: int = 0) -> tuple[int, bytes]:
     data = client.read_frame()
     (correlation_id,) = struct.unpack_from(">i", data, 0)
-    return correlation_id, data[4 + (1 if header_version else 0):]
+    return correlation_id, data[4 + (1 if header_version else 0) :]
 
 
 @pytest.mark.parametrize("version", [0, 5])
@@ -194,8 +215,12 @@ def test_unknown_api_key_gets_unsupported_version(module_broker, version):
 def test_api_versions_unknown_version_is_answered_at_v0(module_broker):
     with RawClient(module_broker.bootstrap) as client:
         # A future client sends ApiVersions v99 with the newest header it knows (v2) and a body we cannot know.
-        body = encode_request(build(api.request_class(API_VERSIONS, 3), {
-            "client_software_name": "future-client", "client_software_version": "99"}))
+        body = encode_request(
+            build(
+                api.request_class(API_VERSIONS, 3),
+                {"client_software_name": "future-client", "client_software_version": "99"},
+            )
+        )
         client.send_bytes(frame(header_v2(API_VERSIONS, 99, correlation_id=99) + body))
         correlation_id, payload = read_correlation_and_body(client, header_version=0)
         assert correlation_id == 99
@@ -220,8 +245,16 @@ def test_every_advertised_version_is_served(module_broker):
             if cls is None:
                 failures.append(f"{api_key} v{version}: advertised but no schema exists")
                 continue
-            values = {"acks": -1, "timeout": 1000, "max_wait": 0, "replica_id": -1, "session_epoch": -1,
-                      "transaction_timeout": 1000, "client_software_name": "t", "client_software_version": "1"}
+            values = {
+                "acks": -1,
+                "timeout": 1000,
+                "max_wait": 0,
+                "replica_id": -1,
+                "session_epoch": -1,
+                "transaction_timeout": 1000,
+                "client_software_name": "t",
+                "client_software_version": "1",
+            }
             try:
                 with RawClient(module_broker.bootstrap, timeout=5) as client:
                     client.request(api_key, version, build(cls, values))

@@ -51,8 +51,13 @@ def produce_reports(broker, topic: str, keys: list[bytes | None], **config) -> l
     producer = Producer({"bootstrap.servers": broker.bootstrap, "message.timeout.ms": WAIT_S * 1000, **config})
     reports: dict[int, object] = {}
     for i, key in enumerate(keys):
-        producer.produce(topic, value=b"value-%d" % i, key=key, partition=0,
-                         on_delivery=lambda err, msg, i=i: reports.__setitem__(i, err))
+        producer.produce(
+            topic,
+            value=b"value-%d" % i,
+            key=key,
+            partition=0,
+            on_delivery=lambda err, msg, i=i: reports.__setitem__(i, err),
+        )
     assert producer.flush(WAIT_S) == 0
     return [reports[i] for i in range(len(keys))]
 
@@ -62,8 +67,9 @@ def test_confluent_producer_fails_exactly_the_records_without_keys(module_broker
     """librdkafka's own test 0011, variation 0: one batch, every tenth record without a key."""
     topic = create_topic(module_broker, {"cleanup.policy": "compact"})
     keys = [None if i % 10 == 0 else b"key-%d" % i for i in range(100)]
-    errors = produce_reports(module_broker, topic, keys, **{
-        "linger.ms": 2000, "batch.num.messages": 1000, "compression.type": codec})
+    errors = produce_reports(
+        module_broker, topic, keys, **{"linger.ms": 2000, "batch.num.messages": 1000, "compression.type": codec}
+    )
     codes = [err.code() for err in errors]
     assert [i for i, code in enumerate(codes) if code == KafkaError.INVALID_RECORD] == list(range(0, 100, 10))
     assert all(code == KafkaError._INVALID_DIFFERENT_RECORD for i, code in enumerate(codes) if i % 10)
@@ -79,8 +85,9 @@ def test_one_record_per_batch_only_the_keyless_ones_fail(module_broker):
     """Variation 1: each record its own batch, so the keyed ones are appended."""
     topic = create_topic(module_broker, {"cleanup.policy": "compact"})
     keys = [None if i % 10 == 0 else b"key-%d" % i for i in range(30)]
-    errors = produce_reports(module_broker, topic, keys, **{"linger.ms": 0, "batch.num.messages": 1,
-                                                            "max.in.flight": 1})
+    errors = produce_reports(
+        module_broker, topic, keys, **{"linger.ms": 0, "batch.num.messages": 1, "max.in.flight": 1}
+    )
     assert [i for i, err in enumerate(errors) if err is not None] == [0, 10, 20]
     assert all(errors[i].code() == KafkaError.INVALID_RECORD for i in (0, 10, 20))
     consumed = confluent_consume(module_broker.bootstrap, topic, 27)
@@ -94,11 +101,17 @@ def test_kafka_python_producer_fails_exactly_the_records_without_keys(module_bro
     from kafka.errors import KafkaError as KPKafkaError
 
     topic = create_topic(module_broker, {"cleanup.policy": "compact"})
-    producer = KafkaProducer(bootstrap_servers=module_broker.bootstrap, linger_ms=2000,
-                             request_timeout_ms=WAIT_S * 1000, max_block_ms=WAIT_S * 1000)
+    producer = KafkaProducer(
+        bootstrap_servers=module_broker.bootstrap,
+        linger_ms=2000,
+        request_timeout_ms=WAIT_S * 1000,
+        max_block_ms=WAIT_S * 1000,
+    )
     try:
-        futures = [producer.send(topic, value=b"v%d" % i, key=None if i % 5 == 0 else b"k%d" % i, partition=0)
-                   for i in range(10)]
+        futures = [
+            producer.send(topic, value=b"v%d" % i, key=None if i % 5 == 0 else b"k%d" % i, partition=0)
+            for i in range(10)
+        ]
         producer.flush(timeout=WAIT_S)
         outcomes = []
         for future in futures:
@@ -120,9 +133,16 @@ def test_kafka_python_producer_fails_exactly_the_records_without_keys(module_bro
 
 def produce_raw(broker, topic: str, batch: bytes, version: int):
     with RawClient(broker.bootstrap) as client:
-        response = client.request(ApiKey.PRODUCE, version, {
-            "transactional_id": None, "acks": -1, "timeout": datetime.timedelta(milliseconds=5000),
-            "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}]})
+        response = client.request(
+            ApiKey.PRODUCE,
+            version,
+            {
+                "transactional_id": None,
+                "acks": -1,
+                "timeout": datetime.timedelta(milliseconds=5000),
+                "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}],
+            },
+        )
     [topic_response] = response.responses
     [partition] = topic_response.partition_responses
     return partition
@@ -136,11 +156,15 @@ def test_produce_response_names_each_record_without_a_key(module_broker, version
     message = NO_KEY.format(topic)
     assert partition.error_code == ErrorCode.INVALID_RECORD
     assert [(e.batch_index, e.batch_index_error_message) for e in partition.record_errors] == [
-        (1, message), (3, message), (4, message)]
+        (1, message),
+        (3, message),
+        (4, message),
+    ]
     assert partition.error_message == (
         "One or more records have been rejected due to 3 record errors in total, and only showing the first "
         f"three errors at most: [RecordError(batchIndex=1, message='{message}'), RecordError(batchIndex=3, "
-        f"message='{message}'), RecordError(batchIndex=4, message='{message}')]")
+        f"message='{message}'), RecordError(batchIndex=4, message='{message}')]"
+    )
     assert (partition.base_offset, partition.log_start_offset) == (-1, 0)
     assert end_offset(module_broker, topic) == 0
 
@@ -153,8 +177,9 @@ def test_older_produce_versions_get_the_error_code_only(module_broker):
 
 
 def test_timestamps_out_of_bounds_fail_with_invalid_timestamp(module_broker):
-    topic = create_topic(module_broker, {"message.timestamp.before.max.ms": "3600000",
-                                         "message.timestamp.after.max.ms": "60000"})
+    topic = create_topic(
+        module_broker, {"message.timestamp.before.max.ms": "3600000", "message.timestamp.after.max.ms": "60000"}
+    )
     now = int(time.time() * 1000)
     times = [now, now - 7_200_000, now + 600_000_000, now - 10_000]
     partition = produce_raw(module_broker, topic, build_batch([NewRecord(b"v", timestamp=t) for t in times]), 9)
@@ -162,7 +187,8 @@ def test_timestamps_out_of_bounds_fail_with_invalid_timestamp(module_broker):
     assert partition.error_message == "One or more records have been rejected due to invalid timestamp"
     assert [e.batch_index for e in partition.record_errors] == [1, 2]
     assert partition.record_errors[0].batch_index_error_message.startswith(
-        f"Timestamp {now - 7_200_000} of message with offset 1 is out of range. The timestamp should be within [")
+        f"Timestamp {now - 7_200_000} of message with offset 1 is out of range. The timestamp should be within ["
+    )
     assert end_offset(module_broker, topic) == 0
     ok = produce_raw(module_broker, topic, build_batch([NewRecord(b"v", timestamp=t) for t in (now, now - 10_000)]), 9)
     assert (ok.error_code, ok.base_offset, len(ok.record_errors)) == (0, 0, 0)

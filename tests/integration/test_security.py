@@ -19,8 +19,17 @@ from strom.cluster.zookeeper_server import free_port
 from strom.protocol.api import ApiKey
 from tests.broker_process import BrokerProcess
 from tests.integration.clients import (
-    WAIT_S, ConnectionClosed, Msg, RawClient, assert_same, confluent_consume, confluent_produce, kcat,
-    kcat_consume, sample_messages, unique_topic,
+    WAIT_S,
+    ConnectionClosed,
+    Msg,
+    RawClient,
+    assert_same,
+    confluent_consume,
+    confluent_produce,
+    kcat,
+    kcat_consume,
+    sample_messages,
+    unique_topic,
 )
 from tests.tls_certs import make_certificates
 
@@ -44,7 +53,9 @@ class Secured:
         if protocol.endswith("SSL"):
             config["ssl.ca.location"] = str(certs.ca)
         if listener == "MTLS":
-            config.update({"ssl.certificate.location": str(certs.client_cert), "ssl.key.location": str(certs.client_key)})
+            config.update(
+                {"ssl.certificate.location": str(certs.client_cert), "ssl.key.location": str(certs.client_key)}
+            )
         if mechanism:
             config.update({"sasl.mechanism": mechanism, "sasl.username": "alice", "sasl.password": "alice-secret"})
         config.update(extra)
@@ -71,7 +82,7 @@ def secured(tmp_path_factory):
     overrides = {
         "listeners": ",".join(f"{name}://127.0.0.1:{port}" for name, port in ports.items()),
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,MTLS:SSL,SASL_SSL:SASL_SSL,"
-                                          "SASL_PLAINTEXT:SASL_PLAINTEXT",
+        "SASL_PLAINTEXT:SASL_PLAINTEXT",
         "ssl.keystore.location": str(certs.broker),
         "ssl.truststore.location": str(certs.ca),
         "ssl.client.auth": "requested",
@@ -83,15 +94,24 @@ def secured(tmp_path_factory):
     }
     with BrokerProcess(tmp_path_factory.mktemp("broker") / "data", overrides) as broker:
         from confluent_kafka.admin import (
-            AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion,
+            AdminClient,
+            ScramCredentialInfo,
+            ScramMechanism,
+            UserScramCredentialUpsertion,
         )
 
         admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{ports['PLAINTEXT']}"})
-        futures = admin.alter_user_scram_credentials([
-            UserScramCredentialUpsertion("alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192),
-                                         b"alice-secret"),
-            UserScramCredentialUpsertion("alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096),
-                                         b"alice-secret")], request_timeout=WAIT_S)
+        futures = admin.alter_user_scram_credentials(
+            [
+                UserScramCredentialUpsertion(
+                    "alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192), b"alice-secret"
+                ),
+                UserScramCredentialUpsertion(
+                    "alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), b"alice-secret"
+                ),
+            ],
+            request_timeout=WAIT_S,
+        )
         for future in futures.values():
             future.result(timeout=WAIT_S)
         yield Secured(broker, ports, certs)
@@ -141,19 +161,26 @@ def test_metadata_and_find_coordinator_answer_with_the_listener_the_request_came
         config = secured.client(case)
         metadata = AdminClient(config).list_topics(timeout=WAIT_S)
         listener = CASES[case][0]
-        assert [(b.id, b.host, b.port) for b in metadata.brokers.values()] == \
-            [(0, "127.0.0.1", secured.ports[listener])], case
+        assert [(b.id, b.host, b.port) for b in metadata.brokers.values()] == [
+            (0, "127.0.0.1", secured.ports[listener])
+        ], case
 
 
 def test_large_fetches_over_tls_are_byte_exact(secured):
     """sendfile cannot cross TLS: these file slices are copied through the SSL object."""
     config = secured.client("SSL")
     topic = unique_topic("big")
-    sent = [Msg(f"k{i}".encode(), bytes([i]) * 700_000 + bytes(range(256)), (), 1_700_000_000_000 + i)
-            for i in range(12)]
+    sent = [
+        Msg(f"k{i}".encode(), bytes([i]) * 700_000 + bytes(range(256)), (), 1_700_000_000_000 + i) for i in range(12)
+    ]
     confluent_produce(config["bootstrap.servers"], topic, sent, **without(config))
-    got = confluent_consume(config["bootstrap.servers"], topic, len(sent), **without(config),
-                            **{"fetch.max.bytes": 8 << 20, "max.partition.fetch.bytes": 8 << 20})
+    got = confluent_consume(
+        config["bootstrap.servers"],
+        topic,
+        len(sent),
+        **without(config),
+        **{"fetch.max.bytes": 8 << 20, "max.partition.fetch.bytes": 8 << 20},
+    )
     assert_same(got, sent)
 
 
@@ -161,21 +188,36 @@ def test_kafka_python_and_aiokafka_with_scram_over_sasl_ssl(secured):
     from kafka import KafkaConsumer, KafkaProducer
 
     context = ssl.create_default_context(cafile=str(secured.certs.ca))
-    common = {"bootstrap_servers": secured.address("SASL_SSL"), "security_protocol": "SASL_SSL",
-              "ssl_context": context, "sasl_mechanism": "SCRAM-SHA-512", "sasl_plain_username": "alice",
-              "sasl_plain_password": "alice-secret"}
+    common = {
+        "bootstrap_servers": secured.address("SASL_SSL"),
+        "security_protocol": "SASL_SSL",
+        "ssl_context": context,
+        "sasl_mechanism": "SCRAM-SHA-512",
+        "sasl_plain_username": "alice",
+        "sasl_plain_password": "alice-secret",
+    }
     topic = unique_topic("kp")
     sent = sample_messages(8)
     producer = KafkaProducer(**common, request_timeout_ms=WAIT_S * 1000, max_block_ms=WAIT_S * 1000)
     try:
-        futures = [producer.send(topic, value=m.value, key=m.key, headers=list(m.headers) or None, partition=0,
-                                 timestamp_ms=m.timestamp) for m in sent]
+        futures = [
+            producer.send(
+                topic, value=m.value, key=m.key, headers=list(m.headers) or None, partition=0, timestamp_ms=m.timestamp
+            )
+            for m in sent
+        ]
         producer.flush(timeout=WAIT_S)
         assert [f.get(timeout=WAIT_S).offset for f in futures] == list(range(len(sent)))
     finally:
         producer.close(timeout=5)
-    consumer = KafkaConsumer(topic, **common, group_id=f"g-{topic}", auto_offset_reset="earliest",
-                             enable_auto_commit=False, consumer_timeout_ms=WAIT_S * 1000)
+    consumer = KafkaConsumer(
+        topic,
+        **common,
+        group_id=f"g-{topic}",
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        consumer_timeout_ms=WAIT_S * 1000,
+    )
     try:
         got = []
         for record in consumer:
@@ -195,13 +237,22 @@ def test_kafka_python_and_aiokafka_with_scram_over_sasl_ssl(secured):
         await asyncio.wait_for(producer.start(), WAIT_S)
         try:
             for m in sent:
-                await asyncio.wait_for(producer.send_and_wait(
-                    topic2, value=m.value, key=m.key, partition=0, timestamp_ms=m.timestamp,
-                    headers=list(m.headers) or None), WAIT_S)
+                await asyncio.wait_for(
+                    producer.send_and_wait(
+                        topic2,
+                        value=m.value,
+                        key=m.key,
+                        partition=0,
+                        timestamp_ms=m.timestamp,
+                        headers=list(m.headers) or None,
+                    ),
+                    WAIT_S,
+                )
         finally:
             await asyncio.wait_for(producer.stop(), WAIT_S)
-        consumer = AIOKafkaConsumer(topic2, **options, group_id=f"g-{topic2}", auto_offset_reset="earliest",
-                                    enable_auto_commit=False)
+        consumer = AIOKafkaConsumer(
+            topic2, **options, group_id=f"g-{topic2}", auto_offset_reset="earliest", enable_auto_commit=False
+        )
         await asyncio.wait_for(consumer.start(), WAIT_S)
         out: list[Msg] = []
         try:
@@ -230,8 +281,10 @@ def test_kcat(secured, case):
     """Debian's kcat (librdkafka 2.0.2) sends a SCRAM nonce that only Kafka's lenient rule accepts."""
     topic = unique_topic("kc")
     bootstrap = secured.address(CASES[case][0])
-    kcat(["-P", "-b", bootstrap, "-t", topic, "-p", "0", "-K", ":", *kcat_security(secured, case)],
-         stdin=b"k1:v1\nk2:v2\n")
+    kcat(
+        ["-P", "-b", bootstrap, "-t", topic, "-p", "0", "-K", ":", *kcat_security(secured, case)],
+        stdin=b"k1:v1\nk2:v2\n",
+    )
     got = kcat_consume(bootstrap, topic, 0, "beginning", *kcat_security(secured, case))
     assert [(m.key, m.value) for m in got] == [(b"k1", b"v1"), (b"k2", b"v2")]
 
@@ -244,8 +297,15 @@ def delivered(config: dict, topic: str, seconds: float = 3) -> tuple[int, list[s
     from confluent_kafka import Producer
 
     errors: list[str] = []
-    producer = Producer({**config, "error_cb": lambda e: errors.append(e.str()), "message.timeout.ms": 4000,
-                         "logger": None, "log_level": 0})
+    producer = Producer(
+        {
+            **config,
+            "error_cb": lambda e: errors.append(e.str()),
+            "message.timeout.ms": 4000,
+            "logger": None,
+            "log_level": 0,
+        }
+    )
     producer.produce(topic, b"must not arrive")
     left = producer.flush(seconds)
     producer.purge()
@@ -293,12 +353,19 @@ def handshake(client: RawClient, mechanism: str, version: int = 1):
 
 def test_sasl_on_the_wire_error_codes_and_the_v0_raw_token_exchange(secured):
     with RawClient(secured.address("SASL_PLAINTEXT")) as client:
-        assert client.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"}
-                              ).error_code == 0
+        assert (
+            client.request(
+                ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"}
+            ).error_code
+            == 0
+        )
         response = handshake(client, "PLAIN")
         assert (response.error_code, list(response.mechanisms)) == (0, ["PLAIN", "SCRAM-SHA-512"])
         refused = client.request(ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": b"\0alice\0wrong"})
-        assert (refused.error_code, refused.error_message) == (SASL_FAILED, "Authentication failed: Invalid username or password")
+        assert (refused.error_code, refused.error_message) == (
+            SASL_FAILED,
+            "Authentication failed: Invalid username or password",
+        )
         assert client.closed_by_peer()
     with RawClient(secured.address("SASL_PLAINTEXT")) as client:
         response = handshake(client, "SCRAM-SHA-256")  # not offered on this listener
@@ -322,8 +389,9 @@ def test_a_request_before_authentication_closes_only_that_connection(secured):
         assert client.closed_by_peer()
     context = ssl.create_default_context(cafile=str(secured.certs.ca))
     with TlsRawClient(secured.address("SASL_SSL"), context) as client:
-        client.send_request(ApiKey.PRODUCE, 9, {"transactional_id": None, "acks": 1, "timeout_ms": 1000,
-                                                "topic_data": []})
+        client.send_request(
+            ApiKey.PRODUCE, 9, {"transactional_id": None, "acks": 1, "timeout_ms": 1000, "topic_data": []}
+        )
         assert client.closed_by_peer()
     assert "PRODUCE request before SASL authentication completed" in secured.broker.read_log()
     with RawClient(secured.address("SASL_PLAINTEXT")) as client:  # the broker serves others as before
@@ -349,8 +417,11 @@ def test_ssl_client_auth_required_refuses(secured, who):
         with TlsRawClient(secured.address("MTLS"), context) as client:  # TLS 1.3 reports it at the first read
             client.request(ApiKey.API_VERSIONS, 0, {})
     topic = unique_topic("mtls")
-    config = {"bootstrap.servers": secured.address("MTLS"), "security.protocol": "SSL",
-              "ssl.ca.location": str(certs.ca)}
+    config = {
+        "bootstrap.servers": secured.address("MTLS"),
+        "security.protocol": "SSL",
+        "ssl.ca.location": str(certs.ca),
+    }
     if who != "no certificate":
         key = certs.stranger_key if who.startswith("another") else certs.expired_key
         cert = certs.stranger_cert if who.startswith("another") else certs.expired_cert
@@ -365,7 +436,11 @@ def test_ssl_client_auth_required_refuses(secured, who):
 def test_scram_credential_admin_errors(secured):
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import (
-        AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialDeletion, UserScramCredentialUpsertion,
+        AdminClient,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialDeletion,
+        UserScramCredentialUpsertion,
     )
 
     admin = AdminClient({"bootstrap.servers": secured.address("PLAINTEXT")})

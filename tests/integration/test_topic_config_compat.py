@@ -24,19 +24,42 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 # A value Kafka 3.9 accepts for each key, unlike its default so the change shows.
 VALID = {
-    "segment.bytes": "1048576", "segment.ms": "3600000", "segment.jitter.ms": "1000",
-    "segment.index.bytes": "1048576", "flush.messages": "100000", "flush.ms": "60000",
-    "retention.bytes": "1073741824", "retention.ms": "86400000", "max.message.bytes": "2097152",
-    "index.interval.bytes": "8192", "delete.retention.ms": "3600000", "min.compaction.lag.ms": "1000",
-    "max.compaction.lag.ms": "86400000", "file.delete.delay.ms": "30000", "min.cleanable.dirty.ratio": "0.3",
-    "cleanup.policy": "compact,delete", "unclean.leader.election.enable": "true", "min.insync.replicas": "1",
-    "compression.type": "zstd", "compression.gzip.level": "5", "compression.lz4.level": "12",
-    "compression.zstd.level": "10", "preallocate": "true", "message.format.version": "2.8-IV1",
-    "message.timestamp.type": "LogAppendTime", "message.timestamp.difference.max.ms": "86400000",
-    "message.timestamp.before.max.ms": "172800000", "message.timestamp.after.max.ms": "3600000",
-    "leader.replication.throttled.replicas": "0:0", "follower.replication.throttled.replicas": "*",
-    "message.downconversion.enable": "false", "remote.storage.enable": "true", "local.retention.ms": "3600000",
-    "local.retention.bytes": "1048576", "remote.log.copy.disable": "true", "remote.log.delete.on.disable": "true",
+    "segment.bytes": "1048576",
+    "segment.ms": "3600000",
+    "segment.jitter.ms": "1000",
+    "segment.index.bytes": "1048576",
+    "flush.messages": "100000",
+    "flush.ms": "60000",
+    "retention.bytes": "1073741824",
+    "retention.ms": "86400000",
+    "max.message.bytes": "2097152",
+    "index.interval.bytes": "8192",
+    "delete.retention.ms": "3600000",
+    "min.compaction.lag.ms": "1000",
+    "max.compaction.lag.ms": "86400000",
+    "file.delete.delay.ms": "30000",
+    "min.cleanable.dirty.ratio": "0.3",
+    "cleanup.policy": "compact,delete",
+    "unclean.leader.election.enable": "true",
+    "min.insync.replicas": "1",
+    "compression.type": "zstd",
+    "compression.gzip.level": "5",
+    "compression.lz4.level": "12",
+    "compression.zstd.level": "10",
+    "preallocate": "true",
+    "message.format.version": "2.8-IV1",
+    "message.timestamp.type": "LogAppendTime",
+    "message.timestamp.difference.max.ms": "86400000",
+    "message.timestamp.before.max.ms": "172800000",
+    "message.timestamp.after.max.ms": "3600000",
+    "leader.replication.throttled.replicas": "0:0",
+    "follower.replication.throttled.replicas": "*",
+    "message.downconversion.enable": "false",
+    "remote.storage.enable": "true",
+    "local.retention.ms": "3600000",
+    "local.retention.bytes": "1048576",
+    "remote.log.copy.disable": "true",
+    "remote.log.delete.on.disable": "true",
 }
 
 
@@ -80,8 +103,9 @@ def describe(admin, topic: str) -> dict:
 
 
 def incremental_set(admin, topic: str, key: str, value: str) -> None:
-    resource = ConfigResource("topic", topic, incremental_configs=[
-        ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)])
+    resource = ConfigResource(
+        "topic", topic, incremental_configs=[ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)]
+    )
     [future] = admin.incremental_alter_configs([resource]).values()
     future.result(WAIT_S)
 
@@ -100,8 +124,10 @@ def test_the_readme_lists_exactly_kafka_39s_topic_configs():
 def test_each_kafka_39_topic_config_does_what_the_readme_says(admin, key):
     value = VALID[key]
     refused = refused_per_readme(key, value)
-    for apply in (lambda topic: incremental_set(admin, topic, key, value),
-                  lambda topic: legacy_alter(admin, topic, {key: value})):
+    for apply in (
+        lambda topic: incremental_set(admin, topic, key, value),
+        lambda topic: legacy_alter(admin, topic, {key: value}),
+    ):
         topic = create(admin)
         if refused:
             with pytest.raises(KafkaException) as failed:
@@ -135,13 +161,16 @@ def test_every_accepted_key_at_once(admin):
 
 def test_unknown_keys_are_invalid_config_naming_the_key(admin):
     topic = create(admin)
-    for attempt in (lambda: incremental_set(admin, topic, "message.format.versions", "2.8"),
-                    lambda: legacy_alter(admin, topic, {"retention.ms": "1000", "log.retention.ms": "1000"})):
+    for attempt in (
+        lambda: incremental_set(admin, topic, "message.format.versions", "2.8"),
+        lambda: legacy_alter(admin, topic, {"retention.ms": "1000", "log.retention.ms": "1000"}),
+    ):
         with pytest.raises(KafkaException) as failed:
             attempt()
         assert failed.value.args[0].code() == ErrorCode.INVALID_CONFIG
-    assert "message.format.versions" in str(_failure(lambda: incremental_set(admin, topic, "message.format.versions",
-                                                                             "2.8")))
+    assert "message.format.versions" in str(
+        _failure(lambda: incremental_set(admin, topic, "message.format.versions", "2.8"))
+    )
     assert "log.retention.ms" in str(_failure(lambda: legacy_alter(admin, topic, {"log.retention.ms": "1"})))
     [created] = admin.create_topics([NewTopic(unique_topic("cfg"), 1, 1, config={"no.such.key": "1"})]).values()
     with pytest.raises(KafkaException) as failed:
@@ -166,8 +195,12 @@ def test_deprecated_topic_key_is_logged_once_by_the_broker(admin, broker):
 
 
 def test_server_properties_with_deprecated_broker_keys(tmp_path):
-    deprecated = {"log.message.format.version": "2.8", "log.message.downconversion.enable": "false",
-                  "inter.broker.protocol.version": "3.9-IV0", "log.message.timestamp.difference.max.ms": "3600000"}
+    deprecated = {
+        "log.message.format.version": "2.8",
+        "log.message.downconversion.enable": "false",
+        "inter.broker.protocol.version": "3.9-IV0",
+        "log.message.timestamp.difference.max.ms": "3600000",
+    }
     properties = tmp_path / "server.properties"
     properties.write_text("".join(f"{key}={value}\n" for key, value in deprecated.items()))
     with BrokerProcess(tmp_path / "data", properties=str(properties)) as process:

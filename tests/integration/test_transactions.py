@@ -91,8 +91,9 @@ def history(txn_broker) -> History:
     assert not p.errors and not q.errors, (p.errors, q.errors)
 
     everything = merge(p.delivered, q.delivered)
-    history = History(everything, {tp: [(o, v) for o, v in rows if v.startswith(b"committed")]
-                                   for tp, rows in everything.items()})
+    history = History(
+        everything, {tp: [(o, v) for o, v in rows if v.startswith(b"committed")] for tp, rows in everything.items()}
+    )
     assert sorted(everything) == sorted(tps)
     for tp in tps:
         # 3 committed + 2 aborted + 2 of Q's + 2 committed per partition, and gaps where the markers are
@@ -165,8 +166,9 @@ def test_read_committed_list_offsets_stops_at_an_open_transaction(txn_broker):
     producer.flush()  # offsets 4-5, still open
 
     def latest(isolation: str) -> tuple[int, int]:
-        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("unused"),
-                             "isolation.level": isolation})
+        consumer = Consumer(
+            {"bootstrap.servers": bootstrap, "group.id": unique("unused"), "isolation.level": isolation}
+        )
         try:
             return consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=WAIT_S)
         finally:
@@ -200,8 +202,9 @@ def test_aiokafka_transactional_producer_commit_and_abort(txn_broker):
             delivered.setdefault((meta.topic, meta.partition), []).append((meta.offset, value))
 
     async def run() -> None:
-        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=txn_id("aio"),
-                                    request_timeout_ms=WAIT_S * 1000)
+        producer = AIOKafkaProducer(
+            bootstrap_servers=bootstrap, transactional_id=txn_id("aio"), request_timeout_ms=WAIT_S * 1000
+        )
         await asyncio.wait_for(producer.start(), WAIT_S)
         try:
             async with producer.transaction():
@@ -232,12 +235,19 @@ def test_kafka_python_transactional_producer_commit_and_abort(txn_broker):
     topics = [create_topic(bootstrap, unique("kp-a"), 2), create_topic(bootstrap, unique("kp-b"), 2)]
     tps = [(t, p) for t in topics for p in range(2)]
     delivered: Rows = {}
-    producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=txn_id("kp"),
-                             request_timeout_ms=WAIT_S * 1000, max_block_ms=WAIT_S * 1000)
+    producer = KafkaProducer(
+        bootstrap_servers=bootstrap,
+        transactional_id=txn_id("kp"),
+        request_timeout_ms=WAIT_S * 1000,
+        max_block_ms=WAIT_S * 1000,
+    )
 
     def send_all(label: str) -> None:
-        sent = [(f"{label} {t}/{p} #{i}".encode(), producer.send(t, f"{label} {t}/{p} #{i}".encode(), partition=p))
-                for i in range(3) for t, p in tps]
+        sent = [
+            (f"{label} {t}/{p} #{i}".encode(), producer.send(t, f"{label} {t}/{p} #{i}".encode(), partition=p))
+            for i in range(3)
+            for t, p in tps
+        ]
         producer.flush(timeout=WAIT_S)
         for value, future in sent:
             meta = future.get(timeout=WAIT_S)
@@ -307,8 +317,16 @@ def test_confluent_send_offsets_to_transaction(txn_broker):
 
     bootstrap = txn_broker.bootstrap
     source, sink, group = make_input(bootstrap, "ck-ctp")
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "isolation.level": "read_committed",
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest", **FAST_GROUP})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            **FAST_GROUP,
+        }
+    )
     producer = ConfluentTxnProducer(bootstrap, txn_id("ck-ctp"))
     written: list[tuple[int, bytes]] = []
 
@@ -317,8 +335,9 @@ def test_confluent_send_offsets_to_transaction(txn_broker):
         for msg in messages:
             producer.produce(sink, msg.partition(), b"out:" + msg.value())
         producer.flush()
-        producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
-                                             consumer.consumer_group_metadata(), WAIT_S)
+        producer.send_offsets_to_transaction(
+            consumer.position(consumer.assignment()), consumer.consumer_group_metadata(), WAIT_S
+        )
         pending_offsets(bootstrap, group, source, stable)
         if commit:
             producer.commit_transaction(WAIT_S)
@@ -335,16 +354,19 @@ def test_confluent_send_offsets_to_transaction(txn_broker):
         produce(bootstrap, source, [f"in-{i}".encode() for i in range(20, 30)], partitions=INPUTS)
         batch = poll_confluent(consumer, 10)
         copy(batch, False, {0: 10, 1: 10})
-        wait_until(lambda: offset_fetch(bootstrap, group, source, True) == {0: (0, 10), 1: (0, 10)},
-                   what="the aborted offsets to be dropped")
+        wait_until(
+            lambda: offset_fetch(bootstrap, group, source, True) == {0: (0, 10), 1: (0, 10)},
+            what="the aborted offsets to be dropped",
+        )
         assert committed(bootstrap, group, source, INPUTS) == {0: 10, 1: 10}
 
         # what a copier does after an abort: back to the committed offsets, the same records again
         for tp in consumer.committed(consumer.assignment(), timeout=WAIT_S):
             consumer.seek(tp)
         again = poll_confluent(consumer, 10)
-        assert sorted((m.partition(), m.offset(), m.value()) for m in again) == \
-            sorted((m.partition(), m.offset(), m.value()) for m in batch)
+        assert sorted((m.partition(), m.offset(), m.value()) for m in again) == sorted(
+            (m.partition(), m.offset(), m.value()) for m in batch
+        )
         copy(again, True, {0: 10, 1: 10})
         wait_committed(bootstrap, group, source, {0: 15, 1: 15})
     finally:
@@ -384,11 +406,19 @@ def test_aiokafka_send_offsets_to_transaction(txn_broker):
         await asyncio.to_thread(pending_offsets, bootstrap, group, source, stable)
 
     async def run() -> None:
-        consumer = AIOKafkaConsumer(source, bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
-                                    isolation_level="read_committed", auto_offset_reset="earliest",
-                                    session_timeout_ms=6000, heartbeat_interval_ms=500)
-        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=txn_id("aio-ctp"),
-                                    request_timeout_ms=WAIT_S * 1000)
+        consumer = AIOKafkaConsumer(
+            source,
+            bootstrap_servers=bootstrap,
+            group_id=group,
+            enable_auto_commit=False,
+            isolation_level="read_committed",
+            auto_offset_reset="earliest",
+            session_timeout_ms=6000,
+            heartbeat_interval_ms=500,
+        )
+        producer = AIOKafkaProducer(
+            bootstrap_servers=bootstrap, transactional_id=txn_id("aio-ctp"), request_timeout_ms=WAIT_S * 1000
+        )
         await asyncio.wait_for(consumer.start(), WAIT_S)
         await asyncio.wait_for(producer.start(), WAIT_S)
         try:
@@ -398,20 +428,25 @@ def test_aiokafka_send_offsets_to_transaction(txn_broker):
             written.extend((r.partition, r.value) for r in records)
             await asyncio.to_thread(wait_committed, bootstrap, group, source, {0: 10, 1: 10})
 
-            await asyncio.to_thread(produce, bootstrap, source, [f"in-{i}".encode() for i in range(20, 30)],
-                                    INPUTS)
+            await asyncio.to_thread(produce, bootstrap, source, [f"in-{i}".encode() for i in range(20, 30)], INPUTS)
             records = await poll(consumer, 10)
             with pytest.raises(Abort):
                 async with producer.transaction():
                     await copy(producer, consumer, records, {0: 10, 1: 10})
                     raise Abort()
-            await asyncio.to_thread(wait_until, lambda: offset_fetch(bootstrap, group, source, True) ==
-                                    {0: (0, 10), 1: (0, 10)}, WAIT_S, 0.05, "the aborted offsets to go")
+            await asyncio.to_thread(
+                wait_until,
+                lambda: offset_fetch(bootstrap, group, source, True) == {0: (0, 10), 1: (0, 10)},
+                WAIT_S,
+                0.05,
+                "the aborted offsets to go",
+            )
             for tp in consumer.assignment():
                 consumer.seek(tp, 10)
             again = await poll(consumer, 10)
-            assert sorted((r.partition, r.offset, r.value) for r in again) == \
-                sorted((r.partition, r.offset, r.value) for r in records)
+            assert sorted((r.partition, r.offset, r.value) for r in again) == sorted(
+                (r.partition, r.offset, r.value) for r in records
+            )
             async with producer.transaction():
                 await copy(producer, consumer, again, {0: 10, 1: 10})
             written.extend((r.partition, r.value) for r in again)
@@ -432,11 +467,22 @@ def test_kafka_python_send_offsets_to_transaction(txn_broker):
     bootstrap = txn_broker.bootstrap
     source, sink, group = make_input(bootstrap, "kp-ctp")
     written: list[tuple[int, bytes]] = []
-    consumer = KafkaConsumer(source, bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
-                             isolation_level="read_committed", auto_offset_reset="earliest",
-                             session_timeout_ms=6000, heartbeat_interval_ms=500)
-    producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=txn_id("kp-ctp"),
-                             request_timeout_ms=WAIT_S * 1000, max_block_ms=WAIT_S * 1000)
+    consumer = KafkaConsumer(
+        source,
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        enable_auto_commit=False,
+        isolation_level="read_committed",
+        auto_offset_reset="earliest",
+        session_timeout_ms=6000,
+        heartbeat_interval_ms=500,
+    )
+    producer = KafkaProducer(
+        bootstrap_servers=bootstrap,
+        transactional_id=txn_id("kp-ctp"),
+        request_timeout_ms=WAIT_S * 1000,
+        max_block_ms=WAIT_S * 1000,
+    )
 
     def poll(count: int) -> list[Any]:
         out = []
@@ -469,13 +515,16 @@ def test_kafka_python_send_offsets_to_transaction(txn_broker):
         produce(bootstrap, source, [f"in-{i}".encode() for i in range(20, 30)], partitions=INPUTS)
         records = poll(10)
         copy(records, False, {0: 10, 1: 10})
-        wait_until(lambda: offset_fetch(bootstrap, group, source, True) == {0: (0, 10), 1: (0, 10)},
-                   what="the aborted offsets to be dropped")
+        wait_until(
+            lambda: offset_fetch(bootstrap, group, source, True) == {0: (0, 10), 1: (0, 10)},
+            what="the aborted offsets to be dropped",
+        )
         for tp in consumer.assignment():
             consumer.seek(tp, 10)
         again = poll(10)
-        assert sorted((r.partition, r.offset, r.value) for r in again) == \
-            sorted((r.partition, r.offset, r.value) for r in records)
+        assert sorted((r.partition, r.offset, r.value) for r in again) == sorted(
+            (r.partition, r.offset, r.value) for r in records
+        )
         copy(again, True, {0: 10, 1: 10})
         wait_committed(bootstrap, group, source, {0: 15, 1: 15})
     finally:
@@ -502,14 +551,17 @@ def test_transaction_with_only_offsets(txn_broker):
         producer.init_transactions(WAIT_S)
         for offsets, commit in (({0: 4, 1: 6}, True), ({0: 9, 1: 9}, False), ({0: 5, 1: 8}, True)):
             producer.begin_transaction()
-            producer.send_offsets_to_transaction([TopicPartition(topic, p, o) for p, o in offsets.items()],
-                                                 member.consumer_group_metadata(), WAIT_S)
+            producer.send_offsets_to_transaction(
+                [TopicPartition(topic, p, o) for p, o in offsets.items()], member.consumer_group_metadata(), WAIT_S
+            )
             (producer.commit_transaction if commit else producer.abort_transaction)(WAIT_S)
             if commit:
                 wait_committed(bootstrap, group, topic, offsets)
             else:
-                wait_until(lambda: offset_fetch(bootstrap, group, topic, True) == {0: (0, 4), 1: (0, 6)},
-                           what="the aborted offsets to be dropped")
+                wait_until(
+                    lambda: offset_fetch(bootstrap, group, topic, True) == {0: (0, 4), 1: (0, 6)},
+                    what="the aborted offsets to be dropped",
+                )
     finally:
         member.close()
 
@@ -528,8 +580,14 @@ def test_read_committed_consumer_tails_live_transactions(txn_broker, reader):
     producer.init_transactions(WAIT_S)
     got: list[tuple[int, bytes]] = []
     if reader == "confluent-kafka":
-        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("unused"),
-                             "isolation.level": "read_committed", "enable.auto.commit": False})
+        consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": unique("unused"),
+                "isolation.level": "read_committed",
+                "enable.auto.commit": False,
+            }
+        )
         consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
 
         def poll_once() -> None:
@@ -538,8 +596,13 @@ def test_read_committed_consumer_tails_live_transactions(txn_broker, reader):
                 assert msg.error() is None, msg.error()
                 got.append((msg.offset(), msg.value()))
     else:
-        consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-                                 auto_offset_reset="earliest", isolation_level="read_committed")
+        consumer = KafkaConsumer(
+            bootstrap_servers=bootstrap,
+            group_id=None,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            isolation_level="read_committed",
+        )
         consumer.assign([KpTopicPartition(topic, 0)])
         consumer.seek_to_beginning()
 

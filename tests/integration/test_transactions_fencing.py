@@ -81,8 +81,9 @@ def test_kafka_python_producer_is_fenced(txn_broker):
     bootstrap = txn_broker.bootstrap
     topic = create_topic(bootstrap, unique("kp-fence"), 1)
     tid = txn_id("kp-fence")
-    zombie = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=tid, request_timeout_ms=WAIT_S * 1000,
-                           max_block_ms=WAIT_S * 1000)
+    zombie = KafkaProducer(
+        bootstrap_servers=bootstrap, transactional_id=tid, request_timeout_ms=WAIT_S * 1000, max_block_ms=WAIT_S * 1000
+    )
     try:
         zombie.init_transactions()
         zombie.begin_transaction()
@@ -145,8 +146,9 @@ def test_stalled_transaction_is_aborted_and_its_producer_fenced(txn_broker):
         stalled.init_transactions(WAIT_S)
         stalled.begin_transaction()
         try:
-            stalled.send_offsets_to_transaction([TopicPartition(topic, p, 7) for p in range(2)],
-                                                member.consumer_group_metadata(), WAIT_S)
+            stalled.send_offsets_to_transaction(
+                [TopicPartition(topic, p, 7) for p in range(2)], member.consumer_group_metadata(), WAIT_S
+            )
         finally:
             member.close()
         for p in range(2):
@@ -160,14 +162,19 @@ def test_stalled_transaction_is_aborted_and_its_producer_fenced(txn_broker):
         assert len(offsets_partitions) == 1
 
         # the stall: the producer makes no call while the coordinator times the transaction out
-        aborted = wait_until(lambda: (d := admin.describe_transactions([tid])[tid]).state == "CompleteAbort" and d,
-                             interval=0.2, what="the coordinator to abort the timed-out transaction")
+        aborted = wait_until(
+            lambda: (d := admin.describe_transactions([tid])[tid]).state == "CompleteAbort" and d,
+            interval=0.2,
+            what="the coordinator to abort the timed-out transaction",
+        )
     finally:
         admin.close()
     assert aborted.producer_epoch == began.producer_epoch + 1 and aborted.topic_partitions == set()
     # the abort marker in __consumer_offsets dropped the pending offsets
-    wait_until(lambda: offset_fetch(bootstrap, group, topic, True) == {0: (0, -1), 1: (0, -1)},
-               what="the timed-out transaction's offsets to be dropped")
+    wait_until(
+        lambda: offset_fetch(bootstrap, group, topic, True) == {0: (0, -1), 1: (0, -1)},
+        what="the timed-out transaction's offsets to be dropped",
+    )
 
     with pytest.raises(KafkaException) as failure:
         stalled.commit_transaction(WAIT_S)
@@ -208,8 +215,12 @@ def test_transaction_timeout_above_the_broker_maximum_is_refused(txn_broker):
 
 def raw_until_ok(call, what: str):
     """Repeat a raw request while the broker answers a retriable coordinator error (as a client would)."""
-    retriable = {ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
-                 ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.CONCURRENT_TRANSACTIONS}
+    retriable = {
+        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        ErrorCode.NOT_COORDINATOR,
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+        ErrorCode.CONCURRENT_TRANSACTIONS,
+    }
     found = []
 
     def attempt():
@@ -224,23 +235,48 @@ def raw_until_ok(call, what: str):
 
 
 def txn_batch(values: list[bytes], producer_id: int, producer_epoch: int, base_sequence: int) -> bytes:
-    return build_batch([NewRecord(v) for v in values], producer_id=producer_id, producer_epoch=producer_epoch,
-                       base_sequence=base_sequence, transactional=True)
+    return build_batch(
+        [NewRecord(v) for v in values],
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        transactional=True,
+    )
 
 
 def raw_produce(client: RawClient, transactional_id: str, topic: str, batches: dict[int, bytes]) -> dict[int, tuple]:
     """One Produce v9 (acks=all) with a batch per partition: partition -> (error code, base offset)."""
-    response = client.request(0, 9, {"transactional_id": transactional_id, "acks": -1, "timeout": 10_000,
-                                     "topic_data": [{"name": topic, "partition_data": [
-                                         {"index": p, "records": b} for p, b in batches.items()]}]})
+    response = client.request(
+        0,
+        9,
+        {
+            "transactional_id": transactional_id,
+            "acks": -1,
+            "timeout": 10_000,
+            "topic_data": [{"name": topic, "partition_data": [{"index": p, "records": b} for p, b in batches.items()]}],
+        },
+    )
     [entry] = response.responses
     return {p.index: (int(p.error_code), p.base_offset) for p in entry.partition_responses}
 
 
 def high_watermarks(client: RawClient, topic: str, partitions: int) -> list[int]:
-    response = client.request(2, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
-        {"name": topic, "partitions": [{"partition_index": p, "timestamp": -1, "current_leader_epoch": -1}
-                                       for p in range(partitions)]}]})
+    response = client.request(
+        2,
+        7,
+        {
+            "replica_id": -1,
+            "isolation_level": 0,
+            "topics": [
+                {
+                    "name": topic,
+                    "partitions": [
+                        {"partition_index": p, "timestamp": -1, "current_leader_epoch": -1} for p in range(partitions)
+                    ],
+                }
+            ],
+        },
+    )
     [entry] = response.topics
     return [p.offset for p in sorted(entry.partitions, key=lambda p: p.partition_index)]
 
@@ -253,12 +289,17 @@ def test_transactional_produce_to_a_partition_the_transaction_did_not_add_is_ref
     topic = create_topic(bootstrap, unique("kip890"), 2)
     tid = txn_id("kip890")
     with RawClient(bootstrap) as client:
-        found = raw_until_ok(lambda: client.request(10, 4, {"key_type": 1, "coordinator_keys": [tid]}).coordinators[0],
-                             "the transaction coordinator")
+        found = raw_until_ok(
+            lambda: client.request(10, 4, {"key_type": 1, "coordinator_keys": [tid]}).coordinators[0],
+            "the transaction coordinator",
+        )
         assert (found.node_id, f"{found.host}:{found.port}") == (0, bootstrap)
-        init = raw_until_ok(lambda: client.request(22, 4, {"transactional_id": tid, "transaction_timeout": 60_000,
-                                                           "producer_id": -1, "producer_epoch": -1}),
-                            "InitProducerId")
+        init = raw_until_ok(
+            lambda: client.request(
+                22, 4, {"transactional_id": tid, "transaction_timeout": 60_000, "producer_id": -1, "producer_epoch": -1}
+            ),
+            "InitProducerId",
+        )
         pid, epoch = init.producer_id, init.producer_epoch
 
         # no transaction at all yet: refused on both partitions
@@ -267,18 +308,33 @@ def test_transactional_produce_to_a_partition_the_transaction_did_not_add_is_ref
         assert high_watermarks(client, topic, 2) == [0, 0]
 
         # the transaction adds partition 0 only: one request, partition 0 appended, partition 1 refused
-        added = client.request(24, 3, {"v3_and_below_transactional_id": tid, "v3_and_below_producer_id": pid,
-                                       "v3_and_below_producer_epoch": epoch,
-                                       "v3_and_below_topics": [{"name": topic, "partitions": [0]}]})
+        added = client.request(
+            24,
+            3,
+            {
+                "v3_and_below_transactional_id": tid,
+                "v3_and_below_producer_id": pid,
+                "v3_and_below_producer_epoch": epoch,
+                "v3_and_below_topics": [{"name": topic, "partitions": [0]}],
+            },
+        )
         [result] = added.results_by_topic_v3_and_below
         assert [(r.partition_index, int(r.partition_error_code)) for r in result.results_by_partition] == [(0, 0)]
-        mixed = raw_produce(client, tid, topic, {0: txn_batch([b"added-0", b"added-1"], pid, epoch, 0),
-                                                 1: txn_batch([b"not-added"], pid, epoch, 0)})
+        mixed = raw_produce(
+            client,
+            tid,
+            topic,
+            {0: txn_batch([b"added-0", b"added-1"], pid, epoch, 0), 1: txn_batch([b"not-added"], pid, epoch, 0)},
+        )
         assert mixed == {0: (0, 0), 1: (ErrorCode.INVALID_TXN_STATE, -1)}
         assert high_watermarks(client, topic, 2) == [2, 0]
 
-        raw_until_ok(lambda: client.request(26, 3, {"transactional_id": tid, "producer_id": pid,
-                                                     "producer_epoch": epoch, "committed": True}), "EndTxn")
+        raw_until_ok(
+            lambda: client.request(
+                26, 3, {"transactional_id": tid, "producer_id": pid, "producer_epoch": epoch, "committed": True}
+            ),
+            "EndTxn",
+        )
     assert_reads(bootstrap, {(topic, 0): [(0, b"added-0"), (1, b"added-1")]}, "read_committed")
     with RawClient(bootstrap) as client:
         wait_until(lambda: high_watermarks(client, topic, 2) == [3, 0], what="the commit marker on partition 0")
@@ -317,18 +373,28 @@ def test_describe_and_list_transactions_with_kafka_python_admin(txn_broker):
         assert mine not in admin.list_transactions(state_filters=["CompleteCommit"])[0]
 
         [state] = admin.describe_producers([TopicPartition(topic, 1)])[TopicPartition(topic, 1)].active_producers
-        assert (state.producer_id, state.producer_epoch, state.last_sequence) == \
-            (ongoing.producer_id, ongoing.producer_epoch, 0)
+        assert (state.producer_id, state.producer_epoch, state.last_sequence) == (
+            ongoing.producer_id,
+            ongoing.producer_epoch,
+            0,
+        )
         assert state.current_transaction_start_offset == 0
 
         producer.commit_transaction(WAIT_S)
-        done = wait_until(lambda: (d := admin.describe_transactions([tid])[tid]).state ==
-                          TransactionState.COMPLETE_COMMIT and d, what="CompleteCommit")
-        assert (done.producer_id, done.producer_epoch, done.topic_partitions) == \
-            (ongoing.producer_id, ongoing.producer_epoch, set())
+        done = wait_until(
+            lambda: (d := admin.describe_transactions([tid])[tid]).state == TransactionState.COMPLETE_COMMIT and d,
+            what="CompleteCommit",
+        )
+        assert (done.producer_id, done.producer_epoch, done.topic_partitions) == (
+            ongoing.producer_id,
+            ongoing.producer_epoch,
+            set(),
+        )
         assert mine not in admin.list_transactions(state_filters=["Ongoing"])[0]
-        assert TransactionListing(tid, ongoing.producer_id, TransactionState.COMPLETE_COMMIT) in \
-            admin.list_transactions(state_filters=["CompleteCommit"])[0]
+        assert (
+            TransactionListing(tid, ongoing.producer_id, TransactionState.COMPLETE_COMMIT)
+            in admin.list_transactions(state_filters=["CompleteCommit"])[0]
+        )
         [state] = admin.describe_producers([TopicPartition(topic, 1)])[TopicPartition(topic, 1)].active_producers
         assert state.current_transaction_start_offset == -1
 
@@ -370,8 +436,9 @@ def test_transactions_survive_a_broker_restart(tmp_path, how):
         group = unique("restart-group")
         group_member = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
         try:
-            producer.send_offsets_to_transaction([TopicPartition(topic, p, 2 + p) for p in range(2)],
-                                                 group_member.consumer_group_metadata(), WAIT_S)
+            producer.send_offsets_to_transaction(
+                [TopicPartition(topic, p, 2 + p) for p in range(2)], group_member.consumer_group_metadata(), WAIT_S
+            )
         finally:
             group_member.close()
         assert describe(bootstrap, tid).state == "Ongoing"
@@ -401,8 +468,11 @@ def test_idle_transactional_id_expires(tmp_path):
     __transaction_state); the next init_transactions for it starts from scratch."""
     from kafka.errors import TransactionalIdNotFoundError
 
-    overrides = {**TXN_BROKER, "transactional.id.expiration.ms": "2000",
-                 "transaction.remove.expired.transaction.cleanup.interval.ms": "200"}
+    overrides = {
+        **TXN_BROKER,
+        "transactional.id.expiration.ms": "2000",
+        "transaction.remove.expired.transaction.cleanup.interval.ms": "200",
+    }
     with BrokerProcess(tmp_path / "data", overrides) as broker:
         bootstrap = broker.bootstrap
         topic = create_topic(bootstrap, unique("expire"), 1)

@@ -21,8 +21,11 @@ from tests.integration.clients import WAIT_S, RawClient, kcat_consume, wait_unti
 
 # Small internal topics (their first use creates every partition) and a coordinator that looks
 # for timed-out transactions five times a second, so that the timeout tests end in seconds.
-TXN_BROKER = {"transaction.state.log.num.partitions": "4", "offsets.topic.num.partitions": "4",
-              "transaction.abort.timed.out.transaction.cleanup.interval.ms": "200"}
+TXN_BROKER = {
+    "transaction.state.log.num.partitions": "4",
+    "offsets.topic.num.partitions": "4",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "200",
+}
 
 # librdkafka's log (the fenced producers' fatal errors, reconnects after a broker stops) goes to
 # logging, which pytest captures, rather than to stderr
@@ -53,9 +56,16 @@ class ConfluentTxnProducer:
 
         self.errors: list[Any] = []
         self.delivered: Rows = {}
-        self.producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id,
-                                  "linger.ms": 5, "error_cb": self.errors.append, "logger": LIBRDKAFKA_LOG,
-                                  **config})
+        self.producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "transactional.id": transactional_id,
+                "linger.ms": 5,
+                "error_cb": self.errors.append,
+                "logger": LIBRDKAFKA_LOG,
+                **config,
+            }
+        )
 
     def _on_delivery(self, err, msg) -> None:
         if err is not None:
@@ -98,9 +108,16 @@ SMALL_FETCH_BYTES = 600
 def read_confluent(bootstrap: str, want: dict[TP, int], isolation: str, small: bool = False) -> Rows:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("unused"), "enable.auto.commit": False,
-                         "isolation.level": isolation, "enable.partition.eof": False,
-                         **({"max.partition.fetch.bytes": SMALL_FETCH_BYTES} if small else {})})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": unique("unused"),
+            "enable.auto.commit": False,
+            "isolation.level": isolation,
+            "enable.partition.eof": False,
+            **({"max.partition.fetch.bytes": SMALL_FETCH_BYTES} if small else {}),
+        }
+    )
     out: Rows = {tp: [] for tp in want}
     try:
         consumer.assign([TopicPartition(t, p, OFFSET_BEGINNING) for t, p in want])
@@ -119,9 +136,14 @@ def read_confluent(bootstrap: str, want: dict[TP, int], isolation: str, small: b
 def read_kafka_python(bootstrap: str, want: dict[TP, int], isolation: str, small: bool = False) -> Rows:
     from kafka import KafkaConsumer, TopicPartition
 
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-                             auto_offset_reset="earliest", isolation_level=isolation,
-                             **({"max_partition_fetch_bytes": SMALL_FETCH_BYTES} if small else {}))
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        isolation_level=isolation,
+        **({"max_partition_fetch_bytes": SMALL_FETCH_BYTES} if small else {}),
+    )
     out: Rows = {tp: [] for tp in want}
     try:
         consumer.assign([TopicPartition(t, p) for t, p in want])
@@ -139,9 +161,14 @@ def read_aiokafka(bootstrap: str, want: dict[TP, int], isolation: str, small: bo
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
     async def run() -> Rows:
-        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-                                    auto_offset_reset="earliest", isolation_level=isolation,
-                                    **({"max_partition_fetch_bytes": SMALL_FETCH_BYTES} if small else {}))
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap,
+            group_id=None,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            isolation_level=isolation,
+            **({"max_partition_fetch_bytes": SMALL_FETCH_BYTES} if small else {}),
+        )
         await asyncio.wait_for(consumer.start(), WAIT_S)
         out: Rows = {tp: [] for tp in want}
         try:
@@ -166,6 +193,7 @@ def read_kcat(bootstrap: str, want: dict[TP, int], isolation: str, small: bool =
         extra += ["-X", f"max.partition.fetch.bytes={SMALL_FETCH_BYTES}"]
     out: Rows = {}
     for (topic, partition), count in want.items():
+
         def read():
             got = kcat_consume(bootstrap, topic, partition, "beginning", *extra)
             return got if len(got) >= count else None
@@ -174,12 +202,17 @@ def read_kcat(bootstrap: str, want: dict[TP, int], isolation: str, small: bool =
     return out
 
 
-READERS = {"confluent-kafka": read_confluent, "kafka-python": read_kafka_python, "aiokafka": read_aiokafka,
-           "kcat": read_kcat}
+READERS = {
+    "confluent-kafka": read_confluent,
+    "kafka-python": read_kafka_python,
+    "aiokafka": read_aiokafka,
+    "kcat": read_kcat,
+}
 
 
-def assert_reads(bootstrap: str, expected: Rows, isolation: str, reader: str = "confluent-kafka",
-                 small: bool = False) -> None:
+def assert_reads(
+    bootstrap: str, expected: Rows, isolation: str, reader: str = "confluent-kafka", small: bool = False
+) -> None:
     """The reader gets exactly ``expected``: the same records at the same offsets, in order, and nothing else."""
     got = READERS[reader](bootstrap, {tp: len(rows) for tp, rows in expected.items()}, isolation, small)
     for tp in sorted(expected):
@@ -194,8 +227,15 @@ INPUTS = 2  # partitions of the topics whose group offsets the tests commit
 def offset_fetch(bootstrap: str, group: str, topic: str, require_stable: bool) -> dict[int, tuple[int, int]]:
     """OffsetFetch v7 as a read_committed consumer sends it: partition -> (error code, committed offset)."""
     with RawClient(bootstrap) as client:
-        response = client.request(9, 7, {"group_id": group, "require_stable": require_stable,
-                                         "topics": [{"name": topic, "partition_indexes": list(range(INPUTS))}]})
+        response = client.request(
+            9,
+            7,
+            {
+                "group_id": group,
+                "require_stable": require_stable,
+                "topics": [{"name": topic, "partition_indexes": list(range(INPUTS))}],
+            },
+        )
     assert int(response.error_code) == 0, response
     [entry] = response.topics
     return {p.partition_index: (int(p.error_code), p.committed_offset) for p in entry.partitions}
@@ -211,8 +251,10 @@ def pending_offsets(bootstrap: str, group: str, topic: str, stable: dict[int, in
 
 def wait_committed(bootstrap: str, group: str, topic: str, expected: dict[int, int]) -> None:
     """The group's offsets as confluent-kafka sees them, once the markers have made them stable."""
-    wait_until(lambda: offset_fetch(bootstrap, group, topic, True) == {p: (0, o) for p, o in expected.items()},
-               what=f"committed offsets {expected}")
+    wait_until(
+        lambda: offset_fetch(bootstrap, group, topic, True) == {p: (0, o) for p, o in expected.items()},
+        what=f"committed offsets {expected}",
+    )
     assert committed(bootstrap, group, topic, INPUTS) == expected
 
 
@@ -229,8 +271,9 @@ def describe(bootstrap: str, transactional_id: str):
         admin.close()
 
 
-def assert_only_successor_visible(bootstrap: str, topic: str, partitions: int, zombie: Rows,
-                                  successor: ConfluentTxnProducer) -> None:
+def assert_only_successor_visible(
+    bootstrap: str, topic: str, partitions: int, zombie: Rows, successor: ConfluentTxnProducer
+) -> None:
     """The successor commits one record per partition: read_committed gets only those, read_uncommitted
     the zombie's records as well (they were written, then aborted)."""
     successor.begin_transaction()

@@ -38,7 +38,7 @@ class Scrape:
 
     def total(self, name: str, **labels: str) -> float:
         """Sum of the samples whose labels include these."""
-        return sum(v for l, v in self.samples.get(name, []) if all(l.get(k) == x for k, x in labels.items()))
+        return sum(v for found, v in self.samples.get(name, []) if all(found.get(k) == x for k, x in labels.items()))
 
 
 def scrape(url: str, timeout_s: float = 10) -> Scrape:

@@ -43,9 +43,9 @@ def test_request_counts_histograms_connections_and_process_metrics(tmp_path):
         produce_count = after.value("kafka_network_requestmetrics_totaltimems_count", request="Produce")
         assert produce_count == after.value(requests, request="Produce")
         buckets = [
-            (float(l["le"]), v)
-            for l, v in after.samples["kafka_network_requestmetrics_totaltimems_bucket"]
-            if l["request"] == "Produce"
+            (float(labels["le"]), v)
+            for labels, v in after.samples["kafka_network_requestmetrics_totaltimems_bucket"]
+            if labels["request"] == "Produce"
         ]
         assert [v for _, v in sorted(buckets)] == sorted(v for _, v in buckets)
         assert max(buckets)[1] == produce_count and max(buckets)[0] == float("inf")

@@ -16,8 +16,12 @@ def place(bootstrap: str, topic: str, orders: list[dict], timeout: float = 60.0)
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
     failures = []
     for order in orders:
-        producer.produce(topic, json.dumps(order).encode(), order["customer"].encode(),
-                         on_delivery=lambda err, msg: err and failures.append(err))
+        producer.produce(
+            topic,
+            json.dumps(order).encode(),
+            order["customer"].encode(),
+            on_delivery=lambda err, msg: err and failures.append(err),
+        )
     left = producer.flush(timeout)
     if failures or left:
         raise KafkaException(failures[0] if failures else f"{left} orders not acknowledged")
@@ -25,8 +29,14 @@ def place(bootstrap: str, topic: str, orders: list[dict], timeout: float = 60.0)
 
 def bill(bootstrap: str, orders_topic: str, totals_topic: str, count: int, timeout: float = 60.0) -> dict[str, float]:
     """Consume ``count`` orders, publish each customer's total, commit; returns the totals."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "billing", "auto.offset.reset": "earliest",
-                         "enable.auto.commit": False})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "billing",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
     totals: dict[str, float] = {}
     seen = 0

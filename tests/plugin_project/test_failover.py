@@ -6,8 +6,9 @@ import orders
 
 
 def test_orders_keep_flowing_when_a_leader_is_killed(strom_cluster):
-    topic = strom_cluster.create_topic("payments", partitions=3, replication_factor=3,
-                                       config={"min.insync.replicas": "2"})
+    topic = strom_cluster.create_topic(
+        "payments", partitions=3, replication_factor=3, config={"min.insync.replicas": "2"}
+    )
     before = [{"id": i, "customer": f"c{i % 5}", "total": float(i)} for i in range(30)]
     orders.place(strom_cluster.bootstrap_servers, topic, before)
 

@@ -12,6 +12,7 @@ from strom.protocol.api import (
     request_class,
     request_header_version,
     response_class,
+    response_class_for,
     response_header_version,
 )
 from strom.protocol.errors import (
@@ -37,10 +38,18 @@ def test_api_keys_match_kio():
 def test_error_codes_match_kio():
     assert {m.name.upper(): m.value for m in KioErrorCode} == {m.name: m.value for m in ErrorCode}
     for name, value in [
-        ("NONE", 0), ("UNKNOWN_SERVER_ERROR", -1), ("CORRUPT_MESSAGE", 2), ("NOT_LEADER_OR_FOLLOWER", 6),
-        ("MESSAGE_TOO_LARGE", 10), ("INVALID_TOPIC_EXCEPTION", 17), ("UNSUPPORTED_VERSION", 35),
-        ("INVALID_REQUEST", 42), ("DUPLICATE_SEQUENCE_NUMBER", 46), ("FENCED_LEADER_EPOCH", 74),
-        ("UNKNOWN_LEADER_EPOCH", 75), ("INVALID_RECORD", 87),
+        ("NONE", 0),
+        ("UNKNOWN_SERVER_ERROR", -1),
+        ("CORRUPT_MESSAGE", 2),
+        ("NOT_LEADER_OR_FOLLOWER", 6),
+        ("MESSAGE_TOO_LARGE", 10),
+        ("INVALID_TOPIC_EXCEPTION", 17),
+        ("UNSUPPORTED_VERSION", 35),
+        ("INVALID_REQUEST", 42),
+        ("DUPLICATE_SEQUENCE_NUMBER", 46),
+        ("FENCED_LEADER_EPOCH", 74),
+        ("UNKNOWN_LEADER_EPOCH", 75),
+        ("INVALID_RECORD", 87),
     ]:
         assert ErrorCode[name] == value
     assert ErrorCode.NOT_LEADER_OR_FOLLOWER.retriable and not ErrorCode.INVALID_RECORD.retriable
@@ -74,6 +83,16 @@ def test_classes_come_from_kio():
     assert request_class(999, 0) is None and response_class(3, 999) is None
     assert known_versions(ApiKey.API_VERSIONS) == range(0, 5)
     assert known_versions(ApiKey.CONTROLLED_SHUTDOWN) == range(0)
+
+
+def test_response_class_for_a_served_version_is_never_none():
+    from kio.schema.produce.v9.response import ProduceResponse
+
+    assert response_class_for(ApiKey.PRODUCE, 9) is ProduceResponse
+    with pytest.raises(UnsupportedVersionError) as raised:
+        response_class_for(ApiKey.METADATA, 999)
+    assert raised.value.error_code == ErrorCode.UNSUPPORTED_VERSION
+    assert "api_key 3 version 999" in raised.value.message
 
 
 def test_unknown_lookups_are_not_cached():

@@ -19,9 +19,20 @@ from strom.protocol.errors import DecodeError, ErrorCode, UnsupportedVersionErro
 st.register_type_strategy(Records, st.binary(max_size=64).map(Records))
 
 REQUESTS = [(k, v) for k in sorted(api_key_map) for v in known_versions(k)]
-CORE = {ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.LIST_OFFSETS, ApiKey.METADATA, ApiKey.API_VERSIONS,
-        ApiKey.CREATE_TOPICS, ApiKey.DESCRIBE_CONFIGS, ApiKey.INIT_PRODUCER_ID, ApiKey.JOIN_GROUP,
-        ApiKey.OFFSET_COMMIT, ApiKey.OFFSET_FETCH, ApiKey.FIND_COORDINATOR}
+CORE = {
+    ApiKey.PRODUCE,
+    ApiKey.FETCH,
+    ApiKey.LIST_OFFSETS,
+    ApiKey.METADATA,
+    ApiKey.API_VERSIONS,
+    ApiKey.CREATE_TOPICS,
+    ApiKey.DESCRIBE_CONFIGS,
+    ApiKey.INIT_PRODUCER_ID,
+    ApiKey.JOIN_GROUP,
+    ApiKey.OFFSET_COMMIT,
+    ApiKey.OFFSET_FETCH,
+    ApiKey.FIND_COORDINATOR,
+}
 RECORDS = b"R" * 61 + b"batch"  # opaque to the codec: it must neither parse nor copy it
 
 
@@ -66,8 +77,10 @@ def test_metadata_v12_with_trailing_bytes():
     topic_id = uuid.UUID("01020304-0506-0708-090a-0b0c0d0e0f10")
     data = (
         hexb("03")  # two topics
-        + bytes(16) + hexb("02 61 00")  # no id (zero uuid), name "a"
-        + topic_id.bytes + hexb("00 00")  # by id, null name
+        + bytes(16)
+        + hexb("02 61 00")  # no id (zero uuid), name "a"
+        + topic_id.bytes
+        + hexb("00 00")  # by id, null name
         + hexb("01 00 00")  # allow_auto_topic_creation, include_topic_authorized_operations, no tags
     )
     expected = cls(
@@ -93,9 +106,19 @@ def test_unknown_tagged_fields_are_skipped():
 def test_known_tagged_field():
     # Fetch v12 has cluster_id as tag 0; add an unknown tag 7 after it.
     cls = request_class(ApiKey.FETCH, 12)
-    obj = cls(replica_id=-1, max_wait=timedelta(milliseconds=500), min_bytes=1, max_bytes=1 << 20,
-              isolation_level=0, session_id=0, session_epoch=-1, topics=(), forgotten_topics_data=(),
-              rack_id="", cluster_id="c")
+    obj = cls(
+        replica_id=-1,
+        max_wait=timedelta(milliseconds=500),
+        min_bytes=1,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=(),
+        forgotten_topics_data=(),
+        rack_id="",
+        cluster_id="c",
+    )
     data = encode(obj)
     assert data.endswith(hexb("01 00 02 02 63"))
     assert decode_request(ApiKey.FETCH, 12, data) == obj
@@ -110,7 +133,8 @@ def test_produce_v3():
     data = (
         hexb("ffff ffff 00007530")  # no transactional id, acks=-1, timeout 30 s
         + hexb("00000001 0001 74 00000001 00000000")  # topic "t", one partition, index 0
-        + len(RECORDS).to_bytes(4, "big") + RECORDS
+        + len(RECORDS).to_bytes(4, "big")
+        + RECORDS
     )
     req = decode_request(0, 3, data)
     assert (req.transactional_id, req.acks, req.timeout) == (None, -1, timedelta(seconds=30))
@@ -124,7 +148,10 @@ def test_produce_v9_records_are_views_of_the_frame():
     data = (
         hexb("03 7478 0001 00001388")  # transactional id "tx", acks=1, timeout 5 s
         + hexb("02 02 74 03")  # one topic "t", two partitions
-        + hexb("00000000") + bytes([len(RECORDS) + 1]) + RECORDS + hexb("00")
+        + hexb("00000000")
+        + bytes([len(RECORDS) + 1])
+        + RECORDS
+        + hexb("00")
         + hexb("00000001 00 00")  # partition 1 has null records
         + hexb("00 00")  # topic tags, request tags
     )
@@ -140,8 +167,12 @@ def test_nullable_struct():
     cls = request_class(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0)
     topic, cursor = nested(75, 0, "TopicRequest"), nested(75, 0, "Cursor")
     check(75, 0, hexb("02 02 74 00 000007d0 ff 00"), cls(topics=(topic(name="t"),), cursor=None))
-    check(75, 0, hexb("01 000007d0 01 02 74 00000003 00 00"),
-          cls(topics=(), cursor=cursor(topic_name="t", partition_index=3)))
+    check(
+        75,
+        0,
+        hexb("01 000007d0 01 02 74 00000003 00 00"),
+        cls(topics=(), cursor=cursor(topic_name="t", partition_index=3)),
+    )
 
 
 def test_response_decoding():
@@ -249,7 +280,11 @@ def test_request_round_trip(api_key, version):
 
 
 # Responses are mostly encoded, not decoded; followers decode Fetch responses, so all of those.
-RESPONSES = [(k, v) for k, v in REQUESTS if k == ApiKey.FETCH or (k in CORE and v in (known_versions(k)[0], known_versions(k)[-1]))]
+RESPONSES = [
+    (k, v)
+    for k, v in REQUESTS
+    if k == ApiKey.FETCH or (k in CORE and v in (known_versions(k)[0], known_versions(k)[-1]))
+]
 
 
 @pytest.mark.parametrize("api_key, version", RESPONSES)

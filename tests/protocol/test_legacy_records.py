@@ -75,8 +75,12 @@ def test_bad_message_sets_are_corrupt_messages():
     good = legacy_set(1, 0, ITEMS)
     flipped = bytearray(good)
     flipped[30] ^= 0xFF
-    for bad, why in [(bytes(flipped), "CRC-32"), (good[:-2], "runs past the end"), (good + b"\x00" * 5, "not a message"),
-                     (b"", "no message")]:
+    for bad, why in [
+        (bytes(flipped), "CRC-32"),
+        (good[:-2], "runs past the end"),
+        (good + b"\x00" * 5, "not a message"),
+        (b"", "no message"),
+    ]:
         with pytest.raises(CorruptRecordError, match=why):
             to_record_batch(bad)
     zstd = bytearray(legacy_set(1, 0, ITEMS[:1]))
@@ -98,13 +102,19 @@ def test_batches_become_messages_kafka_python_reads(magic):
     out = to_message_set(data, magic, 11)
     messages = list(iter_messages(out))
     assert [(m.offset, m.magic, m.key, m.value) for m in messages] == [
-        (11, magic, None, None), (12, magic, b"kz", b"z" * 1000), (14, magic, None, b"la")]
+        (11, magic, None, None),
+        (12, magic, b"kz", b"z" * 1000),
+        (14, magic, None, b"la"),
+    ]
     parsed = []
     records = MemoryRecords(out)
     while (batch := records.next_batch()) is not None:
         parsed.extend((r.offset, r.timestamp, r.key, r.value) for r in batch)
     timestamps = [TS + 5, TS + 9, TS] if magic else [None, None, None]
-    assert parsed == [(11, timestamps[0], None, None), (12, timestamps[1], b"kz", b"z" * 1000),
-                      (14, timestamps[2], None, b"la")]
+    assert parsed == [
+        (11, timestamps[0], None, None),
+        (12, timestamps[1], b"kz", b"z" * 1000),
+        (14, timestamps[2], None, b"la"),
+    ]
     if magic == 1:
         assert messages[2].attributes == 0x08  # LogAppendTime, as the batch said

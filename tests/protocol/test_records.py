@@ -20,9 +20,15 @@ def section(records: list[NewRecord], **kwargs) -> bytes:
 
 
 def test_scan_reads_deltas_and_key_lengths_of_every_record():
-    records = [NewRecord(b"v" * n, key=None if n % 3 == 0 else b"k" * n, timestamp=1000 + 7 * n,
-                         headers=[("h", b"x" * n), ("empty", None)] if n % 2 else ())
-               for n in range(200)]  # lengths and deltas past one varint byte
+    records = [
+        NewRecord(
+            b"v" * n,
+            key=None if n % 3 == 0 else b"k" * n,
+            timestamp=1000 + 7 * n,
+            headers=[("h", b"x" * n), ("empty", None)] if n % 2 else (),
+        )
+        for n in range(200)
+    ]  # lengths and deltas past one varint byte
     payload = section(records)
     found = scan_records(payload, 0, len(payload), len(records))
     assert found == [RecordSummary(7 * n, n, -1 if n % 3 == 0 else n) for n in range(200)]

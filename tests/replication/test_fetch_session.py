@@ -70,8 +70,13 @@ def test_epochs_wrap_to_one_and_skip_the_reserved_values():
 
 
 def _entry(index: int, offset: int, epoch: int = 0) -> dict:
-    return {"partition": index, "current_leader_epoch": epoch, "fetch_offset": offset, "log_start_offset": 0,
-            "partition_max_bytes": 1024}
+    return {
+        "partition": index,
+        "current_leader_epoch": epoch,
+        "fetch_offset": offset,
+        "log_start_offset": 0,
+        "partition_max_bytes": 1024,
+    }
 
 
 def test_a_follower_sends_in_full_once_then_only_what_moved_and_starts_over_after_an_error():

@@ -46,11 +46,18 @@ def test_throttled_replica_lists_name_partitions_per_broker():
 
 def test_only_out_of_sync_replicas_of_listed_partitions_are_throttled():
     metadata = MetadataCache()
-    metadata.broker_configs = {"1": {"leader.replication.throttled.rate": "500"},
-                               "<default>": {"follower.replication.throttled.rate": "700"}}
-    metadata.topics = {"t": TopicInfo("t", None, {0: [1, 2], 1: [1, 2]},  # type: ignore[arg-type]
-                                      configs={"leader.replication.throttled.replicas": "0:1",
-                                               "follower.replication.throttled.replicas": "*"})}
+    metadata.broker_configs = {
+        "1": {"leader.replication.throttled.rate": "500"},
+        "<default>": {"follower.replication.throttled.rate": "700"},
+    }
+    metadata.topics = {
+        "t": TopicInfo(
+            "t",
+            None,
+            {0: [1, 2], 1: [1, 2]},  # type: ignore[arg-type]
+            configs={"leader.replication.throttled.replicas": "0:1", "follower.replication.throttled.replicas": "*"},
+        )
+    }
     quotas = ReplicationQuotas(1)
     quotas.update(metadata)
     assert quotas.leader.rate == 500 and quotas.follower.rate == 700

@@ -37,8 +37,10 @@ from strom.protocol.api import ApiKey
 from tests.broker_process import BrokerProcess
 from tests.integration.clients import WAIT_S, RawClient
 
-JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-pw" '
-        'user_bob="bob-pw" user_carol="carol-pw" user_admin="admin-pw";')
+JAAS = (
+    'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-pw" '
+    'user_bob="bob-pw" user_carol="carol-pw" user_admin="admin-pw";'
+)
 PASSWORDS = {"alice": "alice-pw", "bob": "bob-pw", "carol": "carol-pw", "admin": "admin-pw"}
 ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY
 LITERAL, PREFIXED = ResourcePatternType.LITERAL, ResourcePatternType.PREFIXED
@@ -51,12 +53,23 @@ class Secured:
         self._admins: dict[str, AdminClient] = {}  # kept: a collected client fails its pending futures
 
     def config(self, user: str, **extra) -> dict:
-        return {"bootstrap.servers": f"127.0.0.1:{self.sasl_port}", "security.protocol": "SASL_PLAINTEXT",
-                "sasl.mechanism": "PLAIN", "sasl.username": user, "sasl.password": PASSWORDS[user], **extra}
+        return {
+            "bootstrap.servers": f"127.0.0.1:{self.sasl_port}",
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN",
+            "sasl.username": user,
+            "sasl.password": PASSWORDS[user],
+            **extra,
+        }
 
     def kafka_python(self, user: str) -> dict:
-        return {"bootstrap_servers": f"127.0.0.1:{self.sasl_port}", "security_protocol": "SASL_PLAINTEXT",
-                "sasl_mechanism": "PLAIN", "sasl_plain_username": user, "sasl_plain_password": PASSWORDS[user]}
+        return {
+            "bootstrap_servers": f"127.0.0.1:{self.sasl_port}",
+            "security_protocol": "SASL_PLAINTEXT",
+            "sasl_mechanism": "PLAIN",
+            "sasl_plain_username": user,
+            "sasl_plain_password": PASSWORDS[user],
+        }
 
     def admin(self, user: str = "admin") -> AdminClient:
         if user not in self._admins:
@@ -169,8 +182,7 @@ def test_metadata_hides_topics_without_describe(secured):
     assert [t.error.code() for t in named.topics.values()] == [TOPIC_DENIED]
     # auto-creation (a producer's Metadata) needs Create as well as Describe
     prefix = f"auto-{uuid.uuid4().hex[:6]}-"
-    secured.allow(ResourceType.TOPIC, prefix, "User:carol", AclOperation.DESCRIBE, AclOperation.WRITE,
-                  pattern=PREFIXED)
+    secured.allow(ResourceType.TOPIC, prefix, "User:carol", AclOperation.DESCRIBE, AclOperation.WRITE, pattern=PREFIXED)
     assert produce(secured.config("carol"), prefix + "a").code() == TOPIC_DENIED
     assert prefix + "a" not in secured.admin().list_topics(timeout=WAIT_S).topics
     secured.allow(ResourceType.TOPIC, prefix, "User:carol", AclOperation.CREATE, pattern=PREFIXED)
@@ -179,8 +191,7 @@ def test_metadata_hides_topics_without_describe(secured):
 
 def test_create_and_delete_topics(secured):
     prefix = f"alice-{uuid.uuid4().hex[:6]}-"
-    secured.allow(ResourceType.TOPIC, prefix, "User:alice", AclOperation.CREATE, AclOperation.DELETE,
-                  pattern=PREFIXED)
+    secured.allow(ResourceType.TOPIC, prefix, "User:alice", AclOperation.CREATE, AclOperation.DELETE, pattern=PREFIXED)
     admin = secured.admin("alice")
     mine, other = prefix + "t", f"other-{uuid.uuid4().hex[:6]}"
     futures = admin.create_topics([NewTopic(mine, 1, 1), NewTopic(other, 1, 1)], request_timeout=WAIT_S)
@@ -236,8 +247,10 @@ def test_groups_need_read_on_the_group(secured):
             consumer.poll(200)
     consumer.close()
     # OffsetFetch: Describe on the group, then Describe on each topic (User:ANONYMOUS, raw)
-    body = {"groups": [{"group_id": group, "topics": [{"name": topic, "partition_indexes": [0]}]}],
-            "require_stable": False}
+    body = {
+        "groups": [{"group_id": group, "topics": [{"name": topic, "partition_indexes": [0]}]}],
+        "require_stable": False,
+    }
     with RawClient(f"127.0.0.1:{secured.plain_port}") as client:
         refused = client.request(ApiKey.OFFSET_FETCH, 8, body).groups[0]
         secured.allow(ResourceType.GROUP, group, "User:ANONYMOUS", AclOperation.DESCRIBE)
@@ -293,23 +306,58 @@ def test_deny_beats_allow_and_patterns_match(secured):
     # the LITERAL "*" names every topic; a DENY on a prefix still wins over it
     secured.allow(ResourceType.TOPIC, "*", "User:carol", AclOperation.WRITE)
     assert produce(secured.config("carol"), outside) is None
-    secured.allow(ResourceType.TOPIC, "out" + prefix, "User:carol", AclOperation.ALL, pattern=PREFIXED,
-                  permission=DENY)
+    secured.allow(ResourceType.TOPIC, "out" + prefix, "User:carol", AclOperation.ALL, pattern=PREFIXED, permission=DENY)
     assert produce(secured.config("carol"), outside).code() == TOPIC_DENIED
     # DescribeAcls with MATCH names every binding that applies to one topic
-    found = secured.admin().describe_acls(AclBindingFilter(
-        ResourceType.TOPIC, outside, ResourcePatternType.MATCH, "User:carol", None, AclOperation.ANY,
-        AclPermissionType.ANY), request_timeout=WAIT_S).result(WAIT_S)
+    found = (
+        secured.admin()
+        .describe_acls(
+            AclBindingFilter(
+                ResourceType.TOPIC,
+                outside,
+                ResourcePatternType.MATCH,
+                "User:carol",
+                None,
+                AclOperation.ANY,
+                AclPermissionType.ANY,
+            ),
+            request_timeout=WAIT_S,
+        )
+        .result(WAIT_S)
+    )
     assert {(b.name, b.resource_pattern_type, b.permission_type) for b in found} == {
-        ("*", LITERAL, ALLOW), ("out" + prefix, PREFIXED, DENY)}
+        ("*", LITERAL, ALLOW),
+        ("out" + prefix, PREFIXED, DENY),
+    }
 
 
 def fetch_body(topic: str, replica_id: int) -> dict:
-    return {"replica_id": replica_id, "max_wait": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
-            "session_id": 0, "session_epoch": -1, "rack_id": "", "forgotten_topics_data": [],
-            "topics": [{"topic": topic, "partitions": [{"partition": 0, "current_leader_epoch": -1,
-                                                        "fetch_offset": 0, "last_fetched_epoch": -1,
-                                                        "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}]}
+    return {
+        "replica_id": replica_id,
+        "max_wait": 0,
+        "min_bytes": 1,
+        "max_bytes": 1 << 20,
+        "isolation_level": 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "rack_id": "",
+        "forgotten_topics_data": [],
+        "topics": [
+            {
+                "topic": topic,
+                "partitions": [
+                    {
+                        "partition": 0,
+                        "current_leader_epoch": -1,
+                        "fetch_offset": 0,
+                        "last_fetched_epoch": -1,
+                        "log_start_offset": -1,
+                        "partition_max_bytes": 1 << 20,
+                    }
+                ],
+            }
+        ],
+    }
 
 
 def test_fetch_claiming_a_replica_id_needs_cluster_action(secured):
@@ -327,13 +375,23 @@ def test_fetch_claiming_a_replica_id_needs_cluster_action(secured):
 
 def test_acl_apis_need_the_cluster_and_an_authorizer(secured):
     with RawClient(f"127.0.0.1:{secured.plain_port}") as client:
-        described = client.request(ApiKey.DESCRIBE_ACLS, 2, {
-            "resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1,
-            "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1})
+        described = client.request(
+            ApiKey.DESCRIBE_ACLS,
+            2,
+            {
+                "resource_type_filter": 1,
+                "resource_name_filter": None,
+                "pattern_type_filter": 1,
+                "principal_filter": None,
+                "host_filter": None,
+                "operation": 1,
+                "permission_type": 1,
+            },
+        )
     assert described.error_code == 31 and described.resources == ()
     futures = secured.admin("bob").create_acls(
-        [AclBinding(ResourceType.TOPIC, "x", LITERAL, "User:bob", "*", AclOperation.ALL, ALLOW)],
-        request_timeout=WAIT_S)
+        [AclBinding(ResourceType.TOPIC, "x", LITERAL, "User:bob", "*", AclOperation.ALL, ALLOW)], request_timeout=WAIT_S
+    )
     with pytest.raises(KafkaException) as refused:
         for future in futures.values():
             future.result(timeout=WAIT_S)
@@ -349,8 +407,9 @@ def run_cli(args: list[str], capsys) -> tuple[int, str]:
 
 def test_strom_acls_round_trip_and_restart(secured, tmp_path, capsys):
     config = tmp_path / "admin.properties"
-    config.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
-                      "sasl.username=admin\nsasl.password=admin-pw\n")
+    config.write_text(
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.username=admin\nsasl.password=admin-pw\n"
+    )
     base = ["--bootstrap-server", f"127.0.0.1:{secured.sasl_port}", "--command-config", str(config)]
     topic, group = f"cli-{uuid.uuid4().hex[:6]}", f"cg-{uuid.uuid4().hex[:6]}"
     code, out = run_cli([*base, "--add", "--allow-principal", "User:alice", "--producer", "--topic", topic], capsys)
@@ -359,8 +418,9 @@ def test_strom_acls_round_trip_and_restart(secured, tmp_path, capsys):
     assert f"Adding ACLs for resource `{pattern}`: \n \t" in out
     for op in ("WRITE", "DESCRIBE", "CREATE"):
         assert f"(principal=User:alice, host=*, operation={op}, permissionType=ALLOW)" in out
-    code, out = run_cli([*base, "--add", "--allow-principal", "User:bob", "--consumer", "--topic", topic,
-                         "--group", group], capsys)
+    code, out = run_cli(
+        [*base, "--add", "--allow-principal", "User:bob", "--consumer", "--topic", topic, "--group", group], capsys
+    )
     assert code == 0
     code, out = run_cli([*base, "--list", "--topic", topic], capsys)
     assert code == 0 and out.startswith(f"Current ACLs for resource `{pattern}`: \n \t")
@@ -374,8 +434,21 @@ def test_strom_acls_round_trip_and_restart(secured, tmp_path, capsys):
     assert produce(secured.config("alice"), topic, b"after-restart") is None
     assert produce(secured.config("bob"), topic).code() == TOPIC_DENIED  # a consumer, not a producer
 
-    code, out = run_cli([*base, "--remove", "--allow-principal", "User:bob", "--consumer", "--topic", topic,
-                         "--group", group, "--force"], capsys)
+    code, out = run_cli(
+        [
+            *base,
+            "--remove",
+            "--allow-principal",
+            "User:bob",
+            "--consumer",
+            "--topic",
+            topic,
+            "--group",
+            group,
+            "--force",
+        ],
+        capsys,
+    )
     assert code == 0
     code, out = run_cli([*base, "--remove", "--topic", topic, "--force"], capsys)
     assert code == 0
@@ -390,29 +463,47 @@ def test_strom_acls_round_trip_and_restart(secured, tmp_path, capsys):
 # names Kafka's error, and the connection stays open for the next request.
 G, T = "forbidden-group", "forbidden-txn"
 REFUSALS = {
-    ApiKey.JOIN_GROUP: ({"group_id": G, "session_timeout": 10000, "rebalance_timeout": 10000, "member_id": "",
-                         "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}]},
-                        GROUP_DENIED),
+    ApiKey.JOIN_GROUP: (
+        {
+            "group_id": G,
+            "session_timeout": 10000,
+            "rebalance_timeout": 10000,
+            "member_id": "",
+            "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": b""}],
+        },
+        GROUP_DENIED,
+    ),
     ApiKey.SYNC_GROUP: ({"group_id": G, "generation_id": 1, "member_id": "m"}, GROUP_DENIED),
     ApiKey.HEARTBEAT: ({"group_id": G, "generation_id": 1, "member_id": "m"}, GROUP_DENIED),
     ApiKey.LEAVE_GROUP: ({"group_id": G, "member_id": "m", "members": [{"member_id": "m"}]}, GROUP_DENIED),
     ApiKey.FIND_COORDINATOR: ({"key": G, "coordinator_keys": [G]}, GROUP_DENIED),
-    ApiKey.OFFSET_FETCH: ({"group_id": G, "topics": [{"name": "t", "partition_indexes": [0]}],
-                           "groups": [{"group_id": G, "topics": None}]}, GROUP_DENIED),
+    ApiKey.OFFSET_FETCH: (
+        {
+            "group_id": G,
+            "topics": [{"name": "t", "partition_indexes": [0]}],
+            "groups": [{"group_id": G, "topics": None}],
+        },
+        GROUP_DENIED,
+    ),
     ApiKey.DESCRIBE_GROUPS: ({"groups": [G]}, GROUP_DENIED),
     ApiKey.DELETE_GROUPS: ({"groups_names": [G]}, GROUP_DENIED),
     ApiKey.OFFSET_DELETE: ({"group_id": G}, GROUP_DENIED),
     ApiKey.INIT_PRODUCER_ID: ({"transactional_id": T, "transaction_timeout": 60000}, TXN_DENIED),
-    ApiKey.ADD_OFFSETS_TO_TXN: ({"transactional_id": T, "producer_id": 1, "producer_epoch": 0, "group_id": G},
-                                TXN_DENIED),
+    ApiKey.ADD_OFFSETS_TO_TXN: (
+        {"transactional_id": T, "producer_id": 1, "producer_epoch": 0, "group_id": G},
+        TXN_DENIED,
+    ),
     ApiKey.END_TXN: ({"transactional_id": T, "producer_id": 1, "producer_epoch": 0, "committed": True}, TXN_DENIED),
     ApiKey.DESCRIBE_TRANSACTIONS: ({"transactional_ids": [T]}, TXN_DENIED),
     ApiKey.DESCRIBE_CLUSTER: ({}, 31),
     ApiKey.DESCRIBE_LOG_DIRS: ({"topics": None}, 31),  # v0-2 have no error field: an empty answer
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: ({"users": None}, 31),
     ApiKey.ELECT_LEADERS: ({"topic_partitions": [{"topic": "t", "partitions": [0]}]}, 31),
-    ApiKey.ALTER_PARTITION_REASSIGNMENTS: ({"timeout": 1000, "topics": [
-        {"name": "t", "partitions": [{"partition_index": 0, "replicas": None}]}]}, 31),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (
+        {"timeout": 1000, "topics": [{"name": "t", "partitions": [{"partition_index": 0, "replicas": None}]}]},
+        31,
+    ),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: ({"timeout": 1000, "topics": None}, 31),
 }
 
@@ -452,37 +543,85 @@ def topic_refusals(hidden: str, seen: str, seen_id) -> dict:
     from strom.protocol.records import NewRecord, build_batch
 
     records = build_batch([NewRecord(b"v")])
-    partitions = [{"partition_index": 0, "offset": 0, "timestamp": -1, "max_num_offsets": 1,
-                   "committed_offset": 0, "current_leader_epoch": -1}]
+    partitions = [
+        {
+            "partition_index": 0,
+            "offset": 0,
+            "timestamp": -1,
+            "max_num_offsets": 1,
+            "committed_offset": 0,
+            "current_leader_epoch": -1,
+        }
+    ]
     return {
-        ApiKey.PRODUCE: ({"acks": 1, "timeout": 5000, "topic_data": [
-            {"name": hidden, "partition_data": [{"index": 0, "records": records}]}]}, TOPIC_DENIED),
-        ApiKey.FETCH: ({**fetch_body(seen, -1), "topics": [{**fetch_body(seen, -1)["topics"][0],
-                                                           "topic_id": seen_id}]}, TOPIC_DENIED),
+        ApiKey.PRODUCE: (
+            {
+                "acks": 1,
+                "timeout": 5000,
+                "topic_data": [{"name": hidden, "partition_data": [{"index": 0, "records": records}]}],
+            },
+            TOPIC_DENIED,
+        ),
+        ApiKey.FETCH: (
+            {**fetch_body(seen, -1), "topics": [{**fetch_body(seen, -1)["topics"][0], "topic_id": seen_id}]},
+            TOPIC_DENIED,
+        ),
         ApiKey.METADATA: ({"topics": [{"name": hidden}], "allow_auto_topic_creation": False}, TOPIC_DENIED),
-        ApiKey.LIST_OFFSETS: ({"replica_id": -1, "topics": [{"name": hidden, "partitions": partitions}]},
-                              TOPIC_DENIED),
-        ApiKey.OFFSET_FOR_LEADER_EPOCH: ({"replica_id": -1, "topics": [{"topic": hidden, "partitions": [
-            {"partition": 0, "leader_epoch": 0, "current_leader_epoch": -1}]}]}, TOPIC_DENIED),
-        ApiKey.CREATE_TOPICS: ({"topics": [{"name": hidden + "-new", "num_partitions": 1, "replication_factor": 1}],
-                                "timeout": 5000}, TOPIC_DENIED),
-        ApiKey.DELETE_TOPICS: ({"topic_names": [hidden], "topics": [{"name": hidden}], "timeout": 5000},
-                               TOPIC_DENIED),
-        ApiKey.DELETE_RECORDS: ({"topics": [{"name": hidden, "partitions": partitions}], "timeout": 5000},
-                                TOPIC_DENIED),
-        ApiKey.CREATE_PARTITIONS: ({"topics": [{"name": hidden, "count": 2, "assignments": None}],
-                                    "timeout": 5000}, TOPIC_DENIED),
-        ApiKey.DESCRIBE_CONFIGS: ({"resources": [{"resource_type": 2, "resource_name": hidden,
-                                                  "configuration_keys": None}]}, TOPIC_DENIED),
-        ApiKey.ALTER_CONFIGS: ({"resources": [{"resource_type": 2, "resource_name": hidden, "configs": []}]},
-                               TOPIC_DENIED),
-        ApiKey.INCREMENTAL_ALTER_CONFIGS: ({"resources": [{"resource_type": 2, "resource_name": hidden,
-                                                           "configs": []}]}, TOPIC_DENIED),
+        ApiKey.LIST_OFFSETS: ({"replica_id": -1, "topics": [{"name": hidden, "partitions": partitions}]}, TOPIC_DENIED),
+        ApiKey.OFFSET_FOR_LEADER_EPOCH: (
+            {
+                "replica_id": -1,
+                "topics": [
+                    {"topic": hidden, "partitions": [{"partition": 0, "leader_epoch": 0, "current_leader_epoch": -1}]}
+                ],
+            },
+            TOPIC_DENIED,
+        ),
+        ApiKey.CREATE_TOPICS: (
+            {"topics": [{"name": hidden + "-new", "num_partitions": 1, "replication_factor": 1}], "timeout": 5000},
+            TOPIC_DENIED,
+        ),
+        ApiKey.DELETE_TOPICS: ({"topic_names": [hidden], "topics": [{"name": hidden}], "timeout": 5000}, TOPIC_DENIED),
+        ApiKey.DELETE_RECORDS: (
+            {"topics": [{"name": hidden, "partitions": partitions}], "timeout": 5000},
+            TOPIC_DENIED,
+        ),
+        ApiKey.CREATE_PARTITIONS: (
+            {"topics": [{"name": hidden, "count": 2, "assignments": None}], "timeout": 5000},
+            TOPIC_DENIED,
+        ),
+        ApiKey.DESCRIBE_CONFIGS: (
+            {"resources": [{"resource_type": 2, "resource_name": hidden, "configuration_keys": None}]},
+            TOPIC_DENIED,
+        ),
+        ApiKey.ALTER_CONFIGS: (
+            {"resources": [{"resource_type": 2, "resource_name": hidden, "configs": []}]},
+            TOPIC_DENIED,
+        ),
+        ApiKey.INCREMENTAL_ALTER_CONFIGS: (
+            {"resources": [{"resource_type": 2, "resource_name": hidden, "configs": []}]},
+            TOPIC_DENIED,
+        ),
         ApiKey.DESCRIBE_PRODUCERS: ({"topics": [{"name": hidden, "partition_indexes": [0]}]}, TOPIC_DENIED),
-        ApiKey.OFFSET_COMMIT: ({"group_id": G, "generation_id_or_member_epoch": -1, "member_id": "",
-                                "topics": [{"name": hidden, "partitions": partitions}]}, GROUP_DENIED),
-        ApiKey.TXN_OFFSET_COMMIT: ({"transactional_id": T, "group_id": G, "producer_id": 1, "producer_epoch": 0,
-                                    "topics": [{"name": hidden, "partitions": partitions}]}, TXN_DENIED),
+        ApiKey.OFFSET_COMMIT: (
+            {
+                "group_id": G,
+                "generation_id_or_member_epoch": -1,
+                "member_id": "",
+                "topics": [{"name": hidden, "partitions": partitions}],
+            },
+            GROUP_DENIED,
+        ),
+        ApiKey.TXN_OFFSET_COMMIT: (
+            {
+                "transactional_id": T,
+                "group_id": G,
+                "producer_id": 1,
+                "producer_epoch": 0,
+                "topics": [{"name": hidden, "partitions": partitions}],
+            },
+            TXN_DENIED,
+        ),
     }
 
 
@@ -492,8 +631,9 @@ def test_every_version_of_a_topic_api_answers_the_refusal(secured):
     hidden, seen = secured.topic("hidden"), secured.topic("seen")
     secured.allow(ResourceType.TOPIC, seen, "User:ANONYMOUS", AclOperation.DESCRIBE)  # but not Read
     with RawClient(f"127.0.0.1:{secured.plain_port}") as client:
-        described = client.request(ApiKey.METADATA, 12, {"topics": [{"name": seen}],
-                                                         "allow_auto_topic_creation": False})
+        described = client.request(
+            ApiKey.METADATA, 12, {"topics": [{"name": seen}], "allow_auto_topic_creation": False}
+        )
         requests = topic_refusals(hidden, seen, described.topics[0].topic_id)
         for api_key, (values, code) in requests.items():
             spec = HANDLERS[api_key]

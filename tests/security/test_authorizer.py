@@ -40,10 +40,17 @@ def store(tmp_path):
 
 def test_implied_operations_deny_and_no_acl(store):
     auth = AclAuthorizer(store)
-    auth.create([binding(TOPIC, "t", "User:alice", Operation.READ),
-                 binding(TOPIC, "t", "User:alice", Operation.ALTER_CONFIGS),
-                 binding(TOPIC, "u", "User:bob", Operation.ALL)])
-    can = lambda who, op, name="t": auth.authorize(who, "10.0.0.1", op, TOPIC, name, log_denied=False)
+    auth.create(
+        [
+            binding(TOPIC, "t", "User:alice", Operation.READ),
+            binding(TOPIC, "t", "User:alice", Operation.ALTER_CONFIGS),
+            binding(TOPIC, "u", "User:bob", Operation.ALL),
+        ]
+    )
+
+    def can(who, op, name="t"):
+        return auth.authorize(who, "10.0.0.1", op, TOPIC, name, log_denied=False)
+
     assert can("User:alice", Operation.READ) and can("User:alice", Operation.DESCRIBE)  # Read implies Describe
     assert can("User:alice", Operation.DESCRIBE_CONFIGS)  # AlterConfigs implies DescribeConfigs
     assert not can("User:alice", Operation.WRITE) and not can("User:bob", Operation.READ)
@@ -61,11 +68,16 @@ def test_implied_operations_deny_and_no_acl(store):
 
 def test_znodes_are_kafkas(store):
     auth = AclAuthorizer(store)
-    auth.create([binding(TOPIC, "orders", "User:alice", Operation.READ),
-                 binding(GROUP, "billing-", "User:alice", Operation.READ, pattern=PREFIXED)])
+    auth.create(
+        [
+            binding(TOPIC, "orders", "User:alice", Operation.READ),
+            binding(GROUP, "billing-", "User:alice", Operation.READ, pattern=PREFIXED),
+        ]
+    )
     assert json.loads(store.get("/kafka-acl/Topic/orders")[0]) == {
-        "version": 1, "acls": [{"principal": "User:alice", "permissionType": "Allow", "operation": "Read",
-                                "host": "*"}]}
+        "version": 1,
+        "acls": [{"principal": "User:alice", "permissionType": "Allow", "operation": "Read", "host": "*"}],
+    }
     assert store.exists("/kafka-acl-extended/prefixed/Group/billing-")
     fresh = AclAuthorizer(store)  # another broker, or a restart
     fresh.load()
@@ -75,12 +87,19 @@ def test_znodes_are_kafkas(store):
 
 def test_filters_match_as_kafka(store):
     auth = AclAuthorizer(store)
-    auth.create([binding(TOPIC, "payments", "User:a", Operation.READ),
-                 binding(TOPIC, "*", "User:b", Operation.WRITE),
-                 binding(TOPIC, "pay", "User:c", Operation.DESCRIBE, pattern=PREFIXED),
-                 binding(TOPIC, "other", "User:d", Operation.READ),
-                 binding(GROUP, "payments", "User:e", Operation.READ)])
-    names = lambda f: sorted(b.entry.principal for b in auth.describe(f))
+    auth.create(
+        [
+            binding(TOPIC, "payments", "User:a", Operation.READ),
+            binding(TOPIC, "*", "User:b", Operation.WRITE),
+            binding(TOPIC, "pay", "User:c", Operation.DESCRIBE, pattern=PREFIXED),
+            binding(TOPIC, "other", "User:d", Operation.READ),
+            binding(GROUP, "payments", "User:e", Operation.READ),
+        ]
+    )
+
+    def names(f):
+        return sorted(b.entry.principal for b in auth.describe(f))
+
     assert names(AclFilter(TOPIC, "payments", PatternType.MATCH)) == ["User:a", "User:b", "User:c"]
     assert names(AclFilter(TOPIC, "payments", PatternType.ANY)) == ["User:a"]
     assert names(AclFilter(ResourceType.ANY, "payments", PatternType.ANY)) == ["User:a", "User:e"]

@@ -21,8 +21,11 @@ def certs(tmp_path_factory):
 
 
 def ssl_config(certs, **extra) -> dict:
-    return {"listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0", "ssl.keystore.location": str(certs.broker),
-            **extra}
+    return {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+        "ssl.keystore.location": str(certs.broker),
+        **extra,
+    }
 
 
 def context_error(mapping: dict, listener: str = "SSL") -> ConfigError:
@@ -32,16 +35,22 @@ def context_error(mapping: dict, listener: str = "SSL") -> ConfigError:
 
 
 def test_an_ssl_listener_gets_a_server_context(certs):
-    security = listener_security(BrokerConfig.from_mapping(ssl_config(
-        certs, **{"ssl.client.auth": "required", "ssl.truststore.location": str(certs.ca)})), "SSL")
+    security = listener_security(
+        BrokerConfig.from_mapping(
+            ssl_config(certs, **{"ssl.client.auth": "required", "ssl.truststore.location": str(certs.ca)})
+        ),
+        "SSL",
+    )
     assert security.tls and not security.sasl
     assert security.ssl_context.verify_mode == ssl.CERT_REQUIRED
     assert security.ssl_context.minimum_version == ssl.TLSVersion.TLSv1_2
 
 
 def test_a_missing_or_unreadable_certificate_names_its_key(certs, tmp_path):
-    assert context_error(ssl_config(certs, **{"ssl.keystore.location": str(tmp_path / "nope.pem")})).key == \
-        "ssl.keystore.location"
+    assert (
+        context_error(ssl_config(certs, **{"ssl.keystore.location": str(tmp_path / "nope.pem")})).key
+        == "ssl.keystore.location"
+    )
     garbage = tmp_path / "garbage.pem"
     garbage.write_text("not a certificate")
     error = context_error(ssl_config(certs, **{"listener.name.ssl.ssl.keystore.location": str(garbage)}))
@@ -57,47 +66,92 @@ def test_client_auth_needs_a_truststore(certs):
 
 def test_inline_pem_keystore_and_truststore(certs):
     text = certs.broker.read_text()
-    key = text[:text.index("-----END") + text[text.index("-----END"):].index("\n") + 1]
-    chain = text[len(key):]
-    security = listener_security(BrokerConfig.from_mapping({
-        "listeners": "SSL://127.0.0.1:0", "ssl.keystore.certificate.chain": chain.replace("\n", " "),
-        "ssl.keystore.key": key, "ssl.truststore.certificates": certs.ca.read_text(),
-        "ssl.client.auth": "requested"}), "SSL")
+    key = text[: text.index("-----END") + text[text.index("-----END") :].index("\n") + 1]
+    chain = text[len(key) :]
+    security = listener_security(
+        BrokerConfig.from_mapping(
+            {
+                "listeners": "SSL://127.0.0.1:0",
+                "ssl.keystore.certificate.chain": chain.replace("\n", " "),
+                "ssl.keystore.key": key,
+                "ssl.truststore.certificates": certs.ca.read_text(),
+                "ssl.client.auth": "requested",
+            }
+        ),
+        "SSL",
+    )
     assert security.ssl_context.verify_mode == ssl.CERT_OPTIONAL
 
 
 def test_protocols_and_cipher_suites(certs):
-    only12 = listener_security(BrokerConfig.from_mapping(ssl_config(certs, **{
-        "ssl.cipher.suites": "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384"})), "SSL")
+    only12 = listener_security(
+        BrokerConfig.from_mapping(
+            ssl_config(
+                certs,
+                **{
+                    "ssl.cipher.suites": "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384"
+                },
+            )
+        ),
+        "SSL",
+    )
     assert only12.ssl_context.maximum_version == ssl.TLSVersion.TLSv1_2  # no TLS 1.3 suite listed
     names = {c["name"] for c in only12.ssl_context.get_ciphers() if c["protocol"] == "TLSv1.2"}
     assert names == {"ECDHE-ECDSA-AES128-GCM-SHA256", "ECDHE-RSA-AES256-GCM-SHA384"}
     assert openssl_cipher_name("TLS_RSA_WITH_AES_128_CBC_SHA") == "AES128-SHA"
     assert openssl_cipher_name("TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256") == "ECDHE-RSA-CHACHA20-POLY1305"
-    assert context_error(ssl_config(certs, **{"ssl.cipher.suites": "TLS_NO_SUCH_SUITE_WITH_ROT13"})).key == \
-        "ssl.cipher.suites"
+    assert (
+        context_error(ssl_config(certs, **{"ssl.cipher.suites": "TLS_NO_SUCH_SUITE_WITH_ROT13"})).key
+        == "ssl.cipher.suites"
+    )
     assert context_error(ssl_config(certs, **{"ssl.enabled.protocols": "TLSv9"})).key == "ssl.enabled.protocols"
 
 
-@pytest.mark.parametrize("mapping, key", [
-    ({"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "PLAIN"},
-     "listener.name.sasl_plaintext.plain.sasl.jaas.config"),
-    ({"listeners": "SASL_PLAINTEXT://127.0.0.1:0"}, "sasl.enabled.mechanisms"),  # Kafka's default GSSAPI only
-    ({"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "PLAIN",
-      "listener.name.sasl_plaintext.plain.sasl.jaas.config":
-          'org.apache.kafka.common.security.scram.ScramLoginModule required;'},
-     "listener.name.sasl_plaintext.plain.sasl.jaas.config"),
-    ({"listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "SCRAM-SHA-512",
-      "inter.broker.listener.name": "SASL_PLAINTEXT", "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512"},
-     "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config"),  # no username/password to log in with
-    ({"listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "SCRAM-SHA-512",
-      "inter.broker.listener.name": "SASL_PLAINTEXT"}, "sasl.mechanism.inter.broker.protocol"),
-    ({"listeners": "PLAINTEXT://127.0.0.1:0,B://127.0.0.1:0",
-      "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,B:PLAINTEXT",
-      "inter.broker.listener.name": "B", "security.inter.broker.protocol": "PLAINTEXT"},
-     "security.inter.broker.protocol"),
-    ({"listener.name.ssl.ssl.client.auth": "sometimes"}, "listener.name.ssl.ssl.client.auth"),
-])
+@pytest.mark.parametrize(
+    "mapping, key",
+    [
+        (
+            {"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "PLAIN"},
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config",
+        ),
+        ({"listeners": "SASL_PLAINTEXT://127.0.0.1:0"}, "sasl.enabled.mechanisms"),  # Kafka's default GSSAPI only
+        (
+            {
+                "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+                "sasl.enabled.mechanisms": "PLAIN",
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+            },
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config",
+        ),
+        (
+            {
+                "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+                "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+                "inter.broker.listener.name": "SASL_PLAINTEXT",
+                "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+            },
+            "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config",
+        ),  # no username/password to log in with
+        (
+            {
+                "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+                "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+                "inter.broker.listener.name": "SASL_PLAINTEXT",
+            },
+            "sasl.mechanism.inter.broker.protocol",
+        ),
+        (
+            {
+                "listeners": "PLAINTEXT://127.0.0.1:0,B://127.0.0.1:0",
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,B:PLAINTEXT",
+                "inter.broker.listener.name": "B",
+                "security.inter.broker.protocol": "PLAINTEXT",
+            },
+            "security.inter.broker.protocol",
+        ),
+        ({"listener.name.ssl.ssl.client.auth": "sometimes"}, "listener.name.ssl.ssl.client.auth"),
+    ],
+)
 def test_config_errors_name_the_key(mapping, key):
     with pytest.raises(ConfigError) as info:
         BrokerConfig.from_mapping(mapping)
@@ -105,16 +159,17 @@ def test_config_errors_name_the_key(mapping, key):
 
 
 def test_sasl_listener_settings_and_inter_broker_credentials():
-    config = BrokerConfig.from_mapping({
-        "listeners": "PLAINTEXT://127.0.0.1:0,INTERNAL://127.0.0.1:0",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_PLAINTEXT",
-        "inter.broker.listener.name": "INTERNAL",
-        "sasl.enabled.mechanisms": "GSSAPI,PLAIN,SCRAM-SHA-512",  # GSSAPI is dropped with a warning
-        "sasl.mechanism.inter.broker.protocol": "PLAIN",
-        "listener.name.internal.plain.sasl.jaas.config":
-            'org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+    config = BrokerConfig.from_mapping(
+        {
+            "listeners": "PLAINTEXT://127.0.0.1:0,INTERNAL://127.0.0.1:0",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_PLAINTEXT",
+            "inter.broker.listener.name": "INTERNAL",
+            "sasl.enabled.mechanisms": "GSSAPI,PLAIN,SCRAM-SHA-512",  # GSSAPI is dropped with a warning
+            "sasl.mechanism.inter.broker.protocol": "PLAIN",
+            "listener.name.internal.plain.sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
             'password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";',
-    })
+        }
+    )
     security = listener_security(config, "INTERNAL")
     assert security.mechanisms == ("PLAIN", "SCRAM-SHA-512")
     assert security.plain_users == {"admin": "admin-secret", "alice": "alice-secret"}
@@ -125,12 +180,17 @@ def test_sasl_listener_settings_and_inter_broker_credentials():
 
 
 def test_security_inter_broker_protocol_picks_the_listener_so_named():
-    config = BrokerConfig.from_mapping({"listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
-                                        "security.inter.broker.protocol": "SASL_PLAINTEXT",
-                                        "sasl.enabled.mechanisms": "PLAIN",
-                                        "sasl.mechanism.inter.broker.protocol": "PLAIN",
-                                        "listener.name.sasl_plaintext.plain.sasl.jaas.config":
-                                            PLAIN_JAAS.replace("required", 'required username="u" password="p"')})
+    config = BrokerConfig.from_mapping(
+        {
+            "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+            "security.inter.broker.protocol": "SASL_PLAINTEXT",
+            "sasl.enabled.mechanisms": "PLAIN",
+            "sasl.mechanism.inter.broker.protocol": "PLAIN",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS.replace(
+                "required", 'required username="u" password="p"'
+            ),
+        }
+    )
     assert config.inter_broker_listener_name == "SASL_PLAINTEXT"
 
 
@@ -143,9 +203,43 @@ def test_secrets_are_null_in_describe_configs_values(certs):
 
 def test_server_start_refuses_a_missing_certificate_naming_the_key(tmp_path):
     result = subprocess.run(
-        [sys.executable, "-m", "strom.cli.main", "server-start", "--override", "listeners=SSL://127.0.0.1:0",
-         "--override", f"ssl.keystore.location={tmp_path / 'missing.pem'}", "--override", f"log.dirs={tmp_path}"],
-        capture_output=True, text=True, timeout=60)
+        [
+            sys.executable,
+            "-m",
+            "strom.cli.main",
+            "server-start",
+            "--override",
+            "listeners=SSL://127.0.0.1:0",
+            "--override",
+            f"ssl.keystore.location={tmp_path / 'missing.pem'}",
+            "--override",
+            f"log.dirs={tmp_path}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2
     assert "invalid configuration: ssl.keystore.location:" in result.stderr
     assert "missing.pem does not exist" in result.stderr
+
+
+def test_session_lifetime_per_listener_and_mechanism_falls_back_to_the_broker_key():
+    config = BrokerConfig.from_mapping(
+        {
+            "listeners": "A://127.0.0.1:0,B://127.0.0.1:0",
+            "listener.security.protocol.map": "A:SASL_PLAINTEXT,B:SASL_PLAINTEXT",
+            "inter.broker.listener.name": "A",
+            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+            "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+            "listener.name.a.scram-sha-512.sasl.jaas.config": 'org.apache.kafka.common.security.scram.ScramLoginModule required username="b" password="p";',
+            "listener.name.a.plain.sasl.jaas.config": PLAIN_JAAS,
+            "listener.name.b.plain.sasl.jaas.config": PLAIN_JAAS,
+            "connections.max.reauth.ms": "5000",
+            "listener.name.b.scram-sha-512.connections.max.reauth.ms": "60000",
+        }
+    )
+    assert listener_security(config, "A").max_reauth_ms == {"PLAIN": 5000, "SCRAM-SHA-512": 5000}
+    assert listener_security(config, "B").max_reauth_ms == {"PLAIN": 5000, "SCRAM-SHA-512": 60000}
+    with pytest.raises(ConfigError, match="listener.name.b.plain.connections.max.reauth.ms"):
+        BrokerConfig.from_mapping({"listener.name.b.plain.connections.max.reauth.ms": "-1"})

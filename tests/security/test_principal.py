@@ -18,17 +18,26 @@ def test_a_certificates_subject_in_rfc2253_form(tmp_path):
 
 
 def test_special_characters_and_multi_valued_rdns_are_escaped_as_java_prints_them():
-    subject = ((("countryName", "US"),), (("organizationName", "Acme, Inc."),),
-               (("commonName", "#x"), ("userId", "j+d")), (("emailAddress", "a@b"),))
+    subject = (
+        (("countryName", "US"),),
+        (("organizationName", "Acme, Inc."),),
+        (("commonName", "#x"), ("userId", "j+d")),
+        (("emailAddress", "a@b"),),
+    )
     assert distinguished_name(subject) == "1.2.840.113549.1.9.1=#1603614062,CN=\\#x+UID=j\\+d,O=Acme\\, Inc.,C=US"
 
 
 def test_kafkas_documented_mapping_rules():
-    mapper = PrincipalMapper.parse(KEY, "RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/,"
-                                        "RULE:^CN=(.*?),OU=(.*?),O=(.*?),L=(.*?),ST=(.*?),C=(.*?)$/$1@$2/L,"
-                                        "RULE:^.*[Cc][Nn]=([a-zA-Z0-9.]*).*$/$1/U")
-    assert mapper.principal("CN=serviceuser,OU=ServiceUsers,O=Unknown,L=Unknown,ST=Unknown,C=Unknown") == \
-        "User:serviceuser"
+    mapper = PrincipalMapper.parse(
+        KEY,
+        "RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/,"
+        "RULE:^CN=(.*?),OU=(.*?),O=(.*?),L=(.*?),ST=(.*?),C=(.*?)$/$1@$2/L,"
+        "RULE:^.*[Cc][Nn]=([a-zA-Z0-9.]*).*$/$1/U",
+    )
+    assert (
+        mapper.principal("CN=serviceuser,OU=ServiceUsers,O=Unknown,L=Unknown,ST=Unknown,C=Unknown")
+        == "User:serviceuser"
+    )
     assert mapper.principal("CN=adminUser,OU=Admin,O=Unknown,L=Unknown,ST=Unknown,C=Unknown") == "User:adminuser@admin"
     assert mapper.principal("O=x,CN=svc.1") == "User:SVC.1"
     strict = PrincipalMapper.parse(KEY, "RULE:^CN=([a-z]+),O=a$/$1/")

@@ -31,38 +31,70 @@ def broker(tmp_path_factory):
 
 
 def configs(broker, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "strom.cli.main", "configs", "--bootstrap-server", broker.bootstrap,
-                           *args], capture_output=True, text=True, timeout=60, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "strom.cli.main", "configs", "--bootstrap-server", broker.bootstrap, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
 
-def alter(bootstrap: str, entity: list[tuple[str, str | None]], ops: list[tuple[str, float | None]],
-          validate_only: bool = False):
+def alter(
+    bootstrap: str,
+    entity: list[tuple[str, str | None]],
+    ops: list[tuple[str, float | None]],
+    validate_only: bool = False,
+):
     with RawClient(bootstrap) as client:
-        return client.request(ApiKey.ALTER_CLIENT_QUOTAS, 1, {"validate_only": validate_only, "entries": [{
-            "entity": [{"entity_type": t, "entity_name": n} for t, n in entity],
-            "ops": [{"key": k, "value": v or 0.0, "remove": v is None} for k, v in ops]}]})
+        return client.request(
+            ApiKey.ALTER_CLIENT_QUOTAS,
+            1,
+            {
+                "validate_only": validate_only,
+                "entries": [
+                    {
+                        "entity": [{"entity_type": t, "entity_name": n} for t, n in entity],
+                        "ops": [{"key": k, "value": v or 0.0, "remove": v is None} for k, v in ops],
+                    }
+                ],
+            },
+        )
 
 
 def describe(bootstrap: str, components: list[tuple[str, int, str | None]], strict: bool = False):
     with RawClient(bootstrap) as client:
-        response = client.request(ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, {"strict": strict, "components": [
-            {"entity_type": t, "match_type": m, "match": n} for t, m, n in components]})
+        response = client.request(
+            ApiKey.DESCRIBE_CLIENT_QUOTAS,
+            1,
+            {
+                "strict": strict,
+                "components": [{"entity_type": t, "match_type": m, "match": n} for t, m, n in components],
+            },
+        )
     assert response.error_code == 0, response.error_message
-    return {tuple((e.entity_type, e.entity_name) for e in entry.entity): {v.key: v.value for v in entry.values}
-            for entry in response.entries}
+    return {
+        tuple((e.entity_type, e.entity_name) for e in entry.entity): {v.key: v.value for v in entry.values}
+        for entry in response.entries
+    }
 
 
 def test_alter_and_describe_client_quotas_round_trip(broker):
     bootstrap = broker.bootstrap
-    response = alter(bootstrap, [("user", "alice"), ("client-id", "app")],
-                     [("producer_byte_rate", 2048.0), ("request_percentage", 150.5)])
+    response = alter(
+        bootstrap,
+        [("user", "alice"), ("client-id", "app")],
+        [("producer_byte_rate", 2048.0), ("request_percentage", 150.5)],
+    )
     assert [e.error_code for e in response.entries] == [0]
     assert alter(bootstrap, [("client-id", None)], [("consumer_byte_rate", 4096.0)]).entries[0].error_code == 0
     assert describe(bootstrap, [("user", 0, "alice")]) == {
-        (("user", "alice"), ("client-id", "app")): {"producer_byte_rate": 2048.0, "request_percentage": 150.5}}
+        (("user", "alice"), ("client-id", "app")): {"producer_byte_rate": 2048.0, "request_percentage": 150.5}
+    }
     assert describe(bootstrap, [("user", 0, "alice")], strict=True) == {}
     assert describe(bootstrap, [("client-id", 1, None)], strict=True) == {
-        (("client-id", None),): {"consumer_byte_rate": 4096.0}}
+        (("client-id", None),): {"consumer_byte_rate": 4096.0}
+    }
     # removing the last key removes the entity
     alter(bootstrap, [("client-id", None)], [("consumer_byte_rate", None)])
     assert describe(bootstrap, [("client-id", 1, None)], strict=True) == {}
@@ -71,24 +103,40 @@ def test_alter_and_describe_client_quotas_round_trip(broker):
     assert bad.error_code == 42 and "nonsense_rate" in bad.error_message
     assert alter(bootstrap, [("client-id", "x")], [("producer_byte_rate", 1.5)]).entries[0].error_code == 42
     assert alter(bootstrap, [("ip", "1.2.3.4")], [("producer_byte_rate", 1.0)]).entries[0].error_code == 42
-    assert alter(bootstrap, [("client-id", "y")], [("producer_byte_rate", 1.0)], validate_only=True
-                 ).entries[0].error_code == 0
+    assert (
+        alter(bootstrap, [("client-id", "y")], [("producer_byte_rate", 1.0)], validate_only=True).entries[0].error_code
+        == 0
+    )
     assert describe(bootstrap, [("client-id", 2, None)]) == {
-        (("user", "alice"), ("client-id", "app")): {"producer_byte_rate": 2048.0, "request_percentage": 150.5}}
-    alter(bootstrap, [("user", "alice"), ("client-id", "app")], [("producer_byte_rate", None),
-                                                                 ("request_percentage", None)])
+        (("user", "alice"), ("client-id", "app")): {"producer_byte_rate": 2048.0, "request_percentage": 150.5}
+    }
+    alter(
+        bootstrap,
+        [("user", "alice"), ("client-id", "app")],
+        [("producer_byte_rate", None), ("request_percentage", None)],
+    )
 
 
 def test_configs_cli_sets_describes_and_deletes_quotas(broker):
-    added = configs(broker, "--alter", "--entity-type", "clients", "--entity-name", "cli-app",
-                    "--add-config", "producer_byte_rate=1048576,consumer_byte_rate=2097152")
+    added = configs(
+        broker,
+        "--alter",
+        "--entity-type",
+        "clients",
+        "--entity-name",
+        "cli-app",
+        "--add-config",
+        "producer_byte_rate=1048576,consumer_byte_rate=2097152",
+    )
     assert added.returncode == 0, added.stderr
     assert added.stdout == "Completed updating config for client cli-app.\n"
     shown = configs(broker, "--describe", "--entity-type", "clients", "--entity-name", "cli-app")
-    assert shown.stdout == ("Quota configs for client-id 'cli-app' are consumer_byte_rate=2097152.0, "
-                            "producer_byte_rate=1048576.0\n"), shown.stderr
-    default = configs(broker, "--alter", "--entity-type", "users", "--entity-default",
-                      "--add-config", "request_percentage=200")
+    assert shown.stdout == (
+        "Quota configs for client-id 'cli-app' are consumer_byte_rate=2097152.0, producer_byte_rate=1048576.0\n"
+    ), shown.stderr
+    default = configs(
+        broker, "--alter", "--entity-type", "users", "--entity-default", "--add-config", "request_percentage=200"
+    )
     assert default.stdout == "Completed updating default config for users in the cluster.\n", default.stderr
     both = configs(broker, "--alter", "--user", "bob", "--client", "cli-app", "--add-config", "producer_byte_rate=10")
     assert both.returncode == 0, both.stderr
@@ -96,13 +144,29 @@ def test_configs_cli_sets_describes_and_deletes_quotas(broker):
     assert users.stdout == "Quota configs for the default user-principal are request_percentage=200.0\n"
     pair = configs(broker, "--describe", "--user", "bob", "--client", "cli-app")
     assert pair.stdout == "Quota configs for user-principal 'bob', client-id 'cli-app' are producer_byte_rate=10.0\n"
-    bad = configs(broker, "--alter", "--entity-type", "clients", "--entity-name", "cli-app",
-                  "--add-config", "producer_byte_rate=fast")
+    bad = configs(
+        broker,
+        "--alter",
+        "--entity-type",
+        "clients",
+        "--entity-name",
+        "cli-app",
+        "--add-config",
+        "producer_byte_rate=fast",
+    )
     assert bad.returncode == 1 and "producer_byte_rate" in bad.stderr
-    for args in (["--entity-type", "clients", "--entity-name", "cli-app", "--delete-config",
-                  "producer_byte_rate,consumer_byte_rate"],
-                 ["--entity-type", "users", "--entity-default", "--delete-config", "request_percentage"],
-                 ["--user", "bob", "--client", "cli-app", "--delete-config", "producer_byte_rate"]):
+    for args in (
+        [
+            "--entity-type",
+            "clients",
+            "--entity-name",
+            "cli-app",
+            "--delete-config",
+            "producer_byte_rate,consumer_byte_rate",
+        ],
+        ["--entity-type", "users", "--entity-default", "--delete-config", "request_percentage"],
+        ["--user", "bob", "--client", "cli-app", "--delete-config", "producer_byte_rate"],
+    ):
         assert configs(broker, "--alter", *args).returncode == 0
     assert configs(broker, "--describe", "--entity-type", "clients").stdout == ""
 
@@ -111,8 +175,12 @@ def test_producer_is_held_to_its_byte_rate_and_told_it_is_throttled(broker):
     from confluent_kafka import Producer
 
     topic = unique_topic("quota")
-    assert alter(broker.bootstrap, [("client-id", "held-producer")],
-                 [("producer_byte_rate", float(QUOTA))]).entries[0].error_code == 0
+    assert (
+        alter(broker.bootstrap, [("client-id", "held-producer")], [("producer_byte_rate", float(QUOTA))])
+        .entries[0]
+        .error_code
+        == 0
+    )
     throttles: list[int] = []
     acked = [0]
 
@@ -120,9 +188,16 @@ def test_producer_is_held_to_its_byte_rate_and_told_it_is_throttled(broker):
         if err is None:
             acked[0] += len(msg.value())
 
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "client.id": "held-producer", "linger.ms": 5,
-                         "throttle_cb": lambda event: throttles.append(event.throttle_time),
-                         "queue.buffering.max.kbytes": 4096, "batch.size": 65536})
+    producer = Producer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "client.id": "held-producer",
+            "linger.ms": 5,
+            "throttle_cb": lambda event: throttles.append(event.throttle_time),
+            "queue.buffering.max.kbytes": 4096,
+            "batch.size": 65536,
+        }
+    )
     value = b"q" * 10_000
     duration = 20.0
     started = time.monotonic()
@@ -137,17 +212,40 @@ def test_producer_is_held_to_its_byte_rate_and_told_it_is_throttled(broker):
     counted = acked[0]  # what was acknowledged within the 20 s
     producer.flush(WAIT_S * 3)
     rate = counted / elapsed
-    print(f"producer held to {rate / QUOTA:.3f} x quota ({counted} bytes acked in {elapsed:.1f} s), "
-          f"{len(throttles)} throttle callbacks, max {max(throttles, default=0)} ms")
+    print(
+        f"producer held to {rate / QUOTA:.3f} x quota ({counted} bytes acked in {elapsed:.1f} s), "
+        f"{len(throttles)} throttle callbacks, max {max(throttles, default=0)} ms"
+    )
     assert 0.9 * QUOTA <= rate <= 1.1 * QUOTA
     assert throttles and max(throttles) > 0
 
 
 def fetch_request(topic: str) -> dict:
-    return {"replica_id": -1, "max_wait": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
-            "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
-            "topics": [{"topic": topic, "partitions": [{"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
-                                                        "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}]}
+    return {
+        "replica_id": -1,
+        "max_wait": 0,
+        "min_bytes": 1,
+        "max_bytes": 1 << 20,
+        "isolation_level": 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "forgotten_topics_data": [],
+        "rack_id": "",
+        "topics": [
+            {
+                "topic": topic,
+                "partitions": [
+                    {
+                        "partition": 0,
+                        "current_leader_epoch": -1,
+                        "fetch_offset": 0,
+                        "log_start_offset": -1,
+                        "partition_max_bytes": 1 << 20,
+                    }
+                ],
+            }
+        ],
+    }
 
 
 def test_consumer_over_its_byte_rate_gets_throttle_time(broker):
@@ -155,14 +253,20 @@ def test_consumer_over_its_byte_rate_gets_throttle_time(broker):
 
     topic = unique_topic("quota-fetch")
     confluent_produce(broker.bootstrap, topic, [Msg(None, b"f" * 50_000, (), None) for _ in range(10)])
-    assert alter(broker.bootstrap, [("client-id", "slow-consumer")],
-                 [("consumer_byte_rate", 100_000.0)]).entries[0].error_code == 0
+    assert (
+        alter(broker.bootstrap, [("client-id", "slow-consumer")], [("consumer_byte_rate", 100_000.0)])
+        .entries[0]
+        .error_code
+        == 0
+    )
     throttled = []
     with RawClient(broker.bootstrap, client_id="slow-consumer") as client:
+
         def fetch_throttled() -> bool:
             response = client.request(ApiKey.FETCH, 11, fetch_request(topic))
             throttled.append(response.throttle_time.total_seconds() * 1000)
             return throttled[-1] > 0
+
         wait_until(fetch_throttled, what="a throttled fetch")
         # the connection is muted for the throttle time: the next answer comes no sooner (KIP-219)
         sent = time.monotonic()
@@ -175,14 +279,23 @@ def test_consumer_over_its_byte_rate_gets_throttle_time(broker):
 
 
 def test_request_percentage_throttles_every_api_with_a_throttle_field(broker):
-    assert alter(broker.bootstrap, [("user", "ANONYMOUS"), ("client-id", "busy")],
-                 [("request_percentage", 0.01)]).entries[0].error_code == 0
+    assert (
+        alter(broker.bootstrap, [("user", "ANONYMOUS"), ("client-id", "busy")], [("request_percentage", 0.01)])
+        .entries[0]
+        .error_code
+        == 0
+    )
     try:
         with RawClient(broker.bootstrap, client_id="busy") as client:
+
             def throttled() -> bool:
-                response = client.request(ApiKey.METADATA, 9, {"topics": None, "allow_auto_topic_creation": False,
-                                                               "include_topic_authorized_operations": False})
+                response = client.request(
+                    ApiKey.METADATA,
+                    9,
+                    {"topics": None, "allow_auto_topic_creation": False, "include_topic_authorized_operations": False},
+                )
                 return response.throttle_time.total_seconds() > 0
+
             wait_until(throttled, what="a throttled Metadata")
     finally:
         alter(broker.bootstrap, [("user", "ANONYMOUS"), ("client-id", "busy")], [("request_percentage", None)])

@@ -8,7 +8,11 @@ import pytest
 from scramp import ScramClient
 
 from strom.security.scram import (
-    AuthenticationFailed, ScramClientExchange, ScramCredential, ScramServerExchange, invalid_credentials_message,
+    AuthenticationFailed,
+    ScramClientExchange,
+    ScramCredential,
+    ScramServerExchange,
+    invalid_credentials_message,
 )
 
 DECOY = b"k" * 32
@@ -17,8 +21,10 @@ DECOY = b"k" * 32
 def test_credential_text_is_kafkas_layout():
     credential = ScramCredential(b"salt-bytes-123", b"\x01" * 32, b"\x02" * 32, 4096)
     text = credential.to_text()
-    assert text == ("salt=c2FsdC1ieXRlcy0xMjM=,stored_key=AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=,"
-                    "server_key=AgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgI=,iterations=4096")
+    assert text == (
+        "salt=c2FsdC1ieXRlcy0xMjM=,stored_key=AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=,"
+        "server_key=AgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgI=,iterations=4096"
+    )
     assert ScramCredential.from_text(text) == credential
     with pytest.raises(ValueError):
         ScramCredential.from_text("salt=AAAA,iterations=4096")
@@ -27,13 +33,17 @@ def test_credential_text_is_kafkas_layout():
 def test_rfc7677_test_vector():
     salt = base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ==")
     credential = ScramCredential.from_password("SCRAM-SHA-256", "pencil", 4096, salt)
-    server = ScramServerExchange("SCRAM-SHA-256", {"user": credential}.get, DECOY,
-                                 server_nonce="%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0")
+    server = ScramServerExchange(
+        "SCRAM-SHA-256", {"user": credential}.get, DECOY, server_nonce="%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0"
+    )
     first, done = server.step(b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO")
-    assert (first, done) == (b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096",
-                             False)
-    final, done = server.step(b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
-                              b"p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=")
+    assert (first, done) == (
+        b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096",
+        False,
+    )
+    final, done = server.step(
+        b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ="
+    )
     assert (final, done) == (b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=", True)
     assert server.username == "user"
 

@@ -83,8 +83,13 @@ def consume_offsets(broker, topic: str, count: int, partition: int = 0, start: i
     from kafka import KafkaConsumer
     from kafka.structs import TopicPartition as KPTopicPartition
 
-    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=None, auto_offset_reset="earliest",
-                             enable_auto_commit=False, request_timeout_ms=WAIT_S * 1000)
+    consumer = KafkaConsumer(
+        bootstrap_servers=broker.bootstrap,
+        group_id=None,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        request_timeout_ms=WAIT_S * 1000,
+    )
     try:
         tp = KPTopicPartition(topic, partition)
         consumer.assign([tp])
@@ -166,13 +171,21 @@ def test_delete_topics_by_id_v6(broker):
     create_topic(broker, "by-id")
     [meta] = raw(broker, ApiKey.METADATA, 12, {"topics": [{"name": "by-id"}]}).topics
     unknown = uuid.uuid4()
-    response = raw(broker, ApiKey.DELETE_TOPICS, 6, {"timeout": 5000, "topics": [
-        {"name": None, "topic_id": meta.topic_id},
-        {"name": None, "topic_id": unknown},
-        {"name": "by-id", "topic_id": meta.topic_id},
-        {"name": "twice", "topic_id": None},
-        {"name": "twice", "topic_id": None},
-    ]})
+    response = raw(
+        broker,
+        ApiKey.DELETE_TOPICS,
+        6,
+        {
+            "timeout": 5000,
+            "topics": [
+                {"name": None, "topic_id": meta.topic_id},
+                {"name": None, "topic_id": unknown},
+                {"name": "by-id", "topic_id": meta.topic_id},
+                {"name": "twice", "topic_id": None},
+                {"name": "twice", "topic_id": None},
+            ],
+        },
+    )
     results = [(r.name, r.topic_id, r.error_code) for r in response.responses]
     assert ("by-id", meta.topic_id, ErrorCode.NONE) in results
     assert (None, unknown, ErrorCode.UNKNOWN_TOPIC_ID) in results
@@ -196,12 +209,20 @@ def test_delete_topic_disabled_and_static_broker_config(tmp_path, request):
         retention = configs["retention.ms"]
         assert retention.value == str(5 * 3600 * 1000)
         assert retention.source == ConfigSource.STATIC_BROKER_CONFIG.value
-        response = raw(broker, ApiKey.DESCRIBE_CONFIGS, 4, {"include_synonyms": True, "resources": [
-            {"resource_type": 2, "resource_name": "kept", "configuration_keys": ["retention.ms"]}]})
+        response = raw(
+            broker,
+            ApiKey.DESCRIBE_CONFIGS,
+            4,
+            {
+                "include_synonyms": True,
+                "resources": [{"resource_type": 2, "resource_name": "kept", "configuration_keys": ["retention.ms"]}],
+            },
+        )
         [entry] = response.results[0].configs
         assert [(s.name, s.value, s.source) for s in entry.synonyms] == [
             ("log.retention.hours", "5", ConfigSource.STATIC_BROKER_CONFIG.value),
-            ("log.retention.hours", "168", ConfigSource.DEFAULT_CONFIG.value)]
+            ("log.retention.hours", "168", ConfigSource.DEFAULT_CONFIG.value),
+        ]
         assert configs["segment.bytes"].value == "1048576"
         assert configs["segment.bytes"].source == ConfigSource.STATIC_BROKER_CONFIG.value
         assert configs["segment.ms"].source == ConfigSource.DEFAULT_CONFIG.value
@@ -237,12 +258,20 @@ def test_describe_topic_configs_defaults_and_overrides(broker):
     assert configs["segment.bytes"].source == ConfigSource.DEFAULT_CONFIG.value
     assert not configs["retention.ms"].is_read_only and not configs["retention.ms"].is_sensitive
     # synonyms (raw: confluent-kafka keys them by name, which folds a chain that names a key twice)
-    response = raw(broker, ApiKey.DESCRIBE_CONFIGS, 1, {"include_synonyms": True, "resources": [
-        {"resource_type": 2, "resource_name": "described", "configuration_keys": ["retention.ms"]}]})
+    response = raw(
+        broker,
+        ApiKey.DESCRIBE_CONFIGS,
+        1,
+        {
+            "include_synonyms": True,
+            "resources": [{"resource_type": 2, "resource_name": "described", "configuration_keys": ["retention.ms"]}],
+        },
+    )
     [entry] = response.results[0].configs
     assert [(s.name, s.value, s.source) for s in entry.synonyms] == [
         ("retention.ms", "3600000", ConfigSource.DYNAMIC_TOPIC_CONFIG.value),
-        ("log.retention.hours", "168", ConfigSource.DEFAULT_CONFIG.value)]
+        ("log.retention.hours", "168", ConfigSource.DEFAULT_CONFIG.value),
+    ]
     with pytest.raises(KafkaException) as unknown:
         topic_configs(broker, "no-such-topic")
     assert error_code(unknown.value) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -250,10 +279,22 @@ def test_describe_topic_configs_defaults_and_overrides(broker):
 
 def test_describe_configs_key_filter_and_documentation_raw(broker):
     create_topic(broker, "filtered")
-    response = raw(broker, ApiKey.DESCRIBE_CONFIGS, 4, {
-        "resources": [{"resource_type": 2, "resource_name": "filtered",
-                       "configuration_keys": ["retention.ms", "cleanup.policy", "not.a.key"]}],
-        "include_synonyms": False, "include_documentation": True})
+    response = raw(
+        broker,
+        ApiKey.DESCRIBE_CONFIGS,
+        4,
+        {
+            "resources": [
+                {
+                    "resource_type": 2,
+                    "resource_name": "filtered",
+                    "configuration_keys": ["retention.ms", "cleanup.policy", "not.a.key"],
+                }
+            ],
+            "include_synonyms": False,
+            "include_documentation": True,
+        },
+    )
     [result] = response.results
     assert result.error_code == ErrorCode.NONE
     by_name = {c.name: c for c in result.configs}
@@ -275,11 +316,18 @@ def test_describe_broker_configs(broker):
     assert configs["group.initial.rebalance.delay.ms"].source == ConfigSource.STATIC_BROKER_CONFIG.value
     assert configs["log.dirs"].value == str(broker.data_dir)
     # another broker's id is refused; "" (the cluster-wide dynamic default) is empty in strom
-    response = raw(broker, ApiKey.DESCRIBE_CONFIGS, 1, {"resources": [
-        {"resource_type": 4, "resource_name": "7", "configuration_keys": None},
-        {"resource_type": 4, "resource_name": "", "configuration_keys": None},
-        {"resource_type": 8, "resource_name": "0", "configuration_keys": None},
-    ]})
+    response = raw(
+        broker,
+        ApiKey.DESCRIBE_CONFIGS,
+        1,
+        {
+            "resources": [
+                {"resource_type": 4, "resource_name": "7", "configuration_keys": None},
+                {"resource_type": 4, "resource_name": "", "configuration_keys": None},
+                {"resource_type": 8, "resource_name": "0", "configuration_keys": None},
+            ]
+        },
+    )
     other, default, loggers = response.results
     assert other.error_code == ErrorCode.INVALID_REQUEST and "7" in other.error_message
     assert default.error_code == ErrorCode.NONE and default.configs == ()
@@ -287,13 +335,15 @@ def test_describe_broker_configs(broker):
 
 
 def test_describe_configs_with_kafka_python(broker):
-    from kafka.admin import ConfigResource as KPConfigResource, ConfigResourceType, KafkaAdminClient
+    from kafka.admin import ConfigResource as KPConfigResource
+    from kafka.admin import ConfigResourceType, KafkaAdminClient
 
     create_topic(broker, "kp-described", config={"max.message.bytes": "2000"})
     client = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=WAIT_S * 1000)
     try:
-        found = client.describe_configs([KPConfigResource(ConfigResourceType.TOPIC, "kp-described")],
-                                        config_filter="all")
+        found = client.describe_configs(
+            [KPConfigResource(ConfigResourceType.TOPIC, "kp-described")], config_filter="all"
+        )
         configs = found["topic"]["kp-described"]
         assert configs["max.message.bytes"]["value"] == "2000"
         assert configs["max.message.bytes"]["config_source"] == "DYNAMIC_TOPIC_CONFIG"
@@ -319,9 +369,13 @@ def test_incremental_alter_configs_operations(broker):
     assert configs["retention.ms"].value == "1234"
     assert configs["retention.ms"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
 
-    incremental(broker, "altered", ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.APPEND))
+    incremental(
+        broker, "altered", ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.APPEND)
+    )
     assert topic_configs(broker, "altered")["cleanup.policy"].value == "compact,delete"
-    incremental(broker, "altered", ConfigEntry("cleanup.policy", "delete", incremental_operation=AlterConfigOpType.SUBTRACT))
+    incremental(
+        broker, "altered", ConfigEntry("cleanup.policy", "delete", incremental_operation=AlterConfigOpType.SUBTRACT)
+    )
     assert topic_configs(broker, "altered")["cleanup.policy"].value == "compact"
     assert topic_configs(broker, "altered")["retention.ms"].value == "1234"  # untouched by the others
 
@@ -358,8 +412,11 @@ def test_altered_config_takes_effect_on_the_log(broker):
 
 
 def test_broker_configs_cannot_be_altered(broker):
-    resource = ConfigResource("broker", "0", incremental_configs=[
-        ConfigEntry("log.retention.hours", "1", incremental_operation=AlterConfigOpType.SET)])
+    resource = ConfigResource(
+        "broker",
+        "0",
+        incremental_configs=[ConfigEntry("log.retention.hours", "1", incremental_operation=AlterConfigOpType.SET)],
+    )
     [future] = admin(broker).incremental_alter_configs([resource]).values()
     with pytest.raises(KafkaException) as refused:
         future.result(WAIT_S)
@@ -368,32 +425,56 @@ def test_broker_configs_cannot_be_altered(broker):
 
 
 def test_legacy_alter_configs_replaces_all_overrides(broker):
-    from kafka.admin import ConfigResource as KPConfigResource, ConfigResourceType, KafkaAdminClient
+    from kafka.admin import ConfigResource as KPConfigResource
+    from kafka.admin import ConfigResourceType, KafkaAdminClient
 
     create_topic(broker, "legacy", config={"retention.ms": "1000", "segment.ms": "2000"})
     client = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=WAIT_S * 1000)
     try:
-        result = client.alter_configs([KPConfigResource(ConfigResourceType.TOPIC, "legacy", {"segment.ms": "3000"})],
-                                      incremental=False, raise_on_unknown=False)
+        result = client.alter_configs(
+            [KPConfigResource(ConfigResourceType.TOPIC, "legacy", {"segment.ms": "3000"})],
+            incremental=False,
+            raise_on_unknown=False,
+        )
         assert result["topic"]["legacy"] == "OK"
     finally:
         client.close()
     configs = topic_configs(broker, "legacy")
     # kafka-python fills in the other modified keys itself, so send a bare request too
     assert configs["segment.ms"].value == "3000"
-    response = raw(broker, ApiKey.ALTER_CONFIGS, 0, {"validate_only": False, "resources": [
-        {"resource_type": 2, "resource_name": "legacy", "configs": [{"name": "flush.messages", "value": "10"}]},
-        {"resource_type": 2, "resource_name": "legacy-missing", "configs": []},
-        {"resource_type": 2, "resource_name": "legacy2", "configs": [{"name": "segment.bytes", "value": "1"}]},
-    ]})
+    response = raw(
+        broker,
+        ApiKey.ALTER_CONFIGS,
+        0,
+        {
+            "validate_only": False,
+            "resources": [
+                {"resource_type": 2, "resource_name": "legacy", "configs": [{"name": "flush.messages", "value": "10"}]},
+                {"resource_type": 2, "resource_name": "legacy-missing", "configs": []},
+                {"resource_type": 2, "resource_name": "legacy2", "configs": [{"name": "segment.bytes", "value": "1"}]},
+            ],
+        },
+    )
     assert [r.error_code for r in response.responses] == [
-        ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+        ErrorCode.NONE,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    ]
     configs = topic_configs(broker, "legacy")
     assert configs["flush.messages"].value == "10"
     assert configs["segment.ms"].source == configs["retention.ms"].source == ConfigSource.DEFAULT_CONFIG.value
     create_topic(broker, "legacy2")
-    response = raw(broker, ApiKey.ALTER_CONFIGS, 2, {"validate_only": False, "resources": [
-        {"resource_type": 2, "resource_name": "legacy2", "configs": [{"name": "segment.bytes", "value": "1"}]}]})
+    response = raw(
+        broker,
+        ApiKey.ALTER_CONFIGS,
+        2,
+        {
+            "validate_only": False,
+            "resources": [
+                {"resource_type": 2, "resource_name": "legacy2", "configs": [{"name": "segment.bytes", "value": "1"}]}
+            ],
+        },
+    )
     [bad] = response.responses
     assert bad.error_code == ErrorCode.INVALID_CONFIG and "segment.bytes" in bad.error_message
 
@@ -419,14 +500,25 @@ def test_delete_records_moves_low_watermark(broker):
 
 def test_delete_records_errors_raw(broker):
     create_topic(broker, "compacted", config={"cleanup.policy": "compact"})
-    response = raw(broker, ApiKey.DELETE_RECORDS, 2, {"timeout": 1000, "topics": [
-        {"name": "compacted", "partitions": [{"partition_index": 0, "offset": 0}]},
-        {"name": "compacted", "partitions": [{"partition_index": 5, "offset": 0}]},
-        {"name": "__consumer_offsets", "partitions": [{"partition_index": 0, "offset": 0}]},
-    ]})
+    response = raw(
+        broker,
+        ApiKey.DELETE_RECORDS,
+        2,
+        {
+            "timeout": 1000,
+            "topics": [
+                {"name": "compacted", "partitions": [{"partition_index": 0, "offset": 0}]},
+                {"name": "compacted", "partitions": [{"partition_index": 5, "offset": 0}]},
+                {"name": "__consumer_offsets", "partitions": [{"partition_index": 0, "offset": 0}]},
+            ],
+        },
+    )
     codes = [(t.partitions[0].error_code, t.partitions[0].low_watermark) for t in response.topics]
-    assert codes == [(ErrorCode.POLICY_VIOLATION, -1), (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1),
-                     (ErrorCode.INVALID_TOPIC_EXCEPTION, -1)]
+    assert codes == [
+        (ErrorCode.POLICY_VIOLATION, -1),
+        (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1),
+        (ErrorCode.INVALID_TOPIC_EXCEPTION, -1),
+    ]
 
 
 # -- DescribeCluster ---------------------------------------------------------------------------------
@@ -442,8 +534,9 @@ def test_describe_cluster(broker):
         assert response.cluster_id == description.cluster_id and response.controller_id == 0
         assert [(b.broker_id, b.host, b.port) for b in response.brokers] == [(0, "127.0.0.1", broker.port)]
         assert response.cluster_authorized_operations & (1 << 8)  # DESCRIBE: no authorizer, all allowed
-    controllers = raw(broker, ApiKey.DESCRIBE_CLUSTER, 1, {"include_cluster_authorized_operations": False,
-                                                            "endpoint_type": 2})
+    controllers = raw(
+        broker, ApiKey.DESCRIBE_CLUSTER, 1, {"include_cluster_authorized_operations": False, "endpoint_type": 2}
+    )
     assert controllers.error_code == ErrorCode.MISMATCHED_ENDPOINT_TYPE and controllers.brokers == ()
 
 
@@ -460,8 +553,7 @@ def test_describe_log_dirs(broker):
         client.close()
     [log_dir] = answer["log_dirs"]
     assert log_dir["log_dir"] == str(broker.data_dir) and log_dir["error_code"] == 0
-    sizes = {(t["name"], p["partition_index"]): p["partition_size"]
-             for t in log_dir["topics"] for p in t["partitions"]}
+    sizes = {(t["name"], p["partition_index"]): p["partition_size"] for t in log_dir["topics"] for p in t["partitions"]}
     assert sizes[("sized", 0)] > 0 and sizes[("sized", 1)] == 0
     response = raw(broker, ApiKey.DESCRIBE_LOG_DIRS, 4, {"topics": [{"topic": "sized", "partitions": [1]}]})
     [result] = response.results
@@ -475,8 +567,15 @@ def test_offset_for_leader_epoch(broker):
     produce(broker, "epochs", 3)
 
     def ask(version: int, partition: int = 0, epoch: int = 0, current: int = -1, replica_id: int = -1):
-        body = {"replica_id": replica_id, "topics": [{"topic": "epochs", "partitions": [
-            {"partition": partition, "current_leader_epoch": current, "leader_epoch": epoch}]}]}
+        body = {
+            "replica_id": replica_id,
+            "topics": [
+                {
+                    "topic": "epochs",
+                    "partitions": [{"partition": partition, "current_leader_epoch": current, "leader_epoch": epoch}],
+                }
+            ],
+        }
         [topic] = raw(broker, ApiKey.OFFSET_FOR_LEADER_EPOCH, version, body).topics
         [answer] = topic.partitions
         return answer.error_code, answer.leader_epoch, answer.end_offset

@@ -20,19 +20,30 @@ from tests.broker_process import BrokerProcess
 
 
 def start_expecting_failure(tmp_path, *overrides):
-    cmd = [sys.executable, "-m", "strom.cli.main", "server-start", "--override", "listeners=PLAINTEXT://127.0.0.1:0",
-           "--override", f"log.dirs={tmp_path}/data"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "strom.cli.main",
+        "server-start",
+        "--override",
+        "listeners=PLAINTEXT://127.0.0.1:0",
+        "--override",
+        f"log.dirs={tmp_path}/data",
+    ]
     for override in overrides:
         cmd += ["--override", override]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
 
 
-@pytest.mark.parametrize("override, key", [
-    ("num.partitions=abc", "num.partitions"),
-    ("log.segment.bytes=10", "log.segment.bytes"),
-    ("listeners=nonsense", "listeners"),
-    ("group.min.session.timeout.ms=999999999", "group.min.session.timeout.ms"),
-])
+@pytest.mark.parametrize(
+    "override, key",
+    [
+        ("num.partitions=abc", "num.partitions"),
+        ("log.segment.bytes=10", "log.segment.bytes"),
+        ("listeners=nonsense", "listeners"),
+        ("group.min.session.timeout.ms=999999999", "group.min.session.timeout.ms"),
+    ],
+)
 def test_bad_config_stops_startup_naming_the_key(tmp_path, override, key):
     result = start_expecting_failure(tmp_path, override)
     assert result.returncode == 2
@@ -124,7 +135,8 @@ def test_topics_configs_and_data_survive_a_restart(broker):
     assert configs["retention.ms"].value == "123456789"
     assert configs["cleanup.policy"].value == "compact"
     assert sorted(m.value() for m in consume_all(broker, "durable", 2, expected=50)) == sorted(
-        b"x%d" % i for i in range(50))
+        b"x%d" % i for i in range(50)
+    )
 
 
 def test_clean_shutdown_leaves_the_marker_and_checkpoints(tmp_path):
@@ -149,8 +161,12 @@ def test_topic_compression_type_recompresses_what_clients_send(broker):
     create(broker, "zipped", config={"compression.type": "gzip"})
     produce(broker, "zipped", [b"hello %d" % i for i in range(20)], **{"compression.type": "lz4"})
     data_dir = broker.data_dir / "zipped-0"
-    result = subprocess.run([sys.executable, "-m", "strom.cli.main", "dump-log",
-                             str(data_dir / "00000000000000000000.log")], capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "strom.cli.main", "dump-log", str(data_dir / "00000000000000000000.log")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     codecs = {part.split()[0] for part in result.stdout.split("compresscodec: ")[1:]}
     assert codecs == {"gzip"}
     assert [m.value() for m in consume_all(broker, "zipped", expected=20)] == [b"hello %d" % i for i in range(20)]
@@ -179,12 +195,36 @@ def test_long_poll_fetch_is_answered_by_the_next_append(broker):
 
     def fetch():
         started = time.monotonic()
-        result["response"] = raw_request(broker.port, 1, 11, {
-            "replica_id": -1, "max_wait": 15000, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
-            "session_id": 0, "session_epoch": -1, "rack_id": "", "forgotten_topics_data": [],
-            "topics": [{"topic": "poll", "partitions": [
-                {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "log_start_offset": -1,
-                 "partition_max_bytes": 1 << 20}]}]})
+        result["response"] = raw_request(
+            broker.port,
+            1,
+            11,
+            {
+                "replica_id": -1,
+                "max_wait": 15000,
+                "min_bytes": 1,
+                "max_bytes": 1 << 20,
+                "isolation_level": 0,
+                "session_id": 0,
+                "session_epoch": -1,
+                "rack_id": "",
+                "forgotten_topics_data": [],
+                "topics": [
+                    {
+                        "topic": "poll",
+                        "partitions": [
+                            {
+                                "partition": 0,
+                                "current_leader_epoch": -1,
+                                "fetch_offset": 0,
+                                "log_start_offset": -1,
+                                "partition_max_bytes": 1 << 20,
+                            }
+                        ],
+                    }
+                ],
+            },
+        )
         result["took"] = time.monotonic() - started
 
     waiter = threading.Thread(target=fetch)

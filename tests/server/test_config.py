@@ -300,10 +300,19 @@ def test_bad_value_raises_config_error_naming_the_key(key, value):
 @pytest.mark.parametrize(
     "mapping, key",
     [
-        ({"group.min.session.timeout.ms": "10000", "group.max.session.timeout.ms": "9000"}, "group.min.session.timeout.ms"),
+        (
+            {"group.min.session.timeout.ms": "10000", "group.max.session.timeout.ms": "9000"},
+            "group.min.session.timeout.ms",
+        ),
         ({"replica.fetch.wait.max.ms": "40000"}, "replica.socket.timeout.ms"),
         ({"replica.fetch.wait.max.ms": "20000", "replica.lag.time.max.ms": "10000"}, "replica.fetch.wait.max.ms"),
-        ({"listeners": "PLAINTEXT://:9092,OTHER://:9092", "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT"}, "listeners"),
+        (
+            {
+                "listeners": "PLAINTEXT://:9092,OTHER://:9092",
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT",
+            },
+            "listeners",
+        ),
         ({"listeners": "SSL://:9093"}, "ssl.keystore.location"),  # an SSL listener without a certificate
         ({"listeners": "INTERNAL://:9093"}, "listeners"),
         ({"advertised.listeners": "EXTERNAL://host:9092"}, "advertised.listeners"),
@@ -319,9 +328,12 @@ def test_cross_key_rules(mapping, key):
 
 def test_port_zero_listeners_may_repeat():
     config = BrokerConfig.from_mapping(
-        {"listeners": "PLAINTEXT://127.0.0.1:0,B://127.0.0.1:0", "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,B:PLAINTEXT"}
+        {
+            "listeners": "PLAINTEXT://127.0.0.1:0,B://127.0.0.1:0",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,B:PLAINTEXT",
+        }
     )
-    assert [l.port for l in config.listeners] == [0, 0]
+    assert [listener.port for listener in config.listeners] == [0, 0]
 
 
 # --- log_config() ---------------------------------------------------------------------------
@@ -419,8 +431,12 @@ def test_deprecated_kafka_keys_are_accepted_shown_and_logged_once_as_ignored(cap
     from strom.storage import log_config
 
     monkeypatch.setattr(log_config, "_warned", set())  # "once" is per process; start this test afresh
-    mapping = {"log.message.format.version": "2.6", "log.message.downconversion.enable": "false",
-               "inter.broker.protocol.version": "3.9", "log.local.retention.ms": "1000"}
+    mapping = {
+        "log.message.format.version": "2.6",
+        "log.message.downconversion.enable": "false",
+        "inter.broker.protocol.version": "3.9",
+        "log.local.retention.ms": "1000",
+    }
     with caplog.at_level(logging.WARNING, logger="strom.config"):
         config = BrokerConfig.from_mapping(mapping)
         BrokerConfig.from_mapping(mapping)
@@ -435,5 +451,4 @@ def test_deprecated_keys_still_need_valid_values():
     with pytest.raises(ConfigError, match="log.message.format.version: Version 9.9 is not a valid version"):
         BrokerConfig.from_mapping({"log.message.format.version": "9.9"})
     with pytest.raises(ConfigError, match="log.cleaner.min.compaction.lag.ms"):
-        BrokerConfig.from_mapping({"log.cleaner.min.compaction.lag.ms": "10",
-                                   "log.cleaner.max.compaction.lag.ms": "5"})
+        BrokerConfig.from_mapping({"log.cleaner.min.compaction.lag.ms": "10", "log.cleaner.max.compaction.lag.ms": "5"})

@@ -41,11 +41,16 @@ def test_user_quotas_share_the_node_with_scram_credentials():
     quotas.alter(("alice", None), {PRODUCER_BYTE_RATE: 1048576.0, "request_percentage": 12.5})
     quotas.alter(("alice", "app"), {"consumer_byte_rate": 10.0})
     config = json.loads(store.get("/config/users/alice")[0])
-    assert config["version"] == 1 and set(config["config"]) == {"SCRAM-SHA-256", PRODUCER_BYTE_RATE,
-                                                                "request_percentage"}
+    assert config["version"] == 1 and set(config["config"]) == {
+        "SCRAM-SHA-256",
+        PRODUCER_BYTE_RATE,
+        "request_percentage",
+    }
     assert config["config"][PRODUCER_BYTE_RATE] == "1048576" and config["config"]["request_percentage"] == "12.5"
     assert json.loads(store.get("/config/users/alice/clients/app")[0]) == {
-        "version": 1, "config": {"consumer_byte_rate": "10"}}
+        "version": 1,
+        "config": {"consumer_byte_rate": "10"},
+    }
     credentials.alter("alice", {}, {"SCRAM-SHA-256"})
     quotas.alter(("alice", None), {PRODUCER_BYTE_RATE: None, "request_percentage": None})
     # the user node stays (its client node lives under it), with nothing in it

@@ -18,11 +18,14 @@ def spark():
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
-    session = (SparkSession.builder.master("local[2]").appName("strom-tests")
-               .config("spark.ui.enabled", "false")
-               .config("spark.driver.host", "127.0.0.1")
-               .config("spark.sql.shuffle.partitions", "2")
-               .getOrCreate())
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("strom-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.sql.shuffle.partitions", "2")
+        .getOrCreate()
+    )
     session.sparkContext.setLogLevel("ERROR")
     register(session)
     yield session
@@ -50,6 +53,7 @@ def produce(bootstrap: str, topic: str, records, **config) -> list[tuple[int, in
                 errors.append(err)
             else:
                 placed[i] = (msg.partition(), msg.offset())
+
         return callback
 
     for i, (value, key, partition, headers) in enumerate(records):
@@ -89,8 +93,10 @@ def wait_for(predicate, timeout: float = WAIT_S, what: str = "condition"):
 
 # -- transactions --------------------------------------------------------------------------
 
-def transactional_feed(bootstrap: str, topic: str, partitions: int, chunks: int, per_chunk: int,
-                       abort_every: int = 4, other_every: int = 1) -> list[bytes]:
+
+def transactional_feed(
+    bootstrap: str, topic: str, partitions: int, chunks: int, per_chunk: int, abort_every: int = 4, other_every: int = 1
+) -> list[bytes]:
     """Records written by confluent-kafka's transactional producer; returns the committed values.
 
     Chunk by chunk, producer "main" writes ``per_chunk`` values in one transaction, committed
@@ -138,21 +144,31 @@ def latest_offsets(bootstrap: str, topic: str, partitions: int, read_committed: 
 
     admin = admin or AdminClient({"bootstrap.servers": bootstrap})
     level = IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED
-    futures = admin.list_offsets({TopicPartition(topic, p): OffsetSpec.latest() for p in range(partitions)},
-                                 isolation_level=level, request_timeout=WAIT_S)
+    futures = admin.list_offsets(
+        {TopicPartition(topic, p): OffsetSpec.latest() for p in range(partitions)},
+        isolation_level=level,
+        request_timeout=WAIT_S,
+    )
     return {tp.partition: f.result().offset for tp, f in futures.items()}
 
 
-def consume_all(bootstrap: str, topic: str, partitions: int, isolation: str,
-                start: int = 0) -> list[tuple[int, int, bytes]]:
+def consume_all(
+    bootstrap: str, topic: str, partitions: int, isolation: str, start: int = 0
+) -> list[tuple[int, int, bytes]]:
     """(partition, offset, value) of every record a confluent-kafka consumer with ``isolation`` is
     given from offset ``start`` on, up to the end as ListOffsets reports it for that level."""
     from confluent_kafka import Consumer, TopicPartition
 
     ends = latest_offsets(bootstrap, topic, partitions, isolation == "read_committed")
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "strom-test-reader",
-                         "enable.auto.commit": False, "isolation.level": isolation,
-                         "enable.partition.eof": True})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "strom-test-reader",
+            "enable.auto.commit": False,
+            "isolation.level": isolation,
+            "enable.partition.eof": True,
+        }
+    )
     try:
         consumer.assign([TopicPartition(topic, p, start) for p in range(partitions)])
         records, done = [], {p for p, end in ends.items() if end <= start}
@@ -170,8 +186,9 @@ def consume_all(bootstrap: str, topic: str, partitions: int, isolation: str,
         consumer.close()
 
 
-def fetch_path_read(bootstrap: str, topic: str, partition: int, start: int, end: int,
-                    isolation: str) -> list[tuple[int, bytes]]:
+def fetch_path_read(
+    bootstrap: str, topic: str, partition: int, start: int, end: int, isolation: str
+) -> list[tuple[int, bytes]]:
     """(offset, value) of [start, end) of one partition as the source's executors read it: Fetch."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -179,9 +196,13 @@ def fetch_path_read(bootstrap: str, topic: str, partition: int, start: int, end:
     from strom.spark.options import OffsetRange, SourceOptions
     from strom.spark.source import kafka_schema
 
-    opts = SourceOptions.parse({"kafka.bootstrap.servers": bootstrap, "subscribe": topic,
-                                "kafka.isolation.level": isolation}, streaming=False)
+    opts = SourceOptions.parse(
+        {"kafka.bootstrap.servers": bootstrap, "subscribe": topic, "kafka.isolation.level": isolation}, streaming=False
+    )
     assert not needs_client_library(opts.client_config)  # the Fetch reader, not librdkafka
     schema = to_arrow_schema(kafka_schema(False), timezone="UTC")
-    return [(o, v) for batch in read_range(opts, OffsetRange(topic, partition, start, end), schema)
-            for o, v in zip(batch.column("offset").to_pylist(), batch.column("value").to_pylist())]
+    return [
+        (o, v)
+        for batch in read_range(opts, OffsetRange(topic, partition, start, end), schema)
+        for o, v in zip(batch.column("offset").to_pylist(), batch.column("value").to_pylist())
+    ]

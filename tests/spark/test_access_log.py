@@ -29,8 +29,10 @@ def python_counts(lines):
         m["ips"].add(ip)
         statuses[(minute, int(status))] += 1
         urls[minute][url] += 1
-    top = {minute: [(u, n) for u, n in sorted(c.items(), key=lambda kv: (-kv[1], kv[0]))[:10]]
-           for minute, c in urls.items()}
+    top = {
+        minute: [(u, n) for u, n in sorted(c.items(), key=lambda kv: (-kv[1], kv[0]))[:10]]
+        for minute, c in urls.items()
+    }
     return minutes, statuses, top
 
 
@@ -43,9 +45,15 @@ def test_windowed_counts_match_plain_python(spark, broker, tmp_path):
     produce(broker.bootstrap, "access", [(line.encode(), None, None, None) for line in lines + [late_closer]])
 
     parquet = tmp_path / "parquet"
-    queries = access_log.start(spark, bootstrap=broker.bootstrap, topic="access", output_topic="stats",
-                               parquet_dir=str(parquet), checkpoint_dir=str(tmp_path / "ckpt"),
-                               available_now=True)
+    queries = access_log.start(
+        spark,
+        bootstrap=broker.bootstrap,
+        topic="access",
+        output_topic="stats",
+        parquet_dir=str(parquet),
+        checkpoint_dir=str(tmp_path / "ckpt"),
+        available_now=True,
+    )
     for query in queries:
         assert query.awaitTermination(180), f"{query.name} did not finish"
         assert query.exception() is None, query.exception()
@@ -54,7 +62,7 @@ def test_windowed_counts_match_plain_python(spark, broker, tmp_path):
     assert len(minutes) == 5
 
     def epoch(ts):
-        return int(ts.replace(tzinfo=dt.timezone.utc).timestamp()) if ts.tzinfo is None else int(ts.timestamp())
+        return int(ts.replace(tzinfo=dt.UTC).timestamp()) if ts.tzinfo is None else int(ts.timestamp())
 
     spark.conf.set("spark.sql.session.timeZone", "UTC")
     try:
@@ -64,9 +72,13 @@ def test_windowed_counts_match_plain_python(spark, broker, tmp_path):
             assert got[minute].requests == m["requests"]
             assert got[minute].page_views == m["page_views"]
             exact = len(m["ips"])
-            assert abs(got[minute].unique_visitors - exact) <= max(2, 0.04 * exact)  # 4 standard deviations, (got[minute], exact)
-        got_status = {(epoch(r.window_start), r.status): r.requests
-                      for r in spark.read.parquet(str(parquet / "status_counts")).collect()}
+            assert abs(got[minute].unique_visitors - exact) <= max(
+                2, 0.04 * exact
+            )  # 4 standard deviations, (got[minute], exact)
+        got_status = {
+            (epoch(r.window_start), r.status): r.requests
+            for r in spark.read.parquet(str(parquet / "status_counts")).collect()
+        }
         assert got_status == dict(statuses)
         got_top = collections.defaultdict(list)
         for r in sorted(spark.read.parquet(str(parquet / "top_urls")).collect(), key=lambda r: r.rank):

@@ -21,7 +21,9 @@ from strom.spark.batch_columns import decode_columns
 _sizes = st.sampled_from([0, 1, 5, 63, 64, 100, 127, 128, 8191, 8192, 20000])
 _blob = st.one_of(st.none(), _sizes.flatmap(lambda n: st.binary(min_size=n, max_size=n)))
 _record = st.builds(
-    NewRecord, value=_blob, key=_blob,
+    NewRecord,
+    value=_blob,
+    key=_blob,
     headers=st.lists(st.tuples(st.text(max_size=5), st.one_of(st.none(), st.binary(max_size=8))), max_size=2),
     timestamp=st.integers(1_600_000_000_000, 1_800_000_000_000),
 )
@@ -42,15 +44,18 @@ def _compare(batch: bytes, with_headers: bool) -> None:
 
 
 @settings(max_examples=150, deadline=None)
-@given(records=st.lists(_record, min_size=1, max_size=40), codec=st.sampled_from([0, 1, 2, 3, 4]),
-       base_offset=st.integers(0, 2**40), with_headers=st.booleans())
+@given(
+    records=st.lists(_record, min_size=1, max_size=40),
+    codec=st.sampled_from([0, 1, 2, 3, 4]),
+    base_offset=st.integers(0, 2**40),
+    with_headers=st.booleans(),
+)
 def test_matches_the_record_decoder(records, codec, base_offset, with_headers):
     _compare(build_batch(records, base_offset=base_offset, compression=codec), with_headers)
 
 
 def test_log_append_time_gives_every_record_the_batch_time():
-    batch = build_batch([NewRecord(b"a", timestamp=5), NewRecord(b"b", timestamp=9)],
-                        timestamp_type=LOG_APPEND_TIME)
+    batch = build_batch([NewRecord(b"a", timestamp=5), NewRecord(b"b", timestamp=9)], timestamp_type=LOG_APPEND_TIME)
     columns = decode_columns(batch, BatchHeader.parse(batch, 0))
     assert list(columns.timestamps) == [9, 9]
     _compare(build_batch([NewRecord(b"x", timestamp=7)], timestamp_type=CREATE_TIME), False)

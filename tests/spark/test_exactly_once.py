@@ -40,6 +40,7 @@ FINISH_TIMEOUT_S = 240
 
 # -- killing a Spark application ---------------------------------------------------------------
 
+
 def _children() -> dict[int, list[int]]:
     children = collections.defaultdict(list)
     for entry in os.listdir("/proc"):
@@ -100,6 +101,7 @@ def kill_9(process: subprocess.Popen) -> None:
 
 # -- what the test watches -----------------------------------------------------------------------
 
+
 class Watch:
     """What the test watches: the output topic's offsets, the sink's markers, Spark's checkpoint."""
 
@@ -112,8 +114,10 @@ class Watch:
 
     def offsets(self) -> tuple[dict[int, int], dict[int, int]]:
         """(LSO, high watermark) of each partition of the output."""
-        return tuple(latest_offsets(self.bootstrap, self.topic, self.partitions, committed, self.admin)
-                     for committed in (True, False))
+        return tuple(
+            latest_offsets(self.bootstrap, self.topic, self.partitions, committed, self.admin)
+            for committed in (True, False)
+        )
 
     def markers(self) -> list[int]:
         """Next batch of each Spark partition (the sink groups' committed offsets; -1001 = none)."""
@@ -124,9 +128,16 @@ class Watch:
             if not metadata.exists():
                 return [-1001] * self.partitions
             query_id = json.loads(metadata.read_text())["id"]
-            self._marker_readers = [Consumer({"bootstrap.servers": self.bootstrap, "enable.auto.commit": False,
-                                              "group.id": f"strom-sink-{query_id}-{p}"})
-                                    for p in range(self.partitions)]
+            self._marker_readers = [
+                Consumer(
+                    {
+                        "bootstrap.servers": self.bootstrap,
+                        "enable.auto.commit": False,
+                        "group.id": f"strom-sink-{query_id}-{p}",
+                    }
+                )
+                for p in range(self.partitions)
+            ]
         return [c.committed([TopicPartition(MARKER_TOPIC, 0)], timeout=30)[0].offset for c in self._marker_readers]
 
     def _ids(self, log: str) -> set[int]:
@@ -187,10 +198,23 @@ def test_exactly_once_sink_survives_kill_9(broker, tmp_path):
         log = tmp_path / f"run-{run}.log"
         with open(log, "wb") as out:
             process = subprocess.Popen(
-                [sys.executable, str(ROOT / "tests" / "spark" / "eos_query.py"), broker.bootstrap, "eos-in",
-                 "eos-out", str(checkpoint), "--max-offsets", "20000"],
-                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=ROOT,
-                start_new_session=True)
+                [
+                    sys.executable,
+                    str(ROOT / "tests" / "spark" / "eos_query.py"),
+                    broker.bootstrap,
+                    "eos-in",
+                    "eos-out",
+                    str(checkpoint),
+                    "--max-offsets",
+                    "20000",
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                cwd=ROOT,
+                start_new_session=True,
+            )
         processes.append(process)
         started = wait_until(lambda: process.poll() is not None or "started" in log.read_text(), START_TIMEOUT_S, 0.1)
         assert started and process.poll() is None, f"the query did not start:\n{log.read_text()[-3000:]}"
@@ -211,8 +235,11 @@ def test_exactly_once_sink_survives_kill_9(broker, tmp_path):
         time.sleep(rng.uniform(0.0, 3.0))
         return True
 
-    points = {"in a transaction": (in_transaction, lambda: watch.offsets()[1]),
-              "between commits": (between_commits, watch.markers), "random": (random_time, watch.markers)}
+    points = {
+        "in a transaction": (in_transaction, lambda: watch.offsets()[1]),
+        "between commits": (between_commits, watch.markers),
+        "random": (random_time, watch.markers),
+    }
     schedule = ["in a transaction", "between commits", "random", "in a transaction", "between commits"]
     kills = []
     began = time.monotonic()
@@ -226,8 +253,16 @@ def test_exactly_once_sink_survives_kill_9(broker, tmp_path):
             kill_9(process)
             lso, hw = watch.offsets()
             markers = watch.markers()
-            kills.append({"point": point, "hit": hit, "batch": watch.running_batch(), "markers": markers,
-                          "open transaction": lso != hw, "tasks committed": watch.tasks_committed(markers)})
+            kills.append(
+                {
+                    "point": point,
+                    "hit": hit,
+                    "batch": watch.running_batch(),
+                    "markers": markers,
+                    "open transaction": lso != hw,
+                    "tasks committed": watch.tasks_committed(markers),
+                }
+            )
             print(f"kill {len(kills)} at {time.monotonic() - began:.0f}s: {kills[-1]}", flush=True)
             key = {"in a transaction": "open transaction", "between commits": "tasks committed"}.get(point)
             if key and not any(k[key] for k in kills) and len(kills) < 8:
@@ -235,8 +270,9 @@ def test_exactly_once_sink_survives_kill_9(broker, tmp_path):
 
         # one last run reads to the end of the input
         process, log = start(len(kills))
-        assert wait_until(lambda: process.poll() is not None or watch.committed_end() == input_end,
-                          FINISH_TIMEOUT_S, 0.2), f"the query did not finish:\n{log.read_text()[-3000:]}"
+        assert wait_until(
+            lambda: process.poll() is not None or watch.committed_end() == input_end, FINISH_TIMEOUT_S, 0.2
+        ), f"the query did not finish:\n{log.read_text()[-3000:]}"
         assert process.poll() is None, log.read_text()[-3000:]
     finally:
         for process in processes:
@@ -245,15 +281,19 @@ def test_exactly_once_sink_survives_kill_9(broker, tmp_path):
     print(f"{len(kills)} kills and a final run in {time.monotonic() - began:.0f}s")
 
     assert any(k["open transaction"] for k in kills), kills  # killed with a sink transaction open
-    assert any(k["tasks committed"] for k in kills), kills   # tasks committed, Spark's batch not
+    assert any(k["tasks committed"] for k in kills), kills  # tasks committed, Spark's batch not
     committed = consume_all(broker.bootstrap, "eos-out", 2, "read_committed")
     counts = collections.Counter(v for _, _, v in committed)
     assert {v: n for v, n in counts.items() if n > 1} == {}, "records written twice"
     assert counts == collections.Counter(expected)
     # the source's own read_committed path agrees, and the killed transactions left aborted records
     end = latest_offsets(broker.bootstrap, "eos-out", 2, read_committed=True)
-    assert collections.Counter(v for p in range(2) for _, v in fetch_path_read(
-        broker.bootstrap, "eos-out", p, 0, end[p], "read_committed")) == counts
+    assert (
+        collections.Counter(
+            v for p in range(2) for _, v in fetch_path_read(broker.bootstrap, "eos-out", p, 0, end[p], "read_committed")
+        )
+        == counts
+    )
     assert len(consume_all(broker.bootstrap, "eos-out", 2, "read_uncommitted")) > len(committed)
 
 
@@ -266,8 +306,13 @@ def test_batch_write_exactly_once_and_foreach_batch_write_id(spark, broker, tmp_
     df = spark.createDataFrame([(f"k{i}", f"v{i}") for i in range(300)], "key string, value string").repartition(3)
 
     def write(frame, **options):
-        writer = (frame.write.format("strom").mode("append").option("kafka.bootstrap.servers", broker.bootstrap)
-                  .option("topic", "eos-batch").option("deliveryGuarantee", "exactly-once"))
+        writer = (
+            frame.write.format("strom")
+            .mode("append")
+            .option("kafka.bootstrap.servers", broker.bootstrap)
+            .option("topic", "eos-batch")
+            .option("deliveryGuarantee", "exactly-once")
+        )
         for key, value in options.items():
             writer = writer.option(key, value)
         writer.save()
@@ -297,8 +342,12 @@ def test_batch_write_exactly_once_and_foreach_batch_write_id(spark, broker, tmp_
         write(rows, writeId="copy")  # the same piece again: found committed, nothing written
 
     source = strom_reader(spark, broker.bootstrap, streaming=True, subscribe="eos-fb-in", startingOffsets="earliest")
-    query = (source.writeStream.foreachBatch(each).option("checkpointLocation", str(tmp_path / "fb"))
-             .trigger(availableNow=True).start())
+    query = (
+        source.writeStream.foreachBatch(each)
+        .option("checkpointLocation", str(tmp_path / "fb"))
+        .trigger(availableNow=True)
+        .start()
+    )
     assert query.awaitTermination(120) and query.exception() is None
     assert calls
     assert len(values()) == 650

@@ -53,15 +53,23 @@ def test_read_committed_fetch_keeps_what_the_client_keeps_and_stops_at_the_lso(b
             mine = [(o, v) for q, o, v in client if q == p]
             # from every start offset, inside aborted and committed transactions and on markers
             for start in range(lso[p] + 1):
-                assert fetch_path_read(broker.bootstrap, "txn", p, start, lso[p], "read_committed") == \
-                    [(o, v) for o, v in mine if o >= start], start
+                assert fetch_path_read(broker.bootstrap, "txn", p, start, lso[p], "read_committed") == [
+                    (o, v) for o, v in mine if o >= start
+                ], start
             # read_uncommitted: aborted and open records too, never a marker
-            assert fetch_path_read(broker.bootstrap, "txn", p, 0, hw[p], "read_uncommitted") == \
-                [(o, v) for q, o, v in uncommitted if q == p]
+            assert fetch_path_read(broker.bootstrap, "txn", p, 0, hw[p], "read_uncommitted") == [
+                (o, v) for q, o, v in uncommitted if q == p
+            ]
 
         # the leader answers read_committed Fetch only below the LSO; the open transaction is above it
-        opts = SourceOptions.parse({"kafka.bootstrap.servers": broker.bootstrap, "subscribe": "txn",
-                                    "kafka.isolation.level": "read_committed"}, streaming=False)
+        opts = SourceOptions.parse(
+            {
+                "kafka.bootstrap.servers": broker.bootstrap,
+                "subscribe": "txn",
+                "kafka.isolation.level": "read_committed",
+            },
+            streaming=False,
+        )
         reader = PartitionReader(opts, "txn", 0)
         try:
             assert reader.watermarks()[1] == lso[0]
@@ -85,8 +93,11 @@ def test_spark_source_reads_committed_records_only(spark, broker):
     committed = transactional_feed(broker.bootstrap, "txn-spark", 2, chunks=4, per_chunk=100)
     hanging = open_transaction(broker.bootstrap, "txn-spark", 2, 10)
     try:
-        rows = strom_reader(spark, broker.bootstrap, subscribe="txn-spark",
-                            **{"kafka.isolation.level": "read_committed"}).select("value").collect()
+        rows = (
+            strom_reader(spark, broker.bootstrap, subscribe="txn-spark", **{"kafka.isolation.level": "read_committed"})
+            .select("value")
+            .collect()
+        )
         assert collections.Counter(r.value for r in rows) == collections.Counter(committed)
         everything = strom_reader(spark, broker.bootstrap, subscribe="txn-spark").count()
         assert everything == 2 * 4 * 100 + 10  # read_uncommitted: aborted and open records, no marker
@@ -103,9 +114,16 @@ class LogBuilder:
 
     def data(self, *values: str, producer_id: int = -1, transactional: bool = False) -> int:
         first = self.next_offset
-        self.parts.append(build_batch([NewRecord(v.encode()) for v in values], base_offset=first,
-                                      producer_id=producer_id, producer_epoch=0 if producer_id >= 0 else -1,
-                                      base_sequence=0 if producer_id >= 0 else -1, transactional=transactional))
+        self.parts.append(
+            build_batch(
+                [NewRecord(v.encode()) for v in values],
+                base_offset=first,
+                producer_id=producer_id,
+                producer_epoch=0 if producer_id >= 0 else -1,
+                base_sequence=0 if producer_id >= 0 else -1,
+                transactional=transactional,
+            )
+        )
         self.next_offset += len(values)
         return first
 
@@ -125,24 +143,28 @@ def kept_values(records, aborted) -> list[str]:
     from strom.protocol.records import decode_batch_records
 
     keep = AbortedFilter(aborted)
-    return [r.value.decode() for h in iter_batch_headers(records) if keep.keep(records, h)
-            for r in decode_batch_records(records, h)]
+    return [
+        r.value.decode()
+        for h in iter_batch_headers(records)
+        if keep.keep(records, h)
+        for r in decode_batch_records(records, h)
+    ]
 
 
 def test_aborted_batches_and_markers_are_dropped_interleaved_producers():
     log = LogBuilder()
-    a_first = log.data("a1", producer_id=7, transactional=True)      # 7: committed later
+    a_first = log.data("a1", producer_id=7, transactional=True)  # 7: committed later
     b_first = log.data("b1", "b2", producer_id=8, transactional=True)  # 8: aborted later
-    log.data("plain")                                                # non-transactional
+    log.data("plain")  # non-transactional
     log.data("a2", producer_id=7, transactional=True)
     log.data("b3", producer_id=8, transactional=True)
     log.marker(8, commit=False)
     log.marker(7, commit=True)
-    log.data("idem", producer_id=8)                                  # idempotent, not transactional
-    c_first = log.data("b4", producer_id=8, transactional=True)      # 8 again: a second, aborted txn
+    log.data("idem", producer_id=8)  # idempotent, not transactional
+    c_first = log.data("b4", producer_id=8, transactional=True)  # 8 again: a second, aborted txn
     log.data("a3", producer_id=7, transactional=True)
     log.marker(8, commit=False)
-    log.marker(7, commit=False)                                      # 7's second txn aborted, unlisted
+    log.marker(7, commit=False)  # 7's second txn aborted, unlisted
     assert a_first == 0
     aborted = [(8, b_first), (8, c_first)]
     assert kept_values(log.records(), aborted) == ["a1", "plain", "a2", "idem", "a3"]

@@ -20,9 +20,17 @@ BASE = {"kafka.bootstrap.servers": "h:1"}
 
 
 def test_parse_like_sparks_kafka_source():
-    opts = SourceOptions.parse({**BASE, "subscribe": "a, b", "startingOffsets": '{"a":{"0":23,"1":-2}}',
-                                "maxOffsetsPerTrigger": "100", "kafka.fetch.wait.max.ms": "50",
-                                "failOnDataLoss": "false"}, streaming=True)
+    opts = SourceOptions.parse(
+        {
+            **BASE,
+            "subscribe": "a, b",
+            "startingOffsets": '{"a":{"0":23,"1":-2}}',
+            "maxOffsetsPerTrigger": "100",
+            "kafka.fetch.wait.max.ms": "50",
+            "failOnDataLoss": "false",
+        },
+        streaming=True,
+    )
     assert opts.subscription.topics == ("a", "b")
     assert opts.starting == {("a", 0): 23, ("a", 1): -2} and opts.ending == "latest"
     assert opts.max_offsets_per_trigger == 100 and not opts.fail_on_data_loss
@@ -32,15 +40,18 @@ def test_parse_like_sparks_kafka_source():
     assert pattern.select({"logs-1": 2, "other": 1, "__consumer_offsets": 50}) == [("logs-1", 0), ("logs-1", 1)]
 
 
-@pytest.mark.parametrize("options, message", [
-    ({"subscribe": "a"}, "kafka.bootstrap.servers"),
-    ({**BASE}, "exactly one"),
-    ({**BASE, "subscribe": "a", "subscribePattern": "b"}, "exactly one"),
-    ({**BASE, "subscribe": "a", "startingOffsets": "{bad"}, "startingOffsets"),
-    ({**BASE, "subscribe": "a", "maxOffsetsPerTrigger": "0"}, "maxOffsetsPerTrigger"),
-    ({**BASE, "subscribe": "a", "kafka.key.deserializer": "x"}, "key.deserializer"),
-    ({**BASE, "subscribe": "a", "endingOffsets": "latest"}, "batch queries only"),
-])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"subscribe": "a"}, "kafka.bootstrap.servers"),
+        ({**BASE}, "exactly one"),
+        ({**BASE, "subscribe": "a", "subscribePattern": "b"}, "exactly one"),
+        ({**BASE, "subscribe": "a", "startingOffsets": "{bad"}, "startingOffsets"),
+        ({**BASE, "subscribe": "a", "maxOffsetsPerTrigger": "0"}, "maxOffsetsPerTrigger"),
+        ({**BASE, "subscribe": "a", "kafka.key.deserializer": "x"}, "key.deserializer"),
+        ({**BASE, "subscribe": "a", "endingOffsets": "latest"}, "batch queries only"),
+    ],
+)
 def test_bad_options_name_the_option(options, message):
     with pytest.raises(StromOptionError, match=message):
         SourceOptions.parse(options, streaming=True)
@@ -79,15 +90,24 @@ def test_sink_delivery_options():
     eos = SinkDelivery.parse({**BASE, "deliveryGuarantee": "Exactly_Once", "writeId": "stats"})
     assert eos.exactly_once and eos.write_id == "stats" and eos.marker_topic == DEFAULT_MARKER_TOPIC
     assert eos.transactional_id("q-1", 3) == "strom-sink-q-1-3"
-    custom = SinkDelivery.parse({**BASE, "deliveryGuarantee": "exactly-once", "transactionalIdPrefix": "etl",
-                                 "markerTopic": "etl-markers", "kafka.acks": "-1"})
+    custom = SinkDelivery.parse(
+        {
+            **BASE,
+            "deliveryGuarantee": "exactly-once",
+            "transactionalIdPrefix": "etl",
+            "markerTopic": "etl-markers",
+            "kafka.acks": "-1",
+        }
+    )
     assert custom.transactional_id("q", 0) == "etl-q-0" and custom.marker_topic == "etl-markers"
-    for bad, match in [({"deliveryGuarantee": "twice"}, "deliveryGuarantee"),
-                       ({"writeId": "x"}, "needs deliveryGuarantee"),
-                       ({"deliveryGuarantee": "exactly-once", "kafka.transactional.id": "t"}, "derived"),
-                       ({"deliveryGuarantee": "exactly-once", "kafka.enable.idempotence": "false"}, "idempotent"),
-                       ({"deliveryGuarantee": "exactly-once", "kafka.acks": "1"}, "acks=all"),
-                       ({"deliveryGuarantee": "exactly-once", "writeId": "a b"}, "letters")]:
+    for bad, match in [
+        ({"deliveryGuarantee": "twice"}, "deliveryGuarantee"),
+        ({"writeId": "x"}, "needs deliveryGuarantee"),
+        ({"deliveryGuarantee": "exactly-once", "kafka.transactional.id": "t"}, "derived"),
+        ({"deliveryGuarantee": "exactly-once", "kafka.enable.idempotence": "false"}, "idempotent"),
+        ({"deliveryGuarantee": "exactly-once", "kafka.acks": "1"}, "acks=all"),
+        ({"deliveryGuarantee": "exactly-once", "writeId": "a b"}, "letters"),
+    ]:
         with pytest.raises(StromOptionError, match=match):
             SinkDelivery.parse({**BASE, **bad})
 

@@ -10,25 +10,42 @@ import pytest
 
 from tests.spark.conftest import create_topic, produce, strom_reader, wait_for
 
-KAFKA_COLUMNS = [("key", "binary"), ("value", "binary"), ("topic", "string"), ("partition", "int"),
-                 ("offset", "bigint"), ("timestamp", "timestamp"), ("timestampType", "int")]
+KAFKA_COLUMNS = [
+    ("key", "binary"),
+    ("value", "binary"),
+    ("topic", "string"),
+    ("partition", "int"),
+    ("offset", "bigint"),
+    ("timestamp", "timestamp"),
+    ("timestampType", "int"),
+]
 
 
 def test_batch_read_returns_exactly_the_produced_records(spark, broker):
     create_topic(broker.bootstrap, "orders", 3)
-    records = [(f"value-{i}".encode(), f"key-{i}".encode() if i % 5 else None, i % 3,
-                [("source", b"test"), ("n", str(i).encode())] if i % 2 else None) for i in range(300)]
-    before = dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=5)
+    records = [
+        (
+            f"value-{i}".encode(),
+            f"key-{i}".encode() if i % 5 else None,
+            i % 3,
+            [("source", b"test"), ("n", str(i).encode())] if i % 2 else None,
+        )
+        for i in range(300)
+    ]
+    before = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=5)
     placed = produce(broker.bootstrap, "orders", records)
-    after = dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=5)
+    after = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=5)
 
     df = strom_reader(spark, broker.bootstrap, subscribe="orders", includeHeaders="true")
     assert df.dtypes == KAFKA_COLUMNS + [("headers", "array<struct<key:string,value:binary>>")]
     rows = df.collect()
-    expected = {(p, o): (v, k, [tuple(h) for h in hs] if hs else None)
-                for (v, k, _, hs), (p, o) in zip(records, placed)}
-    got = {(r.partition, r.offset): (r.value, r.key, [(h.key, h.value) for h in r.headers] if r.headers else None)
-           for r in rows}
+    expected = {
+        (p, o): (v, k, [tuple(h) for h in hs] if hs else None) for (v, k, _, hs), (p, o) in zip(records, placed)
+    }
+    got = {
+        (r.partition, r.offset): (r.value, r.key, [(h.key, h.value) for h in r.headers] if r.headers else None)
+        for r in rows
+    }
     assert len(rows) == 300 and got == expected
     assert {r.topic for r in rows} == {"orders"} and {r.timestampType for r in rows} == {0}
     stamps = [r.timestamp.timestamp() for r in rows]  # naive local datetimes: compare as epoch seconds
@@ -38,9 +55,14 @@ def test_batch_read_returns_exactly_the_produced_records(spark, broker):
     assert strom_reader(spark, broker.bootstrap, subscribe="orders").dtypes == KAFKA_COLUMNS
 
     # offset bounds (an unnamed partition ends at latest), minPartitions splitting, subscribePattern
-    ranged = strom_reader(spark, broker.bootstrap, subscribePattern="ord.*",
-                          startingOffsets=json.dumps({"orders": {"0": 10}}),
-                          endingOffsets=json.dumps({"orders": {"0": 60, "2": 5}}), minPartitions="8")
+    ranged = strom_reader(
+        spark,
+        broker.bootstrap,
+        subscribePattern="ord.*",
+        startingOffsets=json.dumps({"orders": {"0": 10}}),
+        endingOffsets=json.dumps({"orders": {"0": 60, "2": 5}}),
+        minPartitions="8",
+    )
     assert ranged.rdd.getNumPartitions() >= 8
     offsets = sorted((r.partition, r.offset) for r in ranged.select("partition", "offset").collect())
     assert offsets == ([(0, o) for o in range(10, 60)] + [(1, o) for o in range(100)] + [(2, o) for o in range(5)])
@@ -49,27 +71,42 @@ def test_batch_read_returns_exactly_the_produced_records(spark, broker):
 def test_fetch_reads_and_client_library_reads_agree(spark, broker):
     """Big compressed batches go through the bulk decoder; read_committed takes confluent-kafka."""
     create_topic(broker.bootstrap, "bulk", 2)
-    records = [(None if i % 97 == 0 else bytes([65 + i % 26]) * (i % 300),
-                None if i % 7 == 0 else b"key-%d" % i, i % 2,
-                [("n", str(i).encode()), ("empty", None)] if i % 3 == 0 else None) for i in range(3000)]
-    placed = produce(broker.bootstrap, "bulk", records, **{"linger.ms": 200, "batch.size": 1_000_000,
-                                                          "compression.type": "lz4"})
-    expected = {(p, o): (v, k, [tuple(h) for h in hs] if hs else None)
-                for (v, k, _, hs), (p, o) in zip(records, placed)}
+    records = [
+        (
+            None if i % 97 == 0 else bytes([65 + i % 26]) * (i % 300),
+            None if i % 7 == 0 else b"key-%d" % i,
+            i % 2,
+            [("n", str(i).encode()), ("empty", None)] if i % 3 == 0 else None,
+        )
+        for i in range(3000)
+    ]
+    placed = produce(
+        broker.bootstrap, "bulk", records, **{"linger.ms": 200, "batch.size": 1_000_000, "compression.type": "lz4"}
+    )
+    expected = {
+        (p, o): (v, k, [tuple(h) for h in hs] if hs else None) for (v, k, _, hs), (p, o) in zip(records, placed)
+    }
 
     def read(**extra):
         df = strom_reader(spark, broker.bootstrap, subscribe="bulk", includeHeaders="true", **extra)
-        return {(r.partition, r.offset): (r.value, r.key, [(h.key, h.value) for h in r.headers] if r.headers
-                                          else None) for r in df.collect()}
+        return {
+            (r.partition, r.offset): (r.value, r.key, [(h.key, h.value) for h in r.headers] if r.headers else None)
+            for r in df.collect()
+        }
 
     assert read() == expected
     assert read(**{"kafka.isolation.level": "read_committed"}) == expected
     # a range that starts and ends inside batches is cut to the offsets asked for
-    ranged = strom_reader(spark, broker.bootstrap, subscribe="bulk",
-                          startingOffsets=json.dumps({"bulk": {"0": 333, "1": 0}}),
-                          endingOffsets=json.dumps({"bulk": {"0": 1234, "1": 1}}))
+    ranged = strom_reader(
+        spark,
+        broker.bootstrap,
+        subscribe="bulk",
+        startingOffsets=json.dumps({"bulk": {"0": 333, "1": 0}}),
+        endingOffsets=json.dumps({"bulk": {"0": 1234, "1": 1}}),
+    )
     assert sorted((r.partition, r.offset) for r in ranged.select("partition", "offset").collect()) == (
-        [(0, o) for o in range(333, 1234)] + [(1, 0)])
+        [(0, o) for o in range(333, 1234)] + [(1, 0)]
+    )
 
 
 def test_fail_on_data_loss(spark, broker):
@@ -84,15 +121,22 @@ def test_fail_on_data_loss(spark, broker):
     start = json.dumps({"retained": {"0": 0}})
     with pytest.raises(Exception, match="failOnDataLoss"):
         strom_reader(spark, broker.bootstrap, subscribe="retained", startingOffsets=start).count()
-    rows = strom_reader(spark, broker.bootstrap, subscribe="retained", startingOffsets=start,
-                        failOnDataLoss="false").select("offset").collect()
+    rows = (
+        strom_reader(spark, broker.bootstrap, subscribe="retained", startingOffsets=start, failOnDataLoss="false")
+        .select("offset")
+        .collect()
+    )
     assert sorted(r.offset for r in rows) == list(range(40, 100))
 
 
 def _stream_to_parquet(spark, bootstrap, checkpoint, out, trigger, **options):
     df = strom_reader(spark, bootstrap, streaming=True, **options)
-    writer = (df.select("partition", "offset", "value").writeStream.format("parquet")
-              .option("path", str(out)).option("checkpointLocation", str(checkpoint)))
+    writer = (
+        df.select("partition", "offset", "value")
+        .writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(checkpoint))
+    )
     return writer.trigger(**trigger).start()
 
 
@@ -129,8 +173,14 @@ def test_restart_from_checkpoint_neither_skips_nor_repeats(spark, broker, tmp_pa
 def test_max_offsets_per_trigger_and_new_partitions(spark, broker):
     create_topic(broker.bootstrap, "logs-a", 3)
     produce(broker.bootstrap, "logs-a", [(b"x%d" % i, None, i % 3, None) for i in range(1000)])
-    df = strom_reader(spark, broker.bootstrap, streaming=True, subscribePattern="logs-.*",
-                      startingOffsets="earliest", maxOffsetsPerTrigger="300")
+    df = strom_reader(
+        spark,
+        broker.bootstrap,
+        streaming=True,
+        subscribePattern="logs-.*",
+        startingOffsets="earliest",
+        maxOffsetsPerTrigger="300",
+    )
     query = df.writeStream.format("memory").queryName("bounded").trigger(processingTime="0 seconds").start()
     try:
         wait_for(lambda: spark.sql("select count(*) c from bounded").first().c == 1000, what="1000 rows")

@@ -7,8 +7,15 @@ import time
 from strom.protocol.records import NewRecord, build_batch
 
 
-def make_batch(count: int = 1, *, value_size: int = 10, timestamp: int | None = None, key: bytes | None = None,
-               prefix: bytes = b"v", compression: int = 0) -> bytes:
+def make_batch(
+    count: int = 1,
+    *,
+    value_size: int = 10,
+    timestamp: int | None = None,
+    key: bytes | None = None,
+    prefix: bytes = b"v",
+    compression: int = 0,
+) -> bytes:
     if timestamp is None:
         timestamp = int(time.time() * 1000)
     records = [

@@ -13,7 +13,10 @@ def test_kafka_written_checkpoint_parses(tmp_path):
     path = tmp_path / "replication-offset-checkpoint"
     path.write_text("0\n3\n__consumer_offsets 22 0\ntest 0 1000\ntest 1 999\n")
     assert OffsetCheckpointFile(str(path)).read() == {
-        ("__consumer_offsets", 22): 0, ("test", 0): 1000, ("test", 1): 999}
+        ("__consumer_offsets", 22): 0,
+        ("test", 0): 1000,
+        ("test", 1): 999,
+    }
 
 
 def test_damaged_checkpoint_reads_as_empty(tmp_path):

@@ -51,16 +51,21 @@ def test_keeps_latest_value_per_key_and_offsets(tmp_path):
     result = cleaner.clean_log(log, 0)
     assert result.records_removed == 17  # a, b, c: 4 each; d: all 5 values (a tombstone follows)
     assert contents(log) == [
-        (16, b"a", b"a-4"), (17, b"b", b"b-4"), (18, b"c", b"c-4"),
-        (20, b"d", None), (21, b"e", b"e-0"), (22, b"z", b"active"),
+        (16, b"a", b"a-4"),
+        (17, b"b", b"b-4"),
+        (18, b"c", b"c-4"),
+        (20, b"d", None),
+        (21, b"e", b"e-0"),
+        (22, b"z", b"active"),
     ]
     assert result.bytes_after < result.bytes_before / 3
     cleaner.clean_log(log, 0)  # a second pass merges the now small segments, as Kafka groups by size
     assert len(log.segments) < segments_before
     assert result.first_dirty_offset == 22
     assert cleaner.dirty_ratio(log, result.first_dirty_offset) == 0.0
-    assert not any(n.endswith((".cleaned", ".swap", ".deleted")) for n in os.listdir(log.directory)
-                   if not n.endswith(".deleted"))
+    assert not any(
+        n.endswith((".cleaned", ".swap", ".deleted")) for n in os.listdir(log.directory) if not n.endswith(".deleted")
+    )
 
 
 def test_expired_tombstones_are_dropped(tmp_path):
@@ -112,3 +117,30 @@ def test_crash_between_each_rename_step_loses_nothing(tmp_path, step):
     recovered.update_high_watermark(recovered.log_end_offset)
     cleaner.clean_log(recovered, 0)
     assert [k for _, k, _ in contents(recovered)] == [b"a", b"b", b"c", b"d", b"e", b"z"]
+
+
+@pytest.mark.parametrize("change", ["truncation", "retention", "roll-only"])
+def test_a_round_whose_segments_changed_meanwhile_is_abandoned(tmp_path, change):
+    """The cleaner process works on a plan taken earlier; the swap on the event loop checks that
+    the segments it replaces are still the log's. A roll (appends go on) does not matter."""
+    directory = str(tmp_path / "m-0")
+    log = compacted_log(directory)
+    plan = cleaner.plan_cleaning(log, 0)
+    outcome = cleaner.run_cleaning(plan.job)
+    assert any(n.endswith(".cleaned") for n in os.listdir(directory))
+    if change == "truncation":
+        log.truncate_to(10)
+    elif change == "retention":
+        log.delete_records(log.segments[1].base_offset)  # the first segment goes
+    else:
+        log.append_as_leader(keyed_batch([(b"y", b"later")], timestamp=NOW_MS))
+        log.roll()
+    before = contents(log)
+    result = cleaner.install(log, plan, outcome)
+    assert not any(n.endswith((".cleaned", ".swap")) for n in os.listdir(directory))
+    if change == "roll-only":
+        assert result is not None and result.records_removed == 17
+        assert [k for _, k, _ in contents(log)] == [b"a", b"b", b"c", b"d", b"e", b"z", b"y"]
+    else:
+        assert result is None
+        assert contents(log) == before  # nothing of the abandoned round reached the log

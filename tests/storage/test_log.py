@@ -104,8 +104,9 @@ def test_timestamp_lookups(tmp_path):
 
 def test_max_timestamp_lookup_finds_the_record_inside_its_batch(tmp_path):
     log = open_log(tmp_path)
-    log.append_as_leader(build_batch([NewRecord(b"a", timestamp=5), NewRecord(b"b", timestamp=99),
-                                      NewRecord(b"c", timestamp=7)]))
+    log.append_as_leader(
+        build_batch([NewRecord(b"a", timestamp=5), NewRecord(b"b", timestamp=99), NewRecord(b"c", timestamp=7)])
+    )
     assert log.offset_for_timestamp(-3) == (99, 1)
 
 
@@ -161,8 +162,9 @@ def test_retention_by_size(tmp_path):
 
 def test_deleted_segment_files_stay_readable_until_the_delay(tmp_path):
     clock = Clock(1.0)
-    log = Log(str(tmp_path / "d-0"), LogConfig(segment_bytes=500, retention_bytes=0, file_delete_delay_ms=1000),
-              clock=clock)
+    log = Log(
+        str(tmp_path / "d-0"), LogConfig(segment_bytes=500, retention_bytes=0, file_delete_delay_ms=1000), clock=clock
+    )
     for _ in range(4):
         log.append_as_leader(make_batch(1, value_size=300))
     in_flight = log.read(0, 1000).slices[0]
@@ -307,8 +309,12 @@ def test_reopen_after_clean_close_keeps_everything(tmp_path):
 
 
 def idempotent_batch(seq: int, count: int = 2, producer_id: int = 42, epoch: int = 0) -> bytes:
-    return build_batch([NewRecord(b"s%d" % (seq + i)) for i in range(count)], producer_id=producer_id,
-                       producer_epoch=epoch, base_sequence=seq)
+    return build_batch(
+        [NewRecord(b"s%d" % (seq + i)) for i in range(count)],
+        producer_id=producer_id,
+        producer_epoch=epoch,
+        base_sequence=seq,
+    )
 
 
 def test_idempotent_retries_are_deduplicated_even_after_reopen(tmp_path):

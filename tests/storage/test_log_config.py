@@ -8,15 +8,42 @@ from strom.storage.log_config import TOPIC_KEYS, ConfigError, LogConfig, parse_m
 
 # Kafka 3.9's LogConfig, key for key (storage/.../LogConfig.java on the 3.9 branch).
 KAFKA_39_TOPIC_KEYS = [
-    "segment.bytes", "segment.ms", "segment.jitter.ms", "segment.index.bytes", "flush.messages", "flush.ms",
-    "retention.bytes", "retention.ms", "max.message.bytes", "index.interval.bytes", "delete.retention.ms",
-    "min.compaction.lag.ms", "max.compaction.lag.ms", "file.delete.delay.ms", "min.cleanable.dirty.ratio",
-    "cleanup.policy", "unclean.leader.election.enable", "min.insync.replicas", "compression.type",
-    "compression.gzip.level", "compression.lz4.level", "compression.zstd.level", "preallocate",
-    "message.format.version", "message.timestamp.type", "message.timestamp.difference.max.ms",
-    "message.timestamp.before.max.ms", "message.timestamp.after.max.ms", "leader.replication.throttled.replicas",
-    "follower.replication.throttled.replicas", "message.downconversion.enable", "remote.storage.enable",
-    "local.retention.ms", "local.retention.bytes", "remote.log.copy.disable", "remote.log.delete.on.disable",
+    "segment.bytes",
+    "segment.ms",
+    "segment.jitter.ms",
+    "segment.index.bytes",
+    "flush.messages",
+    "flush.ms",
+    "retention.bytes",
+    "retention.ms",
+    "max.message.bytes",
+    "index.interval.bytes",
+    "delete.retention.ms",
+    "min.compaction.lag.ms",
+    "max.compaction.lag.ms",
+    "file.delete.delay.ms",
+    "min.cleanable.dirty.ratio",
+    "cleanup.policy",
+    "unclean.leader.election.enable",
+    "min.insync.replicas",
+    "compression.type",
+    "compression.gzip.level",
+    "compression.lz4.level",
+    "compression.zstd.level",
+    "preallocate",
+    "message.format.version",
+    "message.timestamp.type",
+    "message.timestamp.difference.max.ms",
+    "message.timestamp.before.max.ms",
+    "message.timestamp.after.max.ms",
+    "leader.replication.throttled.replicas",
+    "follower.replication.throttled.replicas",
+    "message.downconversion.enable",
+    "remote.storage.enable",
+    "local.retention.ms",
+    "local.retention.bytes",
+    "remote.log.copy.disable",
+    "remote.log.delete.on.disable",
 ]
 
 
@@ -25,11 +52,27 @@ def test_the_key_table_is_kafka_39s():
     assert list(LogConfig().to_topic_configs()) == KAFKA_39_TOPIC_KEYS
 
 
-@pytest.mark.parametrize("raw, ok", [
-    ("3.0-IV1", True), ("2.8", True), ("2.8.1", True), ("0.10.2", True), ("0.10.2.1", True), ("0.10.0-IV1", True),
-    ("0.8.0", True), ("3.9", True), ("3.9-IV0", True), ("4.0-IV1", True),
-    ("4.0", False), ("3", False), ("3.10", False), ("0.10", False), ("latest", False), ("", False),
-])
+@pytest.mark.parametrize(
+    "raw, ok",
+    [
+        ("3.0-IV1", True),
+        ("2.8", True),
+        ("2.8.1", True),
+        ("0.10.2", True),
+        ("0.10.2.1", True),
+        ("0.10.0-IV1", True),
+        ("0.8.0", True),
+        ("3.9", True),
+        ("3.9-IV0", True),
+        ("4.0-IV1", True),
+        ("4.0", False),
+        ("3", False),
+        ("3.10", False),
+        ("0.10", False),
+        ("latest", False),
+        ("", False),
+    ],
+)
 def test_message_format_version_takes_kafkas_version_strings(raw, ok):
     if ok:
         assert parse_metadata_version("message.format.version", raw) == raw
@@ -38,19 +81,22 @@ def test_message_format_version_takes_kafkas_version_strings(raw, ok):
             parse_metadata_version("message.format.version", raw)
 
 
-@pytest.mark.parametrize("key, good, bad", [
-    ("compression.gzip.level", ["-1", "1", "9"], ["0", "10", "-2"]),
-    ("compression.lz4.level", ["1", "17"], ["0", "18"]),
-    ("compression.zstd.level", ["-131072", "0", "22"], ["-131073", "23"]),
-    ("leader.replication.throttled.replicas", ["*", "", "0:1,1:2", " 0:1 , 3:0 "], ["0:x", "*,0:1", "1"]),
-    ("follower.replication.throttled.replicas", ["*"], ["all"]),
-    ("local.retention.ms", ["-2", "-1", "1000"], ["-3"]),
-    ("local.retention.bytes", ["-2", "5"], ["-3", "x"]),
-    ("message.timestamp.before.max.ms", ["0", "9223372036854775807"], ["-1"]),
-    ("message.timestamp.difference.max.ms", ["0"], ["-1"]),
-    ("remote.storage.enable", ["false", "FALSE"], ["true", "yes"]),
-    ("remote.log.copy.disable", ["true", "false"], ["1"]),
-])
+@pytest.mark.parametrize(
+    "key, good, bad",
+    [
+        ("compression.gzip.level", ["-1", "1", "9"], ["0", "10", "-2"]),
+        ("compression.lz4.level", ["1", "17"], ["0", "18"]),
+        ("compression.zstd.level", ["-131072", "0", "22"], ["-131073", "23"]),
+        ("leader.replication.throttled.replicas", ["*", "", "0:1,1:2", " 0:1 , 3:0 "], ["0:x", "*,0:1", "1"]),
+        ("follower.replication.throttled.replicas", ["*"], ["all"]),
+        ("local.retention.ms", ["-2", "-1", "1000"], ["-3"]),
+        ("local.retention.bytes", ["-2", "5"], ["-3", "x"]),
+        ("message.timestamp.before.max.ms", ["0", "9223372036854775807"], ["-1"]),
+        ("message.timestamp.difference.max.ms", ["0"], ["-1"]),
+        ("remote.storage.enable", ["false", "FALSE"], ["true", "yes"]),
+        ("remote.log.copy.disable", ["true", "false"], ["1"]),
+    ],
+)
 def test_values_are_validated_as_kafka_does(key, good, bad):
     for raw in good:
         LogConfig().with_overrides({key: raw})
@@ -66,8 +112,11 @@ def test_tiered_storage_is_refused_with_kafkas_message():
 
 
 def test_unknown_keys_and_conflicting_lags_are_refused():
-    with pytest.raises(ConfigError, match=r"^message.format.versions: unknown topic config "
-                                          r"\(did you mean message.format.version\?\)$"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^message.format.versions: unknown topic config "
+        r"\(did you mean message.format.version\?\)$",
+    ):
         LogConfig().with_overrides({"message.format.versions": "2.8"})
     with pytest.raises(ConfigError, match=r"min.compaction.lag.ms \(10\) > max.compaction.lag.ms \(5\)"):
         LogConfig().with_overrides({"min.compaction.lag.ms": "10", "max.compaction.lag.ms": "5"})
@@ -79,8 +128,9 @@ def test_ignored_keys_are_kept_shown_and_logged_once(caplog, monkeypatch):
     monkeypatch.setattr(log_config, "_warned", set())  # "once" is per process; start this test afresh
     with caplog.at_level(logging.WARNING, logger="strom.config"):
         for _ in range(3):
-            config = LogConfig().with_overrides({"message.format.version": "2.7-IV2",
-                                                 "message.downconversion.enable": "false"})
+            config = LogConfig().with_overrides(
+                {"message.format.version": "2.7-IV2", "message.downconversion.enable": "false"}
+            )
     assert config.to_topic_configs()["message.format.version"] == "2.7-IV2"
     assert config.to_topic_configs()["message.downconversion.enable"] == "false"
     messages = [r.getMessage() for r in caplog.records]
@@ -89,8 +139,9 @@ def test_ignored_keys_are_kept_shown_and_logged_once(caplog, monkeypatch):
 
 
 def test_timestamp_bounds_fall_back_to_the_deprecated_difference():
-    config = LogConfig().with_overrides({"message.timestamp.difference.max.ms": "1000",
-                                         "message.timestamp.after.max.ms": "50"})
+    config = LogConfig().with_overrides(
+        {"message.timestamp.difference.max.ms": "1000", "message.timestamp.after.max.ms": "50"}
+    )
     assert (config.timestamp_before_max_ms, config.timestamp_after_max_ms) == (1000, 50)
     assert config.record_checks
     assert not LogConfig().record_checks

@@ -21,14 +21,22 @@ def test_layout_checkpoints_and_clean_shutdown(tmp_path):
     manager.shutdown()
     for d in dirs:
         names = set(os.listdir(d))
-        assert {".kafka_cleanshutdown", "meta.properties", "recovery-point-offset-checkpoint",
-                "replication-offset-checkpoint", "log-start-offset-checkpoint"} <= names
+        assert {
+            ".kafka_cleanshutdown",
+            "meta.properties",
+            "recovery-point-offset-checkpoint",
+            "replication-offset-checkpoint",
+            "log-start-offset-checkpoint",
+        } <= names
         assert "broker.id=3" in open(os.path.join(d, "meta.properties")).read()
         lines = open(os.path.join(d, "recovery-point-offset-checkpoint")).read().splitlines()
         assert lines[:2] == ["0", "2"] and all(line.endswith(" 5") for line in lines[2:])
     partition_dir = os.path.join(manager.log_dir_of(("my.topic_a-b", 0)), "my.topic_a-b-0")
-    assert sorted(os.listdir(partition_dir))[:3] == ["00000000000000000000.index", "00000000000000000000.log",
-                                                     "00000000000000000000.timeindex"]
+    assert sorted(os.listdir(partition_dir))[:3] == [
+        "00000000000000000000.index",
+        "00000000000000000000.log",
+        "00000000000000000000.timeindex",
+    ]
     assert open(os.path.join(partition_dir, "leader-epoch-checkpoint")).read() == "0\n1\n1 0\n"
 
     again = LogManager(dirs, LogConfig(segment_bytes=1000), broker_id=3)
@@ -36,7 +44,7 @@ def test_layout_checkpoints_and_clean_shutdown(tmp_path):
     assert again.had_clean_shutdown
     assert not any(os.path.exists(os.path.join(d, ".kafka_cleanshutdown")) for d in dirs)
     assert sorted(again.logs) == [("my.topic_a-b", p) for p in range(4)]
-    assert all(l.log_end_offset == 5 and l.high_watermark == 5 for l in again.logs.values())
+    assert all(log.log_end_offset == 5 and log.high_watermark == 5 for log in again.logs.values())
     again.shutdown()
 
 
@@ -84,9 +92,11 @@ def test_topic_overrides_apply_to_new_and_existing_logs(tmp_path):
 
 
 def test_scheduler_runs_retention_and_stops(tmp_path):
-    manager = LogManager([str(tmp_path)], LogConfig(segment_bytes=500, retention_bytes=0, file_delete_delay_ms=0),
-                         intervals=SchedulerIntervals(retention_check_ms=20, flush_check_ms=20, checkpoint_ms=20,
-                                                      cleaner_backoff_ms=20))
+    manager = LogManager(
+        [str(tmp_path)],
+        LogConfig(segment_bytes=500, retention_bytes=0, file_delete_delay_ms=0),
+        intervals=SchedulerIntervals(retention_check_ms=20, flush_check_ms=20, checkpoint_ms=20, cleaner_backoff_ms=20),
+    )
     manager.startup()
     partition_log = manager.get_or_create_log(("r", 0))
     for _ in range(6):

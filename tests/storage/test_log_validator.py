@@ -58,8 +58,7 @@ def patched(batch: bytes, **fields) -> bytes:
 def test_compacted_topic_refuses_the_batch_and_names_each_record_without_a_key(tmp_path, codec):
     log = open_log(tmp_path, cleanup_policy=("compact",))
     keys = [b"a", None, b"b", b"c", None, b"d"]
-    batch = build_batch([NewRecord(b"v%d" % i, key=k, timestamp=NOW_MS) for i, k in enumerate(keys)],
-                        compression=codec)
+    batch = build_batch([NewRecord(b"v%d" % i, key=k, timestamp=NOW_MS) for i, k in enumerate(keys)], compression=codec)
     with pytest.raises(RecordValidationError) as refused:
         log.append_as_leader(batch)
     message = "Compacted topic cannot accept message without key in topic partition orders-3"
@@ -68,11 +67,13 @@ def test_compacted_topic_refuses_the_batch_and_names_each_record_without_a_key(t
     assert str(refused.value) == (
         "One or more records have been rejected due to 2 record errors in total, and only showing the first "
         f"three errors at most: [RecordError(batchIndex=1, message='{message}'), "
-        f"RecordError(batchIndex=4, message='{message}')]")
+        f"RecordError(batchIndex=4, message='{message}')]"
+    )
     assert log.log_end_offset == 0 and log.size_in_bytes == 0
     # keyed records only: accepted, and tombstones (a key, no value) are fine
-    log.append_as_leader(build_batch([NewRecord(b"v", key=b"a", timestamp=NOW_MS), NewRecord(None, key=b"b")],
-                                     compression=codec))
+    log.append_as_leader(
+        build_batch([NewRecord(b"v", key=b"a", timestamp=NOW_MS), NewRecord(None, key=b"b")], compression=codec)
+    )
     assert [(r.offset, r.key, r.value) for r in stored(log)] == [(0, b"a", b"v"), (1, b"b", None)]
 
 
@@ -91,8 +92,12 @@ def test_timestamps_before_the_bound_fail_with_invalid_timestamp(tmp_path):
     assert refused.value.error_code == ErrorCode.INVALID_TIMESTAMP
     upper = NOW_MS + LONG_MAX - 2**64  # Kafka's bound is a Java long: now + Long.MAX wraps
     assert refused.value.record_errors == [
-        (2, f"Timestamp {NOW_MS - 60_001} of message with offset 2 is out of range. "
-            f"The timestamp should be within [{NOW_MS - 60_000}, {upper}]")]
+        (
+            2,
+            f"Timestamp {NOW_MS - 60_001} of message with offset 2 is out of range. "
+            f"The timestamp should be within [{NOW_MS - 60_000}, {upper}]",
+        )
+    ]
     assert str(refused.value) == "One or more records have been rejected due to invalid timestamp"
     assert log.log_end_offset == 0
 
@@ -130,8 +135,12 @@ def test_a_producer_may_not_claim_log_append_time(tmp_path):
         log.append_as_leader(batch)
     assert refused.value.error_code == ErrorCode.INVALID_TIMESTAMP
     assert refused.value.record_errors == [
-        (0, f"Invalid timestamp type in message DefaultRecord(offset=0, timestamp={NOW_MS}, key=1 bytes, "
-            "value=5 bytes). Producer should not set timestamp type to LogAppendTime.")]
+        (
+            0,
+            f"Invalid timestamp type in message DefaultRecord(offset=0, timestamp={NOW_MS}, key=1 bytes, "
+            "value=5 bytes). Producer should not set timestamp type to LogAppendTime.",
+        )
+    ]
 
 
 @pytest.mark.parametrize("codec", [1, 3, 4])
@@ -152,6 +161,7 @@ def test_compressed_batch_with_garbage_inside_a_record(tmp_path):
     body = bytearray(raw[BATCH_HEADER_SIZE:])
     body[-4] = 0x7F  # the header key length, now far past the record's end
     from strom.protocol.compression import compress
+
     batch = bytearray(raw[:BATCH_HEADER_SIZE]) + compress(4, bytes(body))
     struct.pack_into(">i", batch, 8, len(batch) - 12)
     batch = patched(bytes(batch), attributes=4)
@@ -175,14 +185,19 @@ def test_compressed_inner_offsets_are_renumbered_as_kafka_does(tmp_path, codec):
     """Old clients number a compressed batch's records wrongly; Kafka rewrites them, it does not refuse."""
     log = open_log(tmp_path)
     log.append_as_leader(build_batch([NewRecord(b"first", timestamp=NOW_MS)]))
-    records = [NewRecord(b"r%d" % i, key=b"k%d" % i, timestamp=NOW_MS + i, offset_delta=d)
-               for i, d in enumerate([0, 2, 7])]
+    records = [
+        NewRecord(b"r%d" % i, key=b"k%d" % i, timestamp=NOW_MS + i, offset_delta=d) for i, d in enumerate([0, 2, 7])
+    ]
     info = log.append_as_leader(build_batch(records, compression=codec, last_offset_delta=2))
     assert (info.first_offset, info.last_offset) == (1, 3)
     assert [(r.offset, r.key, r.value, r.timestamp) for r in stored(log)[1:]] == [
-        (1, b"k0", b"r0", NOW_MS), (2, b"k1", b"r1", NOW_MS + 1), (3, b"k2", b"r2", NOW_MS + 2)]
+        (1, b"k0", b"r0", NOW_MS),
+        (2, b"k1", b"r1", NOW_MS + 1),
+        (3, b"k2", b"r2", NOW_MS + 2),
+    ]
     assert [h.compression for h in iter_batch_headers(b"".join(s.read() for s in log.read(1, 1 << 20).slices))] == [
-        codec]
+        codec
+    ]
 
 
 def test_max_message_bytes_is_per_batch_and_inclusive(tmp_path):

@@ -16,8 +16,12 @@ CONFIG = LogConfig(segment_bytes=600, index_interval_bytes=128)
 
 
 def idempotent_batch(producer_id: int, seq: int, count: int = 2) -> bytes:
-    return build_batch([NewRecord(b"x%d" % (seq + i), timestamp=NOW) for i in range(count)],
-                       producer_id=producer_id, producer_epoch=1, base_sequence=seq)
+    return build_batch(
+        [NewRecord(b"x%d" % (seq + i), timestamp=NOW) for i in range(count)],
+        producer_id=producer_id,
+        producer_epoch=1,
+        base_sequence=seq,
+    )
 
 
 def build(directory: str) -> Log:

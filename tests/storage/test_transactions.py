@@ -27,12 +27,14 @@ from strom.storage.txn_index import AbortedTxn, TransactionIndex
 
 CONFIG = LogConfig(segment_bytes=700, index_interval_bytes=128)
 NOW = int(time.time() * 1000)  # markers carry the time they are written: keep data near it (segment.ms)
-COMPACTED = LogConfig(segment_bytes=1500, index_interval_bytes=128, cleanup_policy="compact",
-                      min_cleanable_dirty_ratio=0.0)
+COMPACTED = LogConfig(
+    segment_bytes=1500, index_interval_bytes=128, cleanup_policy="compact", min_cleanable_dirty_ratio=0.0
+)
 
 
-def txn_batch(producer_id: int, seq: int, count: int = 2, *, epoch: int = 0, key: bytes | None = None,
-              prefix: bytes = b"v") -> bytes:
+def txn_batch(
+    producer_id: int, seq: int, count: int = 2, *, epoch: int = 0, key: bytes | None = None, prefix: bytes = b"v"
+) -> bytes:
     records = [NewRecord(prefix + b"-%d" % (seq + i), key=key, timestamp=NOW + seq + i) for i in range(count)]
     return build_batch(records, producer_id=producer_id, producer_epoch=epoch, base_sequence=seq, transactional=True)
 
@@ -50,11 +52,13 @@ def committed_read(log: Log, start: int) -> tuple[list[bytes], set[int]]:
     for header in iter_batch_headers(data):
         if header.is_control:
             continue
-        if any(a.producer_id == header.producer_id and a.first_offset <= header.base_offset <= a.last_offset
-               for a in aborted):
+        if any(
+            a.producer_id == header.producer_id and a.first_offset <= header.base_offset <= a.last_offset
+            for a in aborted
+        ):
             skipped.add(header.producer_id)
             continue
-        chunk = data[header.position: header.position + header.size]
+        chunk = data[header.position : header.position + header.size]
         values.extend(r.value for r in iter_records(chunk))
     return values, skipped
 
@@ -174,8 +178,9 @@ def test_reopen_restores_lso_and_index_and_rebuilds_a_lost_txnindex(tmp_path):
     reopened.close()
     again = Log(directory, CONFIG, high_watermark=hw)
     assert again.aborted_transactions(0, again.log_end_offset) == aborted
-    assert TransactionIndex.read_entries(victim) == [e for s in again.segments for e in s.txn_index.entries
-                                                     if s.txn_index.path == victim]
+    assert TransactionIndex.read_entries(victim) == [
+        e for s in again.segments for e in s.txn_index.entries if s.txn_index.path == victim
+    ]
 
 
 def test_recovery_cut_at_every_byte_of_the_last_batch(tmp_path):

@@ -16,8 +16,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from strom.txn.coordinator import TRANSACTION_STATE_TOPIC
 from strom.group.records import partition_for_group
+from strom.txn.coordinator import TRANSACTION_STATE_TOPIC
 from tests.broker_process import BrokerProcess
 
 STATE_PARTITIONS = 4
@@ -54,8 +54,14 @@ def _commit(bootstrap: str, transactional_id: str, value: bytes) -> None:
 
 
 def _read_committed(bootstrap: str, expected: int, timeout_s: float = 30) -> list[bytes]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader", "isolation.level": "read_committed",
-                         "enable.auto.commit": False})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "reader",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+        }
+    )
     consumer.assign([TopicPartition("events", 0, 0)])
     got: list[bytes] = []
     deadline = time.monotonic() + timeout_s
@@ -75,8 +81,9 @@ def test_committed_and_open_transactions_across_a_coordinator_crash(tmp_path):
     try:
         _create_events(broker.bootstrap)
         _commit(broker.bootstrap, "tx-done", b"committed-before-crash")
-        opener = subprocess.Popen([sys.executable, "-c", OPEN_TRANSACTION, broker.bootstrap],
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        opener = subprocess.Popen(
+            [sys.executable, "-c", OPEN_TRANSACTION, broker.bootstrap], stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        )
         assert opener.stdout.readline().strip() == b"open"
         opener.kill()  # the producer dies with its transaction open
         opener.wait(10)
@@ -87,9 +94,20 @@ def test_committed_and_open_transactions_across_a_coordinator_crash(tmp_path):
         assert _read_committed(broker.bootstrap, 2) == [b"committed-before-crash", b"committed-after-crash"]
         broker.stop()
         state_dir = tmp_path / "data" / f"{TRANSACTION_STATE_TOPIC}-{partition_for_group('tx-done', STATE_PARTITIONS)}"
-        dumped = subprocess.run([sys.executable, "-m", "strom.cli.main", "dump-log", "--print-data-log",
-                                 str(sorted(state_dir.glob("*.log"))[0])], capture_output=True, text=True,
-                                timeout=60, check=True).stdout
+        dumped = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "strom.cli.main",
+                "dump-log",
+                "--print-data-log",
+                str(sorted(state_dir.glob("*.log"))[0]),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
         assert '"transactionalId": "tx-done"' in dumped
         assert '"transactionStatus": "CompleteCommit"' in dumped
         assert '"partitionIds": [0]' in dumped

@@ -16,8 +16,12 @@ def test_value_round_trips_in_kafkas_v0_layout():
     assert struct.unpack_from(">hqhib", data) == (0, 4001, 7, 60000, 1)
     decoded = records.decode_value(data)
     assert decoded.partitions == {"out": [0, 2], "__consumer_offsets": [13]}
-    assert (decoded.producer_id, decoded.producer_epoch, decoded.timeout_ms, decoded.state) == (4001, 7, 60000,
-                                                                                                TxnState.ONGOING)
+    assert (decoded.producer_id, decoded.producer_epoch, decoded.timeout_ms, decoded.state) == (
+        4001,
+        7,
+        60000,
+        TxnState.ONGOING,
+    )
     assert (decoded.last_update_ms, decoded.start_ms) == (1700, 1600)
 
 
@@ -28,20 +32,39 @@ def test_key_is_version_zero_and_the_transactional_id():
 
 def test_flexible_v1_value_written_by_kafka_4_is_read():
     # v1: compact arrays and strings, tagged fields after each struct and at the end
-    data = (struct.pack(">hqhib", 1, 9, 3, 1000, 4) + bytes([2]) + bytes([2]) + b"t" + bytes([2])
-            + struct.pack(">i", 5) + bytes([0]) + struct.pack(">qq", 11, 10) + bytes([0]))
+    data = (
+        struct.pack(">hqhib", 1, 9, 3, 1000, 4)
+        + bytes([2])
+        + bytes([2])
+        + b"t"
+        + bytes([2])
+        + struct.pack(">i", 5)
+        + bytes([0])
+        + struct.pack(">qq", 11, 10)
+        + bytes([0])
+    )
     decoded = records.decode_value(data)
     assert decoded.state == TxnState.COMPLETE_COMMIT
     assert decoded.partitions == {"t": [5]}
     assert (decoded.last_update_ms, decoded.start_ms) == (11, 10)
 
 
-@pytest.mark.parametrize("data", [b"", b"\x00\x07", struct.pack(">hqhib", 0, 1, 1, 1, 42) + struct.pack(">iqq", -1, 0, 0)])
+@pytest.mark.parametrize(
+    "data", [b"", b"\x00\x07", struct.pack(">hqhib", 0, 1, 1, 1, 42) + struct.pack(">iqq", -1, 0, 0)]
+)
 def test_unreadable_values_raise_a_format_error(data):
     with pytest.raises(RecordFormatError):
         records.decode_value(data)
 
 
 def test_display_names_are_kafkas():
-    assert [s.display_name for s in TxnState] == ["Empty", "Ongoing", "PrepareCommit", "PrepareAbort",
-                                                  "CompleteCommit", "CompleteAbort", "Dead", "PrepareEpochFence"]
+    assert [s.display_name for s in TxnState] == [
+        "Empty",
+        "Ongoing",
+        "PrepareCommit",
+        "PrepareAbort",
+        "CompleteCommit",
+        "CompleteAbort",
+        "Dead",
+        "PrepareEpochFence",
+    ]

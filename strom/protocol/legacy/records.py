@@ -53,8 +53,9 @@ MAX_DECOMPRESSED = 256 * 1024 * 1024
 class Message:
     __slots__ = ("attributes", "key", "magic", "offset", "timestamp", "value")
 
-    def __init__(self, offset: int, magic: int, attributes: int, timestamp: int, key: bytes | None,
-                 value: bytes | None) -> None:
+    def __init__(
+        self, offset: int, magic: int, attributes: int, timestamp: int, key: bytes | None, value: bytes | None
+    ) -> None:
         self.offset, self.magic, self.attributes = offset, magic, attributes
         self.timestamp, self.key, self.value = timestamp, key, value
 

@@ -6,7 +6,7 @@ partition makes the offsets visible (commit) or drops them (abort).
 
 from __future__ import annotations
 
-from strom.protocol.api import ApiKey, response_class
+from strom.protocol.api import ApiKey, response_class_for
 from strom.protocol.entities import build
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.security.acl import Operation
@@ -32,11 +32,12 @@ async def _handle(ctx, request):
         except KafkaError:
             code = ErrorCode.COORDINATOR_NOT_AVAILABLE
         else:
-            code = await coordinator.add_partitions(request.transactional_id, request.producer_id,
-                                                    request.producer_epoch, [partition])
+            code = await coordinator.add_partitions(
+                request.transactional_id, request.producer_id, request.producer_epoch, [partition]
+            )
     if code == ErrorCode.PRODUCER_FENCED and ctx.api_version < FENCED_SINCE_VERSION:
         code = ErrorCode.INVALID_PRODUCER_EPOCH
-    return build(response_class(API_KEY, ctx.api_version), {"throttle_time": 0, "error_code": code})
+    return build(response_class_for(API_KEY, ctx.api_version), {"throttle_time": 0, "error_code": code})
 
 
 def handle(ctx, request):

@@ -8,7 +8,7 @@ does not know about.
 
 from __future__ import annotations
 
-from strom.protocol.api import ApiKey, response_class
+from strom.protocol.api import ApiKey, response_class_for
 from strom.protocol.entities import build
 from strom.protocol.errors import ErrorCode
 from strom.security.acl import Operation
@@ -23,7 +23,7 @@ BROKER_BATCH_VERSION = 4
 
 def _known(broker, topics) -> dict[tuple[str, int], int]:
     """UNKNOWN_TOPIC_OR_PARTITION for what does not exist; NONE for the rest (to be decided)."""
-    codes = {}
+    codes: dict[tuple[str, int], int] = {}
     for topic in topics:
         info = broker.metadata.topics.get(topic.name)
         for p in topic.partitions:
@@ -40,8 +40,10 @@ async def _add(ctx, transactional_id, producer_id, producer_epoch, topics, verif
             return dict.fromkeys(codes, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         denied = denied_topics(ctx, Operation.WRITE, (name for name, _ in codes))
         if denied:  # as Kafka: nothing is added when one topic is refused
-            return {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED if tp[0] in denied else ErrorCode.OPERATION_NOT_ATTEMPTED
-                    for tp in codes}
+            return {
+                tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED if tp[0] in denied else ErrorCode.OPERATION_NOT_ATTEMPTED
+                for tp in codes
+            }
     if any(codes.values()):  # as Kafka: nothing is added when one partition is unknown
         codes = {tp: c or ErrorCode.OPERATION_NOT_ATTEMPTED for tp, c in codes.items()}
     elif verify_only:
@@ -62,19 +64,32 @@ def _topic_results(codes: dict[tuple[str, int], int]) -> list[dict]:
 
 
 async def _handle(ctx, request):
-    cls = response_class(API_KEY, ctx.api_version)
+    cls = response_class_for(API_KEY, ctx.api_version)
     if ctx.api_version >= BROKER_BATCH_VERSION:
         if not cluster_allowed(ctx, Operation.CLUSTER_ACTION):  # from brokers only
-            return build(cls, {"throttle_time": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                               "results_by_transaction": []})
+            return build(
+                cls,
+                {
+                    "throttle_time": 0,
+                    "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                    "results_by_transaction": [],
+                },
+            )
         results = []
         for txn in request.transactions:
-            codes = await _add(ctx, txn.transactional_id, txn.producer_id, txn.producer_epoch, txn.topics,
-                               txn.verify_only)
+            codes = await _add(
+                ctx, txn.transactional_id, txn.producer_id, txn.producer_epoch, txn.topics, txn.verify_only
+            )
             results.append({"transactional_id": txn.transactional_id, "topic_results": _topic_results(codes)})
         return build(cls, {"throttle_time": 0, "error_code": 0, "results_by_transaction": results})
-    codes = await _add(ctx, request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
-                       request.v3_and_below_producer_epoch, request.v3_and_below_topics, False)
+    codes = await _add(
+        ctx,
+        request.v3_and_below_transactional_id,
+        request.v3_and_below_producer_id,
+        request.v3_and_below_producer_epoch,
+        request.v3_and_below_topics,
+        False,
+    )
     return build(cls, {"throttle_time": 0, "results_by_topic_v3_and_below": _topic_results(codes)})
 
 

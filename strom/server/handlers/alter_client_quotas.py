@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from strom.cluster.store import StoreError
-from strom.protocol.api import ApiKey, response_class
+from strom.protocol.api import ApiKey, response_class_for
 from strom.protocol.entities import build
 from strom.protocol.errors import ErrorCode
 from strom.security.acl import Operation
@@ -81,6 +81,11 @@ def handle(ctx, request):
                 code, message = ErrorCode.INVALID_REQUEST, str(exc)
             except StoreError as exc:
                 code, message = ErrorCode.UNKNOWN_SERVER_ERROR, f"could not store the quotas: {exc}"
-        results.append({"error_code": code, "error_message": message, "entity": [
-            {"entity_type": part.entity_type, "entity_name": part.entity_name} for part in entry.entity]})
-    return build(response_class(API_KEY, ctx.api_version), {"throttle_time": 0, "entries": results})
+        results.append(
+            {
+                "error_code": code,
+                "error_message": message,
+                "entity": [{"entity_type": part.entity_type, "entity_name": part.entity_name} for part in entry.entity],
+            }
+        )
+    return build(response_class_for(API_KEY, ctx.api_version), {"throttle_time": 0, "entries": results})

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from strom.protocol.api import ApiKey, response_class
+from strom.protocol.api import ApiKey, response_class_for
 from strom.protocol.entities import build
 from strom.protocol.errors import ErrorCode, InvalidRequestError, KafkaError
 from strom.security.acl import Operation
@@ -54,10 +54,17 @@ def alter(broker, resource, validate_only: bool) -> None:
     elif resource.resource_type == BROKER:  # the replication throttles are dynamic; the rest is refused
         from strom.server import dynamic_broker_config
 
-        dynamic_broker_config.alter(broker, resource.resource_name, {c.name: c.value for c in resource.configs},
-                                    replace=True, validate_only=validate_only)
+        dynamic_broker_config.alter(
+            broker,
+            resource.resource_name,
+            {c.name: c.value for c in resource.configs},
+            replace=True,
+            validate_only=validate_only,
+        )
     else:
-        raise InvalidRequestError(f"AlterConfigs supports topics and brokers, not resource type {resource.resource_type}")
+        raise InvalidRequestError(
+            f"AlterConfigs supports topics and brokers, not resource type {resource.resource_type}"
+        )
 
 
 def respond(ctx, request, alter_one):
@@ -65,8 +72,12 @@ def respond(ctx, request, alter_one):
     counts = check_duplicates(request.resources)
     responses = []
     for resource in request.resources:
-        entry = {"resource_type": resource.resource_type, "resource_name": resource.resource_name,
-                 "error_code": ErrorCode.NONE, "error_message": None}
+        entry = {
+            "resource_type": resource.resource_type,
+            "resource_name": resource.resource_name,
+            "error_code": ErrorCode.NONE,
+            "error_message": None,
+        }
         refused = config_denial(ctx, Operation.ALTER_CONFIGS, resource.resource_type, resource.resource_name)
         if refused is not None:
             entry.update(error_code=refused, error_message=refusal_message(refused))
@@ -79,7 +90,7 @@ def respond(ctx, request, alter_one):
         except KafkaError as exc:
             entry.update(error_code=exc.error_code, error_message=exc.message)
         responses.append(entry)
-    return build(response_class(ctx.header.api_key, ctx.api_version), {"throttle_time": 0, "responses": responses})
+    return build(response_class_for(ctx.header.api_key, ctx.api_version), {"throttle_time": 0, "responses": responses})
 
 
 def handle(ctx, request):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from strom.cluster import model
 from strom.cluster.model import TopicAssignment
-from strom.protocol.api import ApiKey, response_class
+from strom.protocol.api import ApiKey, response_class_for
 from strom.protocol.entities import build, field_value
 from strom.protocol.errors import ErrorCode
 from strom.security.acl import Operation
@@ -48,9 +48,15 @@ def handle(ctx, request):
     for topic in request.topics:
         partitions = []
         if top_error != ErrorCode.NONE:
-            responses.append({"name": topic.name, "partitions": [
-                {"partition_index": p.partition_index, "error_code": top_error, "error_message": top_message}
-                for p in topic.partitions]})
+            responses.append(
+                {
+                    "name": topic.name,
+                    "partitions": [
+                        {"partition_index": p.partition_index, "error_code": top_error, "error_message": top_message}
+                        for p in topic.partitions
+                    ],
+                }
+            )
             continue
         requests: dict[int, list[int] | None] = {}
         refused: dict[int, tuple[int, str]] = {}
@@ -63,9 +69,13 @@ def handle(ctx, request):
                 continue
             replicas = None if p.replicas is None else [int(b) for b in p.replicas]
             if replicas is not None and index in sizes and len(replicas) != sizes[index]:
-                refused[index] = (ErrorCode.INVALID_REPLICATION_FACTOR,
-                                  (f"the replication factor of {topic.name}-{index} would change from "
-                                   f"{sizes[index]} to {len(replicas)} and allow_replication_factor_change is false"))
+                refused[index] = (
+                    ErrorCode.INVALID_REPLICATION_FACTOR,
+                    (
+                        f"the replication factor of {topic.name}-{index} would change from "
+                        f"{sizes[index]} to {len(replicas)} and allow_replication_factor_change is false"
+                    ),
+                )
                 continue
             requests[index] = replicas
         results = controller.alter_partition_reassignments(topic.name, requests, live) if requests else {}
@@ -84,4 +94,4 @@ def handle(ctx, request):
     values = {"throttle_time": 0, "error_code": top_error, "error_message": top_message, "responses": responses}
     if version >= 1:
         values["allow_replication_factor_change"] = allow_rf_change
-    return build(response_class(API_KEY, version), values)
+    return build(response_class_for(API_KEY, version), values)

@@ -9,7 +9,7 @@ Every broker picks the change up through its watches.
 from __future__ import annotations
 
 from strom.cluster.store import StoreError
-from strom.protocol.api import ApiKey, response_class
+from strom.protocol.api import ApiKey, response_class_for
 from strom.protocol.entities import build
 from strom.protocol.errors import ErrorCode
 from strom.security.acl import Operation
@@ -47,9 +47,20 @@ def handle(ctx, request):
     entries = [(d, False) for d in request.deletions] + [(u, True) for u in request.upsertions]
     if not cluster_allowed(ctx, Operation.ALTER):
         names = list(dict.fromkeys(entry.name for entry, _ in entries))
-        return build(response_class(API_KEY, ctx.api_version), {"throttle_time": 0, "results": [
-            {"user": n, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-             "error_message": "Cluster authorization failed."} for n in names]})
+        return build(
+            response_class_for(API_KEY, ctx.api_version),
+            {
+                "throttle_time": 0,
+                "results": [
+                    {
+                        "user": n,
+                        "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                        "error_message": "Cluster authorization failed.",
+                    }
+                    for n in names
+                ],
+            },
+        )
     for entry, upsert in entries:
         name = entry.name
         if name not in order:
@@ -57,7 +68,7 @@ def handle(ctx, request):
         if name in errors:
             continue
         mechanism = MECHANISM_IDS.get(entry.mechanism)
-        error = None
+        error: tuple[int, str] | None = None
         if not name:
             error = ErrorCode.UNACCEPTABLE_CREDENTIAL, "Username must not be empty"
         elif mechanism is None:
@@ -72,10 +83,12 @@ def handle(ctx, request):
         if error is not None:
             errors[name] = error
             continue
+        assert mechanism is not None  # an unknown one got an error above
         upserts, deletes = changes.setdefault(name, ({}, set()))
         if upsert:
             upserts[mechanism] = ScramCredential.from_salted_password(
-                mechanism, bytes(entry.salt), bytes(entry.salted_password), entry.iterations)
+                mechanism, bytes(entry.salt), bytes(entry.salted_password), entry.iterations
+            )
         else:
             deletes.add(mechanism)
     results = []
@@ -87,4 +100,4 @@ def handle(ctx, request):
             except StoreError as exc:
                 code, message = ErrorCode.UNKNOWN_SERVER_ERROR, f"could not store the credentials: {exc}"
         results.append({"user": name, "error_code": code, "error_message": message})
-    return build(response_class(API_KEY, ctx.api_version), {"throttle_time": 0, "results": results})
+    return build(response_class_for(API_KEY, ctx.api_version), {"throttle_time": 0, "results": results})

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from strom.cluster.store import StoreError
-from strom.protocol.api import ApiKey, response_class
+from strom.protocol.api import ApiKey, response_class_for
 from strom.protocol.entities import build
 from strom.protocol.errors import ErrorCode
 from strom.security.acl import AclError, Operation, binding_from_wire, validate_binding
@@ -26,9 +26,15 @@ def handle(ctx, request):
     else:
         valid = []
         for creation in request.creations:
-            binding = binding_from_wire(creation.resource_type, creation.resource_name,
-                                        creation.resource_pattern_type, creation.principal, creation.host,
-                                        creation.operation, creation.permission_type)
+            binding = binding_from_wire(
+                creation.resource_type,
+                creation.resource_name,
+                creation.resource_pattern_type,
+                creation.principal,
+                creation.host,
+                creation.operation,
+                creation.permission_type,
+            )
             try:
                 validate_binding(binding)
             except AclError as exc:
@@ -39,7 +45,11 @@ def handle(ctx, request):
         try:
             authorizer.create(valid)
         except StoreError as exc:
-            results = [(code or ErrorCode.UNKNOWN_SERVER_ERROR, message or f"could not store the ACLs: {exc}")
-                       for code, message in results]
-    return build(response_class(API_KEY, ctx.api_version), {
-        "throttle_time": 0, "results": [{"error_code": code, "error_message": message} for code, message in results]})
+            results = [
+                (code or ErrorCode.UNKNOWN_SERVER_ERROR, message or f"could not store the ACLs: {exc}")
+                for code, message in results
+            ]
+    return build(
+        response_class_for(API_KEY, ctx.api_version),
+        {"throttle_time": 0, "results": [{"error_code": code, "error_message": message} for code, message in results]},
+    )

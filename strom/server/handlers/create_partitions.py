@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from strom.protocol.api import ApiKey, response_class
+from strom.protocol.api import ApiKey, response_class_for
 from strom.protocol.entities import build, field_value
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.security.acl import Operation
@@ -51,7 +51,7 @@ def handle(ctx, request):
         results.append(entry)
     if changed:
         broker.refresh_metadata()
-    return build(response_class(API_KEY, ctx.api_version), {"throttle_time": 0, "results": results})
+    return build(response_class_for(API_KEY, ctx.api_version), {"throttle_time": 0, "results": results})
 
 
 def _new_partitions(broker, topics) -> int:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from strom.protocol.api import ApiKey, response_class
+from strom.protocol.api import ApiKey, response_class_for
 from strom.protocol.entities import build, field_value
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.server.authorization import create_topic_allowed
@@ -35,8 +35,14 @@ def handle(ctx, request):
     seen: set[str] = set()
     too_many = requested_partitions(request.topics, broker.config.num_partitions) > MAX_PARTITIONS_PER_REQUEST
     for topic in request.topics:
-        entry = {"name": topic.name, "error_code": 0, "error_message": None, "num_partitions": -1,
-                 "replication_factor": -1, "configs": []}
+        entry = {
+            "name": topic.name,
+            "error_code": 0,
+            "error_message": None,
+            "num_partitions": -1,
+            "replication_factor": -1,
+            "configs": [],
+        }
         if too_many:  # the whole request is refused, as in Kafka
             entry.update(error_code=ErrorCode.POLICY_VIOLATION, error_message=TOO_MANY_PARTITIONS)
             results.append(entry)
@@ -51,20 +57,32 @@ def handle(ctx, request):
             results.append(entry)
             continue
         partitions = topic.num_partitions if topic.num_partitions != -1 else broker.config.num_partitions
-        factor = (topic.replication_factor if topic.replication_factor != -1
-                  else broker.config.default_replication_factor)
+        factor = (
+            topic.replication_factor if topic.replication_factor != -1 else broker.config.default_replication_factor
+        )
         assignment = {a.partition_index: list(a.broker_ids) for a in topic.assignments}
         configs = {c.name: c.value for c in topic.configs if c.value is not None}
         try:
-            created = broker.create_topic(topic.name, partitions, factor, configs, assignment or None,
-                                          validate_only=validate_only)
-            entry.update(num_partitions=len(created.partitions), replication_factor=len(created.partitions[0]),
-                         topic_id=created.topic_id)
+            created = broker.create_topic(
+                topic.name, partitions, factor, configs, assignment or None, validate_only=validate_only
+            )
+            entry.update(
+                num_partitions=len(created.partitions),
+                replication_factor=len(created.partitions[0]),
+                topic_id=created.topic_id,
+            )
             effective = broker.controller.validate_configs(configs).to_topic_configs()
-            entry["configs"] = [{"name": k, "value": v, "read_only": False,
-                                 "config_source": 1 if k in configs else 5, "is_sensitive": False}
-                                for k, v in sorted(effective.items())]
+            entry["configs"] = [
+                {
+                    "name": k,
+                    "value": v,
+                    "read_only": False,
+                    "config_source": 1 if k in configs else 5,
+                    "is_sensitive": False,
+                }
+                for k, v in sorted(effective.items())
+            ]
         except KafkaError as exc:
             entry.update(error_code=exc.error_code, error_message=exc.message)
         results.append(entry)
-    return build(response_class(API_KEY, ctx.api_version), {"throttle_time": 0, "topics": results})
+    return build(response_class_for(API_KEY, ctx.api_version), {"throttle_time": 0, "topics": results})

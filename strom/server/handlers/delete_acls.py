@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from strom.cluster.store import StoreError
-from strom.protocol.api import ApiKey, response_class
+from strom.protocol.api import ApiKey, response_class_for
 from strom.protocol.entities import build
 from strom.protocol.errors import ErrorCode
 from strom.security.acl import AclError, Operation, filter_from_wire
@@ -25,13 +25,21 @@ def handle(ctx, request):
     if authorizer is None:
         results = [_failed(ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER) for _ in request.filters]
     elif not cluster_allowed(ctx, Operation.ALTER):
-        results = [_failed(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
-                   for _ in request.filters]
+        results = [
+            _failed(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.") for _ in request.filters
+        ]
     else:
         filters, positions = [], []
         for f in request.filters:
-            acl_filter = filter_from_wire(f.resource_type_filter, f.resource_name_filter, f.pattern_type_filter,
-                                          f.principal_filter, f.host_filter, f.operation, f.permission_type)
+            acl_filter = filter_from_wire(
+                f.resource_type_filter,
+                f.resource_name_filter,
+                f.pattern_type_filter,
+                f.principal_filter,
+                f.host_filter,
+                f.operation,
+                f.permission_type,
+            )
             try:
                 acl_filter.validate()
             except AclError as exc:
@@ -47,9 +55,22 @@ def handle(ctx, request):
             for position in positions:
                 results[position] = _failed(ErrorCode.UNKNOWN_SERVER_ERROR, f"could not delete the ACLs: {exc}")
         for position, bindings in zip(positions, matched or ()):
-            results[position] = {"error_code": ErrorCode.NONE, "error_message": None, "matching_acls": [
-                {"error_code": ErrorCode.NONE, "error_message": None, "resource_type": b.pattern.resource_type,
-                 "resource_name": b.pattern.name, "pattern_type": b.pattern.pattern_type,
-                 "principal": b.entry.principal, "host": b.entry.host, "operation": b.entry.operation,
-                 "permission_type": b.entry.permission} for b in bindings]}
-    return build(response_class(API_KEY, ctx.api_version), {"throttle_time": 0, "filter_results": results})
+            results[position] = {
+                "error_code": ErrorCode.NONE,
+                "error_message": None,
+                "matching_acls": [
+                    {
+                        "error_code": ErrorCode.NONE,
+                        "error_message": None,
+                        "resource_type": b.pattern.resource_type,
+                        "resource_name": b.pattern.name,
+                        "pattern_type": b.pattern.pattern_type,
+                        "principal": b.entry.principal,
+                        "host": b.entry.host,
+                        "operation": b.entry.operation,
+                        "permission_type": b.entry.permission,
+                    }
+                    for b in bindings
+                ],
+            }
+    return build(response_class_for(API_KEY, ctx.api_version), {"throttle_time": 0, "filter_results": results})

@@ -10,7 +10,7 @@ its own log start.
 
 from __future__ import annotations
 
-from strom.protocol.api import ApiKey, response_class
+from strom.protocol.api import ApiKey, response_class_for
 from strom.protocol.entities import build
 from strom.protocol.errors import (
     ErrorCode,
@@ -37,8 +37,9 @@ def delete(replicas, topic: str, index: int, offset: int) -> int:
     partition = replicas.leader_partition(topic, index)
     log_ = partition.log
     if not log_.config.delete:
-        raise PolicyViolationError(f"records of {topic}-{index} cannot be deleted: cleanup.policy is "
-                                   f"{','.join(log_.config.cleanup_policy)}")
+        raise PolicyViolationError(
+            f"records of {topic}-{index} cannot be deleted: cleanup.policy is {','.join(log_.config.cleanup_policy)}"
+        )
     if offset == HIGH_WATERMARK:
         offset = log_.high_watermark
     if offset < 0:
@@ -64,4 +65,4 @@ def handle(ctx, request):
                 entry.update(error_code=error_from_exception(exc)[0], low_watermark=INVALID_LOW_WATERMARK)
             partitions.append(entry)
         topics.append({"name": topic.name, "partitions": partitions})
-    return build(response_class(API_KEY, ctx.api_version), {"throttle_time": 0, "topics": topics})
+    return build(response_class_for(API_KEY, ctx.api_version), {"throttle_time": 0, "topics": topics})

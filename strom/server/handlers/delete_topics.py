@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from strom.protocol.api import ApiKey, response_class
+from strom.protocol.api import ApiKey, response_class_for
 from strom.protocol.entities import build, field_value
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.security.acl import Operation
@@ -65,12 +65,14 @@ def handle(ctx, request):
                 todo.append((by_id[topic_id], topic_id))
             else:
                 result(None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID, f"no topic has id {topic_id}")
-        elif name_counts[name] > 1:
-            if name not in reported:
-                reported.add(name)
-                result(name, None, ErrorCode.INVALID_REQUEST, "duplicate topic name")
         else:
-            todo.append((name, None))
+            assert name is not None  # a request with neither took the first branch
+            if name_counts[name] > 1:
+                if name not in reported:
+                    reported.add(name)
+                    result(name, None, ErrorCode.INVALID_REQUEST, "duplicate topic name")
+            else:
+                todo.append((name, None))
 
     deleted = False
     for name, topic_id in todo:
@@ -90,4 +92,4 @@ def handle(ctx, request):
 
 
 def _response(version: int, results: list[dict]):
-    return build(response_class(API_KEY, version), {"throttle_time": 0, "responses": results})
+    return build(response_class_for(API_KEY, version), {"throttle_time": 0, "responses": results})

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from strom.protocol.api import ApiKey, response_class
+from strom.protocol.api import ApiKey, response_class_for
 from strom.protocol.entities import build
 from strom.protocol.errors import ErrorCode
 from strom.security.acl import AclError, Operation, filter_from_wire
@@ -15,8 +15,10 @@ MAX_VERSION = 3
 
 
 def _answer(ctx, code: int, message: str | None, resources: list[dict]):
-    return build(response_class(API_KEY, ctx.api_version), {
-        "throttle_time": 0, "error_code": code, "error_message": message, "resources": resources})
+    return build(
+        response_class_for(API_KEY, ctx.api_version),
+        {"throttle_time": 0, "error_code": code, "error_message": message, "resources": resources},
+    )
 
 
 def handle(ctx, request):
@@ -25,9 +27,15 @@ def handle(ctx, request):
         return _answer(ctx, ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER, [])
     if not cluster_allowed(ctx, Operation.DESCRIBE):
         return _answer(ctx, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.", [])
-    acl_filter = filter_from_wire(request.resource_type_filter, request.resource_name_filter,
-                                  request.pattern_type_filter, request.principal_filter, request.host_filter,
-                                  request.operation, request.permission_type)
+    acl_filter = filter_from_wire(
+        request.resource_type_filter,
+        request.resource_name_filter,
+        request.pattern_type_filter,
+        request.principal_filter,
+        request.host_filter,
+        request.operation,
+        request.permission_type,
+    )
     try:
         acl_filter.validate()
     except AclError as exc:
@@ -35,9 +43,16 @@ def handle(ctx, request):
     grouped: dict = {}
     for binding in authorizer.describe(acl_filter):
         grouped.setdefault(binding.pattern, []).append(binding.entry)
-    resources = [{"resource_type": pattern.resource_type, "resource_name": pattern.name,
-                  "pattern_type": pattern.pattern_type,
-                  "acls": [{"principal": e.principal, "host": e.host, "operation": e.operation,
-                            "permission_type": e.permission} for e in entries]}
-                 for pattern, entries in grouped.items()]
+    resources = [
+        {
+            "resource_type": pattern.resource_type,
+            "resource_name": pattern.name,
+            "pattern_type": pattern.pattern_type,
+            "acls": [
+                {"principal": e.principal, "host": e.host, "operation": e.operation, "permission_type": e.permission}
+                for e in entries
+            ],
+        }
+        for pattern, entries in grouped.items()
+    ]
     return _answer(ctx, ErrorCode.NONE, None, resources)

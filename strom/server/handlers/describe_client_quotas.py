@@ -8,7 +8,7 @@ keys are shown (a user's SCRAM credentials share its node and are never listed h
 
 from __future__ import annotations
 
-from strom.protocol.api import ApiKey, response_class
+from strom.protocol.api import ApiKey, response_class_for
 from strom.protocol.entities import build
 from strom.protocol.errors import ErrorCode
 from strom.security.acl import Operation
@@ -23,8 +23,10 @@ EXACT, DEFAULT_MATCH, SPECIFIED = 0, 1, 2
 
 
 def _error(ctx, code: int, message: str):
-    return build(response_class(API_KEY, ctx.api_version), {
-        "throttle_time": 0, "error_code": code, "error_message": message, "entries": None})
+    return build(
+        response_class_for(API_KEY, ctx.api_version),
+        {"throttle_time": 0, "error_code": code, "error_message": message, "entries": None},
+    )
 
 
 def _parts(entity: Entity) -> dict[str, str]:
@@ -60,8 +62,11 @@ def handle(ctx, request):
     for component in request.components:
         entity_type = component.entity_type
         if entity_type not in (USER, CLIENT_ID):
-            return _error(ctx, ErrorCode.INVALID_REQUEST, f"Unsupported quota entity type: {entity_type} "
-                          "(strom has user and client-id quotas)")
+            return _error(
+                ctx,
+                ErrorCode.INVALID_REQUEST,
+                f"Unsupported quota entity type: {entity_type} (strom has user and client-id quotas)",
+            )
         if entity_type in filters:
             return _error(ctx, ErrorCode.INVALID_REQUEST, f"Duplicate {entity_type} filter component entity type")
         if component.match_type not in (EXACT, DEFAULT_MATCH, SPECIFIED):
@@ -74,9 +79,13 @@ def handle(ctx, request):
         parts = _parts(entity)
         if not _matches(parts, filters, request.strict):
             continue
-        entries.append({
-            "entity": [{"entity_type": t, "entity_name": None if n == DEFAULT else n} for t, n in parts.items()],
-            "values": [{"key": k, "value": float(v)} for k, v in sorted(values.items())],
-        })
-    return build(response_class(API_KEY, ctx.api_version), {
-        "throttle_time": 0, "error_code": ErrorCode.NONE, "error_message": None, "entries": entries})
+        entries.append(
+            {
+                "entity": [{"entity_type": t, "entity_name": None if n == DEFAULT else n} for t, n in parts.items()],
+                "values": [{"key": k, "value": float(v)} for k, v in sorted(values.items())],
+            }
+        )
+    return build(
+        response_class_for(API_KEY, ctx.api_version),
+        {"throttle_time": 0, "error_code": ErrorCode.NONE, "error_message": None, "entries": entries},
+    )

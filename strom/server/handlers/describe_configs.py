@@ -16,9 +16,10 @@ from __future__ import annotations
 import dataclasses
 import logging
 from functools import lru_cache
+from typing import Any
 
 from strom.cluster.controller import validate_topic_name
-from strom.protocol.api import ApiKey, response_class
+from strom.protocol.api import ApiKey, response_class_for
 from strom.protocol.entities import build, field_value
 from strom.protocol.errors import (
     ErrorCode,
@@ -51,8 +52,15 @@ DYNAMIC_BROKER_LOGGER_CONFIG = 6
 # DescribeConfigsResponse.ConfigType (KIP-569)
 BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST = 1, 2, 3, 4, 5, 6, 7
 
-_KINDS = {"boolean": BOOLEAN, "string": STRING, "int": INT, "short": SHORT, "long": LONG, "double": DOUBLE,
-          "list": LIST}
+_KINDS = {
+    "boolean": BOOLEAN,
+    "string": STRING,
+    "int": INT,
+    "short": SHORT,
+    "long": LONG,
+    "double": DOUBLE,
+    "list": LIST,
+}
 # Kafka's topic key -> broker keys that give its default, in precedence order (ServerTopicConfigSynonyms).
 TOPIC_SYNONYMS: dict[str, tuple[str, ...]] = {key: spec.server_keys for key, spec in TOPIC_KEYS.items()}
 TOPIC_TYPES: dict[str, int] = {key: _KINDS[spec.kind] for key, spec in TOPIC_KEYS.items()}
@@ -90,7 +98,8 @@ def explicit_keys(config: BrokerConfig) -> frozenset[str]:
         value = getattr(config, f.name)
         if f.default is None:
             try:
-                baseline = getattr(dataclasses.replace(config, **{f.name: None}), f.name)
+                underived: dict[str, Any] = {f.name: None}
+                baseline = getattr(dataclasses.replace(config, **underived), f.name)
             except ValueError:  # ConfigError: the rest alone would not validate, so the key was needed
                 baseline = None
         else:
@@ -146,13 +155,18 @@ def topic_entries(broker, name: str, overrides: dict[str, str], wanted, synonyms
             chain.insert(0, {"name": key, "value": value, "source": DYNAMIC_TOPIC_CONFIG})
         first_broker_key = next(iter(TOPIC_SYNONYMS.get(key, ())), None)
         doc = broker_doc(first_broker_key) if first_broker_key else TOPIC_KEYS[key].effect
-        entries.append({
-            "name": key, "value": value, "read_only": False, "is_sensitive": False,
-            "config_source": chain[0]["source"] if chain else DEFAULT_CONFIG,
-            "synonyms": chain if synonyms else [],
-            "config_type": TOPIC_TYPES.get(key, LONG),
-            "documentation": doc if docs else None,
-        })
+        entries.append(
+            {
+                "name": key,
+                "value": value,
+                "read_only": False,
+                "is_sensitive": False,
+                "config_source": chain[0]["source"] if chain else DEFAULT_CONFIG,
+                "synonyms": chain if synonyms else [],
+                "config_type": TOPIC_TYPES.get(key, LONG),
+                "documentation": doc if docs else None,
+            }
+        )
     return entries
 
 
@@ -164,14 +178,18 @@ def broker_entries(broker, wanted, synonyms: bool, docs: bool) -> list[dict]:
         chain = broker_synonyms(broker.config, BROKER_SYNONYMS.get(key, (key,)))
         while chain and chain[0]["name"] != key:  # as Kafka: the chain starts at the described key
             chain.pop(0)
-        entries.append({
-            "name": key, "value": value, "read_only": True,
-            "is_sensitive": _FIELDS[key].metadata["sensitive"],  # a secret's value is null, as Kafka's
-            "config_source": chain[0]["source"] if chain else DEFAULT_CONFIG,
-            "synonyms": chain if synonyms else [],
-            "config_type": broker_config_type(key),
-            "documentation": broker_doc(key) if docs else None,
-        })
+        entries.append(
+            {
+                "name": key,
+                "value": value,
+                "read_only": True,
+                "is_sensitive": _FIELDS[key].metadata["sensitive"],  # a secret's value is null, as Kafka's
+                "config_source": chain[0]["source"] if chain else DEFAULT_CONFIG,
+                "synonyms": chain if synonyms else [],
+                "config_type": broker_config_type(key),
+                "documentation": broker_doc(key) if docs else None,
+            }
+        )
     return entries
 
 
@@ -183,9 +201,19 @@ def dynamic_entries(broker, entities: tuple[str, ...], wanted, synonyms: bool) -
         for key, value in sorted(broker.metadata.broker_configs.get(entity, {}).items()):
             if wanted is None or key in wanted:
                 chains.setdefault(key, []).append({"name": key, "value": value, "source": sources[entity]})
-    return [{"name": key, "value": chain[0]["value"], "read_only": False, "is_sensitive": False,
-             "config_source": chain[0]["source"], "synonyms": chain if synonyms else [], "config_type": LONG,
-             "documentation": None} for key, chain in chains.items()]
+    return [
+        {
+            "name": key,
+            "value": chain[0]["value"],
+            "read_only": False,
+            "is_sensitive": False,
+            "config_source": chain[0]["source"],
+            "synonyms": chain if synonyms else [],
+            "config_type": LONG,
+            "documentation": None,
+        }
+        for key, chain in chains.items()
+    ]
 
 
 def logger_entries(wanted) -> list[dict]:
@@ -197,9 +225,18 @@ def logger_entries(wanted) -> list[dict]:
             continue
         logger = logging.getLogger() if name == "root" else logging.getLogger(name)
         level = _LEVELS.get(logging.getLevelName(logger.getEffectiveLevel()), "INFO")
-        entries.append({"name": name, "value": level, "read_only": True, "is_sensitive": False,
-                        "config_source": DYNAMIC_BROKER_LOGGER_CONFIG, "synonyms": [], "config_type": STRING,
-                        "documentation": None})
+        entries.append(
+            {
+                "name": name,
+                "value": level,
+                "read_only": True,
+                "is_sensitive": False,
+                "config_source": DYNAMIC_BROKER_LOGGER_CONFIG,
+                "synonyms": [],
+                "config_type": STRING,
+                "documentation": None,
+            }
+        )
     return entries
 
 
@@ -238,7 +275,8 @@ def describe(broker, resource, synonyms: bool, docs: bool) -> list[dict]:
         if not local_broker_id(broker, name, allow_default=True):
             return dynamic_entries(broker, ("<default>",), wanted, synonyms)
         return broker_entries(broker, wanted, synonyms, docs) + dynamic_entries(
-            broker, (str(broker.broker_id), "<default>"), wanted, synonyms)
+            broker, (str(broker.broker_id), "<default>"), wanted, synonyms
+        )
     if kind == BROKER_LOGGER:
         local_broker_id(broker, name, allow_default=False)
         return logger_entries(wanted)
@@ -250,8 +288,13 @@ def handle(ctx, request):
     docs = field_value(request, "include_documentation", False)
     results = []
     for resource in request.resources:
-        entry = {"resource_type": resource.resource_type, "resource_name": resource.resource_name,
-                 "error_code": ErrorCode.NONE, "error_message": None, "configs": []}
+        entry = {
+            "resource_type": resource.resource_type,
+            "resource_name": resource.resource_name,
+            "error_code": ErrorCode.NONE,
+            "error_message": None,
+            "configs": [],
+        }
         refused = config_denial(ctx, Operation.DESCRIBE_CONFIGS, resource.resource_type, resource.resource_name)
         if refused is not None:
             entry.update(error_code=refused, error_message=refusal_message(refused))
@@ -267,4 +310,4 @@ def handle(ctx, request):
         except ConfigError as exc:  # an override in the store that no longer parses
             entry.update(error_code=ErrorCode.INVALID_CONFIG, error_message=str(exc))
         results.append(entry)
-    return build(response_class(API_KEY, ctx.api_version), {"throttle_time": 0, "results": results})
+    return build(response_class_for(API_KEY, ctx.api_version), {"throttle_time": 0, "results": results})

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from strom.protocol.api import ApiKey, response_class
+from strom.protocol.api import ApiKey, response_class_for
 from strom.protocol.entities import build
 from strom.protocol.errors import ErrorCode
 from strom.security.acl import Operation
@@ -31,8 +31,10 @@ def _disk(path: str) -> tuple[int, int]:
 def handle(ctx, request):
     manager = ctx.broker.log_manager
     if not cluster_allowed(ctx, Operation.DESCRIBE):
-        return build(response_class(API_KEY, ctx.api_version),
-                     {"throttle_time": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "results": []})
+        return build(
+            response_class_for(API_KEY, ctx.api_version),
+            {"throttle_time": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "results": []},
+        )
     wanted = None
     if request.topics is not None:
         wanted = {(t.topic, p) for t in request.topics for p in t.partitions}
@@ -41,17 +43,38 @@ def handle(ctx, request):
         if wanted is not None and tp not in wanted:
             continue
         log_dir = manager.log_dir_of(tp)
-        by_dir.setdefault(log_dir, {}).setdefault(tp[0], []).append({
-            "partition_index": tp[1], "partition_size": partition_log.size_in_bytes, "offset_lag": 0,
-            "is_future_key": False})
+        by_dir.setdefault(log_dir, {}).setdefault(tp[0], []).append(
+            {
+                "partition_index": tp[1],
+                "partition_size": partition_log.size_in_bytes,
+                "offset_lag": 0,
+                "is_future_key": False,
+            }
+        )
     results = []
     for log_dir, topics in by_dir.items():
         total, usable = _disk(log_dir)
         if log_dir in manager.offline_dirs:  # as Kafka: a failed dir is listed with its error and nothing in it
-            results.append({"error_code": ErrorCode.KAFKA_STORAGE_ERROR, "log_dir": log_dir, "total_bytes": total,
-                            "usable_bytes": usable, "topics": []})
+            results.append(
+                {
+                    "error_code": ErrorCode.KAFKA_STORAGE_ERROR,
+                    "log_dir": log_dir,
+                    "total_bytes": total,
+                    "usable_bytes": usable,
+                    "topics": [],
+                }
+            )
             continue
-        results.append({"error_code": ErrorCode.NONE, "log_dir": log_dir, "total_bytes": total, "usable_bytes": usable,
-                        "topics": [{"name": name, "partitions": parts} for name, parts in sorted(topics.items())]})
-    return build(response_class(API_KEY, ctx.api_version),
-                 {"throttle_time": 0, "error_code": ErrorCode.NONE, "results": results})
+        results.append(
+            {
+                "error_code": ErrorCode.NONE,
+                "log_dir": log_dir,
+                "total_bytes": total,
+                "usable_bytes": usable,
+                "topics": [{"name": name, "partitions": parts} for name, parts in sorted(topics.items())],
+            }
+        )
+    return build(
+        response_class_for(API_KEY, ctx.api_version),
+        {"throttle_time": 0, "error_code": ErrorCode.NONE, "results": results},
+    )

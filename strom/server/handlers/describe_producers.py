@@ -7,7 +7,7 @@ offset back, and the abort tool needs its id, epoch and coordinator epoch to wri
 
 from __future__ import annotations
 
-from strom.protocol.api import ApiKey, response_class
+from strom.protocol.api import ApiKey, response_class_for
 from strom.protocol.entities import build
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.security.acl import Operation
@@ -20,10 +20,17 @@ MAX_VERSION = 0
 
 
 def _producers(partition) -> list[dict]:
-    return [{"producer_id": producer_id, "producer_epoch": entry.epoch, "last_sequence": entry.last_seq,
-             "last_timestamp": entry.last_timestamp, "coordinator_epoch": entry.coordinator_epoch,
-             "current_txn_start_offset": entry.current_txn_first_offset}
-            for producer_id, entry in sorted(partition.log.producer_state.producers.items())]
+    return [
+        {
+            "producer_id": producer_id,
+            "producer_epoch": entry.epoch,
+            "last_sequence": entry.last_seq,
+            "last_timestamp": entry.last_timestamp,
+            "coordinator_epoch": entry.coordinator_epoch,
+            "current_txn_start_offset": entry.current_txn_first_offset,
+        }
+        for producer_id, entry in sorted(partition.log.producer_state.producers.items())
+    ]
 
 
 def handle(ctx, request):
@@ -44,4 +51,4 @@ def handle(ctx, request):
                 entry["error_code"], entry["error_message"] = error_from_exception(exc)
             partitions.append(entry)
         topics.append({"name": topic.name, "partitions": partitions})
-    return build(response_class(API_KEY, ctx.api_version), {"throttle_time": 0, "topics": topics})
+    return build(response_class_for(API_KEY, ctx.api_version), {"throttle_time": 0, "topics": topics})

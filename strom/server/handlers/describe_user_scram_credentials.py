@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from strom.protocol.api import ApiKey, response_class
+from strom.protocol.api import ApiKey, response_class_for
 from strom.protocol.entities import build
 from strom.protocol.errors import ErrorCode
 from strom.security.acl import Operation
@@ -15,8 +15,10 @@ MAX_VERSION = 0
 
 
 def _described(user: str, credentials: dict) -> dict:
-    infos = [{"mechanism": MECHANISM_NUMBERS[mechanism], "iterations": credential.iterations}
-             for mechanism, credential in sorted(credentials.items())]
+    infos = [
+        {"mechanism": MECHANISM_NUMBERS[mechanism], "iterations": credential.iterations}
+        for mechanism, credential in sorted(credentials.items())
+    ]
     return {"user": user, "error_code": ErrorCode.NONE, "error_message": None, "credential_infos": infos}
 
 
@@ -26,9 +28,15 @@ def _error(user: str, code: int, message: str) -> dict:
 
 def handle(ctx, request):
     if not cluster_allowed(ctx, Operation.DESCRIBE):
-        return build(response_class(API_KEY, ctx.api_version), {
-            "throttle_time": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-            "error_message": "Cluster authorization failed.", "results": []})
+        return build(
+            response_class_for(API_KEY, ctx.api_version),
+            {
+                "throttle_time": 0,
+                "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                "error_message": "Cluster authorization failed.",
+                "results": [],
+            },
+        )
     known = ctx.broker.credentials.users()
     results = []
     if not request.users:  # null or empty: every user that has a credential
@@ -37,12 +45,24 @@ def handle(ctx, request):
         names = [entry.name for entry in request.users]
         for name in dict.fromkeys(names):
             if names.count(name) > 1:
-                results.append(_error(name, ErrorCode.DUPLICATE_RESOURCE, "Cannot describe SCRAM credentials "
-                                      f"for the same user twice in a single request: {name}"))
+                results.append(
+                    _error(
+                        name,
+                        ErrorCode.DUPLICATE_RESOURCE,
+                        f"Cannot describe SCRAM credentials for the same user twice in a single request: {name}",
+                    )
+                )
             elif name not in known:
-                results.append(_error(name, ErrorCode.RESOURCE_NOT_FOUND,
-                                      f"Attempt to describe a user credential that does not exist: {name}"))
+                results.append(
+                    _error(
+                        name,
+                        ErrorCode.RESOURCE_NOT_FOUND,
+                        f"Attempt to describe a user credential that does not exist: {name}",
+                    )
+                )
             else:
                 results.append(_described(name, known[name]))
-    return build(response_class(API_KEY, ctx.api_version), {
-        "throttle_time": 0, "error_code": ErrorCode.NONE, "error_message": None, "results": results})
+    return build(
+        response_class_for(API_KEY, ctx.api_version),
+        {"throttle_time": 0, "error_code": ErrorCode.NONE, "error_message": None, "results": results},
+    )

@@ -21,7 +21,7 @@ import logging
 from strom.cluster import model
 from strom.cluster.model import PartitionState
 from strom.cluster.store import BadVersionError, NoNodeError
-from strom.protocol.api import ApiKey, response_class
+from strom.protocol.api import ApiKey, response_class_for
 from strom.protocol.entities import build, field_value
 from strom.protocol.errors import ErrorCode
 from strom.security.acl import Operation
@@ -38,8 +38,9 @@ CAS_ATTEMPTS = 5
 log = logging.getLogger("strom.controller")
 
 
-def elect(store, topic: str, partition: int, replicas: list[int], live: set[int], election_type: int,
-          controller_epoch: int) -> tuple[int, str | None]:
+def elect(
+    store, topic: str, partition: int, replicas: list[int], live: set[int], election_type: int, controller_epoch: int
+) -> tuple[int, str | None]:
     """One partition's election against the store; returns (error code, message)."""
     path = model.partition_state_path(topic, partition)
     for _ in range(CAS_ATTEMPTS):
@@ -57,8 +58,16 @@ def elect(store, topic: str, partition: int, replicas: list[int], live: set[int]
         except BadVersionError:
             continue  # the controller or a leader changed it meanwhile: decide again on the new state
         kind = "preferred" if election_type == PREFERRED else "unclean"
-        log.info("%s leader election for %s-%d: leader %d -> %d (epoch %d, isr %s)", kind, topic, partition,
-                 state.leader, new.leader, new.leader_epoch, new.isr)
+        log.info(
+            "%s leader election for %s-%d: leader %d -> %d (epoch %d, isr %s)",
+            kind,
+            topic,
+            partition,
+            state.leader,
+            new.leader,
+            new.leader_epoch,
+            new.isr,
+        )
         return ErrorCode.NONE, None
     return ErrorCode.REQUEST_TIMED_OUT, f"{topic}-{partition} kept changing during the election"
 
@@ -71,8 +80,11 @@ def decide(state: PartitionState, replicas: list[int], live: set[int], election_
             return ErrorCode.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition"
         if preferred not in live or preferred not in state.isr:
             why = "not alive" if preferred not in live else f"not in the ISR {state.isr}"
-            return (ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE, "Failed to elect leader for partition under strategy "
-                    f"PreferredReplicaPartitionLeaderElectionStrategy: preferred replica {preferred} is {why}")
+            return (
+                ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
+                "Failed to elect leader for partition under strategy "
+                f"PreferredReplicaPartitionLeaderElectionStrategy: preferred replica {preferred} is {why}",
+            )
         return [preferred, list(state.isr)]
     if state.leader in live:
         return ErrorCode.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition"
@@ -81,9 +93,11 @@ def decide(state: PartitionState, replicas: list[int], live: set[int], election_
         return [live_isr[0], [b for b in state.isr if b in live]]
     alive = [b for b in replicas if b in live]
     if not alive:
-        return (ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
-                f"Failed to elect leader for partition under strategy OfflinePartitionLeaderElectionStrategy: "
-                f"none of the replicas {replicas} is alive")
+        return (
+            ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+            f"Failed to elect leader for partition under strategy OfflinePartitionLeaderElectionStrategy: "
+            f"none of the replicas {replicas} is alive",
+        )
     return [alive[0], [alive[0]]]
 
 
@@ -102,11 +116,27 @@ def handle(ctx, request):
     top_error = ErrorCode.NONE
     changed = False
     if not cluster_allowed(ctx, Operation.ALTER):
-        return build(response_class(API_KEY, version), {
-            "throttle_time": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-            "replica_election_results": [{"topic": t, "partition_result": [
-                {"partition_id": p, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                 "error_message": "Cluster authorization failed."} for p in ps]} for t, ps in wanted]})
+        return build(
+            response_class_for(API_KEY, version),
+            {
+                "throttle_time": 0,
+                "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                "replica_election_results": [
+                    {
+                        "topic": t,
+                        "partition_result": [
+                            {
+                                "partition_id": p,
+                                "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                "error_message": "Cluster authorization failed.",
+                            }
+                            for p in ps
+                        ],
+                    }
+                    for t, ps in wanted
+                ],
+            },
+        )
     if election_type not in (PREFERRED, UNCLEAN):
         top_error = ErrorCode.INVALID_REQUEST
         wanted = []
@@ -115,21 +145,30 @@ def handle(ctx, request):
     for topic, partitions in wanted:
         info = metadata.topics.get(topic)
         for partition in partitions:
+            code: int
+            message: str | None
             if info is None or partition not in info.replicas:
                 code, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic}-{partition} does not exist"
             else:
-                code, message = elect(broker.store, topic, partition, info.replicas[partition], live,
-                                      election_type, controller_epoch)
+                code, message = elect(
+                    broker.store, topic, partition, info.replicas[partition], live, election_type, controller_epoch
+                )
             if everything and code == ErrorCode.ELECTION_NOT_NEEDED:
                 continue
             changed |= code == ErrorCode.NONE
-            results.setdefault(topic, []).append({"partition_id": partition, "error_code": code,
-                                                  "error_message": message})
+            results.setdefault(topic, []).append(
+                {"partition_id": partition, "error_code": code, "error_message": message}
+            )
     if changed:
         broker.refresh_metadata()  # this broker's Metadata answers show the new leaders at once
-    return build(response_class(API_KEY, version), {
-        "throttle_time": 0, "error_code": top_error,
-        "replica_election_results": [{"topic": t, "partition_result": r} for t, r in results.items()]})
+    return build(
+        response_class_for(API_KEY, version),
+        {
+            "throttle_time": 0,
+            "error_code": top_error,
+            "replica_election_results": [{"topic": t, "partition_result": r} for t, r in results.items()],
+        },
+    )
 
 
 def _controller_epoch(store) -> int:

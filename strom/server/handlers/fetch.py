@@ -40,8 +40,16 @@ _ABORTED = struct.Struct(">qq")
 
 
 class PartitionData:
-    __slots__ = ("index", "error_code", "high_watermark", "last_stable_offset", "log_start_offset", "slices",
-                 "aborted", "fetch_offset")
+    __slots__ = (
+        "index",
+        "error_code",
+        "high_watermark",
+        "last_stable_offset",
+        "log_start_offset",
+        "slices",
+        "aborted",
+        "fetch_offset",
+    )
 
     def __init__(self, index: int, fetch_offset: int = 0):
         self.index = index
@@ -54,8 +62,9 @@ class PartitionData:
         self.aborted = None
 
 
-def _read_all(broker, request, replica_id: int, denied: set[str] | None = None,
-              topics: list | None = None) -> tuple[list[tuple[str, list[PartitionData]]], int, bool]:
+def _read_all(
+    broker, request, replica_id: int, denied: set[str] | None = None, topics: list | None = None
+) -> tuple[list[tuple[str, list[PartitionData]]], int, bool]:
     """One pass over ``topics`` (default: the request's); returns (results, bytes, any_error).
 
     Results name each topic by its ``key`` when it has one (a topic id from v13), else by name.
@@ -87,17 +96,23 @@ def _read_all(broker, request, replica_id: int, denied: set[str] | None = None,
                 partition.check_leader_epoch(field_value(wanted, "current_leader_epoch", -1))
                 if replica_id >= 0:
                     if replica_id not in partition.replicas or replica_id not in broker.metadata.brokers:
-                        raise NotLeaderError(f"{replica_id} is not a live replica of {name}-{wanted.partition}; "
-                                             "only brokers may fetch with a replica id")
+                        raise NotLeaderError(
+                            f"{replica_id} is not a live replica of {name}-{wanted.partition}; "
+                            "only brokers may fetch with a replica id"
+                        )
                     replicas.record_follower_fetch(partition, replica_id, wanted.fetch_offset)
                 limit = min(wanted.partition_max_bytes, remaining)
                 # replication throttle: an out-of-sync follower of a throttled partition (a move)
                 quota = replicas.quotas.leader_quota(partition, replica_id) if replica_id >= 0 else None
                 if quota is not None:
                     limit = min(limit, quota.allowance())  # 0 while spent; else at least one batch
-                read = partition.read(wanted.fetch_offset, limit, for_replica=replica_id >= 0,
-                                      min_one_message=(total == 0 or quota is not None) and (quota is None or limit > 0),
-                                      read_committed=read_committed)
+                read = partition.read(
+                    wanted.fetch_offset,
+                    limit,
+                    for_replica=replica_id >= 0,
+                    min_one_message=(total == 0 or quota is not None) and (quota is None or limit > 0),
+                    read_committed=read_committed,
+                )
                 if quota is not None:
                     quota.record(read.data.size)
                 data.high_watermark = read.high_watermark
@@ -141,8 +156,9 @@ def handle(ctx, request):
     broker = ctx.broker
     version = ctx.api_version
     replica_id = request.replica_state.replica_id if version >= 15 else field_value(request, "replica_id", -1)
-    session = fetch_session.new_context(broker.fetch_sessions, request, replica_id >= 0, version >= 13,
-                                        broker.topic_name_by_id)
+    session = fetch_session.new_context(
+        broker.fetch_sessions, request, replica_id >= 0, version >= 13, broker.topic_name_by_id
+    )
     if session.error_code:
         return encode_response([], version, session.error_code)
     denied = fetch_denials(ctx, _Topics(session.watch_keys()), replica_id) if broker.authorizer is not None else None
@@ -172,8 +188,9 @@ class _Named:
 def _read_pass(broker, request, replica_id: int, denied, session):
     """Read what the session context says; (results, bytes, any_error, news for a follower)."""
     replicas = broker.replica_manager
-    topics, idle = session.plan(replicas, replica_id >= 0,
-                                replica_id < 0 and field_value(request, "isolation_level", 0) == 1)
+    topics, idle = session.plan(
+        replicas, replica_id >= 0, replica_id < 0 and field_value(request, "isolation_level", 0) == 1
+    )
     if replica_id >= 0:
         # not read, but the follower's position still counts for the ISR (every full pass lists them)
         for partition, cached in idle:
@@ -187,8 +204,7 @@ def _finish(broker, session, results, version: int) -> RawResponse:
     return encode_response(results, version, session_id=session_id)
 
 
-async def _long_poll(broker, request, replica_id: int, max_wait_ms: int, version: int, denied,
-                     session) -> RawResponse:
+async def _long_poll(broker, request, replica_id: int, max_wait_ms: int, version: int, denied, session) -> RawResponse:
     """Wait for data, woken by appends. Each pass re-reads before waiting, so an append that
     lands between the handler's first read and this coroutine starting is not missed."""
     deadline = time.monotonic() + max_wait_ms / 1000
@@ -218,8 +234,9 @@ def encode_response(results, version: int, error_code: int = 0, session_id: int 
         parts.append(name.bytes if by_id else wire.string(name, flexible))
         parts.append(wire.array_length(len(partitions), flexible))
         for data in partitions:
-            parts.append(_PARTITION_HEAD.pack(data.index, data.error_code, data.high_watermark,
-                                              data.last_stable_offset))
+            parts.append(
+                _PARTITION_HEAD.pack(data.index, data.error_code, data.high_watermark, data.last_stable_offset)
+            )
             if version >= 5:
                 parts.append(_INT64.pack(data.log_start_offset))
             aborted = data.aborted

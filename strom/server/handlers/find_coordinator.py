@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from strom.group.offset_store import OFFSETS_TOPIC
 from strom.group.records import fits
-from strom.protocol.api import ApiKey, response_class
+from strom.protocol.api import ApiKey, response_class_for
 from strom.protocol.entities import build, field_value
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.security.acl import Operation
@@ -32,8 +32,11 @@ def coordinator_for(broker, key: str, key_type: int, listener: str = "PLAINTEXT"
         return _error(key, ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}")
     what = "group id" if key_type == GROUP_KEY_TYPE else "transactional id"
     if not key or not fits(key):
-        return _error(key, ErrorCode.INVALID_GROUP_ID if key_type == GROUP_KEY_TYPE else ErrorCode.INVALID_REQUEST,
-                      f"the {what} is empty" if not key else f"the {what} is longer than 32767 bytes")
+        return _error(
+            key,
+            ErrorCode.INVALID_GROUP_ID if key_type == GROUP_KEY_TYPE else ErrorCode.INVALID_REQUEST,
+            f"the {what} is empty" if not key else f"the {what} is longer than 32767 bytes",
+        )
     try:
         if key_type == GROUP_KEY_TYPE:
             broker.ensure_offsets_topic()
@@ -50,8 +53,14 @@ def coordinator_for(broker, key: str, key_type: int, listener: str = "PLAINTEXT"
     address = node.endpoint(listener)  # the listener the request came in on, as Kafka
     if address is None:
         return _error(key, ErrorCode.COORDINATOR_NOT_AVAILABLE, f"broker {leader} has no listener {listener}")
-    return {"key": key, "error_code": ErrorCode.NONE, "node_id": node.broker_id, "host": address[0],
-            "port": address[1], "error_message": None}
+    return {
+        "key": key,
+        "error_code": ErrorCode.NONE,
+        "node_id": node.broker_id,
+        "host": address[0],
+        "port": address[1],
+        "error_message": None,
+    }
 
 
 def _authorized_coordinator(ctx, key: str, key_type: int) -> dict:
@@ -59,14 +68,13 @@ def _authorized_coordinator(ctx, key: str, key_type: int) -> dict:
     if key_type == GROUP_KEY_TYPE and not group_allowed(ctx, Operation.DESCRIBE, key):
         return _error(key, ErrorCode.GROUP_AUTHORIZATION_FAILED, "Group authorization failed.")
     if key_type == TRANSACTION_KEY_TYPE and not txn_allowed(ctx, Operation.DESCRIBE, key):
-        return _error(key, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                      "Transactional Id authorization failed.")
+        return _error(key, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "Transactional Id authorization failed.")
     return coordinator_for(ctx.broker, key, key_type, ctx.listener)
 
 
 def handle(ctx, request):
     key_type = field_value(request, "key_type", GROUP_KEY_TYPE)
-    cls = response_class(API_KEY, ctx.api_version)
+    cls = response_class_for(API_KEY, ctx.api_version)
     if ctx.api_version >= 4:
         coordinators = [_authorized_coordinator(ctx, key, key_type) for key in request.coordinator_keys]
         return build(cls, {"throttle_time": 0, "coordinators": coordinators})

@@ -70,11 +70,17 @@ def alter(broker, resource, validate_only: bool) -> None:
 
         for config in resource.configs:
             if config.config_operation not in (SET, DELETE):
-                raise InvalidRequestError(f"{_OP_NAMES.get(config.config_operation, config.config_operation)} "
-                                          f"is not allowed on broker config {config.name}")
-        dynamic_broker_config.alter(broker, resource.resource_name, {
-            c.name: (c.value if c.config_operation == SET else None) for c in resource.configs},
-            replace=False, validate_only=validate_only)
+                raise InvalidRequestError(
+                    f"{_OP_NAMES.get(config.config_operation, config.config_operation)} "
+                    f"is not allowed on broker config {config.name}"
+                )
+        dynamic_broker_config.alter(
+            broker,
+            resource.resource_name,
+            {c.name: (c.value if c.config_operation == SET else None) for c in resource.configs},
+            replace=False,
+            validate_only=validate_only,
+        )
     else:
         raise InvalidRequestError(
             f"IncrementalAlterConfigs supports topics and brokers, not resource type {resource.resource_type}"

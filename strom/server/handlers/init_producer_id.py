@@ -9,7 +9,7 @@ bumped, and an older incarnation of the producer is fenced.
 
 from __future__ import annotations
 
-from strom.protocol.api import ApiKey, response_class
+from strom.protocol.api import ApiKey, response_class_for
 from strom.protocol.entities import build, field_value, millis
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.security.acl import Operation
@@ -26,12 +26,19 @@ FENCED_SINCE_VERSION = 4
 def handle(ctx, request):
     if request.transactional_id is not None:
         if not txn_allowed(ctx, Operation.WRITE, request.transactional_id):
-            return _response(ctx, {"error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "producer_id": -1,
-                                   "producer_epoch": -1})
+            return _response(
+                ctx,
+                {
+                    "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                    "producer_id": -1,
+                    "producer_epoch": -1,
+                },
+            )
         return _init_transactional(ctx, request)
     if not idempotent_write_allowed(ctx):
-        return _response(ctx, {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "producer_id": -1,
-                               "producer_epoch": -1})
+        return _response(
+            ctx, {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "producer_id": -1, "producer_epoch": -1}
+        )
     broker = ctx.broker
     producer_id = field_value(request, "producer_id", -1)
     epoch = field_value(request, "producer_epoch", -1)
@@ -48,15 +55,19 @@ def handle(ctx, request):
 
 async def _init_transactional(ctx, request):
     result = await ctx.broker.transaction_coordinator.init_producer_id(
-        request.transactional_id, millis(request.transaction_timeout), field_value(request, "producer_id", -1),
-        field_value(request, "producer_epoch", -1))
+        request.transactional_id,
+        millis(request.transaction_timeout),
+        field_value(request, "producer_id", -1),
+        field_value(request, "producer_epoch", -1),
+    )
     code = result.error_code
     if code == ErrorCode.PRODUCER_FENCED and ctx.api_version < FENCED_SINCE_VERSION:
         code = ErrorCode.INVALID_PRODUCER_EPOCH
-    return _response(ctx, {"error_code": code, "producer_id": result.producer_id,
-                           "producer_epoch": result.producer_epoch})
+    return _response(
+        ctx, {"error_code": code, "producer_id": result.producer_id, "producer_epoch": result.producer_epoch}
+    )
 
 
 def _response(ctx, values: dict):
     values["throttle_time"] = 0
-    return build(response_class(API_KEY, ctx.api_version), values)
+    return build(response_class_for(API_KEY, ctx.api_version), values)

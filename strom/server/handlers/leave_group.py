@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from strom.protocol.api import ApiKey, response_class
+from strom.protocol.api import ApiKey, response_class_for
 from strom.protocol.entities import build, field_value
 from strom.protocol.errors import ErrorCode
 from strom.security.acl import Operation
@@ -15,8 +15,10 @@ MAX_VERSION = 5
 
 def handle(ctx, request):
     if not group_allowed(ctx, Operation.READ, request.group_id):
-        return build(response_class(API_KEY, ctx.api_version), {
-            "throttle_time": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "members": []})
+        return build(
+            response_class_for(API_KEY, ctx.api_version),
+            {"throttle_time": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "members": []},
+        )
     if ctx.api_version >= 3:
         leaving = [(m.member_id, field_value(m, "group_instance_id")) for m in request.members]
     else:
@@ -24,7 +26,7 @@ def handle(ctx, request):
     error, results = ctx.broker.group_coordinator.leave_group(request.group_id, leaving)
     if ctx.api_version < 3 and not error and results:
         error = results[0]
-    members = [{"member_id": m, "group_instance_id": i, "error_code": code}
-               for (m, i), code in zip(leaving, results)]
-    return build(response_class(API_KEY, ctx.api_version), {"throttle_time": 0, "error_code": error,
-                                                           "members": members})
+    members = [{"member_id": m, "group_instance_id": i, "error_code": code} for (m, i), code in zip(leaving, results)]
+    return build(
+        response_class_for(API_KEY, ctx.api_version), {"throttle_time": 0, "error_code": error, "members": members}
+    )

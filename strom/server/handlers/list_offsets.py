@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from strom.protocol.api import ApiKey, response_class
+from strom.protocol.api import ApiKey, response_class_for
 from strom.protocol.entities import build, field_value
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.security.acl import Operation
@@ -32,21 +32,41 @@ def lookup(partition, timestamp: int, read_committed: bool = False) -> dict:
     if found is None or found[1] >= (log_.last_stable_offset if read_committed else log_.high_watermark):
         return {"timestamp": -1, "offset": -1, "leader_epoch": -1}
     found_timestamp, offset = found
-    return {"timestamp": found_timestamp, "offset": offset,
-            "leader_epoch": log_.leader_epoch_cache.epoch_for_offset(offset)}
+    return {
+        "timestamp": found_timestamp,
+        "offset": offset,
+        "leader_epoch": log_.leader_epoch_cache.epoch_for_offset(offset),
+    }
 
 
 def _v0_authorized(ctx, request):
     """v0 with an authorizer: the topics without Describe answer TOPIC_AUTHORIZATION_FAILED, after the rest."""
     denied = denied_topics(ctx, Operation.DESCRIBE, (t.name for t in request.topics))
-    answered = legacy.list_offsets_v0(ctx, dataclasses.replace(
-        request, topics=tuple(t for t in request.topics if t.name not in denied)))
+    answered = legacy.list_offsets_v0(
+        ctx, dataclasses.replace(request, topics=tuple(t for t in request.topics if t.name not in denied))
+    )
     if not denied:
         return answered
-    refused = build(response_class(API_KEY, 0), {"topics": [
-        {"name": t.name, "partitions": [{"partition_index": p.partition_index, "old_style_offsets": [],
-                                         "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED} for p in t.partitions]}
-        for t in request.topics if t.name in denied]})
+    refused = build(
+        response_class_for(API_KEY, 0),
+        {
+            "topics": [
+                {
+                    "name": t.name,
+                    "partitions": [
+                        {
+                            "partition_index": p.partition_index,
+                            "old_style_offsets": [],
+                            "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                        }
+                        for p in t.partitions
+                    ],
+                }
+                for t in request.topics
+                if t.name in denied
+            ]
+        },
+    )
     return dataclasses.replace(answered, topics=answered.topics + refused.topics)
 
 
@@ -64,8 +84,14 @@ def handle(ctx, request):
         for wanted in topic.partitions:
             entry = {"partition_index": wanted.partition_index, "error_code": 0}
             if topic.name in denied:
-                entry.update({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "timestamp": -1, "offset": -1,
-                              "leader_epoch": -1})
+                entry.update(
+                    {
+                        "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                        "timestamp": -1,
+                        "offset": -1,
+                        "leader_epoch": -1,
+                    }
+                )
                 partitions.append(entry)
                 continue
             try:
@@ -73,8 +99,9 @@ def handle(ctx, request):
                 partition.check_leader_epoch(field_value(wanted, "current_leader_epoch", -1))
                 entry.update(lookup(partition, wanted.timestamp, read_committed))
             except (KafkaError, ValueError) as exc:
-                entry.update({"error_code": error_from_exception(exc)[0], "timestamp": -1, "offset": -1,
-                              "leader_epoch": -1})
+                entry.update(
+                    {"error_code": error_from_exception(exc)[0], "timestamp": -1, "offset": -1, "leader_epoch": -1}
+                )
             partitions.append(entry)
         topics.append({"name": topic.name, "partitions": partitions})
-    return build(response_class(API_KEY, ctx.api_version), {"throttle_time": 0, "topics": topics})
+    return build(response_class_for(API_KEY, ctx.api_version), {"throttle_time": 0, "topics": topics})

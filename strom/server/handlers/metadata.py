@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from strom.cluster.controller import validate_topic_name
-from strom.protocol.api import ApiKey, response_class
+from strom.protocol.api import ApiKey, response_class_for
 from strom.protocol.entities import build, field_value
 from strom.protocol.errors import ErrorCode, KafkaError
 from strom.security.acl import CLUSTER_NAME, Operation
@@ -32,26 +32,37 @@ def partition_entries(broker, info) -> list[dict]:
         lost = offline.get((info.name, index), ()) if offline else ()
         state = info.states.get(index)
         leader = state.leader if state and state.leader in live and state.leader != fenced_self else -1
-        entries.append({
-            "error_code": ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
-            "partition_index": index,
-            "leader_id": leader,
-            "leader_epoch": state.leader_epoch if state else -1,
-            "replica_nodes": replicas,
-            "isr_nodes": state.isr if state else [],
-            "offline_replicas": [b for b in replicas if b not in live or b in lost],
-        })
+        entries.append(
+            {
+                "error_code": ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
+                "partition_index": index,
+                "leader_id": leader,
+                "leader_epoch": state.leader_epoch if state else -1,
+                "replica_nodes": replicas,
+                "isr_nodes": state.isr if state else [],
+                "offline_replicas": [b for b in replicas if b not in live or b in lost],
+            }
+        )
     return entries
 
 
 def topic_entry(broker, name: str) -> dict:
     info = broker.metadata.topics.get(name)
     if info is None:
-        return {"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": name, "partitions": [],
-                "topic_authorized_operations": OPERATIONS_NOT_REQUESTED}
-    return {"error_code": ErrorCode.NONE, "name": name, "topic_id": info.topic_id,
-            "is_internal": name in INTERNAL_TOPICS, "partitions": partition_entries(broker, info),
-            "topic_authorized_operations": OPERATIONS_NOT_REQUESTED}
+        return {
+            "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+            "name": name,
+            "partitions": [],
+            "topic_authorized_operations": OPERATIONS_NOT_REQUESTED,
+        }
+    return {
+        "error_code": ErrorCode.NONE,
+        "name": name,
+        "topic_id": info.topic_id,
+        "is_internal": name in INTERNAL_TOPICS,
+        "partitions": partition_entries(broker, info),
+        "topic_authorized_operations": OPERATIONS_NOT_REQUESTED,
+    }
 
 
 def handle(ctx, request):
@@ -85,8 +96,7 @@ def handle(ctx, request):
                 continue
             if allow_create and broker.config.auto_create_topics_enable:
                 if not create_topic_allowed(ctx, name):
-                    topics.append({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": name,
-                                   "partitions": []})
+                    topics.append({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": name, "partitions": []})
                     continue
                 try:
                     broker.auto_create_topic(name)
@@ -96,12 +106,21 @@ def handle(ctx, request):
         topics.append(topic_entry(broker, name))
         if field_value(request, "include_topic_authorized_operations", False) and topics[-1]["error_code"] == 0:
             topics[-1]["topic_authorized_operations"] = authorized_operations(ctx, TOPIC, name)
-    brokers = [{"node_id": b.broker_id, "host": address[0], "port": address[1], "rack": b.rack}
-               for b in sorted(broker.metadata.brokers.values(), key=lambda b: b.broker_id)
-               if (address := b.endpoint(ctx.listener)) is not None]  # as Kafka: this listener's endpoints
-    return build(response_class(API_KEY, version), {
-        "throttle_time": 0, "brokers": brokers, "cluster_id": broker.metadata.cluster_id,
-        "controller_id": broker.metadata.controller_id, "topics": topics,
-        "cluster_authorized_operations": authorized_operations(ctx, CLUSTER, CLUSTER_NAME)
-        if field_value(request, "include_cluster_authorized_operations", False) else OPERATIONS_NOT_REQUESTED,
-    })
+    brokers = [
+        {"node_id": b.broker_id, "host": address[0], "port": address[1], "rack": b.rack}
+        for b in sorted(broker.metadata.brokers.values(), key=lambda b: b.broker_id)
+        if (address := b.endpoint(ctx.listener)) is not None
+    ]  # as Kafka: this listener's endpoints
+    return build(
+        response_class_for(API_KEY, version),
+        {
+            "throttle_time": 0,
+            "brokers": brokers,
+            "cluster_id": broker.metadata.cluster_id,
+            "controller_id": broker.metadata.controller_id,
+            "topics": topics,
+            "cluster_authorized_operations": authorized_operations(ctx, CLUSTER, CLUSTER_NAME)
+            if field_value(request, "include_cluster_authorized_operations", False)
+            else OPERATIONS_NOT_REQUESTED,
+        },
+    )

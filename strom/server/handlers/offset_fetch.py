@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from strom.protocol.api import ApiKey, response_class
+from strom.protocol.api import ApiKey, response_class_for
 from strom.protocol.entities import build, field_value
 from strom.protocol.errors import ErrorCode
 from strom.security.acl import Operation
@@ -19,7 +19,7 @@ from strom.server.authorization import denied_topics, group_allowed
 
 API_KEY = ApiKey.OFFSET_FETCH
 MIN_VERSION = 0
-MAX_VERSION = 8
+MAX_VERSION = 9  # v9: member id and epoch of consumer protocol members (KIP-848)
 
 
 def _group_result(coordinator, group_id: str, topics, require_stable: bool, ctx=None) -> tuple[int, list[dict]]:
@@ -32,13 +32,15 @@ def _group_result(coordinator, group_id: str, topics, require_stable: bool, ctx=
     for (topic, partition), committed in sorted(offsets.items()):
         if (topic, partition) in unstable:
             committed = None
-        by_topic[topic].append({
-            "partition_index": partition,
-            "committed_offset": committed.offset if committed else -1,
-            "committed_leader_epoch": committed.leader_epoch if committed else -1,
-            "metadata": committed.metadata if committed else "",
-            "error_code": ErrorCode.UNSTABLE_OFFSET_COMMIT if (topic, partition) in unstable else 0,
-        })
+        by_topic[topic].append(
+            {
+                "partition_index": partition,
+                "committed_offset": committed.offset if committed else -1,
+                "committed_leader_epoch": committed.leader_epoch if committed else -1,
+                "metadata": committed.metadata if committed else "",
+                "error_code": ErrorCode.UNSTABLE_OFFSET_COMMIT if (topic, partition) in unstable else 0,
+            }
+        )
     return error, [{"name": name, "partitions": partitions} for name, partitions in by_topic.items()]
 
 
@@ -50,8 +52,15 @@ def _authorized_result(ctx, coordinator, group_id: str, topics, wanted, require_
             return ErrorCode.GROUP_AUTHORIZATION_FAILED, []
         by_topic: dict[str, list[dict]] = defaultdict(list)  # v0-1 have no top-level error: per partition
         for name, index in wanted:
-            by_topic[name].append({"partition_index": index, "committed_offset": -1, "committed_leader_epoch": -1,
-                                   "metadata": "", "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED})
+            by_topic[name].append(
+                {
+                    "partition_index": index,
+                    "committed_offset": -1,
+                    "committed_leader_epoch": -1,
+                    "metadata": "",
+                    "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                }
+            )
         return ErrorCode.GROUP_AUTHORIZATION_FAILED, [{"name": n, "partitions": ps} for n, ps in by_topic.items()]
     names = [t.name for t in topics] if topics is not None else []
     denied = denied_topics(ctx, Operation.DESCRIBE, names)
@@ -63,19 +72,37 @@ def _authorized_result(ctx, coordinator, group_id: str, topics, wanted, require_
         answered = [t for t in answered if t["name"] not in hidden]
     for name in sorted(denied):
         indexes = [p for (t, p) in wanted if t == name]
-        answered.append({"name": name, "partitions": [
-            {"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1, "metadata": "",
-             "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED} for p in indexes]})
+        answered.append(
+            {
+                "name": name,
+                "partitions": [
+                    {
+                        "partition_index": p,
+                        "committed_offset": -1,
+                        "committed_leader_epoch": -1,
+                        "metadata": "",
+                        "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    }
+                    for p in indexes
+                ],
+            }
+        )
     return error, answered
 
 
 def handle(ctx, request):
     coordinator = ctx.broker.group_coordinator
-    cls = response_class(API_KEY, ctx.api_version)
+    cls = response_class_for(API_KEY, ctx.api_version)
     require_stable = bool(field_value(request, "require_stable", False))
     if ctx.api_version >= 8:
         groups = []
         for group in request.groups:
+            error = coordinator.consumer.validate_fetch(
+                group.group_id, field_value(group, "member_id"), field_value(group, "member_epoch", -1)
+            )
+            if error:
+                groups.append({"group_id": group.group_id, "topics": [], "error_code": error})
+                continue
             error, topics = _group_result(coordinator, group.group_id, group.topics, require_stable, ctx)
             groups.append({"group_id": group.group_id, "topics": topics, "error_code": error})
         return build(cls, {"throttle_time": 0, "groups": groups})

@@ -10,7 +10,7 @@ the leadership check, as in Kafka's Partition.getLocalLog.
 
 from __future__ import annotations
 
-from strom.protocol.api import ApiKey, response_class
+from strom.protocol.api import ApiKey, response_class_for
 from strom.protocol.entities import build, field_value
 from strom.protocol.errors import ErrorCode, KafkaError, NotLeaderError
 from strom.security.acl import Operation
@@ -47,11 +47,16 @@ def handle(ctx, request):
                 partitions.append(entry)
                 continue
             try:
-                epoch, offset = end_offset(replicas, topic.topic, wanted.partition,
-                                           field_value(wanted, "current_leader_epoch", -1), wanted.leader_epoch)
+                epoch, offset = end_offset(
+                    replicas,
+                    topic.topic,
+                    wanted.partition,
+                    field_value(wanted, "current_leader_epoch", -1),
+                    wanted.leader_epoch,
+                )
                 entry.update(leader_epoch=epoch, end_offset=offset)
             except (KafkaError, ValueError) as exc:
                 entry["error_code"] = error_from_exception(exc)[0]
             partitions.append(entry)
         topics.append({"topic": topic.topic, "partitions": partitions})
-    return build(response_class(API_KEY, ctx.api_version), {"throttle_time": 0, "topics": topics})
+    return build(response_class_for(API_KEY, ctx.api_version), {"throttle_time": 0, "topics": topics})

@@ -14,7 +14,6 @@ would silently open a transaction no coordinator knows, which blocks read_commit
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import struct
 import time
@@ -49,12 +48,27 @@ _THROTTLE_FLEXIBLE = _THROTTLE + wire.NO_TAGS
 
 
 class PartitionResult:
-    __slots__ = ("index", "error_code", "base_offset", "log_append_time", "log_start_offset", "message", "wait_for",
-                 "record_errors")
+    __slots__ = (
+        "index",
+        "error_code",
+        "base_offset",
+        "log_append_time",
+        "log_start_offset",
+        "message",
+        "wait_for",
+        "record_errors",
+    )
 
-    def __init__(self, index: int, error_code: int = 0, base_offset: int = -1, log_append_time: int = -1,
-                 log_start_offset: int = -1, message: str | None = None,
-                 record_errors: list[tuple[int, str | None]] | tuple = ()):
+    def __init__(
+        self,
+        index: int,
+        error_code: int = 0,
+        base_offset: int = -1,
+        log_append_time: int = -1,
+        log_start_offset: int = -1,
+        message: str | None = None,
+        record_errors: list[tuple[int, str | None]] | tuple = (),
+    ):
         self.index = index
         self.error_code = error_code
         self.base_offset = base_offset
@@ -79,11 +93,15 @@ def handle(ctx, request):
 
 
 # Coordinator errors the producer must retry become NOT_ENOUGH_REPLICAS, as in Kafka 3.6+.
-_RETRIABLE_VERIFICATION = {ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
-                           ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.CONCURRENT_TRANSACTIONS}
+_RETRIABLE_VERIFICATION = {
+    ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_COORDINATOR,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.CONCURRENT_TRANSACTIONS,
+}
 
 
-_VERIFICATION_MESSAGES = {
+_VERIFICATION_MESSAGES: dict[int, str] = {
     ErrorCode.INVALID_TXN_STATE: "the transaction has not added this partition (KIP-890 verification)",
     ErrorCode.INVALID_PRODUCER_EPOCH: "a newer instance of this transactional producer has fenced this one",
     ErrorCode.NOT_ENOUGH_REPLICAS: "the transaction coordinator could not be asked yet; retry",
@@ -112,11 +130,13 @@ def _unverified_partitions(broker, request) -> dict[tuple[str, int], BatchHeader
     return found
 
 
-async def _verify_then_append(ctx, request, unverified: dict[tuple[str, int], BatchHeader],
-                              denied: dict[tuple[str, int], int] | None = None):
+async def _verify_then_append(
+    ctx, request, unverified: dict[tuple[str, int], BatchHeader], denied: dict[tuple[str, int], int] | None = None
+):
     first = next(iter(unverified.values()))
     codes = await ctx.broker.transaction_coordinator.verify_partitions(
-        request.transactional_id, first.producer_id, first.producer_epoch, list(unverified))
+        request.transactional_id, first.producer_id, first.producer_epoch, list(unverified)
+    )
     rejected = dict(denied) if denied else {}
     for tp, code in codes.items():
         if code in _RETRIABLE_VERIFICATION:
@@ -242,8 +262,9 @@ def encode_response(results: list[tuple[str, list[PartitionResult]]], version: i
         parts.append(wire.array_length(len(partitions), flexible))
         for r in partitions:
             if version >= 5:
-                parts.append(_PARTITION_V5.pack(r.index, r.error_code, r.base_offset, r.log_append_time,
-                                                r.log_start_offset))
+                parts.append(
+                    _PARTITION_V5.pack(r.index, r.error_code, r.base_offset, r.log_append_time, r.log_start_offset)
+                )
             else:
                 parts.append(_PARTITION_V3.pack(r.index, r.error_code, r.base_offset, r.log_append_time))
             if version >= 8:
@@ -281,11 +302,11 @@ _ONE_PARTITION_V8 = struct.Struct(">iihqqqihi")  # + empty record_errors, null e
 def _encode_one_partition(name: str, r: PartitionResult, version: int) -> RawResponse:
     prefix = _ONE_TOPIC + wire.string(name, False)
     if version >= 8:
-        body = prefix + _ONE_PARTITION_V8.pack(1, r.index, 0, r.base_offset, r.log_append_time,
-                                               r.log_start_offset, 0, -1, 0)
+        body = prefix + _ONE_PARTITION_V8.pack(
+            1, r.index, 0, r.base_offset, r.log_append_time, r.log_start_offset, 0, -1, 0
+        )
     elif version >= 5:
-        body = prefix + _ONE_PARTITION_V5.pack(1, r.index, 0, r.base_offset, r.log_append_time,
-                                               r.log_start_offset, 0)
+        body = prefix + _ONE_PARTITION_V5.pack(1, r.index, 0, r.base_offset, r.log_append_time, r.log_start_offset, 0)
     else:
         body = prefix + _ONE_PARTITION_V3.pack(1, r.index, 0, r.base_offset, r.log_append_time, 0)
     return RawResponse([body], len(body))
@@ -306,7 +327,7 @@ class Request:
         self.topic_data = topic_data
 
 
-def decode(body, offset: int, version: int) -> Request:
+def decode(body, offset: int, version: int) -> Request | legacy.LegacyProduceRequest:
     """Produce is decoded by hand: it is the hottest request, and records must stay views.
 
     v3-8 use classic strings/arrays/bytes, v9 compact forms and tagged fields. As bounded as the

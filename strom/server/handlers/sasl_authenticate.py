@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from strom.protocol.api import ApiKey, response_class
+from strom.protocol.api import ApiKey, response_class_for
 from strom.protocol.entities import build
 from strom.protocol.errors import ErrorCode
 
@@ -12,6 +12,11 @@ MAX_VERSION = 2
 
 
 def handle(ctx, request):
-    return build(response_class(API_KEY, ctx.api_version), {
-        "error_code": ErrorCode.ILLEGAL_SASL_STATE, "auth_bytes": b"",
-        "error_message": "SaslAuthenticate request received while no SASL authentication is in progress"})
+    return build(
+        response_class_for(API_KEY, ctx.api_version),
+        {
+            "error_code": ErrorCode.ILLEGAL_SASL_STATE,
+            "auth_bytes": b"",
+            "error_message": "SaslAuthenticate request received while no SASL authentication is in progress",
+        },
+    )

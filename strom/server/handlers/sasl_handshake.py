@@ -7,7 +7,7 @@ answered ILLEGAL_SASL_STATE as Kafka answers it.
 
 from __future__ import annotations
 
-from strom.protocol.api import ApiKey, response_class
+from strom.protocol.api import ApiKey, response_class_for
 from strom.protocol.entities import build
 from strom.protocol.errors import ErrorCode
 
@@ -17,5 +17,6 @@ MAX_VERSION = 1
 
 
 def handle(ctx, request):
-    return build(response_class(API_KEY, ctx.api_version),
-                 {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "mechanisms": []})
+    return build(
+        response_class_for(API_KEY, ctx.api_version), {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "mechanisms": []}
+    )

@@ -27,10 +27,18 @@ async def _commit(ctx, request):
         offsets.pop(tp, None)
         results[tp] = code
     if offsets:
-        results.update(await ctx.broker.group_coordinator.commit_txn_offsets(
-            request.group_id, request.transactional_id, request.producer_id, request.producer_epoch,
-            field_value(request, "member_id", ""), field_value(request, "generation_id", -1),
-            field_value(request, "group_instance_id"), offsets))
+        results.update(
+            await ctx.broker.group_coordinator.commit_txn_offsets(
+                request.group_id,
+                request.transactional_id,
+                request.producer_id,
+                request.producer_epoch,
+                field_value(request, "member_id", ""),
+                field_value(request, "generation_id", -1),
+                field_value(request, "group_instance_id"),
+                offsets,
+            )
+        )
     return offsets_response(ctx, API_KEY, request.topics, results)
 
 

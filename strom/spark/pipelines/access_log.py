@@ -30,8 +30,10 @@ import argparse
 import os
 import sys
 
-LOG_PATTERN = (r'^(\S+) \S+ (\S+) \[([^\]]+)\] "(\S+) (\S+)[^"]*" (\d{3}) (\d+|-) '
-               r'"([^"]*)" "([^"]*)"')
+LOG_PATTERN = (
+    r'^(\S+) \S+ (\S+) \[([^\]]+)\] "(\S+) (\S+)[^"]*" (\d{3}) (\d+|-) '
+    r'"([^"]*)" "([^"]*)"'
+)
 TIME_FORMAT = "dd/MMM/yyyy:HH:mm:ss Z"
 STATIC_PREFIXES = ("/static/", "/favicon.ico")
 # HyperLogLog++ relative standard deviation of unique visitors: 2^14 registers, ~12 KB of state a window
@@ -74,31 +76,46 @@ def minute_stats(events, window: str = "1 minute", watermark: str = "10 seconds"
     """Requests, page views and unique visitors per event-time window (a streaming aggregation)."""
     from pyspark.sql import functions as F
 
-    return (events.withWatermark("event_time", watermark)
-            .groupBy(F.window("event_time", window))
-            .agg(F.count(F.lit(1)).alias("requests"),
-                 F.count(F.when(is_page(F.col("url")), 1)).alias("page_views"),
-                 F.approx_count_distinct("ip", rsd=UNIQUES_RSD).alias("unique_visitors"))
-            .select(F.col("window.start").alias("window_start"), F.col("window.end").alias("window_end"),
-                    "requests", "page_views", "unique_visitors"))
+    return (
+        events.withWatermark("event_time", watermark)
+        .groupBy(F.window("event_time", window))
+        .agg(
+            F.count(F.lit(1)).alias("requests"),
+            F.count(F.when(is_page(F.col("url")), 1)).alias("page_views"),
+            F.approx_count_distinct("ip", rsd=UNIQUES_RSD).alias("unique_visitors"),
+        )
+        .select(
+            F.col("window.start").alias("window_start"),
+            F.col("window.end").alias("window_end"),
+            "requests",
+            "page_views",
+            "unique_visitors",
+        )
+    )
 
 
 def url_status_counts(events, window: str = "1 minute", watermark: str = "10 seconds"):
     """Requests per (window, url, status): the state behind status counts and top URLs."""
     from pyspark.sql import functions as F
 
-    return (events.withWatermark("event_time", watermark)
-            .groupBy(F.window("event_time", window), "url", "status")
-            .agg(F.count(F.lit(1)).alias("requests"))
-            .select(F.col("window.start").alias("window_start"), F.col("window.end").alias("window_end"),
-                    "url", "status", "requests"))
+    return (
+        events.withWatermark("event_time", watermark)
+        .groupBy(F.window("event_time", window), "url", "status")
+        .agg(F.count(F.lit(1)).alias("requests"))
+        .select(
+            F.col("window.start").alias("window_start"),
+            F.col("window.end").alias("window_end"),
+            "url",
+            "status",
+            "requests",
+        )
+    )
 
 
 def status_counts(url_status):
     from pyspark.sql import functions as F
 
-    return (url_status.groupBy("window_start", "window_end", "status")
-            .agg(F.sum("requests").alias("requests")))
+    return url_status.groupBy("window_start", "window_end", "status").agg(F.sum("requests").alias("requests"))
 
 
 def top_urls(url_status, n: int = 10):
@@ -113,9 +130,17 @@ def top_urls(url_status, n: int = 10):
 class BatchOutput:
     """foreachBatch target: Parquet (idempotent per batch id) and the output topic (exactly once by default)."""
 
-    def __init__(self, bootstrap: str, output_topic: str | None, parquet_dir: str | None, kind: str,
-                 delivery_guarantee: str = "exactly-once"):
+    def __init__(
+        self,
+        bootstrap: str,
+        output_topic: str | None,
+        parquet_dir: str | None,
+        kind: str,
+        delivery_guarantee: str = "exactly-once",
+        kafka_options: dict[str, str] | None = None,
+    ):
         self.bootstrap = bootstrap
+        self.kafka_options = dict(kafka_options or {})
         self.output_topic = output_topic
         self.parquet_dir = parquet_dir
         self.kind = kind
@@ -145,10 +170,15 @@ class BatchOutput:
                 payload = F.to_json(F.struct(F.lit(kind).alias("kind"), *[F.col(c) for c in result.columns]))
                 messages.append(result.select(F.lit(kind).alias("key"), payload.alias("value")))
             if self.output_topic:  # one Spark job for all tables
-                writer = (reduce(lambda a, b: a.unionByName(b), messages).write.format("strom").mode("append")
-                          .option("kafka.bootstrap.servers", self.bootstrap)
-                          .option("topic", self.output_topic)
-                          .option("deliveryGuarantee", self.delivery_guarantee))
+                writer = (
+                    reduce(lambda a, b: a.unionByName(b), messages)
+                    .write.format("strom")
+                    .mode("append")
+                    .option("kafka.bootstrap.servers", self.bootstrap)
+                    .options(**self.kafka_options)
+                    .option("topic", self.output_topic)
+                    .option("deliveryGuarantee", self.delivery_guarantee)
+                )
                 if self.delivery_guarantee == "exactly-once":
                     # the query id and this batch id come from Spark; the write id names this write
                     writer = writer.option("writeId", "stats")
@@ -157,30 +187,57 @@ class BatchOutput:
             df.unpersist()
 
 
-def start(spark, *, bootstrap: str, topic: str, output_topic: str | None, parquet_dir: str | None,
-          checkpoint_dir: str, window: str = "1 minute", watermark: str = "10 seconds",
-          trigger_seconds: float = 5.0, available_now: bool = False,
-          max_offsets_per_trigger: int | None = None, starting_offsets: str = "earliest",
-          delivery_guarantee: str = "exactly-once") -> list:
-    """Start both queries; returns their StreamingQuery handles."""
+def start(
+    spark,
+    *,
+    bootstrap: str,
+    topic: str,
+    output_topic: str | None,
+    parquet_dir: str | None,
+    checkpoint_dir: str,
+    window: str = "1 minute",
+    watermark: str = "10 seconds",
+    trigger_seconds: float = 5.0,
+    available_now: bool = False,
+    max_offsets_per_trigger: int | None = None,
+    starting_offsets: str = "earliest",
+    delivery_guarantee: str = "exactly-once",
+    kafka_options: dict[str, str] | None = None,
+) -> list:
+    """Start both queries; returns their StreamingQuery handles.
+
+    ``kafka_options`` (``kafka.security.protocol``, ``kafka.sasl.*``, ``kafka.ssl.*``, ...) go to the
+    source and the sink alike, so the pipeline runs against a secured cluster.
+    """
     from strom.spark import register
 
     register(spark)
-    reader = (spark.readStream.format("strom")
-              .option("kafka.bootstrap.servers", bootstrap)
-              .option("subscribe", topic)
-              .option("startingOffsets", starting_offsets))
+    reader = (
+        spark.readStream.format("strom")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .options(**(kafka_options or {}))
+        .option("subscribe", topic)
+        .option("startingOffsets", starting_offsets)
+    )
     if max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
     events = parse_lines(reader.load())
     queries = []
-    for name, agg, kind in (("minute_stats", minute_stats(events, window, watermark), "minute"),
-                            ("url_status", url_status_counts(events, window, watermark), "url_status")):
-        writer = (agg.writeStream.queryName(name).outputMode("append")
-                  .option("checkpointLocation", os.path.join(checkpoint_dir, name))
-                  .foreachBatch(BatchOutput(bootstrap, output_topic, parquet_dir, kind, delivery_guarantee)))
-        writer = writer.trigger(availableNow=True) if available_now else \
-            writer.trigger(processingTime=f"{trigger_seconds} seconds")
+    for name, agg, kind in (
+        ("minute_stats", minute_stats(events, window, watermark), "minute"),
+        ("url_status", url_status_counts(events, window, watermark), "url_status"),
+    ):
+        writer = (
+            agg.writeStream.queryName(name)
+            .outputMode("append")
+            .option("checkpointLocation", os.path.join(checkpoint_dir, name))
+            .foreachBatch(BatchOutput(bootstrap, output_topic, parquet_dir, kind, delivery_guarantee, kafka_options))
+        )
+        writer = (
+            writer.trigger(availableNow=True)
+            if available_now
+            else writer.trigger(processingTime=f"{trigger_seconds} seconds")
+        )
         queries.append(writer.start())
     return queries
 
@@ -223,10 +280,28 @@ def build_session(app_name: str = "strom-access-log", shuffle_partitions: int = 
     return builder.getOrCreate()
 
 
+def kafka_options_from_properties(path: str | None) -> dict[str, str]:
+    """A client properties file (Kafka's keys, as for --command-config) as the source's and sink's
+    ``kafka.*`` options; its bootstrap.servers is left to the pipeline's own option."""
+    if not path:
+        return {}
+    from strom.cli.client_props import command_properties
+
+    return {f"kafka.{key}": value for key, value in command_properties(path).items() if key != "bootstrap.servers"}
+
+
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="strom.spark.pipelines.access_log", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="strom.spark.pipelines.access_log",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--bootstrap-server", required=True)
+    parser.add_argument(
+        "--command-config",
+        metavar="FILE",
+        help="client properties (security.protocol, sasl.*, ssl.*, ...) for the source and the sink",
+    )
     parser.add_argument("--topic", required=True, help="topic of access-log lines")
     parser.add_argument("--output-topic", default=None, help="topic for the aggregated results (JSON)")
     parser.add_argument("--parquet-dir", default=None, help="directory for the Parquet tables")
@@ -235,10 +310,17 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--watermark", default="10 seconds")
     parser.add_argument("--trigger-seconds", type=float, default=5.0)
     parser.add_argument("--max-offsets-per-trigger", type=int, default=None)
-    parser.add_argument("--delivery-guarantee", choices=("exactly-once", "at-least-once"), default="exactly-once",
-                        help="how the output topic is written (default exactly-once: read it read_committed)")
-    parser.add_argument("--available-now", action="store_true",
-                        help="process what is in the topic now, then stop (Trigger.AvailableNow)")
+    parser.add_argument(
+        "--delivery-guarantee",
+        choices=("exactly-once", "at-least-once"),
+        default="exactly-once",
+        help="how the output topic is written (default exactly-once: read it read_committed)",
+    )
+    parser.add_argument(
+        "--available-now",
+        action="store_true",
+        help="process what is in the topic now, then stop (Trigger.AvailableNow)",
+    )
     return parser.parse_args(argv)
 
 
@@ -249,11 +331,21 @@ def main(argv=None) -> int:
         return 2
     spark = build_session()
     spark.sparkContext.setLogLevel("WARN")
-    queries = start(spark, bootstrap=args.bootstrap_server, topic=args.topic, output_topic=args.output_topic,
-                    parquet_dir=args.parquet_dir, checkpoint_dir=args.checkpoint_dir, window=args.window,
-                    watermark=args.watermark, trigger_seconds=args.trigger_seconds,
-                    available_now=args.available_now, max_offsets_per_trigger=args.max_offsets_per_trigger,
-                    delivery_guarantee=args.delivery_guarantee)
+    queries = start(
+        spark,
+        bootstrap=args.bootstrap_server,
+        topic=args.topic,
+        output_topic=args.output_topic,
+        parquet_dir=args.parquet_dir,
+        checkpoint_dir=args.checkpoint_dir,
+        window=args.window,
+        watermark=args.watermark,
+        trigger_seconds=args.trigger_seconds,
+        available_now=args.available_now,
+        max_offsets_per_trigger=args.max_offsets_per_trigger,
+        delivery_guarantee=args.delivery_guarantee,
+        kafka_options=kafka_options_from_properties(args.command_config),
+    )
     try:
         for query in queries:
             query.awaitTermination()

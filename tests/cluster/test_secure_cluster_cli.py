@@ -1,0 +1,151 @@
+"""``strom cluster start --secure``: the fault tests' kill-the-leader scenario on a SASL_SSL cluster.
+
+The cluster is made by the CLI alone (CA, broker certificates, SCRAM users, ACL authorizer); the
+client uses nothing but the properties file it prints, converted to librdkafka's keys as
+``--command-config`` does. The brokers replicate over their INTERNAL SASL_SSL listener, so the
+restarted leader can only catch up by logging in there as the inter-broker user.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic
+from kazoo.client import KazooClient
+
+from strom.cli.client_props import from_java_keys, load_properties
+from strom.cli.dump_log import scan_log
+from strom.cluster import model
+from strom.cluster.model import PartitionState
+from tests.cluster.conftest import LAG_TIME_MAX_MS, SESSION_TIMEOUT_MS, wait_until
+from tests.cluster.test_cluster_cli import bootstrap_of, cleanup, pids, strom
+from tests.cluster.workload import Workload, verify
+
+TOPIC = "secured"
+PARTITIONS = 2
+IDS = (1, 2, 3)
+
+
+def batches(directory: Path, broker_id: int, partition: int) -> list[tuple[int, int, int]]:
+    """(base offset, last offset, CRC) of every batch in one replica's .log files."""
+    found = []
+    path = directory / "data" / f"kafka-logs-{broker_id}" / f"{TOPIC}-{partition}"
+    for name in sorted(os.listdir(path)) if path.exists() else []:
+        if name.endswith(".log"):
+            found += [(h.base_offset, h.last_offset, h.crc) for h, _ in scan_log(str(path / name))[0]]
+    return found
+
+
+def test_kill_the_leader_on_a_secure_cluster(tmp_path, zookeeper):
+    directory = tmp_path / "cluster"
+    chroot = f"/secure-{uuid.uuid4().hex[:8]}"
+    zk = KazooClient(hosts=zookeeper + chroot, timeout=10)
+    try:
+        started = strom(
+            "cluster",
+            "start",
+            "--secure",
+            "--brokers",
+            "3",
+            "--dir",
+            str(directory),
+            "--zookeeper",
+            zookeeper + chroot,
+            "--override",
+            f"zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}",
+            "--override",
+            f"replica.lag.time.max.ms={LAG_TIME_MAX_MS}",
+        )
+        assert started.returncode == 0, started.stderr
+        bootstrap = bootstrap_of(started.stdout)
+        found = re.search(r"^Client properties \(admin, SASL_SSL\): (\S+)$", started.stdout, re.MULTILINE)
+        assert found, started.stdout
+        java = load_properties(found[1])
+        assert java["security.protocol"] == "SASL_SSL" and java["sasl.mechanism"] == "SCRAM-SHA-512"
+        secure = from_java_keys(dict(java))
+        secure.pop("bootstrap.servers")
+        assert oct(os.stat(found[1]).st_mode & 0o777) == "0o600"
+
+        zk.start(timeout=30)
+        registration = json.loads(zk.get(model.broker_path(1))[0])
+        assert registration["listener_security_protocol_map"] == {"CLIENT": "SASL_SSL", "INTERNAL": "SASL_SSL"}
+        assert b"password" not in zk.get(model.user_config_path("broker"))[0]  # salted keys only
+
+        # a client without the properties cannot even list topics
+        stranger = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+        try:
+            stranger.list_topics(timeout=3)
+            raise AssertionError("a PLAINTEXT client got metadata from a --secure cluster")
+        except KafkaException:
+            pass
+
+        admin = AdminClient({"bootstrap.servers": bootstrap, **secure})
+        for future in admin.create_topics(
+            [NewTopic(TOPIC, PARTITIONS, 3, config={"min.insync.replicas": "2"})], request_timeout=20
+        ).values():
+            future.result(timeout=30)
+
+        def state(partition: int) -> PartitionState | None:
+            path = model.partition_state_path(TOPIC, partition)
+            return PartitionState.from_json(zk.get(path)[0]) if zk.exists(path) else None
+
+        def full_isr() -> bool:
+            states = [state(p) for p in range(PARTITIONS)]
+            return all(s is not None and sorted(s.isr) == list(IDS) for s in states)
+
+        wait_until(full_isr, 30, "a full ISR (followers fetching over SASL_SSL)")
+        workload = Workload(bootstrap, TOPIC, PARTITIONS, extra=secure).start()
+        workload.wait_progress(range(PARTITIONS), 20, 30)
+
+        victim = state(0).leader
+        led = [p for p in range(PARTITIONS) if state(p).leader == victim]
+        os.kill(pids(directory)[f"server-{victim}"], signal.SIGKILL)
+        wait_until(
+            lambda: all(state(p).leader not in (victim, -1) for p in led),
+            SESSION_TIMEOUT_MS / 1000 + 20,
+            f"new leaders away from broker {victim}",
+        )
+        workload.wait_progress(led, 10, 30)  # acks=all goes on with two of three (min.insync.replicas=2)
+
+        # back, as a supervisor would start it: it catches up over the INTERNAL listener
+        with open(directory / "logs" / f"server-{victim}.log", "ab") as log:
+            process = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "strom.cli.main",
+                    "server-start",
+                    str(directory / "config" / f"server-{victim}.properties"),
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        (directory / "pids" / f"server-{victim}.pid").write_text(f"{process.pid}\n")
+        wait_until(full_isr, 60, f"broker {victim} back in the ISR")
+        workload.wait_progress(range(PARTITIONS), 5, 30)
+        workload.stop()
+
+        verify(bootstrap, workload, extra=secure)  # every acknowledged message, once, at its offset
+        assert not workload.failed, workload.failed[:5]
+
+        def replicas_equal() -> bool:
+            return all(
+                batches(directory, 1, p) == batches(directory, b, p) != [] for p in range(PARTITIONS) for b in IDS
+            )
+
+        wait_until(replicas_equal, 30, "identical batches on all three replicas", interval_s=0.2)
+        stopped = strom("cluster", "stop", "--dir", str(directory))
+        assert stopped.returncode == 0, stopped.stderr
+    finally:
+        zk.stop()
+        zk.close()
+        cleanup(directory)
