@@ -30,8 +30,8 @@ from strom.cluster.store import (
     MetadataStore,
     NodeExistsError,
     NoNodeError,
-    StoreError,
 )
+from strom.cluster.watched import WatchedView
 from strom.security.acl import (
     IMPLIED_BY,
     LITERAL_ROOT,
@@ -61,8 +61,6 @@ AUTHORIZER_CLASS_NAMES = (
 )
 LOG_LINES_PER_S = 10
 _CACHE_LIMIT = 100_000
-_RELOAD_DELAY_S = 0.02
-_RETRY_S = 0.5
 
 
 def host_of(peer: str) -> str:
@@ -71,7 +69,9 @@ def host_of(peer: str) -> str:
     return host.strip("[]")
 
 
-class AclAuthorizer:
+class AclAuthorizer(WatchedView):
+    what = "ACLs"
+
     def __init__(
         self,
         store: MetadataStore,
@@ -82,14 +82,12 @@ class AclAuthorizer:
         self.store = store
         self.super_users = frozenset(super_users)
         self.allow_if_no_acl = allow_if_no_acl
-        self._loop = loop
+        super().__init__(loop)
         self.acls: dict[ResourcePattern, frozenset[AccessControlEntry]] = {}
         # per resource type: LITERAL name -> entries, and the PREFIXED (prefix, entries) pairs
         self._literal: dict[ResourceType, dict[str, frozenset[AccessControlEntry]]] = {}
         self._prefixed: dict[ResourceType, list[tuple[str, frozenset[AccessControlEntry]]]] = {}
         self._decisions: dict[tuple[str, str, int, int, str], bool] = {}
-        self._reload_handle: asyncio.TimerHandle | None = None
-        self._stopped = False
         self._roots_made = False
         self._log_window = 0.0
         self._log_lines = 0
@@ -196,7 +194,7 @@ class AclAuthorizer:
     # -- the ACLs and their watches ----------------------------------------------------------------
     def load(self) -> None:
         """Re-read every ACL znode (watching them when a loop was given) and drop cached decisions."""
-        watch = self._on_change if self._loop is not None else None
+        watch = self.watch
         acls: dict[ResourcePattern, frozenset[AccessControlEntry]] = {}
         for root in (LITERAL_ROOT, PREFIXED_ROOT):
             if not self._roots_made:  # once: the children watches need the roots to exist
@@ -233,29 +231,6 @@ class AclAuthorizer:
                 literal.setdefault(pattern.resource_type, {})[pattern.name] = entries
         self.acls, self._literal, self._prefixed = acls, literal, prefixed
         self._decisions = {}
-
-    def stop(self) -> None:
-        self._stopped = True
-        if self._reload_handle is not None:
-            self._reload_handle.cancel()
-            self._reload_handle = None
-
-    def _on_change(self, path: str) -> None:
-        """A watch fired, maybe on kazoo's thread: reload on the loop, once for a burst of changes."""
-        if self._loop is not None and not self._loop.is_closed():
-            self._loop.call_soon_threadsafe(self._schedule, _RELOAD_DELAY_S)
-
-    def _schedule(self, delay: float) -> None:
-        if self._reload_handle is None and not self._stopped and self._loop is not None:
-            self._reload_handle = self._loop.call_later(delay, self._reload)
-
-    def _reload(self) -> None:
-        self._reload_handle = None
-        try:
-            self.load()
-        except StoreError as exc:
-            log.warning("reading ACLs failed (%s); retrying", exc)
-            self._schedule(_RETRY_S)
 
     # -- CreateAcls / DescribeAcls / DeleteAcls ----------------------------------------------------
     def describe(self, acl_filter: AclFilter) -> list[AclBinding]:

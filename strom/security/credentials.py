@@ -20,24 +20,22 @@ from strom.cluster.store import (
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
-    StoreError,
 )
+from strom.cluster.watched import WatchedView
 from strom.security.scram import MECHANISM_IDS, ScramCredential
 
 log = logging.getLogger("strom.security")
 
 SCRAM_MECHANISMS = tuple(MECHANISM_IDS.values())
-_RELOAD_DELAY_S = 0.02
-_RETRY_S = 0.5
 
 
-class CredentialCache:
+class CredentialCache(WatchedView):
+    what = "SCRAM credentials"
+
     def __init__(self, store: MetadataStore, loop: asyncio.AbstractEventLoop | None = None):
         self.store = store
-        self._loop = loop
+        super().__init__(loop)
         self._credentials: dict[tuple[str, str], ScramCredential] = {}
-        self._reload_handle: asyncio.TimerHandle | None = None
-        self._stopped = False
 
     def lookup(self, user: str, mechanism: str) -> ScramCredential | None:
         return self._credentials.get((user, mechanism))
@@ -50,7 +48,7 @@ class CredentialCache:
 
     def load(self) -> None:
         """Re-read every user's credentials (watching for changes when a loop was given)."""
-        watch = self._on_change if self._loop is not None else None
+        watch = self.watch
         found: dict[tuple[str, str], ScramCredential] = {}
         try:
             names = self.store.children(model.CONFIG_USERS, watch)
@@ -71,30 +69,6 @@ class CredentialCache:
                     except ValueError as exc:
                         log.warning("ignoring the %s credential of user %r: %s", mechanism, user, exc)
         self._credentials = found
-
-    def stop(self) -> None:
-        self._stopped = True
-        if self._reload_handle is not None:
-            self._reload_handle.cancel()
-            self._reload_handle = None
-
-    def _on_change(self, path: str) -> None:
-        """A watch fired, maybe on kazoo's thread: reload on the loop, once for a burst of changes."""
-        if self._loop is not None and not self._loop.is_closed():
-            self._loop.call_soon_threadsafe(self._schedule, _RELOAD_DELAY_S)
-
-    def _schedule(self, delay: float) -> None:
-        assert self._loop is not None  # only watches schedule reloads, and there are watches only with a loop
-        if self._reload_handle is None and not self._stopped:
-            self._reload_handle = self._loop.call_later(delay, self._reload)
-
-    def _reload(self) -> None:
-        self._reload_handle = None
-        try:
-            self.load()
-        except StoreError as exc:
-            log.warning("reading SCRAM credentials failed (%s); retrying", exc)
-            self._schedule(_RETRY_S)
 
     # -- writes (AlterUserScramCredentials) ---------------------------------------------------------
     def alter(self, user: str, upserts: dict[str, ScramCredential], deletes: set[str]) -> None:

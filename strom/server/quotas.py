@@ -42,8 +42,8 @@ from strom.cluster.store import (
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
-    StoreError,
 )
+from strom.cluster.watched import WatchedView
 from strom.protocol.api import ApiKey
 from strom.protocol.frame import parse_request_header
 from strom.server.dispatcher import Dispatcher, RawResponse
@@ -68,8 +68,6 @@ Entity = tuple[str | None, str | None]
 _EXEMPT = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 _NANOS_TO_PERCENT = 100 / 1e9
 _I32 = struct.Struct(">i")
-_RELOAD_DELAY_S = 0.02
-_RETRY_S = 0.5
 _MAX_SENSORS = 10_000
 
 
@@ -159,8 +157,10 @@ class Rate:
         return sum(self.values) / (window / 1000)
 
 
-class QuotaManager:
+class QuotaManager(WatchedView):
     """The quota configs of every entity (kept current by watches) and the rates of every client."""
+
+    what = "client quotas"
 
     def __init__(
         self,
@@ -171,15 +171,13 @@ class QuotaManager:
         window_size_s: int = 1,
     ):
         self.store: MetadataStore = store  # type: ignore[assignment]  # None until start(), before any read
-        self._loop = loop
+        super().__init__(loop)
         self.window_num, self.window_ms = window_num, window_size_s * 1000
         self.max_throttle_ms = window_num * window_size_s * 1000
         self.entities: dict[Entity, dict[str, float]] = {}
         self.active = False  # any quota configured anywhere: the connection's one test
         self._resolved: dict[tuple[str, str, str], tuple[float, tuple[str, str]] | None] = {}
         self._rates: dict[tuple[str, str, str], Rate] = {}
-        self._reload_handle: asyncio.TimerHandle | None = None
-        self._stopped = False
 
     # -- configs ----------------------------------------------------------------------------------
     def start(self, store: MetadataStore, loop: asyncio.AbstractEventLoop | None) -> None:
@@ -188,7 +186,7 @@ class QuotaManager:
 
     def load(self) -> None:
         """Re-read every quota entity (watching every node read when a loop was given)."""
-        watch = self._on_change if self._loop is not None else None
+        watch = self.watch
         found: dict[Entity, dict[str, float]] = {}
         for user_node in self._children(model.CONFIG_USERS, watch):
             user = _entity_name(user_node)
@@ -221,29 +219,6 @@ class QuotaManager:
         values = _quota_values(_configs(data), path)
         if values:
             found[entity] = values
-
-    def stop(self) -> None:
-        self._stopped = True
-        if self._reload_handle is not None:
-            self._reload_handle.cancel()
-            self._reload_handle = None
-
-    def _on_change(self, path: str) -> None:
-        """A watch fired, maybe on kazoo's thread: reload on the loop, once for a burst of changes."""
-        if self._loop is not None and not self._loop.is_closed():
-            self._loop.call_soon_threadsafe(self._schedule, _RELOAD_DELAY_S)
-
-    def _schedule(self, delay: float) -> None:
-        if self._reload_handle is None and not self._stopped:
-            self._reload_handle = self._loop.call_later(delay, self._reload)  # type: ignore[union-attr]
-
-    def _reload(self) -> None:
-        self._reload_handle = None
-        try:
-            self.load()
-        except StoreError as exc:
-            log.warning("reading client quotas failed (%s); retrying", exc)
-            self._schedule(_RETRY_S)
 
     def alter(self, entity: Entity, changes: dict[str, float | None]) -> None:
         """Set (a number) or remove (None) quota keys of one entity, keeping the node's other keys
