@@ -21,12 +21,11 @@ import os
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import threading
-import time
 import urllib.request
 
+from strom.bench import requests as requests_bench
 from strom.bench.requests import cpu_seconds
 
 
@@ -59,32 +58,7 @@ def produce(kcat: str, bootstrap: str, topic: str, lines: bytes, batch: int) -> 
 
 
 def start_broker(data_dir: str, metrics: bool) -> tuple[subprocess.Popen, int]:
-    command = [
-        sys.executable,
-        "-m",
-        "strom.cli.main",
-        "server-start",
-        "--override",
-        "listeners=PLAINTEXT://127.0.0.1:0",
-        "--override",
-        f"log.dirs={data_dir}",
-    ]
-    if metrics:
-        command += ["--override", "metrics.listener=http://127.0.0.1:0"]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    port_file = os.path.join(data_dir, "strom.port")
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if os.path.exists(port_file):
-            with open(port_file) as handle:
-                text = handle.read().strip()
-            if text:
-                return process, int(text)
-        if process.poll() is not None:
-            raise SystemExit("broker exited during startup")
-        time.sleep(0.05)
-    process.kill()
-    raise SystemExit("broker did not start within 30 s")
+    return requests_bench.start_broker(data_dir, {"metrics.listener": "http://127.0.0.1:0"} if metrics else None)
 
 
 def scrape_until(url: str, every_s: float, stop: threading.Event, counter: list[int]) -> None:

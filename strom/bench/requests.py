@@ -31,22 +31,14 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
-def start_broker(data_dir: str) -> tuple[subprocess.Popen, int]:
+def start_broker(data_dir: str, overrides: dict[str, str] | None = None) -> tuple[subprocess.Popen, int]:
+    """A broker process on 127.0.0.1:<free port>; its pid is what the CPU figures are read from."""
     port_file = os.path.join(data_dir, "strom.port")
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "strom.cli.main",
-            "server-start",
-            "--override",
-            "listeners=PLAINTEXT://127.0.0.1:0",
-            "--override",
-            f"log.dirs={data_dir}",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    settings = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": data_dir, **(overrides or {})}
+    command = [sys.executable, "-m", "strom.cli.main", "server-start"]
+    for key, value in settings.items():
+        command += ["--override", f"{key}={value}"]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if os.path.exists(port_file):
