@@ -30,6 +30,17 @@ def add_broker(cluster: Cluster, broker_id: int) -> BrokerProcess:
     cluster.brokers[broker_id] = process
     process.start()
     cluster.wait_registered(set(cluster.brokers))
+    # every broker's metadata must list the new one before a client is made: librdkafka routes a
+    # broker's AlterConfigs to that broker and waits (without refreshing) while it is unknown
+    from confluent_kafka.admin import AdminClient
+
+    for member in list(cluster.brokers.values()):
+        admin = AdminClient({"bootstrap.servers": member.bootstrap})
+        wait_until(
+            lambda admin=admin: set(admin.list_topics(timeout=5).brokers) >= set(cluster.brokers),
+            30,
+            f"broker {member.bootstrap} to list broker {broker_id}",
+        )
     return process
 
 
