@@ -35,6 +35,7 @@ from strom.cli.client_props import (
     ToolError,
     add_timeout_argument,
     client_config,
+    client_security,
     command_properties,
     ensure_reachable,
     error_text,
@@ -226,28 +227,6 @@ class ReassignTool:
                 found[(name, index)] = list(partition.replicas)
         return found
 
-    def _security(self):
-        protocol = self.properties.get("security.protocol", "PLAINTEXT").upper()
-        if protocol == "PLAINTEXT":
-            return None
-        import ssl
-
-        from strom.security.client import ClientSecurity
-
-        context = None
-        if protocol in ("SSL", "SASL_SSL"):
-            context = ssl.create_default_context(cafile=self.properties.get("ssl.ca.location"))
-            if self.properties.get("ssl.endpoint.identification.algorithm", "https") in ("", "none"):
-                context.check_hostname = False
-        mechanism = self.properties.get("sasl.mechanism", self.properties.get("sasl.mechanisms"))
-        if protocol.startswith("SASL"):
-            mechanism = (mechanism or "PLAIN").upper()
-        else:
-            mechanism = None
-        return ClientSecurity(
-            context, mechanism, self.properties.get("sasl.username", ""), self.properties.get("sasl.password", "")
-        )
-
     def _controller_request(self, api_key: int, version: int, values: dict) -> Any:
         """Send to the controller, asking the metadata again while the answer is NOT_CONTROLLER."""
         from strom.replication.client import BrokerClient, BrokerConnectionError
@@ -264,7 +243,11 @@ class ReassignTool:
             client = self._clients.get(address)
             if client is None:
                 client = self._clients[address] = BrokerClient(
-                    node.host, node.port, "strom-reassign-partitions", self.left(), security=self._security()
+                    node.host,
+                    node.port,
+                    "strom-reassign-partitions",
+                    self.left(),
+                    security=client_security(self.properties),
                 )
             try:
                 response = self._loop.run_until_complete(client.request(api_key, version, values, self.left()))

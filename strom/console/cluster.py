@@ -11,7 +11,6 @@ of every broker with strom's small protocol client, transactions through ``strom
 from __future__ import annotations
 
 import asyncio
-import ssl
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -21,6 +20,7 @@ from typing import Any
 from strom.cli.client_props import (
     ToolError,
     client_config,
+    client_security,
     ensure_reachable,
     load_properties,
 )
@@ -279,7 +279,9 @@ class Cluster:
         from strom.replication.client import BrokerClient
 
         async def one(address: tuple[str, int], wanted: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
-            client = BrokerClient(address[0], address[1], "strom-console", self.timeout_s, self._security())
+            client = BrokerClient(
+                address[0], address[1], "strom-console", self.timeout_s, client_security(self.properties)
+            )
             topics: dict[str, list[int]] = {}
             for topic, partition in wanted:
                 topics.setdefault(topic, []).append(partition)
@@ -306,26 +308,6 @@ class Cluster:
         for part in await asyncio.gather(*(one(a, tps) for a, tps in by_broker.values())):
             found.update(part)
         return found
-
-    def _security(self):
-        """The --command-config's TLS and SASL settings for strom's own protocol client."""
-        from strom.security.client import ClientSecurity
-
-        protocol = self.properties.get("security.protocol", "PLAINTEXT").upper()
-        if protocol == "PLAINTEXT":
-            return None
-        context = None
-        if protocol in ("SSL", "SASL_SSL"):
-            context = ssl.create_default_context(cafile=self.properties.get("ssl.ca.location"))
-        mechanism = self.properties.get("sasl.mechanism", self.properties.get("sasl.mechanisms"))
-        if protocol.startswith("SASL"):
-            return ClientSecurity(
-                context,
-                mechanism or "PLAIN",
-                self.properties.get("sasl.username", ""),
-                self.properties.get("sasl.password", ""),
-            )
-        return ClientSecurity(context)
 
     # -- topics: create, delete, configs ----------------------------------------------------------------
 
