@@ -9,17 +9,14 @@ there too) are kept as they are when credentials change.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from urllib.parse import unquote
 
 from strom.cluster import model
+from strom.cluster.entity_config import entity_configs, update_entity_config
 from strom.cluster.store import (
-    BadVersionError,
     MetadataStore,
-    NodeExistsError,
     NoNodeError,
-    NotEmptyError,
 )
 from strom.cluster.watched import WatchedView
 from strom.security.scram import MECHANISM_IDS, ScramCredential
@@ -62,7 +59,7 @@ class CredentialCache(WatchedView):
                 data, _ = self.store.get(f"{model.CONFIG_USERS}/{name}", watch)
             except NoNodeError:
                 continue
-            for mechanism, text in _configs(data).items():
+            for mechanism, text in entity_configs(data).items():
                 if mechanism in SCRAM_MECHANISMS:
                     try:
                         found[(user, mechanism)] = ScramCredential.from_text(str(text))
@@ -72,40 +69,13 @@ class CredentialCache(WatchedView):
 
     # -- writes (AlterUserScramCredentials) ---------------------------------------------------------
     def alter(self, user: str, upserts: dict[str, ScramCredential], deletes: set[str]) -> None:
-        """Apply one user's changes with a compare-and-set on its node, keeping its other entries."""
-        path = model.user_config_path(user)
-        while True:
-            try:
-                data, version = self.store.get(path)
-            except NoNodeError:
-                data, version = None, None
-            configs = _configs(data) if data is not None else {}
+        """Apply one user's changes to its node, keeping its other entries (its quotas)."""
+
+        def change(configs: dict[str, str]) -> None:
             for mechanism in deletes:
                 configs.pop(mechanism, None)
             for mechanism, credential in upserts.items():
                 configs[mechanism] = credential.to_text()
-            payload = json.dumps(
-                {"version": 1, "config": dict(sorted(configs.items()))}, separators=(",", ":")
-            ).encode()
-            try:
-                if version is None:
-                    self.store.create(path, payload, makepath=True)
-                elif configs:
-                    self.store.set(path, payload, version)
-                else:
-                    try:
-                        self.store.delete(path, version)
-                    except NotEmptyError:  # client-id quota nodes live under it: keep it, empty
-                        self.store.set(path, payload, version)
-                break
-            except (BadVersionError, NodeExistsError, NoNodeError):
-                continue  # another broker wrote it meanwhile: read again
+
+        update_entity_config(self.store, model.user_config_path(user), change)
         self.load()
-
-
-def _configs(data: bytes) -> dict[str, str]:
-    try:
-        value = json.loads(data)
-    except ValueError:
-        return {}
-    return dict(value.get("config") or {}) if isinstance(value, dict) else {}

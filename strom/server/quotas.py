@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime
-import json
 import logging
 import struct
 import time
@@ -36,12 +35,10 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
 from strom.cluster import model
+from strom.cluster.entity_config import entity_configs, update_entity_config
 from strom.cluster.store import (
-    BadVersionError,
     MetadataStore,
-    NodeExistsError,
     NoNodeError,
-    NotEmptyError,
 )
 from strom.cluster.watched import WatchedView
 from strom.protocol.api import ApiKey
@@ -88,14 +85,6 @@ def _node_name(name: str) -> str:
 
 def _entity_name(node: str) -> str:
     return node if node == DEFAULT else unquote(node)
-
-
-def _configs(data: bytes) -> dict[str, str]:
-    try:
-        value = json.loads(data)
-    except ValueError:
-        return {}
-    return {str(k): str(v) for k, v in (value.get("config") or {}).items()} if isinstance(value, dict) else {}
 
 
 def _quota_values(configs: dict[str, str], where: str) -> dict[str, float]:
@@ -216,42 +205,22 @@ class QuotaManager(WatchedView):
             data, _ = self.store.get(path, watch)
         except NoNodeError:
             return
-        values = _quota_values(_configs(data), path)
+        values = _quota_values(entity_configs(data), path)
         if values:
             found[entity] = values
 
     def alter(self, entity: Entity, changes: dict[str, float | None]) -> None:
         """Set (a number) or remove (None) quota keys of one entity, keeping the node's other keys
-        (a user's SCRAM credentials), with a compare-and-set as every broker may write it."""
-        path = entity_path(entity)
-        while True:
-            try:
-                data, version = self.store.get(path)
-            except NoNodeError:
-                data, version = None, None
-            configs = _configs(data) if data is not None else {}
+        (a user's SCRAM credentials)."""
+
+        def change(configs: dict[str, str]) -> None:
             for key, value in changes.items():
                 if value is None:
                     configs.pop(key, None)
                 else:
                     configs[key] = _format(value)
-            payload = json.dumps(
-                {"version": 1, "config": dict(sorted(configs.items()))}, separators=(",", ":")
-            ).encode()
-            try:
-                if version is None:
-                    if configs:
-                        self.store.create(path, payload, makepath=True)
-                elif configs:
-                    self.store.set(path, payload, version)
-                else:
-                    try:
-                        self.store.delete(path, version)
-                    except NotEmptyError:  # a user node with client nodes under it stays, empty
-                        self.store.set(path, payload, version)
-                break
-            except (BadVersionError, NodeExistsError, NoNodeError):
-                continue  # another broker wrote it meanwhile: read again
+
+        update_entity_config(self.store, entity_path(entity), change)
         self.load()
 
     # -- which quota applies ------------------------------------------------------------------------
