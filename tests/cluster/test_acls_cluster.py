@@ -38,7 +38,8 @@ def test_acl_created_on_one_broker_holds_on_another(cluster_factory):
     )
     create_topic(cluster, "guarded", partitions=1, replication_factor=2)
     first, second = cluster.brokers[0].bootstrap, cluster.brokers[1].bootstrap
-    assert metadata_error(second, "guarded") == 0
+    # the second broker may not have loaded the new topic yet (UNKNOWN_TOPIC_OR_PARTITION)
+    wait_until(lambda: metadata_error(second, "guarded") == 0, 10, "the topic on the second broker")
     deny = {
         "resource_type": TOPIC,
         "resource_name": "guarded",
