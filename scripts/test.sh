@@ -10,4 +10,4 @@ if [ "${STROM_SKIP_LINT:-0}" != 1 ]; then
     .venv/bin/ruff format --check strom tests scripts
     .venv/bin/mypy strom
 fi
-exec .venv/bin/python -m pytest -q "$@"
+exec .venv/bin/python -m pytest -q --durations=25 "$@"

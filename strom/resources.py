@@ -1,6 +1,6 @@
 """Operating-system resources a broker can run out of, and how it says so.
 
-A broker holds a few descriptors per partition (the .log file and the mapped indexes), so the
+A broker holds a descriptor per segment (its .log; the indexes are mapped without one), so the
 default soft limit of 1,024 open files is reached at a few hundred partitions while the hard
 limit is usually far higher. Kafka's documentation tells operators to raise the limit by hand;
 strom raises the soft limit to the hard one at startup and logs both, so the common case needs
@@ -19,10 +19,9 @@ log = logging.getLogger("strom.resources")
 
 # errnos that mean "the process or the system ran out of something", not "the disk is broken"
 EXHAUSTION_ERRNOS = {errno.EMFILE: "open files", errno.ENFILE: "open files (system-wide)", errno.ENOMEM: "memory"}
-# What a partition replica holds open: its active .log and the two mapped indexes (each mapping
-# keeps its own descriptor in CPython; the index files themselves are not kept open), plus room
-# for a roll.
-DESCRIPTORS_PER_PARTITION = 4
+# What a new partition replica holds open: its .log (the indexes are mapped without a
+# descriptor, see storage/file_mapping.py). Each later segment holds one more, as in Kafka.
+DESCRIPTORS_PER_PARTITION = 1
 # Descriptors kept free for connections, ZooKeeper, checkpoints and the files a roll opens.
 DESCRIPTOR_RESERVE = 256
 

@@ -49,7 +49,7 @@ def strom(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
 
 
 class LocalCluster:
-    def __init__(self, directory: str):
+    def __init__(self, directory: str, lag_time_max_ms: int = LAG_TIME_MAX_MS):
         self.dir = directory
         started = strom(
             "cluster",
@@ -61,7 +61,7 @@ class LocalCluster:
             "--override",
             f"zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}",
             "--override",
-            f"replica.lag.time.max.ms={LAG_TIME_MAX_MS}",
+            f"replica.lag.time.max.ms={lag_time_max_ms}",
         )
         if started.returncode != 0:
             raise SystemExit(f"strom cluster start failed:\n{started.stdout}{started.stderr}")

@@ -16,7 +16,9 @@ names them when injected; what strom did while each was held (leader, ISR, epoch
 acknowledged per partition, the brokers' lines about fencing and elections) is printed under
 it. ``unclean-election`` is only run when named, and its runs use min.insync.replicas=1.
 ``--workload txn`` replaces the idempotent producers with transactional ones (strom.chaos.txn)
-and checks the topic as a read_committed consumer sees it.
+and checks the topic as a read_committed consumer sees it. Clock faults (strom.chaos.clock) step
+one broker's wall clock 1-6 hours forward or back; a run that has them stamps records with the
+leader's clock (LogAppendTime) and also checks ListOffsets by timestamp (queue workload).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from strom.chaos import clock as clock_faults
 from strom.chaos import faults as network
 from strom.chaos.cluster import ChaosCluster
 from strom.chaos.txn import TxnProducers, check_txn
@@ -39,7 +42,13 @@ from strom.chaos.workload import Producers, Verdict, check, read_everything
 TOPIC = "chaos"
 PARTITIONS = 3
 PROCESS_FAULTS = ("kill", "pause", "restart", "zookeeper-pause", "zookeeper-cut", "zookeeper-cut-one-way")
-FAULTS = (*PROCESS_FAULTS, *network.NETWORK_FAULTS, *network.OVERLAPPING_FAULTS, network.UNCLEAN_FAULT)
+FAULTS = (
+    *PROCESS_FAULTS,
+    *network.NETWORK_FAULTS,
+    *network.OVERLAPPING_FAULTS,
+    *clock_faults.CLOCK_FAULTS,
+    network.UNCLEAN_FAULT,
+)
 DEFAULT_FAULTS = tuple(k for k in FAULTS if k != network.UNCLEAN_FAULT)
 WORKLOADS = ("queue", "txn")
 
@@ -50,9 +59,11 @@ class Fault:
     broker: int
     at_s: float
     hold_s: float
+    jump_s: float = 0.0  # clock faults: how far the clock is stepped
 
     def describe(self) -> str:
-        return f"{self.at_s:5.1f}s {self.kind} broker {self.broker} for {self.hold_s:.1f}s"
+        jump = f" by {self.jump_s / clock_faults.HOUR_S:+.2f} h" if self.jump_s else ""
+        return f"{self.at_s:5.1f}s {self.kind}{jump} broker {self.broker} for {self.hold_s:.1f}s"
 
 
 def schedule(seed: int, seconds: float, kinds: tuple[str, ...]) -> list[Fault]:
@@ -64,6 +75,8 @@ def schedule(seed: int, seconds: float, kinds: tuple[str, ...]) -> list[Fault]:
         kind = rng.choice(kinds)
         hold = rng.uniform(2, 11) if kind != "restart" else 0.0
         faults.append(Fault(kind, rng.randint(1, 3), round(at, 1), round(hold, 1)))
+        if kind in clock_faults.CLOCK_FAULTS:  # drawn only for them: other kinds' schedules stay as they were
+            faults[-1].jump_s = clock_faults.draw_jump(rng, kind)
         at += hold + rng.uniform(6, 14)  # time to heal: sessions re-established, ISR back
     return faults
 
@@ -102,6 +115,7 @@ def run_once(
     What strom did under each network fault is appended to ``observations`` when given.
     """
     min_isr = "1" if any(f.kind == network.UNCLEAN_FAULT for f in faults) else "2"
+    clocks = any(f.kind in clock_faults.CLOCK_FAULTS for f in faults)
     cluster = ChaosCluster(
         root,
         overrides={
@@ -109,12 +123,14 @@ def run_once(
             "min.insync.replicas": min_isr,
             "default.replication.factor": "3",
             "auto.create.topics.enable": "false",
+            **(clock_faults.BROKER_OVERRIDES if clocks else {}),
         },
     ).start()
     injected: dict[str, int] = {}
+    time_anomalies: list[str] = []  # ListOffsets by timestamp answers that contradict the stored records
     observer = None
     try:
-        _create_topic(cluster.bootstrap)
+        _create_topic(cluster.bootstrap, clock_faults.TOPIC_CONFIG if clocks else {})
         observer = network.Observer(cluster, TOPIC, PARTITIONS)
         producers: Producers | TxnProducers
         producers = (TxnProducers if workload == "txn" else Producers)(cluster.bootstrap, TOPIC).start()
@@ -127,7 +143,10 @@ def run_once(
             else:
                 before, acked_before = observer.states(), _acked(producers)
                 observer.mark_logs()
-                target = network.inject(cluster, observer, fault.kind, fault.broker, log)
+                if fault.kind in clock_faults.CLOCK_FAULTS:
+                    target = clock_faults.inject(cluster, observer, fault.kind, fault.broker, fault.jump_s, log)
+                else:
+                    target = network.inject(cluster, observer, fault.kind, fault.broker, log)
             injected[fault.kind] = injected.get(fault.kind, 0) + 1
             time.sleep(fault.hold_s)
             if fault.kind not in PROCESS_FAULTS:
@@ -164,6 +183,14 @@ def run_once(
         else:
             history = producers.stop()
             read = read_everything(cluster.bootstrap, TOPIC, PARTITIONS)
+            if clocks:
+                time_anomalies, asked, steps_back = clock_faults.check_list_offsets(
+                    cluster.bootstrap, TOPIC, PARTITIONS
+                )
+                log(
+                    f"  ListOffsets by timestamp: {asked} asked, {len(time_anomalies)} wrong; "
+                    f"timestamps stepped back {steps_back} times in the logs"
+                )
             (root / "history.json").write_text(
                 json.dumps({"acked": history.acked, "failed": history.failed, "fatal": history.fatal})
             )
@@ -174,7 +201,9 @@ def run_once(
         differences = cluster.replicas_identical(TOPIC, PARTITIONS, 5)
         if isinstance(producers, TxnProducers):
             return check_txn(txn_history, read, differences), injected
-        return check(history, read, differences), injected
+        verdict = check(history, read, differences)
+        verdict.anomalies.extend(time_anomalies)
+        return verdict, injected
     finally:
         if observer is not None:
             observer.close()
@@ -188,14 +217,14 @@ def _acked(producers: Producers | TxnProducers) -> dict[int, int]:
     return {network.ALL_PARTITIONS: producers.history.acked_count()}  # batches span partitions
 
 
-def _create_topic(bootstrap: str) -> None:
+def _create_topic(bootstrap: str, config: dict[str, str]) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     deadline = time.monotonic() + 30
     while True:
         try:
-            admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3)])[TOPIC].result(10)
+            admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3, config=config)])[TOPIC].result(10)
             return
         except Exception:
             if time.monotonic() > deadline:

@@ -7,7 +7,8 @@ front of its listener, so every broker-to-broker and client-to-broker connection
 one; the proxy names each connection's source (which broker process, or "client"), so a link
 can be cut per pair and per direction (``drop``/``partition``/``isolate``). Processes can be
 killed (kill -9), paused past their session (SIGSTOP/SIGCONT), restarted cleanly; ZooKeeper
-itself can be paused.
+itself can be paused. Each broker's wall clock reads an offset from its own file (strom.clock),
+so one broker's clock can be stepped forward or back while it runs.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from strom.chaos.proxy import TcpProxy, socket_owner
+from strom.clock import OFFSET_FILE_ENV, write_offset
 from strom.protocol.records import BatchHeader
 from strom.testing.cluster import LAG_TIME_MAX_MS, SESSION_TIMEOUT_MS
 from strom.testing.nodes import ProcessNode, wait_ready
@@ -39,6 +41,7 @@ class ChaosCluster:
         self.fronts: dict[int, TcpProxy] = {}  # anyone -> broker: what the broker advertises
         self.paused: set[int] = set()
         self.zookeeper_paused = False
+        self.clock_offsets: dict[int, float] = {}  # broker -> seconds its wall clock is off by
         self.zookeeper_address = ""
         self._zookeeper: subprocess.Popen | None = None
 
@@ -67,6 +70,8 @@ class ChaosCluster:
                     **self.overrides,
                 },
             )
+            self.nodes[broker_id].env[OFFSET_FILE_ENV] = str(self._clock_file(broker_id))
+            write_offset(str(self._clock_file(broker_id)), 0.0)
         for attempt in (1, 2):
             for node in self.nodes.values():
                 node.spawn()
@@ -143,6 +148,15 @@ class ChaosCluster:
             os.kill(self._zookeeper.pid, signal.SIGCONT)
             self.zookeeper_paused = False
 
+    def _clock_file(self, broker_id: int) -> Path:
+        return self.root / f"broker-{broker_id}.clock"
+
+    def jump_clock(self, broker_id: int, seconds: float) -> None:
+        """Step one broker's wall clock by ``seconds`` (either way); it reads the file within 50 ms."""
+        offset = self.clock_offsets.get(broker_id, 0.0) + seconds
+        self.clock_offsets[broker_id] = offset
+        write_offset(str(self._clock_file(broker_id)), offset)
+
     def cut_from_zookeeper(self, broker_id: int, direction: str = "both") -> None:
         self.proxies[broker_id].blackhole(direction)
 
@@ -186,6 +200,9 @@ class ChaosCluster:
                 proxy.heal()
         for broker_id in list(self.paused):
             self.resume(broker_id)
+        for broker_id, offset in list(self.clock_offsets.items()):  # as NTP would: a step back to the right time
+            if offset:
+                self.jump_clock(broker_id, -offset)
 
     def start_all(self) -> None:
         for broker_id, node in self.nodes.items():

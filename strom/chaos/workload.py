@@ -174,11 +174,26 @@ def _quiet_logger(name: str = "strom.chaos.librdkafka"):
     return logger
 
 
+def log_end_offsets(consumer, topic: str, partitions: int, deadline: float) -> dict[int, int]:
+    """Each partition's end offset as of now (those not known by ``deadline`` are missing)."""
+    from confluent_kafka import KafkaException, TopicPartition
+
+    ends: dict[int, int] = {}
+    while len(ends) < partitions and time.monotonic() < deadline:
+        try:
+            for p in range(partitions):
+                if p not in ends:
+                    ends[p] = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1]
+        except KafkaException:  # a leader still moving: retried until the deadline
+            time.sleep(0.5)
+    return ends
+
+
 def read_everything(
     bootstrap: str, topic: str, partitions: int, timeout_s: float = 90.0, isolation: str = "read_uncommitted"
 ) -> dict[int, list[tuple[int, str]]]:
     """Every (offset, value) of every partition, from the start to the end as of now."""
-    from confluent_kafka import Consumer, KafkaException, TopicPartition
+    from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer(
         {
@@ -192,14 +207,7 @@ def read_everything(
     )
     got: dict[int, list[tuple[int, str]]] = {p: [] for p in range(partitions)}
     deadline = time.monotonic() + timeout_s
-    ends: dict[int, int] = {}
-    while len(ends) < partitions and time.monotonic() < deadline:
-        try:
-            for p in range(partitions):
-                if p not in ends:
-                    ends[p] = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1]
-        except KafkaException:  # a leader still moving: retried until the deadline
-            time.sleep(0.5)
+    ends = log_end_offsets(consumer, topic, partitions, deadline)
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     done = {p for p, end in ends.items() if end == 0}
     while len(done) < partitions and time.monotonic() < deadline:

@@ -43,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
     # kio registers test-data hooks when the hypothesis library is importable, which costs a
     # broker a few hundred milliseconds of startup in environments that have it installed.
     sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]
+    from strom.cluster.store import StoreError
     from strom.server import logs
     from strom.server.broker import run_broker
     from strom.server.config import BrokerConfig
@@ -64,5 +65,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"strom server-start: invalid configuration: {exc}", file=sys.stderr)
         return 2
     except LogDirError as exc:  # damage recovery cannot repair: a reason to act on, not a traceback
+        print(f"strom server-start: cannot start: {exc}", file=sys.stderr)
+        return 1
+    except StoreError as exc:  # ZooKeeper did not answer within zookeeper.connection.timeout.ms
         print(f"strom server-start: cannot start: {exc}", file=sys.stderr)
         return 1

@@ -15,12 +15,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from strom.cli.client_props import ToolError, add_timeout_argument
+from strom.cli.client_props import ToolError, add_command_config_argument, add_timeout_argument
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT", help="the broker(s) to connect to")
-    parser.add_argument("--command-config", metavar="FILE", help="client properties file (security settings)")
+    add_command_config_argument(parser)
     parser.add_argument(
         "--metrics",
         action="append",

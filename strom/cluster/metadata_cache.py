@@ -1,14 +1,18 @@
 """Every broker's in-memory view of the cluster, read from the metadata store.
 
 Metadata, Produce and Fetch consult this cache, never the store, so a request never waits on
-ZooKeeper. ``load`` re-reads everything; it runs at startup and whenever the store reports a
-change (small clusters make a full re-read cheaper to reason about than deltas).
+ZooKeeper. ``load`` re-reads everything (at startup, and when brokers, topics or configs
+change); ``apply_changes`` re-reads only partition states whose watches fired, which is nearly
+every change: a leader election or an ISR change in a cluster of 10,000 partitions then costs
+one read per changed partition, not 10,000. Both pipeline their reads (``get_many``).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from strom.cluster import model
@@ -59,13 +63,14 @@ class MetadataCache:
                     brokers[int(child)] = Broker.from_json(int(child), found[0])
         except NoNodeError:
             pass
-        topics = {}
         try:
             names = store.children(model.BROKERS_TOPICS, watch)
         except NoNodeError:
             names = []
-        for name in names:
-            found = _get(store, model.topic_path(name), watch)
+        assignments = store.get_many([model.topic_path(name) for name in names], watch)
+        configs = store.get_many([model.topic_config_path(name) for name in names], watch)
+        topics = {}
+        for name, found, config in zip(names, assignments, configs, strict=True):
             if found is None:
                 continue
             assignment = TopicAssignment.from_json(name, found[0])
@@ -77,20 +82,13 @@ class MetadataCache:
                 removing=assignment.removing,
                 version=found[1],
             )
-            for partition in assignment.partitions:
-                path = model.partition_state_path(name, partition)
-                state = _get(store, path, watch)
-                # missing: an exists-watch reports its creation; but when it was created between
-                # the two calls, exists() watches a node we never read and nothing fires again
-                if state is None and watch is not None and store.exists(path, watch):
-                    state = _get(store, path, watch)
-                if state is not None:
-                    info.states[partition] = PartitionState.from_json(state[0])
-                    info.state_versions[partition] = state[1]
-            config = _get(store, model.topic_config_path(name), watch)
             if config is not None:
                 info.configs = model.parse_topic_config(config[0])
             topics[name] = info
+        wanted = [(info, partition) for info in topics.values() for partition in info.replicas]
+        states = store.get_many([model.partition_state_path(info.name, p) for info, p in wanted], watch)
+        for (info, partition), state in zip(wanted, states, strict=True):
+            self._set_state(store, info, partition, state, watch)
         controller = store.get_or_none(model.CONTROLLER)
         if watch is not None:
             store.exists(model.CONTROLLER, watch)
@@ -116,6 +114,37 @@ class MetadataCache:
         self.topics = topics
         self.offline_replicas = {key: frozenset(ids) for key, ids in offline.items()}
 
+    def apply_changes(self, store: MetadataStore, paths: Iterable[str], watch: Watcher | None = None) -> bool:
+        """Re-read just the partition states among ``paths`` (watches that fired); False, having
+        read nothing, when any path is something else, which needs a full ``load``."""
+        changed = []
+        for path in paths:
+            match = _STATE_PATH.fullmatch(path)
+            info = self.topics.get(match[1]) if match else None
+            if match is None or info is None or int(match[2]) not in info.replicas:
+                return False
+            changed.append((info, int(match[2])))
+        states = store.get_many([model.partition_state_path(info.name, p) for info, p in changed], watch)
+        for (info, partition), state in zip(changed, states, strict=True):
+            self._set_state(store, info, partition, state, watch)
+        return True
+
+    @staticmethod
+    def _set_state(
+        store: MetadataStore, info: TopicInfo, partition: int, state: tuple[bytes, int] | None, watch: Watcher | None
+    ) -> None:
+        path = model.partition_state_path(info.name, partition)
+        # missing: an exists-watch reports its creation; but when it was created between the two
+        # calls, exists() watches a node we never read and nothing fires again
+        if state is None and watch is not None and store.exists(path, watch):
+            state = _get(store, path, watch)
+        if state is None:
+            info.states.pop(partition, None)
+            info.state_versions.pop(partition, None)
+        else:
+            info.states[partition] = PartitionState.from_json(state[0])
+            info.state_versions[partition] = state[1]
+
     def topic_configs(self, topic: str) -> dict[str, str]:
         info = self.topics.get(topic)
         return info.configs if info else {}
@@ -124,6 +153,9 @@ class MetadataCache:
         info = self.topics.get(topic)
         state = info.states.get(partition) if info else None
         return state.leader if state else -1
+
+
+_STATE_PATH = re.compile(re.escape(model.BROKERS_TOPICS) + r"/([^/]+)/partitions/(\d+)/state")
 
 
 def _get(store: MetadataStore, path: str, watch: Watcher | None) -> tuple[bytes, int] | None:

@@ -7,9 +7,10 @@ layout also keeps the path open to reading a Kafka cluster's ZooKeeper state.
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from dataclasses import dataclass, field
+
+from strom.clock import wall_ms
 
 BROKERS_IDS = "/brokers/ids"
 BROKERS_TOPICS = "/brokers/topics"
@@ -102,7 +103,7 @@ class Broker:
             "features": {},
             "host": plain[0],
             "port": plain[1],
-            "timestamp": str(int(time.time() * 1000)),
+            "timestamp": str(wall_ms()),
             "version": 5,
             "rack": self.rack,
         }

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 
 class StoreError(Exception):
@@ -87,3 +87,39 @@ class MetadataStore(ABC):
             return self.get(path)
         except NoNodeError:
             return None
+
+    # Many nodes at once. A cluster of thousands of partitions reads and writes one znode per
+    # partition; one round trip each would take seconds, so ZkStore pipelines these (all requests
+    # sent, then all answers read). They are not transactions: each node succeeds or fails alone.
+    def get_many(self, paths: Sequence[str], watch: Watcher | None = None) -> list[tuple[bytes, int] | None]:
+        """(data, version) per path, None where the node does not exist; other errors raise."""
+        found: list[tuple[bytes, int] | None] = []
+        for path in paths:
+            try:
+                found.append(self.get(path, watch))
+            except NoNodeError:
+                found.append(None)
+        return found
+
+    def set_many(self, writes: Sequence[tuple[str, bytes, int]]) -> list[int | StoreError]:
+        """Compare-and-set writes of (path, data, version): each one's new version, or the
+        BadVersionError/NoNodeError that refused it; losing the store itself raises."""
+        results: list[int | StoreError] = []
+        for path, data, version in writes:
+            try:
+                results.append(self.set(path, data, version))
+            except (BadVersionError, NoNodeError) as exc:
+                results.append(exc)
+        return results
+
+    def create_many(self, nodes: Sequence[tuple[str, bytes]]) -> list[StoreError | None]:
+        """Create persistent (path, data) nodes whose parents exist: None for each created, or the
+        NodeExistsError/NoNodeError that refused it; losing the store itself raises."""
+        results: list[StoreError | None] = []
+        for path, data in nodes:
+            try:
+                self.create(path, data)
+                results.append(None)
+            except (NodeExistsError, NoNodeError) as exc:
+                results.append(exc)
+        return results

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import BadVersionError as KazooBadVersion
@@ -36,6 +37,11 @@ from strom.cluster.store import (
 )
 
 log = logging.getLogger("strom.zookeeper")
+
+# Requests in flight at once in the *_many calls: enough to hide the round trip, few enough that
+# kazoo's queue and the server's stay small.
+PIPELINE_DEPTH = 500
+CONNECT_NOTICE_S = 1.0  # a session not up by then is worth a line in the log
 
 
 def _translate(exc: Exception) -> Exception:
@@ -59,12 +65,31 @@ class ZkStore(MetadataStore):
         self._lost = False
         self._wrappers: dict[Watcher, Callable] = {}  # one kazoo callback per watcher, so kazoo dedups
         self.client.add_listener(self._on_state)
-        try:
-            self.client.start(timeout=(connection_timeout_ms or session_timeout_ms) / 1000)
-        except KazooTimeoutError:
-            raise StoreError(f"cannot connect to ZooKeeper at {connect}") from None
+        self._connect(connect, (connection_timeout_ms or session_timeout_ms) / 1000)
         if "/" in connect:  # kazoo handles a chroot but does not create it
             self.client.ensure_path("/")
+
+    def _connect(self, connect: str, timeout_s: float) -> None:
+        """Wait up to zookeeper.connection.timeout.ms for a session, as Kafka does, saying so once when slow.
+
+        A ZooKeeper that is paused, restarting or overloaded accepts the TCP connection and answers
+        later; kazoo retries inside ``start_async`` until it does.
+        """
+        started = self.client.start_async()
+        if not started.wait(min(CONNECT_NOTICE_S, timeout_s)):
+            log.info(
+                "waiting up to %.0fs (zookeeper.connection.timeout.ms) for a ZooKeeper session with %s",
+                timeout_s,
+                connect,
+            )
+            started.wait(max(0.0, timeout_s - CONNECT_NOTICE_S))
+        if not self.client.connected:
+            self.client.stop()
+            self.client.close()
+            raise StoreError(
+                f"no ZooKeeper session with {connect} (zookeeper.connect) within {timeout_s:g}s "
+                "(zookeeper.connection.timeout.ms)"
+            )
 
     def _on_state(self, state: str) -> None:
         if state == KazooState.SUSPENDED:
@@ -105,14 +130,49 @@ class ZkStore(MetadataStore):
         if self._lost or self._suspended_since is not None:
             raise StoreError("not connected to ZooKeeper")
 
-    def _call(self, started):
-        """Wait for a kazoo async call, at most ``call_timeout_s``."""
+    def _call(self, started, timeout_s: float | None = None):
+        """Wait for a kazoo async call, at most ``call_timeout_s`` (or ``timeout_s``)."""
         try:
-            return started.get(timeout=self.call_timeout_s)
+            return started.get(timeout=self.call_timeout_s if timeout_s is None else timeout_s)
         except KazooTimeoutError:
             raise StoreError(f"ZooKeeper did not answer within {self.call_timeout_s:.0f}s") from None
         except Exception as exc:
             raise _translate(exc) from None
+
+    def _pipelined(self, start: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
+        """Start the calls PIPELINE_DEPTH at a time, then collect them: each one's result, or the
+        NoNode/NodeExists/BadVersion error it got. Any other error (the connection, a timeout)
+        raises: the store is unavailable and the caller retries the whole step, as after a
+        single call. A chunk waits at most ``call_timeout_s`` in all, not per call."""
+        self._check_connected()
+        results: list[Any] = []
+        for first in range(0, len(items), PIPELINE_DEPTH):
+            try:
+                started = [start(item) for item in items[first : first + PIPELINE_DEPTH]]
+            except Exception as exc:
+                raise _translate(exc) from None
+            deadline = time.monotonic() + self.call_timeout_s
+            for call in started:
+                try:
+                    results.append(self._call(call, max(0.001, deadline - time.monotonic())))
+                except (NoNodeError, NodeExistsError, BadVersionError) as exc:
+                    results.append(exc)
+        return results
+
+    def get_many(self, paths: Sequence[str], watch: Watcher | None = None) -> list[tuple[bytes, int] | None]:
+        wrapped = self._wrap(watch)
+        found = self._pipelined(lambda path: self.client.get_async(path, watch=wrapped), paths)
+        if any(isinstance(got, (NodeExistsError, BadVersionError)) for got in found):
+            raise StoreError("unexpected answer to a read")
+        return [None if isinstance(got, NoNodeError) else (got[0], got[1].version) for got in found]
+
+    def set_many(self, writes: Sequence[tuple[str, bytes, int]]) -> list[int | StoreError]:
+        done = self._pipelined(lambda write: self.client.set_async(write[0], write[1], version=write[2]), writes)
+        return [got if isinstance(got, StoreError) else got.version for got in done]
+
+    def create_many(self, nodes: Sequence[tuple[str, bytes]]) -> list[StoreError | None]:
+        done = self._pipelined(lambda node: self.client.create_async(node[0], node[1]), nodes)
+        return [got if isinstance(got, StoreError) else None for got in done]
 
     def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False, makepath: bool = False) -> None:
         self._check_connected()

@@ -21,8 +21,8 @@ from strom.cli.client_props import (
     ToolError,
     client_config,
     client_security,
+    command_properties,
     ensure_reachable,
-    load_properties,
 )
 from strom.cli.consumer_groups import (
     UsageError,
@@ -167,7 +167,11 @@ class Cluster:
 
         self.bootstrap = bootstrap
         self.timeout_s = timeout_s
-        self.properties = load_properties(command_config) if command_config else {}
+        # librdkafka's keys (a Kafka properties file's JAAS line and PEM stores converted), as every
+        # tool reads --command-config; the same settings log in strom's own requests and the
+        # transactions page's
+        self.properties = command_properties(command_config)
+        self.security = client_security(self.properties)
         self.config = client_config(bootstrap, overrides=self.properties)
         self.admin = AdminClient(self.config)
 
@@ -279,9 +283,7 @@ class Cluster:
         from strom.replication.client import BrokerClient
 
         async def one(address: tuple[str, int], wanted: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
-            client = BrokerClient(
-                address[0], address[1], "strom-console", self.timeout_s, client_security(self.properties)
-            )
+            client = BrokerClient(address[0], address[1], "strom-console", self.timeout_s, self.security)
             topics: dict[str, list[int]] = {}
             for topic, partition in wanted:
                 topics.setdefault(topic, []).append(partition)
@@ -602,7 +604,7 @@ class Cluster:
         from strom.cli.transactions import TransactionsTool
         from strom.protocol.errors import KafkaError
 
-        _, rows = asyncio.run(TransactionsTool(self.bootstrap, self.timeout_s).list())
+        _, rows = asyncio.run(TransactionsTool(self.bootstrap, self.timeout_s, self.properties).list())
         found = []
         for transactional_id, coordinator, producer_id, state in rows:
             row = {
@@ -616,7 +618,8 @@ class Cluster:
             }
             try:
                 described: Any
-                _, described = asyncio.run(TransactionsTool(self.bootstrap, self.timeout_s).describe(transactional_id))
+                tool = TransactionsTool(self.bootstrap, self.timeout_s, self.properties)
+                _, described = asyncio.run(tool.describe(transactional_id))
                 d = described[0]
                 row.update(epoch=d[3], timeout_ms=d[5], partitions=d[8] or "-")
             except (ToolError, KafkaError):  # a transaction that ended meanwhile: keep the listed row

@@ -16,6 +16,11 @@ does it move to the new epoch, taking the target partitions that no other member
 (UNRELEASED_PARTITIONS until every one of them has been released). So a partition is never owned
 by two members at once, and a member keeps consuming everything that does not move.
 
+Every change is written to __consumer_offsets before a member hears of it; when the write fails
+(NOT_ENOUGH_REPLICAS, a storage error, lost leadership) the group is put back as it was, its timers
+included, and the member gets the coordinator error to retry with, so memory never runs ahead of
+what a reload would find.
+
 Committed offsets stay where the classic coordinator keeps them (its ``Group`` of the same id holds
 them: a consumer group always has such a holder, with no classic members); membership lives here.
 Conversion between the two kinds happens only when the group is empty: Kafka 4's online migration
@@ -49,6 +54,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("strom.group")
 
 LEAVE_GROUP_EPOCH = -1
+_EXPIRY_RETRY_S = 0.5  # Kafka's CoordinatorTimer retries a failed expiry after 500 ms
 LEAVE_GROUP_STATIC_EPOCH = -2
 _INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
@@ -155,6 +161,61 @@ def _error(code: int, message: str | None, member_id: str | None = None) -> Hear
 
 def _subset(owned: TopicPartitions, of: TopicPartitions) -> bool:
     return all(parts <= of.get(topic_id, frozenset()) for topic_id, parts in owned.items())
+
+
+class _Checkpoint:
+    """A group as it was before an operation changed it in memory, to put back when the
+    operation's records cannot be written: what members saw (their epochs, assignments, the
+    target) must never get ahead of __consumer_offsets, or a reload would move them backwards
+    (Kafka reverts its timeline structures to the last committed offset the same way).
+
+    An operation changes the group's own fields and at most two members (the one heartbeating and
+    a static predecessor it replaces), so only those are copied, not every member."""
+
+    def __init__(self, group: ConsumerGroup):
+        self.group = group
+        self.group_epoch = group.group_epoch
+        self.assignment_epoch = group.assignment_epoch
+        self.members = dict(group.members)
+        self.target = dict(group.target)
+        self.static_members = dict(group.static_members)
+        self.topics_signature = group.topics_signature
+        self.saved: list[tuple[ConsumerMember, dict]] = []
+
+    def save(self, member: ConsumerMember) -> None:
+        """Call before the first change to ``member``."""
+        if all(m is not member for m, _ in self.saved):
+            self.saved.append((member, dict(vars(member))))
+
+    def restore(self) -> list[tuple[ConsumerMember, asyncio.TimerHandle | None, asyncio.TimerHandle | None]]:
+        """Put the group back; returns the saved members with the timers they had then (the
+        caller revives those the operation cancelled) after cancelling the timers of members that
+        only the failed operation knew and any timer it started."""
+        group = self.group
+        for member in group.members.values():
+            if self.members.get(member.member_id) is not member:
+                _cancel(member)
+        group.group_epoch, group.assignment_epoch = self.group_epoch, self.assignment_epoch
+        group.members, group.target = self.members, self.target
+        group.static_members, group.topics_signature = self.static_members, self.topics_signature
+        timers = []
+        for member, fields in self.saved:
+            for now, then in (
+                (member.session_timer, fields["session_timer"]),
+                (member.revocation_timer, fields["revocation_timer"]),
+            ):
+                if now is not None and now is not then:
+                    now.cancel()
+            vars(member).update(fields)
+            timers.append((member, member.session_timer, member.revocation_timer))
+        return timers
+
+
+def _cancel(member: ConsumerMember) -> None:
+    for timer in (member.session_timer, member.revocation_timer):
+        if timer is not None:
+            timer.cancel()
+    member.session_timer = member.revocation_timer = None
 
 
 class ConsumerGroupCoordinator:
@@ -388,14 +449,18 @@ class ConsumerGroupCoordinator:
                 )
             group = self.groups[group_id] = ConsumerGroup(group_id, self.classic.store.partition_for(group_id))
             holder = self.classic.groups.get(group_id)
+            was = None if holder is None else (holder.protocol_type, holder.protocol, holder.leader_id)
             if holder is None:
-                self.classic.groups[group_id] = Group(group_id, group.partition)
+                holder = self.classic.groups[group_id] = Group(group_id, group.partition)
             else:
                 holder.protocol_type, holder.protocol, holder.leader_id = "consumer", None, None
+            created = (group, holder, was)
+        else:
+            created = None
         async with group.lock:
             if self.groups.get(group_id) is not group:  # deleted or converted while waiting
                 return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group changed; retry", member_id)
-            return await self._heartbeat(
+            result = await self._heartbeat(
                 group,
                 member_id,
                 member_epoch,
@@ -409,6 +474,27 @@ class ConsumerGroupCoordinator:
                 client_id,
                 client_host,
             )
+            if created is not None and result.error_code and not group.members:
+                self._forget_new(*created)
+            return result
+
+    def _forget_new(self, group: ConsumerGroup, holder: Group, was: tuple | None) -> None:
+        """A group whose first heartbeat was refused or could not be stored never existed: no
+        record of it was written, so ListGroups must not list it (nor its offsets holder, unless
+        offsets were committed to it meanwhile)."""
+        if self.groups.get(group.group_id) is group:
+            del self.groups[group.group_id]
+        if self.classic.groups.get(group.group_id) is not holder:
+            return
+        if was is not None:
+            holder.protocol_type, holder.protocol, holder.leader_id = was
+        elif (
+            holder.is_empty
+            and not holder.offsets
+            and not holder.pending_txn_offsets
+            and not any(holder.commits_in_flight.values())
+        ):
+            del self.classic.groups[group.group_id]
 
     def _invalid_request(
         self,
@@ -457,6 +543,9 @@ class ConsumerGroupCoordinator:
         entries: list[tuple[bytes, bytes | None]] = []
         bump = replaced = False
         member = group.members.get(member_id)
+        checkpoint = _Checkpoint(group)
+        if member is not None:
+            checkpoint.save(member)
         if member_epoch == 0:
             if instance_id is not None:
                 known = group.static_members.get(instance_id)
@@ -468,6 +557,7 @@ class ConsumerGroupCoordinator:
                             f"Static member {known} with instance id {instance_id} is not released.",
                             member_id,
                         )
+                    checkpoint.save(previous)
                     member = self._replace_static(group, previous, member_id)  # takes over its partitions
                     replaced = True
                     entries += self._member_tombstones(group.group_id, known)
@@ -574,7 +664,8 @@ class ConsumerGroupCoordinator:
         if entries:
             code = await self.classic.store.write(group.partition, entries)
             if code:
-                return _error(code, "could not store the group's state", member_id)
+                self._revert(checkpoint)
+                return _error(code, "could not store the group's state; retry", member_id)
         self._schedule_session(group, member)
         full = member_epoch == 0 or owned is not None
         return HeartbeatResult(
@@ -631,6 +722,8 @@ class ConsumerGroupCoordinator:
             )
         if epoch == LEAVE_GROUP_STATIC_EPOCH and member.instance_id is not None:
             # a static member going away for a while: it keeps its partitions until its session ends
+            checkpoint = _Checkpoint(group)
+            checkpoint.save(member)
             member.previous_member_epoch, member.member_epoch = member.member_epoch, LEAVE_GROUP_STATIC_EPOCH
             code = await self.classic.store.write(
                 group.partition,
@@ -641,14 +734,23 @@ class ConsumerGroupCoordinator:
                     )
                 ],
             )
+            if code:
+                self._revert(checkpoint)
+                return _error(code, "could not store the group's state; retry", member_id)
             self._schedule_session(group, member)
             return HeartbeatResult(code, None, member_id, LEAVE_GROUP_STATIC_EPOCH)
         code = await self._remove(group, member, "left")
+        if code:
+            return _error(code, "could not store the group's state; retry", member_id)
         return HeartbeatResult(code, None, member_id, LEAVE_GROUP_EPOCH)
 
     async def _remove(self, group: ConsumerGroup, member: ConsumerMember, why: str) -> int:
+        """Removes ``member`` once its tombstones are written; a failed write leaves it a member,
+        its timers running as before."""
         if group.members.get(member.member_id) is not member:
             return ErrorCode.NONE
+        checkpoint = _Checkpoint(group)
+        checkpoint.save(member)
         self._cancel_timers(member)
         del group.members[member.member_id]
         group.target.pop(member.member_id, None)
@@ -666,7 +768,16 @@ class ConsumerGroupCoordinator:
         entries.append(
             (rec.encode_key(ConsumerKey(rec.GROUP_METADATA, group.group_id)), rec.encode_epoch(group.group_epoch))
         )
-        return await self.classic.store.write(group.partition, entries)
+        code = await self.classic.store.write(group.partition, entries)
+        if code:
+            log.warning(
+                "member %s stays in consumer group %s: its removal could not be written (error %d)",
+                member.member_id,
+                group.group_id,
+                code,
+            )
+            self._revert(checkpoint)
+        return code
 
     @staticmethod
     def _member_tombstones(group_id: str, member_id: str) -> list[tuple[bytes, bytes | None]]:
@@ -790,24 +901,29 @@ class ConsumerGroupCoordinator:
         member.state = MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE
 
     # -- timers ----------------------------------------------------------------------------------
-    def _schedule_session(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+    def _schedule_session(self, group: ConsumerGroup, member: ConsumerMember, at: float | None = None) -> None:
+        """``at``: the event loop's time of expiry (default: a session timeout from now)."""
         if member.session_timer is not None:
             member.session_timer.cancel()
-        member.session_timer = asyncio.get_running_loop().call_later(
-            self.session_timeout_ms / 1000,
+        loop = asyncio.get_running_loop()
+        member.session_timer = loop.call_at(
+            loop.time() + self.session_timeout_ms / 1000 if at is None else at,
             self._expire,
             group,
             member,
+            "session",
             f"expired: no heartbeat within group.consumer.session.timeout.ms ({self.session_timeout_ms} ms)",
         )
 
-    def _schedule_revocation(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+    def _schedule_revocation(self, group: ConsumerGroup, member: ConsumerMember, at: float | None = None) -> None:
         self._cancel_revocation(member)
-        member.revocation_timer = asyncio.get_running_loop().call_later(
-            member.rebalance_timeout_ms / 1000,
+        loop = asyncio.get_running_loop()
+        member.revocation_timer = loop.call_at(
+            loop.time() + member.rebalance_timeout_ms / 1000 if at is None else at,
             self._expire,
             group,
             member,
+            "revocation",
             f"was fenced: it did not revoke its partitions within its rebalance timeout ({member.rebalance_timeout_ms} ms)",
         )
 
@@ -823,10 +939,38 @@ class ConsumerGroupCoordinator:
             member.session_timer.cancel()
             member.session_timer = None
 
-    def _expire(self, group: ConsumerGroup, member: ConsumerMember, why: str) -> None:
+    def _revert(self, checkpoint: _Checkpoint) -> None:
+        """After a failed write: the group as before, each timer the operation cancelled running
+        again towards its old deadline (unless the group has been unloaded meanwhile)."""
+        group = checkpoint.group
+        loaded = self.groups.get(group.group_id) is group
+        for member, session, revocation in checkpoint.restore():
+            if not loaded or group.members.get(member.member_id) is not member:
+                _cancel(member)
+                continue
+            if session is not None and session.cancelled():
+                member.session_timer = None
+                self._schedule_session(group, member, session.when())
+            if revocation is not None and revocation.cancelled():
+                member.revocation_timer = None
+                self._schedule_revocation(group, member, revocation.when())
+
+    def _expire(self, group: ConsumerGroup, member: ConsumerMember, timer: str, why: str) -> None:
         async def remove() -> None:
             async with group.lock:
-                await self._remove(group, member, why)
+                failed = await self._remove(group, member, why)
+                if (
+                    failed
+                    and self.groups.get(group.group_id) is group
+                    and group.members.get(member.member_id) is member
+                ):
+                    # as Kafka's retried timers: try again shortly rather than keep a dead member
+                    # (the revert put back the timer that fired, due at once: replace it)
+                    retry = asyncio.get_running_loop().time() + _EXPIRY_RETRY_S
+                    if timer == "session":
+                        self._schedule_session(group, member, retry)
+                    else:
+                        self._schedule_revocation(group, member, retry)
 
         if group.members.get(member.member_id) is member and self.groups.get(group.group_id) is group:
             asyncio.ensure_future(remove())

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from strom.clock import wall_ms
 from strom.group import records as schema
 from strom.group.consumer_group import ConsumerGroupCoordinator
 from strom.group.consumer_records import ConsumerKey
@@ -345,7 +345,9 @@ class GroupCoordinator:
         group.new_member_added = True
         member.join_future = asyncio.get_running_loop().create_future()
         future = member.join_future
-        self._prepare_rebalance(group, f"member {member_id} joined")
+        if group.state != GroupState.PREPARING_REBALANCE:  # as Kafka's canRebalance: a join already
+            # under way (above all the initial delay, which waits for exactly these joins) goes on
+            self._prepare_rebalance(group, f"member {member_id} joined")
         self._maybe_complete_join(group)
         return await future
 
@@ -782,7 +784,7 @@ class GroupCoordinator:
         results: dict[tuple[str, int], int] = {}
         accepted: dict[tuple[str, int], CommittedOffset] = {}
         entries = []
-        now = int(time.time() * 1000)
+        now = wall_ms()  # commit timestamps and offsets.retention.minutes are wall-clock, as in Kafka
         for (topic, partition), (offset, leader_epoch, metadata) in offsets.items():
             if metadata is not None and len(metadata.encode()) > OFFSET_METADATA_MAX_BYTES:
                 results[(topic, partition)] = ErrorCode.OFFSET_METADATA_TOO_LARGE
@@ -1085,7 +1087,7 @@ class GroupCoordinator:
         stops being listed. Returns how many offsets were removed.
         """
         retention_ms = self.config.offsets_retention_minutes * 60_000
-        now = int(time.time() * 1000)
+        now = wall_ms()  # commit timestamps and offsets.retention.minutes are wall-clock, as in Kafka
         removed = 0
         for group in list(self.groups.values()):
             if group.partition not in self.owned_partitions or self.consumer.has_members(group.group_id):

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import enum
-import time
 from collections import Counter
 from dataclasses import dataclass, field
+
+from strom.clock import wall_ms
 
 
 class GroupState(enum.Enum):
@@ -93,14 +94,14 @@ class Group:
     # OffsetFetch until the commit marker, dropped by the abort marker
     pending_txn_offsets: dict[int, dict[tuple[str, int], CommittedOffset]] = field(default_factory=dict)
     commits_in_flight: Counter[tuple[str, int]] = field(default_factory=Counter)  # plain commits being written
-    state_timestamp: int = field(default_factory=lambda: int(time.time() * 1000))
+    state_timestamp: int = field(default_factory=lambda: wall_ms())  # looked up when called: tests set it
     join_timer: asyncio.TimerHandle | None = None
     new_member_added: bool = False
     initial_delay: bool = False  # in the first rebalance's group.initial.rebalance.delay.ms window
 
     def transition(self, state: GroupState) -> None:
         self.state = state
-        self.state_timestamp = int(time.time() * 1000)
+        self.state_timestamp = wall_ms()
 
     @property
     def is_empty(self) -> bool:

@@ -14,11 +14,11 @@ the same partition, decides later whether they count. Replay therefore hands out
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from strom.clock import wall_ms
 from strom.group import records as schema
 from strom.protocol.errors import (
     CorruptRecordError,
@@ -98,7 +98,7 @@ class OffsetStore:
         write it settles. Returns an error code (NONE on success) rather than raising, since every
         caller turns it into per-partition results.
         """
-        now = int(time.time() * 1000)
+        now = wall_ms()
         records = [NewRecord(value, key=key, timestamp=now) for key, value in entries]
         if producer_id == NO_PRODUCER_ID:
             batch = build_batch(records)
@@ -153,8 +153,8 @@ class OffsetStore:
 
 def _coordinator_error(code: int) -> int:
     """Storage errors become coordinator errors the client retries on, as in Kafka."""
-    if code in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER):
-        return ErrorCode.NOT_COORDINATOR
+    if code in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
+        return ErrorCode.NOT_COORDINATOR  # a failed log dir: the partition moves to another broker
     if code in (ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.REQUEST_TIMED_OUT):
         return ErrorCode.COORDINATOR_NOT_AVAILABLE
     if code in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.INVALID_FETCH_SIZE):

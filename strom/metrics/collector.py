@@ -371,6 +371,10 @@ class BrokerCollector(Collector):
     def _request_metrics(snap: Snapshot) -> Iterator[Metric]:
         """Kafka's TotalTimeMs as a histogram; the phases as count and sum, so dashboards draw their means.
 
+        The requests counter counts every request; the histogram and the phases count the timed
+        ones, all of them up to about 500 request batches a second and an even sample above
+        (``strom.metrics.stats.RequestMetrics``), so their quantiles and means hold either way.
+
         Queue: from when the broker began handling the bytes the request came in with to its
         handler, i.e. the time behind requests pipelined before it (the read is not timed). Local:
         the handler's synchronous run (with the encoding of a response sent at once). Remote: an
@@ -383,7 +387,8 @@ class BrokerCollector(Collector):
         )
         total = HistogramMetricFamily(
             "kafka_network_requestmetrics_totaltimems",
-            "Time from a request's arrival to its response handed to the transport",
+            "Time from a request's arrival to its response handed to the transport "
+            "(every request up to about 500 request batches a second, an even sample above)",
             labels=["request"],
         )
         phases = [
@@ -400,7 +405,7 @@ class BrokerCollector(Collector):
                 cumulative.append((bound, running))
             total.add_metric([name], cumulative, sums[4] * 1000.0)
             for family, seconds in zip(phases, sums):
-                family.add_metric([name], count, seconds * 1000.0)
+                family.add_metric([name], running, seconds * 1000.0)  # the timed requests' count
         yield rate
         yield total
         yield from phases

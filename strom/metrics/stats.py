@@ -9,11 +9,12 @@ an integer addition, and a switch would cost as much.
 
 Request timing is different: it reads the clock several times per request, so it exists only
 when ``metrics.listener`` is set (``RequestMetrics`` is None otherwise and the connection skips
-it with one ``is None`` test).
+it with one ``is None`` test), and it is sampled once requests are many (see ``RequestMetrics``).
 """
 
 from __future__ import annotations
 
+import asyncio
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Collection
@@ -100,69 +101,116 @@ class BrokerStats:
 
 
 class ApiTimes:
-    """One API's request times: a histogram of the total, and the sum of each phase (seconds).
+    """One API's timed requests: a histogram of the total, and the sum of each phase (seconds).
 
     Only the total gets buckets: a bisect per phase would double what timing costs a request,
     and dashboards draw the phases as means (sum over count) beside the total's percentiles.
-    The count and the total's sum are derived at scrape time (the buckets' sum, the phases' sum).
+    The timed count and the total's sum are derived at scrape time (the buckets' sum, the phases' sum).
     """
 
-    __slots__ = ("also", "buckets", "local", "queue", "remote", "send")
+    __slots__ = ("buckets", "local", "queue", "remote", "send")
 
     def __init__(self) -> None:
         self.queue = self.local = self.remote = self.send = 0.0
         self.buckets = [0] * (len(TIME_BOUNDS_S) + 1)
-        self.also: bool | None = None  # set for Fetch, which is also timed as FetchFollower or FetchConsumer
 
 
 class RequestMetrics:
-    """Kafka's RequestMetrics: per API, how long requests spent queued, handled, waiting and sent.
+    """Kafka's RequestMetrics: per API, how many requests were answered (every one) and how long
+    they spent queued, handled, waiting and sent (a sample, when requests are many).
 
-    ``record`` is one bisect and a few additions on the API's slotted counters (no lock: it runs
-    on the broker's event loop, and the scrape copies the counters there). It is called once per
-    request, so every operation in it shows in the produce benchmark (strom.bench.metrics): a
-    request answered at once is timed with two clock reads (one when pipelined behind another,
-    whose end is its start), and its encoding counts as local time rather than response send.
+    Timing reads the clock twice and bisects a histogram, about a microsecond a request, which the
+    produce benchmark (strom.bench.metrics) showed as 5-10% of a one-message Produce request. So
+    the connection counts every request but times one in ``every`` (it reads the clock once per
+    read from the socket, where queue times start, and twice per timed request), and ``adapt``
+    sets ``every`` each ``WINDOW_S`` from the requests of the last window, for about
+    ``TIMED_PER_WINDOW`` timed requests a window (``rearm`` doubles it within a window that has
+    timed that many already: a burst after a quiet spell). Up to that rate (about 500 requests a second)
+    every request is timed, as in Kafka; above it the histograms and phase sums describe a sample
+    whose choice does not depend on the request, which keeps their percentiles and means, while the
+    request counts stay exact (``count``). Kafka's own latency histograms are sampled too (a
+    reservoir of 1028).
+
+    Everything runs on the broker's event loop (no lock); the scrape copies the counters there.
     """
+
+    WINDOW_S = 0.25
+    TIMED_PER_WINDOW = 128
 
     def __init__(self) -> None:
         self.apis: dict[int, ApiTimes] = {}
+        self.counts: dict[int, int] = {}  # api key (and the Fetch pseudo keys) -> requests answered
+        # read and written by the connection once per request, inline (a call costs as much)
+        self.every = 1  # time one request in this many
+        self.countdown = 1  # requests until the next timed one
+        self._counted = 0  # requests counted up to the last window
+        self._timed = 0  # requests timed in this window
+
+    async def adapt(self, stop: asyncio.Event) -> None:
+        """Each window: time one request in as many as keep the next window near TIMED_PER_WINDOW."""
+        while not stop.is_set():
+            await asyncio.sleep(self.WINDOW_S)
+            self.next_window()
+
+    def next_window(self) -> None:
+        counted = sum(n for key, n in self.counts.items() if key >= 0)  # not the Fetch pseudo keys
+        self.every = max(1, (counted - self._counted) // self.TIMED_PER_WINDOW)
+        self.countdown = min(self.countdown, self.every)
+        self._counted = counted
+        self._timed = 0
+
+    def rearm(self) -> None:
+        """The connection times a request: count down to the next (further once the window has enough)."""
+        if self._timed >= self.TIMED_PER_WINDOW:
+            self.every *= 2
+        self.countdown = self.every
+
+    def count(self, header: RequestHeader) -> None:
+        """A request answered and not timed."""
+        key = header.api_key
+        counts = self.counts
+        try:
+            counts[key] += 1
+        except KeyError:
+            counts[key] = 1
+        if key == FETCH:  # Fetch: also FetchFollower or FetchConsumer, as Kafka counts it
+            kind = self._fetch_kind(header)
+            counts[kind] = counts.get(kind, 0) + 1
 
     def record(self, header: RequestHeader, queue: float, local: float) -> None:
         """A request answered at once: its local time includes encoding the response."""
-        times = self.apis.get(header.api_key) or self._add_api(header)
-        times.queue += queue
-        times.local += local
-        times.buckets[bisect_left(TIME_BOUNDS_S, queue + local)] += 1
-        if times.also is not None:  # Fetch: also FetchFollower or FetchConsumer, as Kafka times it
-            self.record(self._fetch_kind(header), queue, local)
+        self.count(header)
+        self._time(header.api_key, queue, local, 0.0, 0.0)
+        if header.api_key == FETCH:
+            self._time(self._fetch_kind(header), queue, local, 0.0, 0.0)
 
     def record_awaited(self, header: RequestHeader, queue: float, local: float, remote: float, send: float) -> None:
         """A request whose handler waited (remote) and whose response was then encoded and queued (send)."""
-        times = self.apis.get(header.api_key) or self._add_api(header)
+        self.count(header)
+        self._time(header.api_key, queue, local, remote, send)
+        if header.api_key == FETCH:
+            self._time(self._fetch_kind(header), queue, local, remote, send)
+
+    def _time(self, key: int, queue: float, local: float, remote: float, send: float) -> None:
+        times = self.apis.get(key)
+        if times is None:
+            times = self.apis[key] = ApiTimes()
         times.queue += queue
         times.local += local
         times.remote += remote
         times.send += send
         times.buckets[bisect_left(TIME_BOUNDS_S, queue + local + remote + send)] += 1
-        if times.also is not None:
-            self.record_awaited(self._fetch_kind(header), queue, local, remote, send)
+        self._timed += 1
 
     @staticmethod
-    def _fetch_kind(header: RequestHeader) -> RequestHeader:
-        follower = (header.client_id or "").startswith(FOLLOWER_CLIENT_ID_PREFIX)
-        return header._replace(api_key=FETCH_FOLLOWER if follower else FETCH_CONSUMER)
-
-    def _add_api(self, header: RequestHeader) -> ApiTimes:
-        times = self.apis[header.api_key] = ApiTimes()
-        if header.api_key == FETCH:
-            times.also = True
-        return times
+    def _fetch_kind(header: RequestHeader) -> int:
+        return FETCH_FOLLOWER if (header.client_id or "").startswith(FOLLOWER_CLIENT_ID_PREFIX) else FETCH_CONSUMER
 
     def snapshot(self) -> dict[int, tuple[int, list[int], tuple[float, ...]]]:
-        """api key -> (count, total-time bucket counts, sums of queue, local, remote, send, total)."""
+        """api key -> (requests, timed requests' bucket counts, their sums of queue, local, remote, send, total)."""
         found: dict[int, tuple[int, list[int], tuple[float, ...]]] = {}
-        for key, t in list(self.apis.items()):
+        for key, count in list(self.counts.items()):
+            t = self.apis.get(key) or ApiTimes()
             phases = (t.queue, t.local, t.remote, t.send)
-            found[key] = (sum(t.buckets), list(t.buckets), (*phases, sum(phases)))
+            found[key] = (count, list(t.buckets), (*phases, sum(phases)))
         return found

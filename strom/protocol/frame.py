@@ -10,7 +10,6 @@ correlation_id, then in v1 tagged fields (always empty here).
 from __future__ import annotations
 
 import struct
-from collections import deque
 from collections.abc import Iterable
 from typing import NamedTuple
 
@@ -31,6 +30,9 @@ class FrameError(ValueError):
     """The byte stream cannot be split into frames; the connection must be closed."""
 
 
+_NO_FRAME = memoryview(b"")
+
+
 class FrameDecoder:
     """Splits a byte stream into frames without trusting the size prefixes.
 
@@ -48,13 +50,17 @@ class FrameDecoder:
     After a FrameError the decoder is dead: every later call raises it again.
     """
 
-    __slots__ = ("max_frame_bytes", "_frames", "_head", "_body", "_expected", "_error")
+    __slots__ = ("max_frame_bytes", "_frames", "_taken", "_head", "_body", "_expected", "_error")
 
     def __init__(self, max_frame_bytes: int) -> None:
         if max_frame_bytes < 0:
             raise ValueError(f"max_frame_bytes must be >= 0, got {max_frame_bytes}")
         self.max_frame_bytes = max_frame_bytes
-        self._frames: deque[memoryview] = deque()
+        # A list, emptied once every frame in it is taken: an idle connection's decoder then holds
+        # an empty list (56 bytes) where a deque keeps a 512-byte block (a third of what a
+        # connection costs the broker; measured with strom.bench.connections).
+        self._frames: list[memoryview] = []
+        self._taken = 0  # frames before this index have been handed out
         self._head = bytearray()  # a size prefix split across chunks (< 4 bytes)
         self._body: bytearray | None = None  # the frame being filled
         self._expected = 0  # the full size of the frame being filled
@@ -105,17 +111,29 @@ class FrameDecoder:
         """The next complete frame (without its size prefix), or None until more bytes arrive."""
         if self._error is not None:
             raise self._error
-        return self._frames.popleft() if self._frames else None
+        frames = self._frames
+        taken = self._taken
+        if taken == len(frames):
+            return None
+        frame = frames[taken]
+        if taken + 1 == len(frames):
+            frames.clear()
+            self._taken = 0
+        else:
+            frames[taken] = _NO_FRAME  # held by whoever took it, no longer by the decoder
+            self._taken = taken + 1
+        return frame
 
     @property
     def buffered_bytes(self) -> int:
         """Bytes held: complete frames not yet taken plus the partial one (as received so far)."""
         partial = len(self._body) if self._body is not None else len(self._head)
-        return partial + sum(len(f) for f in self._frames)
+        return partial + sum(len(f) for f in self._frames[self._taken :])
 
     def _check(self, size: int) -> None:
         if size < 0 or size > self.max_frame_bytes:
             self._frames.clear()
+            self._taken = 0
             self._error = FrameError(
                 f"frame size {size} is outside [0, {self.max_frame_bytes}] (socket.request.max.bytes)"
             )

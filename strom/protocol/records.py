@@ -18,13 +18,13 @@ uncompressed batches, stay per batch.
 from __future__ import annotations
 
 import struct
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
 import crc32c
 
+from strom.clock import wall_ms
 from strom.protocol.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
 
 if TYPE_CHECKING:
@@ -533,7 +533,7 @@ def build_batch(
     compression_level: int | None = None,
 ) -> bytes:
     """Build one v2 batch, as a producer (or the cleaner, or recompression) would."""
-    now = int(time.time() * 1000)
+    now = wall_ms()
     timestamps = [r.timestamp if r.timestamp is not None else now for r in records]
     base_timestamp = min(timestamps) if timestamps else NO_TIMESTAMP
     max_timestamp = max(timestamps) if timestamps else NO_TIMESTAMP

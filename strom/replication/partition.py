@@ -68,7 +68,7 @@ class Partition:
 
     # -- role changes ------------------------------------------------------------------------------
     def make_leader(self, state: PartitionState, replicas: list[int], state_version: int = -1) -> None:
-        now = int(time.time() * 1000)
+        now = int(time.monotonic() * 1000)  # follower times are monotonic (see ReplicaManager.shrink_isrs)
         became = not self.is_leader or state.leader_epoch != self.leader_epoch
         self.leader_id = state.leader
         self.leader_epoch = state.leader_epoch

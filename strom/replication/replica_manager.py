@@ -41,6 +41,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("strom.replication")
 
+# Creating a replica's log costs about a millisecond (a directory, files, preallocated indexes);
+# a topic of 10,000 partitions would hold the event loop for tens of seconds, and the broker would
+# answer nobody meanwhile, not even the CreateTopics that made them. A metadata pass creates at
+# most this many and leaves the rest to a next pass, after the loop has served what is waiting.
+NEW_REPLICAS_PER_PASS = 250
+
 
 class ReplicaManager:
     def __init__(self, broker: Broker):
@@ -59,12 +65,15 @@ class ReplicaManager:
         # KRaft broker fenced by its controller, so clients move to the leader elected meanwhile.
         self.fenced = False
         self.offline: set[tuple[str, int]] = set()  # replicas in a failed log dir
+        self._next_pass_scheduled = False
         self.log_manager.failure_listeners.append(self._on_log_dir_failure)
 
     def apply_metadata(self) -> None:
         """Bring local replicas in line with the metadata: create, lead, follow or delete."""
         self.quotas.update(self.metadata)
         wanted: set[tuple[str, int]] = set()
+        created = 0
+        deferred = False
         for topic in self.metadata.topics.values():
             config = self.log_manager.config_for(topic.name)
             for index, replicas in topic.replicas.items():
@@ -76,6 +85,11 @@ class ReplicaManager:
                     continue
                 partition = self.partitions.get(key)
                 if partition is None:
+                    if key not in self.log_manager.logs:  # a log loaded at startup costs nothing here
+                        if created >= NEW_REPLICAS_PER_PASS:
+                            deferred = True
+                            continue
+                        created += 1
                     try:
                         log_ = self.log_manager.get_or_create_log(key, config)
                     except ResourceExhaustedError:
@@ -107,6 +121,13 @@ class ReplicaManager:
                 if key[0] in self._known_topics and key[0] not in self.metadata.topics:
                     self.log_manager.delete_log(key)
         self._known_topics = set(self.metadata.topics)
+        if deferred and not self._next_pass_scheduled:
+            self._next_pass_scheduled = True
+            self._schedule(self._next_pass)
+
+    def _next_pass(self) -> None:
+        self._next_pass_scheduled = False
+        self.apply_metadata()
 
     def _apply_state(self, partition: Partition, state, replicas: list[int], version: int) -> None:
         was_leader = partition.is_leader
@@ -190,7 +211,8 @@ class ReplicaManager:
 
     # -- the leader's view of its followers --------------------------------------------------------
     def record_follower_fetch(self, partition: Partition, replica_id: int, fetch_offset: int) -> None:
-        now = int(time.time() * 1000)
+        # replica.lag.time.max.ms is a duration: a step of the wall clock must not shrink the ISR
+        now = int(time.monotonic() * 1000)
         if partition.update_follower(replica_id, fetch_offset, now):
             self._write_isr(
                 partition, sorted(set(partition.isr) | {replica_id}, key=partition.replicas.index), "caught up"
@@ -200,7 +222,7 @@ class ReplicaManager:
 
     def shrink_isrs(self) -> None:
         """Drop followers that fell behind for replica.lag.time.max.ms (run periodically)."""
-        now = int(time.time() * 1000)
+        now = int(time.monotonic() * 1000)
         max_lag = self.broker.config.replica_lag_time_max_ms
         for partition in list(self.partitions.values()):
             if not partition.is_leader:

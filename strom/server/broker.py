@@ -41,7 +41,7 @@ from strom.security.authorizer import AclAuthorizer
 from strom.security.credentials import CredentialCache
 from strom.security.listeners import ListenerSecurity, inter_broker_security, listener_security
 from strom.server.config import BrokerConfig
-from strom.server.connection import Connection
+from strom.server.connection import Connection, close_idle_connections
 from strom.server.dispatcher import Dispatcher
 from strom.server.periodic import run_every
 from strom.server.quotas import QuotaManager
@@ -60,6 +60,9 @@ log = logging.getLogger("strom.broker")
 PORT_FILE = "strom.port"
 SHUTDOWN_GRACE_S = 5.0
 FENCE_CHECK_S = 0.2
+# accept queue: a burst of clients connecting at once (thousands after a restart) must not
+# overflow it, or the kernel drops their handshakes (a retry a second later) or resets them
+LISTEN_BACKLOG = 512
 
 
 class Broker:
@@ -101,10 +104,12 @@ class Broker:
         self._background: list[asyncio.Task] = []
         self._loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]  # start()'s first line
         self._reload_handle: asyncio.TimerHandle | None = None
+        self._changed_paths: set[str] = set()  # znodes whose watches fired since the last reload
+        self._reload_everything = False
         self._registration = b""
         self._unfence_after_reload = False
         self._reload_failing = False
-        self.started_at = time.time()
+        self.started_at = time.monotonic()
         # metrics: counters are always kept (an addition each); request timing and the endpoint
         # only with metrics.listener, since timing reads the clock several times per request
         self.stats = BrokerStats()
@@ -127,7 +132,7 @@ class Broker:
                 sockets[listener.name] = sock
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 sock.bind((listener.host or "0.0.0.0", listener.port))
-                sock.listen(512)
+                sock.listen(LISTEN_BACKLOG)
                 sock.setblocking(False)
                 self.bound[listener.name] = (listener.host, sock.getsockname()[1])
         except OSError:
@@ -209,7 +214,13 @@ class Broker:
         for name, sock in sockets.items():
             security = self.listener_security[name]
             self._servers.append(
-                await loop.create_server(self._connection_factory(security), sock=sock, ssl=security.ssl_context)
+                await loop.create_server(
+                    # listens again: without backlog= asyncio and uvloop would shrink the queue to 100
+                    self._connection_factory(security),
+                    sock=sock,
+                    ssl=security.ssl_context,
+                    backlog=LISTEN_BACKLOG,
+                )
             )
         self._background.append(asyncio.create_task(self.log_manager.run_scheduler(self._stop)))
         self._background.append(
@@ -223,6 +234,18 @@ class Broker:
             )
         )
         self._background.append(asyncio.create_task(self.transaction_coordinator.run_timers()))
+        if config.connections_max_idle_ms > 0:
+            max_idle_ms = config.connections_max_idle_ms
+            self._background.append(
+                asyncio.create_task(
+                    run_every(
+                        min(30.0, max(0.1, max_idle_ms / 10_000)),  # closed within ~10% of the limit
+                        lambda: close_idle_connections(self.connections, max_idle_ms),
+                        self._stop,
+                        "idle connection check",
+                    )
+                )
+            )
         self._background.append(
             asyncio.create_task(
                 run_every(
@@ -259,6 +282,8 @@ class Broker:
 
         self.loop_lag = LoopLag()
         self._background.append(asyncio.create_task(self.loop_lag.run(self._stop)))
+        if self.request_metrics is not None:  # how many requests to time follows the request rate
+            self._background.append(asyncio.create_task(self.request_metrics.adapt(self._stop)))
         self.metrics_endpoint = MetricsEndpoint(self, *parse_listener("metrics.listener", listener))
         self.metrics_endpoint.start(asyncio.get_running_loop())
 
@@ -280,10 +305,33 @@ class Broker:
         if self.config.zookeeper_connect:
             from strom.cluster.zk_store import ZkStore
 
-            return ZkStore(self.config.zookeeper_connect, self.config.zookeeper_session_timeout_ms)
+            return ZkStore(
+                self.config.zookeeper_connect,
+                self.config.zookeeper_session_timeout_ms,
+                self.config.zookeeper_connection_timeout_ms,
+            )
         return LocalStore(self.config.log_dirs[0])
 
     def _ensure_cluster_id(self) -> None:
+        """Read (or create) /cluster/id; a ZooKeeper that stalls right after the session is up gets
+        the rest of zookeeper.connection.timeout.ms, as the connection did, before startup gives up."""
+        deadline = time.monotonic() + self.config.zookeeper_connection_timeout_ms / 1000
+        while True:
+            try:
+                self._read_cluster_id()
+                return
+            except StoreError as exc:
+                if not self.config.zookeeper_connect:
+                    raise
+                if time.monotonic() >= deadline:
+                    raise StoreError(
+                        f"cannot read the cluster id from ZooKeeper at {self.config.zookeeper_connect} "
+                        f"(zookeeper.connect) within {self.config.zookeeper_connection_timeout_ms} ms "
+                        f"(zookeeper.connection.timeout.ms): {exc}"
+                    ) from None
+                time.sleep(0.2)  # nothing is served yet: the loop has nothing else to do
+
+    def _read_cluster_id(self) -> None:
         found = self.store.get_or_none(model.CLUSTER_ID)
         if found is None:
             cluster_id = model.base64url_uuid(uuid.uuid4())
@@ -312,7 +360,7 @@ class Broker:
         os.replace(
             os.path.join(self.config.log_dirs[0], PORT_FILE + ".tmp"), os.path.join(self.config.log_dirs[0], PORT_FILE)
         )
-        took = time.time() - self.started_at
+        took = time.monotonic() - self.started_at
         log.info("broker %d started in %.2fs, listening on %s", self.broker_id, took, address)
         print(
             f"strom broker {self.broker_id} listening on {address} (data in {', '.join(self.config.log_dirs)})",
@@ -407,12 +455,17 @@ class Broker:
     def _on_store_change(self, path: str) -> None:
         """A metadata watch fired (maybe on kazoo's thread): reload soon, once for a burst of changes."""
         if self._loop is not None and not self._loop.is_closed():
-            self._loop.call_soon_threadsafe(self._schedule_reload)
+            self._loop.call_soon_threadsafe(self._schedule_reload, path)
 
     def request_metadata_reload(self) -> None:
         self._schedule_reload()
 
-    def _schedule_reload(self) -> None:
+    def _schedule_reload(self, path: str | None = None) -> None:
+        """Reload soon: just the znode ``path`` (a watch fired on it), or everything (None)."""
+        if path is None:
+            self._reload_everything = True
+        else:
+            self._changed_paths.add(path)
         if self._reload_handle is None and not self._stop.is_set():
             self._reload_handle = self._loop.call_later(0.02, self._reload)
 
@@ -420,8 +473,10 @@ class Broker:
         self._reload_handle = None
         if self._stop.is_set():
             return
+        changed = None if self._reload_everything else self._changed_paths
+        self._changed_paths, self._reload_everything = set(), False
         try:
-            self.refresh_metadata()
+            self.refresh_metadata(changed)
             if self._reload_failing:
                 self._reload_failing = False
                 log.info("metadata reloaded after ZooKeeper came back")
@@ -433,27 +488,33 @@ class Broker:
             if not self._reload_failing:  # once per outage, not twice a second
                 log.warning("metadata reload failed (%s); retrying every 0.5s", exc)
             self._reload_failing = True
+            self._reload_everything = True  # what failed to load is not known: all of it, next time
             self._reload_handle = self._loop.call_later(0.5, self._reload)
             return
         except Exception:
             log.exception("metadata reload failed; retrying")
+            self._reload_everything = True
             self._reload_handle = self._loop.call_later(0.5, self._reload)
 
-    def refresh_metadata(self) -> None:
+    def refresh_metadata(self, changed: set[str] | None = None) -> None:
         """Re-read cluster metadata and bring local replicas in line (after any metadata change).
 
-        The controller runs its reconcile pass first; what it writes fires the watches again,
-        and the next reload applies it.
+        ``changed`` names the znodes whose watches fired; when they are all partition states only
+        those are re-read, otherwise (or with None) everything. The controller then runs its
+        reconcile pass and applies what it wrote at once (its watches fire again later, cheaply).
         """
-        known = {name: info.topic_id for name, info in self.metadata.topics.items()}
-        self.metadata.load(self.store, watch=self._on_store_change)
-        self._forget_offsets_of_deleted_topics(known)
+        watch = self._on_store_change
+        if changed is None or not self.metadata.apply_changes(self.store, changed, watch):
+            known = {name: info.topic_id for name, info in self.metadata.topics.items()}
+            self.metadata.load(self.store, watch=watch)
+            self._forget_offsets_of_deleted_topics(known)
         if not self.controller.is_active and self.metadata.controller_id == -1:
             self.controller.elect()
             self.metadata.controller_id = self.controller.current_controller()
         if self.controller.is_active:
-            if self.controller.reconcile(self.metadata, self._unclean_enabled):
-                self.metadata.load(self.store, watch=self._on_store_change)
+            written = self.controller.reconcile(self.metadata, self._unclean_enabled)
+            if written and not self.metadata.apply_changes(self.store, written, watch):
+                self.metadata.load(self.store, watch=watch)
         self.replica_manager.apply_metadata()
         self.stats.forget_topics(self.metadata.topics.keys())
 

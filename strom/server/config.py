@@ -442,7 +442,10 @@ class BrokerConfig:
         "socket.receive.buffer.bytes", 102400, _int(-1), "SO_RCVBUF of client sockets; -1: the OS default."
     )
     connections_max_idle_ms: int = _key(
-        "connections.max.idle.ms", 600000, _long(), "Idle connections are closed after this long."
+        "connections.max.idle.ms",
+        600000,
+        _long(),
+        "A connection that sent nothing for this long and awaits no response is closed (0: never).",
     )
     num_network_threads: int = _key(
         "num.network.threads", 3, _int(1), "Accepted for compatibility, ignored: strom is one asyncio process."
@@ -467,6 +470,12 @@ class BrokerConfig:
         "auto.create.topics.enable", True, parse_bool, "Create a topic when a client asks for its metadata."
     )
     delete_topic_enable: bool = _key("delete.topic.enable", True, parse_bool, "Allow DeleteTopics.")
+    max_request_partition_size_limit: int = _key(
+        "max.request.partition.size.limit",
+        2000,
+        _int(1),
+        "Most partitions one DescribeTopicPartitions response carries; the client pages for the rest.",
+    )
     # --- log storage (log.* are the defaults of the topic-level keys, see log_config())
     log_dir: str = _key("log.dir", "./strom-data", _text, "Data directory, used when log.dirs is not set.")
     log_dirs: tuple[str, ...] = _key("log.dirs", None, _csv, "Comma list of data directories; null: log.dir.")
@@ -598,8 +607,7 @@ class BrokerConfig:
         "log.cleaner.max.compaction.lag.ms",
         LONG_MAX,
         _long(1),
-        "Accepted and ignored (max.compaction.lag.ms): the cleaner compacts by dirty ratio alone.",
-        ignored="the cleaner compacts by log.cleaner.min.cleanable.ratio alone",
+        "Maximum time a record stays uncompacted, whatever the dirty ratio (max.compaction.lag.ms).",
     )
     log_cleaner_threads: int = _key(
         "log.cleaner.threads",

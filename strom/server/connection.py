@@ -16,7 +16,8 @@ import asyncio
 import errno
 import logging
 import os
-from time import perf_counter
+from collections.abc import Iterable
+from time import monotonic, perf_counter
 from typing import TYPE_CHECKING, Any
 
 from strom.protocol.errors import DecodeError
@@ -49,16 +50,17 @@ class Connection(asyncio.Protocol):
         self._acks: list[tuple[int, int, Any, RawResponse]] = []
         self._write_behind = broker.log_manager.write_behind
         self._offline_dirs = broker.log_manager.offline_dirs
-        # strom.metrics: request phases are timed only when metrics are served (None otherwise)
+        # strom.metrics: requests are counted and timed only when metrics are served (None otherwise)
         self._timing = broker.request_metrics
-        # when handling of the frames that arrived with the last bytes began: a frame's queue time
-        # starts there (0.0: not yet; the first frame of the bytes then starts it, at no extra clock read)
+        # when handling of the frames that arrived with the last bytes began (0.0: not yet): a timed
+        # request's queue time starts there
         self._received_at = 0.0
-        self._timed: tuple[float, float, float] = (0.0, 0.0, 0.0)  # queue, local, handled-at of the awaited one
+        self._timed: tuple[float, float, float] | None = None  # queue, local, handled-at of the awaited one
         self.listener = "?"
         self._quotas = broker.quotas  # strom.server.quotas: consulted only while some quota exists
         self._muted: asyncio.TimerHandle | None = None
         self._throttle_after = 0  # ms to mute for once the awaited response is sent
+        self.last_received = monotonic()  # for connections.max.idle.ms (close_idle_connections)
 
     # -- asyncio.Protocol --------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -90,6 +92,7 @@ class Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self._received_at = 0.0
+        self.last_received = monotonic()
         try:
             self.decoder.feed(data)
         except FrameError as exc:
@@ -110,7 +113,6 @@ class Connection(asyncio.Protocol):
 
     def _drain(self) -> None:
         timing = self._timing
-        clock = 0.0  # when the previous request of this drain was done: the next one's handling starts there
         while not self._busy and not self._write_paused and not self._closed:
             try:
                 frame = self.decoder.next_frame()
@@ -119,10 +121,16 @@ class Connection(asyncio.Protocol):
                 return
             if frame is None:
                 return
-            if timing is not None:
-                started = clock or perf_counter()
-                if not self._received_at:
-                    self._received_at = started
+            started = 0.0  # when this request's handling began, if it is timed
+            if timing is not None:  # count every request, time one in timing.every (inline: per request)
+                timing.countdown -= 1
+                if timing.countdown <= 0:
+                    timing.rearm()
+                    started = perf_counter()
+                    if not self._received_at:
+                        self._received_at = started
+                elif not self._received_at:  # the first request of these bytes: queue times start now
+                    self._received_at = perf_counter()
             try:
                 if self._quotas.active:
                     header, result = self._quotas.handle_frame(self, frame)
@@ -137,11 +145,13 @@ class Connection(asyncio.Protocol):
                 return
             if result is None:
                 if timing is not None:  # acks=0: no response
-                    clock = perf_counter()
-                    timing.record(header, started - self._received_at, clock - started)
+                    if started:
+                        timing.record(header, started - self._received_at, perf_counter() - started)
+                    else:
+                        timing.count(header)
                 continue
             if type(result) is not RawResponse and hasattr(result, "__await__"):
-                if timing is not None:
+                if started:
                     handled = perf_counter()
                     self._timed = (started - self._received_at, handled - started, handled)
                 self._busy = True
@@ -150,8 +160,10 @@ class Connection(asyncio.Protocol):
                 return
             self._send(header, result)
             if timing is not None:  # answered at once: local time includes encoding the response
-                clock = perf_counter()
-                timing.record(header, started - self._received_at, clock - started)
+                if started:
+                    timing.record(header, started - self._received_at, perf_counter() - started)
+                else:
+                    timing.count(header)
 
     async def _complete(self, header, awaitable) -> None:
         try:
@@ -164,13 +176,17 @@ class Connection(asyncio.Protocol):
             return
         if self._closed:
             return
-        replied = perf_counter() if self._timing is not None else 0.0
+        timed, self._timed = self._timed, None
+        replied = perf_counter() if timed is not None else 0.0
         if response is not None:
             self._send(header, response)
             self._flush()
         if self._timing is not None:
-            queue, local, handled = self._timed
-            self._timing.record_awaited(header, queue, local, replied - handled, perf_counter() - replied)
+            if timed is not None:
+                queue, local, handled = timed
+                self._timing.record_awaited(header, queue, local, replied - handled, perf_counter() - replied)
+            else:
+                self._timing.count(header)
         self._task = None
         if self._throttle_after:
             self.mute(self._throttle_after)
@@ -260,3 +276,17 @@ class Connection(asyncio.Protocol):
             self._closed = True
             if self.transport is not None:
                 self.transport.abort()
+
+
+def close_idle_connections(connections: Iterable[Connection], max_idle_ms: int) -> int:
+    """connections.max.idle.ms, as Kafka's Selector applies it: a connection that has sent nothing
+    for that long and waits for no response is closed (a long-polling Fetch is not idle). The
+    client reconnects when it next needs the broker. Returns how many were closed."""
+    deadline = monotonic() - max_idle_ms / 1000
+    closed = 0
+    for connection in list(connections):
+        if connection.last_received < deadline and not connection._busy and not connection._closed:
+            log.debug("closing %s: idle for over %d ms (connections.max.idle.ms)", connection.peer, max_idle_ms)
+            connection.transport.close()
+            closed += 1
+    return closed

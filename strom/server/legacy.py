@@ -14,9 +14,9 @@ is here, reached by one version branch in each handler, so the v3+/v4+ paths sta
 from __future__ import annotations
 
 import os
-import time
 from typing import Any
 
+from strom.clock import wall_ms
 from strom.protocol.api import ApiKey, response_class
 from strom.protocol.codec import decode_request, encode
 from strom.protocol.entities import build
@@ -145,7 +145,7 @@ def _offsets_before(log: Any, timestamp: int, max_num_offsets: int) -> list[int]
             modified = 0
         candidates.append((max(segment.base_offset, log.log_start_offset), modified))
     if log.segments and log.segments[-1].size > 0:
-        candidates.append((log.log_end_offset, int(time.time() * 1000)))
+        candidates.append((log.log_end_offset, wall_ms()))
     if timestamp == LATEST_TIMESTAMP:
         start = len(candidates) - 1
     elif timestamp == EARLIEST_TIMESTAMP:

@@ -51,6 +51,7 @@ from strom.protocol.records import (
     rebuild_batch,
 )
 from strom.storage.log import Log
+from strom.storage.log_config import LONG_MAX
 from strom.storage.segment import (
     CLEANED_SUFFIX,
     INDEX_SUFFIX,
@@ -179,14 +180,36 @@ def cleanable_segments(log_: Log, min_compaction_lag_ms: int = 0) -> list[LogSeg
     return result
 
 
-def dirty_ratio(log_: Log, first_dirty_offset: int) -> float:
+def dirty_bytes(log_: Log, first_dirty_offset: int) -> tuple[int, int]:
+    """(cleanable dirty bytes, cleanable bytes): what a round would clean, and all it would rewrite."""
     segments = cleanable_segments(log_, log_.config.min_compaction_lag_ms)
-    total = sum(s.size for s in segments)
-    if total == 0:
-        return 0.0
     # After a cleaning the dirty section starts at a segment boundary (the old active segment).
     dirty = sum(s.size for s in segments if s.base_offset >= first_dirty_offset)
-    return dirty / total
+    return dirty, sum(s.size for s in segments)
+
+
+def dirty_ratio(log_: Log, first_dirty_offset: int) -> float:
+    dirty, total = dirty_bytes(log_, first_dirty_offset)
+    return dirty / total if total else 0.0
+
+
+def max_compaction_delay(log_: Log, first_dirty_offset: int) -> int:
+    """How long ago the oldest dirty record passed max.compaction.lag.ms (0: none has), as Kafka's
+    LogCleanerManager measures it (KIP-354): from the first batch timestamp of each sealed segment
+    from the first dirty offset on. Such a log is cleaned whatever its dirty ratio; a segment
+    still within min.compaction.lag.ms stays uncleaned even so (cleanable_segments)."""
+    lag = max(log_.config.max_compaction_lag_ms, 0)
+    if lag >= LONG_MAX:
+        return 0  # the default: no segment need be read
+    segments = log_.segments
+    stamps = [
+        stamp
+        for segment, after in zip(segments, segments[1:])
+        if after.base_offset > first_dirty_offset and (stamp := segment.first_batch_timestamp()) > 0
+    ]
+    clean_until = log_.now_ms() - lag
+    earliest = min(stamps, default=LONG_MAX)
+    return clean_until - earliest if earliest < clean_until else 0
 
 
 @dataclass

@@ -10,9 +10,10 @@ recognises because real entries are strictly increasing.
 from __future__ import annotations
 
 import errno
-import mmap
 import os
 import struct
+
+from strom.storage.file_mapping import FileMapping
 
 ALLOCATE_CHUNK = 64 * 1024
 
@@ -30,7 +31,8 @@ class IndexFile:
         self.entry_size = self.ENTRY.size
         self._max_index_size = max(self.entry_size, max_index_size - max_index_size % self.entry_size)
         existed = os.path.exists(path) and os.path.getsize(path) > 0
-        self._mmap: mmap.mmap | None = None
+        self._mapping: FileMapping | None = None
+        self._mmap: memoryview | None = None  # the mapping's bytes; never handed out (see file_mapping)
         self.max_entries = 0
         self.entries = 0
         self._allocated = 0  # bytes from the start known to have blocks behind them
@@ -57,15 +59,14 @@ class IndexFile:
             raise
 
     # -- mapping ---------------------------------------------------------------------------------
-    # No descriptor is kept: the mapping holds its own (CPython's mmap duplicates it), and the
-    # rare operations that need one (resize on roll, fallocate per 64 KiB) open the file for the
-    # call. A partition replica then holds three descriptors, not five.
+    # No descriptor is kept: the mapping needs none (FileMapping), and the rare operations that
+    # need one (resize on roll, fallocate per 64 KiB) open the file for the call. A partition
+    # replica then holds one descriptor, its .log, not five.
     def _map(self, fd: int, length: int) -> None:
-        if self._mmap is not None:
-            self._mmap.close()
-            self._mmap = None
+        self._unmap()
         if length > 0:
-            self._mmap = mmap.mmap(fd, length, access=mmap.ACCESS_WRITE)
+            self._mapping = FileMapping(fd, length)
+            self._mmap = self._mapping.view
         self.max_entries = length // self.entry_size
         self._allocated = min(self._allocated, length)  # a shrink gave the blocks past it back
 
@@ -78,10 +79,9 @@ class IndexFile:
         size = max(size - size % self.entry_size, self.entries * self.entry_size)
         if self._mmap is not None and len(self._mmap) == size:
             return
-        if self._mmap is not None:
-            self._mmap.flush()
-            self._mmap.close()
-            self._mmap = None
+        if self._mapping is not None:
+            self._mapping.flush()
+            self._unmap()
         fd = os.open(self.path, os.O_RDWR)
         try:
             os.ftruncate(fd, size)
@@ -93,8 +93,13 @@ class IndexFile:
         self.resize(self.entries * self.entry_size)
 
     def flush(self) -> None:
-        if self._mmap is not None:
-            self._mmap.flush()
+        if self._mapping is not None:
+            self._mapping.flush()
+
+    def _unmap(self) -> None:
+        mapping, self._mapping, self._mmap = self._mapping, None, None
+        if mapping is not None:
+            mapping.close()
 
     def close(self) -> None:
         if self._closed:
@@ -104,9 +109,7 @@ class IndexFile:
 
     def close_without_trim(self) -> None:
         """Simulates or handles a crash-like close: the preallocated tail stays on disk."""
-        if self._mmap is not None:
-            self._mmap.close()
-            self._mmap = None
+        self._unmap()
         self.max_entries = 0
         self._closed = True
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
+from strom.clock import wall_time
 from strom.protocol.compression import CompressionError, CompressionType
 from strom.protocol.errors import CorruptRecordError, InvalidRecordError, OffsetOutOfRangeError
 from strom.protocol.records import (
@@ -100,12 +101,14 @@ class Log:
         log_start_offset: int = 0,
         high_watermark: int | None = None,
         had_clean_shutdown: bool = True,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] = wall_time,
+        monotonic: Callable[[], float] = time.monotonic,
         write_behind: WriteBehind | None = None,
     ):
         self.directory = directory
         self.config = config
-        self.clock = clock
+        self.clock = clock  # record timestamps: LogAppendTime, retention, segment.ms (strom.clock)
+        self.monotonic = monotonic  # durations: flush.ms, file.delete.delay.ms
         self.write_behind = write_behind
         os.makedirs(directory, exist_ok=True)
         parsed = parse_partition_dir(os.path.basename(directory.rstrip("/")))
@@ -114,7 +117,7 @@ class Log:
         self._bases: list[int] = []
         self._pending_deletes: list[tuple[float, LogSegment]] = []
         self._unflushed_records = 0
-        self._last_flush_ms = self.now_ms()
+        self._last_flush_ms = self.monotonic_ms()
         self._bound_cache: tuple[LogSegment, int, int, int] | None = None  # segment, offset, position, its size
         self.recovery_point = recovery_point
         self.leader_epoch_cache = LeaderEpochCache(directory)
@@ -242,6 +245,12 @@ class Log:
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
 
+    def monotonic_ms(self) -> int:
+        return int(self.monotonic() * 1000)
+
+    def since_flush_ms(self) -> int:
+        return self.monotonic_ms() - self._last_flush_ms
+
     # -- loading -----------------------------------------------------------------------------------
     def _new_segment(self, base_offset: int, suffix: str = "", active: bool = False) -> LogSegment:
         return LogSegment(
@@ -252,6 +261,7 @@ class Log:
             suffix=suffix,
             active=active,
             write_behind=self.write_behind,
+            clock=self.clock,
         )
 
     def _load(self, had_clean_shutdown: bool) -> None:
@@ -489,7 +499,7 @@ class Log:
         )
         config = self.config
         if self._unflushed_records >= config.flush_messages or (
-            config.flush_ms < 2**62 and self.now_ms() - self._last_flush_ms >= config.flush_ms
+            config.flush_ms < 2**62 and self.since_flush_ms() >= config.flush_ms
         ):
             self.flush()
         return info
@@ -511,8 +521,8 @@ class Log:
             reason = "relative offset overflow"
         else:
             max_timestamp = last.max_timestamp if len(headers) == 1 else max(h.max_timestamp for h in headers)
-            if self._waited_for_roll(segment, max_timestamp) > config.segment_ms - config.segment_jitter_ms:
-                reason = "segment.ms"
+            if self._waited_for_roll(segment, max_timestamp) > config.max_segment_ms - config.segment_jitter_ms:
+                reason = "segment.ms" if config.max_segment_ms == config.segment_ms else "max.compaction.lag.ms"
         if reason is None:
             return segment
         return self.roll(reason)
@@ -684,7 +694,7 @@ class Log:
 
     def _remove_segments(self, doomed: list[LogSegment]) -> None:
         """Rename to .deleted now and close later (file.delete.delay.ms) so in-flight sendfiles finish."""
-        deadline = self.now_ms() + self.config.file_delete_delay_ms
+        deadline = self.monotonic_ms() + self.config.file_delete_delay_ms
         for segment in doomed:
             index = self.segments.index(segment)
             del self.segments[index]
@@ -694,7 +704,7 @@ class Log:
             log.info("deleted segment %d of %s", segment.base_offset, self.directory)
 
     def _close_pending_deletes(self, force: bool = False) -> None:
-        now = self.now_ms()
+        now = self.monotonic_ms()
         keep = []
         for deadline, segment in self._pending_deletes:
             if force or now >= deadline:
@@ -781,7 +791,7 @@ class Log:
         hook("cleaned-written")
         cleaned.change_suffix(SWAP_SUFFIX)
         hook("renamed-to-swap")
-        deadline = self.now_ms() + self.config.file_delete_delay_ms
+        deadline = self.monotonic_ms() + self.config.file_delete_delay_ms
         for segment in old:
             segment.change_suffix(DELETED_SUFFIX)
             self._pending_deletes.append((deadline, segment))
@@ -800,7 +810,7 @@ class Log:
             segment.flush()
         self.recovery_point = self.log_end_offset
         self._unflushed_records = 0
-        self._last_flush_ms = self.now_ms()
+        self._last_flush_ms = self.monotonic_ms()
 
     def close(self) -> None:
         self.flush()

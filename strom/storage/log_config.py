@@ -255,8 +255,9 @@ TOPIC_KEYS: dict[str, TopicKey] = {
         _long(1),
         "long",
         ("log.cleaner.max.compaction.lag.ms",),
-        "Accepted (validated against min.compaction.lag.ms), shown, ignored and logged once",
-        ignored="the cleaner compacts by min.cleanable.dirty.ratio alone",
+        "Implemented (KIP-354): a log whose oldest dirty segment's first batch is older than this is "
+        "compacted whatever its dirty ratio, and a compacted topic's active segment rolls by "
+        "min(segment.ms, max.compaction.lag.ms).",
     ),
     "file.delete.delay.ms": TopicKey(
         "file_delete_delay_ms", _long(0), "long", ("log.segment.delete.delay.ms",), "Implemented."
@@ -266,7 +267,7 @@ TOPIC_KEYS: dict[str, TopicKey] = {
         lambda k, v: parse_float(k, v, 0.0, 1.0),
         "double",
         ("log.cleaner.min.cleanable.ratio",),
-        "Implemented.",
+        "Implemented: a log is cleaned when its dirty ratio is strictly above it, as in Kafka (or past max.compaction.lag.ms).",
     ),
     "cleanup.policy": TopicKey(
         "cleanup_policy",
@@ -493,6 +494,14 @@ class LogConfig:
     @property
     def delete(self) -> bool:
         return "delete" in self.cleanup_policy
+
+    @property
+    def max_segment_ms(self) -> int:
+        """Kafka's LogConfig.maxSegmentMs: the active segment is never compacted, so a compacted log
+        must roll in time for max.compaction.lag.ms to be kept."""
+        if self.compact and self.max_compaction_lag_ms > 0:
+            return min(self.segment_ms, self.max_compaction_lag_ms)
+        return self.segment_ms
 
     @property
     def timestamp_before_max_ms(self) -> int:

@@ -26,11 +26,13 @@ import shutil
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
+from strom.clock import wall_time
 from strom.protocol.errors import KafkaStorageError, ResourceExhaustedError
 from strom.resources import describe_exhaustion, exhaustion
 from strom.storage import cleaner, cleaner_process
@@ -79,7 +81,7 @@ class LogManager:
         cluster_id: str | None = None,
         intervals: SchedulerIntervals = SchedulerIntervals(),
         topic_overrides: Callable[[str], Mapping[str, str]] = lambda topic: {},
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] = wall_time,
         cleaner_settings: cleaner.CleanerSettings = cleaner.DEFAULT_SETTINGS,
     ):
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
@@ -93,6 +95,7 @@ class LogManager:
         self.write_behind = WriteBehind(self._on_write_failure)
         self.logs: dict[TopicPartition, Log] = {}
         self._log_dir_of: dict[TopicPartition, str] = {}
+        self._logs_in_dir: Counter[str] = Counter()  # a new log goes to the emptiest dir, found in O(dirs)
         self.offline_dirs: set[str] = set()
         # one descriptor held back, for cleaning up after running out of them
         self._spare_fd = os.open(os.devnull, os.O_RDONLY)
@@ -157,6 +160,7 @@ class LogManager:
                 write_behind=self.write_behind,
             )
             self._log_dir_of[tp] = log_dir
+            self._logs_in_dir[log_dir] += 1
         if os.path.exists(marker):
             os.unlink(marker)
 
@@ -261,7 +265,7 @@ class LogManager:
             raise KafkaStorageError(
                 f"cannot create the log of {tp[0]}-{tp[1]}: log dirs {', '.join(sorted(self.offline_dirs))} are offline"
             )
-        log_dir = min(self.log_dirs, key=lambda d: sum(1 for v in self._log_dir_of.values() if v == d))
+        log_dir = min(self.log_dirs, key=self._logs_in_dir.__getitem__)
         path = os.path.join(log_dir, f"{tp[0]}-{tp[1]}")
         existed = os.path.exists(path)
         try:
@@ -278,6 +282,7 @@ class LogManager:
             raise KafkaStorageError(f"creating {path} failed: {exc.strerror or exc}") from exc
         self.logs[tp] = created
         self._log_dir_of[tp] = log_dir
+        self._logs_in_dir[log_dir] += 1
         return created
 
     def _remove_half_made(self, path: str) -> None:
@@ -311,6 +316,8 @@ class LogManager:
         """Rename the partition dir to ``<name>.<uuid>-delete`` first, so a crash mid-delete is finished at startup."""
         partition_log = self.logs.pop(tp, None)
         log_dir = self._log_dir_of.pop(tp, None)
+        if log_dir is not None:
+            self._logs_in_dir[log_dir] -= 1
         self._cleaner_offsets.pop(tp, None)
         if partition_log is None or log_dir is None:
             return
@@ -342,16 +349,16 @@ class LogManager:
             pass  # a segment reported it
 
     def flush_dirty_logs(self) -> None:
-        now = int(self.clock() * 1000)
         for tp, partition_log in self._online_logs():
             flush_ms = partition_log.config.flush_ms
-            if flush_ms < 2**62 and now - partition_log._last_flush_ms >= flush_ms:
+            if flush_ms < 2**62 and partition_log.since_flush_ms() >= flush_ms:
                 self._guarded(tp, partition_log.flush, "flushing")
 
     def clean_logs(self, skip: TopicPartition | None = None) -> int:
         """Start a round in a free cleaner process for each of the dirtiest compacted logs whose dirty
-        ratio reached min.cleanable.dirty.ratio; returns the rounds started (or, without a running
-        event loop, done on this thread)."""
+        ratio is above min.cleanable.dirty.ratio, or whose oldest dirty record is past
+        max.compaction.lag.ms (Kafka's LogCleanerManager.grabFilthiestCompactedLog); returns the
+        rounds started (or, without a running event loop, done on this thread)."""
         threads = self.cleaner_settings.threads
         if threads <= 0 or self._cleaner_stopped:
             return 0
@@ -365,15 +372,19 @@ class LogManager:
                 continue
             first_dirty = max(self._cleaner_offsets.get(tp, 0), partition_log.log_start_offset)
             try:
-                ratio = cleaner.dirty_ratio(partition_log, first_dirty)
+                dirty, total = cleaner.dirty_bytes(partition_log, first_dirty)
+                ratio = dirty / total if total else 0.0
+                overdue = dirty > 0 and cleaner.max_compaction_delay(partition_log, first_dirty) > 0
             except OSError as exc:
                 self.storage_error(tp, exc, "compacting")
                 continue
-            if ratio >= partition_log.config.min_cleanable_dirty_ratio:
+            except KafkaStorageError:
+                continue  # a segment reported it
+            if ratio > partition_log.config.min_cleanable_dirty_ratio or overdue:
                 candidates.append((ratio, tp, partition_log, first_dirty))
         candidates.sort(key=lambda c: c[0], reverse=True)  # Kafka cleans the filthiest log first
         started = 0
-        for _, tp, partition_log, first_dirty in candidates:
+        for ratio, tp, partition_log, first_dirty in candidates:
             if loop is not None and len(self._cleaning) >= threads:
                 break
             try:
@@ -394,11 +405,15 @@ class LogManager:
                 continue
             sources = plan.job.sources
             log.info(
-                "cleaning %s from offset %d in a cleaner process: %d segments, %d bytes",
+                "cleaning %s from offset %d in a cleaner process: %d segments, %d bytes, dirty ratio %.2f%s",
                 partition_log.directory,
                 first_dirty,
                 len(sources),
                 sum(source.size for source in sources),
+                ratio,
+                ""
+                if ratio > partition_log.config.min_cleanable_dirty_ratio
+                else f" (past max.compaction.lag.ms={partition_log.config.max_compaction_lag_ms})",
             )
             try:
                 future = self._pool().submit(cleaner.worker_clean, plan.job)

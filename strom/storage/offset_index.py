@@ -54,7 +54,8 @@ class OffsetIndex(IndexFile):
         if self.entries < 2:
             return True
         assert self._mmap is not None
-        values = array.array("I", self._mmap[: self.entries * self.entry_size])
+        values = array.array("I")
+        values.frombytes(self._mmap[: self.entries * self.entry_size])
         if sys.byteorder == "little":
             values.byteswap()
         keys, positions = values[0::2], values[1::2]

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import logging
 import os
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Literal, overload
 
+from strom.clock import wall_time
 from strom.protocol.errors import CorruptRecordError, InvalidRecordError, KafkaStorageError
 from strom.protocol.records import (
     BATCH_HEADER_SIZE,
@@ -65,9 +65,11 @@ class LogSegment:
         suffix: str = "",
         active: bool = True,
         write_behind: WriteBehind | None = None,
+        clock: Callable[[], float] = wall_time,
     ):
         self.directory = directory
         self.base_offset = base_offset
+        self._clock = clock
         self.index_interval_bytes = index_interval_bytes
         self.max_index_size = max_index_size
         self.suffix = suffix
@@ -77,7 +79,7 @@ class LogSegment:
         self.write_behind = write_behind
         self._pending = bytearray()  # leader appends not yet written (see strom.storage.write_behind)
         self.bytes_since_last_index_entry = 0
-        self.created_ms = int(time.time() * 1000)
+        self.created_ms = int(self._clock() * 1000)
         self._first_batch_timestamp: int | None = None
         self.active = active
         try:
@@ -312,12 +314,15 @@ class LogSegment:
 
     def rolling_timestamp(self) -> int:
         """Kafka rolls by the first batch's timestamp when it has one, else the segment's creation."""
+        first = self.first_batch_timestamp()
+        return first if first >= 0 else self.created_ms
+
+    def first_batch_timestamp(self) -> int:
+        """The first batch's max timestamp (-1: none); max.compaction.lag.ms is measured from it too."""
         if self._first_batch_timestamp is None and self.size > 0:
             first = next(self.iter_batches(), None)
             self._first_batch_timestamp = first.max_timestamp if first is not None else -1
-        if self._first_batch_timestamp is not None and self._first_batch_timestamp >= 0:
-            return self._first_batch_timestamp
-        return self.created_ms
+        return self._first_batch_timestamp if self._first_batch_timestamp is not None else -1
 
     # -- reads -------------------------------------------------------------------------------------
     @overload
@@ -538,5 +543,5 @@ class LogSegment:
         self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry
         if position == 0:
             self._first_batch_timestamp = None
-            self.created_ms = int(time.time() * 1000)
+            self.created_ms = int(self._clock() * 1000)
         return removed

@@ -12,6 +12,7 @@ once it accepts connections (a thread reports it directly).
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -51,6 +52,7 @@ class ProcessNode:
         self.log_path = self.data_dir.with_name(self.data_dir.name + ".log")
         self.process: subprocess.Popen | None = None
         self.port = 0
+        self.env: dict[str, str] = {}  # added to this process's environment (strom.clock's offset file, say)
 
     @property
     def alive(self) -> bool:
@@ -66,7 +68,13 @@ class ProcessNode:
         for key, value in self.overrides.items():
             cmd += ["--override", f"{key}={value}"]
         with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            self.process = subprocess.Popen(
+                cmd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env={**os.environ, **self.env} if self.env else None,
+            )
 
     def poll_ready(self) -> bool:
         """True once the broker serves; raises if it exited."""

@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from strom.clock import wall_ms
 from strom.group.offset_store import OFFSETS_TOPIC
 from strom.group.records import RecordFormatError, partition_for_group
 from strom.protocol.api import ApiKey
@@ -56,7 +57,8 @@ _RETRIABLE_WRITE_ERRORS = {
 
 
 def _now_ms() -> int:
-    return int(time.time() * 1000)
+    """Transaction timestamps as written to __transaction_state (wall clock); timeouts are monotonic."""
+    return wall_ms()
 
 
 @dataclass
@@ -414,22 +416,26 @@ class TransactionCoordinator:
     # -- timeouts and expiry -----------------------------------------------------------------------
     async def abort_timed_out(self) -> None:
         """Abort transactions open longer than their timeout (transaction.abort.timed.out...interval.ms)."""
-        now = _now_ms()
+        now = time.monotonic()
         for meta in list(self.txns.values()):
-            if meta.state == TxnState.ONGOING and meta.pending is None and now > meta.start_ms + meta.timeout_ms:
+            if (
+                meta.state == TxnState.ONGOING
+                and meta.pending is None
+                and now > meta.started_at + meta.timeout_ms / 1000
+            ):
                 await self._fence_and_abort(meta)
 
     async def expire_transactional_ids(self) -> None:
         """Forget ids idle for transactional.id.expiration.ms: a tombstone, then gone from memory."""
-        now = _now_ms()
+        now = time.monotonic()
         idle = (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
         for meta in list(self.txns.values()):
             if (
                 meta.state in idle
                 and meta.pending is None
-                and now - meta.update_ms > self.config.transactional_id_expiration_ms
+                and (now - meta.updated_at) * 1000 > self.config.transactional_id_expiration_ms
             ):
-                transition = meta.prepare(TxnState.DEAD, now)
+                transition = meta.prepare(TxnState.DEAD, _now_ms())
                 if await self._write(meta, transition, tombstone=True) == ErrorCode.NONE:
                     self.txns.pop(meta.transactional_id, None)
                     log.info("transactional id %s expired", meta.transactional_id)
@@ -466,7 +472,7 @@ class TransactionCoordinator:
         return ErrorCode.NONE, meta
 
     def list(self, states: set[str], producer_ids: set[int], min_duration_ms: int) -> list[TxnMetadata]:
-        now = _now_ms()
+        now = time.monotonic()
         found = []
         for meta in self.txns.values():
             if meta.producer_epoch < 0:
@@ -475,7 +481,9 @@ class TransactionCoordinator:
                 continue
             if producer_ids and meta.producer_id not in producer_ids:
                 continue
-            if min_duration_ms >= 0 and (meta.state != TxnState.ONGOING or now - meta.start_ms < min_duration_ms):
+            if min_duration_ms >= 0 and (
+                meta.state != TxnState.ONGOING or (now - meta.started_at) * 1000 < min_duration_ms
+            ):
                 continue
             found.append(meta)
         return sorted(found, key=lambda m: m.transactional_id)

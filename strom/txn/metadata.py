@@ -8,8 +8,10 @@ load after a failover.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
+from strom.clock import wall_ms
 from strom.txn.records import TxnLogValue, TxnState
 
 # Kafka's TransactionState.validPreviousStates, less PrepareEpochFence: that is Kafka's in-memory
@@ -69,10 +71,16 @@ class TxnMetadata:
     last_producer_epoch: int = -1
     pending: TxnState | None = None
     coordinator_partition: int = 0
+    # monotonic seconds: the transaction timeout and transactional.id.expiration.ms are durations,
+    # so a step of the wall clock neither aborts open transactions nor expires idle ids
+    started_at: float = field(default_factory=time.monotonic)
+    updated_at: float = field(default_factory=time.monotonic)
 
     @classmethod
     def from_log(cls, transactional_id: str, value: TxnLogValue, coordinator_partition: int) -> TxnMetadata:
         partitions = {(t, p) for t, ps in value.partitions.items() for p in ps}
+        # another coordinator wrote it: its wall-clock times are all there is to go by
+        now, now_ms = time.monotonic(), wall_ms()
         return cls(
             transactional_id,
             value.producer_id,
@@ -83,6 +91,8 @@ class TxnMetadata:
             value.start_ms,
             value.last_update_ms,
             coordinator_partition=coordinator_partition,
+            started_at=now - max(0, now_ms - value.start_ms) / 1000,
+            updated_at=now - max(0, now_ms - value.last_update_ms) / 1000,
         )
 
     def prepare(
@@ -133,6 +143,10 @@ class TxnMetadata:
         return transition
 
     def complete(self, transition: TxnTransition) -> None:
+        now = time.monotonic()
+        if transition.state == TxnState.ONGOING and self.state != TxnState.ONGOING:
+            self.started_at = now
+        self.updated_at = now
         self.state = transition.state
         self.producer_id = transition.producer_id
         self.last_producer_epoch = transition.last_producer_epoch

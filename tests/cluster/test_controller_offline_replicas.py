@@ -52,20 +52,20 @@ def test_offline_replicas_lose_leadership_and_isr_membership(tmp_path):
     register(store, 0, {("t", 0), ("t", 1), ("one", 0)})
     metadata.load(store)
     assert metadata.offline_replicas == {("t", 0): {0}, ("t", 1): {0}, ("one", 0): {0}}
-    assert controller.reconcile(metadata, lambda topic: False) == 3
+    assert len(controller.reconcile(metadata, lambda topic: False)) == 3
     metadata.load(store)
     states = metadata.topics["t"].states
     assert (states[0].leader, states[0].isr, states[0].leader_epoch) == (1, [1, 2], 1)  # leader moved
     assert (states[1].leader, states[1].isr) == (1, [1, 2])  # a follower left the ISR
     only = metadata.topics["one"].states[0]
     assert (only.leader, only.isr) == (NO_LEADER, [0])  # no other replica: offline, as in Kafka
-    assert controller.reconcile(metadata, lambda topic: False) == 0  # settled
+    assert len(controller.reconcile(metadata, lambda topic: False)) == 0  # settled
     # and the preferred-leader pass does not hand leadership back while the replica is offline
     assert controller.preferred_leader_moves(metadata, 0) == 0
 
     register(store, 0)  # the broker restarted with its dir repaired: its registration lists nothing
     metadata.load(store)
-    assert controller.reconcile(metadata, lambda topic: False) == 1
+    assert len(controller.reconcile(metadata, lambda topic: False)) == 1
     metadata.load(store)
     assert metadata.topics["one"].states[0].leader == 0  # the last ISR member leads again
 

@@ -27,9 +27,10 @@ PAGE_TIMEOUT_MS = 15_000
 class ConsoleProcess:
     """``strom console --port 0``; the URL is the one it prints."""
 
-    def __init__(self, bootstrap: str, log_path: Path):
+    def __init__(self, bootstrap: str, log_path: Path, extra_args: list[str] | None = None):
         self.bootstrap = bootstrap
         self.log_path = log_path
+        self.extra_args = extra_args or []  # e.g. --command-config FILE
         self.process: subprocess.Popen[bytes] | None = None
         self.url = ""
 
@@ -49,6 +50,7 @@ class ConsoleProcess:
                     "0.5",
                     "--refresh-ms",
                     "400",
+                    *self.extra_args,
                 ],
                 stdout=subprocess.PIPE,
                 stderr=log,

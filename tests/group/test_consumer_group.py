@@ -316,3 +316,105 @@ def test_delete_groups_refuses_a_live_consumer_group_and_deletes_an_empty_one():
         assert (await hb(c, "a", 1)).error_code == ErrorCode.GROUP_ID_NOT_FOUND
 
     asyncio.run(scenario())
+
+
+def _state(c: GroupCoordinator, group: str = "g") -> tuple:
+    """What members and a reload would see of a group: epochs, target, and each member's records."""
+    g = c.consumer.groups[group]
+    members = {
+        m.member_id: (m.member_epoch, m.previous_member_epoch, m.state, m.assigned, m.pending_revocation)
+        for m in g.members.values()
+    }
+    return g.group_epoch, g.assignment_epoch, dict(g.target), dict(g.static_members), members
+
+
+def test_a_failed_write_leaves_the_group_as_it_was_and_the_retry_succeeds():
+    c = make()
+
+    async def scenario():
+        await hb(c, "a", 0, names=["t"])
+        before = _state(c)
+        a_timer = c.consumer.groups["g"].members["a"].session_timer
+        c.store.error = ErrorCode.COORDINATOR_NOT_AVAILABLE  # what NOT_ENOUGH_REPLICAS becomes
+        joined = await hb(c, "b", 0, names=["t"])
+        assert (joined.error_code, joined.member_epoch, joined.assignment) == (
+            ErrorCode.COORDINATOR_NOT_AVAILABLE,
+            -1,
+            None,
+        )
+        assert _state(c) == before and c.consumer.groups["g"].state == "Stable"
+        assert (await hb(c, "a", 1, owned={T: frozenset(range(6))})).error_code == 0  # nothing to write
+        assert not c.consumer.groups["g"].members["a"].session_timer.cancelled() and a_timer.cancelled()
+        left = await hb(c, "a", -1)
+        assert left.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE and _state(c) == before
+        assert c.consumer.groups["g"].members["a"].session_timer is not None
+        c.store.error = ErrorCode.NONE
+        joined = await hb(c, "b", 0, names=["t"])
+        assert (joined.error_code, joined.member_epoch) == (0, 2)
+        a = await hb(c, "a", 1)
+        assert len(parts(a)) == 3 and c.consumer.groups["g"].members["a"].state == MemberState.UNREVOKED_PARTITIONS
+
+    asyncio.run(scenario())
+
+
+def test_a_failed_write_of_a_revocation_ack_keeps_the_revocation_deadline():
+    c = make()
+
+    async def scenario():
+        await hb(c, "a", 0, names=["t"])
+        await hb(c, "b", 0, names=["t"])
+        kept = parts(await hb(c, "a", 1))
+        member = c.consumer.groups["g"].members["a"]
+        deadline = member.revocation_timer.when()
+        before = _state(c)
+        c.store.error = ErrorCode.NOT_COORDINATOR
+        acked = await hb(c, "a", 1, owned={T: frozenset(kept)})
+        assert acked.error_code == ErrorCode.NOT_COORDINATOR and _state(c) == before
+        assert member.state == MemberState.UNREVOKED_PARTITIONS and member.revocation_timer.when() == deadline
+        c.store.error = ErrorCode.NONE
+        acked = await hb(c, "a", 1, owned={T: frozenset(kept)})
+        assert acked.member_epoch == 2 and member.revocation_timer is None
+
+    asyncio.run(scenario())
+
+
+def test_a_failed_first_heartbeat_creates_no_group_and_a_failed_static_takeover_is_undone():
+    c = make()
+
+    async def scenario():
+        c.store.error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        assert (await hb(c, "a", 0, names=["t"])).error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+        assert "g" not in c.consumer.groups and "g" not in c.groups and not c.consumer.list_groups()
+        c.store.error = ErrorCode.NONE
+        await hb(c, "a", 0, names=["t"], instance="i1")
+        await hb(c, "a", -2, instance="i1")
+        before = _state(c)
+        c.store.error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        taken = await hb(c, "a2", 0, names=["t"], instance="i1")
+        assert taken.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE and _state(c) == before
+        previous = c.consumer.groups["g"].members["a"]
+        assert previous.session_timer is not None and not previous.session_timer.cancelled()
+        c.store.error = ErrorCode.NONE
+        taken = await hb(c, "a2", 0, names=["t"], instance="i1")
+        assert taken.error_code == 0 and parts(taken) == set(range(6))
+        assert list(c.consumer.groups["g"].members) == ["a2"] and previous.session_timer is None
+
+    asyncio.run(scenario())
+
+
+def test_an_expiry_that_cannot_be_written_is_retried():
+    c = make(**{"group.consumer.session.timeout.ms": 100, "group.consumer.heartbeat.interval.ms": 50})
+
+    async def scenario():
+        await hb(c, "a", 0, names=["t"])
+        c.store.error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        await asyncio.sleep(0.3)  # the session ended; its removal failed
+        assert list(c.consumer.groups["g"].members) == ["a"] and c.consumer.groups["g"].group_epoch == 1
+        c.store.error = ErrorCode.NONE
+        for _ in range(100):  # bounded: the retry comes after 0.5 s
+            if not c.consumer.groups["g"].members:
+                break
+            await asyncio.sleep(0.05)
+        assert not c.consumer.groups["g"].members and c.consumer.groups["g"].group_epoch == 2
+
+    asyncio.run(scenario())

@@ -62,9 +62,8 @@ class RecordingStore(OffsetStore):
 @pytest.fixture
 def clock(monkeypatch):
     fake = FakeClock()
-    shim = SimpleNamespace(time=fake.time, monotonic=__import__("time").monotonic)
-    monkeypatch.setattr(coordinator_module, "time", shim)
-    monkeypatch.setattr(group_module, "time", shim)
+    monkeypatch.setattr(coordinator_module, "wall_ms", lambda: fake.now_ms)  # the broker's wall clock (strom.clock)
+    monkeypatch.setattr(group_module, "wall_ms", lambda: fake.now_ms)
     return fake
 
 
@@ -306,6 +305,27 @@ def test_two_members_rebalance_and_receive_the_leaders_assignment():
         assert coordinator.heartbeat("g", generation, a, None) == ErrorCode.ILLEGAL_GENERATION
         assert coordinator.groups["g"].state == GroupState.STABLE
         coordinator.leave_group("g", [(a, None), (b_joined.member_id, None)])
+
+    run(scenario())
+
+
+def test_members_joining_during_the_initial_delay_form_one_generation():
+    """Kafka's InitialDelayedJoin: the first rebalance of an empty group waits for the members
+    that come within group.initial.rebalance.delay.ms; a second member's join must not end the
+    wait (it did: each join restarted the rebalance, so a group of ten rebalanced several times)."""
+    coordinator = make_coordinator(**{"group.initial.rebalance.delay.ms": 1000})
+
+    async def scenario():
+        ids = [(await join(coordinator, "g")).member_id for _ in range(2)]  # KIP-394: ids first
+        joins = [asyncio.ensure_future(join(coordinator, "g", member_id)) for member_id in ids]
+        await asyncio.sleep(0)  # both have joined: nothing pending, a join could complete here
+        ids.append((await join(coordinator, "g")).member_id)  # a third comes within the delay
+        joins.append(asyncio.ensure_future(join(coordinator, "g", ids[-1])))
+        results = await asyncio.wait_for(asyncio.gather(*joins), 10)
+        assert [r.error_code for r in results] == [ErrorCode.NONE] * 3
+        assert {r.generation for r in results} == {1}
+        assert sorted(len(r.members) for r in results) == [0, 0, 3]
+        coordinator.leave_group("g", [(member_id, None) for member_id in ids])
 
     run(scenario())
 

@@ -370,3 +370,129 @@ def test_a_consumer_keeps_consuming_across_a_broker_restart(tmp_path):
             assert consumer.owned == {(topic, p) for p in range(3)}
         finally:
             consumer.close()
+
+
+def test_a_member_joining_a_stable_group_takes_only_what_moves(broker):
+    """The benchmark's scenario (strom.bench.groups) in small: one member joins a stable group of
+    four; every partition ends owned exactly once, and only the partition that moves to the
+    newcomer is revoked from anyone."""
+    topic = create_topic(broker.bootstrap, unique("join"), 8)
+    group = unique("g")
+    consumers = [NewConsumer(broker.bootstrap, group, [topic]) for _ in range(4)]
+    try:
+        wait_until(lambda: settled(consumers, 8, [2, 2, 2, 2]), WAIT_S, what="2/2/2/2", tick=tick(consumers))
+        before = [set(c.owned) for c in consumers]
+        for c in consumers:
+            c.revoked.clear()
+        newcomer = NewConsumer(broker.bootstrap, group, [topic])
+        consumers.append(newcomer)
+        wait_until(lambda: settled(consumers, 8, [1, 1, 2, 2, 2]), WAIT_S, what="2/2/2/1/1", tick=tick(consumers))
+        owned = [p for c in consumers for p in c.owned]
+        assert sorted(owned) == [(topic, p) for p in range(8)]  # each partition exactly once
+        revoked = set().union(*(c.revoked for c in consumers[:4]))
+        assert revoked == newcomer.owned and len(revoked) == 1
+        for c, had in zip(consumers, before):
+            assert c.owned == had - revoked  # the others kept consuming what they had
+    finally:
+        for c in consumers:
+            c.close()
+
+
+def _same_partition_group(group: str, partitions: int) -> str:
+    from strom.group.records import partition_for_group
+
+    target = partition_for_group(group, partitions)
+    return next(
+        name
+        for name in (f"probe-{i}" for i in range(10_000))
+        if name != group and partition_for_group(name, partitions) == target
+    )
+
+
+def _set_offsets_min_isr(bootstrap: str, value: str) -> None:
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+
+    resource = ConfigResource(
+        "topic",
+        "__consumer_offsets",
+        incremental_configs=[ConfigEntry("min.insync.replicas", value, incremental_operation=AlterConfigOpType.SET)],
+    )
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the answer: it owns the future
+    [future] = admin.incremental_alter_configs([resource]).values()
+    future.result(WAIT_S)
+
+
+def _describe(bootstrap: str, group: str) -> tuple[int, int, dict[str, int]]:
+    described = raw_request(
+        bootstrap, ApiKey.CONSUMER_GROUP_DESCRIBE, 1, {"group_ids": [group], "include_authorized_operations": False}
+    )
+    (entry,) = described.groups
+    assert entry.error_code == 0
+    members = {m.member_id: sum(len(tp.partitions) for tp in m.assignment.topic_partitions) for m in entry.members}
+    return entry.group_epoch, entry.assignment_epoch, members
+
+
+def test_a_heartbeat_whose_records_cannot_be_written_changes_nothing(tmp_path):
+    """__consumer_offsets with min.insync.replicas=2 on one broker: every write of the group's
+    records fails with NOT_ENOUGH_REPLICAS. A joining member gets COORDINATOR_NOT_AVAILABLE (Kafka's
+    retriable answer for it) and the group stays as its records say, in memory and after a restart;
+    once the topic can be written again the same join succeeds."""
+    process = BrokerProcess(tmp_path / "data", BROKER)
+    with process:
+        topic = create_topic(process.bootstrap, unique("nowrite"), 4)
+        group = unique("g")
+        raw_request(process.bootstrap, ApiKey.FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": [group]})
+
+        def join(member: str, group_id: str = group):
+            return heartbeat(
+                process.bootstrap,
+                group_id,
+                member,
+                0,
+                rebalance_timeout=30000,
+                subscribed_topic_names=[topic],
+                topic_partitions=[],
+            )
+
+        first = wait_until(
+            lambda: (answer := join("m1")).error_code not in RETRIABLE and answer,
+            WAIT_S,
+            interval=0.2,
+            what="the coordinator to serve",
+        )
+        assert (first.error_code, first.member_epoch) == (0, 1)
+        _set_offsets_min_isr(process.bootstrap, "2")
+        probe = _same_partition_group(group, int(BROKER["offsets.topic.num.partitions"]))
+        wait_until(  # the topic config reaches the log: a write to the same partition fails
+            lambda: join("p", probe).error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE,
+            WAIT_S,
+            interval=0.2,
+            what="writes to __consumer_offsets to fail",
+        )
+        refused = join("m2")
+        assert (refused.error_code, refused.member_epoch, refused.assignment) == (
+            ErrorCode.COORDINATOR_NOT_AVAILABLE,
+            -1,
+            None,
+        )
+        assert heartbeat(process.bootstrap, group, "m1", -1).error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+        assert _describe(process.bootstrap, group) == (1, 1, {"m1": 4})
+        process.overrides["listeners"] = f"PLAINTEXT://127.0.0.1:{process.port}"
+        process.restart()  # what was written is what the group was
+        raw_request(process.bootstrap, ApiKey.FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": [group]})
+        wait_until(
+            lambda: join("m2").error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE,
+            WAIT_S,
+            interval=0.2,
+            what="the reloaded coordinator to answer",
+        )
+        assert _describe(process.bootstrap, group) == (1, 1, {"m1": 4})
+        _set_offsets_min_isr(process.bootstrap, "1")
+        joined = wait_until(
+            lambda: (answer := join("m2")).error_code not in RETRIABLE and answer,
+            WAIT_S,
+            interval=0.2,
+            what="the join to be stored",
+        )
+        assert (joined.error_code, joined.member_epoch) == (0, 2)
+        assert _describe(process.bootstrap, group) == (2, 2, {"m1": 4, "m2": 0})  # m1 has yet to revoke

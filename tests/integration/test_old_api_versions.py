@@ -102,7 +102,7 @@ KAFKA_3_9 = {
     81: (0, 0),
 }
 # Lowest versions strom still does not serve, and why (none today).
-NOT_YET: dict[int, str] = {29: "DescribeAcls v0", 30: "CreateAcls v0", 31: "DeleteAcls v0"}
+NOT_YET: dict[int, str] = {}
 
 
 @pytest.fixture(scope="module")

@@ -1,8 +1,8 @@
 """Running out of file descriptors: a clear error that names the limit, no half-made topic, no
 log dir taken offline, and the broker keeps serving.
 
-Each partition replica holds a few descriptors (its .log and mapped indexes), so a broker whose
-``ulimit -n`` is low reaches it at a few hundred partitions.
+Each partition replica holds a descriptor per segment (its .log; the indexes are mapped without
+one), so a broker whose ``ulimit -n`` is low reaches it at a few hundred partitions.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def test_a_topic_beyond_the_descriptor_limit_is_refused_whole_with_an_error_nami
     with LimitedBroker(tmp_path / "data", soft=LIMIT, hard=LIMIT) as broker:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         with pytest.raises(KafkaException) as refused:
-            admin.create_topics([NewTopic("huge", num_partitions=300, replication_factor=1)])["huge"].result(WAIT_S)
+            admin.create_topics([NewTopic("huge", num_partitions=600, replication_factor=1)])["huge"].result(WAIT_S)
         error = refused.value.args[0]
         assert error.name() == "KAFKA_STORAGE_ERROR"
         assert "file descriptors" in error.str() and f"limit of {LIMIT}" in error.str(), error.str()

@@ -10,9 +10,12 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
+from strom.metrics.stats import FETCH_CONSUMER, FETCH_FOLLOWER, RequestMetrics
+from strom.protocol.frame import RequestHeader
 from strom.server.config import BrokerConfig
 from strom.storage.log_config import ConfigError
 from tests.broker_process import BrokerProcess
+from tests.integration.clients import kcat
 from tests.metrics.conftest import METRICS_ON, metrics_url, scrape
 
 TOPIC = "requests-counted"
@@ -82,6 +85,55 @@ def test_request_counts_histograms_connections_and_process_metrics(tmp_path):
         assert after.value("process_open_fds") > 5
         assert "strom_eventloop_lag_seconds" in after.samples
         assert after.value("strom_eventloop_lag_max_seconds") >= after.value("strom_eventloop_lag_seconds") >= 0
+
+
+def test_under_load_every_request_is_counted_and_the_timed_ones_agree(tmp_path):
+    """One message per Produce request from kcat, as fast as it sends: well above the rate at which
+    every request is timed (RequestMetrics), so the histogram may hold a sample; the request
+    counter must still count each one."""
+    sends = 20_000
+    with BrokerProcess(tmp_path / "data", METRICS_ON) as broker:
+        url = metrics_url(tmp_path / "data")
+        kcat(
+            ["-P", "-b", broker.bootstrap, "-t", "loaded", "-p", "0", "-X", "linger.ms=0"]
+            + ["-X", "batch.num.messages=1", "-X", "acks=1", "-X", "queue.buffering.max.messages=100000"],
+            b"".join(b"m%d\n" % i for i in range(sends)),
+            timeout=120,
+        )
+        after = scrape(url)
+    appends = after.value("kafka_server_brokertopicmetrics_totalproducerequests_total", topic="loaded")
+    assert appends == sends  # one partition, one message per request: one append per request
+    assert after.value("kafka_network_requestmetrics_requests_total", request="Produce") == sends
+    timed = after.value("kafka_network_requestmetrics_totaltimems_count", request="Produce")
+    assert 0 < timed <= sends
+    for phase in ("queue", "local", "remote", "responsesend"):
+        assert after.value(f"kafka_network_requestmetrics_{phase}timems_count", request="Produce") == timed
+    assert after.value("kafka_network_requestmetrics_totaltimems_sum", request="Produce") > 0
+
+
+def test_request_timing_follows_the_rate_and_counts_stay_exact():
+    metrics = RequestMetrics()
+    header = RequestHeader(0, 9, 1, "producer", 2)
+    assert metrics.every == 1  # a quiet broker times every request
+    for _ in range(100 * RequestMetrics.TIMED_PER_WINDOW):
+        metrics.count(header)
+    metrics.next_window()
+    assert metrics.every == 100 and metrics.countdown == 1
+    for _ in range(5):
+        metrics.count(header)
+    metrics.next_window()
+    assert metrics.every == 1
+    metrics.record(header, 0.001, 0.002)
+    fetch = RequestHeader(1, 12, 2, "strom-replica-fetcher-1", 2)
+    metrics.count(fetch)
+    metrics.record_awaited(fetch._replace(client_id="consumer"), 0.0, 0.001, 0.5, 0.0001)
+    snap = metrics.snapshot()
+    count, buckets, sums = snap[0]
+    assert count == 100 * RequestMetrics.TIMED_PER_WINDOW + 6 and sum(buckets) == 1
+    assert sums[4] == pytest.approx(0.003)
+    assert snap[1][0] == 2 and sum(snap[1][1]) == 1
+    assert snap[FETCH_FOLLOWER][0] == 1 and sum(snap[FETCH_FOLLOWER][1]) == 0
+    assert snap[FETCH_CONSUMER][0] == 1 and snap[FETCH_CONSUMER][2][2] == pytest.approx(0.5)
 
 
 def test_metrics_are_off_unless_configured(tmp_path):

@@ -58,37 +58,61 @@ def test_windowed_counts_match_plain_python(spark, broker, tmp_path):
         assert query.awaitTermination(180), f"{query.name} did not finish"
         assert query.exception() is None, query.exception()
 
-    minutes, statuses, top = python_counts(lines)
-    assert len(minutes) == 5
-
-    def epoch(ts):
-        return int(ts.replace(tzinfo=dt.UTC).timestamp()) if ts.tzinfo is None else int(ts.timestamp())
+    assert len(python_counts(lines)[0]) == 5
 
     spark.conf.set("spark.sql.session.timeZone", "UTC")
     try:
-        got = {epoch(r.window_start): r for r in spark.read.parquet(str(parquet / "minute_stats")).collect()}
-        assert sorted(got) == sorted(minutes)
-        for minute, m in minutes.items():
-            assert got[minute].requests == m["requests"]
-            assert got[minute].page_views == m["page_views"]
-            exact = len(m["ips"])
-            assert abs(got[minute].unique_visitors - exact) <= max(
-                2, 0.04 * exact
-            )  # 4 standard deviations, (got[minute], exact)
-        got_status = {
-            (epoch(r.window_start), r.status): r.requests
-            for r in spark.read.parquet(str(parquet / "status_counts")).collect()
-        }
-        assert got_status == dict(statuses)
-        got_top = collections.defaultdict(list)
-        for r in sorted(spark.read.parquet(str(parquet / "top_urls")).collect(), key=lambda r: r.rank):
-            got_top[epoch(r.window_start)].append((r.url, r.requests))
-        assert dict(got_top) == top
+        read = spark.read.parquet
+        minute_rows = [
+            (epoch(r.window_start), r.requests, r.page_views, r.unique_visitors)
+            for r in read(str(parquet / "minute_stats")).collect()
+        ]
+        status_rows = [
+            (epoch(r.window_start), r.status, r.requests) for r in read(str(parquet / "status_counts")).collect()
+        ]
+        top_rows = [
+            (epoch(r.window_start), r.rank, r.url, r.requests) for r in read(str(parquet / "top_urls")).collect()
+        ]
     finally:
         spark.conf.unset("spark.sql.session.timeZone")
+    out = [json.loads(r.value) for r in strom_reader(spark, broker.bootstrap, subscribe="stats").collect()]
+    check_windows(lines, minute_rows, status_rows, top_rows, out)
+
+
+def epoch(ts: dt.datetime) -> int:
+    """A window start in epoch seconds; a naive timestamp (Spark's session time zone, or Parquet
+    INT96 read by pyarrow) is UTC."""
+    return int(ts.replace(tzinfo=dt.UTC).timestamp()) if ts.tzinfo is None else int(ts.timestamp())
+
+
+def check_windows(lines, minute_rows, status_rows, top_rows, output) -> None:
+    """The pipeline's three tables and its output topic against the numbers plain Python computes
+    from the input ``lines`` (the late line that closes the windows left out).
+
+    Rows are plain tuples, window starts in epoch seconds, so that a test whose driver is another
+    process (spark-submit) checks its Parquet files the same way: minute_rows (start, requests,
+    page_views, unique_visitors), status_rows (start, status, requests), top_rows (start, rank,
+    url, requests); ``output`` is the output topic's records as JSON objects.
+    """
+    minutes, statuses, top = python_counts(lines)
+    got = {start: row for start, *row in minute_rows}
+    assert len(got) == len(minute_rows), "a window was written twice"
+    assert sorted(got) == sorted(minutes)
+    for minute, m in minutes.items():
+        requests, page_views, unique_visitors = got[minute]
+        assert requests == m["requests"]
+        assert page_views == m["page_views"]
+        exact = len(m["ips"])
+        assert abs(unique_visitors - exact) <= max(2, 0.04 * exact)  # 4 standard deviations, (got, exact)
+    got_status = {(start, status): requests for start, status, requests in status_rows}
+    assert len(got_status) == len(status_rows), "a status count was written twice"
+    assert got_status == dict(statuses)
+    got_top = collections.defaultdict(list)
+    for start, _rank, url, requests in sorted(top_rows, key=lambda r: (r[0], r[1])):
+        got_top[start].append((url, requests))
+    assert dict(got_top) == top
 
     # the same results went to the output topic as JSON
-    out = [json.loads(r.value) for r in strom_reader(spark, broker.bootstrap, subscribe="stats").collect()]
-    kinds = collections.Counter(o["kind"] for o in out)
-    assert kinds == {"minute": 5, "status": len(statuses), "top_url": sum(len(v) for v in top.values())}
-    assert sum(o["requests"] for o in out if o["kind"] == "minute") == 1500
+    kinds = collections.Counter(o["kind"] for o in output)
+    assert kinds == {"minute": len(minutes), "status": len(statuses), "top_url": sum(len(v) for v in top.values())}
+    assert sum(o["requests"] for o in output if o["kind"] == "minute") == len(lines)

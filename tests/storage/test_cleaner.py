@@ -8,6 +8,7 @@ from strom.protocol.records import iter_records
 from strom.storage import cleaner
 from strom.storage.log import Log
 from strom.storage.log_config import LogConfig
+from strom.storage.log_manager import LogManager
 from tests.storage.helpers import keyed_batch
 
 NOW_MS = 10_000_000_000
@@ -144,3 +145,49 @@ def test_a_round_whose_segments_changed_meanwhile_is_abandoned(tmp_path, change)
     else:
         assert result is None
         assert contents(log) == before  # nothing of the abandoned round reached the log
+
+
+def test_max_compaction_lag_rolls_and_cleans_below_the_dirty_ratio_unless_min_lag_holds_it(tmp_path):
+    """KIP-354 on three logs with min.cleanable.dirty.ratio=0.99, fed the same records: a first round
+    cleans each (nothing is clean yet: ratio 1.0); the second dirty segment is cleaned only where
+    max.compaction.lag.ms is set and min.compaction.lag.ms does not hold it back."""
+    overrides = {
+        "lagged": {"max.compaction.lag.ms": "60000"},
+        "plain": {"segment.ms": "60000"},  # rolls as "lagged" does, without the lag
+        # overdue too, but its newest record is within min.compaction.lag.ms
+        "held": {"segment.ms": "60000", "max.compaction.lag.ms": "120000", "min.compaction.lag.ms": "120000"},
+    }
+    config = LogConfig(cleanup_policy=("compact",), min_cleanable_dirty_ratio=0.99)
+    manager = LogManager([str(tmp_path)], config, topic_overrides=lambda t: overrides[t], clock=lambda: NOW_MS / 1000)
+    manager.startup()
+    t0 = NOW_MS - 200_000
+    logs = {topic: manager.get_or_create_log((topic, 0)) for topic in overrides}
+    assert logs["lagged"].config.max_segment_ms == 60_000 and logs["plain"].config.max_segment_ms == 60_000
+
+    def feed(first_ts: int, closer: bytes) -> None:
+        for log in logs.values():
+            for round_ in range(5):
+                for key in (b"a", b"b", b"c"):
+                    batch = keyed_batch([(key, b"%s-%d" % (key, round_))], timestamp=first_ts + 10_000 * round_)
+                    log.append_as_leader(batch)
+            segments = len(log.segments)
+            log.append_as_leader(keyed_batch([(closer, b"")], timestamp=first_ts + 61_000))
+            assert len(log.segments) == segments + 1  # rolled by max.compaction.lag.ms (or segment.ms)
+            log.update_high_watermark(log.log_end_offset)
+
+    feed(t0, b"x")
+    assert manager.clean_logs() == 3
+    assert all(cleaner.dirty_ratio(log, 15) == 0.0 for log in logs.values())
+    feed(t0 + 61_001, b"y")
+    assert all(cleaner.dirty_ratio(log, 15) < 0.99 for log in logs.values())
+    assert cleaner.max_compaction_delay(logs["plain"], 15) == 0
+    assert cleaner.max_compaction_delay(logs["lagged"], 15) == NOW_MS - 60_000 - (t0 + 61_000)
+    assert cleaner.max_compaction_delay(logs["held"], 15) > 0
+    assert manager.clean_logs() == 1
+
+    keys = [(key, value) for _, key, value in contents(logs["lagged"])]
+    assert keys == [(b"x", b""), (b"a", b"a-4"), (b"b", b"b-4"), (b"c", b"c-4"), (b"y", b"")]
+    untouched = [(b"a", b"a-4"), (b"b", b"b-4"), (b"c", b"c-4"), (b"x", b"")]
+    untouched += [(k, b"%s-%d" % (k, r)) for r in range(5) for k in (b"a", b"b", b"c")] + [(b"y", b"")]
+    assert [(key, value) for _, key, value in contents(logs["plain"])] == untouched
+    assert [(key, value) for _, key, value in contents(logs["held"])] == untouched

@@ -163,7 +163,9 @@ def test_retention_by_size(tmp_path):
 def test_deleted_segment_files_stay_readable_until_the_delay(tmp_path):
     clock = Clock(1.0)
     log = Log(
-        str(tmp_path / "d-0"), LogConfig(segment_bytes=500, retention_bytes=0, file_delete_delay_ms=1000), clock=clock
+        str(tmp_path / "d-0"),
+        LogConfig(segment_bytes=500, retention_bytes=0, file_delete_delay_ms=1000),
+        monotonic=clock,  # file.delete.delay.ms is a duration: measured on the monotonic clock
     )
     for _ in range(4):
         log.append_as_leader(make_batch(1, value_size=300))

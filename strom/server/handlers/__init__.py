@@ -60,6 +60,9 @@ _MODULE_NAMES = [
     "describe_acls",
     "create_acls",
     "delete_acls",
+    "describe_topic_partitions",
+    "get_telemetry_subscriptions",
+    "push_telemetry",
 ]
 _MODULES = [importlib.import_module(f"strom.server.handlers.{name}") for name in _MODULE_NAMES]
 

@@ -14,7 +14,7 @@ from strom.server.authorization import group_allowed, txn_allowed
 
 API_KEY = ApiKey.ADD_OFFSETS_TO_TXN
 MIN_VERSION = 0
-MAX_VERSION = 3
+MAX_VERSION = 4  # v4 only allows TRANSACTION_ABORTABLE (KIP-890)
 FENCED_SINCE_VERSION = 2
 
 

@@ -16,7 +16,7 @@ from strom.server.authorization import cluster_allowed, denied_topics, txn_allow
 
 API_KEY = ApiKey.ADD_PARTITIONS_TO_TXN
 MIN_VERSION = 0
-MAX_VERSION = 4
+MAX_VERSION = 5  # v5 only allows TRANSACTION_ABORTABLE (KIP-890)
 FENCED_SINCE_VERSION = 2
 BROKER_BATCH_VERSION = 4
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from strom.cluster.store import StoreError
 from strom.protocol.api import ApiKey, response_class_for
-from strom.protocol.entities import build
+from strom.protocol.entities import build, field_value
 from strom.protocol.errors import ErrorCode
-from strom.security.acl import AclError, Operation, binding_from_wire, validate_binding
+from strom.security.acl import AclError, Operation, PatternType, binding_from_wire, validate_binding
 from strom.server.authorization import cluster_allowed
 
 API_KEY = ApiKey.CREATE_ACLS
-MIN_VERSION = 1
+MIN_VERSION = 0  # v0 (Kafka 3.9) has no pattern type: its bindings are LITERAL, the field's default
 MAX_VERSION = 3
 
 NO_AUTHORIZER = "No Authorizer is configured on the broker"
@@ -29,7 +29,7 @@ def handle(ctx, request):
             binding = binding_from_wire(
                 creation.resource_type,
                 creation.resource_name,
-                creation.resource_pattern_type,
+                field_value(creation, "resource_pattern_type", PatternType.LITERAL),
                 creation.principal,
                 creation.host,
                 creation.operation,

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from strom.cluster.store import StoreError
 from strom.protocol.api import ApiKey, response_class_for
-from strom.protocol.entities import build
+from strom.protocol.entities import build, field_value
 from strom.protocol.errors import ErrorCode
-from strom.security.acl import AclError, Operation, filter_from_wire
+from strom.security.acl import AclError, Operation, PatternType, filter_from_wire
 from strom.server.authorization import cluster_allowed
 from strom.server.handlers.create_acls import NO_AUTHORIZER
 
 API_KEY = ApiKey.DELETE_ACLS
-MIN_VERSION = 1
+MIN_VERSION = 0  # v0 (Kafka 3.9) has no pattern type filter: it matches LITERAL bindings only
 MAX_VERSION = 3
 
 
@@ -34,7 +34,7 @@ def handle(ctx, request):
             acl_filter = filter_from_wire(
                 f.resource_type_filter,
                 f.resource_name_filter,
-                f.pattern_type_filter,
+                field_value(f, "pattern_type_filter", PatternType.LITERAL),
                 f.principal_filter,
                 f.host_filter,
                 f.operation,

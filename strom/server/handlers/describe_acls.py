@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from strom.protocol.api import ApiKey, response_class_for
-from strom.protocol.entities import build
+from strom.protocol.entities import build, field_value
 from strom.protocol.errors import ErrorCode
-from strom.security.acl import AclError, Operation, filter_from_wire
+from strom.security.acl import AclError, Operation, PatternType, filter_from_wire
 from strom.server.authorization import cluster_allowed
 from strom.server.handlers.create_acls import NO_AUTHORIZER
 
 API_KEY = ApiKey.DESCRIBE_ACLS
-MIN_VERSION = 1
+MIN_VERSION = 0  # v0 (Kafka 3.9) has no pattern type filter: it matches LITERAL bindings only
 MAX_VERSION = 3
 
 
@@ -30,7 +30,7 @@ def handle(ctx, request):
     acl_filter = filter_from_wire(
         request.resource_type_filter,
         request.resource_name_filter,
-        request.pattern_type_filter,
+        field_value(request, "pattern_type_filter", PatternType.LITERAL),
         request.principal_filter,
         request.host_filter,
         request.operation,

@@ -29,7 +29,9 @@ from strom.storage.segment import FileSlice
 
 API_KEY = ApiKey.FETCH
 MIN_VERSION = 0  # v0-3 answer message sets (magic 0/1), down-converted by strom.server.legacy
-MAX_VERSION = 17  # v13+ names topics by id; v15+ carries the replica id in replica_state
+# v13+ names topics by id; v15+ carries the replica id in replica_state. v18's per-partition
+# high_watermark (KIP-1166) is a follower's, which only a Kafka broker sends; consumers leave it unset.
+MAX_VERSION = 18
 
 _PARTITION_HEAD = struct.Struct(">ihqq")
 _ERROR_AND_SESSION = struct.Struct(">hi")

@@ -18,7 +18,7 @@ from strom.txn.coordinator import TRANSACTION_STATE_TOPIC
 
 API_KEY = ApiKey.FIND_COORDINATOR
 MIN_VERSION = 0
-MAX_VERSION = 4
+MAX_VERSION = 6  # v5 may answer TRANSACTION_ABORTABLE; v6 knows share groups (key type 2: INVALID_REQUEST)
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
 

@@ -17,7 +17,7 @@ from strom.server.authorization import idempotent_write_allowed, txn_allowed
 
 API_KEY = ApiKey.INIT_PRODUCER_ID
 MIN_VERSION = 0
-MAX_VERSION = 4
+MAX_VERSION = 5  # v5 only allows TRANSACTION_ABORTABLE (KIP-890); v6 is two-phase commit (KIP-939)
 MAX_EPOCH = 32767
 # KIP-588 introduced PRODUCER_FENCED; older clients know it as INVALID_PRODUCER_EPOCH
 FENCED_SINCE_VERSION = 4

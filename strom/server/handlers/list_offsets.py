@@ -1,4 +1,9 @@
-"""ListOffsets: earliest (-2), latest (-1), max timestamp (-3), or the first offset at or after a time."""
+"""ListOffsets: earliest (-2), latest (-1), max timestamp (-3), or the first offset at or after a time.
+
+v8 adds the earliest local offset (-4) and v9 the latest tiered offset (-5) of tiered storage (KIP-405,
+KIP-1005): strom keeps every segment local, so -4 is the log start offset and -5 finds nothing (offset
+-1), as Kafka answers for a topic without remote storage. v10's timeout bounds remote lookups only.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +20,9 @@ from strom.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
 API_KEY = ApiKey.LIST_OFFSETS
 MIN_VERSION = 0  # v0 (a list of offsets per partition) is answered by strom.server.legacy
-MAX_VERSION = 7
+MAX_VERSION = 10
+EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
 
 
 def lookup(partition, timestamp: int, read_committed: bool = False) -> dict:
@@ -25,7 +32,9 @@ def lookup(partition, timestamp: int, read_committed: bool = False) -> dict:
         # last stable offset for read_committed consumers
         offset = log_.last_stable_offset if read_committed else log_.high_watermark
         return {"timestamp": -1, "offset": offset, "leader_epoch": log_.leader_epoch_cache.latest_epoch}
-    if timestamp == EARLIEST_TIMESTAMP:
+    if timestamp == LATEST_TIERED_TIMESTAMP:
+        return {"timestamp": -1, "offset": -1, "leader_epoch": -1}
+    if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
         offset = log_.log_start_offset
         return {"timestamp": -1, "offset": offset, "leader_epoch": log_.leader_epoch_cache.epoch_for_offset(offset)}
     found = log_.offset_for_timestamp(timestamp)

@@ -17,7 +17,7 @@ from strom.server.authorization import (
 
 API_KEY = ApiKey.METADATA
 MIN_VERSION = 0
-MAX_VERSION = 12
+MAX_VERSION = 13  # v13: a top-level error code (KIP-1102), always NONE here
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 OPERATIONS_NOT_REQUESTED = -(2**31)
 

@@ -34,7 +34,11 @@ from strom.server.dispatcher import RawResponse, error_from_exception
 
 API_KEY = ApiKey.PRODUCE
 MIN_VERSION = 0  # v0-2 carry message sets (magic 0/1), converted by strom.server.legacy
-MAX_VERSION = 9
+# v10-12 are v9 on the wire. v10 (KIP-951) lets the broker hint the new leader in tagged fields, left
+# out here, as Fetch leaves them out: the client refreshes metadata instead. v11 may answer
+# TRANSACTION_ABORTABLE; v12 adds partitions to a transaction implicitly only with transaction.version 2
+# finalized (KIP-890), which strom does not advertise, so a transactional v12 is served as v11.
+MAX_VERSION = 12
 
 _PARTITION_V3 = struct.Struct(">ihqq")
 _PARTITION_V5 = struct.Struct(">ihqqq")

@@ -264,9 +264,13 @@ def build_session(app_name: str = "strom-access-log", shuffle_partitions: int = 
 
     use_this_python()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark import SparkConf
+    from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
+    if "PYSPARK_GATEWAY_PORT" in os.environ:
+        # under spark-submit: join its JVM first, or SparkConf() is an empty Python dict that
+        # never sees --master and --conf, and the job would quietly run local[*]
+        SparkContext._ensure_initialized()
     builder = SparkSession.builder.appName(app_name)
     conf = SparkConf()
     if not conf.contains("spark.master"):
