@@ -1,14 +1,15 @@
 """Cluster benchmark: what replication costs and how long a failover takes, on a local 3-broker cluster.
 
     python -m strom.bench.cluster [--messages 200000] [--size 200] [--failovers 3] [--latency-s 10]
-                                  [--rates 100 500]
+                                  [--rates 1000 10000] [--load kcat|python]
 
 Starts ZooKeeper and three brokers with ``strom cluster start`` in a temporary directory
 (zookeeper.session.timeout.ms=6000, replica.lag.time.max.ms=3000), then measures with
 confluent-kafka:
 
 - produce throughput at replication factor 3 with acks=all against replication factor 1 in the
-  same run (3 partitions each, idempotent producer, linger.ms=5) and their ratio;
+  same run (3 partitions each, idempotent producer, linger.ms=5) and their ratio, with kcat as the
+  load by default so that the client is not what limits it;
 - failover: kill -9 the leader of a partition while an acks=all producer writes to every
   partition that broker leads; the time from the kill to the first acknowledged write on those
   partitions. Detection takes the ZooKeeper session timeout, which dominates; the killed broker
@@ -16,8 +17,8 @@ confluent-kafka:
 - end-to-end latency at replication factor 3, acks=all, linger.ms=0: a paced producer writes its
   send time into each message and an assigned consumer subtracts it on arrival; p50/p99/max per
   rate. The consumer's group.id brings __consumer_offsets (50 partitions, RF 3) into being, as in
-  any real cluster; how many partitions each broker follows is printed, because every follower
-  fetch carries all of them (strom declines KIP-227 fetch sessions).
+  any real cluster; how many partitions each broker follows is printed (followers fetch through
+  KIP-227 sessions, so a full request listing all of them is rare).
 
 Prints figures and asserts nothing (these machines are shared and noisy).
 """
@@ -37,6 +38,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 
 SESSION_TIMEOUT_MS = 6000
 LAG_TIME_MAX_MS = 3000
@@ -160,6 +162,39 @@ def produce_throughput(bootstrap: str, topic: str, count: int, size: int) -> flo
     if left or failed:
         raise SystemExit(f"{topic}: {left} undelivered, {len(failed)} failed ({failed[:3]})")
     return elapsed
+
+
+def kcat_throughput(kcat: str, bootstrap: str, topic: str, count: int, size: int) -> float:
+    """Seconds for kcat (librdkafka in C, so the load is not a Python loop) to produce ``count``
+    messages of ``size`` bytes over the topic's partitions with acks=all and idempotence, until
+    all are acknowledged; kcat exits non-zero if any delivery failed."""
+    line = os.urandom(size // 2).hex().encode()[: size - 1] + b"\n"  # hex: no newline inside
+    started = time.perf_counter()
+    subprocess.run(
+        [
+            kcat,
+            "-P",
+            "-b",
+            bootstrap,
+            "-t",
+            topic,
+            "-X",
+            "acks=all",
+            "-X",
+            "enable.idempotence=true",
+            "-X",
+            "linger.ms=5",
+            "-X",
+            "batch.size=262144",
+            "-X",
+            "queue.buffering.max.messages=1000000",
+        ],
+        input=line * count,
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+    return time.perf_counter() - started
 
 
 # -- failover --------------------------------------------------------------------------------------
@@ -314,10 +349,17 @@ def main(argv: list[str] | None = None) -> None:
         "--rates",
         type=int,
         nargs="+",
-        default=[100, 500],
-        help="paced messages/s of the latency measurements (default 100 500)",
+        default=[1000, 10000],
+        help="paced messages/s of the latency measurements (default 1000 10000, the issue's rates)",
     )
     parser.add_argument("--dir", help="where the cluster lives (default: a temporary directory, removed)")
+    parser.add_argument(
+        "--load",
+        choices=["kcat", "python"],
+        default="kcat",
+        help="the throughput load: kcat (C, default) or a confluent-kafka loop in this process",
+    )
+    parser.add_argument("--kcat", default=shutil.which("kcat") or "kcat")
     args = parser.parse_args(argv)
 
     directory = args.dir or tempfile.mkdtemp(prefix="strom-bench-cluster-")
@@ -331,10 +373,16 @@ def main(argv: list[str] | None = None) -> None:
         cluster.create_topic("bench-rf1", 3, 1)
         cluster.create_topic("bench-rf3", 3, 3, {"min.insync.replicas": "2"})
         mb = args.messages * args.size / 1e6
-        produce_throughput(cluster.bootstrap, "bench-rf1", min(20000, args.messages), args.size)  # warm up
-        rf1 = produce_throughput(cluster.bootstrap, "bench-rf1", args.messages, args.size)
-        rf3 = produce_throughput(cluster.bootstrap, "bench-rf3", args.messages, args.size)
-        print(f"\nproduce, acks=all, {args.messages} x {args.size} B, 3 partitions, idempotent, linger.ms=5")
+        throughput: Callable[[str, str, int, int], float] = produce_throughput
+        if args.load == "kcat":
+            throughput = functools.partial(kcat_throughput, args.kcat)
+        throughput(cluster.bootstrap, "bench-rf1", min(20000, args.messages), args.size)  # warm up
+        rf1 = throughput(cluster.bootstrap, "bench-rf1", args.messages, args.size)
+        rf3 = throughput(cluster.bootstrap, "bench-rf3", args.messages, args.size)
+        print(
+            f"\nproduce with {args.load}, acks=all, {args.messages} x {args.size} B, 3 partitions, idempotent, "
+            f"linger.ms=5"
+        )
         print(f"{'':14}{'msg/s':>10}{'MB/s':>8}")
         print(f"{'RF=1':14}{args.messages / rf1:10.0f}{mb / rf1:8.1f}")
         print(f"{'RF=3':14}{args.messages / rf3:10.0f}{mb / rf3:8.1f}")
