@@ -10,14 +10,18 @@ Offset checkpoints (recovery-point-offset-checkpoint, replication-offset-checkpo
 log-start-offset-checkpoint, cleaner-offset-checkpoint) hold ``topic partition offset`` lines;
 leader-epoch-checkpoint holds ``epoch startOffset`` lines. A write goes to ``<file>.tmp``, is
 fsynced, renamed over the old file and the directory fsynced, so a crash leaves either the old
-or the new file, never a torn one.
+or the new file, never a torn one. ``deferred_syncs`` keeps that promise for many files at once
+at the cost of two filesystem syncs in all.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import logging
 import os
-from collections.abc import Iterable, Mapping, Sequence
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 log = logging.getLogger("strom.storage")
 
@@ -33,6 +37,10 @@ class CheckpointError(ValueError):
     pass
 
 
+class DeferredSyncError(OSError):
+    """The syncs or renames that end a ``deferred_syncs`` block failed (a disk failing under it)."""
+
+
 def fsync_dir(path: str) -> None:
     """Make a rename or create durable: the directory entry itself must reach the disk."""
     fd = os.open(path, os.O_RDONLY)
@@ -42,12 +50,77 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
+# While deferred_syncs() is open in a thread: checkpoint path -> its written, not yet synced, .tmp.
+# Per thread: the cleaner checkpoint is written on an executor thread, and must not join a pass.
+_local = threading.local()
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+@contextlib.contextmanager
+def deferred_syncs() -> Iterator[None]:
+    """Checkpoint writes inside the block share two filesystem syncs instead of two fsyncs each.
+
+    A broker that takes over the leadership of thousands of partitions at once (a 10,000-partition
+    cluster losing a broker) writes a leader-epoch checkpoint for each; an fsync of the file and
+    of its directory per partition kept the event loop busy for 15 s on this machine. Inside the
+    block a write goes to its ``.tmp`` unsynced and its rename waits; on leaving, one syncfs per
+    filesystem makes every ``.tmp`` durable, the renames happen, and a second syncfs makes them
+    durable. A crash at any point leaves the old file or the new one, never a torn one, as with
+    a single write. The caller holds the event loop for the whole block, so nothing acts on the
+    new contents (an append at a new leader epoch) before they are on disk. A ``.tmp`` whose
+    directory went away meanwhile (a replica deleted in the same pass) is dropped.
+    """
+    if getattr(_local, "pending", None) is not None:  # nested: the outer block syncs
+        yield
+        return
+    _local.pending = {}
+    try:
+        yield
+    finally:
+        pending: dict[str, str] = _local.pending
+        _local.pending = None
+        if pending:
+            try:
+                _sync_filesystems({os.path.dirname(tmp) for tmp in pending.values()})
+                for path, tmp in pending.items():
+                    try:
+                        os.replace(tmp, path)
+                    except FileNotFoundError:
+                        pass  # its partition dir was renamed for deletion in the same pass
+                _sync_filesystems({os.path.dirname(path) for path in pending})
+            except OSError as exc:
+                raise DeferredSyncError(exc.errno, exc.strerror, exc.filename) from exc
+
+
+def _sync_filesystems(directories: Iterable[str]) -> None:
+    """syncfs once for each filesystem holding one of ``directories`` (those gone are skipped)."""
+    devices: set[int] = set()
+    for directory in sorted(directories):
+        try:
+            fd = os.open(directory, os.O_RDONLY)
+        except FileNotFoundError:
+            continue
+        try:
+            device = os.fstat(fd).st_dev
+            if device not in devices:
+                devices.add(device)
+                if _libc.syncfs(fd) != 0:
+                    code = ctypes.get_errno()
+                    raise OSError(code, os.strerror(code), directory)
+        finally:
+            os.close(fd)
+
+
 def write_lines_atomically(path: str, lines: Iterable[str], version: int = CHECKPOINT_VERSION) -> None:
     entries = list(lines)
     text = f"{version}\n{len(entries)}\n" + "".join(line + "\n" for line in entries)
     tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as handle:
         handle.write(text)
+        pending = getattr(_local, "pending", None)
+        if pending is not None:
+            pending[path] = tmp
+            return
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(tmp, path)

@@ -1,4 +1,9 @@
-from strom.storage.checkpoint import LeaderEpochCheckpointFile, OffsetCheckpointFile
+from strom.storage.checkpoint import (
+    LEADER_EPOCH_CHECKPOINT,
+    LeaderEpochCheckpointFile,
+    OffsetCheckpointFile,
+    deferred_syncs,
+)
 
 
 def test_offset_checkpoint_is_kafkas_text_format(tmp_path):
@@ -31,3 +36,25 @@ def test_leader_epoch_checkpoint(tmp_path):
     LeaderEpochCheckpointFile(str(path)).write([(0, 0), (3, 120)])
     assert path.read_text() == "0\n2\n0 0\n3 120\n"
     assert LeaderEpochCheckpointFile(str(path)).read() == [(0, 0), (3, 120)]
+
+
+def test_deferred_writes_appear_whole_at_the_end_of_the_block(tmp_path):
+    """Inside the block a write leaves the old file in place; on leaving every file is replaced,
+    no .tmp is left, and a write whose directory went away meanwhile is dropped, not an error."""
+    (tmp_path / "a").mkdir()
+    kept = LeaderEpochCheckpointFile(str(tmp_path / "a" / LEADER_EPOCH_CHECKPOINT))
+    kept.write([(0, 0)])
+    (tmp_path / "b").mkdir()
+    doomed = LeaderEpochCheckpointFile(str(tmp_path / "b" / LEADER_EPOCH_CHECKPOINT))
+    with deferred_syncs():
+        kept.write([(0, 0), (1, 40)])
+        kept.write([(0, 0), (1, 40), (2, 90)])  # the last write of a file wins
+        with deferred_syncs():  # nested: the outer block finishes the work
+            doomed.write([(3, 7)])
+        assert kept.read() == [(0, 0)]
+        (tmp_path / "b").rename(tmp_path / "b.deleted")  # as a replica deleted in the same pass
+    assert kept.read() == [(0, 0), (1, 40), (2, 90)]
+    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == [LEADER_EPOCH_CHECKPOINT]
+    # outside a block, writes are immediate again
+    kept.write([(5, 100)])
+    assert kept.read() == [(5, 100)]
