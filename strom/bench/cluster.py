@@ -168,33 +168,11 @@ def kcat_throughput(kcat: str, bootstrap: str, topic: str, count: int, size: int
     """Seconds for kcat (librdkafka in C, so the load is not a Python loop) to produce ``count``
     messages of ``size`` bytes over the topic's partitions with acks=all and idempotence, until
     all are acknowledged; kcat exits non-zero if any delivery failed."""
+    from strom.bench.requests import kcat_produce
+
     line = os.urandom(size // 2).hex().encode()[: size - 1] + b"\n"  # hex: no newline inside
-    started = time.perf_counter()
-    subprocess.run(
-        [
-            kcat,
-            "-P",
-            "-b",
-            bootstrap,
-            "-t",
-            topic,
-            "-X",
-            "acks=all",
-            "-X",
-            "enable.idempotence=true",
-            "-X",
-            "linger.ms=5",
-            "-X",
-            "batch.size=262144",
-            "-X",
-            "queue.buffering.max.messages=1000000",
-        ],
-        input=line * count,
-        check=True,
-        capture_output=True,
-        timeout=600,
-    )
-    return time.perf_counter() - started
+    config = {"acks": "all", "enable.idempotence": "true", "linger.ms": "5", "batch.size": "262144"}
+    return kcat_produce(kcat, bootstrap, topic, line * count, config, partition=None, quiet=True)
 
 
 # -- failover --------------------------------------------------------------------------------------

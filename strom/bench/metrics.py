@@ -30,35 +30,13 @@ import threading
 import urllib.request
 
 from strom.bench import requests as requests_bench
-from strom.bench.requests import cpu_seconds
+from strom.bench.requests import cpu_seconds, kcat_produce
 
 
 def produce(kcat: str, bootstrap: str, topic: str, lines: bytes, batch: int) -> None:
     """kcat -P, acks=1; ``batch`` messages per Produce request at most (1: one message per request)."""
     linger = "0" if batch == 1 else "5"
-    subprocess.run(
-        [
-            kcat,
-            "-P",
-            "-b",
-            bootstrap,
-            "-t",
-            topic,
-            "-p",
-            "0",
-            "-X",
-            f"linger.ms={linger}",
-            "-X",
-            f"batch.num.messages={batch}",
-            "-X",
-            "acks=1",
-            "-X",
-            "queue.buffering.max.messages=1000000",
-        ],
-        input=lines,
-        check=True,
-        timeout=600,
-    )
+    kcat_produce(kcat, bootstrap, topic, lines, {"linger.ms": linger, "batch.num.messages": str(batch), "acks": "1"})
 
 
 def start_broker(data_dir: str, metrics: bool) -> tuple[subprocess.Popen, int]:
