@@ -29,9 +29,11 @@ import tempfile
 import time
 
 from strom.bench.cluster import SESSION_TIMEOUT_MS, LocalCluster
+from strom.bench.connections import rss_kib
+from strom.bench.requests import cpu_seconds
+from strom.resources import raise_open_files_limit
 
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-# Each broker holds every partition's replica at RF=3: about 3 descriptors each, plus sockets.
+# Each broker holds every partition's replica at RF=3: a descriptor per segment, plus sockets.
 # Kafka's documentation asks for at least 100,000 open files per broker.
 OPEN_FILES = 100_000
 
@@ -45,24 +47,12 @@ def raise_open_files_for_brokers() -> str:
             resource.setrlimit(resource.RLIMIT_NOFILE, (OPEN_FILES, OPEN_FILES))
         except (ValueError, OSError) as exc:
             return f"open files limit {soft}/{hard} (could not raise it to {OPEN_FILES}: {exc})"
-    elif soft != resource.RLIM_INFINITY and soft < hard:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    soft, hard = raise_open_files_limit()  # the soft limit up to the hard one, as a broker does
     return f"open files limit {soft}/{hard}"
 
 
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as handle:
-        fields = handle.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime + stime
-
-
 def rss_mib(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as handle:
-        for line in handle:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
+    return rss_kib(pid) / 1024
 
 
 def logs_made(cluster: LocalCluster, broker_id: int, topic: str) -> int:
