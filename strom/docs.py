@@ -9,6 +9,7 @@ test fails when the README is out of date.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 
@@ -56,8 +57,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.write:
         with open(args.write, encoding="utf-8") as handle:
             text = handle.read()
-        with open(args.write, "w", encoding="utf-8") as handle:
-            handle.write(render(text))
+        rendered = render(text)  # before touching the file: rendering imports the whole broker
+        # replaced in one step, so a reader (or a second --write) never sees a half-written README
+        temporary = f"{args.write}.tmp-{os.getpid()}"
+        with open(temporary, "w", encoding="utf-8") as handle:
+            handle.write(rendered)
+        os.replace(temporary, args.write)
         return 0
     for name, make in SECTIONS.items():
         print(f"## {name}\n{make()}\n")

@@ -9,7 +9,10 @@ one at a time, each held for a few seconds (often past the 6 s ZooKeeper session
 At the end every fault is healed, the topic is read back and checked (strom.chaos.workload), the
 brokers are stopped cleanly and their replica files compared batch by batch. A failing run keeps
 its directory (history, broker logs, data) and prints the command that replays its schedule.
-With --unclean, loss is allowed but must be detected and reported.
+With --unclean, loss is allowed but must be detected and reported. A consumer group
+(strom.chaos.group) consumes the topic throughout, under the faults, drains after healing, and
+its history is checked too (committed offsets and high watermarks never going back, every
+acknowledged value read, nothing read that definitely failed).
 
 Network faults (strom.chaos.faults) are aimed at partition 0's leader and followers as ZooKeeper
 names them when injected; what strom did while each was held (leader, ISR, epoch, writes
@@ -36,6 +39,7 @@ from pathlib import Path
 from strom.chaos import clock as clock_faults
 from strom.chaos import faults as network
 from strom.chaos.cluster import ChaosCluster
+from strom.chaos.group import GroupConsumers, GroupVerdict, check_group, queue_outcomes, txn_outcomes
 from strom.chaos.txn import TxnProducers, check_txn
 from strom.chaos.workload import Producers, Verdict, check, read_everything
 
@@ -129,9 +133,17 @@ def run_once(
     injected: dict[str, int] = {}
     time_anomalies: list[str] = []  # ListOffsets by timestamp answers that contradict the stored records
     observer = None
+    group = None
     try:
         _create_topic(cluster.bootstrap, clock_faults.TOPIC_CONFIG if clocks else {})
         observer = network.Observer(cluster, TOPIC, PARTITIONS)
+        isolation = "read_committed" if workload == "txn" else "read_uncommitted"
+        watching = observer
+
+        def leader_epochs() -> dict[int, int | None]:
+            return {p: (s.leader_epoch if s is not None else None) for p, s in watching.states().items()}
+
+        group = GroupConsumers(cluster.bootstrap, TOPIC, PARTITIONS, isolation, leader_epochs).start()
         producers: Producers | TxnProducers
         producers = (TxnProducers if workload == "txn" else Producers)(cluster.bootstrap, TOPIC).start()
         began = time.monotonic()
@@ -196,18 +208,47 @@ def run_once(
             )
             if history.fatal:
                 log(f"  fatal producer errors (producer replaced): {len(history.fatal)}, first: {history.fatal[0]}")
+        outcomes = txn_outcomes(txn_history) if isinstance(producers, TxnProducers) else queue_outcomes(history)
+        group_verdict = _drain_and_check(root, group, outcomes, read, log)
         for node in cluster.nodes.values():  # clean stops flush every replica's files
             node.stop()
         differences = cluster.replicas_identical(TOPIC, PARTITIONS, 5)
         if isinstance(producers, TxnProducers):
-            return check_txn(txn_history, read, differences), injected
-        verdict = check(history, read, differences)
-        verdict.anomalies.extend(time_anomalies)
+            verdict = check_txn(txn_history, read, differences)
+        else:
+            verdict = check(history, read, differences)
+            verdict.anomalies.extend(time_anomalies)
+        verdict.group = group_verdict
         return verdict, injected
     finally:
+        if group is not None:
+            group.stop()
         if observer is not None:
             observer.close()
         cluster.stop()
+
+
+def _drain_and_check(
+    root: Path,
+    group: GroupConsumers,
+    outcomes: tuple[set[str], set[str], set[str]],
+    read: dict[int, list[tuple[int, str]]],
+    log,
+) -> GroupVerdict:
+    """Let the group read what is left after healing (bounded), stop it, and check its history."""
+    acked, definitely_failed, indeterminate = outcomes
+    present = {value for records in read.values() for _offset, value in records}
+    began = time.monotonic()
+    # what is no longer in the topic cannot be drained (the read-back check reports it as lost)
+    drained = group.drain(acked & present)
+    took = time.monotonic() - began
+    history = group.stop()
+    log(
+        f"  group drain: {'complete' if drained else 'INCOMPLETE'} after {took:.1f}s, "
+        f"members stopped in {time.monotonic() - began - took:.1f}s"
+    )
+    (root / "group.json").write_text(json.dumps(history.to_json()))
+    return check_group(history, acked, definitely_failed, indeterminate)
 
 
 def _acked(producers: Producers | TxnProducers) -> dict[int, int]:
@@ -230,6 +271,25 @@ def _create_topic(bootstrap: str, config: dict[str, str]) -> None:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.5)
+
+
+GROUP_FIGURES = (
+    "reads",
+    "duplicate_reads",
+    "commits",
+    "commits_failed",
+    "rebalances",
+    "crashes",
+    "missed",
+    "failed_read",
+    "commit_backwards",
+    "watermark_backwards",
+    "watermark_back_after_election",
+)
+
+
+def _group_figures(group: GroupVerdict) -> dict[str, int]:
+    return {name: (len(v) if isinstance(v := getattr(group, name), list) else v) for name in GROUP_FIGURES}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -257,6 +317,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown faults {unknown}; known: {', '.join(FAULTS)}")
     base = Path(args.dir or tempfile.mkdtemp(prefix="strom-chaos-"))
     totals = {"acked": 0, "lost": 0, "duplicated": 0, "moved": 0, "out_of_order": 0, "failed_runs": 0}
+    group_totals = dict.fromkeys(GROUP_FIGURES, 0)
     faults_total: dict[str, int] = {}
     per_kind: dict[str, dict[str, int]] = {}  # fault kind -> figures of the runs it was injected in
     for i in range(args.runs):
@@ -288,7 +349,13 @@ def main(argv: list[str] | None = None) -> int:
         totals["duplicated"] += len(verdict.duplicated)
         totals["moved"] += len(verdict.moved)
         totals["out_of_order"] += len(verdict.out_of_order)
+        if verdict.group is not None:
+            for name, value in _group_figures(verdict.group).items():
+                group_totals[name] += value
         print(f"  {'ok' if verdict.ok else 'ANOMALY'}: {verdict.summary()}", flush=True)
+        lagging = verdict.group.watermark_back_after_election if verdict.group is not None else []
+        if lagging:
+            print(f"    group watermark back after an election (not a failure): {lagging[:3]}", flush=True)
         if verdict.ok:
             shutil.rmtree(root, ignore_errors=True)
         else:
@@ -297,6 +364,10 @@ def main(argv: list[str] | None = None) -> int:
                 items = getattr(verdict, name)
                 if items:
                     print(f"    {name}: {items[:10]}{' ...' if len(items) > 10 else ''}")
+            for name in ("missed", "failed_read", "commit_backwards", "watermark_backwards"):
+                items = getattr(verdict.group, name) if verdict.group is not None else []
+                if items:
+                    print(f"    group {name}: {items[:10]}{' ...' if len(items) > 10 else ''}")
             print(
                 f"    kept in {root}; replay: python -m strom.chaos --runs 1 --seed {seed} "
                 f"--minutes {args.minutes} --faults {','.join(kinds)} --workload {args.workload}"
@@ -312,6 +383,15 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"runs {args.runs}, anomalous {totals['failed_runs']}; acknowledged {totals['acked']}, lost {totals['lost']}, "
         f"duplicated {totals['duplicated']}, moved {totals['moved']}, out of order {totals['out_of_order']}"
+    )
+    print(
+        f"consumer group: read {group_totals['reads']} ({group_totals['duplicate_reads']} duplicate reads, "
+        f"after rebalances), commits {group_totals['commits']} ({group_totals['commits_failed']} failed), "
+        f"assignments {group_totals['rebalances']} ({group_totals['crashes']} member crashes), "
+        f"missed {group_totals['missed']}, "
+        f"failed values read {group_totals['failed_read']}, commits backwards {group_totals['commit_backwards']}, "
+        f"watermark backwards {group_totals['watermark_backwards']} (and "
+        f"{group_totals['watermark_back_after_election']} after an election: a new leader's lagging watermark)"
     )
     return 1 if totals["failed_runs"] and not args.unclean else 0
 

@@ -13,6 +13,10 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from strom.chaos.group import GroupVerdict
 
 
 @dataclass
@@ -34,6 +38,7 @@ class Verdict:
     failed_but_present: int  # indeterminate outcomes that did land: allowed
     replica_differences: list[str]
     anomalies: list[str] = field(default_factory=list)  # the transactional checker's: aborted records read, ...
+    group: GroupVerdict | None = None  # the consumer group's checks (strom.chaos.group), when a group ran
 
     @property
     def ok(self) -> bool:
@@ -44,6 +49,7 @@ class Verdict:
             or self.out_of_order
             or self.replica_differences
             or self.anomalies
+            or (self.group is not None and not self.group.ok)
         )
 
     def summary(self) -> str:
@@ -53,6 +59,7 @@ class Verdict:
             f"moved {len(self.moved)}, out of order {len(self.out_of_order)}, "
             f"replica differences {len(self.replica_differences)}"
             + (f", anomalies {len(self.anomalies)}" if self.anomalies else "")
+            + (f"; {self.group.summary()}" if self.group is not None else "")
         )
 
 

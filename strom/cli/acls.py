@@ -87,6 +87,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cluster", action="store_true", help="the cluster resource")
     parser.add_argument("--transactional-id", action="append", default=[], help="transactional id (repeatable)")
     parser.add_argument(
+        "--delegation-token", action="append", default=[], metavar="ID", help="delegation token id (repeatable)"
+    )
+    parser.add_argument(
+        "--user-principal",
+        action="append",
+        default=[],
+        metavar="User:name",
+        help="the User resource of CreateTokens/DescribeTokens (repeatable)",
+    )
+    parser.add_argument(
         "--resource-pattern-type",
         default="literal",
         type=str.lower,
@@ -197,6 +207,10 @@ def run(args: argparse.Namespace) -> int:
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
+    if args.delegation_token or args.user_principal:  # resource types librdkafka lacks
+        from strom.cli.token_acls import run as run_token_acls
+
+        return run_token_acls(args)
     timeout = args.timeout / 1000
     try:
         overrides = command_properties(args.command_config)

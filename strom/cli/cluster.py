@@ -434,7 +434,8 @@ def bootstrap(state: dict, only: set[int] | None = None) -> str:
 
 # -- add-broker --------------------------------------------------------------------------------------
 def add_broker(directory: str, broker_id: int | None) -> int:
-    """One more broker with the first broker's settings (its own id, port and data dir).
+    """One more broker with the first broker's settings (its own id, port and data dir; on a
+    ``--secure`` cluster also its own INTERNAL port and a certificate from the cluster's CA).
 
     It joins the cluster's ZooKeeper and holds no partition until some are reassigned onto it
     (Kafka does not move partitions by itself either). The cluster's state file lists it, so
@@ -444,8 +445,6 @@ def add_broker(directory: str, broker_id: int | None) -> int:
     state = layout.load()
     if state is None:
         raise ClusterError(f"{layout.dir} holds no cluster ({STATE_FILE} is missing); `strom cluster start` first")
-    if state.get("secure"):
-        raise ClusterError("add-broker cannot extend a --secure cluster yet (its listeners and certificates)")
     ids = sorted(int(b) for b in state["brokers"])
     if not any(is_running(_read_pid(layout.broker_pid(b)), "server-start") for b in ids):
         raise ClusterError(f"no broker of {layout.dir} is running; `strom cluster start --dir {directory}` first")
@@ -456,10 +455,10 @@ def add_broker(directory: str, broker_id: int | None) -> int:
         raise ClusterError(f"broker {broker_id} is already part of {layout.dir}")
     if broker_id < 0:
         raise ClusterError(f"--id must not be negative, got {broker_id}")
-    taken = {info["port"] for info in state["brokers"].values()} | {
-        info.get("metrics_port", 0) for info in state["brokers"].values()
+    taken = {
+        info.get(kind, 0) for info in state["brokers"].values() for kind in ("port", "metrics_port", "internal_port")
     }
-    ports = [p for p in _broker_ports(4, None) if p not in taken]
+    ports = [p for p in _broker_ports(6, None) if p not in taken]
     port, metrics_port = ports[0], ports[1]
     with open(layout.properties(ids[0])) as handle:
         template = handle.read().splitlines()
@@ -469,6 +468,16 @@ def add_broker(directory: str, broker_id: int | None) -> int:
         "metrics.listener": f"http://127.0.0.1:{metrics_port}",
         "log.dirs": layout.data(broker_id),
     }
+    added: dict[str, int] = {"port": port, "metrics_port": metrics_port}
+    if state.get("secure"):
+        # the same CA issues its certificate; SASL, ACL and super-user keys come with the template
+        from strom.cli import secure_cluster
+
+        made = secure_cluster.prepare(layout.dir, [broker_id])
+        added["internal_port"] = ports[2]
+        secured = secure_cluster.broker_overrides(made, broker_id, port, ports[2])
+        own["listeners"] = secured["listeners"]
+        own["ssl.keystore.location"] = secured["ssl.keystore.location"]
     lines = [
         f"{line.split('=', 1)[0].strip()}={own[line.split('=', 1)[0].strip()]}"
         if line.split("=", 1)[0].strip() in own
@@ -478,7 +487,7 @@ def add_broker(directory: str, broker_id: int | None) -> int:
     lines = [line for line in lines if not line.strip().startswith("advertised.listeners")]
     lines += [f"{k}={v}" for k, v in own.items() if not any(line.startswith(f"{k}=") for line in lines)]
     _write(layout.properties(broker_id), "\n".join(lines) + "\n")
-    state["brokers"][str(broker_id)] = {"port": port, "metrics_port": metrics_port}
+    state["brokers"][str(broker_id)] = added
     os.makedirs(layout.data(broker_id), exist_ok=True)
     port_file = os.path.join(layout.data(broker_id), "strom.port")
     if os.path.exists(port_file):

@@ -1,6 +1,6 @@
 """``strom consumer-groups``: Kafka's kafka-consumer-groups.sh (ConsumerGroupCommand).
 
-    strom consumer-groups --bootstrap-server H:P --list [--state [STATES]]
+    strom consumer-groups --bootstrap-server H:P --list [--state [STATES]] [--type [TYPES]]
     strom consumer-groups --bootstrap-server H:P --describe --group G [--members | --state | --offsets] [--verbose]
     strom consumer-groups --bootstrap-server H:P --reset-offsets --group G --topic T[:P,P] | --all-topics
           (--to-earliest | --to-latest | --to-current | --to-offset N | --shift-by N | --to-datetime ISO
@@ -85,6 +85,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="STATES",
         help="with --describe: the group's state; with --list: show (and filter by) states",
+    )
+    parser.add_argument(
+        "--type",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="TYPES",
+        help="with --list: show (and filter by) group types, classic or consumer (Kafka 4, KIP-1043)",
     )
     parser.add_argument(
         "--verbose",
@@ -261,10 +269,12 @@ class ConsumerGroupTool:
         return list(dict.fromkeys(self.args.group))
 
     # -- list ------------------------------------------------------------------------------------------
-    def _listings(self, states: set | None = None) -> list:
+    def _listings(self, states: set | None = None, types: set | None = None) -> list:
         kwargs: dict[str, Any] = {"request_timeout": self.timeout_s}
         if states:
             kwargs["states"] = states
+        if types:
+            kwargs["types"] = types
         result = self.admin.list_consumer_groups(**kwargs).result(self.timeout_s)
         if result.errors:
             raise CommandError(", ".join(str(e) for e in result.errors))
@@ -273,6 +283,9 @@ class ConsumerGroupTool:
     def list_groups(self) -> None:
         from confluent_kafka import ConsumerGroupState
 
+        if self.args.type is not None:
+            self._list_with_types()
+            return
         if self.args.state is None:
             for listing in sorted(self._listings(), key=lambda g: g.group_id):
                 self.out.write(f"{listing.group_id}\n")
@@ -290,6 +303,35 @@ class ConsumerGroupTool:
         self.out.write(f"{'GROUP':<{width}} {'STATE':<20}\n")
         for listing in listings:
             self.out.write(f"{listing.group_id:<{width}} {_state(listing.state):<20}\n")
+
+    def _list_with_types(self) -> None:
+        """Kafka 4's ``--list --type [--state]``: GROUP, TYPE (Classic/Consumer) and maybe STATE."""
+        from confluent_kafka import ConsumerGroupState, ConsumerGroupType
+
+        type_names = {"classic": ConsumerGroupType.CLASSIC, "consumer": ConsumerGroupType.CONSUMER}
+        types = {t.strip().lower() for t in self.args.type.split(",") if t.strip()}
+        if types - set(type_names):
+            raise UsageError(f"Invalid types list '{self.args.type}'. Valid types are: classic, consumer")
+        states: set = set()
+        if self.args.state:
+            by_name = {k.lower(): ConsumerGroupState[n] for n, k in STATE_NAMES.items() if n != "UNKNOWN"}
+            wanted = {s.strip().lower() for s in self.args.state.split(",") if s.strip()}
+            if wanted - set(by_name):
+                raise UsageError(
+                    f"Invalid state list '{self.args.state}'. Valid states are: "
+                    + ", ".join(v for k, v in STATE_NAMES.items() if k != "UNKNOWN")
+                )
+            states = {by_name[s] for s in wanted}
+        listings = sorted(self._listings(states, {type_names[t] for t in types}), key=lambda g: g.group_id)
+        width = max([15] + [len(g.group_id) for g in listings]) + 10
+        header = f"{'GROUP':<{width}} {'TYPE':<20}" + (f" {'STATE':<20}" if self.args.state is not None else "")
+        self.out.write(header + "\n")
+        for listing in listings:
+            kind = getattr(listing.type, "name", "UNKNOWN").capitalize()
+            line = f"{listing.group_id:<{width}} {kind:<20}"
+            if self.args.state is not None:
+                line += f" {_state(listing.state):<20}"
+            self.out.write(line + "\n")
 
     # -- describe ------------------------------------------------------------------------------------
     def _describe(self, group_ids: list[str]) -> dict:

@@ -24,6 +24,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "console-consumer": ("strom.cli.console_consumer", "print messages of a topic to stdout"),
     "configs": ("strom.cli.configs", "describe and alter topic and broker configs"),
     "acls": ("strom.cli.acls", "add, list and remove ACLs (kafka-acls.sh)"),
+    "delegation-tokens": (
+        "strom.cli.delegation_tokens",
+        "create, renew, expire and describe delegation tokens (kafka-delegation-tokens.sh)",
+    ),
     "producer-perf-test": ("strom.cli.producer_perf_test", "measure producer throughput and latency"),
     "consumer-perf-test": ("strom.cli.consumer_perf_test", "measure consumer throughput"),
     "cluster": ("strom.cli.cluster", "start, stop and inspect a multi-broker cluster on this machine"),

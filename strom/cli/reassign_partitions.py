@@ -8,6 +8,10 @@
 
 The files and the output are Kafka's: ``{"topics": [{"topic": "t"}], "version": 1}`` to generate
 from, and ``{"version": 1, "partitions": [{"topic", "partition", "replicas", "log_dirs"}]}`` plans.
+A ``log_dirs`` entry other than ``"any"`` (an absolute path on that replica's broker) moves the
+replica there with AlterReplicaLogDirs, as Kafka's tool does: --execute starts those moves after the
+partition reassignment (retrying while a new replica does not exist yet, until --timeout), and
+--verify prints each replica's log dir move under "Status of replica reassignment".
 --generate proposes a rack-aware round-robin placement over --broker-list (what Kafka's tool
 does with the same inputs, not necessarily the same brokers for each partition). --execute prints
 the current assignment to keep for a rollback and starts the moves; with --throttle it first sets
@@ -46,6 +50,8 @@ from strom.protocol.errors import ErrorCode
 
 ALTER_VERSION = 0
 LIST_VERSION = 0
+ALTER_LOG_DIRS_VERSION = 1
+DESCRIBE_LOG_DIRS_VERSION = 1
 BROKER_THROTTLES = (
     "leader.replication.throttled.rate",
     "follower.replication.throttled.rate",
@@ -107,13 +113,11 @@ def run(args: argparse.Namespace) -> int:
             if args.generate:
                 text = tool.generate(args)
             elif args.execute:
-                text = tool.execute(
-                    read_plan(_need(args.reassignment_json_file, "--reassignment-json-file")), args.throttle
-                )
+                path = _need(args.reassignment_json_file, "--reassignment-json-file")
+                text = tool.execute(read_plan(path), args.throttle, read_replica_dirs(path))
             elif args.verify:
-                text = tool.verify(
-                    read_plan(_need(args.reassignment_json_file, "--reassignment-json-file")), args.preserve_throttles
-                )
+                path = _need(args.reassignment_json_file, "--reassignment-json-file")
+                text = tool.verify(read_plan(path), args.preserve_throttles, read_replica_dirs(path))
             elif args.cancel:
                 text = tool.cancel(
                     read_plan(_need(args.reassignment_json_file, "--reassignment-json-file")), args.preserve_throttles
@@ -161,14 +165,35 @@ def read_plan(path: str) -> dict[tuple[str, int], list[int]]:
                     f"Partition replica lists may not contain duplicate entries: {key[0]}-{key[1]} has {replicas}"
                 )
             log_dirs = entry.get("log_dirs")
-            if log_dirs is not None and any(d != "any" for d in log_dirs):
-                raise ToolError('strom places replicas in its own log dirs: log_dirs must be "any"')
+            if log_dirs is not None and len(log_dirs) != len(replicas):
+                raise ToolError(
+                    f"Size of replicas list {replicas} is different from size of log dirs list {log_dirs} "
+                    f"for partition {key[0]}-{key[1]}"
+                )
             plan[key] = replicas
     except (KeyError, TypeError, ValueError) as exc:
         raise ToolError(f"{path} is not a partition reassignment file: {exc!r}") from None
     if not plan:
         raise ToolError("Partition reassignment list cannot be empty")
     return plan
+
+
+def read_replica_dirs(path: str) -> dict[tuple[str, int, int], str]:
+    """A reassignment file's log dir moves: (topic, partition, broker) -> absolute dir (``any`` left out)."""
+    moves = {}
+    for entry in _read_json(path)["partitions"]:
+        for broker, log_dir in zip(entry["replicas"], entry.get("log_dirs") or (), strict=False):
+            if log_dir != "any":
+                if not isinstance(log_dir, str) or not log_dir.startswith("/"):
+                    raise ToolError(
+                        f"log dir {log_dir!r} of {entry['topic']}-{entry['partition']} is not an absolute path"
+                    )
+                moves[(str(entry["topic"]), int(entry["partition"]), int(broker))] = log_dir
+    return moves
+
+
+def _replica_names(keys) -> str:
+    return ",".join(f"{t}-{p}-{b}" for t, p, b in sorted(keys))
 
 
 def plan_json(assignment: dict[tuple[str, int], list[int]]) -> str:
@@ -227,9 +252,127 @@ class ReassignTool:
                 found[(name, index)] = list(partition.replicas)
         return found
 
+    def _client(self, host: str, port: int) -> Any:
+        from strom.replication.client import BrokerClient
+
+        client = self._clients.get((host, port))
+        if client is None:
+            client = self._clients[(host, port)] = BrokerClient(
+                host, port, "strom-reassign-partitions", self.left(), security=client_security(self.properties)
+            )
+        return client
+
+    def _broker_request(self, broker_id: int, api_key: int, version: int, values: dict) -> Any:
+        """Send to one broker (log dirs are each broker's own); retried while it cannot be reached."""
+        from strom.replication.client import BrokerConnectionError
+
+        while True:
+            node = self.metadata().brokers.get(broker_id)
+            if node is None:
+                raise ToolError(f"Unknown broker id: {broker_id}")
+            try:
+                return self._loop.run_until_complete(
+                    self._client(node.host, node.port).request(api_key, version, values, self.left())
+                )
+            except BrokerConnectionError as exc:
+                if time.monotonic() >= self.deadline:
+                    raise ToolError(str(exc)) from None
+                time.sleep(RETRY_BACKOFF_S)
+
+    def alter_log_dirs(self, moves: dict[tuple[str, int, int], str]) -> None:
+        """AlterReplicaLogDirs to each replica's broker, again while a replica is not there yet
+        (REPLICA_NOT_AVAILABLE: a reassignment is still creating it), as Kafka's tool does."""
+        pending = dict(moves)
+        while True:
+            for broker in sorted({b for _, _, b in pending}):
+                dirs: dict[str, dict[str, list[int]]] = {}
+                for (topic, index, b), log_dir in sorted(pending.items()):
+                    if b == broker:
+                        dirs.setdefault(log_dir, {}).setdefault(topic, []).append(index)
+                response = self._broker_request(
+                    broker,
+                    ApiKey.ALTER_REPLICA_LOG_DIRS,
+                    ALTER_LOG_DIRS_VERSION,
+                    {
+                        "dirs": [
+                            {"path": d, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+                            for d, topics in dirs.items()
+                        ]
+                    },
+                )
+                for result in response.results:
+                    for p in result.partitions:
+                        key = (result.topic_name, int(p.partition_index), broker)
+                        if p.error_code == ErrorCode.NONE:
+                            pending.pop(key, None)
+                        elif p.error_code != ErrorCode.REPLICA_NOT_AVAILABLE:
+                            raise ToolError(
+                                f"Error moving replica {_replica_names([key])} to {pending.get(key)}: "
+                                f"{ErrorCode.from_wire(p.error_code).name}"
+                            )
+            if not pending:
+                return
+            if time.monotonic() >= self.deadline:
+                raise ToolError(
+                    f"Timed out waiting for the following replica log dir moves to start: {_replica_names(pending)}"
+                )
+            time.sleep(RETRY_BACKOFF_S)
+
+    def log_dir_states(self, moves: dict[tuple[str, int, int], str]) -> tuple[list[str], bool]:
+        """Kafka's replicaMoveStatesToString lines, and whether every move is complete."""
+        where: dict[tuple[str, int, int], tuple[str | None, str | None]] = {}
+        for broker in sorted({b for _, _, b in moves}):
+            topics: dict[str, list[int]] = {}
+            for topic, index, b in sorted(moves):
+                if b == broker:
+                    topics.setdefault(topic, []).append(index)
+            response = self._broker_request(
+                broker,
+                ApiKey.DESCRIBE_LOG_DIRS,
+                DESCRIBE_LOG_DIRS_VERSION,
+                {"topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]},
+            )
+            for result in response.results:
+                if result.error_code != ErrorCode.NONE:
+                    continue
+                for topic in result.topics:
+                    for p in topic.partitions:
+                        key = (topic.name, int(p.partition_index), broker)
+                        current, future = where.get(key, (None, None))
+                        if p.is_future_key:
+                            future = result.log_dir
+                        else:
+                            current = result.log_dir
+                        where[key] = (current, future)
+        lines, done = [], True
+        for key in sorted(moves):
+            topic, index, broker = key
+            target = moves[key]
+            if key not in where:
+                done = False
+                lines.append(f"Partition {topic}-{index} cannot be found in any live log directory on broker {broker}.")
+                continue
+            current, future = where[key]
+            if current is None:
+                done = False
+                lines.append(
+                    f"Partition {topic}-{index} is not found in any live log dir on broker {broker}. "
+                    "There is likely an offline log directory on the broker."
+                )
+            elif future is not None:
+                done = False
+                lines.append(f"Reassignment of replica {_replica_names([key])} is still in progress.")
+            elif current == target:
+                lines.append(f"Reassignment of replica {_replica_names([key])} completed successfully.")
+            else:
+                lines.append(
+                    f"Partition {topic}-{index} on broker {broker} is not being moved from log dir {current} to {target}."
+                )
+        return lines, done
+
     def _controller_request(self, api_key: int, version: int, values: dict) -> Any:
         """Send to the controller, asking the metadata again while the answer is NOT_CONTROLLER."""
-        from strom.replication.client import BrokerClient, BrokerConnectionError
+        from strom.replication.client import BrokerConnectionError
 
         while True:
             metadata = self.metadata()
@@ -239,16 +382,7 @@ class ReassignTool:
                     raise ToolError(f"no controller found within {self.timeout_s:g} s")
                 time.sleep(RETRY_BACKOFF_S)
                 continue
-            address = (node.host, node.port)
-            client = self._clients.get(address)
-            if client is None:
-                client = self._clients[address] = BrokerClient(
-                    node.host,
-                    node.port,
-                    "strom-reassign-partitions",
-                    self.left(),
-                    security=client_security(self.properties),
-                )
+            client = self._client(node.host, node.port)
             try:
                 response = self._loop.run_until_complete(client.request(api_key, version, values, self.left()))
             except BrokerConnectionError as exc:
@@ -337,7 +471,12 @@ class ReassignTool:
         )
 
     # -- --execute ---------------------------------------------------------------------------------
-    def execute(self, plan: dict[tuple[str, int], list[int]], throttle: int) -> str:
+    def execute(
+        self,
+        plan: dict[tuple[str, int], list[int]],
+        throttle: int,
+        log_dirs: dict[tuple[str, int, int], str] | None = None,
+    ) -> str:
         current = self.current({t for t, _ in plan})
         missing = [key for key in plan if key not in current]
         if missing:
@@ -365,6 +504,12 @@ class ReassignTool:
             ]
             raise ToolError("Error reassigning partition(s):\n" + "\n".join(lines))
         out.append(f"Successfully started partition reassignment{'' if len(plan) == 1 else 's'} for {_names(plan)}\n")
+        if log_dirs:
+            self.alter_log_dirs(log_dirs)
+            out.append(
+                f"Successfully started log directory move{'' if len(log_dirs) == 1 else 's'} for: "
+                f"{_replica_names(log_dirs)}\n"
+            )
         return "".join(out)
 
     def set_throttles(
@@ -475,7 +620,12 @@ class ReassignTool:
         ]
 
     # -- --verify, --cancel, --list ----------------------------------------------------------------
-    def verify(self, plan: dict[tuple[str, int], list[int]], preserve_throttles: bool) -> str:
+    def verify(
+        self,
+        plan: dict[tuple[str, int], list[int]],
+        preserve_throttles: bool,
+        log_dirs: dict[tuple[str, int, int], str] | None = None,
+    ) -> str:
         ongoing = self.ongoing()
         current = self.current({t for t, _ in plan})
         out = ["Status of partition reassignment:\n"]
@@ -493,6 +643,10 @@ class ReassignTool:
                     f"There is no active reassignment of partition {name}, but replica set is {now} "
                     f"rather than {','.join(map(str, plan[key]))}.\n"
                 )
+        if log_dirs:
+            lines, done = self.log_dir_states(log_dirs)
+            out.append("\nStatus of replica reassignment:\n" + "".join(line + "\n" for line in lines))
+            moving = moving or not done
         if not moving and not preserve_throttles:
             out.append("\n")
             out += self.clear_throttles({t for t, _ in plan})

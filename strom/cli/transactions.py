@@ -29,7 +29,7 @@ import argparse
 import asyncio
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -46,7 +46,8 @@ from strom.cli.client_props import (
 )
 from strom.protocol.errors import ErrorCode, KafkaError
 
-Table = tuple[tuple[str, ...], list[tuple[str, ...]]]  # (headers, rows); a name, since a method is called list
+Rows = list[tuple[str, ...]]
+Table = tuple[tuple[str, ...], Rows]  # (headers, rows); names, since a method is called list
 LIST_HEADERS = ("TransactionalId", "Coordinator", "ProducerId", "TransactionState")
 DESCRIBE_HEADERS = (
     "CoordinatorId",
@@ -185,6 +186,26 @@ def _ms(value: Any) -> int:
     return round((value - _EPOCH).total_seconds() * 1000)
 
 
+def _describe_row(coordinator_id: int, transactional_id: str, state: Any) -> tuple[str, ...]:
+    """One DescribeTransactions state as kafka-transactions.sh describe prints it (DESCRIBE_HEADERS)."""
+    start = _ms(state.transaction_start_time)
+    started = start >= 0
+    partitions = ",".join(
+        f"{t.topic}-{p}" for t in sorted(state.topics, key=lambda t: t.topic) for p in sorted(t.partitions)
+    )
+    return (
+        str(coordinator_id),
+        transactional_id,
+        str(state.producer_id),
+        str(state.producer_epoch),
+        _state(state.transaction_state),
+        str(int(state.transaction_timeout.total_seconds() * 1000)),
+        str(start) if started else "None",
+        str(int(time.time() * 1000) - start) if started else "None",
+        partitions,
+    )
+
+
 class TransactionsTool:
     """One command's worth of requests: metadata through confluent-kafka, the rest over BrokerClient."""
 
@@ -249,6 +270,7 @@ class TransactionsTool:
     def close(self) -> None:
         for client in self._clients.values():
             client.close()
+        self._clients.clear()  # a later command opens new connections (each command runs in its own loop)
 
     # -- list ---------------------------------------------------------------------------------------
 
@@ -277,6 +299,34 @@ class TransactionsTool:
 
         return await self.retrying(attempt, f"Failed to list transactions on broker {broker_id}")
 
+    async def list_described(self) -> tuple[Rows, dict[str, tuple[str, ...]]]:
+        """The list's rows and, per transactional id, its describe row: every broker's
+        ListTransactions, then one DescribeTransactions per broker naming all the ids it listed
+        (a broker lists the transactions it coordinates), over one set of connections. An id that
+        ended or moved meanwhile, or a broker that stopped answering, just has no describe row."""
+        try:
+            brokers = self.brokers()
+            listings = await asyncio.gather(*(self._list_one(b, address) for b, address in sorted(brokers.items())))
+            rows: Rows = [
+                (t.transactional_id, str(broker_id), str(t.producer_id), _state(t.transaction_state))
+                for broker_id, states in zip(sorted(brokers), listings)
+                for t in states
+            ]
+            ids = {b: [t.transactional_id for t in states] for b, states in zip(sorted(brokers), listings) if states}
+            found = await asyncio.gather(*(self._describe_on(b, brokers[b], names) for b, names in ids.items()))
+        finally:
+            self.close()
+        return rows, {row[1]: row for described in found for row in described}
+
+    async def _describe_on(self, broker_id: int, address: tuple[str, int], ids: Sequence[str]) -> Rows:
+        try:
+            response = await self.request(address, DESCRIBE_TRANSACTIONS, {"transactional_ids": ids})
+        except (ToolError, KafkaError):  # the list's rows still show them
+            return []
+        return [
+            _describe_row(broker_id, s.transactional_id, s) for s in response.transaction_states if not s.error_code
+        ]
+
     # -- describe -----------------------------------------------------------------------------------
 
     async def describe(self, transactional_id: str) -> Table:
@@ -285,23 +335,7 @@ class TransactionsTool:
             coordinator_id, state = await self.retrying(lambda: self._describe_once(transactional_id, what), what)
         finally:
             self.close()
-        start = _ms(state.transaction_start_time)
-        started = start >= 0
-        partitions = ",".join(
-            f"{t.topic}-{p}" for t in sorted(state.topics, key=lambda t: t.topic) for p in sorted(t.partitions)
-        )
-        row = (
-            str(coordinator_id),
-            transactional_id,
-            str(state.producer_id),
-            str(state.producer_epoch),
-            _state(state.transaction_state),
-            str(int(state.transaction_timeout.total_seconds() * 1000)),
-            str(start) if started else "None",
-            str(int(time.time() * 1000) - start) if started else "None",
-            partitions,
-        )
-        return DESCRIBE_HEADERS, [row]
+        return DESCRIBE_HEADERS, [_describe_row(coordinator_id, transactional_id, state)]
 
     async def _describe_once(self, transactional_id: str, what: str):
         bootstrap = next(iter(self.brokers().values()))

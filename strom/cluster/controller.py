@@ -11,9 +11,11 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Iterable
 
 from strom.clock import wall_ms
 from strom.cluster import model
+from strom.cluster.metadata_cache import MetadataCache, MetadataDelta
 from strom.cluster.model import Broker, PartitionState, TopicAssignment
 from strom.cluster.placement import assign_replicas
 from strom.cluster.reassignment import Reassigner, Result
@@ -63,6 +65,7 @@ class Controller:
         self.epoch = 0
         self.is_active = False
         self.reassigner = Reassigner(store)
+        self._retry: set[tuple[str, int]] = set()  # partitions whose last write failed
         self.leader_elections = 0  # metrics: leaders this controller elected (Kafka's ControllerStats)
         self.unclean_leader_elections = 0
 
@@ -258,13 +261,22 @@ class Controller:
         """Compare-and-set write of a partition's leader/ISR; raises BadVersionError when fenced."""
         return self.store.set(model.partition_state_path(topic, partition), state.to_json(), version)
 
-    def reconcile(self, metadata, unclean_enabled) -> list[str]:
+    def reconcile(self, metadata: MetadataCache, unclean_enabled, changed: MetadataDelta | None = None) -> list[str]:
         """Level-triggered control loop, run on every metadata change while this broker is controller.
 
-        For every partition: create a missing state (topics created by other brokers), elect a
-        leader when the leader is not alive, and drop dead brokers from the ISR. A replica whose
-        log dir failed counts as dead, though its broker lives (Kafka's offline replica). Each
-        leader or controller-made ISR change bumps the leader epoch. Returns the paths written.
+        For each partition looked at: create a missing state (topics created by other brokers),
+        elect a leader when the leader is not alive, and drop dead brokers from the ISR. A replica
+        whose log dir failed counts as dead, though its broker lives (Kafka's offline replica).
+        Each leader or controller-made ISR change bumps the leader epoch. Returns the paths
+        written; the states written are put in ``metadata`` at once, with their new versions, so
+        that neither this pass's caller nor the read their watches cause has to read them back.
+
+        With ``changed`` (what the last read of the store changed) the pass looks only at the
+        partitions it names, at those of brokers that came, went or re-registered, and at those
+        whose last write failed. Without it, or after a full read, it looks at every partition:
+        at startup, when this broker becomes the controller (its predecessor may have died
+        half-way), and after ZooKeeper was unreachable. A change that reaches no partition this
+        way needs no decision: elections depend only on a partition's state and the live brokers.
 
         The pass decides first and writes after, all writes at once (``set_many``): a broker's
         death changes a third of a 10,000-partition cluster, and one round trip per partition
@@ -272,32 +284,42 @@ class Controller:
         """
         if not self.is_active:
             return []
+        if changed is None or changed.full:
+            keys: Iterable[tuple[str, int]] = [
+                (name, p) for name, topic in metadata.topics.items() for p in topic.replicas
+            ]
+        else:
+            keys = changed.partitions | self._retry
+            if changed.brokers:
+                keys |= metadata.partitions_of_brokers(changed.brokers)
+        self._retry = set()
         all_live = set(metadata.brokers)
         offline = metadata.offline_replicas
-        missing: list[tuple[str, int, PartitionState]] = []
+        unclean: dict[str, bool] = {}
+        missing: dict[str, list[tuple[int, PartitionState]]] = {}
         changes: list[tuple[str, int, PartitionState, PartitionState, int]] = []
-        for topic in list(metadata.topics.values()):
-            for index, replicas in topic.replicas.items():
-                state = topic.states.get(index)
-                lost = offline.get((topic.name, index)) if offline else None
-                live = all_live - lost if lost else all_live
-                if state is None:
-                    alive = [b for b in replicas if b in live]
-                    created = PartitionState(alive[0] if alive else NO_LEADER, 0, alive or replicas[:1], self.epoch)
-                    missing.append((topic.name, index, created))
-                    continue
-                new = self._elect(topic.name, index, replicas, state, live, unclean_enabled(topic.name))
-                if new is not None:
-                    changes.append((topic.name, index, state, new, topic.state_versions.get(index, -1)))
+        for name, index in keys:
+            topic = metadata.topics.get(name)
+            replicas = topic.replicas.get(index) if topic is not None else None
+            if topic is None or replicas is None:
+                continue
+            state = topic.states.get(index)
+            lost = offline.get((name, index)) if offline else None
+            live = all_live - lost if lost else all_live
+            if state is None:
+                alive = [b for b in replicas if b in live]
+                first = PartitionState(alive[0] if alive else NO_LEADER, 0, alive or replicas[:1], self.epoch)
+                missing.setdefault(name, []).append((index, first))
+                continue
+            if name not in unclean:
+                unclean[name] = unclean_enabled(name)
+            new = self._elect(name, index, replicas, state, live, unclean[name])
+            if new is not None:
+                changes.append((name, index, state, new, topic.state_versions.get(index, -1)))
         written: list[str] = []
         try:
-            for name, index, created in missing:
-                path = model.partition_state_path(name, index)
-                try:
-                    self.store.create(path, created.to_json(), makepath=True)
-                    written.append(path)
-                except NodeExistsError:
-                    pass
+            for name, firsts in missing.items():
+                written.extend(self._create_missing_states(metadata, name, firsts))
             paths = [model.partition_state_path(name, index) for name, index, *_ in changes]
             results = self.store.set_many(
                 [(path, new.to_json(), version) for path, (_, _, _, new, version) in zip(paths, changes, strict=True)]
@@ -305,18 +327,41 @@ class Controller:
             for path, (name, index, state, new, _), result in zip(paths, changes, results, strict=True):
                 if isinstance(result, StoreError):  # BadVersionError or NoNodeError: changed under us
                     log.info("partition %s-%d changed under the controller; retrying on the next pass", name, index)
+                    self._retry.add((name, index))
                     continue
+                metadata.set_state(name, index, new, result)
                 written.append(path)
                 if new.leader >= 0 and new.leader != state.leader:
                     self.leader_elections += 1
                     self.unclean_leader_elections += new.leader not in state.isr
         except OSError as exc:  # the embedded store's file is on a full or failed disk
             log.warning("the controller could not write partition states (%s); retrying on the next change", exc)
+            self._retry.update((name, index) for name, index, *_ in changes)
+            self._retry.update((name, index) for name, firsts in missing.items() for index, _ in firsts)
         try:
             if self.reassigner.complete_ready(metadata, self.epoch):
                 written.append(model.BROKERS_TOPICS)  # topic znodes changed: not a partition state
         except OSError as exc:
             log.warning("the controller could not complete reassignments (%s); retrying on the next change", exc)
+        return written
+
+    def _create_missing_states(
+        self, metadata: MetadataCache, name: str, created: list[tuple[int, PartitionState]]
+    ) -> list[str]:
+        """States of a topic's partitions that have none (a topic written by another broker):
+        each level of the path in one pipelined call, as for a topic this controller creates."""
+        root = f"{model.topic_path(name)}/partitions"
+        self.store.ensure_path(root)
+        self.store.create_many([(f"{root}/{index}", b"") for index, _ in created])
+        paths = [model.partition_state_path(name, index) for index, _ in created]
+        results = self.store.create_many(
+            [(path, state.to_json()) for path, (_, state) in zip(paths, created, strict=True)]
+        )
+        written = []
+        for path, (index, state), result in zip(paths, created, results, strict=True):
+            if result is None:  # NodeExistsError: another pass made it first; NoNodeError: the topic went
+                metadata.set_state(name, index, state, 0)
+                written.append(path)
         return written
 
     def alter_partition_reassignments(
@@ -359,7 +404,7 @@ class Controller:
             NO_LEADER, state.leader_epoch + 1, state.isr[-1:] if not isr_alive else isr_alive, self.epoch
         )
 
-    def preferred_leader_moves(self, metadata, imbalance_percentage: int = 10) -> int:
+    def preferred_leader_moves(self, metadata: MetadataCache, imbalance_percentage: int = 10) -> int:
         """auto.leader.rebalance.enable: give leadership back to live, in-sync preferred replicas.
 
         As in Kafka, only brokers whose share of preferred-but-not-leading partitions exceeds
@@ -386,15 +431,27 @@ class Controller:
             ]
             if not off or 100 * len(off) / len(owned) <= imbalance_percentage:
                 continue
-            for topic, index in off:
-                state = topic.states[index]
-                new = PartitionState(broker_id, state.leader_epoch + 1, state.isr, self.epoch)
-                try:
-                    self.update_partition_state(topic.name, index, new, topic.state_versions.get(index, -1))
+            moving = [
+                (
+                    topic,
+                    index,
+                    PartitionState(
+                        broker_id, topic.states[index].leader_epoch + 1, topic.states[index].isr, self.epoch
+                    ),
+                )
+                for topic, index in off
+            ]
+            results = self.store.set_many(
+                [
+                    (model.partition_state_path(topic.name, index), new.to_json(), topic.state_versions.get(index, -1))
+                    for topic, index, new in moving
+                ]
+            )
+            for (topic, index, new), result in zip(moving, results, strict=True):
+                if not isinstance(result, StoreError):  # else changed meanwhile: the next check looks again
+                    metadata.set_state(topic.name, index, new, result)
                     moves += 1
                     self.leader_elections += 1
-                except (BadVersionError, NoNodeError):
-                    pass
         return moves
 
     def resign(self) -> None:

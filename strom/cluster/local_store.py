@@ -15,6 +15,7 @@ import errno
 import json
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 
 from strom.cluster.store import (
@@ -37,6 +38,9 @@ class _Node:
     ephemeral: bool = False
     data_watchers: list[Watcher] = field(default_factory=list)
     child_watchers: list[Watcher] = field(default_factory=list)
+    # not in the file: after a restart a node counts as created at load (its purge waits a little longer)
+    ctime_ms: int = field(default_factory=lambda: int(time.time() * 1000))
+    sequence: int = 0  # the next sequential child's number (ZooKeeper takes it from the parent's cversion)
 
 
 def _parent(path: str) -> str:
@@ -131,6 +135,26 @@ class LocalStore(MetadataStore):
                     del self._nodes[path]
                     raise
             self._fire(self._nodes[parent].child_watchers, parent)
+
+    def create_sequential(self, prefix: str, data: bytes = b"") -> str:
+        with self._lock:
+            parent = _parent(prefix)
+            if parent not in self._nodes:
+                self.ensure_path(parent)
+            while True:  # the counter is not persisted: skip numbers a restarted store still holds
+                node = self._nodes[parent]
+                path = f"{prefix}{node.sequence:010d}"
+                node.sequence += 1
+                if path not in self._nodes:
+                    self.create(path, data)
+                    return path
+
+    def ctime_ms(self, path: str) -> int:
+        with self._lock:
+            node = self._nodes.get(path)
+            if node is None:
+                raise NoNodeError(path)
+            return node.ctime_ms
 
     def get(self, path: str, watch: Watcher | None = None) -> tuple[bytes, int]:
         with self._lock:

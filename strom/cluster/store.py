@@ -60,6 +60,15 @@ class MetadataStore(ABC):
     @abstractmethod
     def close(self) -> None: ...
 
+    @abstractmethod
+    def create_sequential(self, prefix: str, data: bytes = b"") -> str:
+        """A persistent node named ``prefix`` plus ZooKeeper's 10-digit sequence number (parents made);
+        returns its path. Kafka's change notifications (``/kafka-acl-changes/acl_changes_...``) are such nodes."""
+
+    @abstractmethod
+    def ctime_ms(self, path: str) -> int:
+        """When the node was created, in ms since the epoch; raises NoNodeError."""
+
     def unconfirmed_for(self) -> float:
         """Seconds since this broker last knew its session (registration) alive; 0 while it does.
 
@@ -100,6 +109,10 @@ class MetadataStore(ABC):
             except NoNodeError:
                 found.append(None)
         return found
+
+    def exists_many(self, paths: Sequence[str], watch: Watcher | None = None) -> list[bool]:
+        """Whether each node exists; with ``watch``, each one's creation, change or deletion is reported."""
+        return [self.exists(path, watch) for path in paths]
 
     def set_many(self, writes: Sequence[tuple[str, bytes, int]]) -> list[int | StoreError]:
         """Compare-and-set writes of (path, data, version): each one's new version, or the

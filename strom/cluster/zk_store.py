@@ -24,6 +24,7 @@ from kazoo.exceptions import BadVersionError as KazooBadVersion
 from kazoo.exceptions import NodeExistsError as KazooNodeExists
 from kazoo.exceptions import NoNodeError as KazooNoNode
 from kazoo.exceptions import NotEmptyError as KazooNotEmpty
+from kazoo.exceptions import RolledBackError, RuntimeInconsistency
 from kazoo.handlers.threading import KazooTimeoutError
 
 from strom.cluster.store import (
@@ -41,6 +42,11 @@ log = logging.getLogger("strom.zookeeper")
 # Requests in flight at once in the *_many calls: enough to hide the round trip, few enough that
 # kazoo's queue and the server's stay small.
 PIPELINE_DEPTH = 500
+# Writes per ZooKeeper transaction in the *_many writes: 200 partition states are about 30 KB, far
+# below ZooKeeper's 1 MB request limit (jute.maxbuffer).
+MULTI_OPS = 200
+# what a failed transaction's ops answer (a multi is all or nothing): its chunk is then redone node by node
+_TRANSACTION_REFUSALS = (KazooNoNode, KazooNodeExists, KazooBadVersion, RolledBackError, RuntimeInconsistency)
 CONNECT_NOTICE_S = 1.0  # a session not up by then is worth a line in the log
 
 
@@ -130,34 +136,54 @@ class ZkStore(MetadataStore):
         if self._lost or self._suspended_since is not None:
             raise StoreError("not connected to ZooKeeper")
 
-    def _call(self, started, timeout_s: float | None = None):
-        """Wait for a kazoo async call, at most ``call_timeout_s`` (or ``timeout_s``)."""
+    def _call(self, started, timeout_s: float | None = None, kept: tuple[type[Exception], ...] = ()):
+        """Wait for a kazoo async call, at most ``call_timeout_s`` (or ``timeout_s``); an exception
+        of a type in ``kept`` is returned, not raised."""
         try:
             return started.get(timeout=self.call_timeout_s if timeout_s is None else timeout_s)
         except KazooTimeoutError:
             raise StoreError(f"ZooKeeper did not answer within {self.call_timeout_s:.0f}s") from None
+        except kept as exc:
+            return exc
         except Exception as exc:
             raise _translate(exc) from None
 
-    def _pipelined(self, start: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
+    def _pipelined(
+        self, start: Callable[[Any], Any], items: Sequence[Any], kept: tuple[type[Exception], ...] = ()
+    ) -> list[Any]:
         """Start the calls PIPELINE_DEPTH at a time, then collect them: each one's result, or the
         NoNode/NodeExists/BadVersion error it got. Any other error (the connection, a timeout)
         raises: the store is unavailable and the caller retries the whole step, as after a
-        single call. A chunk waits at most ``call_timeout_s`` in all, not per call."""
+        single call. A chunk waits at most ``call_timeout_s`` in all, not per call.
+
+        The next chunk is sent before the previous one is collected, so the pipe never runs dry.
+        ZooKeeper answers a session's requests in order, so once a chunk's last answer is in, all
+        of it is: the loop waits once per chunk, not once per call (each wait is a hand-off
+        between kazoo's thread and this one, which a loaded machine makes slow)."""
         self._check_connected()
         results: list[Any] = []
+        in_flight: list[tuple[list[Any], float]] = []
         for first in range(0, len(items), PIPELINE_DEPTH):
             try:
                 started = [start(item) for item in items[first : first + PIPELINE_DEPTH]]
             except Exception as exc:
                 raise _translate(exc) from None
-            deadline = time.monotonic() + self.call_timeout_s
-            for call in started:
-                try:
-                    results.append(self._call(call, max(0.001, deadline - time.monotonic())))
-                except (NoNodeError, NodeExistsError, BadVersionError) as exc:
-                    results.append(exc)
+            in_flight.append((started, time.monotonic() + self.call_timeout_s))
+            if len(in_flight) > 1:
+                self._collect(*in_flight.pop(0), results, kept)
+        while in_flight:
+            self._collect(*in_flight.pop(0), results, kept)
         return results
+
+    def _collect(
+        self, started: list[Any], deadline: float, results: list[Any], kept: tuple[type[Exception], ...]
+    ) -> None:
+        started[-1].wait(max(0.001, deadline - time.monotonic()))
+        for call in started:
+            try:
+                results.append(self._call(call, max(0.001, deadline - time.monotonic()), kept))
+            except (NoNodeError, NodeExistsError, BadVersionError) as exc:
+                results.append(exc)
 
     def get_many(self, paths: Sequence[str], watch: Watcher | None = None) -> list[tuple[bytes, int] | None]:
         wrapped = self._wrap(watch)
@@ -166,13 +192,49 @@ class ZkStore(MetadataStore):
             raise StoreError("unexpected answer to a read")
         return [None if isinstance(got, NoNodeError) else (got[0], got[1].version) for got in found]
 
+    def exists_many(self, paths: Sequence[str], watch: Watcher | None = None) -> list[bool]:
+        wrapped = self._wrap(watch)
+        found = self._pipelined(lambda path: self.client.exists_async(path, watch=wrapped), paths)
+        if any(isinstance(got, StoreError) for got in found):
+            raise StoreError("unexpected answer to an exists")
+        return [got is not None for got in found]
+
     def set_many(self, writes: Sequence[tuple[str, bytes, int]]) -> list[int | StoreError]:
-        done = self._pipelined(lambda write: self.client.set_async(write[0], write[1], version=write[2]), writes)
+        done = self._in_transactions(
+            lambda tx, write: tx.set_data(write[0], write[1], version=write[2]),
+            lambda write: self.client.set_async(write[0], write[1], version=write[2]),
+            writes,
+        )
         return [got if isinstance(got, StoreError) else got.version for got in done]
 
     def create_many(self, nodes: Sequence[tuple[str, bytes]]) -> list[StoreError | None]:
-        done = self._pipelined(lambda node: self.client.create_async(node[0], node[1]), nodes)
+        done = self._in_transactions(
+            lambda tx, node: tx.create(node[0], node[1]), lambda node: self.client.create_async(node[0], node[1]), nodes
+        )
         return [got if isinstance(got, StoreError) else None for got in done]
+
+    def _in_transactions(
+        self, add: Callable[[Any, Any], Any], alone: Callable[[Any], Any], items: Sequence[Any]
+    ) -> list[Any]:
+        """Writes MULTI_OPS at a time as one ZooKeeper transaction (a multi), pipelined: one request
+        per chunk, where kazoo spends about as much per request as ZooKeeper per write. A chunk
+        that fails (a node exists, or has another version: a multi is all or nothing) is written
+        again one request per node, so each node still succeeds or fails alone."""
+        chunks = [items[first : first + MULTI_OPS] for first in range(0, len(items), MULTI_OPS)]
+
+        def commit(chunk: Sequence[Any]) -> Any:
+            tx = self.client.transaction()
+            for item in chunk:
+                add(tx, item)
+            return tx.commit_async()
+
+        results: list[Any] = []
+        for chunk, done in zip(chunks, self._pipelined(commit, chunks, _TRANSACTION_REFUSALS), strict=True):
+            if isinstance(done, list) and len(done) == len(chunk) and not any(isinstance(r, Exception) for r in done):
+                results.extend(done)
+            else:
+                results.extend(self._pipelined(alone, chunk))
+        return results
 
     def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False, makepath: bool = False) -> None:
         self._check_connected()
@@ -181,6 +243,25 @@ class ZkStore(MetadataStore):
         except Exception as exc:
             raise _translate(exc) from None
         self._call(started)
+
+    def create_sequential(self, prefix: str, data: bytes = b"") -> str:
+        self._check_connected()
+        try:
+            started = self.client.create_async(prefix, data, sequence=True, makepath=True)
+        except Exception as exc:
+            raise _translate(exc) from None
+        return str(self._call(started))
+
+    def ctime_ms(self, path: str) -> int:
+        self._check_connected()
+        try:
+            started = self.client.exists_async(path)
+        except Exception as exc:
+            raise _translate(exc) from None
+        stat = self._call(started)
+        if stat is None:
+            raise NoNodeError(path)
+        return int(stat.ctime)
 
     def get(self, path: str, watch: Watcher | None = None) -> tuple[bytes, int]:
         self._check_connected()

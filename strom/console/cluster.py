@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from strom.cli.client_props import (
-    ToolError,
     client_config,
     client_security,
     command_properties,
@@ -600,31 +599,26 @@ class Cluster:
         ]
 
     def transactions(self) -> list[dict[str, str]]:
-        """Every broker's ListTransactions, then DescribeTransactions of each id, via ``strom transactions``."""
+        """Every broker's ListTransactions and DescribeTransactions through one ``strom transactions``
+        tool (one admin client and one connection per broker for the whole page)."""
         from strom.cli.transactions import TransactionsTool
-        from strom.protocol.errors import KafkaError
 
-        _, rows = asyncio.run(TransactionsTool(self.bootstrap, self.timeout_s, self.properties).list())
+        tool = TransactionsTool(self.bootstrap, self.timeout_s, self.properties)
+        rows, described = asyncio.run(tool.list_described())
         found = []
         for transactional_id, coordinator, producer_id, state in rows:
-            row = {
-                "transactional_id": transactional_id,
-                "coordinator": coordinator,
-                "producer_id": producer_id,
-                "state": state,
-                "epoch": "-",
-                "timeout_ms": "-",
-                "partitions": "-",
-            }
-            try:
-                described: Any
-                tool = TransactionsTool(self.bootstrap, self.timeout_s, self.properties)
-                _, described = asyncio.run(tool.describe(transactional_id))
-                d = described[0]
-                row.update(epoch=d[3], timeout_ms=d[5], partitions=d[8] or "-")
-            except (ToolError, KafkaError):  # a transaction that ended meanwhile: keep the listed row
-                pass
-            found.append(row)
+            d = described.get(transactional_id)  # none: it ended meanwhile, keep the listed row
+            found.append(
+                {
+                    "transactional_id": transactional_id,
+                    "coordinator": coordinator,
+                    "producer_id": producer_id,
+                    "state": state,
+                    "epoch": d[3] if d else "-",
+                    "timeout_ms": d[5] if d else "-",
+                    "partitions": (d[8] or "-") if d else "-",
+                }
+            )
         return found
 
 

@@ -23,10 +23,9 @@ what a reload would find.
 
 Committed offsets stay where the classic coordinator keeps them (its ``Group`` of the same id holds
 them: a consumer group always has such a holder, with no classic members); membership lives here.
-Conversion between the two kinds happens only when the group is empty: Kafka 4's online migration
-(``group.consumer.migration.policy``) is not implemented, so a live group of the other kind is
-answered with Kafka's errors for a disabled migration (GROUP_ID_NOT_FOUND to a heartbeat,
-INCONSISTENT_GROUP_PROTOCOL to a JoinGroup).
+An empty group converts to the other kind when a member of that kind joins; a live one migrates
+online as Kafka 4 does (``group.consumer.migration.policy``), with classic members living inside a
+consumer group in between: classic_members.py.
 """
 
 from __future__ import annotations
@@ -34,17 +33,21 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import re2
 
+from strom.clock import wall_ms
 from strom.group import consumer_records as rec
 from strom.group import records as schema
 from strom.group.assignors import ASSIGNORS, AssignmentSpec, assignor_name
-from strom.group.consumer_records import ConsumerKey, TopicPartitions
+from strom.group.classic_members import ClassicMembers
+from strom.group.consumer_records import ClassicMetadata, ConsumerKey, ResolvedRegex, TopicPartitions
 from strom.group.group import Group
 from strom.protocol.errors import ErrorCode
 
@@ -57,6 +60,9 @@ LEAVE_GROUP_EPOCH = -1
 _EXPIRY_RETRY_S = 0.5  # Kafka's CoordinatorTimer retries a failed expiry after 500 ms
 LEAVE_GROUP_STATIC_EPOCH = -2
 _INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+# A regex is resolved again when the topics change, and at least this often (so that a member's new
+# Describe rights show), at the next heartbeat of a member subscribed with it.
+_REGEX_REFRESH_S = 10.0
 
 
 _RE2_OPTIONS = re2.Options()
@@ -89,6 +95,8 @@ class ConsumerMember:
     pending_revocation: TopicPartitions = field(default_factory=dict)
     session_timer: asyncio.TimerHandle | None = None
     revocation_timer: asyncio.TimerHandle | None = None
+    classic: ClassicMetadata | None = None  # set while the member speaks the classic protocol
+    classic_timer: asyncio.TimerHandle | None = None  # a classic member's join or sync deadline
 
     def metadata_record(self) -> rec.MemberMetadata:
         return rec.MemberMetadata(
@@ -100,6 +108,7 @@ class ConsumerMember:
             self.subscribed_topic_regex,
             self.rebalance_timeout_ms,
             self.server_assignor,
+            self.classic,
         )
 
     def current_record(self) -> rec.CurrentAssignment:
@@ -122,6 +131,11 @@ class ConsumerGroup:
     static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
     topics_signature: tuple = ()  # (name, id, partitions) of the subscribed topics at the last epoch
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # regex -> the topics it resolved to (record key 16), and (the metadata's topic dict, its size,
+    # monotonic time) of that resolution, which is not stored: a loaded resolution is used as it is
+    # until a member with that regex heartbeats
+    regexes: dict[str, ResolvedRegex] = field(default_factory=dict)
+    regex_basis: dict[str, tuple[object, int, float]] = field(default_factory=dict)
 
     @property
     def state(self) -> str:
@@ -180,6 +194,7 @@ class _Checkpoint:
         self.target = dict(group.target)
         self.static_members = dict(group.static_members)
         self.topics_signature = group.topics_signature
+        self.regexes, self.regex_basis = dict(group.regexes), dict(group.regex_basis)
         self.saved: list[tuple[ConsumerMember, dict]] = []
 
     def save(self, member: ConsumerMember) -> None:
@@ -198,11 +213,13 @@ class _Checkpoint:
         group.group_epoch, group.assignment_epoch = self.group_epoch, self.assignment_epoch
         group.members, group.target = self.members, self.target
         group.static_members, group.topics_signature = self.static_members, self.topics_signature
+        group.regexes, group.regex_basis = self.regexes, self.regex_basis
         timers = []
         for member, fields in self.saved:
             for now, then in (
                 (member.session_timer, fields["session_timer"]),
                 (member.revocation_timer, fields["revocation_timer"]),
+                (member.classic_timer, fields["classic_timer"]),
             ):
                 if now is not None and now is not then:
                     now.cancel()
@@ -212,10 +229,10 @@ class _Checkpoint:
 
 
 def _cancel(member: ConsumerMember) -> None:
-    for timer in (member.session_timer, member.revocation_timer):
+    for timer in (member.session_timer, member.revocation_timer, member.classic_timer):
         if timer is not None:
             timer.cancel()
-    member.session_timer = member.revocation_timer = None
+    member.session_timer = member.revocation_timer = member.classic_timer = None
 
 
 class ConsumerGroupCoordinator:
@@ -229,6 +246,8 @@ class ConsumerGroupCoordinator:
         # pattern -> (the metadata's topic dict it was matched against, its size, the matches): the
         # cache replaces that dict on every change, so a regex is matched again only after a change
         self._matches: dict[str, tuple[object, int, frozenset[str]]] = {}
+        self.classic_members = ClassicMembers(self)
+        self._regex_version = 0  # Version of record 16: resolutions made here (after the loaded ones)
 
     # -- configuration ---------------------------------------------------------------------------
     @property
@@ -260,7 +279,8 @@ class ConsumerGroupCoordinator:
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if member_epoch != member.member_epoch:
-            return ErrorCode.STALE_MEMBER_EPOCH
+            # a classic member sends its generation, which is its member epoch
+            return ErrorCode.ILLEGAL_GENERATION if member.classic else ErrorCode.STALE_MEMBER_EPOCH
         return ErrorCode.NONE
 
     def subscribed_topics(self, group_id: str) -> set[str]:
@@ -268,7 +288,7 @@ class ConsumerGroupCoordinator:
         group = self.groups.get(group_id)
         if group is None:
             return set()
-        return set().union(*(self._subscribed(m) for m in group.members.values()))
+        return set().union(*(self._subscribed(group, m) for m in group.members.values()))
 
     def validate_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> int:
         """OffsetFetch v9 from a member: Kafka's ConsumerGroup.validateOffsetFetch (admins send no member)."""
@@ -278,16 +298,16 @@ class ConsumerGroupCoordinator:
         member = group.members.get(member_id or "")
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        return ErrorCode.STALE_MEMBER_EPOCH if member_epoch != member.member_epoch else ErrorCode.NONE
+        if member_epoch == member.member_epoch:
+            return ErrorCode.NONE
+        return ErrorCode.ILLEGAL_GENERATION if member.classic else ErrorCode.STALE_MEMBER_EPOCH
 
     async def before_classic_join(self, group_id: str) -> int:
         """A classic member may take over an empty consumer group (converted: its records are
-        deleted); a live one refuses it, as Kafka does when online migration is disabled."""
+        deleted); a live one takes it in as a classic member (classic_members.py)."""
         group = self.groups.get(group_id)
-        if group is None:
+        if group is None or group.members:
             return ErrorCode.NONE
-        if group.members:
-            return ErrorCode.INCONSISTENT_GROUP_PROTOCOL
         code = await self.delete(group_id)
         if not code:
             log.info("empty consumer group %s converted to a classic group", group_id)
@@ -300,6 +320,7 @@ class ConsumerGroupCoordinator:
         entries: list[tuple[bytes, bytes | None]] = []
         for member_id in group.members:
             entries += self._member_tombstones(group_id, member_id)
+        entries += [(rec.encode_key(ConsumerKey(rec.REGULAR_EXPRESSION, group_id, r)), None) for r in group.regexes]
         entries += [
             (rec.encode_key(ConsumerKey(v, group_id)), None)
             for v in (rec.TARGET_METADATA, rec.PARTITION_METADATA, rec.GROUP_METADATA)
@@ -339,12 +360,17 @@ class ConsumerGroupCoordinator:
                     group.static_members.pop(member.instance_id, None)
             elif key.version == rec.TARGET_MEMBER:
                 group.target.pop(key.member, None)
+            elif key.version == rec.REGULAR_EXPRESSION:
+                group.regexes.pop(key.member, None)
             return
         if key.version == rec.PARTITION_METADATA:
             return  # Kafka 3.x's subscription metadata: recomputed from the topics here
         if group is None:
             group = self.groups[key.group] = ConsumerGroup(key.group, partition)
-        if key.version == rec.GROUP_METADATA:
+        if key.version == rec.REGULAR_EXPRESSION:
+            resolved = group.regexes[key.member] = rec.decode_regex(value)
+            self._regex_version = max(self._regex_version, resolved.version)
+        elif key.version == rec.GROUP_METADATA:
             group.group_epoch = rec.decode_epoch(value)
         elif key.version == rec.TARGET_METADATA:
             group.assignment_epoch = rec.decode_epoch(value)
@@ -363,6 +389,7 @@ class ConsumerGroupCoordinator:
                 member.subscribed_topic_names = m.subscribed_topic_names
                 member.subscribed_topic_regex = m.subscribed_topic_regex
                 member.rebalance_timeout_ms, member.server_assignor = m.rebalance_timeout_ms, m.server_assignor
+                member.classic = m.classic
                 if m.instance_id:
                     group.static_members[m.instance_id] = key.member
             else:
@@ -402,7 +429,10 @@ class ConsumerGroupCoordinator:
         client_id: str,
         client_host: str,
         version: int,
+        describable: Callable[[str], bool] | None = None,
     ) -> HeartbeatResult:
+        """``describable``: whether the member may Describe a topic (None: no authorizer); its
+        regex matches only such topics."""
         error = self.classic.coordinator_error(group_id)
         if error:
             return _error(error, None, member_id)
@@ -441,12 +471,11 @@ class ConsumerGroupCoordinator:
                 return _error(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.", member_id)
             classic = self.classic.groups.get(group_id)
             if classic is not None and not classic.is_empty:
-                return _error(
-                    ErrorCode.GROUP_ID_NOT_FOUND,
-                    f"Group {group_id} is a classic group with members; online migration to the "
-                    "consumer protocol is not supported.",
-                    member_id,
-                )
+                code, message = await self.classic_members.upgrade(classic)  # Kafka 4's online upgrade
+                if code:
+                    return _error(code, message, member_id)
+        group = self.groups.get(group_id)
+        if group is None:
             group = self.groups[group_id] = ConsumerGroup(group_id, self.classic.store.partition_for(group_id))
             holder = self.classic.groups.get(group_id)
             was = None if holder is None else (holder.protocol_type, holder.protocol, holder.leader_id)
@@ -473,6 +502,7 @@ class ConsumerGroupCoordinator:
                 owned,
                 client_id,
                 client_host,
+                describable=describable,
             )
             if created is not None and result.error_code and not group.members:
                 self._forget_new(*created)
@@ -539,14 +569,36 @@ class ConsumerGroupCoordinator:
         owned: TopicPartitions | None,
         client_id: str,
         client_host: str,
+        classic: ClassicMetadata | None = None,
+        unknown_member: bool = False,
+        describable: Callable[[str], bool] | None = None,
     ) -> HeartbeatResult:
+        """``classic``: a classic member's JoinGroup, translated (Kafka's classicGroupJoinToConsumerGroup:
+        an existing member is updated, not reset; a static instance joining under a new member id
+        replaces its predecessor)."""
         entries: list[tuple[bytes, bytes | None]] = []
         bump = replaced = False
         member = group.members.get(member_id)
         checkpoint = _Checkpoint(group)
         if member is not None:
             checkpoint.save(member)
-        if member_epoch == 0:
+        if classic is not None:
+            known = group.static_members.get(instance_id) if instance_id is not None else None
+            if known is not None and known != member_id:
+                if not unknown_member:
+                    return _error(
+                        ErrorCode.FENCED_INSTANCE_ID, f"Instance id {instance_id} belongs to {known}.", member_id
+                    )
+                previous = group.members[known]
+                checkpoint.save(previous)
+                member = self._replace_static(group, previous, member_id)
+                replaced = True
+                entries += self._member_tombstones(group.group_id, known)
+            elif member is None:
+                member = group.members[member_id] = ConsumerMember(member_id)
+                bump = True
+                log.info("classic member %s joined consumer group %s", member_id, group.group_id)
+        elif member_epoch == 0:
             if instance_id is not None:
                 known = group.static_members.get(instance_id)
                 if known is not None and known != member_id:
@@ -608,13 +660,15 @@ class ConsumerGroupCoordinator:
                     member_id,
                 )
         before = (member.metadata_record(), member.current_record())
+        member.classic = classic  # None for a ConsumerGroupHeartbeat: the member speaks the consumer protocol
         # the request carries only what changed since the last heartbeat
         member.client_id, member.client_host = client_id, client_host
         if instance_id is not None and member.instance_id != instance_id:
             member.instance_id = instance_id
             group.static_members[instance_id] = member_id
-        if rack_id is not None:
-            member.rack_id = rack_id
+        if rack_id is not None and (rack_id or None) != member.rack_id:
+            member.rack_id = rack_id or None
+            bump = True  # the rack-aware assignors place partitions by it
         if rebalance_timeout_ms != -1:
             member.rebalance_timeout_ms = rebalance_timeout_ms
         if names is not None and sorted(set(names)) != member.subscribed_topic_names:
@@ -626,6 +680,7 @@ class ConsumerGroupCoordinator:
         if server_assignor is not None and server_assignor != member.server_assignor:
             member.server_assignor = server_assignor
             bump = True
+        entries += self._resolve_regexes(group, member, describable)
         signature = self._signature(group)
         if signature != group.topics_signature:  # a topic appeared, went, grew, or matched a regex
             group.topics_signature = signature
@@ -673,9 +728,68 @@ class ConsumerGroupCoordinator:
             None,
             member_id,
             member.member_epoch,
-            self.heartbeat_interval_ms,
+            self.classic.configs.heartbeat_interval_ms(group.group_id),
             dict(member.assigned) if full or member.assigned != assigned_before else None,
         )
+
+    # -- what classic_members.py uses -------------------------------------------------------------
+    async def classic_join(
+        self,
+        group: ConsumerGroup,
+        member_id: str,
+        unknown_member: bool,
+        instance_id: str | None,
+        rack_id: str | None,
+        rebalance_timeout_ms: int,
+        names: list[str],
+        owned: TopicPartitions,
+        client_id: str,
+        client_host: str,
+        classic: ClassicMetadata,
+    ) -> HeartbeatResult:
+        async with group.lock:
+            if self.groups.get(group.group_id) is not group:
+                return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group changed; retry", member_id)
+            return await self._heartbeat(
+                group,
+                member_id,
+                0,
+                instance_id,
+                rack_id,
+                rebalance_timeout_ms,
+                names,
+                None,
+                None,
+                owned,
+                client_id,
+                client_host,
+                classic,
+                unknown_member,
+            )
+
+    def schedule_session(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        self._schedule_session(group, member)
+
+    def signature(self, group: ConsumerGroup) -> tuple:
+        return self._signature(group)
+
+    def cancel_timers(self, member: ConsumerMember) -> None:
+        _cancel(member)
+
+    @staticmethod
+    def cancel_classic_timer(member: ConsumerMember) -> None:
+        if member.classic_timer is not None:
+            member.classic_timer.cancel()
+            member.classic_timer = None
+
+    def member_tombstones(self, group_id: str, member_id: str) -> list[tuple[bytes, bytes | None]]:
+        return self._member_tombstones(group_id, member_id)
+
+    async def remove(self, group: ConsumerGroup, member: ConsumerMember, why: str) -> int:
+        return await self._remove(group, member, why)
+
+    def expire(self, group: ConsumerGroup, member: ConsumerMember, timer: str, why: str) -> None:
+        self._expire(group, member, timer, why)
 
     def _replace_static(self, group: ConsumerGroup, previous: ConsumerMember, member_id: str) -> ConsumerMember:
         """KIP-848 static membership: a restarted instance takes its predecessor's place and
@@ -698,6 +812,7 @@ class ConsumerGroupCoordinator:
             previous.assigned,
             previous.pending_revocation,
         )
+        member.classic = previous.classic
         group.members[member_id] = member
         if previous.member_id in group.target:
             group.target[member_id] = group.target.pop(previous.member_id)
@@ -749,6 +864,8 @@ class ConsumerGroupCoordinator:
         its timers running as before."""
         if group.members.get(member.member_id) is not member:
             return ErrorCode.NONE
+        if self.classic_members.should_downgrade(group, member):  # the last consumer-protocol member
+            return await self.classic_members.downgrade(group, member)
         checkpoint = _Checkpoint(group)
         checkpoint.save(member)
         self._cancel_timers(member)
@@ -764,7 +881,7 @@ class ConsumerGroupCoordinator:
             why,
             group.group_epoch,
         )
-        entries = self._member_tombstones(group.group_id, member.member_id)
+        entries = self._member_tombstones(group.group_id, member.member_id) + self._unused_regexes(group)
         entries.append(
             (rec.encode_key(ConsumerKey(rec.GROUP_METADATA, group.group_id)), rec.encode_epoch(group.group_epoch))
         )
@@ -799,42 +916,119 @@ class ConsumerGroupCoordinator:
                 self._regex_cache.pop(next(iter(self._regex_cache)))
         return self._regex_cache[regex]
 
-    def _subscribed(self, member: ConsumerMember) -> frozenset[str]:
-        """The existing topics a member subscribes to: its names and what its regex matches
-        (whole names, as RE2/J's matches(); internal topics never match a regex)."""
+    def _subscribed(self, group: ConsumerGroup, member: ConsumerMember) -> frozenset[str]:
+        """The existing topics a member subscribes to: its names and what its regex resolved to
+        in the group (a regex never resolved in it, e.g. of a group stored before strom wrote
+        key 16, matches as it stands until a member with it heartbeats)."""
         topics = self.classic.broker.metadata.topics
         named = frozenset(t for t in member.subscribed_topic_names if t in topics)
         regex = member.subscribed_topic_regex
-        pattern = self._pattern(regex) if regex else None
-        if regex is None or pattern is None:
+        if regex is None:
             return named
+        resolved = group.regexes.get(regex)
+        if resolved is None:
+            return named | self._matching(regex)
+        return named | frozenset(t for t in resolved.topics if t in topics)
+
+    def _matching(self, regex: str) -> frozenset[str]:
+        """The topics ``regex`` matches whole (RE2/J's matches(); internal topics never match)."""
+        pattern = self._pattern(regex)
+        if pattern is None:
+            return frozenset()
+        topics = self.classic.broker.metadata.topics
         cached = self._matches.get(regex)
         if cached is None or cached[0] is not topics or cached[1] != len(topics):
             matches = frozenset(t for t in topics if t not in _INTERNAL_TOPICS and pattern.fullmatch(t))
             if len(self._matches) > 1024:
                 self._matches.clear()
             cached = self._matches[regex] = (topics, len(topics), matches)
-        return named | cached[2]
+        return cached[2]
+
+    def _resolve_regexes(
+        self, group: ConsumerGroup, member: ConsumerMember, describable: Callable[[str], bool] | None
+    ) -> list[tuple[bytes, bytes | None]]:
+        """Kafka 4.0's regex resolution: the member's regex is matched against the topics again
+        when they changed (or after _REGEX_REFRESH_S), keeping only those the member may Describe
+        when an authorizer is on (KAFKA-18813); a changed result is stored as record 16, and the
+        records of regexes no member uses any more are deleted."""
+        entries: list[tuple[bytes, bytes | None]] = []
+        regex = member.subscribed_topic_regex
+        if regex is not None and self._pattern(regex) is not None:
+            topics = self.classic.broker.metadata.topics
+            basis = group.regex_basis.get(regex)
+            now = time.monotonic()
+            stale = (
+                regex not in group.regexes
+                or basis is None
+                or basis[0] is not topics
+                or basis[1] != len(topics)
+                or now - basis[2] >= _REGEX_REFRESH_S
+            )
+            if stale:
+                matched = self._matching(regex)
+                if describable is not None:
+                    matched = frozenset(t for t in matched if describable(t))
+                group.regex_basis[regex] = (topics, len(topics), now)
+                old = group.regexes.get(regex)
+                if old is None or old.topics != matched:
+                    self._regex_version += 1
+                    group.regexes[regex] = ResolvedRegex(matched, self._regex_version, wall_ms())
+                    entries.append(
+                        (
+                            rec.encode_key(ConsumerKey(rec.REGULAR_EXPRESSION, group.group_id, regex)),
+                            rec.encode_regex(group.regexes[regex]),
+                        )
+                    )
+        entries += self._unused_regexes(group)
+        return entries
+
+    def _unused_regexes(self, group: ConsumerGroup) -> list[tuple[bytes, bytes | None]]:
+        used = {m.subscribed_topic_regex for m in group.members.values()}
+        entries: list[tuple[bytes, bytes | None]] = []
+        for regex in [r for r in group.regexes if r not in used]:
+            del group.regexes[regex]
+            group.regex_basis.pop(regex, None)
+            entries.append((rec.encode_key(ConsumerKey(rec.REGULAR_EXPRESSION, group.group_id, regex)), None))
+        return entries
 
     def _signature(self, group: ConsumerGroup) -> tuple:
+        """What the target depends on besides the members: the subscribed topics, and, when a
+        member has a rack, the racks of their replicas (a broker moving racks moves partitions)."""
         topics = self.classic.broker.metadata.topics
-        names = set().union(*(self._subscribed(m) for m in group.members.values())) if group.members else set()
-        return tuple(sorted((n, str(topics[n].topic_id), topics[n].partition_count) for n in names))
+        names = set().union(*(self._subscribed(group, m) for m in group.members.values())) if group.members else set()
+        signature: tuple = tuple(sorted((n, str(topics[n].topic_id), topics[n].partition_count) for n in names))
+        if any(m.rack_id for m in group.members.values()):
+            signature += tuple(tuple(self._partition_racks(n)) for n in sorted(names))
+        return signature
+
+    def _partition_racks(self, topic: str) -> list[frozenset[str]]:
+        """The racks of each partition's replicas (empty where brokers have no broker.rack)."""
+        metadata = self.classic.broker.metadata
+        brokers = getattr(metadata, "brokers", {})
+        info = metadata.topics[topic]
+        return [
+            frozenset(r for r in (getattr(brokers.get(b), "rack", None) for b in info.replicas.get(p, ())) if r)
+            for p in range(info.partition_count)
+        ]
 
     def _compute_target(self, group: ConsumerGroup) -> list[tuple[bytes, bytes | None]]:
         topics = self.classic.broker.metadata.topics
         names = self.topic_names()
         votes = Counter(m.server_assignor for m in group.members.values() if m.server_assignor)
         chosen = max(sorted(votes), key=lambda n: votes[n]) if votes else (self.assignors or ["uniform"])[0]
-        subscriptions = {m.member_id: self._subscribed(m) for m in group.members.values()}
+        subscriptions = {m.member_id: self._subscribed(group, m) for m in group.members.values()}
+        counts = {t: topics[t].partition_count for subs in subscriptions.values() for t in subs}
+        racks = {m.member_id: m.rack_id for m in group.members.values() if m.rack_id}
         spec = AssignmentSpec(
             subscriptions,
-            {t: topics[t].partition_count for subs in subscriptions.values() for t in subs},
+            counts,
             {
                 m: {names[tid]: parts for tid, parts in target.items() if tid in names}
                 for m, target in group.target.items()
                 if m in subscriptions
             },
+            racks,
+            {t: self._partition_racks(t) for t in counts} if racks else {},
         )
         result = ASSIGNORS[chosen](spec)
         entries: list[tuple[bytes, bytes | None]] = []
@@ -885,7 +1079,8 @@ class ConsumerGroupCoordinator:
         if revoke:
             member.assigned, member.pending_revocation = keep, revoke
             member.state = MemberState.UNREVOKED_PARTITIONS
-            self._schedule_revocation(group, member)
+            if member.classic is None:  # a classic member has join and sync deadlines instead
+                self._schedule_revocation(group, member)
             return
         assigned: dict[uuid.UUID, set[int]] = {t: set(p) for t, p in keep.items()}
         unreleased = False
@@ -906,13 +1101,13 @@ class ConsumerGroupCoordinator:
         if member.session_timer is not None:
             member.session_timer.cancel()
         loop = asyncio.get_running_loop()
+        if member.classic is not None:  # the session timeout its JoinGroup asked for
+            timeout, why = member.classic.session_timeout_ms, "expired: no heartbeat within its session timeout"
+        else:
+            timeout = self.classic.configs.session_timeout_ms(group.group_id)
+            why = f"expired: no heartbeat within its group's consumer session timeout ({timeout} ms)"
         member.session_timer = loop.call_at(
-            loop.time() + self.session_timeout_ms / 1000 if at is None else at,
-            self._expire,
-            group,
-            member,
-            "session",
-            f"expired: no heartbeat within group.consumer.session.timeout.ms ({self.session_timeout_ms} ms)",
+            loop.time() + timeout / 1000 if at is None else at, self._expire, group, member, "session", why
         )
 
     def _schedule_revocation(self, group: ConsumerGroup, member: ConsumerMember, at: float | None = None) -> None:
@@ -934,10 +1129,7 @@ class ConsumerGroupCoordinator:
             member.revocation_timer = None
 
     def _cancel_timers(self, member: ConsumerMember) -> None:
-        self._cancel_revocation(member)
-        if member.session_timer is not None:
-            member.session_timer.cancel()
-            member.session_timer = None
+        _cancel(member)
 
     def _revert(self, checkpoint: _Checkpoint) -> None:
         """After a failed write: the group as before, each timer the operation cancelled running
@@ -966,11 +1158,15 @@ class ConsumerGroupCoordinator:
                 ):
                     # as Kafka's retried timers: try again shortly rather than keep a dead member
                     # (the revert put back the timer that fired, due at once: replace it)
-                    retry = asyncio.get_running_loop().time() + _EXPIRY_RETRY_S
+                    loop = asyncio.get_running_loop()
+                    retry = loop.time() + _EXPIRY_RETRY_S
                     if timer == "session":
                         self._schedule_session(group, member, retry)
-                    else:
+                    elif timer == "revocation":
                         self._schedule_revocation(group, member, retry)
+                    else:  # a classic member's join or sync deadline
+                        self.cancel_classic_timer(member)
+                        member.classic_timer = loop.call_at(retry, self._expire, group, member, timer, why)
 
         if group.members.get(member.member_id) is member and self.groups.get(group.group_id) is group:
             asyncio.ensure_future(remove())

@@ -8,11 +8,14 @@ then compact strings and arrays as unsigned varints of length + 1, and a tagged-
     4  ConsumerGroupPartitionMetadataKey(group)             -> (not written; read and ignored)
     5  ConsumerGroupMemberMetadataKey(group, member)        -> InstanceId string?, RackId string?,
                   ClientId, ClientHost, SubscribedTopicNames []string, SubscribedTopicRegex string?,
-                  RebalanceTimeoutMs int32, ServerAssignor string?
+                  RebalanceTimeoutMs int32, ServerAssignor string?, tag 0: ClassicMemberMetadata?
+                  (SessionTimeoutMs int32, SupportedProtocols [Name string, Metadata bytes])
     6  ConsumerGroupTargetAssignmentMetadataKey(group)      -> AssignmentEpoch int32
     7  ConsumerGroupTargetAssignmentMemberKey(group, member) -> TopicPartitions [TopicId uuid, Partitions []int32]
     8  ConsumerGroupCurrentMemberAssignmentKey(group, member) -> MemberEpoch int32, PreviousMemberEpoch
                   int32, State int8, AssignedPartitions [TopicId, Partitions], PartitionsPendingRevocation [...]
+    16 ConsumerGroupRegularExpressionKey(group, regex)      -> Topics []string, Version int64, Timestamp int64
+                  (Kafka 4.0: what a regex subscription resolved to, so that a new coordinator has it)
 
 A null value is a tombstone (a member left, or the group was deleted).
 """
@@ -27,6 +30,7 @@ from strom.group.records import RecordFormatError, _Reader, _string
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
 
 GROUP_METADATA = 3
 PARTITION_METADATA = 4
@@ -34,17 +38,18 @@ MEMBER_METADATA = 5
 TARGET_METADATA = 6
 TARGET_MEMBER = 7
 CURRENT_ASSIGNMENT = 8
-KEY_VERSIONS = range(3, 9)
-_MEMBER_KEYS = (MEMBER_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT)
+REGULAR_EXPRESSION = 16
+KEY_VERSIONS = (*range(3, 9), REGULAR_EXPRESSION)
+_MEMBER_KEYS = (MEMBER_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT, REGULAR_EXPRESSION)  # keys with a 2nd string
 
 TopicPartitions = dict[uuid.UUID, frozenset[int]]
 
 
 @dataclass(frozen=True)
 class ConsumerKey:
-    version: int  # which record: 3..8 above
+    version: int  # which record: 3..8 or 16 above
     group: str
-    member: str = ""
+    member: str = ""  # the member id; for key 16, the regular expression
 
 
 @dataclass
@@ -57,6 +62,16 @@ class MemberMetadata:
     subscribed_topic_regex: str | None = None
     rebalance_timeout_ms: int = -1
     server_assignor: str | None = None
+    classic: ClassicMetadata | None = None  # tagged field 0: set for a member using the classic protocol
+
+
+@dataclass(frozen=True)
+class ClassicMetadata:
+    """ClassicMemberMetadata: what a classic member sent in its JoinGroup, kept so that the group can
+    answer its SyncGroup, pick a protocol when it turns classic again (downgrade), and time it out."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
 
 
 @dataclass
@@ -186,9 +201,26 @@ def encode_member(value: MemberMetadata) -> bytes:
             _cstring(value.subscribed_topic_regex),
             _I32.pack(value.rebalance_timeout_ms),
             _cstring(value.server_assignor),
+            _classic_tag(value.classic),
+        ]
+    )
+
+
+def _classic_tag(classic: ClassicMetadata | None) -> bytes:
+    """The tagged-field section: none, or tag 0 holding the nullable struct (a presence byte, then
+    SessionTimeoutMs, SupportedProtocols [Name, Metadata], its own empty tagged fields)."""
+    if classic is None:
+        return b"\x00"
+    body = b"".join(
+        [
+            b"\x01",
+            _I32.pack(classic.session_timeout_ms),
+            _uvarint(len(classic.protocols) + 1),
+            *(_cstring(name) + _uvarint(len(meta) + 1) + meta + b"\x00" for name, meta in classic.protocols),
             b"\x00",
         ]
     )
+    return b"\x01\x00" + _uvarint(len(body)) + body
 
 
 def decode_member(data: bytes) -> MemberMetadata:
@@ -196,7 +228,46 @@ def decode_member(data: bytes) -> MemberMetadata:
     r.i16()
     instance_id, rack_id, client_id, client_host = r.string(), r.string(), r.string() or "", r.string() or ""
     names = [r.string() or "" for _ in range(r.count())]
-    return MemberMetadata(instance_id, rack_id, client_id, client_host, names, r.string(), r.i32(), r.string())
+    value = MemberMetadata(instance_id, rack_id, client_id, client_host, names, r.string(), r.i32(), r.string())
+    for _ in range(r.uvarint()):
+        tag, size = r.uvarint(), r.uvarint()
+        end = r.pos + size
+        if tag == 0 and size and r.uvarint():  # 0: a null struct
+            timeout = r.i32()
+            protocols = []
+            for _ in range(r.count()):
+                name = r.string() or ""
+                protocols.append((name, r.take(max(r.uvarint() - 1, 0))))
+                r.skip_tags()
+            value.classic = ClassicMetadata(timeout, tuple(protocols))
+        if end > len(r.data) or r.pos > end:
+            raise RecordFormatError("tagged field runs past its end")
+        r.pos = end
+    return value
+
+
+@dataclass(frozen=True)
+class ResolvedRegex:
+    """ConsumerGroupRegularExpressionValue: the topics a regex matched (for the member that had it
+    resolved: only topics it may Describe), when (Timestamp, epoch ms) and at which resolution
+    (Version: Kafka's metadata image offset; strom's count of resolutions, see consumer_group.py)."""
+
+    topics: frozenset[str]
+    version: int
+    timestamp: int
+
+
+def encode_regex(value: ResolvedRegex) -> bytes:
+    names = [_uvarint(len(value.topics) + 1), *(_cstring(t) for t in sorted(value.topics))]
+    return b"".join([_I16.pack(0), *names, _I64.pack(value.version), _I64.pack(value.timestamp), b"\x00"])
+
+
+def decode_regex(data: bytes) -> ResolvedRegex:
+    r = _FlexReader(data)
+    r.i16()
+    topics = frozenset(r.string() or "" for _ in range(r.count()))
+    version, timestamp = _I64.unpack(r.take(8))[0], _I64.unpack(r.take(8))[0]
+    return ResolvedRegex(topics, version, timestamp)
 
 
 def encode_target(partitions: TopicPartitions) -> bytes:

@@ -20,6 +20,7 @@ from strom.group import records as schema
 from strom.group.consumer_group import ConsumerGroupCoordinator
 from strom.group.consumer_records import ConsumerKey
 from strom.group.group import CommittedOffset, Group, GroupState, Member
+from strom.group.group_config import GroupConfigs
 from strom.group.offset_store import OFFSETS_TOPIC, OffsetStore
 from strom.protocol.errors import ErrorCode
 
@@ -87,6 +88,7 @@ class GroupCoordinator:
         # (offsets partition, producer id) -> groups holding that producer's pending offsets,
         # so that a marker (complete_txn) finds them without scanning every group
         self._txn_groups: dict[tuple[int, int], set[str]] = {}
+        self.configs = GroupConfigs(None, self.config)  # group-level configs; the broker starts it
         self.consumer = ConsumerGroupCoordinator(self)  # KIP-848 groups, beside the classic ones
 
     # -- ownership ---------------------------------------------------------------------------------
@@ -155,7 +157,11 @@ class GroupCoordinator:
                     except (schema.RecordFormatError, ValueError) as exc:
                         log.warning("skipping unreadable consumer group record of %s: %s", key.group, exc)
                 elif value is None:
-                    loaded.pop(key.group, None)
+                    # the group's metadata goes; its offsets are records of their own and stay (an
+                    # online upgrade tombstones the classic metadata of a group that keeps its offsets)
+                    dropped = loaded.pop(key.group, None)
+                    if dropped is not None and dropped.offsets:
+                        group_of(key.group).offsets = dropped.offsets
                 else:
                     self._restore_metadata(group_of(key.group), schema.decode_group_value(value))
         for producer_id, txn in pending.items():
@@ -224,6 +230,11 @@ class GroupCoordinator:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if self.store.partition_for(group_id) not in self.owned_partitions:
             return ErrorCode.NOT_COORDINATOR
+        if self.broker.replica_manager.fenced:
+            # cut off from ZooKeeper: another broker may lead the group's partition by now and take
+            # commits, so this one's cache may be stale (the chaos group checker saw OffsetFetch
+            # answers going backwards); the transaction coordinator steps back the same way
+            return ErrorCode.NOT_COORDINATOR
         return ErrorCode.NONE
 
     # -- join --------------------------------------------------------------------------------------
@@ -240,7 +251,7 @@ class GroupCoordinator:
         rebalance_timeout_ms: int,
         require_known_member_id: bool,
     ) -> JoinResult:
-        error = self.coordinator_error(group_id) or await self.consumer.before_classic_join(group_id)
+        error = self.coordinator_error(group_id)
         if error:
             return _join_error(error, member_id)
         if not all(schema.fits(s) for s in (instance_id or "", protocol_type, *(name for name, _ in protocols))):
@@ -249,6 +260,23 @@ class GroupCoordinator:
             self.config.group_min_session_timeout_ms <= session_timeout_ms <= self.config.group_max_session_timeout_ms
         ):
             return _join_error(ErrorCode.INVALID_SESSION_TIMEOUT, member_id)
+        live = self.consumer.groups.get(group_id)
+        if live is not None and live.members:  # a classic member of a consumer group (Kafka 4)
+            return await self.consumer.classic_members.join(
+                live,
+                member_id,
+                instance_id,
+                client_id,
+                client_host,
+                protocol_type,
+                protocols,
+                session_timeout_ms,
+                rebalance_timeout_ms,
+                require_known_member_id,
+            )
+        error = await self.consumer.before_classic_join(group_id)
+        if error:
+            return _join_error(error, member_id)
         group = self.groups.get(group_id)
         if group is None:
             if member_id:
@@ -529,6 +557,11 @@ class GroupCoordinator:
         assignments: dict[str, bytes],
     ) -> tuple[int, bytes, str | None, str | None]:
         error = self.coordinator_error(group_id)
+        live = self.consumer.groups.get(group_id)
+        if not error and live is not None:
+            return await self.consumer.classic_members.sync(
+                live, generation, member_id, instance_id, protocol_type, protocol_name
+            )
         group = self.groups.get(group_id)
         if not error:
             error = self._validate_member(group, member_id, instance_id, generation)
@@ -588,6 +621,9 @@ class GroupCoordinator:
         error = self.coordinator_error(group_id)
         if error:
             return error
+        live = self.consumer.groups.get(group_id)
+        if live is not None:
+            return self.consumer.classic_members.heartbeat(live, generation, member_id, instance_id)
         group = self.groups.get(group_id)
         if group is not None and group.state == GroupState.EMPTY:
             return ErrorCode.UNKNOWN_MEMBER_ID
@@ -606,6 +642,15 @@ class GroupCoordinator:
         if group.state == GroupState.PREPARING_REBALANCE:
             return ErrorCode.REBALANCE_IN_PROGRESS
         return ErrorCode.NONE
+
+    async def leave(self, group_id: str, leaving: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
+        """LeaveGroup of either kind of group: a consumer group's classic members leave by writing
+        records, a classic group's at once."""
+        error = self.coordinator_error(group_id)
+        live = self.consumer.groups.get(group_id)
+        if not error and live is not None:
+            return ErrorCode.NONE, await self.consumer.classic_members.leave(live, leaving)
+        return self.leave_group(group_id, leaving)
 
     def leave_group(self, group_id: str, leaving: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
         error = self.coordinator_error(group_id)
@@ -692,7 +737,33 @@ class GroupCoordinator:
             member.sync_future.set_result((code, assignment))
         member.sync_future = None
 
-    async def _persist_group(self, group: Group) -> int:
+    def release_members(self, group: Group, code: int) -> None:
+        """The group became a consumer group (online upgrade): its classic members, answered
+        ``code`` where they wait, are its members no more (the consumer group has them now)."""
+        for member in group.members.values():
+            self._cancel_session(member)
+            self._complete_join(member, _join_error(code, member.member_id))
+            self._complete_sync(member, code, b"")
+        if group.join_timer:
+            group.join_timer.cancel()
+            group.join_timer = None
+        group.members, group.static_members, group.pending_members = {}, {}, set()
+        group.initial_delay = False
+        group.transition(GroupState.EMPTY)
+
+    def adopt(self, holder: Group, shape: Group, reason: str) -> None:
+        """A consumer group turned classic (online downgrade): ``holder`` (which keeps the offsets)
+        takes ``shape``'s members, stable at its generation, and rebalances so that they rejoin."""
+        holder.generation, holder.protocol_type = shape.generation, shape.protocol_type
+        holder.protocol, holder.leader_id = shape.protocol, shape.leader_id
+        holder.members, holder.static_members = shape.members, shape.static_members
+        holder.transition(GroupState.STABLE)
+        for member in holder.members.values():
+            self._schedule_session_expiry(holder, member)
+        self._prepare_rebalance(holder, reason)
+
+    def group_record(self, group: Group) -> tuple[bytes, bytes]:
+        """The GroupMetadata record of a classic group, as it stands."""
         value = schema.GroupValue(
             group.protocol_type or "",
             group.generation,
@@ -713,9 +784,10 @@ class GroupCoordinator:
                 for m in group.members.values()
             ],
         )
-        return await self.store.write(
-            group.partition, [(schema.encode_key(schema.GroupKey(group.group_id)), schema.encode_group_value(value))]
-        )
+        return schema.encode_key(schema.GroupKey(group.group_id)), schema.encode_group_value(value)
+
+    async def _persist_group(self, group: Group) -> int:
+        return await self.store.write(group.partition, [self.group_record(group)])
 
     # -- offsets -----------------------------------------------------------------------------------
     async def commit_offsets(

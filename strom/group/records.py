@@ -145,7 +145,7 @@ def decode_key(data: bytes) -> OffsetKey | GroupKey | ConsumerKey:
         return OffsetKey(reader.string() or "", reader.string() or "", reader.i32())
     if version == 2:
         return GroupKey(reader.string() or "")
-    if 3 <= version <= 8:  # the consumer group protocol's records (KIP-848)
+    if 3 <= version <= 8 or version == 16:  # the consumer group protocol's records (KIP-848)
         from strom.group.consumer_records import decode_key as decode_consumer_key
 
         return decode_consumer_key(version, reader)

@@ -125,8 +125,8 @@ class RequestMetrics:
     read from the socket, where queue times start, and twice per timed request), and ``adapt``
     sets ``every`` each ``WINDOW_S`` from the requests of the last window, for about
     ``TIMED_PER_WINDOW`` timed requests a window (``rearm`` doubles it within a window that has
-    timed that many already: a burst after a quiet spell). Up to that rate (about 500 requests a second)
-    every request is timed, as in Kafka; above it the histograms and phase sums describe a sample
+    timed that many already: a burst after a quiet spell). Up to that rate (about 500 requests a
+    second; ``metrics.request.timing.samples.per.second``, 0 for no limit) every request is timed, as in Kafka; above it the histograms and phase sums describe a sample
     whose choice does not depend on the request, which keeps their percentiles and means, while the
     request counts stay exact (``count``). Kafka's own latency histograms are sampled too (a
     reservoir of 1028).
@@ -135,9 +135,12 @@ class RequestMetrics:
     """
 
     WINDOW_S = 0.25
-    TIMED_PER_WINDOW = 128
+    TIMED_PER_WINDOW = 128  # the default of metrics.request.timing.samples.per.second, per window
 
-    def __init__(self) -> None:
+    def __init__(self, samples_per_second: int = round(TIMED_PER_WINDOW / WINDOW_S)) -> None:
+        """``samples_per_second`` is metrics.request.timing.samples.per.second; 0 times every request."""
+        # timed requests a window before timing thins out; None: never (every request is timed)
+        self.timed_per_window = max(1, round(samples_per_second * self.WINDOW_S)) if samples_per_second else None
         self.apis: dict[int, ApiTimes] = {}
         self.counts: dict[int, int] = {}  # api key (and the Fetch pseudo keys) -> requests answered
         # read and written by the connection once per request, inline (a call costs as much)
@@ -154,14 +157,15 @@ class RequestMetrics:
 
     def next_window(self) -> None:
         counted = sum(n for key, n in self.counts.items() if key >= 0)  # not the Fetch pseudo keys
-        self.every = max(1, (counted - self._counted) // self.TIMED_PER_WINDOW)
+        per_window = self.timed_per_window
+        self.every = 1 if per_window is None else max(1, (counted - self._counted) // per_window)
         self.countdown = min(self.countdown, self.every)
         self._counted = counted
         self._timed = 0
 
     def rearm(self) -> None:
         """The connection times a request: count down to the next (further once the window has enough)."""
-        if self._timed >= self.TIMED_PER_WINDOW:
+        if self.timed_per_window is not None and self._timed >= self.timed_per_window:
             self.every *= 2
         self.countdown = self.every
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
+from collections.abc import Callable
 from typing import Any
 
 from strom.protocol import api
@@ -69,23 +70,48 @@ class BrokerClient:
             await self.connect()
         return await self._exchange(api_key, version, values, timeout_s)
 
+    async def request_encoded(
+        self,
+        api_key: int,
+        version: int,
+        body: bytes,
+        decode: Callable[[memoryview, int], Any],
+        timeout_s: float | None = None,
+    ) -> Any:
+        """As ``request``, with a body the caller encoded and a decoder of the response body
+        (the follower's hot Fetch)."""
+        if not self.connected:
+            await self.connect()
+        return await self._send(api_key, version, body, timeout_s, decode)
+
     async def _exchange(
         self, api_key: int, version: int, values: dict[str, Any], timeout_s: float | None = None
+    ) -> Any:
+        cls = api.request_class(api_key, version)
+        assert cls is not None, f"kio has no request schema for api {api_key} v{version}"  # callers fix versions
+        return await self._send(api_key, version, encode(build(cls, values)), timeout_s)
+
+    async def _send(
+        self,
+        api_key: int,
+        version: int,
+        body: bytes,
+        timeout_s: float | None,
+        decode: Callable[[memoryview, int], Any] | None = None,
     ) -> Any:
         if self._writer is None or self._reader is None:  # set and cleared together
             raise BrokerConnectionError(f"connection to {self.host}:{self.port} is closed")
         self._correlation = (self._correlation + 1) & 0x7FFFFFFF
-        cls = api.request_class(api_key, version)
-        assert cls is not None, f"kio has no request schema for api {api_key} v{version}"  # callers fix versions
-        body = encode(build(cls, values))
         try:
             self._writer.write(request_frame(api_key, version, self._correlation, self.client_id, body))
             await self._writer.drain()
-            raw = await asyncio.wait_for(self._reader.readexactly(4), timeout_s or self.timeout_s)
-            (size,) = _SIZE.unpack(raw)
-            if not 4 <= size <= MAX_RESPONSE_BYTES:
-                raise BrokerConnectionError(f"response of {size} bytes from {self.host}:{self.port}")
-            data = await asyncio.wait_for(self._reader.readexactly(size), timeout_s or self.timeout_s)
+            # one deadline for the whole response, without a task per read (asyncio.wait_for's)
+            async with asyncio.timeout(timeout_s or self.timeout_s):
+                raw = await self._reader.readexactly(4)
+                (size,) = _SIZE.unpack(raw)
+                if not 4 <= size <= MAX_RESPONSE_BYTES:
+                    raise BrokerConnectionError(f"response of {size} bytes from {self.host}:{self.port}")
+                data = await self._reader.readexactly(size)
         except (TimeoutError, OSError, asyncio.IncompleteReadError) as exc:
             self.close()
             raise BrokerConnectionError(f"request to {self.host}:{self.port} failed: {exc!r}") from None
@@ -94,6 +120,12 @@ class BrokerClient:
         except DecodeError as exc:
             self.close()
             raise BrokerConnectionError(f"from {self.host}:{self.port}: {exc}") from None
+        if decode is not None:
+            try:
+                return decode(memoryview(data), offset)
+            except DecodeError as exc:
+                self.close()
+                raise BrokerConnectionError(f"from {self.host}:{self.port}: {exc}") from None
         return decode_response(api_key, version, memoryview(data), offset)
 
     def close(self) -> None:

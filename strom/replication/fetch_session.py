@@ -17,10 +17,19 @@ nothing new are not even looked at: ``IncrementalContext.plan`` considers only t
 purgatory was notified about since the session's last request (appends, high watermark and
 leader changes), those the request named and those still owed data; a full pass over the
 session, a few attribute compares per partition and no log access, runs at most every
-FULL_SCAN_MS (it catches what is not notified, such as a log start moved by retention, and keeps
-a follower's idle partitions caught up for the ISR). Partitions that returned records move to the end of the
-session, so a response cut short by ``max_bytes`` serves the others first next time (Kafka does
-the same).
+FULL_SCAN_MS (it catches what is not notified, such as a log start moved by retention).
+Partitions that returned records move to the end of the session, so a response cut short by
+``max_bytes`` serves the others first next time (Kafka does the same).
+
+A follower's idle partitions are not touched either, yet count for the ISR as Kafka counts them
+(Kafka records every session partition on every follower fetch): each is linked to its session
+(``FollowerState.fetched``), so the leader knows that the follower fetched it, unchanged, at the
+session's every request. A request names no partition twice in a row without a reason: every
+partition of a request is either read (and recorded) or idle, that is the follower already has
+the leader's log end, which is what makes a follower caught up at that request.
+
+A session learns what changed by subscribing its partitions to the purgatory
+(``Purgatory.subscribe``) from its first incremental request until it is closed or evicted.
 
 The cache holds ``max.incremental.fetch.session.cache.slots`` sessions. When it is full, a new
 session may take the slot of (Kafka's rules): the least recently used session when it has been
@@ -40,7 +49,7 @@ from typing import Any
 from strom.protocol.errors import ErrorCode
 
 INVALID_SESSION_ID = 0
-FULL_SCAN_MS = 250
+FULL_SCAN_MS = 1000  # an idle follower long-polls every replica.fetch.wait.max.ms (500)
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
 _MAX_EPOCH = 2**31 - 1
@@ -70,14 +79,18 @@ class CachedPartition:
         "partition_max_bytes",
         "replica",
         "replica_epoch",
+        "session",
+        "since_ms",
         "topic",
         "topic_id",
     )
 
-    def __init__(self, topic: str | None, topic_id: uuid.UUID | None, wanted: Any):
+    def __init__(self, topic: str | None, topic_id: uuid.UUID | None, wanted: Any, since_ms: int = -1):
         self.topic = topic
         self.topic_id = topic_id
         self.partition: int = wanted.partition
+        self.session: FetchSession | None = None  # while it is in one, for the leader's view of followers
+        self.since_ms = since_ms  # when the request that brought it into its session came
         self.high_watermark = -1  # never sent: the first response lists it
         self.last_stable_offset = -1
         self.leader_log_start_offset = -1
@@ -152,15 +165,18 @@ class FetchSession:
     __slots__ = (
         "_by_name",
         "_keys",
+        "changed",
+        "closed",
         "creation_ms",
         "epoch",
         "id",
         "last_used_ms",
         "partitions",
         "pending",
+        "previous_used_ms",
         "privileged",
         "scanned_ms",
-        "seen",
+        "subscribed",
         "uses_topic_ids",
     )
 
@@ -178,14 +194,33 @@ class FetchSession:
         self.partitions = partitions
         self.epoch = next_epoch(INITIAL_EPOCH)
         self.creation_ms = now_ms
-        self.last_used_ms = now_ms
+        self.last_used_ms = now_ms  # the request being served, or the last one
+        self.previous_used_ms = now_ms  # the request before it
+        self.closed = False  # evicted or closed: its partitions no longer count as fetched
+        for cached in partitions.values():  # they join at its creation
+            cached.session = self
+            cached.since_ms = now_ms
         self._keys: list[tuple[str, int]] | None = None
         self._by_name: dict[tuple[str, int], CachedPartition] | None = None
-        # read on the next request whatever the change log says: named by a request, in error, or
-        # still owed data; the rest are read when the purgatory's change log names them
+        # read on the next request whatever changed: named by a request, in error, or still owed
+        # data; the rest are read when the purgatory marks them changed (``changed``)
         self.pending: set[CachedPartition] = set(partitions.values())
-        self.seen = -1  # the purgatory sequence this session has looked at (-1: nothing yet)
+        # the purgatory adds a partition's key here when it changes (appends, HW and leader moves),
+        # once the session has subscribed (its first incremental request: until then all is read)
+        self.changed: set[tuple[str, int]] = set()
+        self.subscribed: Any = None  # the purgatory it subscribed to
         self.scanned_ms = -FULL_SCAN_MS  # the last full pass
+
+    def subscribe(self, purgatory: Any) -> None:
+        self.subscribed = purgatory
+        purgatory.subscribe(self.watch_keys(), self.changed)
+
+    def close(self) -> None:
+        """Evicted or closed: its partitions no longer count as fetched, nor are changes tracked."""
+        self.closed = True
+        if self.subscribed is not None:
+            self.subscribed.unsubscribe(self.watch_keys(), self.changed)
+            self.subscribed = None
 
     def watch_keys(self) -> list[tuple[str, int]]:
         """The purgatory keys a long-poll on this session waits on (kept until the set changes)."""
@@ -200,19 +235,26 @@ class FetchSession:
 
     def apply(self, groups: list[TopicGroup], forgotten: list[tuple[Any, int]]) -> None:
         partitions = self.partitions
+        purgatory = self.subscribed
         for key in forgotten:
             gone = partitions.pop(key, None)
             if gone is not None:
+                gone.session = None
                 self.pending.discard(gone)
                 self._keys = self._by_name = None
+                if purgatory is not None and gone.topic is not None:
+                    purgatory.unsubscribe([(gone.topic, gone.partition)], self.changed)
         for group in groups:
             topic_key = group.topic_id if self.uses_topic_ids else group.topic
             for wanted in group.partitions:
                 key = (topic_key, wanted.partition)
                 cached = partitions.get(key)
                 if cached is None:
-                    cached = partitions[key] = CachedPartition(group.topic, group.topic_id, wanted)
+                    cached = partitions[key] = CachedPartition(group.topic, group.topic_id, wanted, self.last_used_ms)
+                    cached.session = self
                     self._keys = self._by_name = None
+                    if purgatory is not None and group.topic is not None:
+                        purgatory.subscribe([(group.topic, wanted.partition)], self.changed)
                 else:
                     cached.update(wanted)
                 self.pending.add(cached)
@@ -235,9 +277,13 @@ class FetchSessionCache:
         return self.sessions.get(session_id)
 
     def remove(self, session_id: int) -> FetchSession | None:
-        return self.sessions.pop(session_id, None)
+        session = self.sessions.pop(session_id, None)
+        if session is not None:
+            session.close()
+        return session
 
     def touch(self, session: FetchSession, now_ms: int) -> None:
+        session.previous_used_ms = session.last_used_ms
         session.last_used_ms = now_ms
         sessions = self.sessions
         if sessions.pop(session.id, None) is not None:
@@ -278,6 +324,7 @@ class FetchSessionCache:
 
     def _evict(self, session: FetchSession) -> None:
         del self.sessions[session.id]
+        session.close()
         self.evictions += 1
 
 
@@ -293,9 +340,9 @@ class FetchContext:
         self.topics = topics
         self._watch = watch
 
-    def plan(self, replicas: Any, for_replica: bool, read_committed: bool) -> tuple[list, list]:
-        """(topics to read, idle (Partition, CachedPartition) pairs not read)."""
-        return self.topics, []
+    def plan(self, replicas: Any, for_replica: bool, read_committed: bool) -> list:
+        """The topics to read (an incremental session leaves out its idle partitions)."""
+        return self.topics
 
     def watch_keys(self) -> list[tuple[str, int]]:
         if self._watch is None:
@@ -323,10 +370,10 @@ class ErrorContext(FetchContext):
 class FullContext(FetchContext):
     """A full fetch that opens a session when the cache takes one."""
 
-    def __init__(self, cache: FetchSessionCache, topics: list, privileged: bool, uses_topic_ids: bool):
+    def __init__(self, cache: FetchSessionCache, topics: list, replica_id: int, uses_topic_ids: bool):
         super().__init__(topics)
         self._cache = cache
-        self._privileged = privileged
+        self._replica_id = replica_id  # a follower's broker id, -1 for a consumer
         self._uses_topic_ids = uses_topic_ids
 
     def finish(self, topics: list, results: list, replicas: Any) -> tuple[list, int]:
@@ -334,16 +381,28 @@ class FullContext(FetchContext):
             return results, INVALID_SESSION_ID
         partitions: dict[tuple[Any, int], CachedPartition] = {}
         by_key = replicas.partitions
+        now = self._cache.now_ms()
+        replica_id = self._replica_id
+        followed = []
         for group, (_, datas) in zip(topics, results):
             name = group.topic
             topic_id = getattr(group, "topic_id", None)
             topic_key = topic_id if self._uses_topic_ids else name
             for wanted, data in zip(group.partitions, datas):
-                cached = CachedPartition(name, topic_id, wanted)
-                cached.respond(data, by_key.get((name, wanted.partition)))
+                cached = CachedPartition(name, topic_id, wanted, now)
+                replica = by_key.get((name, wanted.partition))
+                cached.respond(data, replica)
                 partitions[(topic_key, wanted.partition)] = cached
-        session = self._cache.create(self._privileged, self._uses_topic_ids, partitions)
-        return results, session.id if session is not None else INVALID_SESSION_ID
+                if replica_id >= 0 and replica is not None:
+                    followed.append((replica, cached))
+        session = self._cache.create(replica_id >= 0, self._uses_topic_ids, partitions)
+        if session is None:
+            return results, INVALID_SESSION_ID
+        for replica, cached in followed:  # this request recorded them; the session's next ones count too
+            follower = replica.followers.get(replica_id)
+            if follower is not None:
+                follower.fetched = cached
+        return results, session.id
 
 
 class IncrementalContext(FetchContext):
@@ -362,35 +421,35 @@ class IncrementalContext(FetchContext):
     def watch_keys(self) -> list[tuple[str, int]]:
         return self._live.watch_keys()
 
-    def plan(self, replicas: Any, for_replica: bool, read_committed: bool) -> tuple[list, list]:
+    def plan(self, replicas: Any, for_replica: bool, read_committed: bool) -> list:
         session = self._live
         self._flags = (for_replica, read_committed)
         by_key = replicas.partitions
         suspect = replicas.fenced or bool(replicas.offline)  # then every partition is read and checked
-        purgatory = replicas.purgatory
-        changes = purgatory.changed_since(session.seen)
-        session.seen = purgatory.sequence  # before reading: what changes from here is seen next time
+        changes = session.changed
+        unseen = session.subscribed is None
+        if unseen:
+            session.subscribe(replicas.purgatory)
         now = int(time.monotonic() * 1000)
         candidates: Iterable[CachedPartition]
-        if changes is None or suspect or now - session.scanned_ms >= FULL_SCAN_MS:
+        if unseen or suspect or now - session.scanned_ms >= FULL_SCAN_MS:
             session.scanned_ms = now
             candidates = session.partitions.values()
         else:
             index = session.by_name()
             wanted = dict.fromkeys(session.pending)
-            for key in changes:
-                cached = index.get(key)
+            for changed in changes:
+                cached = index.get(changed)
                 if cached is not None:
                     wanted[cached] = None
             candidates = wanted
+        changes.clear()  # before reading: what changes from here is seen next time
         groups: list[TopicGroup] = []
-        idle: list = []
         group = None
         pending = session.pending
         for cached in candidates:
             replica = by_key.get((cached.topic, cached.partition))
             if replica is not None and not suspect and cached.idle(replica, for_replica, read_committed):
-                idle.append((replica, cached))
                 pending.discard(cached)
                 continue
             pending.add(cached)  # read until it is idle, through every pass of a long poll
@@ -400,7 +459,7 @@ class IncrementalContext(FetchContext):
                 groups.append(group)
             group.partitions.append(cached)
         self.topics = groups
-        return groups, idle
+        return groups
 
     def news(self, results: list) -> bool:
         if not self._live.privileged:
@@ -455,7 +514,7 @@ def resolve_topics(
 def new_context(
     cache: FetchSessionCache,
     request: Any,
-    privileged: bool,
+    replica_id: int,
     uses_topic_ids: bool,
     names_by_id: Callable[[uuid.UUID], str | None],
 ) -> FetchContext:
@@ -468,7 +527,7 @@ def new_context(
         topics = resolve_topics(request.topics, uses_topic_ids, names_by_id)
         if epoch == FINAL_EPOCH:
             return FetchContext(topics)
-        return FullContext(cache, topics, privileged, uses_topic_ids)
+        return FullContext(cache, topics, replica_id, uses_topic_ids)
     if epoch < FINAL_EPOCH:
         return ErrorContext(ErrorCode.INVALID_FETCH_SESSION_EPOCH)
     session = cache.get(session_id)
@@ -488,11 +547,11 @@ def new_context(
         for t in getattr(request, "forgotten_topics_data", ())
         for index in t.partitions
     ]
+    cache.touch(session, cache.now_ms())  # first: partitions it adds join at this request
     session.apply(groups, forgotten)
     if not session.partitions:
         cache.remove(session.id)  # nothing left to follow: an empty sessionless answer
         return FetchContext([])
-    cache.touch(session, cache.now_ms())
     session.epoch = next_epoch(session.epoch)
     return IncrementalContext(session)
 
@@ -521,13 +580,17 @@ class FetchSessionHandler:
     connection. The first fetch is full and asks for a session; the next ones name only partitions
     whose request changed (a new fetch offset after an append, a new leader epoch) and forget the
     ones no longer fetched. Any session error, or a lost connection, starts over with a full fetch.
+
+    The fetcher says which partitions may have changed since its last request (``touched``), so a
+    request costs what moved, not what the session holds: only a full fetch looks at every entry.
     """
 
     def __init__(self) -> None:
         self.session_id = INVALID_SESSION_ID
         self.epoch = INITIAL_EPOCH
         self._sent: dict[tuple[str, int], dict] = {}  # what the leader's session holds
-        self._pending: tuple[bool, dict[tuple[str, int], dict]] | None = None
+        # the request awaiting its response: (full, entries it adds or updates, keys it forgets)
+        self._pending: tuple[bool, dict[tuple[str, int], dict], list[tuple[str, int]]] | None = None
 
     def reset(self) -> None:
         self.session_id = INVALID_SESSION_ID
@@ -535,10 +598,14 @@ class FetchSessionHandler:
         self._sent = {}
         self._pending = None
 
-    def build(self, wanted: dict[tuple[str, int], dict]) -> dict:
-        """The session fields and topics of the next request, for ``wanted`` partition entries."""
+    def build(self, wanted: dict[tuple[str, int], dict], touched: Iterable[tuple[str, int]]) -> dict:
+        """The session fields and topics of the next request for the ``wanted`` partition entries,
+        given the keys whose entry may differ from the last request (others are taken as sent).
+
+        Entries are replaced, never changed in place: the handler keeps the ones it sent.
+        """
         if self.session_id == INVALID_SESSION_ID:
-            self._pending = (True, wanted)
+            self._pending = (True, dict(wanted), [])
             return {
                 "session_id": INVALID_SESSION_ID,
                 "session_epoch": INITIAL_EPOCH,
@@ -546,15 +613,23 @@ class FetchSessionHandler:
                 "forgotten_topics_data": [],
             }
         sent = self._sent
-        changed = [(key, entry) for key, entry in wanted.items() if sent.get(key) != entry]
+        changed: dict[tuple[str, int], dict] = {}
+        gone: list[tuple[str, int]] = []
+        for key in touched:
+            entry = wanted.get(key)
+            if entry is None:
+                if key in sent:
+                    gone.append(key)
+            elif sent.get(key) != entry:
+                changed[key] = entry
         forgotten: dict[str, list[int]] = {}
-        for topic, index in sent.keys() - wanted.keys():
+        for topic, index in gone:
             forgotten.setdefault(topic, []).append(index)
-        self._pending = (False, wanted)
+        self._pending = (False, changed, gone)
         return {
             "session_id": self.session_id,
             "session_epoch": self.epoch,
-            "topics": _by_topic(changed),
+            "topics": _by_topic(changed.items()),
             "forgotten_topics_data": [{"topic": t, "partitions": ps} for t, ps in forgotten.items()],
         }
 
@@ -564,14 +639,17 @@ class FetchSessionHandler:
         if error_code != ErrorCode.NONE or pending is None:
             self.reset()
             return False
-        full, wanted = pending
+        full, entries, gone = pending
         if full:
             if session_id != INVALID_SESSION_ID:  # else the leader had no room: full fetches again
-                self.session_id, self.epoch, self._sent = session_id, next_epoch(INITIAL_EPOCH), wanted
+                self.session_id, self.epoch, self._sent = session_id, next_epoch(INITIAL_EPOCH), entries
         elif session_id == INVALID_SESSION_ID:  # the leader closed it (nothing left in it)
             self.reset()
         else:
-            self._sent = wanted
+            sent = self._sent
+            sent.update(entries)
+            for key in gone:
+                sent.pop(key, None)
             self.epoch = next_epoch(self.epoch)
         return True
 

@@ -8,20 +8,28 @@ follower learns the high watermark from the response.
 
 Each fetcher keeps an incremental fetch session (KIP-227) with its leader, so a long-poll names
 only the partitions whose fetch position moved and the leader answers only what changed; a
-session error or a lost connection falls back to one full fetch.
+session error or a lost connection falls back to one full fetch. The fetcher's own work per fetch
+follows the same rule: it keeps each partition's request entry and rebuilds only those of the
+partitions that a response, a truncation or a role change touched. A full pass over every entry
+runs every ENTRY_REFRESH_S (it catches what moved without this fetcher, such as a log start
+advanced by retention) and on every fetch while a replication throttle may hold some back.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError, KafkaStorageError
 from strom.protocol.records import complete_batches_end
+from strom.replication import fetch_wire
 from strom.replication.client import BrokerClient, BrokerConnectionError
 from strom.replication.fetch_session import FetchSessionHandler
+from strom.replication.fetch_wire import decode_fetch_response, encode_fetch
 from strom.storage.leader_epoch import UNDEFINED_EPOCH
 
 if TYPE_CHECKING:
@@ -30,10 +38,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("strom.replication")
 
-FETCH_VERSION = 12
+FETCH_VERSION = fetch_wire.VERSION  # encoded and decoded by hand (strom.replication.fetch_wire)
 EPOCH_VERSION = 4
 LIST_OFFSETS_VERSION = 7
 RETRY_BACKOFF_S = 0.2
+ENTRY_REFRESH_S = 5.0
 
 
 class ReplicaFetcher:
@@ -43,6 +52,11 @@ class ReplicaFetcher:
         self.index = index
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.needs_truncation: set[tuple[str, int]] = set()
+        # the next request's entry per fetched partition (left out: truncating or held back), and
+        # the partitions whose entry may be stale since it was last built
+        self._entries: dict[tuple[str, int], dict] = {}
+        self._touched: set[tuple[str, int]] = set()
+        self._refreshed = 0.0
         self._wakeup = asyncio.Event()
         self._client: BrokerClient | None = None
         self._session = FetchSessionHandler()
@@ -51,11 +65,13 @@ class ReplicaFetcher:
     def add(self, partition: Partition) -> None:
         self.partitions[partition.key] = partition
         self.needs_truncation.add(partition.key)
+        self._touched.add(partition.key)
         self._wakeup.set()
 
     def remove(self, key: tuple[str, int]) -> None:
         self.partitions.pop(key, None)
         self.needs_truncation.discard(key)
+        self._touched.add(key)
 
     async def stop(self) -> None:
         self._task.cancel()
@@ -148,6 +164,7 @@ class ReplicaFetcher:
                     self.broker.log_manager.storage_error(key, exc, "truncating")
                     continue
                 self.needs_truncation.discard(key)
+                self._touched.add(key)
 
     @staticmethod
     def _apply_truncation(partition: Partition, leader_epoch: int, end_offset: int) -> None:
@@ -174,37 +191,73 @@ class ReplicaFetcher:
             log_.truncate_to(target)
 
     # -- fetching ----------------------------------------------------------------------------------
+    def _refresh_entries(self) -> list[tuple[str, int]]:
+        """Rebuild the entries of touched partitions; returns the keys to compare with the session."""
+        quotas = self.broker.replica_manager.quotas  # a move's throttled replicas wait while it is spent
+        throttling = quotas.follower_throttling
+        now = time.monotonic()
+        touched: Iterable[tuple[str, int]]
+        if throttling or now - self._refreshed >= ENTRY_REFRESH_S:
+            self._refreshed = now
+            touched = self.partitions.keys() | self._entries.keys()
+        else:
+            touched = self._touched
+        self._touched = set()
+        entries = self._entries
+        max_bytes = self.broker.config.replica_fetch_max_bytes
+        keys = []
+        for key in touched:
+            partition = self.partitions.get(key)
+            if (
+                partition is None
+                or key in self.needs_truncation
+                or (throttling and quotas.follower_held_back(partition))
+            ):
+                if entries.pop(key, None) is not None:
+                    keys.append(key)
+                continue
+            log_ = partition.log
+            entry = entries.get(key)
+            if (
+                entry is None
+                or entry["fetch_offset"] != log_.log_end_offset
+                or entry["log_start_offset"] != log_.log_start_offset
+                or entry["current_leader_epoch"] != partition.leader_epoch
+            ):
+                entries[key] = {
+                    "partition": partition.index,
+                    "current_leader_epoch": partition.leader_epoch,
+                    "fetch_offset": log_.log_end_offset,
+                    "log_start_offset": log_.log_start_offset,
+                    "partition_max_bytes": max_bytes,
+                }
+                keys.append(key)
+        return keys
+
     async def _fetch_once(self, client: BrokerClient) -> None:
         config = self.broker.config
-        quotas = self.broker.replica_manager.quotas  # a move's throttled replicas wait while it is spent
-        fetchable = [
-            p for k, p in self.partitions.items() if k not in self.needs_truncation and not quotas.follower_held_back(p)
-        ]
-        if not fetchable:
+        changed = self._refresh_entries()
+        wanted = self._entries
+        if not wanted:
+            self._touched.update(changed)  # the next request forgets them
             await asyncio.sleep(RETRY_BACKOFF_S)
             return
-        wanted = {
-            partition.key: {
-                "partition": partition.index,
-                "current_leader_epoch": partition.leader_epoch,
-                "fetch_offset": partition.log.log_end_offset,
-                "log_start_offset": partition.log.log_start_offset,
-                "partition_max_bytes": config.replica_fetch_max_bytes,
-            }
-            for partition in fetchable
-        }
-        response = await client.request(
+        request = self._session.build(wanted, changed)
+        body = encode_fetch(
+            self.broker.broker_id,
+            config.replica_fetch_wait_max_ms,
+            config.replica_fetch_min_bytes,
+            config.replica_fetch_response_max_bytes,
+            request["session_id"],
+            request["session_epoch"],
+            request["topics"],
+            request["forgotten_topics_data"],
+        )
+        response = await client.request_encoded(
             ApiKey.FETCH,
             FETCH_VERSION,
-            {
-                "replica_id": self.broker.broker_id,
-                "max_wait": config.replica_fetch_wait_max_ms,
-                "min_bytes": config.replica_fetch_min_bytes,
-                "max_bytes": config.replica_fetch_response_max_bytes,
-                "isolation_level": 0,
-                **self._session.build(wanted),
-                "rack_id": "",
-            },
+            body,
+            decode_fetch_response,
             timeout_s=config.replica_fetch_wait_max_ms / 1000 + config.replica_socket_timeout_ms / 1000,
         )
         opened = self._session.session_id
@@ -231,6 +284,7 @@ class ReplicaFetcher:
                 partition = self.partitions.get(key)
                 if partition is None or key in self.needs_truncation:
                     continue
+                self._touched.add(key)
                 try:
                     moved |= await self._handle_partition(client, partition, data)
                 except OSError as exc:  # a roll or an index block on a full disk: offline with its dir

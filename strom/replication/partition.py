@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from strom.cluster.model import PartitionState
 from strom.protocol.errors import (
@@ -33,6 +34,20 @@ class FollowerState:
     last_caught_up_ms: int = 0
     last_fetch_ms: int = 0
     last_fetch_leader_end: int = 0  # the leader's log end at the follower's previous fetch
+    # The follower's fetch session entry for this partition (a fetch_session.CachedPartition):
+    # while it is in a live session, each request of that session fetches it, even when the
+    # request does not name it and the leader does not read it (it is idle: nothing new).
+    fetched: Any = None
+
+    def session_fetch_ms(self, previous: bool = False) -> int:
+        """When the follower's session last fetched this partition (its last request, or the one
+        before) after the request that brought it in, or -1 outside a live session."""
+        cached = self.fetched
+        session = cached.session if cached is not None else None
+        if session is None or session.closed:
+            return -1
+        at = session.previous_used_ms if previous else session.last_used_ms
+        return at if at > cached.since_ms else -1
 
 
 @dataclass
@@ -145,15 +160,25 @@ class Partition:
             return True
         return False
 
-    def update_follower(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
+    def update_follower(self, replica_id: int, fetch_offset: int, now_ms: int, fetched: Any = None) -> bool:
         """A follower fetched from ``fetch_offset`` (its log end): track it, maybe expand the ISR.
 
         Kafka's caught-up rule: a follower is caught up when it has fetched up to the leader's
-        log end as of its previous fetch. Returns whether the ISR must be written.
+        log end as of its previous fetch. ``fetched`` is the partition's entry in the follower's
+        fetch session (None for a fetch outside one). Returns whether the ISR must be written.
         """
         follower = self.followers.get(replica_id)
         if follower is None:
             follower = self.followers[replica_id] = FollowerState(last_caught_up_ms=now_ms)
+        if fetched is not None:
+            # The session's previous request fetched this partition idle (at the leader's log
+            # end) without the leader recording it: record it now, as Kafka did then.
+            previous = follower.session_fetch_ms(previous=True) if follower.fetched is fetched else -1
+            if previous > follower.last_fetch_ms:
+                follower.last_caught_up_ms = max(follower.last_caught_up_ms, previous)
+                follower.last_fetch_ms = previous
+                follower.last_fetch_leader_end = follower.log_end_offset
+        follower.fetched = fetched
         leader_end = self.log.log_end_offset
         if fetch_offset >= leader_end:
             follower.last_caught_up_ms = now_ms
@@ -174,6 +199,14 @@ class Partition:
         entries = self.log.leader_epoch_cache.entries
         return entries[-1][1] if entries and entries[-1][0] == self.leader_epoch else 0
 
+    def _caught_up_ms(self, follower: FollowerState) -> int:
+        """Kafka's last caught-up time, counting the session fetches that found the follower idle
+        at the leader's log end (which the leader does not record one by one)."""
+        caught_up = follower.last_caught_up_ms
+        if follower.fetched is not None and follower.log_end_offset >= self.log.log_end_offset:
+            caught_up = max(caught_up, follower.session_fetch_ms())
+        return caught_up
+
     def lagging_followers(self, now_ms: int, max_lag_ms: int) -> list[int]:
         """ISR members that have not caught up within replica.lag.time.max.ms."""
         lagging = []
@@ -181,9 +214,29 @@ class Partition:
             if broker_id == self.local_broker_id:
                 continue
             follower = self.followers.get(broker_id)
-            if follower is None or now_ms - follower.last_caught_up_ms > max_lag_ms:
+            if follower is None or now_ms - self._caught_up_ms(follower) > max_lag_ms:
                 lagging.append(broker_id)
         return lagging
+
+    def caught_up_outside_isr(self, now_ms: int, max_lag_ms: int) -> list[int]:
+        """Replicas out of the ISR that a fetch found caught up (as ``update_follower`` checks)
+        and that still fetch: a retry for an ISR expansion that did not get written, when the
+        partition has gone idle and its fetches no longer reach ``update_follower``."""
+        if len(self.isr) >= len(self.replicas):
+            return []
+        epoch_start = self._epoch_start_offset()
+        found = []
+        for broker_id in self.replicas:
+            follower = self.followers.get(broker_id)
+            if (
+                broker_id not in self.isr
+                and follower is not None
+                and follower.log_end_offset >= self.log.high_watermark
+                and follower.log_end_offset >= epoch_start
+                and now_ms - max(follower.last_fetch_ms, follower.session_fetch_ms()) <= max_lag_ms
+            ):
+                found.append(broker_id)
+        return found
 
     def read(
         self,

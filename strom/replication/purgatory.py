@@ -5,32 +5,44 @@ partition (an append, a high-watermark move) calls ``notify(key)``, which wakes 
 it. The waiter then re-checks its own condition and either completes or waits again, until its
 deadline.
 
-Every notification is also numbered and kept in a short log (``changed_since``), so that a fetch
-session can look at the partitions that changed since its last request instead of all of its own.
+A fetch session also subscribes a set of its own to its partitions' keys: each notification
+adds the key to the sets subscribed to it, so that the session's next request looks at the
+partitions that changed since its last one, instead of at all of its own or at every change of
+the broker.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections import defaultdict, deque
+from collections import defaultdict
 from collections.abc import Hashable, Iterable
-from itertools import islice
 
 
 class Purgatory:
-    CHANGE_LOG = 65536
-
     def __init__(self) -> None:
         self._waiters: dict[Hashable, set[asyncio.Future]] = defaultdict(set)
-        self.sequence = 0  # notifications so far; the log holds the last CHANGE_LOG of them
-        self._changes: deque[Hashable] = deque(maxlen=self.CHANGE_LOG)
+        self._subscribers: dict[Hashable, list[set]] = {}
 
-    def changed_since(self, sequence: int) -> list[Hashable] | None:
-        """Keys notified after ``sequence`` (with repeats), or None when the log no longer reaches back."""
-        count = self.sequence - sequence
-        if count > len(self._changes) or count < 0:
-            return None
-        return list(islice(reversed(self._changes), count))
+    def subscribe(self, keys: Iterable[Hashable], into: set) -> None:
+        """Add each of ``keys`` to ``into`` whenever it is notified, until unsubscribed."""
+        subscribers = self._subscribers
+        for key in keys:
+            found = subscribers.get(key)
+            if found is None:
+                subscribers[key] = [into]
+            else:
+                found.append(into)
+
+    def unsubscribe(self, keys: Iterable[Hashable], into: set) -> None:
+        subscribers = self._subscribers
+        for key in keys:
+            found = subscribers.get(key)
+            if found is not None:
+                kept = [s for s in found if s is not into]
+                if kept:
+                    subscribers[key] = kept
+                else:
+                    del subscribers[key]
 
     def watch(self, keys: Iterable[Hashable]) -> asyncio.Future:
         keys = tuple(keys)
@@ -49,8 +61,10 @@ class Purgatory:
                     del self._waiters[key]
 
     def notify(self, key: Hashable) -> None:
-        self.sequence += 1
-        self._changes.append(key)
+        marks = self._subscribers.get(key)
+        if marks is not None:
+            for into in marks:
+                into.add(key)
         waiters = self._waiters.get(key)
         if waiters:
             for future in list(waiters):
@@ -61,16 +75,27 @@ class Purgatory:
         return bool(self._waiters.get(key))
 
     async def wait(self, keys: Iterable[Hashable], timeout_s: float) -> bool:
-        """Wait until one of ``keys`` is notified or the timeout passes; True if notified."""
-        keys = tuple(keys)
+        """Wait until one of ``keys`` is notified or the timeout passes; True if notified.
+
+        The waiter awaits the future itself, with a timer that resolves it at the deadline:
+        asyncio.wait_for would add two turns of the event loop to every wake-up, and an acks=all
+        produce waits for one of these per replication round trip.
+        """
         if timeout_s <= 0:
             return False
         future = self.watch(keys)
+        timer = future.get_loop().call_later(timeout_s, _expire, future)
         try:
-            await asyncio.wait_for(future, timeout_s)
-            return True
-        except TimeoutError:
-            return False
+            return await future is not _EXPIRED
         finally:
+            timer.cancel()
             if not future.done():
                 future.cancel()
+
+
+_EXPIRED = object()
+
+
+def _expire(future: asyncio.Future) -> None:
+    if not future.done():
+        future.set_result(_EXPIRED)

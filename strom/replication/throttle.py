@@ -144,6 +144,11 @@ class ReplicationQuotas:
             return None
         return self.follower if self._named(self._follower_throttled, partition) else None
 
+    @property
+    def follower_throttling(self) -> bool:
+        """Whether any partition this broker follows may be held back (fetchers then check each one)."""
+        return self.follower.rate is not None and bool(self._follower_throttled)
+
     def follower_held_back(self, partition: Partition) -> bool:
         quota = self.follower_quota(partition)
         return quota is not None and quota.exceeded()

@@ -6,6 +6,8 @@ the ones Kafka writes in ZooKeeper. An ACL lives in the znode of its resource pa
     /kafka-acl/<ResourceType>/<name>                     (LITERAL, including the "*" wildcard)
     /kafka-acl-extended/prefixed/<ResourceType>/<name>   (PREFIXED)
     {"version":1,"acls":[{"principal":"User:alice","permissionType":"Allow","operation":"Read","host":"*"}]}
+
+Every change also writes a sequential notification naming the pattern (see ``change_node``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,12 @@ WILDCARD = "*"
 CLUSTER_NAME = "kafka-cluster"
 LITERAL_ROOT = "/kafka-acl"
 PREFIXED_ROOT = "/kafka-acl-extended/prefixed"
+# Kafka's change notifications: a sequential node per changed pattern, which brokers watch instead
+# of every ACL znode, and purge once older than CHANGE_EXPIRATION_MS (as ZkNodeChangeNotificationListener)
+LITERAL_CHANGES = "/kafka-acl-changes"
+EXTENDED_CHANGES = "/kafka-acl-extended-changes"
+CHANGE_PREFIX = "acl_changes_"
+CHANGE_EXPIRATION_MS = 15 * 60 * 1000
 
 
 class ResourceType(IntEnum):
@@ -167,6 +175,45 @@ def encode_acls(entries: set[AccessControlEntry] | list[AccessControlEntry]) -> 
 def decode_acls(data: bytes) -> set[AccessControlEntry]:
     value = json.loads(data) if data else {}
     return {AccessControlEntry.from_json(item) for item in (value.get("acls") or [])}
+
+
+def change_node(pattern: ResourcePattern) -> tuple[str, bytes]:
+    """(path prefix, data) of the notification Kafka writes for a change to ``pattern``'s ACLs:
+    ``TOPIC:orders`` (its ResourceType's Java name) under /kafka-acl-changes for LITERAL, and
+    ``{"version":1,"resourceType":"GROUP","name":"billing-","patternType":"PREFIXED"}`` under
+    /kafka-acl-extended-changes for the others."""
+    if pattern.pattern_type == PatternType.LITERAL:
+        return f"{LITERAL_CHANGES}/{CHANGE_PREFIX}", f"{pattern.resource_type.name}:{pattern.name}".encode()
+    event = {
+        "version": 1,
+        "resourceType": pattern.resource_type.name,
+        "name": pattern.name,
+        "patternType": pattern.pattern_type.name,
+    }
+    return f"{EXTENDED_CHANGES}/{CHANGE_PREFIX}", json.dumps(event, separators=(",", ":")).encode()
+
+
+def _resource_type(name: str) -> ResourceType:
+    """Kafka's ResourceType.fromString (Java names, any case), and the camel-case znode names too."""
+    try:
+        return ResourceType[name.upper()]
+    except KeyError:
+        return RESOURCE_BY_NAME[name.lower()]
+
+
+def pattern_from_change(root: str, data: bytes) -> ResourcePattern:
+    """The pattern a change notification names; raises ValueError/KeyError for one it cannot read."""
+    if root == LITERAL_CHANGES:
+        type_name, sep, name = data.decode().partition(":")
+        if not sep:
+            raise ValueError(f"expected ResourceType:ResourceName, got {data!r}")
+        return ResourcePattern(_resource_type(type_name), name, PatternType.LITERAL)
+    event = json.loads(data)
+    if int(event.get("version", 1)) > 1:
+        raise ValueError(f"ACL change event of unsupported version {event['version']}")
+    return ResourcePattern(
+        _resource_type(str(event["resourceType"])), str(event["name"]), PatternType[str(event["patternType"]).upper()]
+    )
 
 
 def pattern_from_path(root: str, type_name: str, node: str) -> ResourcePattern | None:

@@ -1,7 +1,8 @@
 """strom's ACL authorizer: Kafka's AclAuthorizer over the metadata store.
 
 ACLs are read from Kafka's znodes (see ``strom.security.acl``) on every broker and kept current
-by watches, so an ACL created through one broker holds on all of them without a restart. A
+through Kafka's change notifications (/kafka-acl-changes, /kafka-acl-extended-changes), so an
+ACL created through one broker, or by Kafka's tools, holds on all of them without a restart. A
 decision is made as Kafka makes it:
 
 1. a principal in ``super.users`` may do anything;
@@ -33,7 +34,11 @@ from strom.cluster.store import (
 )
 from strom.cluster.watched import WatchedView
 from strom.security.acl import (
+    CHANGE_EXPIRATION_MS,
+    CHANGE_PREFIX,
+    EXTENDED_CHANGES,
     IMPLIED_BY,
+    LITERAL_CHANGES,
     LITERAL_ROOT,
     PREFIXED_ROOT,
     RESOURCE_NAMES,
@@ -46,8 +51,10 @@ from strom.security.acl import (
     Permission,
     ResourcePattern,
     ResourceType,
+    change_node,
     decode_acls,
     encode_acls,
+    pattern_from_change,
     pattern_from_path,
 )
 
@@ -89,6 +96,9 @@ class AclAuthorizer(WatchedView):
         self._prefixed: dict[ResourceType, list[tuple[str, frozenset[AccessControlEntry]]]] = {}
         self._decisions: dict[tuple[str, str, int, int, str], bool] = {}
         self._roots_made = False
+        self._loaded = False
+        self._last_change: dict[str, int] = {}  # per change path, the sequence number applied last
+        self._change_ctimes: dict[str, dict[str, int]] = {}
         self._log_window = 0.0
         self._log_lines = 0
         self._suppressed = 0
@@ -191,35 +201,100 @@ class AclAuthorizer(WatchedView):
             peer or host,
         )
 
-    # -- the ACLs and their watches ----------------------------------------------------------------
+    # -- the ACLs and their change notifications --------------------------------------------------
     def load(self) -> None:
-        """Re-read every ACL znode (watching them when a loop was given) and drop cached decisions."""
-        watch = self.watch
+        """Read every ACL znode the first time, then only the patterns named by new change notifications.
+
+        As Kafka's AclAuthorizer, a broker watches the two change paths rather than every ACL znode:
+        a change costs each broker one read of the changed pattern, whatever the number of ACLs. The
+        notifications are listed after the full read, so a change made in between is applied again.
+        """
+        if not self._roots_made:  # once: the children watches need the roots to exist
+            for root in (LITERAL_ROOT, PREFIXED_ROOT, LITERAL_CHANGES, EXTENDED_CHANGES):
+                self.store.ensure_path(root)
+            self._roots_made = True
+        if not self._loaded:
+            self._install(self._read_all())
+            self._loaded = True
+        self._apply_changes()
+
+    def _read_all(self) -> dict[ResourcePattern, frozenset[AccessControlEntry]]:
         acls: dict[ResourcePattern, frozenset[AccessControlEntry]] = {}
         for root in (LITERAL_ROOT, PREFIXED_ROOT):
-            if not self._roots_made:  # once: the children watches need the roots to exist
-                self.store.ensure_path(root)
-            for type_name in self.store.children(root, watch):
+            for type_name in self.store.children(root):
                 try:
-                    nodes = self.store.children(f"{root}/{type_name}", watch)
+                    nodes = self.store.children(f"{root}/{type_name}")
                 except NoNodeError:
                     continue
                 for node in nodes:
                     pattern = pattern_from_path(root, type_name, node)
-                    if pattern is None:
-                        continue
-                    try:
-                        data, _ = self.store.get(f"{root}/{type_name}/{node}", watch)
-                        entries = decode_acls(data)
-                    except NoNodeError:
-                        continue
-                    except (ValueError, KeyError, TypeError) as exc:
-                        log.warning("ignoring the unreadable ACLs of %s: %s", pattern, exc)
-                        continue
-                    if entries:
-                        acls[pattern] = frozenset(entries)
-        self._roots_made = True
-        self._install(acls)
+                    if pattern is not None and (entries := self._read_pattern(pattern)):
+                        acls[pattern] = entries
+        return acls
+
+    def _read_pattern(self, pattern: ResourcePattern) -> frozenset[AccessControlEntry]:
+        try:
+            data, _ = self.store.get(pattern.path())
+            return frozenset(decode_acls(data))
+        except NoNodeError:
+            return frozenset()
+        except (ValueError, KeyError, TypeError) as exc:
+            log.warning("ignoring the unreadable ACLs of %s: %s", pattern, exc)
+            return frozenset()
+
+    def _apply_changes(self) -> None:
+        """Re-read the patterns that notifications newer than the last applied one name, then purge
+        the notifications older than CHANGE_EXPIRATION_MS (any broker may; a node gone is fine)."""
+        changed: set[ResourcePattern] = set()
+        reread_all = False
+        for root in (LITERAL_CHANGES, EXTENDED_CHANGES):
+            names = [n for n in self.store.children(root, self.watch) if n.startswith(CHANGE_PREFIX)]
+            last = self._last_change.get(root, -1)
+            for name in names:
+                try:
+                    sequence = int(name[len(CHANGE_PREFIX) :])
+                except ValueError:
+                    continue
+                if sequence <= last:
+                    continue
+                try:
+                    data, _ = self.store.get(f"{root}/{name}")
+                    changed.add(pattern_from_change(root, data))
+                except NoNodeError:
+                    pass  # purged meanwhile; its change is older than any broker's view
+                except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
+                    log.warning("unreadable ACL change notification %s/%s (%s): reading every ACL", root, name, exc)
+                    reread_all = True
+                last = sequence
+            self._last_change[root] = last
+            self._purge(root, names)
+        if reread_all:
+            self._install(self._read_all())
+        elif changed:
+            acls = dict(self.acls)
+            for pattern in changed:
+                entries = self._read_pattern(pattern)
+                if entries:
+                    acls[pattern] = entries
+                else:
+                    acls.pop(pattern, None)
+            self._install(acls)
+
+    def _purge(self, root: str, names: list[str]) -> None:
+        expired_before = int(time.time() * 1000) - CHANGE_EXPIRATION_MS
+        known = self._change_ctimes.setdefault(root, {})
+        for name in set(known) - set(names):
+            del known[name]
+        for name in names:
+            path = f"{root}/{name}"
+            try:
+                if name not in known:
+                    known[name] = self.store.ctime_ms(path)  # a notification never changes: stat it once
+                if known[name] < expired_before:
+                    self.store.delete(path)
+                    del known[name]
+            except NoNodeError:
+                known.pop(name, None)
 
     def _install(self, acls: dict[ResourcePattern, frozenset[AccessControlEntry]]) -> None:
         literal: dict[ResourceType, dict[str, frozenset[AccessControlEntry]]] = {}
@@ -282,6 +357,7 @@ class AclAuthorizer(WatchedView):
                     self.store.set(path, encode_acls(wanted), version)
                 else:
                     self.store.delete(path, version)
-                return
             except (BadVersionError, NodeExistsError, NoNodeError):
                 continue  # another broker wrote it meanwhile: read again
+            self.store.create_sequential(*change_node(pattern))  # tells every broker (and Kafka's) to re-read it
+            return

@@ -8,6 +8,7 @@ inter-broker listener's keys and its ``sasl.mechanism.inter.broker.protocol`` lo
 
 from __future__ import annotations
 
+import logging
 import ssl
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -15,10 +16,13 @@ from typing import TYPE_CHECKING
 from strom.security import tls
 from strom.security.client import ClientSecurity
 from strom.security.jaas import parse_jaas
+from strom.security.oauthbearer import UnsecuredValidator, Validator, validator_for
 from strom.security.principal import DEFAULT_MAPPER, PrincipalMapper
 
 if TYPE_CHECKING:
     from strom.server.config import BrokerConfig
+
+log = logging.getLogger("strom.security")
 
 
 @dataclass(frozen=True)
@@ -30,6 +34,7 @@ class ListenerSecurity:
     plain_users: dict[str, str] = field(default_factory=dict)
     principal_mapper: PrincipalMapper = DEFAULT_MAPPER
     max_reauth_ms: dict[str, int] = field(default_factory=dict)  # mechanism -> session lifetime (KIP-368), 0: none
+    oauthbearer: Validator | None = None  # OAUTHBEARER's token validator (strom.security.oauthbearer)
 
     @property
     def tls(self) -> bool:
@@ -55,7 +60,12 @@ def listener_security(config: BrokerConfig, name: str) -> ListenerSecurity:
     rules, rules_key = setting("ssl.principal.mapping.rules")
     mapper = PrincipalMapper.parse(rules_key, rules) if rules != "DEFAULT" else DEFAULT_MAPPER
     reauth = {mechanism: config.max_reauth_ms(name, mechanism) for mechanism in mechanisms}
-    return ListenerSecurity(name, protocol, context, mechanisms, users, mapper, reauth)
+    oauthbearer = validator_for(config, name) if "OAUTHBEARER" in mechanisms else None
+    if isinstance(oauthbearer, UnsecuredValidator):
+        log.warning(
+            "listener %s accepts unsigned OAUTHBEARER tokens (Kafka's unsecured validator): not for production", name
+        )
+    return ListenerSecurity(name, protocol, context, mechanisms, users, mapper, reauth, oauthbearer)
 
 
 def inter_broker_security(config: BrokerConfig) -> ClientSecurity | None:

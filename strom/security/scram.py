@@ -7,9 +7,11 @@ mechanism, never the password::
 
 The server side follows Kafka's ScramSaslServer (see ScramServerExchange for why it is not
 scramp's); the client side, which brokers use towards each other, is scramp's. The user name is
-a SCRAM ``saslname`` (``=2C`` and ``=3D`` escapes), delegation-token logins (``tokenauth``
-extension) are refused, and an unknown user gets a made-up salt and fails only at the proof,
-exactly like a wrong password, so a failed login does not reveal whether the user exists.
+a SCRAM ``saslname`` (``=2C`` and ``=3D`` escapes), a delegation-token login (``tokenauth=true``
+extension, user name the tokenId) is checked against the token's credential when the broker
+has tokens enabled (strom.security.delegation_tokens), and an unknown user (or token) gets a
+made-up salt and fails only at the proof, exactly like a wrong password, so a failed login does
+not reveal whether the user exists.
 """
 
 from __future__ import annotations
@@ -116,9 +118,14 @@ class ScramServerExchange:
         lookup: Callable[[str], ScramCredential | None],
         decoy_key: bytes,
         server_nonce: str | None = None,
+        token_login: Callable[[str], tuple[ScramCredential, str, int] | None] | None = None,
     ):
         self.mechanism = mechanism
         self.username: str | None = None
+        self.token_owner: str | None = None  # a delegation-token login: the token owner's principal
+        # ... and its token's expiry, where the session ends (Kafka's CREDENTIAL_LIFETIME_MS, KIP-368)
+        self.credential_expires_ms: int | None = None
+        self._token_login = token_login  # tokenId -> (credential, owner, expiry ms); None: tokens are disabled
         self._server_nonce = server_nonce  # None: random per login (RFC 7677's test vector pins it)
         self._hash = _HASHES[mechanism]
         self._lookup = lookup
@@ -157,9 +164,15 @@ class ScramServerExchange:
         self.username = unescape_username(attributes["n"])
         if authzid and unescape_username(authzid[2:]) != self.username:
             raise _Invalid("authorization id differs from the user name")
-        if attributes.get("tokenauth") == "true":
-            raise _Invalid("delegation tokens are not supported")
-        credential = self._lookup(self.username)
+        credential = None
+        if attributes.get("tokenauth", "").lower() == "true":
+            if self._token_login is None:
+                raise _Invalid("delegation tokens are not enabled (delegation.token.secret.key)")
+            found = self._token_login(self.username)  # None: unknown or expired, failing at the proof
+            if found is not None:
+                credential, self.token_owner, self.credential_expires_ms = found
+        else:
+            credential = self._lookup(self.username)
         if credential is None or credential.iterations < MIN_ITERATIONS:
             digest = hmac.digest(self._decoy_key, self.mechanism.encode() + b"\0" + self.username.encode(), "sha512")
             size = hashlib.new(self._hash).digest_size

@@ -144,6 +144,7 @@ def offset_commit_denials(
 
 
 CONFIG_TOPIC = 2  # ConfigResource types of DescribeConfigs/AlterConfigs
+CONFIG_GROUP = 32
 
 
 def config_denial(ctx: Any, operation: Operation, resource_type: int, name: str) -> int | None:
@@ -153,6 +154,8 @@ def config_denial(ctx: Any, operation: Operation, resource_type: int, name: str)
         return None
     if resource_type == CONFIG_TOPIC:
         return None if allowed(ctx, operation, TOPIC, name) else TOPIC_DENIED
+    if resource_type == CONFIG_GROUP:  # KIP-848 group configs: the operation on the group
+        return None if allowed(ctx, operation, GROUP, name) else GROUP_DENIED
     return None if cluster_allowed(ctx, operation) else CLUSTER_DENIED
 
 

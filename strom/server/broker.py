@@ -35,10 +35,13 @@ from strom.group.offset_store import OFFSETS_TOPIC
 from strom.metrics.stats import BrokerStats, RequestMetrics
 from strom.protocol.errors import KafkaStorageError, ResourceExhaustedError, TopicAlreadyExistsError
 from strom.replication.fetch_session import FetchSessionCache, TopicNames
+from strom.replication.log_dir_mover import LogDirMover
 from strom.replication.replica_manager import ReplicaManager
 from strom.resources import descriptor_shortfall, raise_open_files_limit
 from strom.security.authorizer import AclAuthorizer
 from strom.security.credentials import CredentialCache
+from strom.security.delegation_tokens import DelegationTokenManager
+from strom.security.delegation_tokens import manager_for as delegation_token_manager
 from strom.security.listeners import ListenerSecurity, inter_broker_security, listener_security
 from strom.server.config import BrokerConfig
 from strom.server.connection import Connection, close_idle_connections
@@ -60,6 +63,7 @@ log = logging.getLogger("strom.broker")
 PORT_FILE = "strom.port"
 SHUTDOWN_GRACE_S = 5.0
 FENCE_CHECK_S = 0.2
+SLOW_METADATA_PASS_S = 0.5
 # accept queue: a burst of clients connecting at once (thousands after a restart) must not
 # overflow it, or the kernel drops their handshakes (a retry a second later) or resets them
 LISTEN_BACKLOG = 512
@@ -85,6 +89,7 @@ class Broker:
         self.credentials: CredentialCache = None  # type: ignore[assignment]  # made by start(), as the store below
         # None unless authorizer.class.name is set: handlers then test this one attribute and move on
         self.authorizer: AclAuthorizer | None = None
+        self.delegation_tokens: DelegationTokenManager | None = None  # with delegation.token.secret.key
         self.quotas = QuotaManager(window_num=config.quota_window_num, window_size_s=config.quota_window_size_seconds)
         self.sasl_decoy_key = os.urandom(32)  # unknown SCRAM users get salts derived from it
         self.bound: dict[str, tuple[str, int]] = {}  # listener name -> bound (host, port)
@@ -94,6 +99,8 @@ class Broker:
         self.store: MetadataStore = None  # type: ignore[assignment]
         self.log_manager: LogManager = None  # type: ignore[assignment]
         self.replica_manager: ReplicaManager = None  # type: ignore[assignment]
+        self.log_dir_mover: LogDirMover = None  # type: ignore[assignment]
+        self.group_coordinator: GroupCoordinator = None  # type: ignore[assignment]
         self.controller: Controller = None  # type: ignore[assignment]
         self.transaction_coordinator: TransactionCoordinator | None = None
         self.host = ""
@@ -106,6 +113,7 @@ class Broker:
         self._reload_handle: asyncio.TimerHandle | None = None
         self._changed_paths: set[str] = set()  # znodes whose watches fired since the last reload
         self._reload_everything = False
+        self._reconciled_epoch = -1  # the controller epoch of the last reconcile pass over every partition
         self._registration = b""
         self._unfence_after_reload = False
         self._reload_failing = False
@@ -113,7 +121,9 @@ class Broker:
         # metrics: counters are always kept (an addition each); request timing and the endpoint
         # only with metrics.listener, since timing reads the clock several times per request
         self.stats = BrokerStats()
-        self.request_metrics = RequestMetrics() if config.metrics_listener else None
+        self.request_metrics = (
+            RequestMetrics(config.metrics_request_timing_samples_per_second) if config.metrics_listener else None
+        )
         self.loop_lag: LoopLag | None = None  # strom.metrics.server imports prometheus_client: loaded when used
         self.metrics_endpoint: MetricsEndpoint | None = None
 
@@ -125,6 +135,9 @@ class Broker:
             listener.name: listener_security(config, listener.name) for listener in config.listeners
         }
         self.inter_broker_security = inter_broker_security(config)
+        for security in self.listener_security.values():  # OAUTHBEARER's JWKS, fetched off the event loop
+            if security.oauthbearer is not None and security.oauthbearer.keys is not None:
+                self._background.append(asyncio.create_task(security.oauthbearer.keys.run(self._stop)))
         sockets = {}
         try:
             for listener in config.listeners:
@@ -177,6 +190,7 @@ class Broker:
             self.log_manager.failure_listeners.append(self.store.on_log_dir_failure)
         self.log_manager.startup()
         self.replica_manager = ReplicaManager(self)
+        self.log_dir_mover = LogDirMover(self.log_manager, self.replica_manager, self.metadata, self.broker_id)
         self.group_coordinator = GroupCoordinator(self)
         self.replica_manager.leadership_listeners.append(self.group_coordinator.on_leadership_change)
         self.transaction_coordinator = TransactionCoordinator(self)
@@ -187,11 +201,13 @@ class Broker:
         self.credentials = CredentialCache(self.store, self._loop)
         self.credentials.load()
         self.quotas.start(self.store, self._loop)
+        self.group_coordinator.configs.start(self.store, self._loop)  # /config/groups (KIP-848 group configs)
         if config.authorizer_class_name:
             self.authorizer = AclAuthorizer(
                 self.store, config.super_users, config.allow_everyone_if_no_acl_found, self._loop
             )
             self.authorizer.load()
+        self.delegation_tokens = delegation_token_manager(config, self.store, self._loop)
         self._info = BrokerInfo(
             self.broker_id,
             self.host,
@@ -223,6 +239,7 @@ class Broker:
                 )
             )
         self._background.append(asyncio.create_task(self.log_manager.run_scheduler(self._stop)))
+        self._background.append(asyncio.create_task(self.log_dir_mover.run(self._stop)))
         self._background.append(
             asyncio.create_task(
                 run_every(
@@ -270,6 +287,17 @@ class Broker:
                         self._rebalance_leaders,
                         self._stop,
                         "preferred leader rebalance",
+                    )
+                )
+            )
+        if self.delegation_tokens is not None:
+            self._background.append(
+                asyncio.create_task(
+                    run_every(
+                        config.delegation_token_expiry_check_interval_ms / 1000,
+                        self.delegation_tokens.remove_expired,
+                        self._stop,
+                        "delegation token expiry",
                     )
                 )
             )
@@ -457,8 +485,9 @@ class Broker:
         if self._loop is not None and not self._loop.is_closed():
             self._loop.call_soon_threadsafe(self._schedule_reload, path)
 
-    def request_metadata_reload(self) -> None:
-        self._schedule_reload()
+    def request_metadata_reload(self, path: str | None = None) -> None:
+        """Re-read the znode ``path`` soon (everything with None): the cache holds a stale copy."""
+        self._schedule_reload(path)
 
     def _schedule_reload(self, path: str | None = None) -> None:
         """Reload soon: just the znode ``path`` (a watch fired on it), or everything (None)."""
@@ -499,24 +528,48 @@ class Broker:
     def refresh_metadata(self, changed: set[str] | None = None) -> None:
         """Re-read cluster metadata and bring local replicas in line (after any metadata change).
 
-        ``changed`` names the znodes whose watches fired; when they are all partition states only
-        those are re-read, otherwise (or with None) everything. The controller then runs its
-        reconcile pass and applies what it wrote at once (its watches fire again later, cheaply).
+        ``changed`` names the znodes whose watches fired: only they are re-read, and the
+        controller's reconcile pass and the replica manager's pass look only at the partitions
+        they changed (a MetadataDelta). With None everything is re-read and looked at. What the
+        controller writes goes into the cache at once, with its versions; the read that its
+        watches cause later finds those versions and changes nothing.
         """
         watch = self._on_store_change
-        if changed is None or not self.metadata.apply_changes(self.store, changed, watch):
-            known = {name: info.topic_id for name, info in self.metadata.topics.items()}
-            self.metadata.load(self.store, watch=watch)
-            self._forget_offsets_of_deleted_topics(known)
+        started = time.monotonic()
+        known = {name: info.topic_id for name, info in self.metadata.topics.items()}
+        if changed is None:
+            delta = self.metadata.load(self.store, watch=watch)
+        else:
+            delta = self.metadata.apply_changes(self.store, changed, watch)
+        self._forget_offsets_of_deleted_topics(known)
+        read = time.monotonic()
+        written: list[str] = []
         if not self.controller.is_active and self.metadata.controller_id == -1:
             self.controller.elect()
             self.metadata.controller_id = self.controller.current_controller()
         if self.controller.is_active:
-            written = self.controller.reconcile(self.metadata, self._unclean_enabled)
-            if written and not self.metadata.apply_changes(self.store, written, watch):
-                self.metadata.load(self.store, watch=watch)
-        self.replica_manager.apply_metadata()
+            # a new controller looks at every partition: its predecessor may have died half-way
+            everything = delta.full or self._reconciled_epoch != self.controller.epoch
+            written = self.controller.reconcile(self.metadata, self._unclean_enabled, None if everything else delta)
+            self._reconciled_epoch = self.controller.epoch
+            delta.partitions |= self.metadata.take_written()
+        decided = time.monotonic()
+        # a deleted topic's stray logs are found only by a pass over everything
+        self.replica_manager.apply_metadata(None if delta.full or delta.topics_removed else delta.partitions)
         self.stats.forget_topics(self.metadata.topics.keys())
+        took = time.monotonic() - started
+        if took > SLOW_METADATA_PASS_S:  # the event loop served nobody meanwhile: worth a line
+            log.info(
+                "metadata pass took %.2fs: read %s in %.2fs, %d states written by the controller in %.2fs, "
+                "%s partitions applied in %.2fs",
+                took,
+                "everything" if delta.full else f"{len(changed or ())} changed znodes",
+                read - started,
+                len(written),
+                decided - read,
+                "all" if delta.full or delta.topics_removed else len(delta.partitions),
+                time.monotonic() - decided,
+            )
 
     def _forget_offsets_of_deleted_topics(self, known: Mapping[str, object]) -> None:
         """Topics gone since the last load (or re-created under a new id) lose their groups' offsets."""
@@ -567,8 +620,8 @@ class Broker:
             )
         except OSError as exc:  # the single-node store's file is in a full or failed log dir
             raise KafkaStorageError(f"topic '{name}' could not be recorded: {exc.strerror or exc}") from exc
-        if not validate_only:
-            self.refresh_metadata()
+        if not validate_only:  # the new topic alone, not every partition of the cluster again
+            self.refresh_metadata({model.BROKERS_TOPICS, model.topic_path(name)})
         return created
 
     def auto_create_topic(self, name: str):
@@ -598,7 +651,7 @@ class Broker:
                 },
             )
         except TopicAlreadyExistsError:
-            self.refresh_metadata()
+            self.refresh_metadata({model.BROKERS_TOPICS})
 
     def ensure_transaction_state_topic(self) -> None:
         """Create __transaction_state on first use, capped at the live brokers like __consumer_offsets."""
@@ -619,7 +672,7 @@ class Broker:
                 },
             )
         except TopicAlreadyExistsError:
-            self.refresh_metadata()
+            self.refresh_metadata({model.BROKERS_TOPICS})
 
     @property
     def stopping(self) -> bool:
@@ -683,8 +736,12 @@ class Broker:
         if self.credentials is not None:
             self.credentials.stop()
         self.quotas.stop()
+        if self.group_coordinator is not None:  # None when start() failed before making it
+            self.group_coordinator.configs.stop()
         if self.authorizer is not None:
             self.authorizer.stop()
+        if self.delegation_tokens is not None:
+            self.delegation_tokens.stop()
         deadline = time.monotonic() + SHUTDOWN_GRACE_S
         while not crash and any(not c.idle for c in self.connections) and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
@@ -701,7 +758,7 @@ class Broker:
             await self._bounded(self.replica_manager.fetchers.shutdown(), "replica fetchers")
         if self.log_manager is not None:
             if crash:
-                for partition_log in self.log_manager.logs.values():
+                for partition_log in [*self.log_manager.logs.values(), *self.log_manager.future_logs.values()]:
                     partition_log.close_crashlike()
             else:
                 self.log_manager.shutdown()

@@ -48,10 +48,12 @@ log = logging.getLogger("strom.config")
 MINUTE_MS = 60 * 1000
 HOUR_MS = 60 * MINUTE_MS
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")  # GSSAPI and OAUTHBEARER are not served
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")  # GSSAPI is not served
 # listener.name.<listener>.<key>: a per-listener value of an ssl.*/sasl.* key, or <mechanism>.sasl.jaas.config
 _LISTENER_KEY = re.compile(r"^listener\.name\.([A-Za-z0-9_]+)\.(.+)$")
 _JAAS_KEY = re.compile(r"^(plain|scram-sha-256|scram-sha-512|gssapi|oauthbearer)\.sasl\.jaas\.config$", re.I)
+# listener.name.<listener>.oauthbearer.<key>: the OAUTHBEARER validator's settings (strom.security.oauthbearer)
+_OAUTHBEARER_KEY = re.compile(r"^oauthbearer\.(sasl\.server\.callback\.handler\.class|sasl\.oauthbearer\..+)$", re.I)
 _REAUTH_KEY = re.compile(
     r"^(plain|scram-sha-256|scram-sha-512|gssapi|oauthbearer)\.connections\.max\.reauth\.ms$", re.IGNORECASE
 )
@@ -388,7 +390,7 @@ class BrokerConfig:
         "sasl.enabled.mechanisms",
         ("GSSAPI",),
         _mechanisms,
-        "SASL mechanisms SASL listeners offer; strom serves PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 (others are dropped with a warning).",
+        "SASL mechanisms SASL listeners offer; strom serves PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER (others are dropped with a warning).",
     )
     sasl_mechanism_inter_broker_protocol: str = _key(
         "sasl.mechanism.inter.broker.protocol",
@@ -401,6 +403,58 @@ class BrokerConfig:
         0,
         _long(0),
         "Lifetime of a SASL session (KIP-368): a client must re-authenticate within it or its connection is closed at its next request; 0: sessions last as long as their connection. Per listener and mechanism as in Kafka: listener.name.LISTENER.MECHANISM.connections.max.reauth.ms.",
+    )
+    # --- security: SASL/OAUTHBEARER's secured validator (KIP-768), per listener as listener.name.L.oauthbearer.KEY
+    sasl_oauthbearer_jwks_endpoint_url: str | None = _key(
+        "sasl.oauthbearer.jwks.endpoint.url",
+        None,
+        _optional_text,
+        "JWKS (http, https or file URL) whose keys verify OAUTHBEARER tokens, with listener.name.L.oauthbearer.sasl.server.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler.",
+    )
+    sasl_oauthbearer_jwks_endpoint_refresh_ms: int = _key(
+        "sasl.oauthbearer.jwks.endpoint.refresh.ms",
+        HOUR_MS,
+        _long(1),
+        "How often the JWKS is fetched again (sooner when a token names an unknown kid).",
+    )
+    sasl_oauthbearer_jwks_endpoint_retry_backoff_ms: int = _key(
+        "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms",
+        100,
+        _long(0),
+        "First wait before fetching the JWKS again after a failure; doubled per failure.",
+    )
+    sasl_oauthbearer_jwks_endpoint_retry_backoff_max_ms: int = _key(
+        "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms",
+        10000,
+        _long(0),
+        "Longest wait between failed JWKS fetches.",
+    )
+    sasl_oauthbearer_expected_audience: tuple[str, ...] | None = _key(
+        "sasl.oauthbearer.expected.audience",
+        None,
+        _optional_csv,
+        "Audiences (comma-separated) an OAUTHBEARER token's aud must name one of; unset: aud is not checked.",
+    )
+    sasl_oauthbearer_expected_issuer: str | None = _key(
+        "sasl.oauthbearer.expected.issuer",
+        None,
+        _optional_text,
+        "The iss an OAUTHBEARER token must carry; unset: iss is not checked.",
+    )
+    sasl_oauthbearer_sub_claim_name: str = _key(
+        "sasl.oauthbearer.sub.claim.name",
+        "sub",
+        _text,
+        "The claim whose value is the principal (User:<value>) of an OAUTHBEARER login.",
+    )
+    sasl_oauthbearer_scope_claim_name: str = _key(
+        "sasl.oauthbearer.scope.claim.name", "scope", _text, "The claim holding an OAUTHBEARER token's scope."
+    )
+    sasl_oauthbearer_clock_skew_seconds: int = _key(
+        "sasl.oauthbearer.clock.skew.seconds",
+        30,
+        _int(0),
+        "How far the broker's clock may be from the token issuer's when exp and iat are checked.",
     )
     # --- security: authorization (ACLs in /kafka-acl, managed with strom acls)
     authorizer_class_name: str | None = _key(
@@ -420,6 +474,39 @@ class BrokerConfig:
         False,
         parse_bool,
         "Whether a resource no ACL names is open to everyone (with the authorizer on).",
+    )
+    # --- security: delegation tokens (KIP-48; strom.security.delegation_tokens)
+    delegation_token_secret_key: str | None = _key(
+        "delegation.token.secret.key",
+        None,
+        _optional_text,
+        "Secret that signs delegation tokens (the same on every broker); unset: delegation tokens are disabled.",
+        sensitive=True,
+    )
+    delegation_token_master_key: str | None = _key(
+        "delegation.token.master.key",
+        None,
+        _optional_text,
+        "The old name of delegation.token.secret.key, used when that is not set.",
+        sensitive=True,
+    )
+    delegation_token_max_lifetime_ms: int = _key(
+        "delegation.token.max.lifetime.ms",
+        7 * 24 * HOUR_MS,
+        _long(1),
+        "Longest a delegation token can live, however often it is renewed.",
+    )
+    delegation_token_expiry_time_ms: int = _key(
+        "delegation.token.expiry.time.ms",
+        24 * HOUR_MS,
+        _long(1),
+        "How long a delegation token lives after creation or renewal unless renewed (its default renew period).",
+    )
+    delegation_token_expiry_check_interval_ms: int = _key(
+        "delegation.token.expiry.check.interval.ms",
+        HOUR_MS,
+        _long(1),
+        "How often expired delegation tokens are removed.",
     )
     # --- client quotas (producer_byte_rate, consumer_byte_rate, request_percentage under /config/users, /config/clients)
     quota_window_num: int = _key(
@@ -755,6 +842,14 @@ class BrokerConfig:
         _metrics_listener,
         "http://host:port of the Prometheus /metrics endpoint (port 0 picks a free one); null: not served.",
     )
+    metrics_request_timing_samples_per_second: int = _key(
+        "metrics.request.timing.samples.per.second",
+        512,
+        _int(0),
+        "strom's own: about how many requests a second get the latency histograms and phase times "
+        "(reading the clock costs 5-10% of a small Produce); above it they hold an even sample, the request "
+        "counts stay exact. 0: time every request.",
+    )
     controlled_shutdown_enable: bool = _key(
         "controlled.shutdown.enable", True, parse_bool, "Move leadership away before shutting down."
     )
@@ -799,6 +894,37 @@ class BrokerConfig:
         _consumer_assignors,
         "Consumer protocol (KIP-848) server assignors (uniform, range; Kafka's class "
         "names accepted); the first is the default.",
+    )
+    group_consumer_min_session_timeout_ms: int = _key(
+        "group.consumer.min.session.timeout.ms",
+        45000,
+        _int(1),
+        "Consumer protocol (KIP-848): the smallest consumer.session.timeout.ms a group may set.",
+    )
+    group_consumer_max_session_timeout_ms: int = _key(
+        "group.consumer.max.session.timeout.ms",
+        60000,
+        _int(1),
+        "Consumer protocol (KIP-848): the largest consumer.session.timeout.ms a group may set.",
+    )
+    group_consumer_min_heartbeat_interval_ms: int = _key(
+        "group.consumer.min.heartbeat.interval.ms",
+        5000,
+        _int(1),
+        "Consumer protocol (KIP-848): the smallest consumer.heartbeat.interval.ms a group may set.",
+    )
+    group_consumer_max_heartbeat_interval_ms: int = _key(
+        "group.consumer.max.heartbeat.interval.ms",
+        15000,
+        _int(1),
+        "Consumer protocol (KIP-848): the largest consumer.heartbeat.interval.ms a group may set.",
+    )
+    group_consumer_migration_policy: str = _key(
+        "group.consumer.migration.policy",
+        "bidirectional",
+        _choice("bidirectional", "upgrade", "downgrade", "disabled"),
+        "Online migration of live groups between the classic and the consumer protocol (upgrade: a "
+        "consumer-protocol member joins a classic group; downgrade: the last one leaves).",
     )
     offsets_topic_num_partitions: int = _key(
         "offsets.topic.num.partitions", 50, _int(1), "Partitions of __consumer_offsets (fixed once created)."
@@ -896,6 +1022,8 @@ class BrokerConfig:
         resolved["log_retention_ms"] = -1 if retention < 0 else retention  # any negative: unlimited
         if self.log_flush_interval_ms is None:
             resolved["log_flush_interval_ms"] = self.log_flush_scheduler_interval_ms
+        if self.delegation_token_secret_key is None and self.delegation_token_master_key is not None:
+            resolved["delegation_token_secret_key"] = self.delegation_token_master_key  # Kafka's fallback
         if self.zookeeper_connection_timeout_ms is None:
             resolved["zookeeper_connection_timeout_ms"] = self.zookeeper_session_timeout_ms
         advertised = self.advertised_listeners if self.advertised_listeners is not None else self.listeners
@@ -992,6 +1120,13 @@ class BrokerConfig:
                     continue
                 if _JAAS_KEY.match(rest):
                     per_listener.setdefault(name, {})[rest.lower()] = (str(raw).strip(), key)
+                    continue
+                oauthbearer = _OAUTHBEARER_KEY.match(rest)
+                if oauthbearer is not None:
+                    inner_key = oauthbearer.group(1).lower()
+                    inner = _FIELDS_BY_KEY.get(inner_key)
+                    value = inner.metadata["parse"](key, raw) if inner is not None else str(raw).strip()
+                    per_listener.setdefault(name, {})[f"oauthbearer.{inner_key}"] = (value, key)
                     continue
                 if _REAUTH_KEY.match(rest):
                     per_listener.setdefault(name, {})[rest.lower()] = (_long(0)(key, raw), key)
@@ -1125,9 +1260,15 @@ class BrokerConfig:
             _require(
                 bool(mechanisms),
                 self.listener_setting(name, "sasl.enabled.mechanisms")[1],
-                f"listener {name} uses {protocol} but offers none of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512",
+                f"listener {name} uses {protocol} but offers none of {', '.join(SASL_MECHANISMS)}",
             )
+            if "OAUTHBEARER" in mechanisms:
+                from strom.security.oauthbearer import validator_for
+
+                validator_for(self, name, read_files=False)  # JAAS options, validator class, JWKS URL
             for mechanism in mechanisms:
+                if mechanism == "OAUTHBEARER":
+                    continue
                 found = self.jaas_config(name, mechanism)
                 expected = PLAIN_LOGIN_MODULE if mechanism == "PLAIN" else SCRAM_LOGIN_MODULE
                 if found is None:
@@ -1145,6 +1286,11 @@ class BrokerConfig:
         inter = self.inter_broker_listener_name
         if self.protocol_of(inter).startswith("SASL"):
             mechanism = self.sasl_mechanism_inter_broker_protocol
+            _require(
+                mechanism != "OAUTHBEARER",
+                "sasl.mechanism.inter.broker.protocol",
+                "strom brokers log in to each other with PLAIN or SCRAM; OAUTHBEARER serves clients only",
+            )
             _require(
                 mechanism in self.sasl_mechanisms(inter),
                 "sasl.mechanism.inter.broker.protocol",

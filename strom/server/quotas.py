@@ -16,8 +16,11 @@ Enforcement as Kafka's (KIP-219): each (quota key, user, client-id) has a rate o
 bound the throttle time is ``(rate - bound) / bound * window`` (capped at the whole window), the
 response carries it in ``throttle_time_ms`` and the connection stops reading for that long after
 the response. Produce counts the request's size, Fetch the response's (a throttled Fetch is
-answered empty and its bytes are not counted, as Kafka does), request_percentage the time spent in
-the handler, in percent of one thread. Broker-to-broker fetches and the login APIs are exempt.
+answered empty and its bytes are not counted, as Kafka does), request_percentage the time the
+event loop spends on the request, in percent of one thread: decoding it and running its handler,
+and, for a handler that goes on asynchronously, every later step of it until the response exists
+(``LoopTime``), but not the time it waits (Kafka counts its request handler threads' time, which
+waits in the purgatory do not occupy either). Broker-to-broker fetches and the login APIs are exempt.
 
 When no quota is configured anywhere, ``active`` is False and the connection never calls in.
 """
@@ -304,25 +307,22 @@ class QuotaManager(WatchedView):
         api_key = header.api_key
         if api_key in _EXEMPT:
             return header, result
+        if api_key == ApiKey.FETCH and _replica_id(frame) >= 0:  # a follower: replication is not a client's traffic
+            return header, result
         principal = dispatcher.principal
         user = principal.partition(":")[2] if ":" in principal else principal
         client = header.client_id or ""
         now_ms = time.monotonic() * 1000
+        byte_ms = self.record(PRODUCER_BYTE_RATE, user, client, len(frame), now_ms) if api_key == ApiKey.PRODUCE else 0
+        if type(result) is not RawResponse and hasattr(result, "__await__"):
+            # its request time is known once the response exists: the steps it runs on the loop count too
+            return header, self._later(connection, header, LoopTime(result), elapsed_ns, user, client, byte_ms)
         request_ms = self.record(REQUEST_PERCENTAGE, user, client, elapsed_ns * _NANOS_TO_PERCENT, now_ms)
-        if api_key == ApiKey.PRODUCE:
-            throttle = max(self.record(PRODUCER_BYTE_RATE, user, client, len(frame), now_ms), request_ms)
-        elif api_key == ApiKey.FETCH:
-            if _replica_id(frame) >= 0:  # a follower: replication is not a client's traffic
-                return header, result
-            if type(result) is not RawResponse:
-                return header, self._later(connection, header, result, user, client, request_ms)
+        if api_key == ApiKey.FETCH and type(result) is RawResponse:
             return header, self._fetched(connection, header, result, user, client, request_ms, now_ms)
-        else:
-            throttle = request_ms
+        throttle = max(byte_ms, request_ms)
         if not throttle:
             return header, result
-        if type(result) is not RawResponse and hasattr(result, "__await__"):
-            return header, self._later(connection, header, result, user, client, throttle)
         connection.mute(throttle)
         return header, with_throttle(header, result, throttle)
 
@@ -354,19 +354,65 @@ class QuotaManager(WatchedView):
             connection.mute(throttle)
         return with_throttle(header, response, throttle)
 
-    async def _later(self, connection: Connection, header, awaitable, user: str, client: str, throttle: int) -> Any:
-        """A request that waited (acks=all, a long-poll fetch): throttled once its response exists."""
-        response = await awaitable
+    async def _later(
+        self, connection: Connection, header, timed: LoopTime, sync_ns: int, user: str, client: str, byte_ms: int
+    ) -> Any:
+        """A request that went on after its handler returned (acks=all, a long-poll fetch, a group
+        join): its request time is the handler's synchronous part plus the loop time of its later
+        steps, recorded and throttled once its response exists."""
+        response = await timed
+        now_ms = time.monotonic() * 1000
+        request_ms = self.record(REQUEST_PERCENTAGE, user, client, (sync_ns + timed.ns) * _NANOS_TO_PERCENT, now_ms)
         if response is None:
             return response
         if header.api_key == ApiKey.FETCH and type(response) is RawResponse:
-            return self._fetched(
-                connection, header, response, user, client, throttle, time.monotonic() * 1000, later=True
-            )
+            return self._fetched(connection, header, response, user, client, request_ms, now_ms, later=True)
+        throttle = max(byte_ms, request_ms)
         if throttle:
             connection.throttle_after_response(throttle)
             return with_throttle(header, response, throttle)
         return response
+
+
+class LoopTime:
+    """Awaits a handler's awaitable and adds up the time each of its steps runs on the event loop.
+
+    A step is what runs between two suspensions (the handler's own code and the coroutines it
+    awaits inline); the time suspended, waiting in the purgatory, for a long poll, for another
+    broker or for the loop's turn, is not counted. Two clock reads per resumption.
+    """
+
+    __slots__ = ("_inner", "ns")
+
+    def __init__(self, awaitable: Any):
+        self._inner = awaitable.__await__()
+        self.ns = 0
+
+    def __await__(self) -> LoopTime:
+        return self
+
+    def __iter__(self) -> LoopTime:
+        return self
+
+    def __next__(self) -> Any:
+        return self.send(None)
+
+    def send(self, value: Any) -> Any:
+        started = time.perf_counter_ns()
+        try:
+            return self._inner.send(value)
+        finally:
+            self.ns += time.perf_counter_ns() - started
+
+    def throw(self, *args: Any) -> Any:
+        started = time.perf_counter_ns()
+        try:
+            return self._inner.throw(*args)
+        finally:
+            self.ns += time.perf_counter_ns() - started
+
+    def close(self) -> None:
+        self._inner.close()
 
 
 def _replica_id(frame) -> int:

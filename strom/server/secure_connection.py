@@ -33,7 +33,9 @@ from strom.protocol.codec import decode_request
 from strom.protocol.entities import build
 from strom.protocol.errors import ErrorCode
 from strom.protocol.frame import parse_request_header
+from strom.security.delegation_tokens import TokenPrincipal
 from strom.security.listeners import ListenerSecurity
+from strom.security.oauthbearer import OAuthBearerExchange
 from strom.security.plain import authenticate_plain
 from strom.security.principal import ANONYMOUS, distinguished_name, user
 from strom.security.scram import AuthenticationFailed, ScramServerExchange
@@ -183,10 +185,17 @@ class SaslGate:
             return build(cls, {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "mechanisms": offered})
         self.mechanism = request.mechanism
         self.raw = version == 0
-        if self.mechanism != "PLAIN":
+        if self.mechanism == "OAUTHBEARER":
+            assert self.security.oauthbearer is not None  # listener_security builds one wherever it is offered
+            self._exchange = OAuthBearerExchange(self.security.oauthbearer)
+        elif self.mechanism != "PLAIN":
             broker, mechanism = self.connection.broker, self.mechanism
+            tokens = broker.delegation_tokens
             self._exchange = ScramServerExchange(
-                mechanism, lambda name: broker.credentials.lookup(name, mechanism), broker.sasl_decoy_key
+                mechanism,
+                lambda name: broker.credentials.lookup(name, mechanism),
+                broker.sasl_decoy_key,
+                token_login=(lambda token_id: tokens.login(token_id, mechanism)) if tokens is not None else None,
             )
         return build(cls, {"error_code": ErrorCode.NONE, "mechanisms": offered})
 
@@ -199,12 +208,18 @@ class SaslGate:
             reply, done = self._exchange.step(token)
             username = self._exchange.username
         if done:
-            principal = user(username)
+            owner = getattr(self._exchange, "token_owner", None)  # a SCRAM delegation-token login
+            # a token login acts as the token's owner (Kafka: the owner's name as a User principal)
+            principal = user(username) if owner is None else TokenPrincipal(user(owner.partition(":")[2]), username)
             if self.reauthenticating is not None and principal != self.reauthenticating:
                 raise AuthenticationFailed(
                     f"Cannot change principals during re-authentication from {self.reauthenticating}: {principal}"
                 )
             lifetime_ms = self.security.max_reauth_ms.get(self.mechanism or "", 0)
+            token_expires_ms = getattr(self._exchange, "credential_expires_ms", None)
+            if token_expires_ms is not None:  # OAUTHBEARER: the session ends with its token (KIP-368), >= 1 ms
+                remaining_ms = max(1, token_expires_ms - int(time.time() * 1000))
+                lifetime_ms = min(lifetime_ms, remaining_ms) if lifetime_ms else remaining_ms
             self.session_lifetime_ms = lifetime_ms
             self.connection.mechanism = self.mechanism
             self.connection.session_expires_at = time.monotonic() + lifetime_ms / 1000 if lifetime_ms else None

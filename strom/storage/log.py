@@ -91,6 +91,24 @@ def parse_partition_dir(name: str) -> tuple[str, int] | None:
     return topic, int(partition)
 
 
+FUTURE_DIR_SUFFIX = "-future"
+
+
+def future_dir_name(topic: str, partition: int, unique: str) -> str:
+    """Kafka's name for a replica being moved into another log dir: ``<topic>-<p>.<uuid>-future``."""
+    return f"{topic}-{partition}.{unique}{FUTURE_DIR_SUFFIX}"
+
+
+def parse_future_dir(name: str) -> tuple[str, int] | None:
+    """The partition of a ``<topic>-<p>.<32 hex digits>-future`` directory, else None."""
+    if not name.endswith(FUTURE_DIR_SUFFIX):
+        return None
+    stem, dot, unique = name[: -len(FUTURE_DIR_SUFFIX)].rpartition(".")
+    if not dot or len(unique) != 32 or any(c not in "0123456789abcdef" for c in unique):
+        return None
+    return parse_partition_dir(stem)
+
+
 class Log:
     def __init__(
         self,
@@ -111,7 +129,8 @@ class Log:
         self.monotonic = monotonic  # durations: flush.ms, file.delete.delay.ms
         self.write_behind = write_behind
         os.makedirs(directory, exist_ok=True)
-        parsed = parse_partition_dir(os.path.basename(directory.rstrip("/")))
+        name = os.path.basename(directory.rstrip("/"))
+        parsed = parse_partition_dir(name) or parse_future_dir(name)
         self.topic, self.partition = parsed if parsed else (os.path.basename(directory), 0)
         self.segments: list[LogSegment] = []
         self._bases: list[int] = []
@@ -120,6 +139,9 @@ class Log:
         self._last_flush_ms = self.monotonic_ms()
         self._bound_cache: tuple[LogSegment, int, int, int] | None = None  # segment, offset, position, its size
         self.recovery_point = recovery_point
+        # bumped whenever records are removed from the end: a copy of this log (a replica moving
+        # to another log dir) that was taken before then may hold records this log no longer has
+        self.truncations = 0
         self.leader_epoch_cache = LeaderEpochCache(directory)
         self._load(had_clean_shutdown)
         self.log_end_offset = self.active_segment.read_next_offset()
@@ -748,6 +770,7 @@ class Log:
             segment.delete_files()
         del self.segments[keep:]
         del self._bases[keep:]
+        self.truncations += 1
         segment = self.active_segment
         segment.truncate_to(offset)
         segment.make_active()
@@ -759,6 +782,7 @@ class Log:
         return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
+        self.truncations += 1
         producer_snapshot.delete_snapshots_after(self.directory, -1)
         for segment in self.segments:
             segment.delete_files()

@@ -1,7 +1,7 @@
 """ACLs in a ZooKeeper cluster: created through one broker, in force on another without a restart.
 
-The ACL is written to Kafka's znode (/kafka-acl/Topic/<name>, Kafka's JSON) and every broker's
-watch reloads it. The brokers reach each other as User:ANONYMOUS on PLAINTEXT; with
+The ACL is written to Kafka's znode (/kafka-acl/Topic/<name>, Kafka's JSON) with Kafka's change
+notification (/kafka-acl-changes/acl_changes_<seq>), which every broker watches and applies. The brokers reach each other as User:ANONYMOUS on PLAINTEXT; with
 allow.everyone.if.no.acl.found and no cluster ACL, replication stays allowed.
 """
 
@@ -57,6 +57,10 @@ def test_acl_created_on_one_broker_holds_on_another(cluster_factory):
         "version": 1,
         "acls": [{"principal": "User:ANONYMOUS", "permissionType": "Deny", "operation": "Describe", "host": "*"}],
     }
+    # Kafka's change notification, which the other broker (or a Kafka broker) watches instead of the ACL znode
+    changes = cluster.zk.get_children("/kafka-acl-changes")
+    assert [name[:-10] for name in changes] == ["acl_changes_"]
+    assert cluster.zk.get(f"/kafka-acl-changes/{changes[0]}")[0] == b"TOPIC:guarded"
     wait_until(lambda: metadata_error(second, "guarded") == TOPIC_DENIED, 10, "the ACL on the other broker")
 
     remove = {

@@ -30,4 +30,8 @@ def test_every_fault_kind_once_loses_and_duplicates_nothing(tmp_path):
         verdict.moved[:5],
         verdict.out_of_order[:5],
         verdict.replica_differences,
+        verdict.group and verdict.group.failures(),
     )
+    # the consumer group read through every fault, and its members crashed and rejoined under them
+    group = verdict.group
+    assert group is not None and group.commits > 0 and group.crashes >= 1, verdict.summary()

@@ -39,6 +39,7 @@ def test_clock_steps_on_one_broker_lose_and_duplicate_nothing_and_list_offsets_s
         verdict.out_of_order[:5],
         verdict.replica_differences,
         verdict.anomalies[:5],
+        verdict.group and verdict.group.failures(),
         lines,
     )
     checked = next(line for line in lines if "ListOffsets by timestamp" in line)

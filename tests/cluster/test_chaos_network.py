@@ -19,7 +19,11 @@ def _check(verdict) -> None:
         verdict.out_of_order[:5],
         verdict.replica_differences,
         verdict.anomalies[:5],
+        verdict.group and verdict.group.failures(),
     )
+    # the consumer group read through every fault, and a member crashed and rejoined under them
+    group = verdict.group
+    assert group is not None and group.commits > 0 and group.crashes >= 1, verdict.summary()
 
 
 def test_partitions_between_brokers_zookeeper_and_clients_lose_and_duplicate_nothing(tmp_path):

@@ -17,7 +17,7 @@ import sys
 import uuid
 from pathlib import Path
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
@@ -34,10 +34,10 @@ PARTITIONS = 2
 IDS = (1, 2, 3)
 
 
-def batches(directory: Path, broker_id: int, partition: int) -> list[tuple[int, int, int]]:
+def batches(directory: Path, broker_id: int, partition: int, topic: str = TOPIC) -> list[tuple[int, int, int]]:
     """(base offset, last offset, CRC) of every batch in one replica's .log files."""
     found = []
-    path = directory / "data" / f"kafka-logs-{broker_id}" / f"{TOPIC}-{partition}"
+    path = directory / "data" / f"kafka-logs-{broker_id}" / f"{topic}-{partition}"
     for name in sorted(os.listdir(path)) if path.exists() else []:
         if name.endswith(".log"):
             found += [(h.base_offset, h.last_offset, h.crc) for h, _ in scan_log(str(path / name))[0]]
@@ -143,6 +143,28 @@ def test_kill_the_leader_on_a_secure_cluster(tmp_path, zookeeper):
             )
 
         wait_until(replicas_equal, 30, "identical batches on all three replicas", interval_s=0.2)
+
+        # a fourth broker: its certificate from the same CA, its own INTERNAL listener, the same SASL and ACLs
+        added = strom("cluster", "add-broker", "--dir", str(directory))
+        assert added.returncode == 0, added.stderr
+        assert json.loads(zk.get(model.broker_path(4))[0])["listener_security_protocol_map"] == {
+            "CLIENT": "SASL_SSL",
+            "INTERNAL": "SASL_SSL",
+        }
+        for future in admin.create_topics(
+            [NewTopic("joined", num_partitions=1, replica_assignment=[[1, 4]])], request_timeout=20
+        ).values():
+            future.result(timeout=30)
+        producer = Producer({"bootstrap.servers": bootstrap, **secure, "acks": "all"})
+        for i in range(20):
+            producer.produce("joined", value=b"v%d" % i, partition=0)
+        assert producer.flush(30) == 0
+        wait_until(  # broker 4 can only have these batches by fetching from 1 over SASL_SSL as User:broker
+            lambda: batches(directory, 4, 0, "joined") == batches(directory, 1, 0, "joined") != [],
+            30,
+            "the new broker's replica identical to the leader's",
+            interval_s=0.2,
+        )
         stopped = strom("cluster", "stop", "--dir", str(directory))
         assert stopped.returncode == 0, stopped.stderr
     finally:

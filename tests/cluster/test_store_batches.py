@@ -57,7 +57,7 @@ def test_many_node_calls_answer_node_by_node(store):
 
 
 def test_a_changed_partition_state_is_reloaded_alone(store):
-    """A watch on a partition state re-reads that state; a watch on anything else asks for a full load."""
+    """A watch on a partition state re-reads that state alone and names it in the delta."""
     topic = TopicAssignment("orders", {p: [1] for p in range(3)})
     store.create(model.topic_path("orders"), topic.to_json(), makepath=True)
     for p in range(3):
@@ -70,7 +70,7 @@ def test_a_changed_partition_state_is_reloaded_alone(store):
     path = model.partition_state_path("orders", 1)
     store.set(path, PartitionState(1, 4, [1], 1).to_json(), 0)
     _wait_for(lambda: path in fired)
-    assert cache.apply_changes(store, {path}, watch=fired.append)
+    assert cache.apply_changes(store, {path}, watch=fired.append).partitions == {("orders", 1)}
     assert cache.topics["orders"].states[1].leader_epoch == 4
     assert cache.topics["orders"].state_versions[1] == 1
     assert cache.topics["orders"].states[0].leader_epoch == 0
@@ -80,8 +80,10 @@ def test_a_changed_partition_state_is_reloaded_alone(store):
     store.set(path, PartitionState(1, 5, [1], 1).to_json(), 1)
     _wait_for(lambda: path in fired)
 
+    # a topic znode is re-read alone too (unchanged here); a state of a topic not held is not read
     assert not cache.apply_changes(store, {model.topic_path("orders")}, watch=fired.append)
     assert not cache.apply_changes(store, {model.partition_state_path("unknown", 0)}, watch=fired.append)
+    assert "unknown" not in cache.topics
 
 
 def _wait_for(condition, timeout_s: float = 10) -> None:

@@ -208,18 +208,26 @@ def test_scram_users_and_open_transactions_are_listed(page: Page, cluster_broker
     expect(page.locator("#users")).to_contain_text("alice")
     expect(page.locator("#users")).to_contain_text("SCRAM-SHA-256 (8192)")
 
-    producer = Producer({"bootstrap.servers": cluster_broker.bootstrap, "transactional.id": "payments-tx"})
-    producer.init_transactions(POLL_TIMEOUT_S)
-    producer.begin_transaction()
-    producer.produce("payments", value=b"pending", partition=0)
-    assert producer.flush(POLL_TIMEOUT_S) == 0
+    # two open transactions: the page describes both (one DescribeTransactions per coordinator)
+    producers = []
+    for name in ("payments-tx", "refunds-tx"):
+        producer = Producer({"bootstrap.servers": cluster_broker.bootstrap, "transactional.id": name})
+        producer.init_transactions(POLL_TIMEOUT_S)
+        producer.begin_transaction()
+        producers.append(producer)
+    producers[0].produce("payments", value=b"pending", partition=0)
+    producers[1].produce("refunds", value=b"refund", partition=0)
     try:
+        for producer in producers:
+            assert producer.flush(POLL_TIMEOUT_S) == 0
         page.goto("/transactions")
-        row = page.locator("#transactions tbody tr", has_text="payments-tx")
-        expect(row).to_contain_text("Ongoing")
-        expect(row).to_contain_text("payments-0")
+        for name, partition in (("payments-tx", "payments-0"), ("refunds-tx", "refunds-0")):
+            row = page.locator("#transactions tbody tr", has_text=name)
+            expect(row).to_contain_text("Ongoing")
+            expect(row).to_contain_text(partition)
     finally:
-        producer.abort_transaction(POLL_TIMEOUT_S)
+        for producer in producers:
+            producer.abort_transaction(POLL_TIMEOUT_S)
 
 
 def consume(consumer: Consumer, count: int) -> list[int]:

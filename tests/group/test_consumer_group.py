@@ -26,7 +26,11 @@ def make(topics: dict[str, tuple[uuid.UUID, int]] | None = None, **config) -> Gr
     infos = {OFFSETS_TOPIC: SimpleNamespace(topic_id=uuid.UUID(int=1), partition_count=50)}
     for name, (topic_id, count) in (topics or {"t": (T, 6)}).items():
         infos[name] = SimpleNamespace(topic_id=topic_id, partition_count=count)
-    broker = SimpleNamespace(config=BrokerConfig.from_mapping(settings), metadata=SimpleNamespace(topics=infos))
+    broker = SimpleNamespace(
+        config=BrokerConfig.from_mapping(settings),
+        metadata=SimpleNamespace(topics=infos),
+        replica_manager=SimpleNamespace(fenced=False),
+    )
     coordinator = GroupCoordinator(broker)
     coordinator.store = RecordingStore(broker)
     coordinator.owned_partitions = set(range(50))
@@ -189,7 +193,9 @@ def test_a_backtracking_regex_is_matched_in_linear_time_and_lookarounds_are_refu
     asyncio.run(scenario())
 
 
-def test_conversion_only_of_empty_groups():
+def test_conversion_of_empty_groups_and_of_live_groups_with_unreadable_metadata():
+    """Empty groups convert; live ones migrate online (test_classic_members.py) unless their
+    embedded consumer protocol cannot be read, as here."""
     c = make()
 
     async def scenario():
@@ -198,7 +204,7 @@ def test_conversion_only_of_empty_groups():
         assert (await hb(c, "a", 0, names=["t"], group="cl")).error_code == ErrorCode.GROUP_ID_NOT_FOUND
         await hb(c, "a", 0, names=["t"])
         joined = await c.join_group("g", "", None, "c", "h", "consumer", [("range", b"")], 10000, 10000, False)
-        assert joined.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+        assert joined.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL  # an unreadable subscription
         await hb(c, "a", -1)
         assert c.consumer.groups["g"].state == "Empty"
         assert await c.consumer.before_classic_join("g") == 0 and "g" not in c.consumer.groups
@@ -252,19 +258,24 @@ def test_record_layouts_are_kafkas():
 
 
 def test_a_member_without_heartbeats_is_removed_after_the_session_timeout():
-    c = make(**{"group.consumer.session.timeout.ms": 200, "group.consumer.heartbeat.interval.ms": 50})
+    # a 1 s session against 50 ms heartbeats: only a stall of a whole second on a loaded machine
+    # could expire "a" as well; the loop ends as soon as "b" is gone (bounded at 15 s)
+    c = make(**{"group.consumer.session.timeout.ms": 1000, "group.consumer.heartbeat.interval.ms": 50})
 
     async def scenario():
         await hb(c, "a", 0, names=["t"])
         b = await hb(c, "b", 0, names=["t"])
-        for _ in range(10):  # a keeps heartbeating, b does not
+
+        async def heartbeat_a():
             await asyncio.sleep(0.05)
-            await hb(
-                c,
-                "a",
-                c.consumer.groups["g"].members["a"].member_epoch,
-                owned={T: frozenset(c.consumer.groups["g"].members["a"].assigned.get(T, ()))},
-            )
+            a = c.consumer.groups["g"].members["a"]
+            await hb(c, "a", a.member_epoch, owned={T: frozenset(a.assigned.get(T, ()))})
+
+        deadline = asyncio.get_running_loop().time() + 15
+        while "b" in c.consumer.groups["g"].members and asyncio.get_running_loop().time() < deadline:
+            await heartbeat_a()  # a keeps heartbeating, b does not
+        for _ in range(3):  # a reconciles to the whole topic once b is gone
+            await heartbeat_a()
         group = c.consumer.groups["g"]
         assert list(group.members) == ["a"] and group.group_epoch > b.member_epoch
         assert c.store.tombstones()  # b's records are deleted

@@ -73,6 +73,7 @@ def make_coordinator(**config) -> GroupCoordinator:
     broker = SimpleNamespace(
         config=BrokerConfig.from_mapping(settings),
         metadata=SimpleNamespace(topics={OFFSETS_TOPIC: SimpleNamespace(partition_count=50)}),
+        replica_manager=SimpleNamespace(fenced=False),  # fenced: cut off from ZooKeeper
     )
     coordinator = GroupCoordinator(broker)
     coordinator.store = RecordingStore(broker)
@@ -384,7 +385,11 @@ def test_loading_replays_records_with_tombstones_and_keeps_state_timestamps(monk
                 coordinator._cancel_session(m)
 
     run(scenario())
-    assert set(coordinator.groups) == {"g", "live"}
+    # a group tombstone removes the group's metadata only; its offsets are records of their own
+    # (as Kafka: DeleteGroups tombstones them first; an online upgrade keeps them)
+    assert set(coordinator.groups) == {"g", "live", "gone"}
+    gone = coordinator.groups["gone"]
+    assert gone.is_empty and {tp: c.offset for tp, c in gone.offsets.items()} == {("t", 0): 1}
     g = coordinator.groups["g"]
     assert g.state == GroupState.EMPTY and g.generation == 4 and g.state_timestamp == empty_since
     assert {tp: c.offset for tp, c in g.offsets.items()} == {("t", 0): 3}
@@ -516,3 +521,16 @@ def test_offsets_and_groups_of_open_transactions_do_not_expire(monkeypatch, cloc
     run(scenario())
     assert schema.GroupKey("g") not in coordinator.store.tombstones()
     assert coordinator.store.tombstones() == [schema.OffsetKey("g", "t", 1)]
+
+
+def test_a_broker_fenced_from_zookeeper_stops_answering_as_coordinator():
+    """Another broker may lead the group's offsets partition by now and take its commits: the
+    fenced one answers NOT_COORDINATOR rather than offsets from a cache that may be stale (found
+    by the chaos campaign's group checker: committed offsets read back going backwards)."""
+    c = make_coordinator()
+    assert c.fetch_offsets("g", None)[0] == ErrorCode.NONE
+    c.broker.replica_manager.fenced = True
+    assert c.coordinator_error("g") == ErrorCode.NOT_COORDINATOR
+    assert c.fetch_offsets("g", None)[0] == ErrorCode.NOT_COORDINATOR
+    c.broker.replica_manager.fenced = False
+    assert c.fetch_offsets("g", None)[0] == ErrorCode.NONE

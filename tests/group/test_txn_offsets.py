@@ -208,6 +208,20 @@ def stable(bootstrap: str, group: str, topic: str, partitions: list[int]) -> dic
 
 
 def plain_commit(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> None:
+    """An OffsetCommit outside any transaction, retried as a client retries while the group's
+    coordinator is still being found or loaded (the first commit of a new group may come first)."""
+    retriable = {ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NOT_COORDINATOR}
+    errors: list[ErrorCode] = []
+
+    def committed() -> bool:
+        errors[:] = commit_once(bootstrap, group, topic, offsets)
+        return not retriable.intersection(errors)
+
+    wait_until(committed, what=f"a commit for group {group!r}")
+    assert errors == [ErrorCode.NONE] * len(offsets)
+
+
+def commit_once(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> list[ErrorCode]:
     response = raw_request(
         bootstrap,
         ApiKey.OFFSET_COMMIT,
@@ -233,7 +247,7 @@ def plain_commit(bootstrap: str, group: str, topic: str, offsets: dict[int, int]
             ],
         },
     )
-    assert [p.error_code for t in response.topics for p in t.partitions] == [ErrorCode.NONE] * len(offsets)
+    return [p.error_code for t in response.topics for p in t.partitions]
 
 
 def after_restart(process: BrokerProcess, group: str) -> None:

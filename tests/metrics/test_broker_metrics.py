@@ -136,6 +136,38 @@ def test_request_timing_follows_the_rate_and_counts_stay_exact():
     assert snap[FETCH_CONSUMER][0] == 1 and snap[FETCH_CONSUMER][2][2] == pytest.approx(0.5)
 
 
+def test_timing_every_request_when_configured(tmp_path):
+    """metrics.request.timing.samples.per.second=0: no sampling, the histogram counts every request."""
+    sends = 5_000  # as fast as kcat sends: well above the default 512 timed requests a second
+    with BrokerProcess(tmp_path / "data", {**METRICS_ON, "metrics.request.timing.samples.per.second": "0"}) as broker:
+        url = metrics_url(tmp_path / "data")
+        kcat(
+            ["-P", "-b", broker.bootstrap, "-t", "all-timed", "-p", "0", "-X", "linger.ms=0"]
+            + ["-X", "batch.num.messages=1", "-X", "acks=1", "-X", "queue.buffering.max.messages=100000"],
+            b"".join(b"m%d\n" % i for i in range(sends)),
+            timeout=120,
+        )
+        after = scrape(url)
+    assert after.value("kafka_network_requestmetrics_requests_total", request="Produce") == sends
+    assert after.value("kafka_network_requestmetrics_totaltimems_count", request="Produce") == sends
+
+
+def test_the_timing_rate_is_configurable():
+    header = RequestHeader(0, 9, 1, "producer", 2)
+    unlimited, slow = RequestMetrics(0), RequestMetrics(40)  # 40 a second: 10 per 0.25 s window
+    for metrics in (unlimited, slow):
+        for _ in range(1000):
+            metrics.count(header)
+        metrics.next_window()
+    assert unlimited.every == 1 and slow.every == 100
+    for _ in range(1000):
+        unlimited.rearm()
+        unlimited.record(header, 0.0, 0.001)
+    assert unlimited.every == 1  # a burst does not thin it out either
+    with pytest.raises(ConfigError, match="metrics.request.timing.samples.per.second"):
+        BrokerConfig.from_properties(None, {"metrics.request.timing.samples.per.second": "-1"})
+
+
 def test_metrics_are_off_unless_configured(tmp_path):
     with BrokerProcess(tmp_path / "data") as broker:
         assert not (tmp_path / "data" / "strom.metrics").exists()

@@ -1,6 +1,6 @@
 """The fetch session cache's eviction rules (KIP-227, as Kafka's FetchSessionCache), on a fake clock."""
 
-from strom.replication.fetch_session import FetchSessionCache, next_epoch
+from strom.replication.fetch_session import CachedPartition, FetchSessionCache, next_epoch
 
 
 class Clock:
@@ -12,7 +12,16 @@ class Clock:
 
 
 def _partitions(count: int) -> dict:
-    return {("t", i): object() for i in range(count)}
+    return {("t", i): CachedPartition("t", None, _Wanted(i)) for i in range(count)}
+
+
+class _Wanted:
+    """A request partition as the session reads it (kio's FetchPartition's names)."""
+
+    def __init__(self, partition: int):
+        self.partition = partition
+        self.fetch_offset = 0
+        self.partition_max_bytes = 1024
 
 
 def test_a_full_cache_refuses_a_consumer_while_every_session_is_young_and_in_use():
@@ -85,25 +94,28 @@ def test_a_follower_sends_in_full_once_then_only_what_moved_and_starts_over_afte
 
     handler = FetchSessionHandler()
     wanted = {("t", 0): _entry(0, 5), ("t", 1): _entry(1, 7), ("u", 0): _entry(0, 1)}
-    full = handler.build(wanted)
+    full = handler.build(wanted, wanted)
     assert (full["session_id"], full["session_epoch"]) == (0, 0)
     assert sorted((t["topic"], len(t["partitions"])) for t in full["topics"]) == [("t", 2), ("u", 1)]
     assert handler.handle_response(ErrorCode.NONE, 77)
 
     # t-1 appended (its fetch offset moved), u-0 is no longer followed: only those two are named
     moved = {("t", 0): _entry(0, 5), ("t", 1): _entry(1, 9)}
-    step = handler.build(moved)
+    step = handler.build(moved, [("t", 1), ("u", 0)])
     assert (step["session_id"], step["session_epoch"]) == (77, 1)
     assert step["topics"] == [{"topic": "t", "partitions": [_entry(1, 9)]}]
     assert step["forgotten_topics_data"] == [{"topic": "u", "partitions": [0]}]
     assert handler.handle_response(ErrorCode.NONE, 77)
-    idle = handler.build(moved)
+    # touched but unchanged since the leader's session learnt it: nothing to name
+    idle = handler.build(moved, [("t", 0), ("t", 1)])
     assert (idle["session_epoch"], idle["topics"], idle["forgotten_topics_data"]) == (2, [], [])
+    assert handler.handle_response(ErrorCode.NONE, 77)
 
-    # the leader lost the session: the next fetch is full again
+    # a change whose request failed is named again by the full fetch that follows
+    handler.build({**moved, ("t", 0): _entry(0, 6)}, [("t", 0)])
     assert not handler.handle_response(ErrorCode.FETCH_SESSION_ID_NOT_FOUND, 0)
-    again = handler.build(moved)
+    again = handler.build(moved, [])
     assert (again["session_id"], again["session_epoch"], len(again["topics"][0]["partitions"])) == (0, 0, 2)
     # no room in the leader's cache: full fetches continue
     assert handler.handle_response(ErrorCode.NONE, 0)
-    assert handler.build(moved)["session_epoch"] == 0
+    assert handler.build(moved, [])["session_epoch"] == 0

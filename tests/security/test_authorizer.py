@@ -8,6 +8,7 @@ import logging
 import pytest
 
 from strom.cluster.local_store import LocalStore
+from strom.security import authorizer as authorizer_module
 from strom.security.acl import (
     AccessControlEntry,
     AclBinding,
@@ -83,6 +84,48 @@ def test_znodes_are_kafkas(store):
     fresh.load()
     assert fresh.authorize("User:alice", "h", Operation.READ, GROUP, "billing-eu")
     assert not fresh.authorize("User:alice", "h", Operation.READ, GROUP, "billing", log_denied=False)
+
+
+def test_change_notifications_are_kafkas(store, monkeypatch):
+    """Brokers learn of a change from Kafka's sequential notification, as Kafka's own brokers and tools do."""
+    auth, other = AclAuthorizer(store), AclAuthorizer(store)
+    other.load()
+    auth.create(
+        [
+            binding(TOPIC, "orders", "User:alice", Operation.READ),
+            binding(GROUP, "billing-", "User:alice", Operation.READ, pattern=PREFIXED),
+        ]
+    )
+    assert store.children("/kafka-acl-changes") == ["acl_changes_0000000000"]
+    assert store.get("/kafka-acl-changes/acl_changes_0000000000")[0] == b"TOPIC:orders"
+    [extended] = store.children("/kafka-acl-extended-changes")
+    assert json.loads(store.get(f"/kafka-acl-extended-changes/{extended}")[0]) == {
+        "version": 1,
+        "resourceType": "GROUP",
+        "name": "billing-",
+        "patternType": "PREFIXED",
+    }
+    other.load()  # what its watch on the change paths does
+    assert other.authorize("User:alice", "h", Operation.READ, GROUP, "billing-eu")
+
+    # an ACL written as Kafka's AclAuthorizer writes it (znode, then notification) holds on strom
+    store.create(
+        "/kafka-acl/Topic/payments",
+        b'{"version":1,"acls":[{"principal":"User:bob","permissionType":"Allow","operation":"Write","host":"*"}]}',
+    )
+    store.create_sequential("/kafka-acl-changes/acl_changes_", b"Topic:payments")
+    other.load()
+    assert other.authorize("User:bob", "h", Operation.WRITE, TOPIC, "payments")
+
+    auth.delete([AclFilter(TOPIC, "orders", LITERAL)])
+    other.load()
+    assert not other.authorize("User:alice", "h", Operation.READ, TOPIC, "orders", log_denied=False)
+    assert len(store.children("/kafka-acl-changes")) == 3  # younger than 15 minutes: kept
+
+    # older ones are purged by whichever broker applies the next change
+    monkeypatch.setattr(authorizer_module, "CHANGE_EXPIRATION_MS", -60_000)  # as if 15 minutes had passed
+    auth.create([binding(TOPIC, "orders", "User:carol", Operation.READ)])
+    assert store.children("/kafka-acl-changes") == []
 
 
 def test_filters_match_as_kafka(store):

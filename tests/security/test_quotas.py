@@ -301,6 +301,35 @@ def test_request_percentage_throttles_every_api_with_a_throttle_field(broker):
         alter(broker.bootstrap, [("user", "ANONYMOUS"), ("client-id", "busy")], [("request_percentage", None)])
 
 
+def test_request_percentage_counts_loop_time_not_waits(broker):
+    """Long-poll fetches are async: their handler time is counted after the wait, without the wait."""
+    from tests.integration.clients import Msg, confluent_produce
+
+    topic = unique_topic("quota-poll")
+    confluent_produce(broker.bootstrap, topic, [Msg(None, b"x", (), None)])
+    poll = fetch_request(topic)
+    poll["max_wait"] = 300  # nothing after offset 1: every fetch waits its 300 ms in the purgatory
+    poll["topics"][0]["partitions"][0]["fetch_offset"] = 1
+    entity = [("user", "ANONYMOUS"), ("client-id", "poller")]
+    try:
+        # half a thread: back-to-back polls would be ~100 % of one if their waits were counted
+        assert alter(broker.bootstrap, entity, [("request_percentage", 50.0)]).entries[0].error_code == 0
+        with RawClient(broker.bootstrap, client_id="poller") as client:
+            for _ in range(6):
+                response = client.request(ApiKey.FETCH, 11, poll)
+                assert response.responses[0].partitions[0].records in (None, b"")
+                assert response.throttle_time.total_seconds() == 0
+        assert alter(broker.bootstrap, entity, [("request_percentage", 0.01)]).entries[0].error_code == 0
+        with RawClient(broker.bootstrap, client_id="poller") as client:
+
+            def throttled() -> bool:
+                return client.request(ApiKey.FETCH, 11, poll).throttle_time.total_seconds() > 0
+
+            wait_until(throttled, what="a throttled long-poll Fetch")
+    finally:
+        alter(broker.bootstrap, entity, [("request_percentage", None)])
+
+
 def test_throttle_field_is_patched_where_each_version_keeps_it():
     from strom.protocol.frame import RequestHeader
     from strom.server.dispatcher import RawResponse

@@ -146,7 +146,8 @@ def test_admin_apis_are_advertised(broker):
     assert ranges[ApiKey.INCREMENTAL_ALTER_CONFIGS] == (0, 1)
     assert ranges[ApiKey.DELETE_RECORDS] == (0, 2)
     assert ranges[ApiKey.DESCRIBE_CLUSTER] == (0, 2)
-    assert ranges[ApiKey.DESCRIBE_LOG_DIRS] == (0, 4)
+    assert ranges[ApiKey.DESCRIBE_LOG_DIRS] == (0, 5)
+    assert ranges[ApiKey.ALTER_REPLICA_LOG_DIRS] == (0, 2)
     assert ranges[ApiKey.OFFSET_FOR_LEADER_EPOCH] == (0, 4)
 
 

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
+
+import pytest
 
 from strom.cluster.local_store import LocalStore
 from strom.security.credentials import CredentialCache
 from strom.security.scram import ScramCredential
-from strom.server.quotas import DEFAULT, PRODUCER_BYTE_RATE, QuotaManager, Rate
+from strom.server.quotas import DEFAULT, PRODUCER_BYTE_RATE, LoopTime, QuotaManager, Rate
 
 LEVELS = [  # Kafka's order, most specific first, and who shares the rate at that level
     (("alice", "app"), ("alice", "app")),
@@ -69,3 +73,48 @@ def test_rate_and_throttle_follow_kafkas_formulas():
     # 2000 B over 10 s: (200 - 100) / 100 x 10 s
     assert quotas.record(PRODUCER_BYTE_RATE, "u", "c", 1000, 0) == 10_000
     assert quotas.record(PRODUCER_BYTE_RATE, "u", "c", 100_000, 0) == 11_000  # capped at the whole window
+
+
+def _busy(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def test_loop_time_counts_a_handlers_steps_but_not_its_wait():
+    """request_percentage's measure of an async handler: what runs on the loop, not the purgatory wait."""
+    loop = asyncio.new_event_loop()
+    try:
+        purgatory = loop.create_future()
+
+        async def handler() -> str:
+            _busy(0.02)  # the work before it waits
+            await purgatory
+            _busy(0.02)  # building the response once woken
+            return "response"
+
+        began = time.perf_counter_ns()
+        timed = LoopTime(handler())
+        assert timed.send(None) is purgatory  # suspended: the loop runs other requests meanwhile
+        waited = time.perf_counter_ns()
+        time.sleep(0.3)
+        waited = time.perf_counter_ns() - waited
+        purgatory.set_result(True)
+        with pytest.raises(StopIteration) as done:
+            timed.send(None)
+        total = time.perf_counter_ns() - began
+        assert done.value.value == "response"
+        assert 40_000_000 <= timed.ns <= total - waited
+
+        async def in_a_task() -> tuple[str, int]:  # and as the connection awaits it, in a task
+            async def sleeper() -> str:
+                await asyncio.sleep(0.05)
+                return "slept"
+
+            timed = LoopTime(sleeper())
+            return await timed, timed.ns
+
+        value, ns = loop.run_until_complete(in_a_task())
+        assert value == "slept" and 0 < ns
+    finally:
+        loop.close()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from strom.cluster import model
 from strom.protocol.api import ApiKey, response_class_for
 from strom.protocol.entities import build
 from strom.protocol.errors import ErrorCode, InvalidRequestError, KafkaError
@@ -31,7 +32,7 @@ def set_topic_overrides(broker, name: str, overrides: dict[str, str], validate_o
     topic_overrides(broker, name)  # INVALID_TOPIC_EXCEPTION / UNKNOWN_TOPIC_OR_PARTITION first
     broker.controller.alter_topic_config(name, overrides, validate_only=validate_only)
     if not validate_only:
-        broker.refresh_metadata()
+        broker.refresh_metadata({model.topic_config_path(name)})
 
 
 def check_duplicates(resources) -> Counter:

@@ -44,7 +44,7 @@ def handle(ctx, request):
         top_error = ErrorCode.NOT_CONTROLLER
         top_message = f"broker {broker.broker_id} is not the controller"
     live = set(broker.metadata.brokers)
-    changed = False
+    changed: set[str] = set()  # znodes written: this broker re-reads just those
     for topic in request.topics:
         partitions = []
         if top_error != ErrorCode.NONE:
@@ -86,11 +86,12 @@ def handle(ctx, request):
             else:
                 result = results[index]
                 code, message = result.code, result.message
-            changed |= code == ErrorCode.NONE
+            if code == ErrorCode.NONE:
+                changed |= {model.topic_path(topic.name), model.partition_state_path(topic.name, index)}
             partitions.append({"partition_index": index, "error_code": code, "error_message": message})
         responses.append({"name": topic.name, "partitions": partitions})
     if changed:
-        broker.refresh_metadata()  # the controller's Metadata and ListPartitionReassignments show it at once
+        broker.refresh_metadata(changed)  # the controller's Metadata and ListPartitionReassignments show it at once
     values = {"throttle_time": 0, "error_code": top_error, "error_message": top_message, "responses": responses}
     if version >= 1:
         values["allow_replication_factor_change"] = allow_rf_change

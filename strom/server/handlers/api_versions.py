@@ -14,13 +14,14 @@ MAX_VERSION = 4
 # Every client opens every connection with ApiVersions, and the answer never changes (the handler
 # table is fixed at import): building and encoding it took ~0.4 ms, most of what a new connection
 # costs the broker (a storm of 5,000 reconnecting clients: 2 s of CPU). Encoded once per version.
-_BODIES: dict[int, bytes] = {}
+_BODIES: dict[tuple[int, bool], bytes] = {}  # (version, delegation tokens enabled) -> body
 
 
 def handle(ctx, request):
-    body = _BODIES.get(ctx.api_version)
+    tokens = ctx.broker.delegation_tokens is not None
+    body = _BODIES.get((ctx.api_version, tokens))
     if body is None:
-        body = _BODIES[ctx.api_version] = encode(_response(ctx.api_version))
+        body = _BODIES[(ctx.api_version, tokens)] = encode(_response(ctx.api_version, tokens))
     return RawResponse([body], len(body))
 
 
@@ -32,12 +33,25 @@ def handle(ctx, request):
 NOT_ADVERTISED = frozenset({int(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS), int(ApiKey.PUSH_TELEMETRY)})
 
 
-def _response(version: int):
+# Advertised only with delegation.token.secret.key set: a client then never asks a broker that
+# would answer DELEGATION_TOKEN_AUTH_DISABLED (they are still served, with that error).
+TOKEN_APIS = frozenset(
+    {
+        int(ApiKey.CREATE_DELEGATION_TOKEN),
+        int(ApiKey.RENEW_DELEGATION_TOKEN),
+        int(ApiKey.EXPIRE_DELEGATION_TOKEN),
+        int(ApiKey.DESCRIBE_DELEGATION_TOKEN),
+    }
+)
+
+
+def _response(version: int, tokens: bool = True):
     from strom.server.handlers import HANDLERS
 
+    hidden = NOT_ADVERTISED if tokens else NOT_ADVERTISED | TOKEN_APIS
     keys = [
         {"api_key": spec.api_key, "min_version": spec.min_version, "max_version": spec.max_version}
         for spec in sorted(HANDLERS.values(), key=lambda s: s.api_key)
-        if spec.api_key not in NOT_ADVERTISED
+        if spec.api_key not in hidden
     ]
     return build(response_class_for(API_KEY, version), {"error_code": 0, "api_keys": keys, "throttle_time": 0})

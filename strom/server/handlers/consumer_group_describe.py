@@ -12,7 +12,7 @@ from strom.protocol.api import ApiKey, response_class_for
 from strom.protocol.entities import build, field_value
 from strom.protocol.errors import ErrorCode
 from strom.security.acl import Operation
-from strom.server.authorization import GROUP, authorized_operations, group_allowed
+from strom.server.authorization import GROUP, authorized_operations, denied_topics, group_allowed
 
 API_KEY = ApiKey.CONSUMER_GROUP_DESCRIBE
 MIN_VERSION = 0
@@ -53,6 +53,13 @@ def _describe(ctx, group_id: str, include_operations: bool) -> dict:
             entry["error_message"] = f"Group {group_id} is not a consumer group."
         return entry
     names = consumer.topic_names()
+    seen = {t for m in group.members.values() for t in m.subscribed_topic_names}
+    seen |= {names[t] for m in group.members.values() for t in m.assigned if t in names}
+    seen |= {names[t] for target in group.target.values() for t in target if t in names}
+    if denied_topics(ctx, Operation.DESCRIBE, seen):  # Kafka 4.0 (KAFKA-18813): all or nothing
+        entry["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        entry["error_message"] = "The described group uses topics that the client is not authorized to describe."
+        return entry
     votes = [m.server_assignor for m in group.members.values() if m.server_assignor]
     entry.update(
         group_state=group.state,
@@ -72,7 +79,7 @@ def _describe(ctx, group_id: str, include_operations: bool) -> dict:
             "subscribed_topic_regex": m.subscribed_topic_regex,
             "assignment": _partitions(names, m.assigned),
             "target_assignment": _partitions(names, group.target.get(m.member_id, {})),
-            "member_type": 1,
+            "member_type": 1 if m.classic is None else 0,  # KIP-1099: 0 classic, 1 consumer
         }
         for m in group.members.values()
     ]

@@ -10,7 +10,7 @@ from strom.protocol.api import ApiKey, response_class_for
 from strom.protocol.entities import build, field_value, millis
 from strom.protocol.errors import ErrorCode
 from strom.security.acl import Operation
-from strom.server.authorization import group_allowed
+from strom.server.authorization import TOPIC, allowed, denied_topics, group_allowed
 
 API_KEY = ApiKey.CONSUMER_GROUP_HEARTBEAT
 MIN_VERSION = 0
@@ -19,6 +19,12 @@ MAX_VERSION = 1
 
 async def _heartbeat(ctx, request):
     owned = request.topic_partitions
+    describable = None
+    if ctx.broker.authorizer is not None:  # a regex matches only topics the member may Describe
+
+        def describable(topic: str) -> bool:
+            return allowed(ctx, Operation.DESCRIBE, TOPIC, topic, log_denied=False)
+
     result = await ctx.broker.group_coordinator.consumer.heartbeat(
         request.group_id,
         request.member_id,
@@ -33,6 +39,7 @@ async def _heartbeat(ctx, request):
         ctx.header.client_id or "",
         "/" + ctx.peer.rsplit(":", 1)[0],
         ctx.api_version,
+        describable,
     )
     assignment = None
     if result.assignment is not None:
@@ -63,6 +70,19 @@ def handle(ctx, request):
             {
                 "throttle_time": 0,
                 "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                "member_epoch": -1,
+                "heartbeat_interval": 0,
+                "member_id": request.member_id,
+            },
+        )
+    if request.subscribed_topic_names and denied_topics(ctx, Operation.DESCRIBE, request.subscribed_topic_names):
+        # Kafka 4.0 (KAFKA-18813): a member may not subscribe to a topic it may not Describe
+        return build(
+            response_class_for(API_KEY, ctx.api_version),
+            {
+                "throttle_time": 0,
+                "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                "error_message": "Topic authorization failed.",
                 "member_epoch": -1,
                 "heartbeat_interval": 0,
                 "member_id": request.member_id,

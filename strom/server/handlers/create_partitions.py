@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from strom.cluster import model
 from strom.protocol.api import ApiKey, response_class_for
 from strom.protocol.entities import build, field_value
 from strom.protocol.errors import ErrorCode, KafkaError
@@ -26,7 +27,7 @@ def handle(ctx, request):
     validate_only = field_value(request, "validate_only", False)
     counts = Counter(topic.name for topic in request.topics)
     results = []
-    changed = False
+    changed: set[str] = set()  # topic znodes written: this broker re-reads just those
     too_many = _new_partitions(broker, request.topics) > create_topics.MAX_PARTITIONS_PER_REQUEST
     for topic in request.topics:
         entry = {"name": topic.name, "error_code": ErrorCode.NONE, "error_message": None}
@@ -45,12 +46,13 @@ def handle(ctx, request):
         assignment = [list(a.broker_ids) for a in topic.assignments] if topic.assignments is not None else None
         try:
             broker.controller.create_partitions(topic.name, topic.count, assignment, validate_only=validate_only)
-            changed = changed or not validate_only
+            if not validate_only:
+                changed.add(model.topic_path(topic.name))
         except KafkaError as exc:
             entry.update(error_code=exc.error_code, error_message=exc.message)
         results.append(entry)
     if changed:
-        broker.refresh_metadata()
+        broker.refresh_metadata(changed)
     return build(response_class_for(API_KEY, ctx.api_version), {"throttle_time": 0, "results": results})
 
 

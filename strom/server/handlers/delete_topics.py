@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from strom.cluster import model
 from strom.protocol.api import ApiKey, response_class_for
 from strom.protocol.entities import build, field_value
 from strom.protocol.errors import ErrorCode, KafkaError
@@ -87,7 +88,7 @@ def handle(ctx, request):
         except KafkaError as exc:
             result(name, topic_id, exc.error_code, exc.message)
     if deleted:
-        broker.refresh_metadata()
+        broker.refresh_metadata({model.BROKERS_TOPICS})
     return _response(version, results)
 
 

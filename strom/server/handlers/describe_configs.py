@@ -19,6 +19,7 @@ from functools import lru_cache
 from typing import Any
 
 from strom.cluster.controller import validate_topic_name
+from strom.group.group_config import GROUP_RESOURCE
 from strom.protocol.api import ApiKey, response_class_for
 from strom.protocol.entities import build, field_value
 from strom.protocol.errors import (
@@ -280,6 +281,8 @@ def describe(broker, resource, synonyms: bool, docs: bool) -> list[dict]:
     if kind == BROKER_LOGGER:
         local_broker_id(broker, name, allow_default=False)
         return logger_entries(wanted)
+    if kind == GROUP_RESOURCE:  # KIP-848 group configs
+        return broker.group_coordinator.configs.describe(name, wanted, synonyms, docs)
     raise InvalidRequestError(f"unsupported resource type: {kind}")
 
 

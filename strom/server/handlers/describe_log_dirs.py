@@ -1,7 +1,11 @@
 """DescribeLogDirs: each log dir with the size of every partition in it; v4 adds the disk's size and free space.
 
-Null topics means every partition. offset_lag is 0 and is_future_key false: strom never moves a
-replica between log dirs (no AlterReplicaLogDirs), so there are no future replicas. A log dir
+v5 (KIP-1066) says whether a dir is cordoned (no new replicas placed in it): strom has no cordoning,
+so no dir ever is.
+
+Null topics means every partition. A replica moving to another log dir (AlterReplicaLogDirs) is
+listed twice, as in Kafka: in its current dir, and in the destination with is_future_key true and
+offset_lag the offsets its copy still lacks (the current log end minus the copy's). A log dir
 that failed (a full disk, an I/O error) answers KAFKA_STORAGE_ERROR, as in Kafka.
 """
 
@@ -17,7 +21,7 @@ from strom.server.authorization import cluster_allowed
 
 API_KEY = ApiKey.DESCRIBE_LOG_DIRS
 MIN_VERSION = 0
-MAX_VERSION = 4
+MAX_VERSION = 5
 
 
 def _disk(path: str) -> tuple[int, int]:
@@ -51,6 +55,18 @@ def handle(ctx, request):
                 "is_future_key": False,
             }
         )
+    for tp, future in sorted(manager.future_logs.items()):
+        current = manager.logs.get(tp)
+        if (wanted is not None and tp not in wanted) or current is None:
+            continue
+        by_dir.setdefault(manager.future_log_dir_of(tp), {}).setdefault(tp[0], []).append(
+            {
+                "partition_index": tp[1],
+                "partition_size": future.size_in_bytes,
+                "offset_lag": max(current.log_end_offset - future.log_end_offset, 0),
+                "is_future_key": True,
+            }
+        )
     results = []
     for log_dir, topics in by_dir.items():
         total, usable = _disk(log_dir)
@@ -61,6 +77,7 @@ def handle(ctx, request):
                     "log_dir": log_dir,
                     "total_bytes": total,
                     "usable_bytes": usable,
+                    "is_cordoned": False,
                     "topics": [],
                 }
             )
@@ -71,6 +88,7 @@ def handle(ctx, request):
                 "log_dir": log_dir,
                 "total_bytes": total,
                 "usable_bytes": usable,
+                "is_cordoned": False,
                 "topics": [{"name": name, "partitions": parts} for name, parts in sorted(topics.items())],
             }
         )

@@ -114,7 +114,7 @@ def handle(ctx, request):
         wanted = [(t.topic, list(t.partitions)) for t in requested]
     results: dict[str, list[dict]] = {}
     top_error = ErrorCode.NONE
-    changed = False
+    changed: set[str] = set()  # states written: this broker re-reads just those
     if not cluster_allowed(ctx, Operation.ALTER):
         return build(
             response_class_for(API_KEY, version),
@@ -155,12 +155,13 @@ def handle(ctx, request):
                 )
             if everything and code == ErrorCode.ELECTION_NOT_NEEDED:
                 continue
-            changed |= code == ErrorCode.NONE
+            if code == ErrorCode.NONE:
+                changed.add(model.partition_state_path(topic, partition))
             results.setdefault(topic, []).append(
                 {"partition_id": partition, "error_code": code, "error_message": message}
             )
     if changed:
-        broker.refresh_metadata()  # this broker's Metadata answers show the new leaders at once
+        broker.refresh_metadata(changed)  # this broker's Metadata answers show the new leaders at once
     return build(
         response_class_for(API_KEY, version),
         {

@@ -15,6 +15,7 @@ sent like any batch, and clients skip them.
 
 from __future__ import annotations
 
+import os
 import struct
 import time
 
@@ -22,7 +23,7 @@ from strom.protocol.api import ApiKey
 from strom.protocol.entities import field_value, millis
 from strom.protocol.errors import ErrorCode, KafkaError, NotLeaderError
 from strom.replication import fetch_session
-from strom.server import legacy, wire
+from strom.server import leader_hints, legacy, wire
 from strom.server.authorization import fetch_denials
 from strom.server.dispatcher import RawResponse, error_from_exception
 from strom.storage.segment import FileSlice
@@ -39,6 +40,10 @@ _NO_PREFERRED_REPLICA = b"\xff\xff\xff\xff"
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
 _ABORTED = struct.Struct(">qq")
+# A response whose records are this small is sent as one write, its records read into it: with
+# sendfile it takes three system calls (header, records, the rest), each a TCP segment the
+# receiver wakes up for, and an acks=all produce waits for two fetch responses per follower.
+COPY_RECORDS_BELOW = 32 * 1024
 
 
 class PartitionData:
@@ -102,7 +107,9 @@ def _read_all(
                             f"{replica_id} is not a live replica of {name}-{wanted.partition}; "
                             "only brokers may fetch with a replica id"
                         )
-                    replicas.record_follower_fetch(partition, replica_id, wanted.fetch_offset)
+                    # a session's entry links the follower's fetches of it that the leader skips
+                    fetched = wanted if type(wanted) is fetch_session.CachedPartition else None
+                    replicas.record_follower_fetch(partition, replica_id, wanted.fetch_offset, fetched)
                 limit = min(wanted.partition_max_bytes, remaining)
                 # replication throttle: an out-of-sync follower of a throttled partition (a move)
                 quota = replicas.quotas.leader_quota(partition, replica_id) if replica_id >= 0 else None
@@ -140,6 +147,19 @@ def _read_all(
     return results, total, any_error
 
 
+def _copy_into(parts: list, slices: list[FileSlice], size: int) -> bool:
+    """Append the slices' bytes to ``parts``; False (nothing appended) if the file came up short
+    or could not be read (the slices then go as before, and the connection reports it)."""
+    try:
+        read = [os.pread(s.fd, s.length, s.position) for s in slices]
+    except OSError:
+        return False
+    if sum(len(b) for b in read) != size:
+        return False
+    parts.extend(read)
+    return True
+
+
 def _count_read(stats, topic: str, replica_id: int, size: int) -> None:
     """BrokerTopicMetrics: follower reads are replication bytes, consumer reads BytesOut.
 
@@ -159,7 +179,7 @@ def handle(ctx, request):
     version = ctx.api_version
     replica_id = request.replica_state.replica_id if version >= 15 else field_value(request, "replica_id", -1)
     session = fetch_session.new_context(
-        broker.fetch_sessions, request, replica_id >= 0, version >= 13, broker.topic_name_by_id
+        broker.fetch_sessions, request, replica_id, version >= 13, broker.topic_name_by_id
     )
     if session.error_code:
         return encode_response([], version, session.error_code)
@@ -167,8 +187,8 @@ def handle(ctx, request):
     results, total, any_error, news = _read_pass(broker, request, replica_id, denied, session)
     max_wait_ms = millis(request.max_wait)
     if total >= request.min_bytes or max_wait_ms <= 0 or any_error or news or session.empty:
-        return _finish(broker, session, results, version)
-    return _long_poll(broker, request, replica_id, max_wait_ms, version, denied, session)
+        return _finish(broker, session, results, version, ctx)
+    return _long_poll(broker, request, replica_id, max_wait_ms, version, denied, session, ctx)
 
 
 class _Topics:
@@ -189,24 +209,23 @@ class _Named:
 
 def _read_pass(broker, request, replica_id: int, denied, session):
     """Read what the session context says; (results, bytes, any_error, news for a follower)."""
-    replicas = broker.replica_manager
-    topics, idle = session.plan(
-        replicas, replica_id >= 0, replica_id < 0 and field_value(request, "isolation_level", 0) == 1
+    topics = session.plan(
+        broker.replica_manager, replica_id >= 0, replica_id < 0 and field_value(request, "isolation_level", 0) == 1
     )
-    if replica_id >= 0:
-        # not read, but the follower's position still counts for the ISR (every full pass lists them)
-        for partition, cached in idle:
-            replicas.record_follower_fetch(partition, replica_id, cached.fetch_offset)
+    # Partitions a session holds idle are neither read nor recorded: their follower fetched them
+    # at the leader's log end, which the follower's state learns through its session entry.
     results, total, any_error = _read_all(broker, request, replica_id, denied, topics)
     return results, total, any_error, session.incremental and session.news(results)
 
 
-def _finish(broker, session, results, version: int) -> RawResponse:
+def _finish(broker, session, results, version: int, ctx=None) -> RawResponse:
     results, session_id = session.finish(session.topics, results, broker.replica_manager)
-    return encode_response(results, version, session_id=session_id)
+    return encode_response(results, version, session_id=session_id, ctx=ctx)
 
 
-async def _long_poll(broker, request, replica_id: int, max_wait_ms: int, version: int, denied, session) -> RawResponse:
+async def _long_poll(
+    broker, request, replica_id: int, max_wait_ms: int, version: int, denied, session, ctx=None
+) -> RawResponse:
     """Wait for data, woken by appends. Each pass re-reads before waiting, so an append that
     lands between the handler's first read and this coroutine starting is not missed."""
     deadline = time.monotonic() + max_wait_ms / 1000
@@ -216,13 +235,14 @@ async def _long_poll(broker, request, replica_id: int, max_wait_ms: int, version
         results, total, any_error, news = _read_pass(broker, request, replica_id, denied, session)
         left = deadline - time.monotonic()
         if total >= request.min_bytes or any_error or news or left <= 0:
-            return _finish(broker, session, results, version)
+            return _finish(broker, session, results, version, ctx)
         if not await purgatory.wait(keys, left):
             results = _read_pass(broker, request, replica_id, denied, session)[0]
-            return _finish(broker, session, results, version)
+            return _finish(broker, session, results, version, ctx)
 
 
-def encode_response(results, version: int, error_code: int = 0, session_id: int = 0) -> RawResponse:
+def encode_response(results, version: int, error_code: int = 0, session_id: int = 0, ctx=None) -> RawResponse:
+    """``ctx``, the request's context, is needed only for KIP-951's leader hints (v16+)."""
     if version < 4:
         return legacy.fetch_response(results, version)
     flexible = version >= 12
@@ -231,7 +251,9 @@ def encode_response(results, version: int, error_code: int = 0, session_id: int 
         parts.append(_ERROR_AND_SESSION.pack(error_code, session_id))
     parts.append(wire.array_length(len(results), flexible))
     chunks: list = []
+    copied = 0
     by_id = version >= 13
+    hints = None
     for name, partitions in results:
         parts.append(name.bytes if by_id else wire.string(name, flexible))
         parts.append(wire.array_length(len(partitions), flexible))
@@ -257,14 +279,25 @@ def encode_response(results, version: int, error_code: int = 0, session_id: int 
                 size += file_slice.length
             parts.append(wire.bytes_length(size, flexible))
             if data.slices:
-                chunks.append(b"".join(parts))
-                chunks.extend(data.slices)
-                parts = []
+                if copied + size <= COPY_RECORDS_BELOW and _copy_into(parts, data.slices, size):
+                    copied += size
+                else:
+                    chunks.append(b"".join(parts))
+                    chunks.extend(data.slices)
+                    parts = []
             if flexible:
-                parts.append(wire.NO_TAGS)
+                if (
+                    data.error_code in leader_hints.FETCH_HINTED
+                    and ctx is not None
+                    and version >= leader_hints.FETCH_HINT_VERSION
+                ):
+                    hints = hints or leader_hints.LeaderHints(ctx)
+                    parts.append(hints.fetch_partition_tags(name, data.index))
+                else:
+                    parts.append(wire.NO_TAGS)
         if flexible:
             parts.append(wire.NO_TAGS)
     if flexible:
-        parts.append(wire.NO_TAGS)
+        parts.append(hints.response_tags() if hints is not None else wire.NO_TAGS)
     chunks.append(b"".join(parts))
     return RawResponse(chunks)

@@ -9,6 +9,7 @@ DELETE of the dynamic keys only, as in AlterConfigs (see alter_configs.py).
 
 from __future__ import annotations
 
+from strom.group.group_config import GROUP_RESOURCE
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import InvalidConfigError, InvalidRequestError
 from strom.server.handlers.alter_configs import check_keys, respond, set_topic_overrides
@@ -81,9 +82,12 @@ def alter(broker, resource, validate_only: bool) -> None:
             replace=False,
             validate_only=validate_only,
         )
+    elif resource.resource_type == GROUP_RESOURCE:  # KIP-848 group configs
+        operations = [(c.name, c.config_operation, c.value) for c in resource.configs]
+        broker.group_coordinator.configs.alter(resource.resource_name, operations, False, validate_only)
     else:
         raise InvalidRequestError(
-            f"IncrementalAlterConfigs supports topics and brokers, not resource type {resource.resource_type}"
+            f"IncrementalAlterConfigs supports topics, brokers and groups, not resource type {resource.resource_type}"
         )
 
 

@@ -19,11 +19,16 @@ def handle(ctx, request):
             response_class_for(API_KEY, ctx.api_version),
             {"throttle_time": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "members": []},
         )
+    return _leave(ctx, request)
+
+
+async def _leave(ctx, request):
     if ctx.api_version >= 3:
         leaving = [(m.member_id, field_value(m, "group_instance_id")) for m in request.members]
     else:
         leaving = [(request.member_id, None)]
-    error, results = ctx.broker.group_coordinator.leave_group(request.group_id, leaving)
+    # a classic member of a consumer group leaves by writing records: awaited
+    error, results = await ctx.broker.group_coordinator.leave(request.group_id, leaving)
     if ctx.api_version < 3 and not error and results:
         error = results[0]
     members = [{"member_id": m, "group_instance_id": i, "error_code": code} for (m, i), code in zip(leaving, results)]

@@ -5,11 +5,13 @@ from __future__ import annotations
 from strom.protocol.api import ApiKey, response_class_for
 from strom.protocol.entities import build, field_value
 from strom.protocol.errors import ErrorCode
-from strom.server.authorization import offset_commit_denials
+from strom.security.acl import Operation
+from strom.server import topic_id_requests
+from strom.server.authorization import group_allowed, offset_commit_denials
 
 API_KEY = ApiKey.OFFSET_COMMIT
 MIN_VERSION = 0  # v0 and v1 are simple commits outside a generation unless they name one
-MAX_VERSION = 9  # v9: consumer protocol members commit with their member epoch (KIP-848)
+MAX_VERSION = 10  # v9: consumer protocol members commit with their member epoch (KIP-848); v10: topic ids
 
 
 def requested_offsets(broker, topics) -> tuple[dict, dict]:
@@ -31,11 +33,13 @@ def requested_offsets(broker, topics) -> tuple[dict, dict]:
     return offsets, results
 
 
-def offsets_response(ctx, api_key: int, topics, results: dict):
-    """The response of OffsetCommit and TxnOffsetCommit, which share their shape."""
+def offsets_response(ctx, api_key: int, topics, results: dict, unknown_ids: list[dict] | None = None):
+    """The response of OffsetCommit and TxnOffsetCommit, which share their shape; ``unknown_ids``
+    are the answers for topic ids (v10) no topic has."""
     answered = [
         {
             "name": topic.name,
+            "topic_id": getattr(topic, "topic_id", None),  # v10 names topics by id only
             "partitions": [
                 {"partition_index": p.partition_index, "error_code": results[(topic.name, p.partition_index)]}
                 for p in topic.partitions
@@ -43,12 +47,18 @@ def offsets_response(ctx, api_key: int, topics, results: dict):
         }
         for topic in topics
     ]
-    return build(response_class_for(api_key, ctx.api_version), {"throttle_time": 0, "topics": answered})
+    return build(
+        response_class_for(api_key, ctx.api_version), {"throttle_time": 0, "topics": answered + (unknown_ids or [])}
+    )
 
 
 async def _commit(ctx, request):
-    offsets, results = requested_offsets(ctx.broker, request.topics)
-    denied = offset_commit_denials(ctx, request.group_id, request.topics)
+    topics = request.topics
+    unknown_ids: list = []
+    if ctx.api_version >= topic_id_requests.TOPIC_ID_VERSION:
+        topics, unknown_ids = topic_id_requests.resolve(ctx.broker, request.topics)
+    offsets, results = requested_offsets(ctx.broker, topics)
+    denied = offset_commit_denials(ctx, request.group_id, topics)
     for tp, code in denied.items():
         offsets.pop(tp, None)
         results[tp] = code
@@ -62,7 +72,23 @@ async def _commit(ctx, request):
                 offsets,
             )
         )
-    return offsets_response(ctx, API_KEY, request.topics, results)
+    # Kafka authorizes the group before it looks at any topic: a refused group is the answer for
+    # the ids it does not know as well
+    unknown_id_error = (
+        ErrorCode.GROUP_AUTHORIZATION_FAILED
+        if ctx.broker.authorizer is not None and not group_allowed(ctx, Operation.READ, request.group_id)
+        else ErrorCode.UNKNOWN_TOPIC_ID
+    )
+    unknown = [
+        {
+            "topic_id": t.topic_id,
+            "partitions": [
+                {"partition_index": p.partition_index, "error_code": unknown_id_error} for p in t.partitions
+            ],
+        }
+        for t in unknown_ids
+    ]
+    return offsets_response(ctx, API_KEY, topics, results, unknown)
 
 
 def handle(ctx, request):

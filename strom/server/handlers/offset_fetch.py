@@ -15,11 +15,12 @@ from strom.protocol.api import ApiKey, response_class_for
 from strom.protocol.entities import build, field_value
 from strom.protocol.errors import ErrorCode
 from strom.security.acl import Operation
+from strom.server import topic_id_requests
 from strom.server.authorization import denied_topics, group_allowed
 
 API_KEY = ApiKey.OFFSET_FETCH
 MIN_VERSION = 0
-MAX_VERSION = 9  # v9: member id and epoch of consumer protocol members (KIP-848)
+MAX_VERSION = 10  # v9: member id and epoch of consumer protocol members (KIP-848); v10: topic ids
 
 
 def _group_result(coordinator, group_id: str, topics, require_stable: bool, ctx=None) -> tuple[int, list[dict]]:
@@ -90,6 +91,34 @@ def _authorized_result(ctx, coordinator, group_id: str, topics, wanted, require_
     return error, answered
 
 
+def _by_topic_id(ctx, coordinator, group, require_stable: bool) -> tuple[int, list[dict]]:
+    """v10: the topics asked for by id, answered by id; a topic whose id no longer resolves (all
+    topics asked for, of which one was deleted) is left out, an unknown id asked for gets
+    UNKNOWN_TOPIC_ID per partition."""
+    broker = ctx.broker
+    topics, unknown = (None, []) if group.topics is None else topic_id_requests.resolve(broker, group.topics)
+    error, answered = _group_result(coordinator, group.group_id, topics, require_stable, ctx)
+    by_id = []
+    for entry in answered:
+        topic_id = topic_id_requests.topic_id_of(broker, entry["name"])
+        if topic_id is not None:
+            by_id.append({"topic_id": topic_id, "partitions": entry["partitions"]})
+    if not error:
+        for topic in unknown:
+            partitions = [
+                {
+                    "partition_index": index,
+                    "committed_offset": -1,
+                    "committed_leader_epoch": -1,
+                    "metadata": "",
+                    "error_code": ErrorCode.UNKNOWN_TOPIC_ID,
+                }
+                for index in topic.partition_indexes
+            ]
+            by_id.append({"topic_id": topic.topic_id, "partitions": partitions})
+    return error, by_id
+
+
 def handle(ctx, request):
     coordinator = ctx.broker.group_coordinator
     cls = response_class_for(API_KEY, ctx.api_version)
@@ -103,7 +132,10 @@ def handle(ctx, request):
             if error:
                 groups.append({"group_id": group.group_id, "topics": [], "error_code": error})
                 continue
-            error, topics = _group_result(coordinator, group.group_id, group.topics, require_stable, ctx)
+            if ctx.api_version >= topic_id_requests.TOPIC_ID_VERSION:
+                error, topics = _by_topic_id(ctx, coordinator, group, require_stable)
+            else:
+                error, topics = _group_result(coordinator, group.group_id, group.topics, require_stable, ctx)
             groups.append({"group_id": group.group_id, "topics": topics, "error_code": error})
         return build(cls, {"throttle_time": 0, "groups": groups})
     error, topics = _group_result(coordinator, request.group_id, request.topics, require_stable, ctx)

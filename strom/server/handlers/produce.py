@@ -28,14 +28,14 @@ from strom.protocol.errors import (
     RecordValidationError,
 )
 from strom.protocol.records import BATCH_HEADER_SIZE, BatchHeader
-from strom.server import legacy, wire
+from strom.server import leader_hints, legacy, wire
 from strom.server.authorization import produce_denials
 from strom.server.dispatcher import RawResponse, error_from_exception
 
 API_KEY = ApiKey.PRODUCE
 MIN_VERSION = 0  # v0-2 carry message sets (magic 0/1), converted by strom.server.legacy
-# v10-12 are v9 on the wire. v10 (KIP-951) lets the broker hint the new leader in tagged fields, left
-# out here, as Fetch leaves them out: the client refreshes metadata instead. v11 may answer
+# v10-12 are v9 on the wire. v10 (KIP-951): NOT_LEADER_OR_FOLLOWER carries the current leader and its
+# endpoint in tagged fields (strom.server.leader_hints), so the client skips a Metadata. v11 may answer
 # TRANSACTION_ABORTABLE; v12 adds partitions to a transaction implicitly only with transaction.version 2
 # finalized (KIP-890), which strom does not advertise, so a transactional v12 is served as v11.
 MAX_VERSION = 12
@@ -195,14 +195,16 @@ def _append_all(ctx, request, rejected: dict[tuple[str, int], int] | None = None
         for name, partitions in results:
             for result in partitions:
                 if not _committed(broker, name, result):
-                    return _await_replication(broker, results, millis(request.timeout), ctx.api_version)
-    response = encode_response(results, ctx.api_version)
+                    return _await_replication(broker, results, millis(request.timeout), ctx.api_version, ctx)
+    response = encode_response(results, ctx.api_version, ctx)
     # the appends may still be in the write-behind buffer: revised if their log dir fails first
-    response.revise = functools.partial(_revise_unwritten, broker.replica_manager.offline, results, ctx.api_version)
+    response.revise = functools.partial(
+        _revise_unwritten, broker.replica_manager.offline, results, ctx.api_version, ctx
+    )
     return response
 
 
-def _revise_unwritten(offline, results, version: int) -> RawResponse | None:
+def _revise_unwritten(offline, results, version: int, ctx=None) -> RawResponse | None:
     """KAFKA_STORAGE_ERROR for every success on a partition whose log dir failed before it was sent."""
     revised = False
     for name, partitions in results:
@@ -211,7 +213,7 @@ def _revise_unwritten(offline, results, version: int) -> RawResponse | None:
                 r.error_code, r.base_offset = ErrorCode.KAFKA_STORAGE_ERROR, -1
                 r.message = "the log dir failed before the append reached its file"
                 revised = True
-    return encode_response(results, version) if revised else None
+    return encode_response(results, version, ctx) if revised else None
 
 
 def _committed(broker, topic: str, result: PartitionResult) -> bool:
@@ -236,7 +238,7 @@ def _committed(broker, topic: str, result: PartitionResult) -> bool:
     return True
 
 
-async def _await_replication(broker, results, timeout_ms: int, version: int) -> RawResponse:
+async def _await_replication(broker, results, timeout_ms: int, version: int, ctx=None) -> RawResponse:
     """acks=all: wait (woken by HW moves, not polling) until every partition is committed or time runs out."""
     deadline = time.monotonic() + timeout_ms / 1000
     purgatory = broker.replica_manager.purgatory
@@ -251,16 +253,18 @@ async def _await_replication(broker, results, timeout_ms: int, version: int) -> 
                 result.message = f"acks=all: not replicated to the in-sync replicas within {timeout_ms} ms"
             break
         await purgatory.wait([(name, r.index) for name, r in pending], left)
-    return encode_response(results, version)
+    return encode_response(results, version, ctx)
 
 
-def encode_response(results: list[tuple[str, list[PartitionResult]]], version: int) -> RawResponse:
+def encode_response(results: list[tuple[str, list[PartitionResult]]], version: int, ctx=None) -> RawResponse:
+    """``ctx``, the request's context, is needed only for KIP-951's leader hints (v10+)."""
     if version < 3:
         return legacy.produce_response(results, version)
     flexible = version >= 9
     if not flexible and len(results) == 1 and len(results[0][1]) == 1 and results[0][1][0].error_code == 0:
         return _encode_one_partition(results[0][0], results[0][1][0], version)
     parts = [wire.array_length(len(results), flexible)]
+    hints = None
     for name, partitions in results:
         parts.append(wire.string(name, flexible))
         parts.append(wire.array_length(len(partitions), flexible))
@@ -280,10 +284,21 @@ def encode_response(results: list[tuple[str, list[PartitionResult]]], version: i
                         parts.append(wire.NO_TAGS)
                 parts.append(_text(r.message if r.error_code else None, flexible))
             if flexible:
-                parts.append(wire.NO_TAGS)
+                if (
+                    r.error_code in leader_hints.PRODUCE_HINTED
+                    and ctx is not None
+                    and version >= leader_hints.PRODUCE_HINT_VERSION
+                ):
+                    hints = hints or leader_hints.LeaderHints(ctx)
+                    parts.append(hints.partition_tags(name, r.index))
+                else:
+                    parts.append(wire.NO_TAGS)
         if flexible:
             parts.append(wire.NO_TAGS)
-    parts.append(_THROTTLE_FLEXIBLE if flexible else _THROTTLE)
+    if hints is not None:
+        parts.append(_THROTTLE + hints.response_tags())
+    else:
+        parts.append(_THROTTLE_FLEXIBLE if flexible else _THROTTLE)
     body = b"".join(parts)
     return RawResponse([body], len(body))
 

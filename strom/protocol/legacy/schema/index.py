@@ -1,9 +1,17 @@
 """(api_key, version) -> (request class, response class) of the versions kio lacks (Kafka 3.9.0)."""
 
 SCHEMAS: dict[tuple[int, int], tuple[str, str]] = {
+    (34, 0): (
+        "strom.protocol.legacy.schema.alter_replica_log_dirs.v0.request:AlterReplicaLogDirsRequest",
+        "strom.protocol.legacy.schema.alter_replica_log_dirs.v0.response:AlterReplicaLogDirsResponse",
+    ),
     (30, 0): (
         "strom.protocol.legacy.schema.create_acls.v0.request:CreateAclsRequest",
         "strom.protocol.legacy.schema.create_acls.v0.response:CreateAclsResponse",
+    ),
+    (38, 0): (
+        "strom.protocol.legacy.schema.create_delegation_token.v0.request:CreateDelegationTokenRequest",
+        "strom.protocol.legacy.schema.create_delegation_token.v0.response:CreateDelegationTokenResponse",
     ),
     (19, 0): (
         "strom.protocol.legacy.schema.create_topics.v0.request:CreateTopicsRequest",
@@ -29,9 +37,17 @@ SCHEMAS: dict[tuple[int, int], tuple[str, str]] = {
         "strom.protocol.legacy.schema.describe_configs.v0.request:DescribeConfigsRequest",
         "strom.protocol.legacy.schema.describe_configs.v0.response:DescribeConfigsResponse",
     ),
+    (41, 0): (
+        "strom.protocol.legacy.schema.describe_delegation_token.v0.request:DescribeDelegationTokenRequest",
+        "strom.protocol.legacy.schema.describe_delegation_token.v0.response:DescribeDelegationTokenResponse",
+    ),
     (35, 0): (
         "strom.protocol.legacy.schema.describe_log_dirs.v0.request:DescribeLogDirsRequest",
         "strom.protocol.legacy.schema.describe_log_dirs.v0.response:DescribeLogDirsResponse",
+    ),
+    (40, 0): (
+        "strom.protocol.legacy.schema.expire_delegation_token.v0.request:ExpireDelegationTokenRequest",
+        "strom.protocol.legacy.schema.expire_delegation_token.v0.response:ExpireDelegationTokenResponse",
     ),
     (1, 0): (
         "strom.protocol.legacy.schema.fetch.v0.request:FetchRequest",
@@ -84,6 +100,10 @@ SCHEMAS: dict[tuple[int, int], tuple[str, str]] = {
     (0, 2): (
         "strom.protocol.legacy.schema.produce.v2.request:ProduceRequest",
         "strom.protocol.legacy.schema.produce.v2.response:ProduceResponse",
+    ),
+    (39, 0): (
+        "strom.protocol.legacy.schema.renew_delegation_token.v0.request:RenewDelegationTokenRequest",
+        "strom.protocol.legacy.schema.renew_delegation_token.v0.response:RenewDelegationTokenResponse",
     ),
     (27, 0): (
         "strom.protocol.legacy.schema.write_txn_markers.v0.request:WriteTxnMarkersRequest",

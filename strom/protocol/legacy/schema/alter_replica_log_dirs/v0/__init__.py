@@ -1,0 +1,7 @@
+from .request import AlterReplicaLogDirsRequest
+from .response import AlterReplicaLogDirsResponse
+
+__all__ = (
+    "AlterReplicaLogDirsRequest",
+    "AlterReplicaLogDirsResponse",
+)

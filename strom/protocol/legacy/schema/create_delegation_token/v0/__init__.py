@@ -1,0 +1,7 @@
+from .request import CreateDelegationTokenRequest
+from .response import CreateDelegationTokenResponse
+
+__all__ = (
+    "CreateDelegationTokenRequest",
+    "CreateDelegationTokenResponse",
+)

@@ -1,0 +1,7 @@
+from .request import RenewDelegationTokenRequest
+from .response import RenewDelegationTokenResponse
+
+__all__ = (
+    "RenewDelegationTokenRequest",
+    "RenewDelegationTokenResponse",
+)

@@ -1,0 +1,97 @@
+"""KIP-951 leader discovery: where a partition's leader is now, in the answer that says "not me".
+
+Produce v10+ answering NOT_LEADER_OR_FOLLOWER, and Fetch v16+ answering NOT_LEADER_OR_FOLLOWER or
+FENCED_LEADER_EPOCH, carry the partition's current leader and epoch (a tagged field of the partition:
+tag 0 in Produce, tag 1 in Fetch, whose tag 0 is the diverging epoch) and
+that leader's endpoint on the listener the request came in on (tag 0 of the response), so the
+client goes straight there instead of asking Metadata first. The leader is this broker's view,
+as Kafka's getCurrentLeader takes it: the local replica's leader and epoch when it hosts one, else
+the metadata cache's; -1 when unknown, with no endpoint.
+
+Only error answers pay for this: the hot paths encode ``NO_TAGS`` as before and call in here
+only for a partition whose error asks for a hint.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from strom.protocol.errors import ErrorCode
+from strom.server import wire
+
+PRODUCE_HINT_VERSION = 10
+FETCH_HINT_VERSION = 16
+PRODUCE_HINTED = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER})
+FETCH_HINTED = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH})
+
+_LEADER = struct.Struct(">ii")
+_I32 = struct.Struct(">i")
+# one tagged field of 9 bytes: leader id, leader epoch, the struct's own empty tag section
+_PRODUCE_LEADER_TAG = wire.uvarint(1) + wire.uvarint(0) + wire.uvarint(_LEADER.size + 1)
+_FETCH_LEADER_TAG = wire.uvarint(1) + wire.uvarint(1) + wire.uvarint(_LEADER.size + 1)
+
+
+def current_leader(broker: Any, topic: str, index: int) -> tuple[int, int]:
+    """(leader id, leader epoch) of ``topic``-``index`` as this broker sees it; (-1, -1) if unknown."""
+    replicas = broker.replica_manager
+    partition = replicas.partitions.get((topic, index))
+    if partition is not None and partition.leader_id >= 0:
+        leader, epoch = partition.leader_id, partition.leader_epoch
+    else:
+        info = broker.metadata.topics.get(topic)
+        state = info.states.get(index) if info is not None else None
+        if state is None:
+            return -1, -1
+        leader, epoch = state.leader, state.leader_epoch
+    if leader == broker.broker_id and replicas.fenced:
+        leader = -1  # a fenced broker claims no leadership, as in Metadata
+    elif leader not in broker.metadata.brokers:
+        leader = -1
+    return leader, epoch
+
+
+class LeaderHints:
+    """The hints of one response: each hinted partition's tag section, then the endpoints'."""
+
+    __slots__ = ("_broker", "_listener", "_leaders")
+
+    def __init__(self, ctx: Any) -> None:
+        self._broker = ctx.broker
+        self._listener = ctx.listener
+        self._leaders: set[int] = set()
+
+    def _leader(self, topic: str | None, index: int) -> bytes:
+        leader, epoch = current_leader(self._broker, topic, index) if topic is not None else (-1, -1)
+        if leader >= 0:
+            self._leaders.add(leader)
+        return _LEADER.pack(leader, epoch) + wire.NO_TAGS
+
+    def partition_tags(self, topic: str, index: int) -> bytes:
+        """A Produce partition's tag section: CurrentLeader."""
+        return _PRODUCE_LEADER_TAG + self._leader(topic, index)
+
+    def fetch_partition_tags(self, topic_key: Any, index: int) -> bytes:
+        """A Fetch partition's tag section: CurrentLeader; the topic is named by id from v13."""
+        topic = topic_key if isinstance(topic_key, str) else self._broker.topic_name_by_id(topic_key)
+        return _FETCH_LEADER_TAG + self._leader(topic, index)
+
+    def response_tags(self) -> bytes:
+        """The response's tag section: tag 0, NodeEndpoints of the leaders named above (none: no tags)."""
+        nodes = []
+        brokers = self._broker.metadata.brokers
+        for broker_id in sorted(self._leaders):
+            registration = brokers.get(broker_id)
+            address = registration.endpoint(self._listener) if registration is not None else None
+            if address is not None:
+                nodes.append(
+                    _I32.pack(broker_id)
+                    + wire.string(address[0], True)
+                    + _I32.pack(address[1])
+                    + wire.nullable_string(registration.rack, True)
+                    + wire.NO_TAGS
+                )
+        if not nodes:
+            return wire.NO_TAGS
+        field = wire.array_length(len(nodes), True) + b"".join(nodes)
+        return wire.uvarint(1) + wire.uvarint(0) + wire.uvarint(len(field)) + field
