@@ -249,14 +249,20 @@ class DelegationTokenManager(WatchedView):
         log.info("Created a delegation token: %s for owner: %s", info.token_id, owner)
         return info, self._tokens[info.token_id].hmac
 
-    def renew(self, principal: str, digest: bytes, period_ms: int) -> tuple[ErrorCode, int]:
-        """(error, new expiry timestamp or -1), with Kafka's checks in Kafka's order."""
+    def _changeable(self, principal: str, digest: bytes) -> tuple[ErrorCode, TokenInformation | None, int]:
+        """Renew's and expire's first checks, in Kafka's order: (error, the token or None, now)."""
         info = self.by_hmac(digest)
         if info is None:
-            return ErrorCode.DELEGATION_TOKEN_NOT_FOUND, -1
-        now = self.clock()
+            return ErrorCode.DELEGATION_TOKEN_NOT_FOUND, None, 0
         if not info.may_renew(principal):
-            return ErrorCode.DELEGATION_TOKEN_OWNER_MISMATCH, -1
+            return ErrorCode.DELEGATION_TOKEN_OWNER_MISMATCH, None, 0
+        return ErrorCode.NONE, info, self.clock()
+
+    def renew(self, principal: str, digest: bytes, period_ms: int) -> tuple[ErrorCode, int]:
+        """(error, new expiry timestamp or -1), with Kafka's checks in Kafka's order."""
+        error, info, now = self._changeable(principal, digest)
+        if info is None:
+            return error, -1
         if info.expired(now):
             return ErrorCode.DELEGATION_TOKEN_EXPIRED, -1
         period = self.default_renew_ms if period_ms < 0 else period_ms
@@ -267,12 +273,9 @@ class DelegationTokenManager(WatchedView):
 
     def expire(self, principal: str, digest: bytes, period_ms: int) -> tuple[ErrorCode, int]:
         """A negative period removes the token now; otherwise its expiry moves to now + period (capped)."""
-        info = self.by_hmac(digest)
+        error, info, now = self._changeable(principal, digest)
         if info is None:
-            return ErrorCode.DELEGATION_TOKEN_NOT_FOUND, -1
-        now = self.clock()
-        if not info.may_renew(principal):
-            return ErrorCode.DELEGATION_TOKEN_OWNER_MISMATCH, -1
+            return error, -1
         if period_ms < 0:
             self._remove(info.token_id)
             log.info("Token expired for token: %s for owner: %s", info.token_id, info.owner)

@@ -31,6 +31,21 @@ def token_requests_allowed(ctx) -> bool:
     return not (protocol == "PLAINTEXT" or (protocol == "SSL" and ctx.principal == ANONYMOUS))
 
 
+def expiry_change_response(ctx, change):
+    """Renew and Expire answer alike: refused, disabled, or ``change(tokens)``'s (error, new expiry)."""
+    tokens = ctx.broker.delegation_tokens
+    if not token_requests_allowed(ctx):
+        error, expiry = ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, -1
+    elif tokens is None:
+        error, expiry = ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED, -1
+    else:
+        error, expiry = change(tokens)
+    return build(
+        response_class_for(ctx.header.api_key, ctx.api_version),
+        {"error_code": error, "expiry_timestamp": expiry, "throttle_time": 0},
+    )
+
+
 def handle(ctx, request):
     requester = str(ctx.principal)
     owner_name = field_value(request, "owner_principal_name", None)
