@@ -68,6 +68,7 @@ def attempt(call) -> str:
             if not error.retriable():
                 print(f"not retriable: {error}", flush=True)
                 return "fatal"
+            print(f"retrying after: {error}", flush=True)  # for the test's log when it stalls
             time.sleep(0.2)
     return "fatal"
 

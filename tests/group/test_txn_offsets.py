@@ -48,9 +48,12 @@ def own(tmp_path):
 # -- raw protocol helpers ---------------------------------------------------------------------------
 
 
-def wait_coordinators(bootstrap: str, group: str, transactional_id: str) -> None:
-    """FindCoordinator for the group and the transactional id until both answer (topics created, loaded)."""
+def wait_coordinators(bootstrap: str, group: str, transactional_id: str | None) -> None:
+    """FindCoordinator for the group (and the transactional id) until they answer: the first one
+    creates __consumer_offsets (and __transaction_state), as a client's first FindCoordinator does."""
     for key_type, key in ((0, group), (1, transactional_id)):
+        if key is None:
+            continue
 
         def found() -> bool:
             response = raw_request(
@@ -212,6 +215,7 @@ def plain_commit(bootstrap: str, group: str, topic: str, offsets: dict[int, int]
     coordinator is still being found or loaded (the first commit of a new group may come first)."""
     retriable = {ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NOT_COORDINATOR}
     errors: list[ErrorCode] = []
+    wait_coordinators(bootstrap, group, None)
 
     def committed() -> bool:
         errors[:] = commit_once(bootstrap, group, topic, offsets)
