@@ -27,6 +27,7 @@ import base64
 import binascii
 import json
 import logging
+import math
 import re
 import ssl
 import time
@@ -193,7 +194,9 @@ def _time_ms(claims: Mapping[str, Any], name: str, required: bool) -> int | None
         raise InvalidToken(f"The claim named '{name}' was not of type Number: {value!r}")
     if not -MAX_TIME_S <= value <= MAX_TIME_S:  # also NaN and the infinities Python's JSON reader accepts
         raise InvalidToken(f"The claim named '{name}' is out of range: {value!r}")
-    return round(value * 1000)
+    # truncated, not rounded: an iat rounded up could land in the broker's current millisecond's
+    # future and refuse a token issued that very millisecond ("Issued At ... after the indicated time")
+    return math.floor(value * 1000)
 
 
 def _principal(claims: Mapping[str, Any], name: str) -> str:

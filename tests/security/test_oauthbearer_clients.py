@@ -476,8 +476,8 @@ def unsigned(sub: str, lifetime: float) -> str:
     def part(value: dict) -> str:
         return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=").decode()
 
-    now = time.time()
-    return f"{part({'alg': 'none'})}.{part({'sub': sub, 'iat': now, 'exp': now + lifetime})}."
+    now = time.time()  # iat in whole seconds, as JWT NumericDates usually are (librdkafka's too)
+    return f"{part({'alg': 'none'})}.{part({'sub': sub, 'iat': int(now), 'exp': now + lifetime})}."
 
 
 def test_the_session_ends_with_the_token_and_reauthentication_keeps_the_principal(secured):
