@@ -15,7 +15,8 @@ confluent-kafka:
   partitions. Detection takes the ZooKeeper session timeout, which dominates; the killed broker
   is restarted and the ISR refilled before the next round;
 - end-to-end latency at replication factor 3, acks=all, linger.ms=0: a paced producer writes its
-  send time into each message and an assigned consumer subtracts it on arrival; p50/p99/max per
+  send time into each message and an assigned consumer in another process subtracts it on arrival
+  (wall clock); p50/p99/max per
   rate. The consumer's group.id brings __consumer_offsets (50 partitions, RF 3) into being, as in
   any real cluster; how many partitions each broker follows is printed (followers fetch through
   KIP-227 sessions, so a full request listing all of them is rare).
@@ -238,9 +239,10 @@ def failover_round(cluster: LocalCluster, topic: str) -> tuple[float, int, list[
 
 
 # -- end-to-end latency ----------------------------------------------------------------------------
-def end_to_end_latency(bootstrap: str, topic: str, seconds: float, rate: int) -> list[float]:
-    """Milliseconds from produce() to the consumer's poll() returning the message."""
-    from confluent_kafka import Consumer, Producer, TopicPartition
+def _consume_latencies(bootstrap: str, topic: str, expected: int, ready, results) -> None:
+    """The consumer side of end_to_end_latency, in its own process: a consumer sharing the
+    producer's interpreter would wait for its GIL and add that to every figure."""
+    from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer(
         {
@@ -253,51 +255,72 @@ def end_to_end_latency(bootstrap: str, topic: str, seconds: float, rate: int) ->
         }
     )
     consumer.assign([TopicPartition(topic, p, -1) for p in range(3)])  # -1: from the end
-    for _ in range(10):  # let the assignment settle (offset lookups) before timing anything
-        consumer.poll(0.1)
+    latencies: list[float] = []
+    warmed: set[int] = set()
+    deadline = time.monotonic() + 120
+    while len(latencies) < expected and time.monotonic() < deadline:
+        msg = consumer.poll(0.1)
+        if msg is None or msg.error():
+            continue
+        value, partition = msg.value(), msg.partition()
+        assert value is not None and partition is not None  # the bench's own messages
+        if value == b"warm-up":
+            if partition not in warmed:
+                warmed.add(partition)
+                ready.put(len(warmed))
+            continue
+        (sent,) = struct.unpack(">d", value[:8])
+        latencies.append((time.time() - sent) * 1000)
+    consumer.close()
+    results.put(latencies)
+
+
+def end_to_end_latency(bootstrap: str, topic: str, seconds: float, rate: int) -> list[float]:
+    """Milliseconds from produce() to the consumer's poll() returning the message (wall clock:
+    the consumer runs in another process)."""
+    import multiprocessing
+    import queue
+
+    from confluent_kafka import Producer
+
+    expected = int(seconds * rate)
+    context = multiprocessing.get_context("spawn")
+    ready, results = context.Queue(), context.Queue()
+    reader = context.Process(target=_consume_latencies, args=(bootstrap, topic, expected, ready, results))
+    reader.start()
     producer = Producer(
         {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 0, "log_level": 3}
     )
-    latencies: list[float] = []
-    warmed: set[int] = set()
-    expected = int(seconds * rate)
-    stop = threading.Event()
-
-    def consume():
-        while not stop.is_set() and len(latencies) < expected:
-            msg = consumer.poll(0.1)
-            if msg is None or msg.error():
-                continue
-            value, partition = msg.value(), msg.partition()
-            assert value is not None and partition is not None  # the bench's own messages
-            if value == b"warm-up":
-                warmed.add(partition)
-                continue
-            (sent,) = struct.unpack(">d", value[:8])
-            latencies.append((time.perf_counter() - sent) * 1000)
-
-    reader = threading.Thread(target=consume, daemon=True)
-    reader.start()
-    # connections, producer id and offset lookups first: time the steady state, not the start
-    deadline = time.monotonic() + 30
-    while len(warmed) < 3 and time.monotonic() < deadline:
-        for p in range(3):
-            producer.produce(topic, b"warm-up", partition=p)
-        producer.flush(10)
-        time.sleep(0.2)
-    interval = 1.0 / rate
-    next_send = time.perf_counter()
-    for i in range(expected):
-        while time.perf_counter() < next_send:
-            time.sleep(max(0.0, min(0.001, next_send - time.perf_counter())))
-        producer.produce(topic, struct.pack(">d", time.perf_counter()) + b"x" * 92, partition=i % 3)
-        producer.poll(0)
-        next_send += interval
-    producer.flush(30)
-    reader.join(30)
-    stop.set()
-    consumer.close()
-    return latencies
+    try:
+        # connections, producer id and offset lookups first: time the steady state, not the start
+        warmed = 0
+        deadline = time.monotonic() + 60
+        while warmed < 3 and time.monotonic() < deadline:
+            for p in range(3):
+                producer.produce(topic, b"warm-up", partition=p)
+            producer.flush(10)
+            try:
+                while True:
+                    warmed = max(warmed, ready.get(timeout=0.2))
+            except queue.Empty:
+                pass
+        interval = 1.0 / rate
+        next_send = time.perf_counter()
+        for i in range(expected):
+            while time.perf_counter() < next_send:
+                time.sleep(max(0.0, min(0.001, next_send - time.perf_counter())))
+            producer.produce(topic, struct.pack(">d", time.time()) + b"x" * 92, partition=i % 3)
+            producer.poll(0)
+            next_send += interval
+        producer.flush(30)
+        try:
+            return results.get(timeout=150)
+        except queue.Empty:
+            return []
+    finally:
+        reader.join(10)
+        if reader.is_alive():
+            reader.kill()
 
 
 def followed_partitions(cluster: LocalCluster) -> dict[int, int]:

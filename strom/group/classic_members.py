@@ -50,7 +50,7 @@ from strom.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from strom.group.consumer_group import ConsumerGroup, ConsumerGroupCoordinator, ConsumerMember
-    from strom.group.coordinator import JoinResult
+    from strom.group.coordinator import JoinRequest, JoinResult
 
 log = logging.getLogger("strom.group")
 
@@ -280,30 +280,19 @@ class ClassicMembers:
         names = {name for name, _ in protocols}
         return any(all(name in {n for n, _ in c.protocols} for c in classics) for name in names)
 
-    async def join(
-        self,
-        group: ConsumerGroup,
-        member_id: str,
-        instance_id: str | None,
-        client_id: str,
-        client_host: str,
-        protocol_type: str,
-        protocols: list[tuple[str, bytes]],
-        session_timeout_ms: int,
-        rebalance_timeout_ms: int,
-        require_known_member_id: bool,
-    ) -> JoinResult:
+    async def join(self, group: ConsumerGroup, request: JoinRequest) -> JoinResult:
         """Kafka's classicGroupJoinToConsumerGroup."""
         from strom.group.coordinator import JoinResult, _join_error
 
+        member_id, instance_id, protocols = request.member_id, request.instance_id, request.protocols
         unknown = not member_id
         if unknown:
             member_id = str(uuid.uuid4())
         if group.members.get(member_id) is None and len(group.members) >= self.consumer.config.group_consumer_max_size:
             return _join_error(ErrorCode.GROUP_MAX_SIZE_REACHED, member_id)
-        if not self._supports(group, protocol_type, protocols):
+        if not self._supports(group, request.protocol_type, protocols):
             return _join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
-        if unknown and instance_id is None and require_known_member_id:
+        if unknown and instance_id is None and request.require_known_member_id:
             return _join_error(ErrorCode.MEMBER_ID_REQUIRED, member_id)
         try:
             subscription = decode_subscription(protocols[0][1])
@@ -316,12 +305,12 @@ class ClassicMembers:
             unknown,
             instance_id,
             subscription.rack_id,
-            rebalance_timeout_ms,
+            request.rebalance_timeout_ms,
             sorted(set(subscription.topics)),
             owned,
-            client_id,
-            client_host,
-            ClassicMetadata(session_timeout_ms, tuple(protocols)),
+            request.client_id,
+            request.client_host,
+            ClassicMetadata(request.session_timeout_ms, tuple(protocols)),
         )
         if result.error_code:
             return _join_error(result.error_code, member_id)

@@ -41,6 +41,38 @@ _RETRIABLE_VERIFICATION = {
 OFFSET_METADATA_MAX_BYTES = 4096
 
 
+@dataclass(frozen=True)
+class JoinRequest:
+    """A JoinGroup as the coordinator reads it, handed whole to whichever group takes the member: a
+    classic group, or a consumer group that has classic members (Kafka 4)."""
+
+    group_id: str
+    member_id: str
+    instance_id: str | None
+    client_id: str
+    client_host: str
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    require_known_member_id: bool
+
+    def member(self, member_id: str, *, assignment: bytes = b"", is_new: bool = False) -> Member:
+        """The classic group member this request makes, under the id the coordinator gave it."""
+        return Member(
+            member_id,
+            self.instance_id,
+            self.client_id,
+            self.client_host,
+            self.rebalance_timeout_ms,
+            self.session_timeout_ms,
+            self.protocol_type,
+            self.protocols,
+            assignment=assignment,
+            is_new=is_new,
+        )
+
+
 @dataclass
 class JoinResult:
     error_code: int
@@ -238,23 +270,15 @@ class GroupCoordinator:
         return ErrorCode.NONE
 
     # -- join --------------------------------------------------------------------------------------
-    async def join_group(
-        self,
-        group_id: str,
-        member_id: str,
-        instance_id: str | None,
-        client_id: str,
-        client_host: str,
-        protocol_type: str,
-        protocols: list[tuple[str, bytes]],
-        session_timeout_ms: int,
-        rebalance_timeout_ms: int,
-        require_known_member_id: bool,
-    ) -> JoinResult:
+    async def join_group(self, request: JoinRequest) -> JoinResult:
+        group_id, member_id, instance_id = request.group_id, request.member_id, request.instance_id
+        protocols, session_timeout_ms = request.protocols, request.session_timeout_ms
         error = self.coordinator_error(group_id)
         if error:
             return _join_error(error, member_id)
-        if not all(schema.fits(s) for s in (instance_id or "", protocol_type, *(name for name, _ in protocols))):
+        if not all(
+            schema.fits(s) for s in (instance_id or "", request.protocol_type, *(name for name, _ in protocols))
+        ):
             return _join_error(ErrorCode.INVALID_REQUEST, member_id)  # it could never be stored
         if not (
             self.config.group_min_session_timeout_ms <= session_timeout_ms <= self.config.group_max_session_timeout_ms
@@ -262,18 +286,7 @@ class GroupCoordinator:
             return _join_error(ErrorCode.INVALID_SESSION_TIMEOUT, member_id)
         live = self.consumer.groups.get(group_id)
         if live is not None and live.members:  # a classic member of a consumer group (Kafka 4)
-            return await self.consumer.classic_members.join(
-                live,
-                member_id,
-                instance_id,
-                client_id,
-                client_host,
-                protocol_type,
-                protocols,
-                session_timeout_ms,
-                rebalance_timeout_ms,
-                require_known_member_id,
-            )
+            return await self.consumer.classic_members.join(live, request)
         error = await self.consumer.before_classic_join(group_id)
         if error:
             return _join_error(error, member_id)
@@ -284,39 +297,34 @@ class GroupCoordinator:
             group = self.groups[group_id] = Group(group_id, self.store.partition_for(group_id))
         if group.state == GroupState.DEAD:
             return _join_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id)
-        if not group.supports(protocol_type, protocols):
+        if not group.supports(request.protocol_type, protocols):
             return _join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
         if not member_id and len(group.members) >= self.config.group_max_size:
             return _join_error(ErrorCode.GROUP_MAX_SIZE_REACHED, member_id)
-        args = (client_id, client_host, protocol_type, protocols, session_timeout_ms, rebalance_timeout_ms)
         if not member_id:
-            new_id = _new_member_id(instance_id or client_id)
+            new_id = _new_member_id(instance_id or request.client_id)
             if instance_id is not None and instance_id in group.static_members:
-                return await self._rejoin_static(group, instance_id, new_id, *args)
-            if instance_id is None and require_known_member_id:
+                return await self._rejoin_static(group, instance_id, new_id, request)
+            if instance_id is None and request.require_known_member_id:
                 group.pending_members.add(new_id)
                 asyncio.get_running_loop().call_later(session_timeout_ms / 1000, self._expire_pending, group, new_id)
                 return _join_error(ErrorCode.MEMBER_ID_REQUIRED, new_id)
-            return await self._add_member_and_rebalance(group, new_id, instance_id, *args)
+            return await self._add_member_and_rebalance(group, new_id, request)
         if member_id in group.pending_members:
             group.pending_members.discard(member_id)
-            return await self._add_member_and_rebalance(group, member_id, instance_id, *args)
+            return await self._add_member_and_rebalance(group, member_id, request)
         if instance_id is not None and group.static_members.get(instance_id) not in (None, member_id):
             return _join_error(ErrorCode.FENCED_INSTANCE_ID, member_id)
         member = group.members.get(member_id)
         if member is None:
             return _join_error(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
         if group.state == GroupState.PREPARING_REBALANCE:
-            return await self._update_member_and_rebalance(
-                group, member, protocols, session_timeout_ms, rebalance_timeout_ms
-            )
+            return await self._update_member_and_rebalance(group, member, request)
         if group.state == GroupState.COMPLETING_REBALANCE and member.matches(protocols):
             return self._current_join_info(group, member)  # a resent JoinGroup: answer what it missed
         if group.state == GroupState.STABLE and member.member_id != group.leader_id and member.matches(protocols):
             return self._current_join_info(group, member)
-        return await self._update_member_and_rebalance(
-            group, member, protocols, session_timeout_ms, rebalance_timeout_ms
-        )
+        return await self._update_member_and_rebalance(group, member, request)
 
     def _current_join_info(self, group: Group, member: Member) -> JoinResult:
         members = self._member_list(group) if member.member_id == group.leader_id else []
@@ -340,95 +348,41 @@ class GroupCoordinator:
             for m in group.members.values()
         ]
 
-    async def _add_member_and_rebalance(
-        self,
-        group: Group,
-        member_id: str,
-        instance_id: str | None,
-        client_id: str,
-        client_host: str,
-        protocol_type: str,
-        protocols: list[tuple[str, bytes]],
-        session_timeout_ms: int,
-        rebalance_timeout_ms: int,
-    ) -> JoinResult:
-        member = Member(
-            member_id,
-            instance_id,
-            client_id,
-            client_host,
-            rebalance_timeout_ms,
-            session_timeout_ms,
-            protocol_type,
-            protocols,
-            is_new=True,
-        )
+    async def _add_member_and_rebalance(self, group: Group, member_id: str, request: JoinRequest) -> JoinResult:
+        instance_id = request.instance_id
+        member = request.member(member_id, is_new=True)
         if group.is_empty:
-            group.protocol_type = protocol_type
+            group.protocol_type = request.protocol_type
         if group.leader_id is None or group.leader_id not in group.members:
             group.leader_id = member_id
         group.members[member_id] = member
         if instance_id is not None:
             group.static_members[instance_id] = member_id
         group.new_member_added = True
-        member.join_future = asyncio.get_running_loop().create_future()
-        future = member.join_future
-        if group.state != GroupState.PREPARING_REBALANCE:  # as Kafka's canRebalance: a join already
-            # under way (above all the initial delay, which waits for exactly these joins) goes on
-            self._prepare_rebalance(group, f"member {member_id} joined")
-        self._maybe_complete_join(group)
-        return await future
+        return await self._await_rebalance(group, member, f"member {member_id} joined")
 
-    async def _update_member_and_rebalance(
-        self, group: Group, member: Member, protocols, session_timeout_ms: int, rebalance_timeout_ms: int
-    ) -> JoinResult:
-        member.protocols = protocols
-        member.session_timeout_ms = session_timeout_ms
-        member.rebalance_timeout_ms = rebalance_timeout_ms
+    async def _update_member_and_rebalance(self, group: Group, member: Member, request: JoinRequest) -> JoinResult:
+        member.protocols = request.protocols
+        member.session_timeout_ms = request.session_timeout_ms
+        member.rebalance_timeout_ms = request.rebalance_timeout_ms
         self._cancel_session(member)
         self._complete_join(member, _join_error(ErrorCode.REBALANCE_IN_PROGRESS, member.member_id))
-        member.join_future = asyncio.get_running_loop().create_future()
-        future = member.join_future
-        if group.state != GroupState.PREPARING_REBALANCE:
-            self._prepare_rebalance(group, f"member {member.member_id} rejoined")
-        self._maybe_complete_join(group)
-        return await future
+        return await self._await_rebalance(group, member, f"member {member.member_id} rejoined")
 
-    async def _rejoin_static(
-        self,
-        group: Group,
-        instance_id: str,
-        new_id: str,
-        client_id: str,
-        client_host: str,
-        protocol_type: str,
-        protocols,
-        session_timeout_ms: int,
-        rebalance_timeout_ms: int,
-    ) -> JoinResult:
+    async def _rejoin_static(self, group: Group, instance_id: str, new_id: str, request: JoinRequest) -> JoinResult:
         """A static member restarted: it takes over its old identity; a stable group does not rebalance."""
         old_id = group.static_members[instance_id]
         old = group.members.pop(old_id)
         self._cancel_session(old)
         self._complete_join(old, _join_error(ErrorCode.FENCED_INSTANCE_ID, old_id))
         self._complete_sync(old, ErrorCode.FENCED_INSTANCE_ID, b"")
-        member = Member(
-            new_id,
-            instance_id,
-            client_id,
-            client_host,
-            rebalance_timeout_ms,
-            session_timeout_ms,
-            protocol_type,
-            protocols,
-            assignment=old.assignment,
-        )
+        member = request.member(new_id, assignment=old.assignment)
         group.members[new_id] = member
         group.static_members[instance_id] = new_id
         if group.leader_id == old_id:
             group.leader_id = new_id
         log.info("static member %s of group %s rejoined as %s", instance_id, group.group_id, new_id)
-        if group.state == GroupState.STABLE and old.matches(protocols):
+        if group.state == GroupState.STABLE and old.matches(request.protocols):
             self._schedule_session_expiry(group, member)
             code = await self._persist_group(group)
             if code:  # as Kafka: the client retries; the new member id is already the instance's
@@ -441,10 +395,15 @@ class GroupCoordinator:
             if result.skip_assignment:
                 result.members = self._member_list(group)
             return result
+        return await self._await_rebalance(group, member, f"static member {instance_id} rejoined with new metadata")
+
+    async def _await_rebalance(self, group: Group, member: Member, reason: str) -> JoinResult:
+        """A JoinGroup is answered when the rebalance it belongs to completes, with the generation's members."""
         member.join_future = asyncio.get_running_loop().create_future()
         future = member.join_future
-        if group.state != GroupState.PREPARING_REBALANCE:
-            self._prepare_rebalance(group, f"static member {instance_id} rejoined with new metadata")
+        if group.state != GroupState.PREPARING_REBALANCE:  # as Kafka's canRebalance: a join already
+            # under way (above all the initial delay, which waits for exactly these joins) goes on
+            self._prepare_rebalance(group, reason)
         self._maybe_complete_join(group)
         return await future
 

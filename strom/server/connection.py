@@ -1,9 +1,15 @@
 """One client connection: frames in, responses out, in request order.
 
 As in Kafka, a connection's requests are processed one at a time: while a request waits (a
-long-poll Fetch, acks=all) the connection stops reading, so responses go back in request order
-and a client cannot make the broker buffer without bound. Requests that need no waiting are
-answered synchronously inside ``data_received``.
+long-poll Fetch, a group join) the connection stops reading, so responses go back in request
+order and a client cannot make the broker buffer without bound. Requests that need no waiting
+are answered synchronously inside ``data_received``.
+
+One exception, where strom does better than Kafka: an acks=all produce that has appended and
+only waits for its replicas (``Replicating``) does not stop the connection. Up to
+PIPELINED_ANSWERS of them wait together, later requests are served meanwhile, and every answer
+is held until those before it are sent. Kafka mutes the connection for the whole replication
+round trip, so a producer's five in-flight requests replicate one after another.
 
 Fetch bodies are file slices: once the transport's buffer is empty they go from the segment
 file to the socket with ``os.sendfile`` (no copy through Python); if the socket would block,
@@ -16,13 +22,14 @@ import asyncio
 import errno
 import logging
 import os
+from collections import deque
 from collections.abc import Iterable
 from time import monotonic, perf_counter
 from typing import TYPE_CHECKING, Any
 
 from strom.protocol.errors import DecodeError
 from strom.protocol.frame import FrameDecoder, FrameError
-from strom.server.dispatcher import CloseConnection, RawResponse
+from strom.server.dispatcher import CloseConnection, RawResponse, Replicating
 from strom.storage.segment import FileSlice
 
 if TYPE_CHECKING:
@@ -31,6 +38,24 @@ if TYPE_CHECKING:
     from strom.server.secure_connection import SaslGate
 
 log = logging.getLogger("strom.server")
+
+# acks=all produces of one connection waiting for their replicas at once; more stop its reading.
+# librdkafka and the Java client keep at most 5 requests in flight with idempotence.
+PIPELINED_ANSWERS = 16
+
+
+class _Answer:
+    """A request whose answer is awaited, in the connection's queue of answers in request order."""
+
+    __slots__ = ("header", "response", "done", "timed", "task", "barrier")
+
+    def __init__(self, header, timed: tuple[float, float, float] | None, barrier: bool = False):
+        self.header = header
+        self.response: Any = None
+        self.done = False
+        self.barrier = barrier  # reading stops until it is sent (every awaited answer but Replicating's)
+        self.timed = timed  # queue, local, handled-at (metrics), if this request is timed
+        self.task: asyncio.Future | None = None
 
 
 class Connection(asyncio.Protocol):
@@ -41,10 +66,11 @@ class Connection(asyncio.Protocol):
         self.transport: asyncio.Transport = None  # type: ignore[assignment]  # set in asyncio's first callback
         self.peer = "?"
         self._socket_fd = -1
-        self._busy = False  # a request is waiting; later frames stay queued in the decoder
+        self._busy = False  # reading stopped (an answer awaited, a mute); frames stay queued in the decoder
         self._write_paused = False
         self._closed = False
-        self._task: asyncio.Task | None = None
+        self._answers: deque[_Answer] = deque()  # awaited answers, in request order
+        self._barriers = 0  # of them, the ones that stop reading until they are sent (all but Replicating)
         self._out: list = []  # response bytes of this drain, written with one syscall
         # (position in _out, chunks, header, response) of queued responses that acknowledge appends
         self._acks: list[tuple[int, int, Any, RawResponse]] = []
@@ -55,7 +81,6 @@ class Connection(asyncio.Protocol):
         # when handling of the frames that arrived with the last bytes began (0.0: not yet): a timed
         # request's queue time starts there
         self._received_at = 0.0
-        self._timed: tuple[float, float, float] | None = None  # queue, local, handled-at of the awaited one
         self.listener = "?"
         self._quotas = broker.quotas  # strom.server.quotas: consulted only while some quota exists
         self._muted: asyncio.TimerHandle | None = None
@@ -80,8 +105,9 @@ class Connection(asyncio.Protocol):
             self._muted = None
         self.broker.connections.discard(self)
         self.broker.stats.connections_closed[self.listener] += 1
-        if self._task is not None and not self._task.done():
-            self._task.cancel()
+        for answer in self._answers:
+            if answer.task is not None and not answer.task.done():
+                answer.task.cancel()
 
     def pause_writing(self) -> None:
         self._write_paused = True
@@ -103,7 +129,8 @@ class Connection(asyncio.Protocol):
     # -- processing --------------------------------------------------------------------------------
     @property
     def idle(self) -> bool:
-        return not self._busy or self._muted is not None
+        """No answer awaited (a muted connection only waits out its throttle)."""
+        return not self._answers
 
     def _process(self) -> None:
         try:
@@ -151,13 +178,28 @@ class Connection(asyncio.Protocol):
                         timing.count(header)
                 continue
             if type(result) is not RawResponse and hasattr(result, "__await__"):
+                timed = None
                 if started:
                     handled = perf_counter()
-                    self._timed = (started - self._received_at, handled - started, handled)
-                self._busy = True
-                self.transport.pause_reading()
-                self._task = asyncio.ensure_future(self._complete(header, result))
-                return
+                    timed = (started - self._received_at, handled - started, handled)
+                answer = _Answer(header, timed, type(result) is not Replicating)
+                self._answers.append(answer)
+                answer.task = asyncio.ensure_future(self._await_answer(answer, result))
+                self._barriers += answer.barrier
+                if self._barriers or len(self._answers) >= PIPELINED_ANSWERS:
+                    self._stop_reading()
+                    return
+                continue
+            if self._answers:  # answered at once, but after the awaited answers before it
+                answer = _Answer(header, None)
+                answer.response, answer.done = result, True
+                self._answers.append(answer)
+                if timing is not None:
+                    if started:
+                        timing.record(header, started - self._received_at, perf_counter() - started)
+                    else:
+                        timing.count(header)
+                continue
             self._send(header, result)
             if timing is not None:  # answered at once: local time includes encoding the response
                 if started:
@@ -165,43 +207,60 @@ class Connection(asyncio.Protocol):
                 else:
                     timing.count(header)
 
-    async def _complete(self, header, awaitable) -> None:
+    def _stop_reading(self) -> None:
+        if not self._busy:
+            self._busy = True
+            self.transport.pause_reading()
+
+    async def _await_answer(self, answer: _Answer, awaitable) -> None:
         try:
-            response = await awaitable
+            answer.response = await awaitable
         except asyncio.CancelledError:
             return
         except Exception:
             log.exception("request from %s failed; closing the connection", self.peer)
             self._abort("internal error")
             return
+        answer.done = True
         if self._closed:
             return
-        timed, self._timed = self._timed, None
-        replied = perf_counter() if timed is not None else 0.0
-        if response is not None:
-            self._send(header, response)
-            self._flush()
-        if self._timing is not None:
-            if timed is not None:
-                queue, local, handled = timed
-                self._timing.record_awaited(header, queue, local, replied - handled, perf_counter() - replied)
-            else:
-                self._timing.count(header)
-        self._task = None
-        if self._throttle_after:
-            self.mute(self._throttle_after)
-            self._throttle_after = 0
-            return
-        self._busy = False
-        self.transport.resume_reading()
-        self._process()
+        if self._answers[0] is answer:
+            self._send_answers()
+
+    def _send_answers(self) -> None:
+        """Send the answers at the head of the queue that are ready, then read on if reading
+        stopped only for them (not while muted by a quota)."""
+        answers = self._answers
+        while answers and answers[0].done:
+            answer = answers.popleft()
+            header, response, timed = answer.header, answer.response, answer.timed
+            replied = perf_counter() if timed is not None else 0.0
+            if response is not None:
+                self._send(header, response)
+            self._barriers -= answer.barrier
+            if answer.task is not None:
+                if self._timing is not None:
+                    if timed is not None:
+                        queue, local, handled = timed
+                        self._timing.record_awaited(header, queue, local, replied - handled, perf_counter() - replied)
+                    else:
+                        self._timing.count(header)
+            if self._throttle_after:
+                self._flush()
+                self.mute(self._throttle_after)
+                self._throttle_after = 0
+        self._flush()
+        if self._busy and self._muted is None and not self._barriers and len(answers) < PIPELINED_ANSWERS:
+            self._busy = False
+            self.transport.resume_reading()
+            self._process()
 
     # -- quotas (KIP-219) ---------------------------------------------------------------------------
     def mute(self, throttle_ms: int) -> None:
         """Read nothing from this client for ``throttle_ms`` (its response still goes out now)."""
-        if not self._busy:
-            self._busy = True
-            self.transport.pause_reading()
+        self._stop_reading()
+        if self._muted is not None:
+            self._muted.cancel()
         self._muted = asyncio.get_running_loop().call_later(throttle_ms / 1000, self._unmute)
 
     def throttle_after_response(self, throttle_ms: int) -> None:
@@ -210,8 +269,8 @@ class Connection(asyncio.Protocol):
 
     def _unmute(self) -> None:
         self._muted = None
-        if self._closed:
-            return
+        if self._closed or self._barriers or len(self._answers) >= PIPELINED_ANSWERS:
+            return  # reading resumes once the awaited answers are sent
         self._busy = False
         self.transport.resume_reading()
         self._process()
@@ -285,7 +344,7 @@ def close_idle_connections(connections: Iterable[Connection], max_idle_ms: int) 
     deadline = monotonic() - max_idle_ms / 1000
     closed = 0
     for connection in list(connections):
-        if connection.last_received < deadline and not connection._busy and not connection._closed:
+        if connection.last_received < deadline and connection.idle and not connection._busy and not connection._closed:
             log.debug("closing %s: idle for over %d ms (connections.max.idle.ms)", connection.peer, max_idle_ms)
             connection.transport.close()
             closed += 1

@@ -42,6 +42,23 @@ class RawResponse:
         self.revise: Callable[[], RawResponse | None] | None = None
 
 
+class Replicating:
+    """An acks=all produce whose appends are done and whose answer waits for the in-sync replicas.
+
+    Nothing the connection's later requests do can change what it appended, so the connection
+    goes on to them while this one waits (its answer still goes out first): a producer's
+    in-flight requests wait for replication together instead of one after another.
+    """
+
+    __slots__ = ("_awaitable",)
+
+    def __init__(self, awaitable: Any):
+        self._awaitable = awaitable
+
+    def __await__(self) -> Any:
+        return self._awaitable.__await__()
+
+
 class RequestContext:
     """What a handler knows about its request besides the body. Built per request, so kept slotted.
 

@@ -9,6 +9,7 @@ import asyncio
 from strom.group import consumer_records as rec
 from strom.group import records as schema
 from strom.group.consumer_group import MemberState
+from strom.group.coordinator import JoinRequest
 from strom.group.group import GroupState
 from strom.group.subscription import decode_assignment, decode_subscription, encode_assignment
 from strom.protocol.errors import ErrorCode
@@ -35,7 +36,9 @@ def subscription(topics: list[str], owned: dict[str, list[int]] | None = None) -
 
 async def classic_join(c, member_id: str, owned: dict[str, list[int]] | None = None, group: str = "g"):
     protocols = [("range", subscription(["t"], owned)), ("roundrobin", subscription(["t"], owned))]
-    return await c.join_group(group, member_id, None, "client", "/h", "consumer", protocols, 6000, 6000, False)
+    return await c.join_group(
+        JoinRequest(group, member_id, None, "client", "/h", "consumer", protocols, 6000, 6000, False)
+    )
 
 
 async def classic_group(c, split: list[list[int]]):
@@ -191,7 +194,7 @@ def test_a_classic_member_joins_a_live_consumer_group_whatever_the_policy():
     async def scenario():
         first = await hb(c, "n", 0, names=["t"])
         joined = await c.join_group(
-            "g", "", None, "client", "/h", "consumer", [("range", subscription(["t"]))], 6000, 6000, True
+            JoinRequest("g", "", None, "client", "/h", "consumer", [("range", subscription(["t"]))], 6000, 6000, True)
         )
         assert joined.error_code == ErrorCode.MEMBER_ID_REQUIRED
         joined = await classic_join(c, joined.member_id)
@@ -199,7 +202,7 @@ def test_a_classic_member_joins_a_live_consumer_group_whatever_the_policy():
         group = c.consumer.groups["g"]
         assert group.members[joined.member_id].classic is not None and group.group_epoch == first.member_epoch + 1
         other = await c.join_group(
-            "g", "x", None, "c", "/h", "consumer", [("sticky", subscription(["t"]))], 6000, 6000, False
+            JoinRequest("g", "x", None, "c", "/h", "consumer", [("sticky", subscription(["t"]))], 6000, 6000, False)
         )
         assert other.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL  # no protocol in common with "range"
         assert await c.leave("g", [(joined.member_id, None)]) == (0, [0])
@@ -236,7 +239,9 @@ def test_a_classic_group_of_another_protocol_type_is_not_upgraded():
     c = make()
 
     async def scenario():
-        joined = await c.join_group("g", "", None, "client", "/h", "connect", [("v1", b"x")], 6000, 6000, False)
+        joined = await c.join_group(
+            JoinRequest("g", "", None, "client", "/h", "connect", [("v1", b"x")], 6000, 6000, False)
+        )
         assert joined.error_code == 0
         result = await hb(c, "n", 0, names=["t"])
         assert (result.error_code, result.error_message) == (

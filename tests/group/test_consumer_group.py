@@ -10,7 +10,7 @@ from types import SimpleNamespace
 from strom.group import consumer_records as rec
 from strom.group import records as schema
 from strom.group.consumer_group import MemberState
-from strom.group.coordinator import GroupCoordinator
+from strom.group.coordinator import GroupCoordinator, JoinRequest
 from strom.group.group import Member
 from strom.group.offset_store import OFFSETS_TOPIC
 from strom.protocol.errors import ErrorCode
@@ -203,7 +203,9 @@ def test_conversion_of_empty_groups_and_of_live_groups_with_unreadable_metadata(
         classic.members["m"] = Member("m", None, "c", "h", 1000, 1000, "consumer", [("range", b"")])
         assert (await hb(c, "a", 0, names=["t"], group="cl")).error_code == ErrorCode.GROUP_ID_NOT_FOUND
         await hb(c, "a", 0, names=["t"])
-        joined = await c.join_group("g", "", None, "c", "h", "consumer", [("range", b"")], 10000, 10000, False)
+        joined = await c.join_group(
+            JoinRequest("g", "", None, "c", "h", "consumer", [("range", b"")], 10000, 10000, False)
+        )
         assert joined.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL  # an unreadable subscription
         await hb(c, "a", -1)
         assert c.consumer.groups["g"].state == "Empty"

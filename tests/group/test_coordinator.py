@@ -14,7 +14,7 @@ import pytest
 from strom.group import coordinator as coordinator_module
 from strom.group import group as group_module
 from strom.group import records as schema
-from strom.group.coordinator import GroupCoordinator
+from strom.group.coordinator import GroupCoordinator, JoinRequest
 from strom.group.group import GroupState
 from strom.group.offset_store import OFFSETS_TOPIC, OffsetStore, StoredBatch
 from strom.protocol.errors import ErrorCode
@@ -231,10 +231,12 @@ def test_group_ids_are_checked_before_anything_is_stored():
 def test_a_huge_client_id_still_gives_a_storable_member_id():
     coordinator = make_coordinator()
 
+    request = JoinRequest(
+        "g", "", None, "c" * 40_000, "/127.0.0.1", "consumer", [("range", subscription(["t"]))], 6000, 6000, False
+    )
+
     async def scenario():
-        return await coordinator.join_group(
-            "g", "", None, "c" * 40_000, "/127.0.0.1", "consumer", [("range", subscription(["t"]))], 6000, 6000, False
-        )
+        return await coordinator.join_group(request)
 
     result = run(scenario())
     assert result.error_code == ErrorCode.NONE
@@ -254,16 +256,18 @@ def subscription(topics: list[str]) -> bytes:
 
 async def join(coordinator, group_id, member_id="", instance_id=None, topics=("t",), protocol="range"):
     return await coordinator.join_group(
-        group_id,
-        member_id,
-        instance_id,
-        "client",
-        "/127.0.0.1",
-        "consumer",
-        [(protocol, subscription(list(topics)))],
-        6000,
-        6000,
-        True,
+        JoinRequest(
+            group_id,
+            member_id,
+            instance_id,
+            "client",
+            "/127.0.0.1",
+            "consumer",
+            [(protocol, subscription(list(topics)))],
+            6000,
+            6000,
+            True,
+        )
     )
 
 

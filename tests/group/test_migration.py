@@ -4,8 +4,6 @@ real clients: two classic confluent-kafka consumers, then a ``group.protocol=con
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from typing import Any
 
 import pytest
@@ -14,25 +12,15 @@ from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode
 from tests.broker_process import BrokerProcess
 from tests.group.support import FAST_GROUP, WAIT_S, create_topic, produce, raw_request, unique, wait_until
+from tests.kip848_support import KIP848_BROKER, PolledConsumer, consumer_groups, module_broker
 
 pytestmark = pytest.mark.timeout(120)
 
-BROKER = {
-    "group.consumer.heartbeat.interval.ms": "300",
-    "group.consumer.session.timeout.ms": "6000",
-    "group.initial.rebalance.delay.ms": "0",
-    "offsets.topic.num.partitions": "3",
-    "offsets.topic.replication.factor": "1",
-}
+BROKER = {**KIP848_BROKER, "group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "3"}
+broker = module_broker("migration", BROKER)
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    with BrokerProcess(tmp_path_factory.mktemp("migration") / "data", BROKER) as process:
-        yield process
-
-
-class Member:
+class Member(PolledConsumer):
     """A confluent-kafka consumer that processes at least once: it commits what it processed before
     it gives a partition up, and records what it owns at every moment."""
 
@@ -71,17 +59,6 @@ class Member:
     def _lost(self, _consumer, partitions) -> None:
         self.owned -= {p.partition for p in partitions}
 
-    def poll(self) -> None:
-        if not self.closed:
-            msg = self.consumer.poll(0.02)
-            if msg is not None and msg.error() is None:
-                self.values.append(msg.value())
-
-    def close(self) -> None:
-        if not self.closed:
-            self.closed = True
-            self.consumer.close()
-
 
 class Watch:
     """Polls the members and checks, at every step, that no partition has two owners."""
@@ -112,21 +89,9 @@ def describe_members(bootstrap: str, group: str) -> list[tuple[str, int]]:
     return sorted((m.client_id, m.member_type) for m in described.groups[0].members)
 
 
-def cli(bootstrap: str, *args: str) -> str:
-    result = subprocess.run(
-        [sys.executable, "-m", "strom.cli.main", "consumer-groups", "--bootstrap-server", bootstrap, *args],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert result.returncode == 0, result.stderr
-    return result.stdout
-
-
 def cli_type(bootstrap: str, group: str) -> str:
     """The TYPE column of Kafka 4's ``--list --type`` for ``group``."""
-    for line in cli(bootstrap, "--list", "--type").splitlines()[1:]:
+    for line in consumer_groups(bootstrap, "--list", "--type").splitlines()[1:]:
         name, kind = line.split()[:2]
         if name == group:
             return kind

@@ -175,6 +175,24 @@ def confluent_poll(consumer, count: int, timeout: float = WAIT_S) -> list[Msg]:
     return out
 
 
+def confluent_group_consume(config: dict[str, Any], topic: str, count: int, group: str) -> list[Msg]:
+    """Subscribe in ``group`` from the earliest offset, read ``count`` messages of ``topic`` (one
+    partition) and commit them; the committed offset is checked too, so the whole round of a group
+    member (join, sync, fetch, commit, offset fetch) went through the client's connection."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({**config, "group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    try:
+        consumer.subscribe([topic])
+        out = confluent_poll(consumer, count, WAIT_S * 2)
+        consumer.commit(asynchronous=False)
+        committed = consumer.committed([TopicPartition(topic, 0)], timeout=WAIT_S)
+        assert committed[0].offset == count
+    finally:
+        consumer.close()
+    return out
+
+
 def from_confluent(msg) -> Msg:
     ts_type, ts = msg.timestamp()
     return Msg(msg.key(), msg.value(), tuple(msg.headers() or ()), ts, msg.offset())
@@ -478,15 +496,18 @@ async def aiokafka_consume(
             await consumer.seek_to_beginning(tp)
         else:
             consumer.seek(tp, offset)
-        out: list[Msg] = []
-        deadline = time.monotonic() + timeout
-        while len(out) < count and time.monotonic() < deadline:
-            batches = await consumer.getmany(tp, timeout_ms=200)
-            for records in batches.values():
-                out.extend(Msg(r.key, r.value, tuple(r.headers or ()), r.timestamp, r.offset) for r in records)
-        return out
+        return await aiokafka_poll(consumer, count, timeout)
     finally:
         await asyncio.wait_for(consumer.stop(), WAIT_S)
+
+
+async def aiokafka_poll(consumer, count: int, timeout: float = WAIT_S) -> list[Msg]:
+    out: list[Msg] = []
+    deadline = time.monotonic() + timeout
+    while len(out) < count and time.monotonic() < deadline:
+        for records in (await consumer.getmany(timeout_ms=200)).values():
+            out.extend(Msg(r.key, r.value, tuple(r.headers or ()), r.timestamp, r.offset) for r in records)
+    return out
 
 
 # -- raw requests the durability and robustness tests need ----------------------------------------

@@ -6,8 +6,6 @@ support; kafka-python checks here that classic groups keep working beside consum
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -25,24 +23,15 @@ from tests.group.support import (
     unique,
     wait_until,
 )
+from tests.kip848_support import KIP848_BROKER, PolledConsumer, consumer_groups, module_broker
 
 pytestmark = pytest.mark.timeout(120)
 
-BROKER = {
-    "group.consumer.heartbeat.interval.ms": "300",
-    "group.consumer.session.timeout.ms": "6000",
-    "offsets.topic.num.partitions": "5",
-    "offsets.topic.replication.factor": "1",
-}
+BROKER = {**KIP848_BROKER, "offsets.topic.num.partitions": "5"}
+broker = module_broker("kip848", BROKER)
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    with BrokerProcess(tmp_path_factory.mktemp("kip848") / "data", BROKER) as process:
-        yield process
-
-
-class NewConsumer:
+class NewConsumer(PolledConsumer):
     """A ``group.protocol=consumer`` consumer that records what it received and what it owns."""
 
     def __init__(self, bootstrap: str, group: str, topics: list[str], **config: Any):
@@ -72,17 +61,6 @@ class NewConsumer:
         self.owned -= {(p.topic, p.partition) for p in partitions}
         self.revoked |= {(p.topic, p.partition) for p in partitions}
 
-    def poll(self) -> None:
-        if not self.closed:
-            msg = self.consumer.poll(0.02)
-            if msg is not None and msg.error() is None:
-                self.values.append(msg.value())
-
-    def close(self) -> None:
-        if not self.closed:
-            self.closed = True
-            self.consumer.close()
-
 
 def tick(consumers: list[NewConsumer]):
     def run() -> None:
@@ -95,18 +73,6 @@ def tick(consumers: list[NewConsumer]):
 def settled(consumers: list[NewConsumer], total: int, each: list[int]) -> bool:
     owned = [c.owned for c in consumers]
     return len(set().union(*owned)) == total == sum(map(len, owned)) and sorted(map(len, owned)) == sorted(each)
-
-
-def cli(bootstrap: str, *args: str) -> str:
-    result = subprocess.run(
-        [sys.executable, "-m", "strom.cli.main", "consumer-groups", "--bootstrap-server", bootstrap, *args],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert result.returncode == 0, result.stderr
-    return result.stdout
 
 
 def test_client_uses_the_new_protocol_and_apiversions_lists_it(broker):
@@ -138,7 +104,7 @@ def test_three_members_balance_consume_once_and_a_leaving_one_hands_over(broker)
             assert not c.revoked & c.owned
         for c in consumers:
             c.consumer.commit(asynchronous=False)
-        describe = cli(broker.bootstrap, "--describe", "--group", group, "--members", "--verbose")
+        describe = consumer_groups(broker.bootstrap, "--describe", "--group", group, "--members", "--verbose")
         assert describe.count(group) == 3 and describe.count(topic) == 6  # current and target, per member
         leaving = consumers.pop(0)
         moved = set(leaving.owned)
@@ -166,7 +132,7 @@ def test_three_members_balance_consume_once_and_a_leaving_one_hands_over(broker)
     try:
         wait_until(lambda: len(resumed.values) >= 2, WAIT_S, what="the two new records", tick=tick([resumed]))
         assert sorted(resumed.values) == [b"c0", b"c1"]
-        state = cli(broker.bootstrap, "--describe", "--group", group, "--state")
+        state = consumer_groups(broker.bootstrap, "--describe", "--group", group, "--state")
         assert "uniform" in state and "Stable" in state
     finally:
         resumed.close()
@@ -269,7 +235,9 @@ def test_classic_groups_work_beside_and_a_live_consumer_group_asks_classic_membe
         assert states[classic_group] == (0, "Stable", "consumer")
         only = raw_request(broker.bootstrap, ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": ["Consumer"]})
         assert new_group in {g.group_id for g in only.groups} and classic_group not in {g.group_id for g in only.groups}
-        both = cli(broker.bootstrap, "--describe", "--group", new_group, "--group", classic_group, "--members")
+        both = consumer_groups(
+            broker.bootstrap, "--describe", "--group", new_group, "--group", classic_group, "--members"
+        )
         assert new_group in both and classic_group in both
     finally:
         classic.close()

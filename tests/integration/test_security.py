@@ -23,9 +23,12 @@ from tests.integration.clients import (
     ConnectionClosed,
     Msg,
     RawClient,
+    aiokafka_poll,
     assert_same,
     confluent_consume,
+    confluent_group_consume,
     confluent_produce,
+    kafka_python_poll,
     kcat,
     kcat_consume,
     sample_messages,
@@ -117,29 +120,6 @@ def secured(tmp_path_factory):
         yield Secured(broker, ports, certs)
 
 
-def group_consume(config: dict, topic: str, count: int, group: str) -> list[Msg]:
-    """Subscribe in a group, read ``count`` messages, commit; the committed offset is checked too."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer({**config, "group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    out: list[Msg] = []
-    try:
-        consumer.subscribe([topic])
-        deadline = time.monotonic() + WAIT_S * 2
-        while len(out) < count and time.monotonic() < deadline:
-            msg = consumer.poll(0.2)
-            if msg is not None:
-                assert msg.error() is None, f"consumer error: {msg.error()}"
-                ts = msg.timestamp()[1]
-                out.append(Msg(msg.key(), msg.value(), tuple(msg.headers() or ()), ts, msg.offset()))
-        consumer.commit(asynchronous=False)
-        committed = consumer.committed([TopicPartition(topic, 0)], timeout=WAIT_S)
-        assert committed[0].offset == count
-    finally:
-        consumer.close()
-    return out
-
-
 def without(config: dict, *keys: str) -> dict:
     return {k: v for k, v in config.items() if k not in keys and k != "bootstrap.servers"}
 
@@ -151,7 +131,7 @@ def test_confluent_kafka_produces_and_consumes_in_a_group_over_every_listener(se
     sent = sample_messages(12) + [Msg(b"big", bytes(range(256)) * 3500, (), 1_700_000_100_000)]  # 875 KiB
     extra = without(config)
     assert confluent_produce(config["bootstrap.servers"], topic, sent, **extra) == list(range(len(sent)))
-    assert_same(group_consume(config, topic, len(sent), f"g-{topic}"), sent)
+    assert_same(confluent_group_consume(config, topic, len(sent), f"g-{topic}"), sent)
 
 
 def test_metadata_and_find_coordinator_answer_with_the_listener_the_request_came_in_on(secured):
@@ -211,19 +191,10 @@ def test_kafka_python_and_aiokafka_with_scram_over_sasl_ssl(secured):
     finally:
         producer.close(timeout=5)
     consumer = KafkaConsumer(
-        topic,
-        **common,
-        group_id=f"g-{topic}",
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-        consumer_timeout_ms=WAIT_S * 1000,
+        topic, **common, group_id=f"g-{topic}", auto_offset_reset="earliest", enable_auto_commit=False
     )
     try:
-        got = []
-        for record in consumer:
-            got.append(Msg(record.key, record.value, tuple(record.headers or ()), record.timestamp, record.offset))
-            if len(got) == len(sent):
-                break
+        got = kafka_python_poll(consumer, len(sent), WAIT_S * 2)
         consumer.commit()
     finally:
         consumer.close()
@@ -254,12 +225,8 @@ def test_kafka_python_and_aiokafka_with_scram_over_sasl_ssl(secured):
             topic2, **options, group_id=f"g-{topic2}", auto_offset_reset="earliest", enable_auto_commit=False
         )
         await asyncio.wait_for(consumer.start(), WAIT_S)
-        out: list[Msg] = []
         try:
-            deadline = time.monotonic() + WAIT_S * 2
-            while len(out) < len(sent) and time.monotonic() < deadline:
-                for records in (await consumer.getmany(timeout_ms=200)).values():
-                    out.extend(Msg(r.key, r.value, tuple(r.headers or ()), r.timestamp, r.offset) for r in records)
+            out = await aiokafka_poll(consumer, len(sent), WAIT_S * 2)
             await asyncio.wait_for(consumer.commit(), WAIT_S)
         finally:
             await asyncio.wait_for(consumer.stop(), WAIT_S)
@@ -292,8 +259,9 @@ def test_kcat(secured, case):
 # -- refusals ------------------------------------------------------------------------------------
 
 
-def delivered(config: dict, topic: str, seconds: float = 3) -> tuple[int, list[str]]:
-    """Produce one message; (messages still undelivered, client errors)."""
+def delivered(config: dict, topic: str, seconds: float = 15) -> tuple[int, list[str]]:
+    """Produce one message and wait (up to ``seconds``) for the client to report an error;
+    (messages still undelivered, client errors)."""
     from confluent_kafka import Producer
 
     errors: list[str] = []
@@ -301,13 +269,17 @@ def delivered(config: dict, topic: str, seconds: float = 3) -> tuple[int, list[s
         {
             **config,
             "error_cb": lambda e: errors.append(e.str()),
-            "message.timeout.ms": 4000,
+            # far beyond the flush, so "still queued" cannot become "expired" on a slow machine
+            "message.timeout.ms": 60000,
             "logger": None,
             "log_level": 0,
         }
     )
     producer.produce(topic, b"must not arrive")
-    left = producer.flush(seconds)
+    deadline = time.monotonic() + seconds
+    left = producer.flush(1)
+    while left and not errors and time.monotonic() < deadline:
+        left = producer.flush(0.5)
     producer.purge()
     producer.flush(1)
     return left, errors

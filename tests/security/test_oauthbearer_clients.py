@@ -29,8 +29,11 @@ from tests.integration.clients import (
     WAIT_S,
     Msg,
     RawClient,
+    aiokafka_poll,
     assert_same,
+    confluent_group_consume,
     confluent_produce,
+    kafka_python_poll,
     kcat,
     kcat_consume,
     sample_messages,
@@ -215,25 +218,6 @@ def end_offset(secured: Secured, topic: str) -> int:
         consumer.close()
 
 
-def group_consume(config: dict, topic: str, count: int) -> list[Msg]:
-    from confluent_kafka import Consumer
-
-    consumer = Consumer({**config, "group.id": f"oa-{topic}", "auto.offset.reset": "earliest"})
-    out: list[Msg] = []
-    try:
-        consumer.subscribe([topic])
-        deadline = time.monotonic() + WAIT_S * 2
-        while len(out) < count and time.monotonic() < deadline:
-            msg = consumer.poll(0.2)
-            if msg is not None:
-                assert msg.error() is None, f"consumer error: {msg.error()}"
-                out.append(Msg(msg.key(), msg.value(), tuple(msg.headers() or ()), msg.timestamp()[1], msg.offset()))
-        consumer.commit(asynchronous=False)
-    finally:
-        consumer.close()
-    return out
-
-
 def refused_produce(config: dict, topic: str, seconds: float = 4) -> list[str]:
     """Produce one message that must not arrive; the client's errors (delivery and connection)."""
     from confluent_kafka import Producer
@@ -269,7 +253,7 @@ def test_librdkafka_unsecured_jwt_is_user_alice_and_acls_apply_to_the_sub(secure
     assert confluent_produce(config["bootstrap.servers"], topic, sent, **without_servers(config)) == list(
         range(len(sent))
     )
-    assert_same(group_consume(config, topic, len(sent)), sent)
+    assert_same(confluent_group_consume(config, topic, len(sent), f"oa-{topic}"), sent)
     errors = refused_produce(secured.unsecured("bob"), topic)
     assert "TOPIC_AUTHORIZATION_FAILED" in errors and "delivered" not in errors
     assert end_offset(secured, topic) == len(sent)
@@ -283,7 +267,7 @@ def test_librdkafka_oauth_cb_with_signed_tokens_over_sasl_ssl(secured):
     assert confluent_produce(config["bootstrap.servers"], topic, sent, **without_servers(config)) == list(
         range(len(sent))
     )
-    assert_same(group_consume(config, topic, len(sent)), sent)
+    assert_same(confluent_group_consume(config, topic, len(sent), f"oa-{topic}"), sent)
     errors = refused_produce(secured.signed(lambda: secured.issuer.token("bob")), topic)
     assert "TOPIC_AUTHORIZATION_FAILED" in errors and "delivered" not in errors
 
@@ -306,7 +290,7 @@ def test_librdkafka_oidc_client_credentials_from_the_issuers_token_endpoint(secu
     assert confluent_produce(config["bootstrap.servers"], topic, sent, **without_servers(config)) == list(
         range(len(sent))
     )
-    assert_same(group_consume(config, topic, len(sent)), sent)
+    assert_same(confluent_group_consume(config, topic, len(sent), f"oa-{topic}"), sent)
 
 
 def test_kcat_with_librdkafka_2_0_unsecured_jwt(secured):
@@ -358,19 +342,10 @@ def test_kafka_python_and_aiokafka_token_providers(secured):
     finally:
         producer.close(timeout=5)
     consumer = KafkaConsumer(
-        topic,
-        **common,
-        sasl_oauth_token_provider=Provider(),
-        group_id=f"oa-kp-{topic}",
-        auto_offset_reset="earliest",
-        consumer_timeout_ms=WAIT_S * 1000,
+        topic, **common, sasl_oauth_token_provider=Provider(), group_id=f"oa-kp-{topic}", auto_offset_reset="earliest"
     )
     try:
-        got = []
-        for record in consumer:
-            got.append(Msg(record.key, record.value, tuple(record.headers or ()), record.timestamp, record.offset))
-            if len(got) == len(sent):
-                break
+        got = kafka_python_poll(consumer, len(sent), WAIT_S * 2)
     finally:
         consumer.close()
     assert_same(got, sent)
@@ -391,12 +366,8 @@ def test_kafka_python_and_aiokafka_token_providers(secured):
             await asyncio.wait_for(producer.stop(), WAIT_S)
         consumer = AIOKafkaConsumer(topic2, **options, group_id=f"oa-ak-{topic2}", auto_offset_reset="earliest")
         await asyncio.wait_for(consumer.start(), WAIT_S)
-        out: list[Msg] = []
         try:
-            deadline = time.monotonic() + WAIT_S * 2
-            while len(out) < len(sent) and time.monotonic() < deadline:
-                for records in (await consumer.getmany(timeout_ms=200)).values():
-                    out.extend(Msg(r.key, r.value, tuple(r.headers or ()), r.timestamp, r.offset) for r in records)
+            out = await aiokafka_poll(consumer, len(sent), WAIT_S * 2)
         finally:
             await asyncio.wait_for(consumer.stop(), WAIT_S)
         return out

@@ -44,6 +44,13 @@ _ABORTED = struct.Struct(">qq")
 # sendfile it takes three system calls (header, records, the rest), each a TCP segment the
 # receiver wakes up for, and an acks=all produce waits for two fetch responses per follower.
 COPY_RECORDS_BELOW = 32 * 1024
+# A follower whose only news is a moved high watermark (or log start) is answered after this
+# long, unless records for it arrive first and the answer carries both. Answering at once, as
+# Kafka 3.7+ does, costs every follower a second fetch round trip per replicated batch (one for
+# the records, one for the HW their acknowledgement moved); under a steady load the next batch
+# is usually this close behind. Followers need the HW only to serve it after a failover, and
+# Kafka before 3.7 let it lag by up to replica.fetch.wait.max.ms (500 ms).
+FOLLOWER_HW_LINGER_S = 0.010
 
 
 class PartitionData:
@@ -186,9 +193,9 @@ def handle(ctx, request):
     denied = fetch_denials(ctx, _Topics(session.watch_keys()), replica_id) if broker.authorizer is not None else None
     results, total, any_error, news = _read_pass(broker, request, replica_id, denied, session)
     max_wait_ms = millis(request.max_wait)
-    if total >= request.min_bytes or max_wait_ms <= 0 or any_error or news or session.empty:
+    if total >= request.min_bytes or max_wait_ms <= 0 or any_error or session.empty:
         return _finish(broker, session, results, version, ctx)
-    return _long_poll(broker, request, replica_id, max_wait_ms, version, denied, session, ctx)
+    return _long_poll(broker, request, replica_id, max_wait_ms, version, denied, session, ctx, news)
 
 
 class _Topics:
@@ -224,19 +231,28 @@ def _finish(broker, session, results, version: int, ctx=None) -> RawResponse:
 
 
 async def _long_poll(
-    broker, request, replica_id: int, max_wait_ms: int, version: int, denied, session, ctx=None
+    broker, request, replica_id: int, max_wait_ms: int, version: int, denied, session, ctx=None, news=False
 ) -> RawResponse:
     """Wait for data, woken by appends. Each pass re-reads before waiting, so an append that
-    lands between the handler's first read and this coroutine starting is not missed."""
-    deadline = time.monotonic() + max_wait_ms / 1000
+    lands between the handler's first read and this coroutine starting is not missed.
+
+    ``news`` (the handler's pass found a follower's HW moved) starts FOLLOWER_HW_LINGER_S."""
+    now = time.monotonic()
+    deadline = now + max_wait_ms / 1000
+    answer_news_by = now + FOLLOWER_HW_LINGER_S if news else None
     keys = session.watch_keys()
     purgatory = broker.replica_manager.purgatory
     while True:
         results, total, any_error, news = _read_pass(broker, request, replica_id, denied, session)
-        left = deadline - time.monotonic()
-        if total >= request.min_bytes or any_error or news or left <= 0:
+        now = time.monotonic()
+        wait_s = deadline - now
+        if news:
+            if answer_news_by is None:
+                answer_news_by = now + FOLLOWER_HW_LINGER_S
+            wait_s = min(wait_s, answer_news_by - now)
+        if total >= request.min_bytes or any_error or wait_s <= 0:
             return _finish(broker, session, results, version, ctx)
-        if not await purgatory.wait(keys, left):
+        if not await purgatory.wait(keys, wait_s):
             results = _read_pass(broker, request, replica_id, denied, session)[0]
             return _finish(broker, session, results, version, ctx)
 

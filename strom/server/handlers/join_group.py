@@ -6,6 +6,7 @@ DescribeGroups returns and kafka-consumer-groups.sh prints under HOST.
 
 from __future__ import annotations
 
+from strom.group.coordinator import JoinRequest
 from strom.protocol.api import ApiKey, response_class_for
 from strom.protocol.entities import build, field_value, millis
 from strom.protocol.errors import ErrorCode
@@ -21,16 +22,18 @@ async def _join(ctx, request):
     session_timeout = millis(request.session_timeout)
     rebalance_timeout = millis(field_value(request, "rebalance_timeout", request.session_timeout))
     result = await ctx.broker.group_coordinator.join_group(
-        request.group_id,
-        request.member_id,
-        field_value(request, "group_instance_id"),
-        ctx.header.client_id or "",
-        "/" + ctx.peer.rsplit(":", 1)[0],
-        request.protocol_type,
-        [(p.name, bytes(p.metadata)) for p in request.protocols],
-        session_timeout,
-        rebalance_timeout,
-        require_known_member_id=ctx.api_version >= 4,
+        JoinRequest(
+            request.group_id,
+            request.member_id,
+            field_value(request, "group_instance_id"),
+            ctx.header.client_id or "",
+            "/" + ctx.peer.rsplit(":", 1)[0],
+            request.protocol_type,
+            [(p.name, bytes(p.metadata)) for p in request.protocols],
+            session_timeout,
+            rebalance_timeout,
+            require_known_member_id=ctx.api_version >= 4,
+        )
     )
     return build(
         response_class_for(API_KEY, ctx.api_version),

@@ -30,7 +30,7 @@ from strom.protocol.errors import (
 from strom.protocol.records import BATCH_HEADER_SIZE, BatchHeader
 from strom.server import leader_hints, legacy, wire
 from strom.server.authorization import produce_denials
-from strom.server.dispatcher import RawResponse, error_from_exception
+from strom.server.dispatcher import RawResponse, Replicating, error_from_exception
 
 API_KEY = ApiKey.PRODUCE
 MIN_VERSION = 0  # v0-2 carry message sets (magic 0/1), converted by strom.server.legacy
@@ -195,7 +195,9 @@ def _append_all(ctx, request, rejected: dict[tuple[str, int], int] | None = None
         for name, partitions in results:
             for result in partitions:
                 if not _committed(broker, name, result):
-                    return _await_replication(broker, results, millis(request.timeout), ctx.api_version, ctx)
+                    return Replicating(
+                        _await_replication(broker, results, millis(request.timeout), ctx.api_version, ctx)
+                    )
     response = encode_response(results, ctx.api_version, ctx)
     # the appends may still be in the write-behind buffer: revised if their log dir fails first
     response.revise = functools.partial(
