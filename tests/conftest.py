@@ -43,10 +43,6 @@ def pytest_collection_modifyitems(config, items):
 ALONE_TESTS = (
     "tests/cluster/test_chaos",  # faults timed against the 6 s session and replica.lag.time.max.ms
     "tests/security/test_quotas.py::test_producer_is_held_to_its_byte_rate",  # within 10% over 20 s
-    # three leader kills under a transactional copier: once in a rehearsal beside the other worker's
-    # tests (and 1 in 10 runs under heavy load) the copier made no progress for 60 s after a kill,
-    # cause not yet found (see the closing note of 2026-11-23)
-    "tests/cluster/test_txn_faults.py",
 )
 ALONE_WAIT_S = 900  # the longest test of the other worker, under load, with room to spare
 

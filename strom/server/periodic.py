@@ -15,14 +15,13 @@ async def run_every(interval_s: float, task: Callable[[], Any], stop: asyncio.Ev
     """Call ``task`` (plain or async) every ``interval_s`` until ``stop`` is set.
 
     A failing run is logged and the schedule goes on: a background task must never take the
-    broker down.
+    broker down. Shutdown cancels the sleep; waiting on ``stop`` with a timeout instead would
+    make and cancel a task every period (five a second for the ZooKeeper session check).
     """
     while not stop.is_set():
-        try:
-            await asyncio.wait_for(stop.wait(), interval_s)
+        await asyncio.sleep(interval_s)
+        if stop.is_set():
             return
-        except TimeoutError:
-            pass
         try:
             result = task()
             if inspect.isawaitable(result):

@@ -54,6 +54,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -78,6 +79,12 @@ log = logging.getLogger("strom.spark")
 
 FLUSH_TIMEOUT_S = 300.0
 TXN_CALL_TIMEOUT_S = 120.0  # each transactional call; librdkafka retries inside it
+# How long past its timeout a transactional call may stay blocked before the task gives up on it.
+# librdkafka 2.10 to at least 2.16 can block send_offsets_to_transaction for good when the sink
+# group's coordinator broker has died and dropped out of Metadata (confluentinc/librdkafka#5511;
+# its timeout is never checked, #5456). A blocked C call cannot be interrupted: the task fails and
+# Spark retries it, and the retry's init_transactions fences the stuck producer.
+TXN_CALL_OVERSTAY_S = 10.0
 _DEFAULT_MESSAGE_TIMEOUT_MS = 120_000  # the Java client's delivery.timeout.ms default, not librdkafka's 300 s
 _DEFAULT_PRODUCER: dict[str, str | int] = {
     "acks": "all",
@@ -220,7 +227,7 @@ class _Producing:
             marker = TopicPartition(
                 self.delivery.marker_topic, 0, batch + 1, metadata=json.dumps({"batch": batch, "records": count})
             )
-            producer.send_offsets_to_transaction([marker], group, TXN_CALL_TIMEOUT_S)
+            bounded_call(producer.send_offsets_to_transaction, [marker], group, TXN_CALL_TIMEOUT_S)
             producer.commit_transaction(TXN_CALL_TIMEOUT_S)
         except KafkaException as exc:
             error = exc.args[0]
@@ -449,3 +456,33 @@ class StromStreamWriter(_Producing, DataSourceStreamArrowWriter):
             )
         else:
             log.warning("strom sink: batch %d aborted; acknowledged records stay (at-least-once)", batchId)
+
+
+def bounded_call(call, *args, timeout_s: float = TXN_CALL_TIMEOUT_S + TXN_CALL_OVERSTAY_S):
+    """``call(*args)`` on a thread of its own; TimeoutError if it has not returned in ``timeout_s``.
+
+    The thread is left blocked (it cannot be stopped), and its producer is not touched again (an
+    abort would queue behind the stuck call): Spark's retry of the task fences it with
+    init_transactions.
+    """
+    outcome: dict = {}
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            outcome["result"] = call(*args)
+        except BaseException as exc:  # handed to the caller's thread as it is
+            outcome["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="strom-sink-txn-call", daemon=True).start()
+    if not done.wait(timeout_s):
+        raise TimeoutError(
+            f"strom sink: {getattr(call, '__name__', 'a transactional call')} did not return within "
+            f"{timeout_s:.0f} s (librdkafka#5511: a transactional producer can wait forever for a group "
+            "coordinator that has left the cluster)"
+        )
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("result")

@@ -6,18 +6,32 @@ and commit the input offsets in the same transaction (send_offsets_to_transactio
 
 Runs until every input partition's committed offset reaches its end offset as measured at start
 (exit 0) or the deadline passes (exit 3). After an abortable error it aborts and rewinds to the
-committed offsets, as a Kafka application must; a fatal one (fenced) exits 2. The test kills it
-with SIGKILL and starts it again; the new instance fences the old one through its transactional id.
+committed offsets, as a Kafka application must; a fatal one (fenced) exits 2, and a transactional
+call that overstays its timeout exits 5 (see ``bounded``). The test kills it with SIGKILL and
+starts it again, as a supervisor would after any exit; the new instance fences the old one through
+its transactional id.
 """
 
 from __future__ import annotations
 
+import os
 import sys
+import threading
 import time
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 BATCH = 200
+CALL_TIMEOUT_S = 30.0
+# librdkafka (2.10 to at least 2.16) can block send_offsets_to_transaction for good, whatever its
+# timeout: a request waiting for a group coordinator that has since left the brokers' Metadata
+# (killed, its partitions moved, librdkafka "decommissions" it) is never sent elsewhere
+# (confluentinc/librdkafka#5511), and the call's timeout is never checked (#5456). A blocked C call
+# cannot be interrupted; the application exits and its supervisor restarts it, whose new instance
+# fences this one and aborts its transaction. Kafka's brokers drop a dead broker from Metadata
+# in the same update that moves its leaderships, as strom does.
+OVERSTAY_S = 5.0
+STUCK_EXIT = 5
 
 
 def end_offsets(consumer: Consumer, topic: str) -> dict[int, int]:
@@ -51,11 +65,32 @@ def rewind(consumer: Consumer, topic: str, partitions: list[int]) -> None:
         consumer.seek(TopicPartition(topic, tp.partition, tp.offset if tp.offset >= 0 else 0))
 
 
+def bounded(call, timeout_s: float = CALL_TIMEOUT_S) -> None:
+    """``call()``, or exit the process if it has not returned OVERSTAY_S after ``timeout_s``."""
+
+    def stuck() -> None:
+        print(
+            f"a transactional call did not return {timeout_s + OVERSTAY_S:.0f}s after it began (timeout "
+            f"{timeout_s:.0f}s; librdkafka#5511); exiting to be restarted",
+            flush=True,
+        )
+        os._exit(STUCK_EXIT)
+
+    watchdog = threading.Timer(timeout_s + OVERSTAY_S, stuck)
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        call()
+    finally:
+        watchdog.cancel()
+
+
 def attempt(call) -> str:
-    """Run a transactional call the way librdkafka asks: retry retriable errors, report the rest."""
+    """Run a transactional call (with CALL_TIMEOUT_S) the way librdkafka asks: retry retriable
+    errors, report the rest."""
     for _ in range(20):
         try:
-            call()
+            bounded(call)
             return "ok"
         except KafkaException as exc:
             error: KafkaError = exc.args[0]
@@ -119,13 +154,15 @@ def main(bootstrap: str, source: str, target: str, group: str, transactional_id:
             producer.produce(target, message.value(), message.key(), partition=message.partition())
         positions = {m.partition(): m.offset() + 1 for m in messages}
         offsets = [TopicPartition(source, p, o) for p, o in positions.items()]
-        outcome = attempt(lambda: producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), 30))
+        outcome = attempt(
+            lambda: producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), CALL_TIMEOUT_S)
+        )
         if outcome == "ok":
-            outcome = attempt(lambda: producer.commit_transaction(30))
+            outcome = attempt(lambda: producer.commit_transaction(CALL_TIMEOUT_S))
         if outcome == "fatal":
             return 2
         if outcome == "abort":
-            if attempt(lambda: producer.abort_transaction(30)) != "ok":
+            if attempt(lambda: producer.abort_transaction(CALL_TIMEOUT_S)) != "ok":
                 return 2
             rewind(consumer, source, partitions)
     print("deadline passed", flush=True)
