@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 @dataclass
 class History:
-    acked: dict[str, tuple[int, int]] = field(default_factory=dict)  # value -> (partition, offset)
+    acked: dict[str, tuple[int, int | None]] = field(default_factory=dict)  # value -> (partition, offset)
     failed: dict[str, str] = field(default_factory=dict)  # value -> error
     fatal: list[str] = field(default_factory=list)  # fatal producer errors (each producer was replaced)
 
@@ -38,6 +38,9 @@ class Verdict:
     failed_but_present: int  # indeterminate outcomes that did land: allowed
     replica_differences: list[str]
     anomalies: list[str] = field(default_factory=list)  # the transactional checker's: aborted records read, ...
+    # acknowledged without an offset: librdkafka acknowledges a request that failed with a retriable
+    # error once a later one of the same producer succeeds (its "implicit ack"), offset unknown
+    offset_unknown: int = 0
     group: GroupVerdict | None = None  # the consumer group's checks (strom.chaos.group), when a group ran
 
     @property
@@ -59,6 +62,7 @@ class Verdict:
             f"moved {len(self.moved)}, out of order {len(self.out_of_order)}, "
             f"replica differences {len(self.replica_differences)}"
             + (f", anomalies {len(self.anomalies)}" if self.anomalies else "")
+            + (f", acknowledged without an offset {self.offset_unknown}" if self.offset_unknown else "")
             + (f"; {self.group.summary()}" if self.group is not None else "")
         )
 
@@ -246,7 +250,12 @@ def check(history: History, read: dict[int, list[tuple[int, str]]], replica_diff
             seen.setdefault(value, []).append((partition, offset))
     lost = sorted(v for v in history.acked if v not in seen)
     duplicated = sorted(v for v, where in seen.items() if len(where) > 1)
-    moved = sorted(v for v, at in history.acked.items() if v in seen and at not in seen[v])
+    # an acknowledgement without an offset (None) still names the partition the value must be in
+    moved = sorted(
+        v
+        for v, at in history.acked.items()
+        if v in seen and (at not in seen[v] if at[1] is not None else all(p != at[0] for p, _ in seen[v]))
+    )
     out_of_order = []
     for partition, records in read.items():
         last: dict[str, int] = {}
@@ -268,4 +277,5 @@ def check(history: History, read: dict[int, list[tuple[int, str]]], replica_diff
         out_of_order,
         failed_present,
         replica_differences,
+        offset_unknown=sum(1 for _partition, offset in history.acked.values() if offset is None),
     )

@@ -128,6 +128,7 @@ class Partition:
             raise NotEnoughReplicasError(
                 f"{self.topic}-{self.index} has {len(self.isr)} in-sync replicas, min.insync.replicas is {min_isr}"
             )
+        self._record_idle_fetches()
         info = log.append_as_leader(records, self.leader_epoch)
         isr = self.isr
         if len(isr) == 1 and isr[0] == self.local_broker_id:  # alone in sync: all appended is committed
@@ -142,9 +143,28 @@ class Partition:
         """A transaction marker (WriteTxnMarkers); committed like any acks=all append, by the ISR."""
         if not self.is_leader:
             raise NotLeaderError(f"broker {self.local_broker_id} is not the leader of {self.topic}-{self.index}")
+        self._record_idle_fetches()
         info = self.log.append_marker(producer_id, producer_epoch, commit, coordinator_epoch, self.leader_epoch)
         self.maybe_increment_high_watermark()
         return info
+
+    def _record_idle_fetches(self) -> None:
+        """Before the log end moves: a follower at it was caught up at its session's last fetch.
+
+        Kafka records every fetch of every session partition; strom records a follower's fetch
+        only when it reads (``update_follower``), and counts the idle ones in between while the
+        follower is still at the log end (``_caught_up_ms``). Once an append moves the log end,
+        that no longer holds, so they are recorded now: otherwise a partition idle for longer
+        than replica.lag.time.max.ms would lose its followers from the ISR on its next write,
+        before they could fetch it (seen in the fault campaign: the first write after a 6 s
+        client partition was answered NOT_ENOUGH_REPLICAS_AFTER_APPEND).
+        """
+        end = self.log.log_end_offset
+        for follower in self.followers.values():
+            if follower.fetched is not None and follower.log_end_offset >= end:
+                at = follower.session_fetch_ms()
+                if at > follower.last_caught_up_ms:
+                    follower.last_caught_up_ms = at
 
     def maybe_increment_high_watermark(self) -> bool:
         """HW = min LEO over the ISR; returns whether it moved."""
