@@ -101,3 +101,42 @@ def test_a_value_length_past_its_record_is_corrupt():
 def test_control_batches_have_no_data_records():
     batch = build_batch([NewRecord(b"\x00\x00\x00\x00", key=b"\x00\x00\x00\x00")], control=True, transactional=True)
     assert len(decode_columns(batch, BatchHeader.parse(batch, 0)).offsets) == 0
+
+
+@pytest.mark.parametrize("length_byte", [3, 10, 30])  # -2 (negative), 5 and 15: not where the next record starts
+def test_a_record_length_off_the_chain_is_corrupt(length_byte):
+    batch = bytearray(build_batch([NewRecord(b"v" * 10), NewRecord(b"w" * 10), NewRecord(b"x" * 10)]))
+    header = BatchHeader.parse(batch, 0)
+    batch[61] = length_byte  # the first record's length varint
+    with pytest.raises(CorruptRecordError):
+        decode_columns(bytes(batch), header)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        [b"v" * 100] * 300,  # one size throughout: no record-by-record pass at all
+        [b"v" * 100] * 150 + [b"w" * 7] + [b"v" * 100] * 149,  # the run breaks in the middle
+        [b"v" * 100] * 299 + [b"w" * 101],  # only the last record differs
+        [b"v" * (i % 7) for i in range(300)],  # no run
+    ],
+)
+def test_many_records_of_one_size_and_runs_that_break(values):
+    records = [NewRecord(v, key=None if i % 3 else b"k", timestamp=1_700_000_000_000) for i, v in enumerate(values)]
+    _compare(build_batch(records, base_offset=7), False)
+
+
+def test_a_broken_length_inside_a_run_of_one_size_is_corrupt():
+    batch = bytearray(build_batch([NewRecord(b"v" * 10) for _ in range(100)]))
+    header = BatchHeader.parse(batch, 0)
+    step = (len(batch) - 61) // 100
+    batch[61 + 50 * step] = 3  # record 50's length: -2
+    with pytest.raises(CorruptRecordError):
+        decode_columns(bytes(batch), header)
+
+
+@settings(max_examples=40, deadline=None)
+@given(sizes=st.lists(st.tuples(st.sampled_from([0, 3, 60, 100, 9000]), st.integers(1, 150)), min_size=1, max_size=6))
+def test_runs_of_sizes_match_the_record_decoder(sizes):
+    values = [b"v" * size for size, run in sizes for _ in range(run)]
+    _compare(build_batch([NewRecord(v, timestamp=1_700_000_000_000) for v in values]), False)
