@@ -13,7 +13,6 @@ back (the registration it makes then lists nothing offline).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -34,7 +33,7 @@ from strom.replication.fetcher import ReplicaFetcherManager
 from strom.replication.partition import Partition
 from strom.replication.purgatory import Purgatory
 from strom.replication.throttle import ReplicationQuotas
-from strom.storage.checkpoint import DeferredBatch, DeferredSyncError, deferred_syncs
+from strom.storage.checkpoint import DeferredSyncError, deferred_syncs
 from strom.storage.log import LogAppendInfo
 from strom.storage.log_config import LogConfig
 from strom.storage.log_manager import LogManager
@@ -49,10 +48,6 @@ log = logging.getLogger("strom.replication")
 # answer nobody meanwhile, not even the CreateTopics that made them. A metadata pass creates at
 # most this many and leaves the rest to a next pass, after the loop has served what is waiting.
 NEW_REPLICAS_PER_PASS = 250
-# A pass that writes this many leader-epoch checkpoints or more has them written on the checkpoint
-# thread (a few ms each on a busy disk); fewer are written before the pass returns, which costs
-# less than a round trip through the thread for a single change of leadership.
-BACKGROUND_CHECKPOINTS_FROM = 32
 
 
 class ReplicaManager:
@@ -75,9 +70,6 @@ class ReplicaManager:
         self._next_pass_scheduled = False
         self._unmade: set[tuple[str, int]] = set()  # replicas whose log a pass left for the next one
         self._refused: set[tuple[str, int]] = set()  # replicas whose log could not be made: tried on the next change
-        # leaders whose new epoch's checkpoint is not yet on disk -> the batch writing it; no appends
-        self._epochs_pending: dict[tuple[str, int], DeferredBatch] = {}
-        self._new_epochs: list[Partition] = []  # leaders at a new epoch in the running pass
         self.log_manager.failure_listeners.append(self._on_log_dir_failure)
 
     def apply_metadata(self, changed: Iterable[tuple[str, int]] | None = None) -> None:
@@ -89,77 +81,19 @@ class ReplicaManager:
         topics are deleted, whose stray logs only a full pass finds). A 10,000-partition topic
         whose logs are made 250 at a time would otherwise walk all 10,000 partitions 40 times.
 
-        The leader-epoch checkpoints that the pass writes are made durable together after it
-        (checkpoint.deferred_syncs), many of them on the checkpoint thread: a broker
-        taking over thousands of leaderships would otherwise spend two fsyncs on each, or hold
-        the loop for seconds of renames. Until its checkpoint is on disk a partition that took a
-        new leader epoch accepts no append (NOT_LEADER_OR_FOLLOWER, which producers retry), so no
-        record of the new epoch can reach the disk, and be counted as recovered, before the
-        epoch's start does (as Kafka's makeLeader, which appends nothing before the fsync).
-        Fetches, which only read what earlier epochs wrote, are served meanwhile.
+        The leader-epoch checkpoints that the pass writes are made durable together at its end
+        (checkpoint.deferred_syncs): a broker taking over thousands of leaderships would
+        otherwise spend two fsyncs on each.
         """
-        loop = _running_loop()
-        batch = None
         try:
-            with deferred_syncs(BACKGROUND_CHECKPOINTS_FROM if loop is not None else None) as batch:
+            with deferred_syncs():
                 self._apply_metadata(changed)
         except DeferredSyncError as exc:  # the syncs or renames at the end: a disk under a log dir failed
-            if not self._deferred_sync_failed(exc):
+            failed = exc.filename if isinstance(exc.filename, str) else ""
+            log_dir = next((d for d in self.log_manager.log_dirs if failed.startswith(d)), None)
+            if log_dir is None:
                 raise
-        finally:
-            new_epochs, self._new_epochs = self._new_epochs, []
-            if loop is not None and batch is not None and batch.future is not None:
-                self._hold_until_durable(loop, batch, new_epochs)
-
-    def _hold_until_durable(
-        self, loop: asyncio.AbstractEventLoop, batch: DeferredBatch, leaders: list[Partition]
-    ) -> None:
-        held = 0
-        for partition in leaders:
-            if partition.log.leader_epoch_cache.path in batch.texts:
-                self._epochs_pending[partition.key] = batch
-                held += 1
-        started = time.monotonic()
-
-        def done(_future: object) -> None:  # on the checkpoint thread
-            with contextlib.suppress(RuntimeError):  # the loop closed: the broker is gone
-                loop.call_soon_threadsafe(self._batch_durable, batch, held, started)
-
-        assert batch.future is not None
-        batch.future.add_done_callback(done)
-
-    def _batch_durable(self, batch: DeferredBatch, held: int, started: float) -> None:
-        for key in [k for k, b in self._epochs_pending.items() if b is batch]:
-            del self._epochs_pending[key]
-        assert batch.future is not None
-        exc = batch.future.exception()
-        if isinstance(exc, DeferredSyncError):
-            if not self._deferred_sync_failed(exc):
-                log.error("making %d checkpoints durable failed: %s", len(batch.texts), exc)
-        elif exc is not None:
-            log.error("making %d checkpoints durable failed: %r", len(batch.texts), exc)
-        else:  # only large batches come here: worth a line
-            log.info(
-                "%d checkpoints durable after %.2fs; %d new leader epochs take appends now",
-                len(batch.texts),
-                time.monotonic() - started,
-                held,
-            )
-
-    def _deferred_sync_failed(self, exc: DeferredSyncError) -> bool:
-        """The log dir under a checkpoint that could not be made durable goes offline; False if none is."""
-        failed = exc.filename if isinstance(exc.filename, str) else ""
-        log_dir = next((d for d in self.log_manager.log_dirs if failed.startswith(d)), None)
-        if log_dir is None:
-            return False
-        self.log_manager.fail_dir(log_dir, exc, "making leader-epoch checkpoints durable")
-        return True
-
-    def _check_epoch_durable(self, topic: str, index: int) -> None:
-        if (topic, index) in self._epochs_pending:
-            raise NotLeaderError(
-                f"broker {self.broker_id} is still making the new leader epoch of {topic}-{index} durable"
-            )
+            self.log_manager.fail_dir(log_dir, exc, "making leader-epoch checkpoints durable")
 
     def _apply_metadata(self, changed: Iterable[tuple[str, int]] | None) -> None:
         self.quotas.update(self.metadata)
@@ -260,8 +194,6 @@ class ReplicaManager:
                     self.fetchers.follow(partition)
                 else:
                     self.fetchers.unfollow(partition.key)
-        if partition.is_leader and (not was_leader or changed):
-            self._new_epochs.append(partition)  # its epoch checkpoint is in this pass's batch
         if partition.is_leader != was_leader:
             for listener in self.leadership_listeners:
                 listener(partition, partition.is_leader)
@@ -412,8 +344,6 @@ class ReplicaManager:
     ) -> LogAppendInfo:
         """Write a commit/abort marker on the leader; the caller waits for the HW to pass it."""
         partition = self.leader_partition(topic, index)
-        if self._epochs_pending:
-            self._check_epoch_durable(topic, index)
         try:
             info = partition.append_marker_as_leader(producer_id, producer_epoch, commit, coordinator_epoch)
         except OSError as exc:
@@ -457,8 +387,6 @@ class ReplicaManager:
         partition = self.partitions.get((topic, index))
         if partition is None or not partition.is_leader or self.fenced:
             partition = self.leader_partition(topic, index)  # raises the precise error
-        if self._epochs_pending:
-            self._check_epoch_durable(topic, index)
         stats = self.broker.stats.topic(topic)  # Kafka's BrokerTopicMetrics: plain counters
         stats.produce_requests += 1
         try:
@@ -474,10 +402,3 @@ class ReplicaManager:
             stats.bytes_in += len(records)
         self.purgatory.notify(partition.key)
         return info
-
-
-def _running_loop() -> asyncio.AbstractEventLoop | None:
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:  # tools and tests without a loop: the pass makes its checkpoints durable itself
-        return None
