@@ -65,12 +65,41 @@ class ReplicaManager:
         self._known_topics: set[str] | None = None
         # Set while this broker cannot confirm its ZooKeeper session: it then leads nothing, as a
         # KRaft broker fenced by its controller, so clients move to the leader elected meanwhile.
-        self.fenced = False
+        self._fenced = False
+        # monotonic time and process CPU time of the broker's last ZooKeeper session check (None:
+        # no ZooKeeper), and how long without one means the process may have been stopped
+        self.session_checked_at: float | None = None
+        self.session_checked_cpu = 0.0
+        self.stall_fence_s = float("inf")
         self.offline: set[tuple[str, int]] = set()  # replicas in a failed log dir
         self._next_pass_scheduled = False
         self._unmade: set[tuple[str, int]] = set()  # replicas whose log a pass left for the next one
         self._refused: set[tuple[str, int]] = set()  # replicas whose log could not be made: tried on the next change
         self.log_manager.failure_listeners.append(self._on_log_dir_failure)
+
+    @property
+    def fenced(self) -> bool:
+        """Whether this broker leads nothing now (see ``_fenced``).
+
+        Also while its session check has not run for ``stall_fence_s`` and the process has used
+        less than half that time in CPU: a process stopped (SIGSTOP, a frozen VM, starved) past its
+        session timeout wakes up believing it still leads, and asyncio serves the requests that
+        queued meanwhile before the check's timer. Until the check has run and ZooKeeper has
+        confirmed the session, those requests get NOT_LEADER_OR_FOLLOWER and NOT_COORDINATOR
+        instead of answers from a cache another broker has moved past. A loop that was only busy
+        (a metadata pass over 10,000 partitions) kept running, and kazoo's heartbeats with it.
+        """
+        if self._fenced:
+            return True
+        checked = self.session_checked_at
+        if checked is None:
+            return False
+        silent_for = time.monotonic() - checked
+        return silent_for > self.stall_fence_s and time.process_time() - self.session_checked_cpu < silent_for / 2
+
+    @fenced.setter
+    def fenced(self, value: bool) -> None:
+        self._fenced = value
 
     def apply_metadata(self, changed: Iterable[tuple[str, int]] | None = None) -> None:
         """Bring local replicas in line with the metadata: create, lead, follow or delete.

@@ -275,6 +275,10 @@ class Broker:
             )
         )
         if config.zookeeper_connect:
+            # a pause of half the session may have outlasted it (the last heartbeat came before it)
+            self.replica_manager.stall_fence_s = config.zookeeper_session_timeout_ms / 2000
+            self.replica_manager.session_checked_at = time.monotonic()
+            self.replica_manager.session_checked_cpu = time.process_time()
             self._background.append(
                 asyncio.create_task(
                     run_every(FENCE_CHECK_S, self._check_session, self._stop, "ZooKeeper session check")
@@ -452,6 +456,12 @@ class Broker:
         It is unfenced once the session is confirmed and metadata has been reloaded.
         """
         replicas = self.replica_manager
+        now, cpu = time.monotonic(), time.process_time()
+        last, last_cpu = replicas.session_checked_at, replicas.session_checked_cpu
+        replicas.session_checked_at, replicas.session_checked_cpu = now, cpu
+        if last is not None and now - last > replicas.stall_fence_s and cpu - last_cpu < (now - last) / 2:
+            self._fence(f"it was stopped for {now - last:.1f}s (paused?) and must confirm its session again")
+            return
         unconfirmed = self.store.unconfirmed_for()
         if not replicas.fenced and unconfirmed > self.config.zookeeper_session_timeout_ms / 3000:
             self._fence(f"its ZooKeeper session is unconfirmed for {min(unconfirmed, 1e9):.1f}s")
