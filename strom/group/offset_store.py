@@ -105,7 +105,10 @@ class OffsetStore:
         else:
             batch = build_batch(records, producer_id=producer_id, producer_epoch=producer_epoch, transactional=True)
         replicas = self._replicas
+        timeout_s = self.broker.config.offsets_commit_timeout_ms / 1000
         try:
+            if replicas.epochs_pending:
+                await replicas.until_epochs_durable([(OFFSETS_TOPIC, partition)], timeout_s)
             info = replicas.append(OFFSETS_TOPIC, partition, batch, -1)
         except KafkaError as exc:
             log.warning("could not write group state to %s-%d: %s", OFFSETS_TOPIC, partition, exc)
@@ -113,9 +116,7 @@ class OffsetStore:
         if on_append is not None:
             on_append(info.first_offset)
         try:
-            await replicas.wait_committed(
-                OFFSETS_TOPIC, partition, info.last_offset, self.broker.config.offsets_commit_timeout_ms / 1000
-            )
+            await replicas.wait_committed(OFFSETS_TOPIC, partition, info.last_offset, timeout_s)
         except NotLeaderError:
             return ErrorCode.NOT_COORDINATOR
         except RequestTimedOutError:

@@ -13,6 +13,7 @@ back (the registration it makes then lists nothing offline).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -33,7 +34,7 @@ from strom.replication.fetcher import ReplicaFetcherManager
 from strom.replication.partition import Partition
 from strom.replication.purgatory import Purgatory
 from strom.replication.throttle import ReplicationQuotas
-from strom.storage.checkpoint import DeferredSyncError, deferred_syncs
+from strom.storage.checkpoint import DeferredBatch, DeferredSyncError, deferred_syncs
 from strom.storage.log import LogAppendInfo
 from strom.storage.log_config import LogConfig
 from strom.storage.log_manager import LogManager
@@ -48,6 +49,10 @@ log = logging.getLogger("strom.replication")
 # answer nobody meanwhile, not even the CreateTopics that made them. A metadata pass creates at
 # most this many and leaves the rest to a next pass, after the loop has served what is waiting.
 NEW_REPLICAS_PER_PASS = 250
+# A pass that writes this many leader-epoch checkpoints or more has them written on the checkpoint
+# thread (a few ms each on a busy disk); fewer are written before the pass returns, which costs
+# less than a round trip through the thread for a single change of leadership.
+BACKGROUND_CHECKPOINTS_FROM = 32
 
 
 class ReplicaManager:
@@ -75,6 +80,9 @@ class ReplicaManager:
         self._next_pass_scheduled = False
         self._unmade: set[tuple[str, int]] = set()  # replicas whose log a pass left for the next one
         self._refused: set[tuple[str, int]] = set()  # replicas whose log could not be made: tried on the next change
+        # leaders whose new epoch's checkpoint is not yet on disk -> set once it is; appends wait for it
+        self.epochs_pending: dict[tuple[str, int], asyncio.Event] = {}
+        self._new_epochs: list[Partition] = []  # leaders at a new epoch in the running pass
         self.log_manager.failure_listeners.append(self._on_log_dir_failure)
 
     @property
@@ -110,19 +118,103 @@ class ReplicaManager:
         topics are deleted, whose stray logs only a full pass finds). A 10,000-partition topic
         whose logs are made 250 at a time would otherwise walk all 10,000 partitions 40 times.
 
-        The leader-epoch checkpoints that the pass writes are made durable together at its end
-        (checkpoint.deferred_syncs): a broker taking over thousands of leaderships would
-        otherwise spend two fsyncs on each.
+        The leader-epoch checkpoints that the pass writes are made durable together after it
+        (checkpoint.deferred_syncs), many of them on the checkpoint thread: a broker
+        taking over thousands of leaderships would otherwise spend two fsyncs on each, or hold
+        the loop for seconds of renames. Until its checkpoint is on disk a partition that took a
+        new leader epoch accepts no append (NOT_LEADER_OR_FOLLOWER, which producers retry), so no
+        record of the new epoch can reach the disk, and be counted as recovered, before the
+        epoch's start does (as Kafka's makeLeader, which appends nothing before the fsync).
+        Fetches, which only read what earlier epochs wrote, are served meanwhile.
         """
+        loop = _running_loop()
+        batch = None
         try:
-            with deferred_syncs():
+            with deferred_syncs(BACKGROUND_CHECKPOINTS_FROM if loop is not None else None) as batch:
                 self._apply_metadata(changed)
         except DeferredSyncError as exc:  # the syncs or renames at the end: a disk under a log dir failed
-            failed = exc.filename if isinstance(exc.filename, str) else ""
-            log_dir = next((d for d in self.log_manager.log_dirs if failed.startswith(d)), None)
-            if log_dir is None:
+            if not self._deferred_sync_failed(exc):
                 raise
-            self.log_manager.fail_dir(log_dir, exc, "making leader-epoch checkpoints durable")
+        finally:
+            new_epochs, self._new_epochs = self._new_epochs, []
+            if loop is not None and batch is not None and batch.future is not None:
+                self._hold_until_durable(loop, batch, new_epochs)
+
+    def _hold_until_durable(
+        self, loop: asyncio.AbstractEventLoop, batch: DeferredBatch, leaders: list[Partition]
+    ) -> None:
+        durable = asyncio.Event()
+        held = []
+        for partition in leaders:
+            if partition.log.leader_epoch_cache.path in batch.texts:
+                self.epochs_pending[partition.key] = durable
+                held.append(partition.key)
+        started = time.monotonic()
+
+        def done(_future: object) -> None:  # on the checkpoint thread
+            with contextlib.suppress(RuntimeError):  # the loop closed: the broker is gone
+                loop.call_soon_threadsafe(self._batch_durable, batch, durable, held, started)
+
+        assert batch.future is not None
+        batch.future.add_done_callback(done)
+
+    def _batch_durable(
+        self, batch: DeferredBatch, durable: asyncio.Event, held: list[tuple[str, int]], started: float
+    ) -> None:
+        for key in held:
+            if self.epochs_pending.get(key) is durable:  # a later pass may have taken the key over
+                del self.epochs_pending[key]
+        durable.set()
+        assert batch.future is not None
+        exc = batch.future.exception()
+        if isinstance(exc, DeferredSyncError):
+            if not self._deferred_sync_failed(exc):
+                log.error("making %d checkpoints durable failed: %s", len(batch.texts), exc)
+        elif exc is not None:
+            log.error("making %d checkpoints durable failed: %r", len(batch.texts), exc)
+        else:  # only large batches come here: worth a line
+            log.info(
+                "%d checkpoints durable after %.2fs; %d new leader epochs take appends now",
+                len(batch.texts),
+                time.monotonic() - started,
+                len(held),
+            )
+
+    async def until_epochs_durable(self, keys: Iterable[tuple[str, int]], timeout_s: float) -> None:
+        """Wait until the new leader epochs of ``keys`` are on disk, as Kafka's makeLeader makes
+        its appends wait; NOT_LEADER_OR_FOLLOWER (retriable) if that takes over ``timeout_s``.
+
+        Callers that append as leader await this first: an append at an epoch that a crash could
+        forget would be counted as recovered at the wrong epoch. Refusing them instead, as a
+        first version did, made the group coordinator answer NOT_COORDINATOR to the commits that
+        followed the creation of __consumer_offsets (50 new leaders written on the thread).
+        """
+        deadline = time.monotonic() + timeout_s
+        for key in keys:
+            while (durable := self.epochs_pending.get(key)) is not None:
+                left = deadline - time.monotonic()
+                try:
+                    await asyncio.wait_for(durable.wait(), max(left, 0.0))
+                except TimeoutError:
+                    raise NotLeaderError(
+                        f"broker {self.broker_id} is still making the new leader epoch of {key[0]}-{key[1]} durable"
+                    ) from None
+
+    def _deferred_sync_failed(self, exc: DeferredSyncError) -> bool:
+        """The log dir under a checkpoint that could not be made durable goes offline; False if none is."""
+        failed = exc.filename if isinstance(exc.filename, str) else ""
+        log_dir = next((d for d in self.log_manager.log_dirs if failed.startswith(d)), None)
+        if log_dir is None:
+            return False
+        self.log_manager.fail_dir(log_dir, exc, "making leader-epoch checkpoints durable")
+        return True
+
+    def _check_epoch_durable(self, topic: str, index: int) -> None:
+        """The last guard for a caller that did not await ``until_epochs_durable``."""
+        if (topic, index) in self.epochs_pending:
+            raise NotLeaderError(
+                f"broker {self.broker_id} is still making the new leader epoch of {topic}-{index} durable"
+            )
 
     def _apply_metadata(self, changed: Iterable[tuple[str, int]] | None) -> None:
         self.quotas.update(self.metadata)
@@ -223,6 +315,8 @@ class ReplicaManager:
                     self.fetchers.follow(partition)
                 else:
                     self.fetchers.unfollow(partition.key)
+        if partition.is_leader and (not was_leader or changed):
+            self._new_epochs.append(partition)  # its epoch checkpoint is in this pass's batch
         if partition.is_leader != was_leader:
             for listener in self.leadership_listeners:
                 listener(partition, partition.is_leader)
@@ -373,6 +467,8 @@ class ReplicaManager:
     ) -> LogAppendInfo:
         """Write a commit/abort marker on the leader; the caller waits for the HW to pass it."""
         partition = self.leader_partition(topic, index)
+        if self.epochs_pending:
+            self._check_epoch_durable(topic, index)
         try:
             info = partition.append_marker_as_leader(producer_id, producer_epoch, commit, coordinator_epoch)
         except OSError as exc:
@@ -408,6 +504,8 @@ class ReplicaManager:
 
     async def append_committed(self, topic: str, index: int, records, timeout_s: float) -> LogAppendInfo:
         """Append as leader with acks=all semantics (min.insync.replicas checked) and wait for the HW."""
+        if self.epochs_pending:
+            await self.until_epochs_durable([(topic, index)], timeout_s)
         info = self.append(topic, index, records, -1)
         await self.wait_committed(topic, index, info.last_offset, timeout_s)
         return info
@@ -416,6 +514,8 @@ class ReplicaManager:
         partition = self.partitions.get((topic, index))
         if partition is None or not partition.is_leader or self.fenced:
             partition = self.leader_partition(topic, index)  # raises the precise error
+        if self.epochs_pending:
+            self._check_epoch_durable(topic, index)
         stats = self.broker.stats.topic(topic)  # Kafka's BrokerTopicMetrics: plain counters
         stats.produce_requests += 1
         try:
@@ -431,3 +531,10 @@ class ReplicaManager:
             stats.bytes_in += len(records)
         self.purgatory.notify(partition.key)
         return info
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:  # tools and tests without a loop: the pass makes its checkpoints durable itself
+        return None

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from strom.cluster import model
 from strom.cluster.controller import Controller
 from strom.cluster.local_store import LocalStore
-from strom.cluster.metadata_cache import MetadataCache
+from strom.cluster.metadata_cache import MetadataCache, state_key
 from strom.cluster.model import Broker as BrokerInfo
 from strom.cluster.store import MetadataStore, NodeExistsError, StoreError
 from strom.group.coordinator import GroupCoordinator
@@ -65,6 +65,10 @@ PORT_FILE = "strom.port"
 SHUTDOWN_GRACE_S = 5.0
 FENCE_CHECK_S = 0.2
 SLOW_METADATA_PASS_S = 0.5
+# A metadata pass re-reads at most this many changed znodes (registrations and topics first), and
+# leaves the rest to a pass right after: the loop answers requests in between. A controller's own
+# elections of 10,000 partitions fire as many watches, whose re-reads held its loop for 14 s.
+RELOAD_CHUNK = 1000
 # accept queue: a burst of clients connecting at once (thousands after a restart) must not
 # overflow it, or the kernel drops their handshakes (a retry a second later) or resets them
 LISTEN_BACKLOG = 512
@@ -514,9 +518,15 @@ class Broker:
         if self._stop.is_set():
             return
         changed = None if self._reload_everything else self._changed_paths
-        self._changed_paths, self._reload_everything = set(), False
+        rest: set[str] = set()
+        if changed is not None and len(changed) > RELOAD_CHUNK:
+            ordered = sorted(changed, key=lambda path: state_key(path) is not None)
+            changed, rest = set(ordered[:RELOAD_CHUNK]), set(ordered[RELOAD_CHUNK:])
+        self._changed_paths, self._reload_everything = rest, False
         try:
             self.refresh_metadata(changed)
+            if rest and self._reload_handle is None:  # the next chunk, once requests waiting were served
+                self._reload_handle = self._loop.call_later(0.01, self._reload)
             if self._reload_failing:
                 self._reload_failing = False
                 log.info("metadata reloaded after ZooKeeper came back")

@@ -10,14 +10,14 @@ Offset checkpoints (recovery-point-offset-checkpoint, replication-offset-checkpo
 log-start-offset-checkpoint, cleaner-offset-checkpoint) hold ``topic partition offset`` lines;
 leader-epoch-checkpoint holds ``epoch startOffset`` lines. A write goes to ``<file>.tmp``, is
 fsynced, renamed over the old file and the directory fsynced, so a crash leaves either the old
-or the new file, never a torn one. ``deferred_syncs`` keeps that promise for many files at once
-at the cost of two filesystem syncs in all.
+or the new file, never a torn one. ``deferred_syncs`` keeps that promise for many files at once,
+written by several threads, and off the caller's thread if it wishes.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
-import ctypes
 import logging
 import os
 import threading
@@ -50,79 +50,147 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
-# While deferred_syncs() is open in a thread: checkpoint path -> its written, not yet synced, .tmp.
+# While deferred_syncs() is open in a thread: its batch of checkpoint writes, not yet on disk.
 # Per thread: the cleaner checkpoint is written on an executor thread, and must not join a pass.
 _local = threading.local()
-_libc = ctypes.CDLL(None, use_errno=True)
+# checkpoint path -> the newest batch that will write it; a later write of the path (another
+# batch, or a plain write) takes it over, and the older batch then leaves the file alone. A
+# path's claim is taken, checked and given up under its stripe of _claim_locks.
+_claims: dict[str, DeferredBatch] = {}
+_claim_locks = [threading.Lock() for _ in range(64)]
+# One thread hands each batch to the file workers and waits, so that batches land in order.
+_writer = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="strom-checkpoints")
+# Writes of many files at once: measured here with 1,000 leader-epoch checkpoints, 16 threads
+# each doing write, fsync, rename, fsync of the directory took 0.95 s where one thread with two
+# syncfs in all took 2.8 s (renames are ~2 ms each on a busy disk, and overlap across threads;
+# ext4 commits concurrent fsyncs together); and a syncfs waits for every other writer's dirty data.
+FILE_WORKERS = 16
+_files = concurrent.futures.ThreadPoolExecutor(max_workers=FILE_WORKERS, thread_name_prefix="strom-checkpoint-file")
+_in_flight: set[concurrent.futures.Future[None]] = set()
+DEFERRED_TMP_SUFFIX = ".deferred.tmp"  # not Kafka's .tmp: a plain write of the same file may run meanwhile
+
+
+def _claim_lock(path: str) -> threading.Lock:
+    return _claim_locks[hash(path) % len(_claim_locks)]
+
+
+class DeferredBatch:
+    """The checkpoint writes of one ``deferred_syncs`` block: path -> the file's new text.
+
+    ``sync`` writes each file as a plain write does (``.tmp``, fsync, rename, fsync of the
+    directory), ``FILE_WORKERS`` files at a time, so a crash leaves the old file or the new
+    one, never a torn one. A path that a newer write took over meanwhile is skipped (its newer
+    text is, or will be, on disk), and so is one whose directory went away (a replica deleted
+    meanwhile).
+    """
+
+    def __init__(self) -> None:
+        self.texts: dict[str, str] = {}
+        self.future: concurrent.futures.Future[None] | None = None
+
+    def sync(self) -> None:
+        writes = [_files.submit(self._write, path, text) for path, text in self.texts.items()]
+        concurrent.futures.wait(writes)  # every file is tried before the first error is raised
+        try:
+            for done in writes:
+                done.result()
+        except OSError as exc:
+            raise DeferredSyncError(exc.errno, exc.strerror, exc.filename) from exc
+
+    def _write(self, path: str, text: str) -> None:
+        lock = _claim_lock(path)
+        if _claims.get(path) is not self:
+            return
+        tmp = path + DEFERRED_TMP_SUFFIX
+        try:
+            try:
+                with open(tmp, "w", encoding="utf-8") as handle:
+                    handle.write(text)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+            except FileNotFoundError:
+                return  # its partition dir was renamed for deletion meanwhile
+            with lock:  # a plain write or a newer batch takes the claim under this lock
+                ours = _claims.get(path) is self
+                if ours:
+                    del _claims[path]
+                    with contextlib.suppress(FileNotFoundError):
+                        os.replace(tmp, path)
+            if not ours:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp)
+                return
+            with contextlib.suppress(FileNotFoundError):
+                fsync_dir(os.path.dirname(path))
+        finally:
+            with lock:
+                if _claims.get(path) is self:
+                    del _claims[path]
+
+    def _claim(self) -> None:
+        for path in self.texts:
+            with _claim_lock(path):
+                _claims[path] = self
 
 
 @contextlib.contextmanager
-def deferred_syncs() -> Iterator[None]:
-    """Checkpoint writes inside the block share two filesystem syncs instead of two fsyncs each.
+def deferred_syncs(background_from: int | None = None) -> Iterator[DeferredBatch]:
+    """Checkpoint writes inside the block are made durable together, many files at a time.
 
     A broker that takes over the leadership of thousands of partitions at once (a 10,000-partition
     cluster losing a broker) writes a leader-epoch checkpoint for each; an fsync of the file and
-    of its directory per partition kept the event loop busy for 15 s on this machine. Inside the
-    block a write goes to its ``.tmp`` unsynced and its rename waits; on leaving, one syncfs per
-    filesystem makes every ``.tmp`` durable, the renames happen, and a second syncfs makes them
-    durable. A crash at any point leaves the old file or the new one, never a torn one, as with
-    a single write. The caller holds the event loop for the whole block, so nothing acts on the
-    new contents (an append at a new leader epoch) before they are on disk. A ``.tmp`` whose
-    directory went away meanwhile (a replica deleted in the same pass) is dropped.
+    of its directory per partition kept the event loop busy for 15 s on this machine, and even
+    with two syncfs in all, writing and renaming thousands of files one by one took 5-10 s. Inside
+    the block a write only records the file's new text in the batch. On leaving, it is made durable
+    (``DeferredBatch.sync``): at once, or on the checkpoint thread if it holds ``background_from``
+    files or more, batches in the order they were made; ``batch.future`` then says when it is
+    done (a small batch costs the caller less than waiting for the thread). The caller must not act
+    on the new contents (append at a new leader epoch) before that. A plain write of a file that
+    a pending batch holds supersedes the batch's text for it; a nested block joins the outer one.
     """
-    if getattr(_local, "pending", None) is not None:  # nested: the outer block syncs
-        yield
+    outer: DeferredBatch | None = getattr(_local, "pending", None)
+    if outer is not None:
+        yield outer
         return
-    _local.pending = {}
+    batch = _local.pending = DeferredBatch()
     try:
-        yield
-    finally:
-        pending: dict[str, str] = _local.pending
+        yield batch
+    finally:  # what the block wrote before an error still goes to disk, as a plain write would
         _local.pending = None
-        if pending:
-            try:
-                _sync_filesystems({os.path.dirname(tmp) for tmp in pending.values()})
-                for path, tmp in pending.items():
-                    try:
-                        os.replace(tmp, path)
-                    except FileNotFoundError:
-                        pass  # its partition dir was renamed for deletion in the same pass
-                _sync_filesystems({os.path.dirname(path) for path in pending})
-            except OSError as exc:
-                raise DeferredSyncError(exc.errno, exc.strerror, exc.filename) from exc
+        if batch.texts:
+            batch._claim()
+            if background_from is not None and len(batch.texts) >= background_from:
+                future = batch.future = _writer.submit(batch.sync)
+                _in_flight.add(future)
+                future.add_done_callback(_in_flight.discard)
+            else:
+                batch.sync()
 
 
-def _sync_filesystems(directories: Iterable[str]) -> None:
-    """syncfs once for each filesystem holding one of ``directories`` (those gone are skipped)."""
-    devices: set[int] = set()
-    for directory in sorted(directories):
-        try:
-            fd = os.open(directory, os.O_RDONLY)
-        except FileNotFoundError:
-            continue
-        try:
-            device = os.fstat(fd).st_dev
-            if device not in devices:
-                devices.add(device)
-                if _libc.syncfs(fd) != 0:
-                    code = ctypes.get_errno()
-                    raise OSError(code, os.strerror(code), directory)
-        finally:
-            os.close(fd)
+def wait_for_deferred(timeout_s: float) -> bool:
+    """Wait for every batch given to the checkpoint thread (a clean shutdown); False on timeout."""
+    pending = list(_in_flight)
+    if not pending:
+        return True
+    _done, not_done = concurrent.futures.wait(pending, timeout_s)
+    return not not_done
 
 
 def write_lines_atomically(path: str, lines: Iterable[str], version: int = CHECKPOINT_VERSION) -> None:
     entries = list(lines)
     text = f"{version}\n{len(entries)}\n" + "".join(line + "\n" for line in entries)
+    batch: DeferredBatch | None = getattr(_local, "pending", None)
+    if batch is not None:
+        batch.texts[path] = text
+        return
     tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as handle:
         handle.write(text)
-        pending = getattr(_local, "pending", None)
-        if pending is not None:
-            pending[path] = tmp
-            return
         handle.flush()
         os.fsync(handle.fileno())
+    if _claims:
+        with _claim_lock(path):  # this text is newer than a pending batch's: the batch must not rename over it
+            _claims.pop(path, None)
     os.replace(tmp, path)
     fsync_dir(os.path.dirname(os.path.abspath(path)))
 

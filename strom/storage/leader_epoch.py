@@ -21,6 +21,10 @@ class LeaderEpochCache:
         self.entries: list[tuple[int, int]] = self._file.read()
 
     @property
+    def path(self) -> str:
+        return self._file.path
+
+    @property
     def latest_epoch(self) -> int:
         return self.entries[-1][0] if self.entries else UNDEFINED_EPOCH
 

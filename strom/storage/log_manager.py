@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from strom.clock import wall_time
 from strom.protocol.errors import ErrorCode, InvalidTopicError, KafkaError, KafkaStorageError, ResourceExhaustedError
 from strom.resources import describe_exhaustion, exhaustion
-from strom.storage import cleaner, cleaner_process
+from strom.storage import checkpoint, cleaner, cleaner_process
 from strom.storage.checkpoint import (
     CLEANER_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
@@ -52,6 +52,7 @@ log = logging.getLogger("strom.storage")
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 META_PROPERTIES = "meta.properties"
 DELETE_DIR_SUFFIX = "-delete"
+DEFERRED_CHECKPOINTS_WAIT_S = 30.0
 
 TopicPartition = tuple[str, int]
 
@@ -830,6 +831,9 @@ class LogManager:
         is a dir whose flush fails now: the next start recovers both from their files.
         """
         self.stop_cleaner()
+        # leader-epoch checkpoints still on the checkpoint thread (a close rewrites each anyway)
+        if not checkpoint.wait_for_deferred(DEFERRED_CHECKPOINTS_WAIT_S):
+            log.warning("leader-epoch checkpoints still being written after %.0fs", DEFERRED_CHECKPOINTS_WAIT_S)
         for tp, future in list(self.future_logs.items()):
             try:
                 future.close()

@@ -43,6 +43,8 @@ async def write_marker(
     replicas = broker.replica_manager
     assert replicas is not None, "the broker builds its replica manager before the transaction coordinator"
     try:
+        if replicas.epochs_pending:
+            await replicas.until_epochs_durable([(topic, index)], MARKER_REQUEST_TIMEOUT_S)
         info = replicas.append_txn_marker(topic, index, producer_id, producer_epoch, commit, coordinator_epoch)
         await replicas.wait_committed(topic, index, info.last_offset, MARKER_REQUEST_TIMEOUT_S)
     except KafkaError as exc:

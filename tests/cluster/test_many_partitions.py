@@ -76,6 +76,16 @@ def test_hundreds_of_partitions_survive_a_broker_kill(cluster):
             f"broker {broker_id} to show live leaders for the {len(led_by_victim)} partitions {victim} led",
         )
     produce_one_per_partition(",".join(cluster.brokers[b].bootstrap for b in survivors), b"after")
+    # The survivors took a new leader epoch for each of the ~100 partitions the victim led, their
+    # checkpoints written off the event loop; a leader takes no append before its epoch is on disk,
+    # so the "after" records acknowledged above prove that each leader's leader-epoch-checkpoint
+    # ends with its epoch: starting at offset 1 (after "before") where the leader changed.
+    for p in range(PARTITIONS):
+        state = cluster.state(TOPIC, p)
+        assert state is not None and state.leader in survivors
+        text = (cluster.partition_dir(state.leader, TOPIC, p) / "leader-epoch-checkpoint").read_text()
+        start = 1 if p in led_by_victim else 0
+        assert text.splitlines()[-1] == f"{state.leader_epoch} {start}", (p, state, text)
 
     found = read_all(",".join(cluster.brokers[b].bootstrap for b in survivors), 2 * PARTITIONS)
     assert {p: values for p, values in found.items()} == {

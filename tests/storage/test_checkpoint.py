@@ -1,8 +1,12 @@
+import threading
+
+from strom.storage import checkpoint
 from strom.storage.checkpoint import (
     LEADER_EPOCH_CHECKPOINT,
     LeaderEpochCheckpointFile,
     OffsetCheckpointFile,
     deferred_syncs,
+    wait_for_deferred,
 )
 
 
@@ -58,3 +62,35 @@ def test_deferred_writes_appear_whole_at_the_end_of_the_block(tmp_path):
     # outside a block, writes are immediate again
     kept.write([(5, 100)])
     assert kept.read() == [(5, 100)]
+
+
+def test_background_batches_land_in_order_and_a_later_plain_write_wins(tmp_path):
+    """A batch made durable on the checkpoint thread leaves the old file until it is done; a plain
+    write made meanwhile is newer than the batch's text, so the batch must not rename over it;
+    two batches writing one file land in the order they were made."""
+    for name in "abc":
+        (tmp_path / name).mkdir()
+    a, b, c = (LeaderEpochCheckpointFile(str(tmp_path / n / LEADER_EPOCH_CHECKPOINT)) for n in "abc")
+    for f in (a, b, c):
+        f.write([(0, 0)])
+    gate = threading.Event()
+    checkpoint._writer.submit(gate.wait, 30)  # holds the checkpoint thread: the batches queue behind it
+    try:
+        with deferred_syncs(background_from=1) as first:
+            a.write([(0, 0), (1, 40)])
+            b.write([(0, 0), (1, 10)])
+            c.write([(0, 0), (1, 5)])
+        with deferred_syncs(background_from=1) as second:
+            b.write([(0, 0), (1, 10), (2, 20)])
+        assert first.future is not None and second.future is not None
+        a.write([(0, 0), (1, 40), (2, 60)])  # plain, durable at once: newer than the first batch's text
+        assert (a.read(), b.read(), c.read()) == ([(0, 0), (1, 40), (2, 60)], [(0, 0)], [(0, 0)])
+    finally:
+        gate.set()
+    assert wait_for_deferred(30)
+    first.future.result()
+    second.future.result()
+    assert a.read() == [(0, 0), (1, 40), (2, 60)]
+    assert b.read() == [(0, 0), (1, 10), (2, 20)]
+    assert c.read() == [(0, 0), (1, 5)]
+    assert sorted(p.name for d in "abc" for p in (tmp_path / d).iterdir()) == [LEADER_EPOCH_CHECKPOINT] * 3

@@ -84,6 +84,13 @@ class PartitionResult:
 
 
 def handle(ctx, request):
+    pending = ctx.broker.replica_manager.epochs_pending
+    if pending and any((name, index) in pending for name, data in request.topic_data for index, _ in data):
+        return _after_epochs_durable(ctx, request)
+    return _handle_now(ctx, request)
+
+
+def _handle_now(ctx, request):
     denied = produce_denials(ctx, request) if ctx.broker.authorizer is not None else None
     if ctx.api_version < 3 and request.refused:  # message sets that failed their CRC or framing
         denied = {**request.refused, **(denied or {})}
@@ -94,6 +101,21 @@ def handle(ctx, request):
         if unverified:
             return _verify_then_append(ctx, request, unverified, denied)
     return _append_all(ctx, request, denied)
+
+
+async def _after_epochs_durable(ctx, request):
+    """A partition that just became leader takes appends once its new epoch is on disk (a large
+    failover writes those checkpoints on a thread): the request waits, within its own timeout,
+    instead of being refused, as Kafka's makeLeader makes it wait."""
+    keys = [(name, index) for name, data in request.topic_data for index, _ in data]
+    try:
+        await ctx.broker.replica_manager.until_epochs_durable(keys, millis(request.timeout) / 1000)
+    except KafkaError:
+        pass  # the append below answers NOT_LEADER_OR_FOLLOWER for what is still pending
+    result = _handle_now(ctx, request)
+    if result is not None and not isinstance(result, RawResponse):
+        result = await result  # a verification or a wait for the replicas
+    return result
 
 
 # Coordinator errors the producer must retry become NOT_ENOUGH_REPLICAS, as in Kafka 3.6+.
