@@ -994,7 +994,12 @@ class BrokerConfig:
         "producer.id.expiration.check.interval.ms", 600000, _int(1), "How often expired producer ids are removed."
     )
     # --- fetch
-    fetch_max_bytes: int = _key("fetch.max.bytes", 57671680, _int(1024), "Largest fetch response the broker builds.")
+    # Kafka's default is 55 MiB. A response of 8 MiB keeps librdkafka's local queue below its
+    # queued.min.messages (100,000 records) with 100-byte records; a larger one over many
+    # partitions fills it and every partition waits out fetch.queue.backoff.ms (1 s).
+    fetch_max_bytes: int = _key(
+        "fetch.max.bytes", 8388608, _int(1024), "Largest fetch response the broker builds for a consumer."
+    )
     max_incremental_fetch_session_cache_slots: int = _key(
         "max.incremental.fetch.session.cache.slots", 1000, _int(0), "Incremental fetch sessions kept by the broker."
     )

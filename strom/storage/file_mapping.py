@@ -27,6 +27,8 @@ _libc.munmap.restype = ctypes.c_int
 _libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
 _libc.msync.restype = ctypes.c_int
 _libc.msync.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+_libc.madvise.restype = ctypes.c_int
+_libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 _memory_view = ctypes.pythonapi.PyMemoryView_FromMemory
 _memory_view.restype = ctypes.py_object
 _memory_view.argtypes = [ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int]
@@ -53,6 +55,11 @@ class FileMapping:
             raise _os_error("mmap")
         self._address: int | None = address
         self._length = length
+        # No readahead on a fault. An index is read by binary search and written one entry at a
+        # time, so pages around a fault are rarely the next ones used. And a fresh index is a
+        # preallocated sparse file: this kernel's readahead filled large folios of it with
+        # zeroes on the first store. That was 2 s of broker CPU for a new topic of 512 partitions.
+        _libc.madvise(address, length, mmap.MADV_RANDOM)  # advice only: a refusal changes nothing
         self.view: memoryview = _memory_view(address, length, _PYBUF_WRITE)
 
     def __len__(self) -> int:

@@ -86,7 +86,9 @@ def _read_all(
     replicas = broker.replica_manager
     read_committed = replica_id < 0 and field_value(request, "isolation_level", 0) == 1
     asked = request.max_bytes if field_value(request, "max_bytes") is not None else 2**31 - 1
-    remaining = min(asked, broker.config.fetch_max_bytes)  # the broker's fetch.max.bytes caps it, as in Kafka
+    # the broker's fetch.max.bytes caps a consumer's response, as in Kafka (a follower's own max_bytes is
+    # its replica.fetch.response.max.bytes)
+    remaining = asked if replica_id >= 0 else min(asked, broker.config.fetch_max_bytes)
     total = 0
     any_error = False
     results = []
