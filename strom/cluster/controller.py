@@ -19,13 +19,23 @@ from strom.cluster.metadata_cache import MetadataCache, MetadataDelta
 from strom.cluster.model import Broker, PartitionState, TopicAssignment
 from strom.cluster.placement import assign_replicas
 from strom.cluster.reassignment import Reassigner, Result
-from strom.cluster.store import BadVersionError, MetadataStore, NodeExistsError, NoNodeError, StoreError
+from strom.cluster.store import (
+    BadVersionError,
+    MetadataStore,
+    NodeExistsError,
+    NoNodeError,
+    StoreError,
+    StoreUnavailableError,
+)
 from strom.protocol.errors import (
+    ErrorCode,
     InvalidConfigError,
     InvalidPartitionsError,
     InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
     InvalidTopicError,
+    KafkaError,
+    RequestTimedOutError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
@@ -76,8 +86,11 @@ class Controller:
         try:
             self.store.create(model.CONTROLLER, payload, ephemeral=True)
         except NodeExistsError:
-            self.is_active = self.current_controller() == self.broker_id
-            return self.is_active
+            # A dropped connection may have lost the answer to this broker's own create: the node is
+            # then its session's, and the election goes on to bump the epoch, as Kafka's does.
+            if self.is_active or not self.store.ephemeral_owned(model.CONTROLLER):
+                self.is_active = self.current_controller() == self.broker_id
+                return self.is_active
         found = self.store.get_or_none(model.CONTROLLER_EPOCH)
         if found is None:
             self.epoch = 1
@@ -125,7 +138,37 @@ class Controller:
         validate_only: bool = False,
     ) -> TopicAssignment:
         """Any broker may write a new topic's znodes (as Kafka's AdminZkClient does); the
-        controller creates the partition states, here or in its next reconcile pass."""
+        controller creates the partition states, here or in its next reconcile pass.
+
+        A store that stops answering midway is a Kafka error, not a dropped connection:
+        REQUEST_TIMED_OUT, retriable, as a client hears from Kafka when its controller does not
+        complete a creation in time. No topic is left half-made: the topic znode is the one
+        write that counts. Written before the failure (or by the call whose answer was lost),
+        it makes the topic, and the controller's reconcile pass writes any partition state
+        still missing, so a retry answers TOPIC_ALREADY_EXISTS and the topic works; not
+        written, there is no topic (a config znode written first is overwritten by the retry).
+        """
+        try:
+            return self._create_topic(name, partitions, replication_factor, configs, assignment, validate_only)
+        except StoreUnavailableError as exc:
+            raise RequestTimedOutError(
+                f"ZooKeeper did not answer while topic '{name}' was being created ({exc}); retry: "
+                "the topic was made whole (TOPIC_ALREADY_EXISTS) or not at all"
+            ) from None
+        except StoreError as exc:  # an answer no creation expects (a node changed under it, say)
+            raise KafkaError(
+                f"ZooKeeper failed while creating topic '{name}': {exc}", error_code=ErrorCode.UNKNOWN_SERVER_ERROR
+            ) from None
+
+    def _create_topic(
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int,
+        configs: dict[str, str] | None,
+        assignment: dict[int, list[int]] | None,
+        validate_only: bool,
+    ) -> TopicAssignment:
         validate_topic_name(name)
         existing = self.topics()
         if name in existing:

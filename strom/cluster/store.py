@@ -32,6 +32,12 @@ class NotEmptyError(StoreError):
     pass
 
 
+class StoreUnavailableError(StoreError):
+    """The store did not answer: the connection was lost (ZooKeeper's ConnectionLoss), the session
+    expired, or a call timed out. Transient, unlike the errors above, which are answers: whether
+    the call took effect is unknown, so a retry must accept finding its own write already there."""
+
+
 # A watch fires once with the path that changed, as in ZooKeeper; re-register to keep watching.
 Watcher = Callable[[str], None]
 
@@ -68,6 +74,14 @@ class MetadataStore(ABC):
     @abstractmethod
     def ctime_ms(self, path: str) -> int:
         """When the node was created, in ms since the epoch; raises NoNodeError."""
+
+    def ephemeral_owned(self, path: str) -> bool:
+        """Whether ``path`` is an ephemeral node of this store's own session: a create whose answer
+        was lost to a dropped connection finds its own node when it is retried.
+
+        The embedded store loses no answers.
+        """
+        return False
 
     def unconfirmed_for(self) -> float:
         """Seconds since this broker last knew its session (registration) alive; 0 while it does.

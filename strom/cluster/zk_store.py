@@ -21,10 +21,18 @@ from typing import Any
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import BadVersionError as KazooBadVersion
+from kazoo.exceptions import CancelledError as KazooCancelled
+from kazoo.exceptions import (
+    ConnectionDropped,
+    ConnectionLoss,
+    OperationTimeoutError,
+    RolledBackError,
+    RuntimeInconsistency,
+    SessionExpiredError,
+)
 from kazoo.exceptions import NodeExistsError as KazooNodeExists
 from kazoo.exceptions import NoNodeError as KazooNoNode
 from kazoo.exceptions import NotEmptyError as KazooNotEmpty
-from kazoo.exceptions import RolledBackError, RuntimeInconsistency
 from kazoo.handlers.threading import KazooTimeoutError
 
 from strom.cluster.store import (
@@ -34,6 +42,7 @@ from strom.cluster.store import (
     NoNodeError,
     NotEmptyError,
     StoreError,
+    StoreUnavailableError,
     Watcher,
 )
 
@@ -48,6 +57,9 @@ MULTI_OPS = 200
 # what a failed transaction's ops answer (a multi is all or nothing): its chunk is then redone node by node
 _TRANSACTION_REFUSALS = (KazooNoNode, KazooNodeExists, KazooBadVersion, RolledBackError, RuntimeInconsistency)
 CONNECT_NOTICE_S = 1.0  # a session not up by then is worth a line in the log
+# no answer, rather than an answer: the call may or may not have taken effect (ConnectionClosedError,
+# kazoo's answer once the client is closing, is a SessionExpiredError)
+_UNAVAILABLE = (ConnectionLoss, SessionExpiredError, OperationTimeoutError, ConnectionDropped, KazooCancelled)
 
 
 def _translate(exc: Exception) -> Exception:
@@ -59,6 +71,8 @@ def _translate(exc: Exception) -> Exception:
         return BadVersionError(str(exc))
     if isinstance(exc, KazooNotEmpty):
         return NotEmptyError(str(exc))
+    if isinstance(exc, _UNAVAILABLE):
+        return StoreUnavailableError(f"{type(exc).__name__} from ZooKeeper{f': {exc}' if str(exc) else ''}")
     return StoreError(f"{type(exc).__name__}: {exc}")
 
 
@@ -134,7 +148,7 @@ class ZkStore(MetadataStore):
 
     def _check_connected(self) -> None:
         if self._lost or self._suspended_since is not None:
-            raise StoreError("not connected to ZooKeeper")
+            raise StoreUnavailableError("not connected to ZooKeeper")
 
     def _call(self, started, timeout_s: float | None = None, kept: tuple[type[Exception], ...] = ()):
         """Wait for a kazoo async call, at most ``call_timeout_s`` (or ``timeout_s``); an exception
@@ -142,7 +156,7 @@ class ZkStore(MetadataStore):
         try:
             return started.get(timeout=self.call_timeout_s if timeout_s is None else timeout_s)
         except KazooTimeoutError:
-            raise StoreError(f"ZooKeeper did not answer within {self.call_timeout_s:.0f}s") from None
+            raise StoreUnavailableError(f"ZooKeeper did not answer within {self.call_timeout_s:.0f}s") from None
         except kept as exc:
             return exc
         except Exception as exc:
@@ -262,6 +276,15 @@ class ZkStore(MetadataStore):
         if stat is None:
             raise NoNodeError(path)
         return int(stat.ctime)
+
+    def ephemeral_owned(self, path: str) -> bool:
+        self._check_connected()
+        try:
+            started = self.client.exists_async(path)
+        except Exception as exc:
+            raise _translate(exc) from None
+        stat = self._call(started)
+        return stat is not None and stat.ephemeralOwner != 0 and stat.ephemeralOwner == self.session_id
 
     def get(self, path: str, watch: Watcher | None = None) -> tuple[bytes, int]:
         self._check_connected()

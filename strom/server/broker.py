@@ -22,8 +22,8 @@ import signal
 import socket
 import time
 import uuid
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, TypeVar
 
 from strom.cluster import model
 from strom.cluster.controller import Controller
@@ -31,10 +31,16 @@ from strom.cluster.local_store import LocalStore
 from strom.cluster.metadata_cache import MetadataCache, state_key
 from strom.cluster.model import Broker as BrokerInfo
 from strom.cluster.store import MetadataStore, NodeExistsError, StoreError
+from strom.cluster.store_retry import retry_unavailable
 from strom.group.coordinator import GroupCoordinator
 from strom.group.offset_store import OFFSETS_TOPIC
 from strom.metrics.stats import BrokerStats, RequestMetrics
-from strom.protocol.errors import KafkaStorageError, ResourceExhaustedError, TopicAlreadyExistsError
+from strom.protocol.errors import (
+    KafkaStorageError,
+    RequestTimedOutError,
+    ResourceExhaustedError,
+    TopicAlreadyExistsError,
+)
 from strom.replication.fetch_session import FetchSessionCache, TopicNames
 from strom.replication.log_dir_mover import LogDirMover
 from strom.replication.replica_manager import ReplicaManager
@@ -60,6 +66,8 @@ if TYPE_CHECKING:
     from strom.security.client import ClientSecurity
 
 log = logging.getLogger("strom.broker")
+
+T = TypeVar("T")
 
 PORT_FILE = "strom.port"
 SHUTDOWN_GRACE_S = 5.0
@@ -123,6 +131,7 @@ class Broker:
         self._unfence_after_reload = False
         self._reload_failing = False
         self.started_at = time.monotonic()
+        self._starting = True  # until start() has read the cluster metadata
         # metrics: counters are always kept (an addition each); request timing and the endpoint
         # only with metrics.listener, since timing reads the clock several times per request
         self.stats = BrokerStats()
@@ -200,19 +209,26 @@ class Broker:
         self.replica_manager.leadership_listeners.append(self.group_coordinator.on_leadership_change)
         self.transaction_coordinator = TransactionCoordinator(self)
         self.replica_manager.leadership_listeners.append(self.transaction_coordinator.on_leadership_change)
-        self.store.ensure_path(model.BROKERS_IDS)
-        self.store.ensure_path(model.BROKERS_TOPICS)
-        self.store.ensure_path(model.CONFIG_TOPICS)
+        step = self._startup_step  # each ZooKeeper step retried while ZooKeeper does not answer
+
+        def ensure_paths() -> None:
+            for path in (model.BROKERS_IDS, model.BROKERS_TOPICS, model.CONFIG_TOPICS):
+                self.store.ensure_path(path)
+
+        step("creating the base paths", ensure_paths)
         self.credentials = CredentialCache(self.store, self._loop)
-        self.credentials.load()
-        self.quotas.start(self.store, self._loop)
-        self.group_coordinator.configs.start(self.store, self._loop)  # /config/groups (KIP-848 group configs)
+        step("reading SCRAM credentials", self.credentials.load)
+        step("reading client quotas", lambda: self.quotas.start(self.store, self._loop))
+        # /config/groups (KIP-848 group configs)
+        step("reading group configs", lambda: self.group_coordinator.configs.start(self.store, self._loop))
         if config.authorizer_class_name:
             self.authorizer = AclAuthorizer(
                 self.store, config.super_users, config.allow_everyone_if_no_acl_found, self._loop
             )
-            self.authorizer.load()
-        self.delegation_tokens = delegation_token_manager(config, self.store, self._loop)
+            step("reading ACLs", self.authorizer.load)
+        self.delegation_tokens = step(
+            "reading delegation tokens", lambda: delegation_token_manager(config, self.store, self._loop)
+        )
         self._info = BrokerInfo(
             self.broker_id,
             self.host,
@@ -222,14 +238,17 @@ class Broker:
             protocols=tuple((name, config.protocol_of(name)) for name, _, _ in endpoints),
         )
         self._registration = self._info.to_json()
-        # a ZooKeeper registration left by a crashed predecessor expires within the session timeout
-        self._register(config.zookeeper_session_timeout_ms / 1000 + 2 if config.zookeeper_connect else 0)
-        self.controller = Controller(self.store, self.broker_id, config.log_config())
-        self.controller.elect()
-        self.producer_ids = ProducerIdManager(self.store, self.broker_id)
+        # from here on a session that expires takes the registration with it: be told, to make it again
         if hasattr(self.store, "session_listeners"):
             self.store.session_listeners.append(self._on_session_event)
-        self.refresh_metadata()
+        # a ZooKeeper registration left by a crashed predecessor expires within the session timeout
+        wait_s = config.zookeeper_session_timeout_ms / 1000 + 2 if config.zookeeper_connect else 0
+        step(f"registering broker {self.broker_id}", lambda: self._register(wait_s))
+        self.controller = Controller(self.store, self.broker_id, config.log_config())
+        step("electing the controller", self.controller.elect)
+        self.producer_ids = ProducerIdManager(self.store, self.broker_id)
+        step("reading the cluster metadata", self.refresh_metadata)
+        self._starting = False
 
         loop = asyncio.get_running_loop()
         for name, sock in sockets.items():
@@ -349,24 +368,20 @@ class Broker:
             )
         return LocalStore(self.config.log_dirs[0])
 
+    def _startup_step(self, what: str, step: Callable[[], T]) -> T:
+        """A step of startup that talks to ZooKeeper, tried again while ZooKeeper does not answer
+        (its connection dropped, its session expired) for up to zookeeper.connection.timeout.ms,
+        as Kafka's broker does; past that, startup fails naming the key. The embedded store has
+        nothing to wait for."""
+        connect = self.config.zookeeper_connect
+        if not connect:
+            return step()
+        return retry_unavailable(step, what, self.config.zookeeper_connection_timeout_ms, connect)
+
     def _ensure_cluster_id(self) -> None:
         """Read (or create) /cluster/id; a ZooKeeper that stalls right after the session is up gets
-        the rest of zookeeper.connection.timeout.ms, as the connection did, before startup gives up."""
-        deadline = time.monotonic() + self.config.zookeeper_connection_timeout_ms / 1000
-        while True:
-            try:
-                self._read_cluster_id()
-                return
-            except StoreError as exc:
-                if not self.config.zookeeper_connect:
-                    raise
-                if time.monotonic() >= deadline:
-                    raise StoreError(
-                        f"cannot read the cluster id from ZooKeeper at {self.config.zookeeper_connect} "
-                        f"(zookeeper.connect) within {self.config.zookeeper_connection_timeout_ms} ms "
-                        f"(zookeeper.connection.timeout.ms): {exc}"
-                    ) from None
-                time.sleep(0.2)  # nothing is served yet: the loop has nothing else to do
+        zookeeper.connection.timeout.ms, as the connection did, before startup gives up."""
+        self._startup_step("reading the cluster id", self._read_cluster_id)
 
     def _read_cluster_id(self) -> None:
         found = self.store.get_or_none(model.CLUSTER_ID)
@@ -385,7 +400,13 @@ class Broker:
         info = self.metadata.topics.get(topic)
         if info is not None:
             return info.configs
-        found = self.store.get_or_none(model.topic_config_path(topic)) if self.store else None
+        if not self.store:
+            return {}
+        path = model.topic_config_path(topic)
+        if self._starting:  # log recovery reads it before anything is served
+            found = self._startup_step(f"reading {path}", lambda: self.store.get_or_none(path))
+        else:
+            found = self.store.get_or_none(path)
         return model.parse_topic_config(found[0]) if found else {}
 
     def _announce(self, host: str, port: int) -> None:
@@ -420,6 +441,8 @@ class Broker:
                 self.store.create(path, self._registration, ephemeral=True)
                 return
             except NodeExistsError:
+                if self.store.ephemeral_owned(path):  # made by a try whose answer a dropped connection lost
+                    return
                 if time.monotonic() >= deadline:
                     raise RuntimeError(
                         f"broker.id={self.broker_id} is already registered by another live broker"
@@ -483,6 +506,8 @@ class Broker:
             self.replica_manager.purgatory.notify(key)  # waiting produces and fetches re-check leadership
 
     def _handle_session_event(self, event: str) -> None:
+        if self.controller is None:  # start() failed before making it: nothing to do
+            return
         if event == "lost":
             self._fence("its ZooKeeper session expired")
             self.controller.resign()
@@ -641,8 +666,15 @@ class Broker:
             )
         except OSError as exc:  # the single-node store's file is in a full or failed log dir
             raise KafkaStorageError(f"topic '{name}' could not be recorded: {exc.strerror or exc}") from exc
+        except RequestTimedOutError:  # ZooKeeper stopped answering midway: the topic may exist, unfinished
+            self._schedule_reload()  # everything, once it answers: the controller finishes the topic
+            raise
         if not validate_only:  # the new topic alone, not every partition of the cluster again
-            self.refresh_metadata({model.BROKERS_TOPICS, model.topic_path(name)})
+            try:
+                self.refresh_metadata({model.BROKERS_TOPICS, model.topic_path(name)})
+            except StoreError as exc:  # the topic is recorded: it is created; the cache catches up later
+                log.warning("created topic %s but could not read it back (%s); reloading later", name, exc)
+                self._schedule_reload()
         return created
 
     def auto_create_topic(self, name: str):

@@ -293,7 +293,8 @@ class BrokerConfig:
         "zookeeper.connection.timeout.ms",
         None,
         _int(1),
-        "Time to wait for a ZooKeeper connection; null: zookeeper.session.timeout.ms.",
+        "Time a starting broker waits for ZooKeeper: for its session, and for each startup step while "
+        "ZooKeeper drops its connection; null: zookeeper.session.timeout.ms.",
     )
     # --- security: TLS (listener.name.<listener>.ssl.* overrides a key for one listener)
     ssl_keystore_type: str = _key(

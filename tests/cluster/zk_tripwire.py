@@ -1,0 +1,97 @@
+"""A proxy in front of ZooKeeper that strikes at one chosen request of a broker.
+
+A fault timed by the clock hits a step of a broker's startup or of a topic creation only by luck
+on a loaded machine. This proxy reads the client's ZooKeeper requests as they pass (each is a
+size-prefixed frame: xid, op type, then, for most ops, the znode path) and calls ``on_trip``
+just before it forwards the first one that ``match`` accepts, so the fault lands exactly there.
+The request itself still reaches ZooKeeper: a fault that drops the answer leaves the request
+done but unacknowledged, the hardest case for a retry.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+from collections.abc import Callable
+
+from strom.chaos.proxy import TcpProxy
+
+CREATE_OPS = frozenset({1, 15, 19, 21})  # create, create2, createContainer, createTTL
+GET_CHILDREN_OPS = frozenset({8, 12})
+MULTI = 14
+_PATH_FIRST = CREATE_OPS | GET_CHILDREN_OPS | {2, 3, 4, 5}  # and delete, exists, getData, setData
+
+
+def request_path(frame: bytes) -> tuple[int, str]:
+    """(op type, path) of a request frame without its size; a multi's path is its first op's."""
+    if len(frame) < 8:
+        return -1, ""
+    _, op = struct.unpack_from(">ii", frame, 0)
+    offset = 8
+    if op == MULTI:  # MultiHeader: op type, done flag, error; then the op's own body
+        offset += 9
+    elif op not in _PATH_FIRST:
+        return op, ""
+    if len(frame) < offset + 4:
+        return op, ""
+    (length,) = struct.unpack_from(">i", frame, offset)
+    return op, frame[offset + 4 : offset + 4 + max(0, length)].decode(errors="replace")
+
+
+class ZkTripwire(TcpProxy):
+    """``match(op, path)`` picks the request; ``on_trip(proxy)`` runs once, before it is forwarded."""
+
+    def __init__(self, zookeeper_port: int, match: Callable[[int, str], bool], on_trip: Callable[[ZkTripwire], None]):
+        self.match = match
+        self.on_trip = on_trip
+        self.tripped = threading.Event()
+        self._trip_lock = threading.Lock()
+        super().__init__(zookeeper_port)
+
+    def _pump(self, src: socket.socket, dst: socket.socket, source: str, direction: str) -> None:
+        if direction != "to_target":
+            super()._pump(src, dst, source, direction)
+            return
+        buffer = b""
+        connect_request = True  # a connection's first frame is its ConnectRequest, which has no header
+        open_ = True
+        while open_:
+            try:
+                data = src.recv(65536)
+            except OSError:
+                break
+            if not data:
+                break
+            if self._dropping(source, direction):
+                continue
+            buffer += data
+            while len(buffer) >= 4:
+                (size,) = struct.unpack_from(">i", buffer, 0)
+                if len(buffer) < 4 + size:
+                    break
+                frame, buffer = buffer[: 4 + size], buffer[4 + size :]
+                if connect_request:
+                    connect_request = False
+                elif not self.tripped.is_set():
+                    self._maybe_trip(frame[4:])
+                try:
+                    dst.sendall(frame)
+                except OSError:
+                    open_ = False
+                    break
+        for sock in (src, dst):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def _maybe_trip(self, frame: bytes) -> None:
+        op, path = request_path(frame)
+        if not self.match(op, path):
+            return
+        with self._trip_lock:
+            if self.tripped.is_set():
+                return
+            self.on_trip(self)
+            self.tripped.set()
