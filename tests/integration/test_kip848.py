@@ -52,12 +52,20 @@ class NewConsumer(PolledConsumer):
         self.revoked: set[tuple[str, int]] = set()
         self.values: list[bytes] = []
         self.closed = False
-        self.consumer.subscribe(topics, on_assign=self._assign, on_revoke=self._revoke, on_lost=self._revoke)
+        self.consumer.subscribe(topics, on_assign=self._assign, on_revoke=self._revoke, on_lost=self._lose)
 
     def _assign(self, _consumer, partitions) -> None:
         self.owned |= {(p.topic, p.partition) for p in partitions}
 
-    def _revoke(self, _consumer, partitions) -> None:
+    def _revoke(self, consumer, partitions) -> None:
+        """Commit what was read of the partitions given up, as a user with auto-commit off must: their
+        next owner starts from the committed offset (no commit: from the earliest, reading them again)."""
+        read = [p for p in consumer.position(partitions) if p.offset >= 0]  # nothing read: nothing to commit
+        if read:
+            consumer.commit(offsets=read, asynchronous=False)
+        self._lose(consumer, partitions)
+
+    def _lose(self, _consumer, partitions) -> None:
         self.owned -= {(p.topic, p.partition) for p in partitions}
         self.revoked |= {(p.topic, p.partition) for p in partitions}
 
