@@ -243,13 +243,17 @@ class LeaderEpochCheckpointFile:
 
     def __init__(self, path: str):
         self.path = path
+        self.readable = True  # whether the last read found the file well formed (or missing)
 
     def write(self, entries: Sequence[tuple[int, int]]) -> None:
         write_lines_atomically(self.path, (f"{e} {o}" for e, o in entries))
 
     def read(self) -> list[tuple[int, int]]:
         try:
-            return [(int(e), int(o)) for e, o in read_lines(self.path, 2)]
+            entries = [(int(e), int(o)) for e, o in read_lines(self.path, 2)]
         except (CheckpointError, ValueError) as exc:
             log.warning("ignoring unreadable leader epoch checkpoint %s: %s", self.path, exc)
+            self.readable = False
             return []
+        self.readable = True
+        return entries

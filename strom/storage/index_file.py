@@ -5,6 +5,12 @@ over the mapped bytes. The active segment's index is preallocated to ``segment.i
 appends never grow the file; it is trimmed to its entries when the segment rolls or the log
 closes. A file left preallocated by a crash has a zero-filled tail, which ``_count_entries``
 recognises because real entries are strictly increasing.
+
+The file is created on first need, as Kafka's LazyIndex loads it on first use: a new partition
+then costs one inode for its .log, not three (on ext4 without a journal, each inode allocation
+scans past every recently deleted one, and a 512-partition topic made after another was deleted
+spent 2 s of broker CPU there). Until then the index reads as empty, which is what an index
+with no entries answers: every lookup falls back to the start of the segment.
 """
 
 from __future__ import annotations
@@ -30,7 +36,6 @@ class IndexFile:
         self.base_offset = base_offset
         self.entry_size = self.ENTRY.size
         self._max_index_size = max(self.entry_size, max_index_size - max_index_size % self.entry_size)
-        existed = os.path.exists(path) and os.path.getsize(path) > 0
         self._mapping: FileMapping | None = None
         self._mmap: memoryview | None = None  # the mapping's bytes; never handed out (see file_mapping)
         self.max_entries = 0
@@ -38,10 +43,18 @@ class IndexFile:
         self._allocated = 0  # bytes from the start known to have blocks behind them
         self._fallocate = True
         self._closed = False
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(path, os.O_RDWR)
+        except FileNotFoundError:
+            # not made yet: created by the first entry (or ``materialize``), with the size asked for
+            self.on_disk = False
+            if writable:
+                self.resize(self._max_index_size)
+            return
+        self.on_disk = True
         try:
             length = os.fstat(fd).st_size
-            if existed and length % self.entry_size:
+            if length % self.entry_size:
                 raise CorruptIndexError(f"{path}: size {length} is not a multiple of {self.entry_size}")
             self._map(fd, length)
         except BaseException:
@@ -50,7 +63,7 @@ class IndexFile:
         finally:
             os.close(fd)
         try:
-            self.entries = self._count_entries(length // self.entry_size) if existed else 0
+            self.entries = self._count_entries(length // self.entry_size) if length else 0
             if writable:
                 self.resize(self._max_index_size)
             self._check_order()
@@ -77,6 +90,9 @@ class IndexFile:
     def resize(self, size: int) -> None:
         """Grow (preallocate, for the active segment) or shrink the file; entries are kept."""
         size = max(size - size % self.entry_size, self.entries * self.entry_size)
+        if not self.on_disk:  # the size the file gets when it is made
+            self.max_entries = size // self.entry_size
+            return
         if self._mmap is not None and len(self._mmap) == size:
             return
         if self._mapping is not None:
@@ -91,6 +107,20 @@ class IndexFile:
 
     def trim_to_valid_size(self) -> None:
         self.resize(self.entries * self.entry_size)
+
+    def materialize(self) -> None:
+        """Create the file now if it is not there yet, at the size last asked for (``resize``)."""
+        if self.on_disk or self._closed:
+            return
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            size = self.max_entries * self.entry_size
+            if size:
+                os.ftruncate(fd, size)
+            self.on_disk = True
+            self._map(fd, size)
+        finally:
+            os.close(fd)
 
     def flush(self) -> None:
         if self._mapping is not None:
@@ -114,11 +144,13 @@ class IndexFile:
         self._closed = True
 
     def rename(self, new_path: str) -> None:
-        os.rename(self.path, new_path)
+        if self.on_disk:
+            os.rename(self.path, new_path)
         self.path = new_path
 
     def delete(self) -> None:
         self.close_without_trim()
+        self.on_disk = False
         try:
             os.unlink(self.path)
         except FileNotFoundError:
@@ -136,6 +168,8 @@ class IndexFile:
     def _append_entry(self, key: int, value: int) -> None:
         if self.is_full:  # also when unmapped: max_entries is 0 then
             raise CorruptIndexError(f"{self.path}: index is full ({self.entries} entries)")
+        if not self.on_disk:
+            self.materialize()
         mapped = self._mmap
         assert mapped is not None
         position = self.entries * self.entry_size

@@ -19,6 +19,8 @@ class LeaderEpochCache:
     def __init__(self, partition_dir: str):
         self._file = LeaderEpochCheckpointFile(os.path.join(partition_dir, LEADER_EPOCH_CHECKPOINT))
         self.entries: list[tuple[int, int]] = self._file.read()
+        # what the file holds (a missing file holds nothing); None: unreadable, so rewritten on close
+        self._written: list[tuple[int, int]] | None = list(self.entries) if self._file.readable else None
 
     @property
     def path(self) -> str:
@@ -98,3 +100,11 @@ class LeaderEpochCache:
 
     def flush(self) -> None:
         self._file.write(self.entries)
+        self._written = list(self.entries)
+
+    def flush_if_changed(self) -> None:
+        """Write the file only if it does not hold the entries already: every change writes it,
+        so a clean shutdown rewrites none, and a replica that never had a leader epoch (a new
+        follower) gets no file at all."""
+        if self.entries != self._written:
+            self.flush()

@@ -203,7 +203,7 @@ class Log:
         """
         state = self.producer_state
         if any(segment.txn_index.needs_rebuild for segment in self.segments):
-            log.warning("%s: a .txnindex is missing or corrupt; rebuilding from the whole log", self.directory)
+            log.warning("%s: a .txnindex is corrupt; rebuilding from the whole log", self.directory)
             state.truncate()
             start = self.segments[0].base_offset
         else:
@@ -838,8 +838,10 @@ class Log:
 
     def close(self) -> None:
         self.flush()
-        self.take_snapshot()
-        self.leader_epoch_cache.flush()
+        if self.log_end_offset > self.segments[0].base_offset or self.producer_state.producers:
+            # a log without batches has no producer state to keep: no file (Kafka writes none either)
+            self.take_snapshot()
+        self.leader_epoch_cache.flush_if_changed()
         self._close_pending_deletes(force=True)
         for segment in self.segments:
             segment.close()

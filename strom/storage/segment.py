@@ -2,6 +2,12 @@
 
 The .log holds v2 batches exactly as produced (offsets patched), back to back, so a range of it
 can go to a socket with sendfile. Files are named by the segment's base offset, 20 digits.
+
+A new segment creates only its .log (Kafka's LazyIndex defers its indexes too, but its log
+loader touches them at once). The .index and .timeindex are made by their first entry, and at
+the latest when a segment with data is rolled or closed (empty if it has no entries); the
+.txnindex by the first aborted transaction. A segment with data but without an index file was
+therefore cut short by a crash, or lost the file: its indexes are rebuilt from the .log.
 """
 
 from __future__ import annotations
@@ -85,7 +91,7 @@ class LogSegment:
         try:
             self.index, self.time_index = self._open_indexes(active)
             self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry
-            self.txn_index = TransactionIndex(self._txn_index_path(), create=self.size == 0)
+            self.txn_index = TransactionIndex(self._txn_index_path())
         except BaseException:
             # out of descriptors, say: what was opened is closed, or the shortage would last
             for opened in ("index", "time_index"):
@@ -146,11 +152,7 @@ class LogSegment:
 
     def _open_indexes(self, active: bool) -> tuple[OffsetIndex, TimeIndex]:
         index_path, time_index_path = self._index_paths()
-        # A missing index next to a non-empty log is rebuilt: open it empty and let the caller
-        # see `needs_index_rebuild`.
-        self.needs_index_rebuild = self.size > 0 and not (
-            os.path.exists(index_path) and os.path.exists(time_index_path)
-        )
+        self.needs_index_rebuild = False
         try:
             index = OffsetIndex(index_path, self.base_offset, self.max_index_size, writable=active)
         except CorruptIndexError as exc:
@@ -169,6 +171,10 @@ class LogSegment:
         except BaseException:
             index.close_without_trim()
             raise
+        # An index file missing next to a non-empty log was lost (see the module's docstring) or,
+        # after a crash, never made: it is rebuilt (the caller sees `needs_index_rebuild`).
+        if self.size > 0 and not (index.on_disk and time_index.on_disk):
+            self.needs_index_rebuild = True
         if not self.needs_index_rebuild:
             try:
                 index.sanity_check(self.size)
@@ -206,9 +212,16 @@ class LogSegment:
         """Trim and flush on roll, as Kafka does, so an inactive segment's files are final."""
         self.active = False
         self._index_max_timestamp()
-        self.index.trim_to_valid_size()
-        self.time_index.trim_to_valid_size()
+        self._seal_indexes()
         self.flush()
+
+    def _seal_indexes(self) -> None:
+        """Trim both indexes to their entries and make sure a segment with data has both files
+        (empty ones if it has no entries): a missing file then means a lost one."""
+        for index in (self.index, self.time_index):
+            index.trim_to_valid_size()
+            if self.size > 0:
+                index.materialize()
 
     def _index_max_timestamp(self) -> None:
         """The time index's last entry must be the segment's max timestamp, so it survives a reopen."""
@@ -232,6 +245,7 @@ class LogSegment:
             return
         self.write_pending()
         self._index_max_timestamp()
+        self._seal_indexes()
         self.index.close()
         self.time_index.close()
         os.close(self._fd)
@@ -521,8 +535,7 @@ class LogSegment:
             self.size = valid_end
         self._index_max_timestamp()
         if not self.active:
-            self.index.trim_to_valid_size()
-            self.time_index.trim_to_valid_size()
+            self._seal_indexes()
         self.needs_index_rebuild = False
         self._first_batch_timestamp = None
         return truncated

@@ -5,10 +5,12 @@ Entry (34 bytes, big-endian, Kafka's layout): >h version (0), >q producer_id, >q
 
 A read_committed fetch sends the aborted transactions that overlap the fetched range, so the
 client can drop their batches; the index is what makes that a lookup rather than a scan. Aborts
-are rare, so the entries are also kept in memory. Unlike Kafka, which creates the file only when
-the first abort arrives, strom creates it (empty) with its segment: then a missing file means a
-lost one, and the log rebuilds it from the markers instead of silently serving aborted data as
-committed (see ``Log._rebuild_producer_state``).
+are rare, so the entries are also kept in memory. As in Kafka, the file is made by the first
+abort and a missing file means no aborts: most segments never have one, and a new partition
+costs one inode fewer. The first flush after the file is made also syncs its directory, so a
+file that a flush covered is not lost in a crash; one that no flush covered belongs to data past
+the newest producer snapshot, which a restart replays and checks the index against (see
+``Log._rebuild_producer_state``). A torn or corrupt file is rebuilt from the whole log.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import os
 import struct
 from collections.abc import Iterable
 from typing import NamedTuple
+
+from strom.storage.checkpoint import fsync_dir
 
 TXN_INDEX_SUFFIX = ".txnindex"
 _ENTRY = struct.Struct(">hqqqq")
@@ -35,18 +39,16 @@ class CorruptTxnIndexError(ValueError):
 
 
 class TransactionIndex:
-    def __init__(self, path: str, *, create: bool):
+    def __init__(self, path: str):
         self.path = path
         self.entries: list[AbortedTxn] = []
-        self.needs_rebuild = False  # missing or corrupt next to a segment with data
-        if os.path.exists(path):
-            try:
-                self.entries = self.read_entries(path)
-            except CorruptTxnIndexError:
-                self.needs_rebuild = True
-        elif create:
-            open(path, "ab").close()
-        else:
+        self.needs_rebuild = False  # corrupt: rebuilt from the log's abort markers
+        self._sync_dir = False  # made or replaced since the last flush: its directory entry too
+        try:
+            self.entries = self.read_entries(path)
+        except FileNotFoundError:
+            pass
+        except CorruptTxnIndexError:
             self.needs_rebuild = True
 
     @staticmethod
@@ -68,18 +70,24 @@ class TransactionIndex:
             raise ValueError(
                 f"{self.path}: aborted txn ending at {entry.last_offset} is not after {self.entries[-1].last_offset}"
             )
+        if not self.entries:
+            self._sync_dir = True
         self.entries.append(entry)
         with open(self.path, "ab") as handle:
             handle.write(_ENTRY.pack(0, *entry))
 
     def replace(self, entries: Iterable[AbortedTxn]) -> None:
-        """Rewrite the file with exactly ``entries`` (recovery, truncation, cleaning)."""
+        """Rewrite the file with exactly ``entries`` (recovery, truncation, cleaning); none: no file."""
         self.entries = list(entries)
         self.needs_rebuild = False
+        if not self.entries:
+            self.delete()
+            return
         tmp = self.path + ".tmp"
         with open(tmp, "wb") as handle:
             handle.write(b"".join(_ENTRY.pack(0, *e) for e in self.entries))
         os.replace(tmp, self.path)
+        self._sync_dir = True
 
     def truncate_to(self, offset: int) -> None:
         """Forget aborts whose marker is at or after ``offset`` (the log was truncated there)."""
@@ -92,16 +100,25 @@ class TransactionIndex:
         return [e for e in self.entries if e.last_offset >= start_offset and e.first_offset < upper_offset]
 
     def flush(self) -> None:
-        if self.entries and os.path.exists(self.path):
+        if not self.entries:
+            return
+        try:
             fd = os.open(self.path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+        except FileNotFoundError:
+            return
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if self._sync_dir:
+            fsync_dir(os.path.dirname(os.path.abspath(self.path)))
+            self._sync_dir = False
 
     def rename(self, new_path: str) -> None:
-        if os.path.exists(self.path):
+        try:
             os.rename(self.path, new_path)
+        except FileNotFoundError:
+            pass  # no aborts in this segment
         self.path = new_path
 
     def delete(self) -> None:

@@ -78,9 +78,12 @@ def test_a_consumer_fetch_over_many_full_partitions_is_capped_and_nothing_is_los
             },
         )
         raw_wait_for_topic(client, topic, PARTITIONS)
+        half = RECORDS_PER_PARTITION // 2
         for p in range(PARTITIONS):
-            batch = build_batch([NewRecord(VALUE, key=f"{p}-{i}".encode()) for i in range(RECORDS_PER_PARTITION)])
-            assert raw_produce(client, topic, batch, partition=p) == (0, 0)
+            # two batches: the second gets an index entry, which makes the (lazily created) index files
+            for start in (0, half):
+                batch = build_batch([NewRecord(VALUE, key=f"{p}-{i}".encode()) for i in range(start, start + half)])
+                assert raw_produce(client, topic, batch, partition=p) == (0, start)
 
         answered = _fetch_all(client, topic)
         sizes = [len(bytes(part.records or b"")) for part in answered]

@@ -21,8 +21,10 @@ def test_lookup_at_every_boundary(tmp_path):
 def test_entries_must_increase_and_file_is_preallocated_then_trimmed(tmp_path):
     path = str(tmp_path / "00000000000000000000.index")
     index = OffsetIndex(path, 0, 800)
-    assert os.path.getsize(path) == 800
+    assert not os.path.exists(path)  # made by the first entry (Kafka's LazyIndex)
+    assert index.lookup(7) == (0, 0)
     index.append(5, 0)
+    assert os.path.getsize(path) == 800
     with pytest.raises(CorruptIndexError):
         index.append(5, 10)
     index.append(9, 100)
@@ -76,3 +78,16 @@ def test_time_index_keeps_only_growing_timestamps(tmp_path):
     assert index.last_entry == (1000, 10)
     index.close()
     assert os.path.getsize(tmp_path / "00000000000000000010.timeindex") == 12
+
+
+def test_an_index_never_written_leaves_no_file(tmp_path):
+    path = str(tmp_path / "00000000000000000000.timeindex")
+    index = TimeIndex(path, 0, 1200)
+    assert index.lookup(10**12) == (-1, 0) and not index.is_full
+    index.flush()
+    index.close()
+    assert not os.path.exists(path)
+    index = TimeIndex(path, 0, 1200)
+    index.materialize()  # what a segment with data does on roll and close: an empty file
+    index.close()
+    assert os.path.getsize(path) == 0

@@ -160,7 +160,7 @@ def build_txn_log(directory: str) -> Log:
     return log
 
 
-def test_reopen_restores_lso_and_index_and_rebuilds_a_lost_txnindex(tmp_path):
+def test_reopen_restores_lso_and_index_and_rebuilds_a_torn_txnindex(tmp_path):
     directory = str(tmp_path / "t-0")
     log = build_txn_log(directory)
     lso, aborted = log.last_stable_offset, log.aborted_transactions(0, log.log_end_offset)
@@ -168,11 +168,13 @@ def test_reopen_restores_lso_and_index_and_rebuilds_a_lost_txnindex(tmp_path):
     hw = log.high_watermark
     log.close()
     victim = next(s.txn_index.path for s in log.segments if s.txn_index.entries)
-    os.unlink(victim)
+    # as in Kafka, only a segment holding an abort marker has a .txnindex
+    assert sorted(n for n in os.listdir(directory) if n.endswith(".txnindex")) == sorted(
+        os.path.basename(s.txn_index.path) for s in log.segments if s.txn_index.entries
+    )
     reopened = Log(directory, CONFIG, high_watermark=hw)
     assert reopened.last_stable_offset == lso
     assert reopened.aborted_transactions(0, reopened.log_end_offset) == aborted
-    assert os.path.exists(victim)
     with open(victim, "ab") as handle:  # a torn entry: rebuilt, not trusted
         handle.write(b"\x00\x01")
     reopened.close()
@@ -181,6 +183,24 @@ def test_reopen_restores_lso_and_index_and_rebuilds_a_lost_txnindex(tmp_path):
     assert TransactionIndex.read_entries(victim) == [
         e for s in again.segments for e in s.txn_index.entries if s.txn_index.path == victim
     ]
+
+
+def test_a_txnindex_that_a_crash_lost_is_rebuilt(tmp_path):
+    """The .txnindex made by an abort that no flush covered: a crash may lose the file. The
+    restart replays the log from the newest producer snapshot and writes it again."""
+    directory = str(tmp_path / "t-0")
+    log = build_txn_log(directory)
+    log.append_marker(200, 0, commit=False, coordinator_epoch=7)
+    log.update_high_watermark(log.log_end_offset)
+    aborted = log.aborted_transactions(0, log.log_end_offset)
+    victim = log.active_segment.txn_index.path
+    assert aborted[-1].producer_id == 200 and os.path.exists(victim)
+    log.close_crashlike()
+    os.unlink(victim)
+    reopened = Log(directory, CONFIG, recovery_point=0, had_clean_shutdown=False)
+    assert reopened.aborted_transactions(0, reopened.log_end_offset) == aborted
+    assert TransactionIndex.read_entries(victim) == reopened.active_segment.txn_index.entries
+    reopened.close()
 
 
 def test_recovery_cut_at_every_byte_of_the_last_batch(tmp_path):
