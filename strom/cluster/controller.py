@@ -8,10 +8,11 @@ controller's writes fail instead of overwriting its successor's.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from strom.clock import wall_ms
 from strom.cluster import model
@@ -65,6 +66,28 @@ def validate_topic_name(name: str) -> None:
 def collision_key(name: str) -> str:
     """'.' and '_' collide in metric names, so Kafka refuses topics differing only by them."""
     return name.replace(".", "_")
+
+
+# what a config write left when its answer was lost, for the message of a REQUEST_TIMED_OUT
+CONFIG_RETRY = "the configs are one znode, written whole or not at all: writing them again is safe"
+
+
+@contextlib.contextmanager
+def store_failures_as_errors(during: str, retry: str) -> Iterator[None]:
+    """An admin request whose store stops answering gets a Kafka error code, not a dropped connection.
+
+    ``during`` says what was under way ("topic 't' was being deleted"); ``retry`` says what state a
+    lost answer can have left and what a retry then answers, so the user knows whether to retry.
+    No answer is REQUEST_TIMED_OUT (retriable: ZooKeeper may have done the write or not), as a
+    client hears from Kafka when its controller does not finish in time. Any other store error is
+    an answer no admin write expects (a node changed under it, say): UNKNOWN_SERVER_ERROR.
+    """
+    try:
+        yield
+    except StoreUnavailableError as exc:
+        raise RequestTimedOutError(f"ZooKeeper did not answer while {during} ({exc}); retry: {retry}") from None
+    except StoreError as exc:
+        raise KafkaError(f"ZooKeeper failed while {during}: {exc}", error_code=ErrorCode.UNKNOWN_SERVER_ERROR) from None
 
 
 class Controller:
@@ -148,17 +171,10 @@ class Controller:
         still missing, so a retry answers TOPIC_ALREADY_EXISTS and the topic works; not
         written, there is no topic (a config znode written first is overwritten by the retry).
         """
-        try:
+        with store_failures_as_errors(
+            f"topic '{name}' was being created", "the topic was made whole (TOPIC_ALREADY_EXISTS) or not at all"
+        ):
             return self._create_topic(name, partitions, replication_factor, configs, assignment, validate_only)
-        except StoreUnavailableError as exc:
-            raise RequestTimedOutError(
-                f"ZooKeeper did not answer while topic '{name}' was being created ({exc}); retry: "
-                "the topic was made whole (TOPIC_ALREADY_EXISTS) or not at all"
-            ) from None
-        except StoreError as exc:  # an answer no creation expects (a node changed under it, say)
-            raise KafkaError(
-                f"ZooKeeper failed while creating topic '{name}': {exc}", error_code=ErrorCode.UNKNOWN_SERVER_ERROR
-            ) from None
 
     def _create_topic(
         self,
@@ -240,6 +256,21 @@ class Controller:
         self.store.create_many([(model.partition_state_path(name, p), state.to_json()) for p, state in states.items()])
 
     def delete_topic(self, name: str) -> None:
+        """Remove the topic's znodes, the topic znode itself last, then its config.
+
+        A store that stops answering midway is REQUEST_TIMED_OUT. The topic znode is the write
+        that counts: gone, the topic is deleted (a retry answers UNKNOWN_TOPIC_OR_PARTITION; a
+        config znode left behind is overwritten by the next creation of that name); still there,
+        the topic is, with some partition states maybe gone (the controller writes them again),
+        and a retry deletes the rest.
+        """
+        with store_failures_as_errors(
+            f"topic '{name}' was being deleted",
+            "the topic is deleted (UNKNOWN_TOPIC_OR_PARTITION) or still there, and a retry deletes it",
+        ):
+            self._delete_topic(name)
+
+    def _delete_topic(self, name: str) -> None:
         if name not in self.topics():
             raise UnknownTopicOrPartitionError(f"topic '{name}' does not exist")
         self.store.delete(model.topic_path(name), recursive=True)
@@ -251,6 +282,22 @@ class Controller:
 
     def create_partitions(
         self, name: str, total: int, assignment: list[list[int]] | None = None, validate_only: bool = False
+    ) -> None:
+        """Grow topic ``name`` to ``total`` partitions.
+
+        A store that stops answering midway is REQUEST_TIMED_OUT. The topic znode (a
+        compare-and-set of its assignment) is the one write that counts: written, the topic has
+        the new partitions and the controller's reconcile pass writes any state still missing,
+        so a retry answers INVALID_PARTITIONS (it has them already); not written, nothing changed.
+        """
+        with store_failures_as_errors(
+            f"partitions were being added to topic '{name}'",
+            f"the topic has its {total} partitions (INVALID_PARTITIONS: it has them already) or is unchanged",
+        ):
+            self._create_partitions(name, total, assignment, validate_only)
+
+    def _create_partitions(
+        self, name: str, total: int, assignment: list[list[int]] | None, validate_only: bool
     ) -> None:
         found = self.store.get_or_none(model.topic_path(name))
         if found is None:
@@ -284,6 +331,12 @@ class Controller:
             self._create_partition_states(name, new, brokers)
 
     def alter_topic_config(self, name: str, configs: dict[str, str], validate_only: bool = False) -> None:
+        """Replace the topic's overrides: one znode, so a store that stops answering leaves the old
+        set or the new one (REQUEST_TIMED_OUT), and writing it again is safe."""
+        with store_failures_as_errors(f"the configs of topic '{name}' were being written", CONFIG_RETRY):
+            self._alter_topic_config(name, configs, validate_only)
+
+    def _alter_topic_config(self, name: str, configs: dict[str, str], validate_only: bool) -> None:
         if name not in self.topics():
             raise UnknownTopicOrPartitionError(f"topic '{name}' does not exist")
         self.validate_configs(configs)
@@ -296,7 +349,9 @@ class Controller:
             self.store.create(path, model.topic_config_json(configs), makepath=True)
 
     def topic_config(self, name: str) -> dict[str, str]:
-        found = self.store.get_or_none(model.topic_config_path(name))
+        """The topic's overrides as stored (IncrementalAlterConfigs applies its operations to them)."""
+        with store_failures_as_errors(f"the configs of topic '{name}' were being read", "nothing was changed"):
+            found = self.store.get_or_none(model.topic_config_path(name))
         return model.parse_topic_config(found[0]) if found else {}
 
     # -- partition state ---------------------------------------------------------------------------

@@ -9,13 +9,19 @@ server/dynamic_broker_config.py); every other broker key is what Kafka calls "no
 updatable". Kafka answers that case with INVALID_REQUEST and "Cannot update these configs
 dynamically: ...", so strom answers the same (POLICY_VIOLATION would suggest a configurable
 policy, INVALID_CONFIG a bad value; neither is the case).
+
+ZooKeeper not answering is REQUEST_TIMED_OUT for that resource, not a dropped connection: a
+resource's configs are one znode, so they were written whole or not at all, and a retry is safe.
 """
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 
 from strom.cluster import model
+from strom.cluster.controller import CONFIG_RETRY, store_failures_as_errors
+from strom.cluster.store import StoreError
 from strom.protocol.api import ApiKey, response_class_for
 from strom.protocol.entities import build
 from strom.protocol.errors import ErrorCode, InvalidRequestError, KafkaError
@@ -27,12 +33,36 @@ API_KEY = ApiKey.ALTER_CONFIGS
 MIN_VERSION = 0
 MAX_VERSION = 2
 
+log = logging.getLogger("strom.admin")
+
+
+def refresh_after_write(broker, changed: set[str]) -> None:
+    """Show an admin request's writes in this broker's metadata before it answers.
+
+    A store that stops answering after the write does not undo it: the request succeeded, and
+    the cache reads those znodes again once ZooKeeper answers (a reload retries until it does).
+    """
+    try:
+        broker.refresh_metadata(changed)
+    except StoreError as exc:
+        log.warning("could not read back %s after writing it (%s); reloading once ZooKeeper answers", changed, exc)
+        for path in changed:
+            broker.request_metadata_reload(path)
+
 
 def set_topic_overrides(broker, name: str, overrides: dict[str, str], validate_only: bool) -> None:
     topic_overrides(broker, name)  # INVALID_TOPIC_EXCEPTION / UNKNOWN_TOPIC_OR_PARTITION first
     broker.controller.alter_topic_config(name, overrides, validate_only=validate_only)
     if not validate_only:
-        broker.refresh_metadata({model.topic_config_path(name)})
+        refresh_after_write(broker, {model.topic_config_path(name)})
+
+
+def alter_broker_configs(broker, name: str, changes: dict[str, str | None], replace: bool, validate_only: bool) -> None:
+    """The dynamic broker configs (one znode): a store that stops answering is REQUEST_TIMED_OUT."""
+    from strom.server import dynamic_broker_config
+
+    with store_failures_as_errors(f"the dynamic configs of broker '{name}' were being written", CONFIG_RETRY):
+        dynamic_broker_config.alter(broker, name, changes, replace=replace, validate_only=validate_only)
 
 
 def check_duplicates(resources) -> Counter:
@@ -53,15 +83,8 @@ def alter(broker, resource, validate_only: bool) -> None:
         overrides = {c.name: c.value for c in resource.configs if c.value is not None}
         set_topic_overrides(broker, resource.resource_name, overrides, validate_only)
     elif resource.resource_type == BROKER:  # the replication throttles are dynamic; the rest is refused
-        from strom.server import dynamic_broker_config
-
-        dynamic_broker_config.alter(
-            broker,
-            resource.resource_name,
-            {c.name: c.value for c in resource.configs},
-            replace=True,
-            validate_only=validate_only,
-        )
+        changes = {c.name: c.value for c in resource.configs}
+        alter_broker_configs(broker, resource.resource_name, changes, replace=True, validate_only=validate_only)
     else:
         raise InvalidRequestError(
             f"AlterConfigs supports topics and brokers, not resource type {resource.resource_type}"

@@ -2,7 +2,8 @@
 
 The controller validates (count must grow, assignments must name live brokers, one list per new
 partition) and writes the new partitions; refreshing the metadata creates the local logs. A topic
-listed twice is INVALID_REQUEST for both entries, as in Kafka.
+listed twice is INVALID_REQUEST for both entries, as in Kafka. ZooKeeper not answering is
+REQUEST_TIMED_OUT for that topic (see Controller.create_partitions), not a dropped connection.
 """
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ from collections import Counter
 from strom.cluster import model
 from strom.protocol.api import ApiKey, response_class_for
 from strom.protocol.entities import build, field_value
-from strom.protocol.errors import ErrorCode, KafkaError
+from strom.protocol.errors import ErrorCode, KafkaError, RequestTimedOutError
 from strom.security.acl import Operation
 from strom.server.authorization import TOPIC, allowed
 from strom.server.handlers import create_topics
+from strom.server.handlers.alter_configs import refresh_after_write
 
 API_KEY = ApiKey.CREATE_PARTITIONS
 MIN_VERSION = 0
@@ -50,9 +52,11 @@ def handle(ctx, request):
                 changed.add(model.topic_path(topic.name))
         except KafkaError as exc:
             entry.update(error_code=exc.error_code, error_message=exc.message)
+            if isinstance(exc, RequestTimedOutError):  # the new partitions may be written: read the topic again
+                broker.request_metadata_reload(model.topic_path(topic.name))
         results.append(entry)
     if changed:
-        broker.refresh_metadata(changed)
+        refresh_after_write(broker, changed)
     return build(response_class_for(API_KEY, ctx.api_version), {"throttle_time": 0, "results": results})
 
 

@@ -5,7 +5,8 @@ delete.topic.enable=false answers INVALID_REQUEST before v3 and TOPIC_DELETION_D
 name or id listed twice, or an entry with both or neither, is INVALID_REQUEST; an unknown name is
 UNKNOWN_TOPIC_OR_PARTITION and an unknown id UNKNOWN_TOPIC_ID. Internal topics are not refused:
 Kafka's broker deletes __consumer_offsets when asked (only the kafka-topics tool refuses), and so
-does strom; the group coordinator recreates it on next use.
+does strom; the group coordinator recreates it on next use. ZooKeeper not answering is
+REQUEST_TIMED_OUT for that topic (see Controller.delete_topic), not a dropped connection.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ from collections import Counter
 from strom.cluster import model
 from strom.protocol.api import ApiKey, response_class_for
 from strom.protocol.entities import build, field_value
-from strom.protocol.errors import ErrorCode, KafkaError
+from strom.protocol.errors import ErrorCode, KafkaError, RequestTimedOutError
 from strom.security.acl import Operation
 from strom.server.authorization import TOPIC, allowed
+from strom.server.handlers.alter_configs import refresh_after_write
 
 API_KEY = ApiKey.DELETE_TOPICS
 MIN_VERSION = 0
@@ -87,8 +89,10 @@ def handle(ctx, request):
             result(name, topic_id if topic_id is not None else (info.topic_id if info else None))
         except KafkaError as exc:
             result(name, topic_id, exc.error_code, exc.message)
+            if isinstance(exc, RequestTimedOutError):  # the topic may be gone, or part of it: read it again
+                broker.request_metadata_reload(model.BROKERS_TOPICS)
     if deleted:
-        broker.refresh_metadata({model.BROKERS_TOPICS})
+        refresh_after_write(broker, {model.BROKERS_TOPICS})
     return _response(version, results)
 
 

@@ -9,10 +9,11 @@ DELETE of the dynamic keys only, as in AlterConfigs (see alter_configs.py).
 
 from __future__ import annotations
 
+from strom.cluster.controller import CONFIG_RETRY, store_failures_as_errors
 from strom.group.group_config import GROUP_RESOURCE
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import InvalidConfigError, InvalidRequestError
-from strom.server.handlers.alter_configs import check_keys, respond, set_topic_overrides
+from strom.server.handlers.alter_configs import alter_broker_configs, check_keys, respond, set_topic_overrides
 from strom.server.handlers.describe_configs import BROKER, LIST, TOPIC, TOPIC_TYPES, topic_overrides
 from strom.storage.log_config import LogConfig, did_you_mean
 
@@ -67,24 +68,20 @@ def alter(broker, resource, validate_only: bool) -> None:
         overrides = apply_operations(broker, resource.resource_name, resource.configs)
         set_topic_overrides(broker, resource.resource_name, overrides, validate_only)
     elif resource.resource_type == BROKER:  # the replication throttles are dynamic; the rest is refused
-        from strom.server import dynamic_broker_config
-
         for config in resource.configs:
             if config.config_operation not in (SET, DELETE):
                 raise InvalidRequestError(
                     f"{_OP_NAMES.get(config.config_operation, config.config_operation)} "
                     f"is not allowed on broker config {config.name}"
                 )
-        dynamic_broker_config.alter(
-            broker,
-            resource.resource_name,
-            {c.name: (c.value if c.config_operation == SET else None) for c in resource.configs},
-            replace=False,
-            validate_only=validate_only,
-        )
+        changes = {c.name: (c.value if c.config_operation == SET else None) for c in resource.configs}
+        alter_broker_configs(broker, resource.resource_name, changes, replace=False, validate_only=validate_only)
     elif resource.resource_type == GROUP_RESOURCE:  # KIP-848 group configs
         operations = [(c.name, c.config_operation, c.value) for c in resource.configs]
-        broker.group_coordinator.configs.alter(resource.resource_name, operations, False, validate_only)
+        with store_failures_as_errors(
+            f"the configs of group '{resource.resource_name}' were being written", CONFIG_RETRY
+        ):
+            broker.group_coordinator.configs.alter(resource.resource_name, operations, False, validate_only)
     else:
         raise InvalidRequestError(
             f"IncrementalAlterConfigs supports topics, brokers and groups, not resource type {resource.resource_type}"
