@@ -77,6 +77,8 @@ SLOW_METADATA_PASS_S = 0.5
 # leaves the rest to a pass right after: the loop answers requests in between. A controller's own
 # elections of 10,000 partitions fire as many watches, whose re-reads held its loop for 14 s.
 RELOAD_CHUNK = 1000
+# a registration after a session expiry that ZooKeeper did not answer is tried again this often
+REREGISTER_RETRY_S = 1.0
 # accept queue: a burst of clients connecting at once (thousands after a restart) must not
 # overflow it, or the kernel drops their handshakes (a retry a second later) or resets them
 LISTEN_BACKLOG = 512
@@ -124,6 +126,7 @@ class Broker:
         self._background: list[asyncio.Task] = []
         self._loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]  # start()'s first line
         self._reload_handle: asyncio.TimerHandle | None = None
+        self._reregister_handle: asyncio.TimerHandle | None = None
         self._changed_paths: set[str] = set()  # znodes whose watches fired since the last reload
         self._reload_everything = False
         self._reconciled_epoch = -1  # the controller epoch of the last reconcile pass over every partition
@@ -513,12 +516,32 @@ class Broker:
             self.controller.resign()
         elif event == "connected":
             log.info("re-registering broker %d after a ZooKeeper session expiry", self.broker_id)
-            try:
-                self._register()
-            except RuntimeError:
-                log.exception("could not re-register")
+            self._reregister()
+
+    def _reregister(self) -> None:
+        """Register again in a new session, and stand for controller, until ZooKeeper has answered.
+
+        The new session may lose its connection before the registration is through (a flaky
+        link drops it again at once). kazoo then reconnects to the same session and says nothing
+        more, so a registration tried once would leave the broker alive but unregistered for
+        good: no leader for its partitions, out of every ISR. It is tried again every second.
+        """
+        if self._reregister_handle is not None:
+            self._reregister_handle.cancel()
+            self._reregister_handle = None
+        if self._stop.is_set():
+            return
+        try:
+            self._register()
             self.controller.elect()
-            self._schedule_reload()
+        except (StoreError, RuntimeError) as exc:
+            log.warning(
+                "could not re-register broker %d (%s); trying again in %.0fs", self.broker_id, exc, REREGISTER_RETRY_S
+            )
+            self._reregister_handle = self._loop.call_later(REREGISTER_RETRY_S, self._reregister)
+            return
+        log.info("broker %d registered again", self.broker_id)
+        self._schedule_reload()
 
     def _on_store_change(self, path: str) -> None:
         """A metadata watch fired (maybe on kazoo's thread): reload soon, once for a burst of changes."""
@@ -781,9 +804,10 @@ class Broker:
         if not crash and self.store is not None and self.replica_manager is not None and not self._stop.is_set():
             await self._controlled_shutdown()
         self._stop.set()
-        if self._reload_handle is not None:
-            self._reload_handle.cancel()
-            self._reload_handle = None
+        for handle in (self._reload_handle, self._reregister_handle):
+            if handle is not None:
+                handle.cancel()
+        self._reload_handle = self._reregister_handle = None
         for server in self._servers:
             server.close()
         if self.credentials is not None:

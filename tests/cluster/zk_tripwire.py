@@ -5,7 +5,9 @@ on a loaded machine. This proxy reads the client's ZooKeeper requests as they pa
 size-prefixed frame: xid, op type, then, for most ops, the znode path) and calls ``on_trip``
 just before it forwards the first one that ``match`` accepts, so the fault lands exactly there.
 The request itself still reaches ZooKeeper: a fault that drops the answer leaves the request
-done but unacknowledged, the hardest case for a retry.
+done but unacknowledged, the hardest case for a retry. Unless ``on_trip`` returns False: then
+the request never reaches ZooKeeper and the connection is reset, as a link that drops at that
+moment does (the client reconnects to the same session).
 """
 
 from __future__ import annotations
@@ -40,9 +42,15 @@ def request_path(frame: bytes) -> tuple[int, str]:
 
 
 class ZkTripwire(TcpProxy):
-    """``match(op, path)`` picks the request; ``on_trip(proxy)`` runs once, before it is forwarded."""
+    """``match(op, path)`` picks the request; ``on_trip(proxy)`` runs once, before it is forwarded
+    (or instead: it returns False)."""
 
-    def __init__(self, zookeeper_port: int, match: Callable[[int, str], bool], on_trip: Callable[[ZkTripwire], None]):
+    def __init__(
+        self,
+        zookeeper_port: int,
+        match: Callable[[int, str], bool],
+        on_trip: Callable[[ZkTripwire], bool | None],
+    ):
         self.match = match
         self.on_trip = on_trip
         self.tripped = threading.Event()
@@ -73,8 +81,9 @@ class ZkTripwire(TcpProxy):
                 frame, buffer = buffer[: 4 + size], buffer[4 + size :]
                 if connect_request:
                     connect_request = False
-                elif not self.tripped.is_set():
-                    self._maybe_trip(frame[4:])
+                elif not self.tripped.is_set() and not self._maybe_trip(frame[4:]):
+                    open_ = False  # dropped: the connection is reset below
+                    break
                 try:
                     dst.sendall(frame)
                 except OSError:
@@ -86,12 +95,14 @@ class ZkTripwire(TcpProxy):
             except OSError:
                 pass
 
-    def _maybe_trip(self, frame: bytes) -> None:
+    def _maybe_trip(self, frame: bytes) -> bool:
+        """Whether to forward ``frame``."""
         op, path = request_path(frame)
         if not self.match(op, path):
-            return
+            return True
         with self._trip_lock:
             if self.tripped.is_set():
-                return
-            self.on_trip(self)
+                return True
+            forward = self.on_trip(self) is not False
             self.tripped.set()
+            return forward
