@@ -43,6 +43,10 @@ Watcher = Callable[[str], None]
 
 
 class MetadataStore(ABC):
+    # whether a call may wait on another process (ZooKeeper), for as long as its session timeout:
+    # then what must not hold the event loop (an ISR change) calls it from a thread
+    remote = False
+
     @abstractmethod
     def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False, makepath: bool = False) -> None: ...
 

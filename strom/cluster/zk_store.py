@@ -77,6 +77,8 @@ def _translate(exc: Exception) -> Exception:
 
 
 class ZkStore(MetadataStore):
+    remote = True
+
     def __init__(self, connect: str, session_timeout_ms: int = 18000, connection_timeout_ms: int | None = None):
         self.client = KazooClient(hosts=connect, timeout=session_timeout_ms / 1000)
         self.call_timeout_s = session_timeout_ms / 1000

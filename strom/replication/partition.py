@@ -69,7 +69,10 @@ class Partition:
         self.leader_id = -1
         self.leader_epoch = -1
         self.replicas: list[int] = []
-        self.isr: list[int] = []
+        self.isr: list[int] = []  # as written in the state znode
+        # an ISR change this leader proposed and the store has not answered yet (Kafka's
+        # AlterPartition in flight): the high watermark counts both (see ``maximal_isr``)
+        self.pending_isr: list[int] | None = None
         self.followers: dict[int, FollowerState] = {}
         self.state_version = -1
 
@@ -81,6 +84,16 @@ class Partition:
     def is_leader(self) -> bool:
         return self.leader_id == self.local_broker_id
 
+    @property
+    def maximal_isr(self) -> list[int]:
+        """The ISR and a pending change together (KIP-497's maximal ISR): the high watermark
+        waits for every replica of either, so a shrink frees it only once it is written and an
+        expansion holds it for its new member at once."""
+        pending = self.pending_isr
+        if pending is None:
+            return self.isr
+        return self.isr + [b for b in pending if b not in self.isr]
+
     # -- role changes ------------------------------------------------------------------------------
     def make_leader(self, state: PartitionState, replicas: list[int], state_version: int = -1) -> None:
         now = int(time.monotonic() * 1000)  # follower times are monotonic (see ReplicaManager.shrink_isrs)
@@ -91,6 +104,7 @@ class Partition:
         self.isr = list(state.isr)
         self.state_version = state_version
         if became:
+            self.pending_isr = None  # proposed at an older epoch: its answer is ignored
             self.followers = {b: FollowerState(last_caught_up_ms=now) for b in replicas if b != self.local_broker_id}
             # KIP-101: the new epoch starts at this leader's log end.
             self.log.leader_epoch_cache.assign(state.leader_epoch, self.log.log_end_offset)
@@ -103,6 +117,7 @@ class Partition:
         self.replicas = list(replicas)
         self.isr = list(state.isr)
         self.state_version = state_version
+        self.pending_isr = None
         self.followers = {}
 
     # -- leader side -------------------------------------------------------------------------------
@@ -130,7 +145,7 @@ class Partition:
             )
         self._record_idle_fetches()
         info = log.append_as_leader(records, self.leader_epoch)
-        isr = self.isr
+        isr = self.maximal_isr
         if len(isr) == 1 and isr[0] == self.local_broker_id:  # alone in sync: all appended is committed
             log.high_watermark = log.log_end_offset
         else:
@@ -167,11 +182,11 @@ class Partition:
                     follower.last_caught_up_ms = at
 
     def maybe_increment_high_watermark(self) -> bool:
-        """HW = min LEO over the ISR; returns whether it moved."""
+        """HW = min LEO over the maximal ISR; returns whether it moved."""
         if not self.is_leader:
             return False
         new_hw = self.log.log_end_offset
-        for broker_id in self.isr:
+        for broker_id in self.maximal_isr:
             if broker_id != self.local_broker_id:
                 follower = self.followers.get(broker_id)
                 new_hw = min(new_hw, follower.log_end_offset if follower else 0)

@@ -17,12 +17,13 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from strom.cluster import model
 from strom.cluster.metadata_cache import MetadataCache, TopicInfo
 from strom.cluster.model import PartitionState
-from strom.cluster.store import BadVersionError, NoNodeError, StoreError
+from strom.cluster.store import StoreError
 from strom.protocol.errors import (
     KafkaStorageError,
     NotLeaderError,
@@ -83,6 +84,7 @@ class ReplicaManager:
         # leaders whose new epoch's checkpoint is not yet on disk -> set once it is; appends wait for it
         self.epochs_pending: dict[tuple[str, int], asyncio.Event] = {}
         self._new_epochs: list[Partition] = []  # leaders at a new epoch in the running pass
+        self._isr_writer: ThreadPoolExecutor | None = None  # made on the first ISR change (see _write_isr)
         self.log_manager.failure_listeners.append(self._on_log_dir_failure)
 
     @property
@@ -402,7 +404,7 @@ class ReplicaManager:
         now = int(time.monotonic() * 1000)
         max_lag = self.broker.config.replica_lag_time_max_ms
         for partition in list(self.partitions.values()):
-            if not partition.is_leader:
+            if not partition.is_leader or partition.pending_isr is not None:
                 continue
             caught_up = partition.caught_up_outside_isr(now, max_lag)
             if caught_up:  # idle partitions' expansions are retried here, not on each fetch
@@ -420,21 +422,67 @@ class ReplicaManager:
                     self.purgatory.notify(partition.key)
 
     def _write_isr(self, partition: Partition, isr: list[int], reason: str) -> None:
-        """The leader changes its ISR with a compare-and-set on the state znode (fenced if stale)."""
+        """The leader changes its ISR with a compare-and-set on the state znode (fenced if stale).
+
+        With ZooKeeper the write goes to a thread of its own: a ZooKeeper that stops answering
+        holds a write up to the session timeout, and on the event loop it held every produce and
+        fetch of the broker with it (issue 14). Until the answer the change is pending, as Kafka's
+        AlterPartition in flight: the high watermark counts the old and the new ISR together
+        (``Partition.maximal_isr``), and no other change of that partition's ISR is proposed.
+        """
+        if partition.pending_isr is not None:
+            return
         state = PartitionState(partition.leader_id, partition.leader_epoch, isr, self.broker.controller.epoch)
         path = model.partition_state_path(partition.topic, partition.index)
+        store = self.broker.store
         try:
-            version = self.broker.store.set(path, state.to_json(), partition.state_version)
-        except (BadVersionError, NoNodeError, StoreError) as exc:
-            log.info(
-                "%s-%d: ISR change to %s lost a race (%s); reloading metadata",
-                partition.topic,
-                partition.index,
-                isr,
-                exc,
-            )
-            self.broker.request_metadata_reload(path)
+            loop = asyncio.get_running_loop() if store.remote else None
+        except RuntimeError:  # no event loop (tools, tests): written here
+            loop = None
+        if loop is None:
+            try:
+                version = store.set(path, state.to_json(), partition.state_version)
+            except StoreError as exc:
+                self._isr_write_failed(partition, path, isr, exc)
+                return
+            self._isr_written(partition, state, version, reason)
             return
+        partition.pending_isr = isr
+        if self._isr_writer is None:
+            self._isr_writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="strom-isr-writer")
+        written = self._isr_writer.submit(store.set, path, state.to_json(), partition.state_version)
+
+        def answered(done: Future) -> None:  # on the writer thread: the rest happens on the loop
+            with contextlib.suppress(RuntimeError):  # the loop closed: the broker is gone
+                loop.call_soon_threadsafe(self._isr_answered, partition, state, path, reason, done)
+
+        written.add_done_callback(answered)
+
+    def _isr_answered(self, partition: Partition, state: PartitionState, path: str, reason: str, done: Future) -> None:
+        if partition.pending_isr is not state.isr:  # the partition changed leader epoch or role meanwhile
+            return
+        partition.pending_isr = None
+        error = done.exception()
+        if error is None:
+            self._isr_written(partition, state, done.result(), reason)
+        elif isinstance(error, StoreError):
+            self._isr_write_failed(partition, path, state.isr, error)
+        else:
+            log.error("%s-%d: ISR change failed", partition.topic, partition.index, exc_info=error)
+            self.broker.request_metadata_reload(path)
+        if partition.maybe_increment_high_watermark():  # a shrink written, or an expansion given up
+            self.purgatory.notify(partition.key)
+
+    def _isr_write_failed(self, partition: Partition, path: str, isr: list[int], exc: StoreError) -> None:
+        log.info(
+            "%s-%d: ISR change to %s lost a race (%s); reloading metadata", partition.topic, partition.index, isr, exc
+        )
+        self.broker.request_metadata_reload(path)
+
+    def _isr_written(self, partition: Partition, state: PartitionState, version: int, reason: str) -> None:
+        if version <= partition.state_version:  # a reload has shown a newer state already
+            return
+        isr = list(state.isr)
         log.info("%s-%d: ISR %s -> %s (%s)", partition.topic, partition.index, partition.isr, isr, reason)
         if len(isr) < len(partition.isr):
             self.broker.stats.isr_shrinks += 1
@@ -443,6 +491,11 @@ class ReplicaManager:
         partition.isr = isr
         partition.state_version = version
         self.metadata.set_state(partition.topic, partition.index, state, version)  # Metadata answers show it now
+
+    def close(self) -> None:
+        """Stop the ISR writer; a write still waiting for ZooKeeper ends with the store's close."""
+        if self._isr_writer is not None:
+            self._isr_writer.shutdown(wait=False, cancel_futures=True)
 
     def get_partition(self, topic: str, index: int) -> Partition:
         if self.offline and (topic, index) in self.offline:

@@ -833,6 +833,7 @@ class Broker:
             await self._bounded(self.transaction_coordinator.shutdown(), "transaction markers")
         if self.replica_manager is not None:
             await self._bounded(self.replica_manager.fetchers.shutdown(), "replica fetchers")
+            self.replica_manager.close()
         if self.log_manager is not None:
             if crash:
                 for partition_log in [*self.log_manager.logs.values(), *self.log_manager.future_logs.values()]:
