@@ -454,13 +454,15 @@ class ReplicaManager:
 
         def answered(done: Future) -> None:  # on the writer thread: the rest happens on the loop
             with contextlib.suppress(RuntimeError):  # the loop closed: the broker is gone
-                loop.call_soon_threadsafe(self._isr_answered, partition, state, path, reason, done)
+                loop.call_soon_threadsafe(self._isr_answered, partition, isr, state, path, reason, done)
 
         written.add_done_callback(answered)
 
-    def _isr_answered(self, partition: Partition, state: PartitionState, path: str, reason: str, done: Future) -> None:
-        if partition.pending_isr is not state.isr:  # the partition changed leader epoch or role meanwhile
-            return
+    def _isr_answered(
+        self, partition: Partition, isr: list[int], state: PartitionState, path: str, reason: str, done: Future
+    ) -> None:
+        if partition.pending_isr is not isr or self.partitions.get(partition.key) is not partition:
+            return  # the partition changed leader epoch or role meanwhile, or is no longer here
         partition.pending_isr = None
         error = done.exception()
         if error is None:
