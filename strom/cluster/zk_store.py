@@ -268,24 +268,23 @@ class ZkStore(MetadataStore):
             raise _translate(exc) from None
         return str(self._call(started))
 
-    def ctime_ms(self, path: str) -> int:
+    def _stat(self, path: str) -> Any:
+        """The znode's ZnodeStat, None if it does not exist."""
         self._check_connected()
         try:
             started = self.client.exists_async(path)
         except Exception as exc:
             raise _translate(exc) from None
-        stat = self._call(started)
+        return self._call(started)
+
+    def ctime_ms(self, path: str) -> int:
+        stat = self._stat(path)
         if stat is None:
             raise NoNodeError(path)
         return int(stat.ctime)
 
     def ephemeral_owned(self, path: str) -> bool:
-        self._check_connected()
-        try:
-            started = self.client.exists_async(path)
-        except Exception as exc:
-            raise _translate(exc) from None
-        stat = self._call(started)
+        stat = self._stat(path)
         return stat is not None and stat.ephemeralOwner != 0 and stat.ephemeralOwner == self.session_id
 
     def get(self, path: str, watch: Watcher | None = None) -> tuple[bytes, int]:
