@@ -77,7 +77,8 @@ SLOW_METADATA_PASS_S = 0.5
 # leaves the rest to a pass right after: the loop answers requests in between. A controller's own
 # elections of 10,000 partitions fire as many watches, whose re-reads held its loop for 14 s.
 RELOAD_CHUNK = 1000
-# a registration after a session expiry that ZooKeeper did not answer is tried again this often
+# a registration (after a session expiry, or listing offline replicas) that ZooKeeper did not
+# answer is tried again this often
 REREGISTER_RETRY_S = 1.0
 # accept queue: a burst of clients connecting at once (thousands after a restart) must not
 # overflow it, or the kernel drops their handshakes (a retry a second later) or resets them
@@ -127,6 +128,8 @@ class Broker:
         self._loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]  # start()'s first line
         self._reload_handle: asyncio.TimerHandle | None = None
         self._reregister_handle: asyncio.TimerHandle | None = None
+        self._publish_handle: asyncio.TimerHandle | None = None  # a retry of publish_offline_replicas
+        self._published_offline: frozenset = frozenset()  # the offline replicas the registration znode lists
         self._changed_paths: set[str] = set()  # znodes whose watches fired since the last reload
         self._reload_everything = False
         self._reconciled_epoch = -1  # the controller epoch of the last reconcile pass over every partition
@@ -442,9 +445,11 @@ class Broker:
         while True:
             try:
                 self.store.create(path, self._registration, ephemeral=True)
+                self._published_offline = self._info.offline_replicas
                 return
             except NodeExistsError:
                 if self.store.ephemeral_owned(path):  # made by a try whose answer a dropped connection lost
+                    self._published_offline = self._info.offline_replicas
                     return
                 if time.monotonic() >= deadline:
                     raise RuntimeError(
@@ -456,18 +461,34 @@ class Broker:
         """List this broker's offline replicas in its registration, so the controller moves them.
 
         The registration is what a new ZooKeeper session re-creates, so the list outlives a
-        session expiry; a restart registers afresh, with the replicas back online.
+        session expiry; a restart registers afresh, with the replicas back online. A write that
+        ZooKeeper does not answer is tried again every second until the znode lists them: within
+        one session nothing else would write it, and the controller would leave those partitions
+        led by a broker that can only answer KAFKA_STORAGE_ERROR.
         """
-        offline = frozenset(self.replica_manager.offline)
-        if offline == self._info.offline_replicas or self._stop.is_set():
+        if self._publish_handle is not None:
+            self._publish_handle.cancel()
+            self._publish_handle = None
+        if self._stop.is_set():
             return
-        self._info = dataclasses.replace(self._info, offline_replicas=offline)
-        self._registration = self._info.to_json()
+        offline = frozenset(self.replica_manager.offline)
+        if offline != self._info.offline_replicas:
+            self._info = dataclasses.replace(self._info, offline_replicas=offline)
+            self._registration = self._info.to_json()
+        if offline == self._published_offline:
+            return
         try:
             self.store.set(model.broker_path(self.broker_id), self._registration)
-        except StoreError as exc:  # the re-registration after the session returns carries it
-            log.warning("could not publish %d offline replicas (%s)", len(offline), exc)
+        except StoreError as exc:  # also NoNode while a new session has not registered again yet
+            log.warning(
+                "could not publish %d offline replicas (%s); trying again in %.0fs",
+                len(offline),
+                exc,
+                REREGISTER_RETRY_S,
+            )
+            self._publish_handle = self._loop.call_later(REREGISTER_RETRY_S, self.publish_offline_replicas)
             return
+        self._published_offline = offline
         log.info("broker %d told the controller that %d replicas are offline", self.broker_id, len(offline))
 
     def _on_session_event(self, event: str) -> None:
@@ -804,10 +825,10 @@ class Broker:
         if not crash and self.store is not None and self.replica_manager is not None and not self._stop.is_set():
             await self._controlled_shutdown()
         self._stop.set()
-        for handle in (self._reload_handle, self._reregister_handle):
+        for handle in (self._reload_handle, self._reregister_handle, self._publish_handle):
             if handle is not None:
                 handle.cancel()
-        self._reload_handle = self._reregister_handle = None
+        self._reload_handle = self._reregister_handle = self._publish_handle = None
         for server in self._servers:
             server.close()
         if self.credentials is not None:

@@ -10,18 +10,22 @@ from __future__ import annotations
 
 import errno
 import os
+import threading
 import time
 
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.cluster.conftest import Cluster, wait_until
 from tests.cluster.workload import Workload, verify
+from tests.cluster.zk_tripwire import ZkTripwire
 from tests.small_disk import free_bytes, tmpfs
 
 TOPIC = "diskfull"
 # broker 0 is the preferred, so the first, leader of two partitions, and a follower of the third
 ASSIGNMENT = [[0, 1, 2], [0, 2, 1], [1, 0, 2]]
 MOVE_BOUND_S = 30
+SET_DATA = 5  # ZooKeeper's setData op
 
 
 def fill(directory, name: str = "filler") -> int:
@@ -109,3 +113,57 @@ def test_leader_log_dir_full_moves_leadership_and_loses_nothing(tmp_path, zookee
             if workload is not None:
                 workload._stop.set()
             cluster.close()
+
+
+def test_offline_replicas_reach_the_controller_when_zookeeper_drops_the_first_write(tmp_path, zookeeper):
+    """The broker lists its offline replicas in its registration znode; the link to ZooKeeper drops
+    exactly that write (``zk_tripwire``). It used to be tried once: the controller never heard, and
+    the partitions stayed led by a broker answering KAFKA_STORAGE_ERROR. It is tried again."""
+    root = tmp_path / "cluster"
+    with tmpfs(root / "broker-0", "16m") as broker0_dir:
+        armed = threading.Event()
+        cluster: Cluster | None = None
+
+        def broker0_registration(op: int, path: str) -> bool:
+            return (
+                armed.is_set() and cluster is not None and op == SET_DATA and path == cluster.chroot + "/brokers/ids/0"
+            )
+
+        proxy = ZkTripwire(int(zookeeper.rsplit(":", 1)[1]), broker0_registration, lambda _: False)
+        cluster = Cluster(root, proxy.address, 3)
+        try:
+            cluster.start()
+            admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+            admin.create_topics(
+                [
+                    NewTopic(
+                        TOPIC,
+                        num_partitions=len(ASSIGNMENT),
+                        replica_assignment=ASSIGNMENT,
+                        config={"min.insync.replicas": "2"},
+                    )
+                ]
+            )[TOPIC].result(20)
+            cluster.wait_full_isr(TOPIC, 20)
+            assert [cluster.leader(TOPIC, p) for p in range(3)] == [0, 0, 1]
+            armed.set()
+            fill(broker0_dir)
+            producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True})
+            producer.produce(TOPIC, b"into-the-full-disk", partition=0)  # the append that finds the disk full
+            wait_until(proxy.tripped.is_set, MOVE_BOUND_S, "broker 0's write of its offline replicas (dropped)")
+            wait_until(
+                lambda: all(cluster.leader(TOPIC, p) in (1, 2) for p in range(2)) or None,
+                MOVE_BOUND_S,
+                "leadership to move off the broker whose log dir is full, after the dropped write",
+            )
+            assert "could not publish" in cluster.brokers[0].read_log()
+            failed: list[object] = []
+            for p in range(3):
+                producer.produce(TOPIC, b"after-%d" % p, partition=p, on_delivery=lambda e, m: e and failed.append(e))
+            assert producer.flush(60) == 0 and not failed, failed
+        except BaseException:
+            print(cluster.logs()[-20000:])
+            raise
+        finally:
+            cluster.close()
+            proxy.close()
