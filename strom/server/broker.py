@@ -445,17 +445,16 @@ class Broker:
         while True:
             try:
                 self.store.create(path, self._registration, ephemeral=True)
-                self._published_offline = self._info.offline_replicas
-                return
+                break
             except NodeExistsError:
                 if self.store.ephemeral_owned(path):  # made by a try whose answer a dropped connection lost
-                    self._published_offline = self._info.offline_replicas
-                    return
+                    break
                 if time.monotonic() >= deadline:
                     raise RuntimeError(
                         f"broker.id={self.broker_id} is already registered by another live broker"
                     ) from None
                 time.sleep(0.2)
+        self._published_offline = self._info.offline_replicas
 
     def publish_offline_replicas(self) -> None:
         """List this broker's offline replicas in its registration, so the controller moves them.
@@ -714,12 +713,23 @@ class Broker:
             self._schedule_reload()  # everything, once it answers: the controller finishes the topic
             raise
         if not validate_only:  # the new topic alone, not every partition of the cluster again
-            try:
-                self.refresh_metadata({model.BROKERS_TOPICS, model.topic_path(name)})
-            except StoreError as exc:  # the topic is recorded: it is created; the cache catches up later
-                log.warning("created topic %s but could not read it back (%s); reloading later", name, exc)
-                self._schedule_reload()
+            self.read_back({model.BROKERS_TOPICS, model.topic_path(name)})
         return created
+
+    def read_back(self, written: set[str]) -> None:
+        """Show what this broker just wrote in its own metadata before it answers the request.
+
+        A store that stops answering after the write does not undo it: the request succeeded,
+        and those znodes are read again once ZooKeeper answers (a reload retries until it does).
+        """
+        try:
+            self.refresh_metadata(written)
+        except StoreError as exc:
+            log.warning(
+                "could not read back %s after writing it (%s); reloading once ZooKeeper answers", sorted(written), exc
+            )
+            for path in written:
+                self._schedule_reload(path)
 
     def auto_create_topic(self, name: str):
         """auto.create.topics.enable: a topic first named by Metadata gets the broker defaults."""

@@ -44,6 +44,23 @@ def fill(directory, name: str = "filler") -> int:
         os.close(fd)
 
 
+def create_topic_led_by_broker_0(cluster: Cluster) -> None:
+    """TOPIC with ASSIGNMENT and min.insync.replicas=2, every ISR full: broker 0 leads partitions 0 and 1."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics(
+        [
+            NewTopic(
+                TOPIC,
+                num_partitions=len(ASSIGNMENT),
+                replica_assignment=ASSIGNMENT,
+                config={"min.insync.replicas": "2"},
+            )
+        ]
+    )[TOPIC].result(20)
+    cluster.wait_full_isr(TOPIC, 20)
+    assert [cluster.leader(TOPIC, p) for p in range(3)] == [0, 0, 1]
+
+
 def test_leader_log_dir_full_moves_leadership_and_loses_nothing(tmp_path, zookeeper):
     root = tmp_path / "cluster"
     with tmpfs(root / "broker-0", "16m") as broker0_dir:
@@ -51,19 +68,7 @@ def test_leader_log_dir_full_moves_leadership_and_loses_nothing(tmp_path, zookee
         workload = None
         try:
             cluster.start()
-            admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-            admin.create_topics(
-                [
-                    NewTopic(
-                        TOPIC,
-                        num_partitions=len(ASSIGNMENT),
-                        replica_assignment=ASSIGNMENT,
-                        config={"min.insync.replicas": "2"},
-                    )
-                ]
-            )[TOPIC].result(20)
-            cluster.wait_full_isr(TOPIC, 20)
-            assert [cluster.leader(TOPIC, p) for p in range(3)] == [0, 0, 1]
+            create_topic_led_by_broker_0(cluster)
             workload = Workload(cluster.bootstrap, TOPIC, 3).start()
             workload.wait_progress(range(3), 20, 20)
 
@@ -133,19 +138,7 @@ def test_offline_replicas_reach_the_controller_when_zookeeper_drops_the_first_wr
         cluster = Cluster(root, proxy.address, 3)
         try:
             cluster.start()
-            admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-            admin.create_topics(
-                [
-                    NewTopic(
-                        TOPIC,
-                        num_partitions=len(ASSIGNMENT),
-                        replica_assignment=ASSIGNMENT,
-                        config={"min.insync.replicas": "2"},
-                    )
-                ]
-            )[TOPIC].result(20)
-            cluster.wait_full_isr(TOPIC, 20)
-            assert [cluster.leader(TOPIC, p) for p in range(3)] == [0, 0, 1]
+            create_topic_led_by_broker_0(cluster)
             armed.set()
             fill(broker0_dir)
             producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True})

@@ -16,12 +16,10 @@ resource's configs are one znode, so they were written whole or not at all, and 
 
 from __future__ import annotations
 
-import logging
 from collections import Counter
 
 from strom.cluster import model
 from strom.cluster.controller import CONFIG_RETRY, store_failures_as_errors
-from strom.cluster.store import StoreError
 from strom.protocol.api import ApiKey, response_class_for
 from strom.protocol.entities import build
 from strom.protocol.errors import ErrorCode, InvalidRequestError, KafkaError
@@ -33,28 +31,12 @@ API_KEY = ApiKey.ALTER_CONFIGS
 MIN_VERSION = 0
 MAX_VERSION = 2
 
-log = logging.getLogger("strom.admin")
-
-
-def refresh_after_write(broker, changed: set[str]) -> None:
-    """Show an admin request's writes in this broker's metadata before it answers.
-
-    A store that stops answering after the write does not undo it: the request succeeded, and
-    the cache reads those znodes again once ZooKeeper answers (a reload retries until it does).
-    """
-    try:
-        broker.refresh_metadata(changed)
-    except StoreError as exc:
-        log.warning("could not read back %s after writing it (%s); reloading once ZooKeeper answers", changed, exc)
-        for path in changed:
-            broker.request_metadata_reload(path)
-
 
 def set_topic_overrides(broker, name: str, overrides: dict[str, str], validate_only: bool) -> None:
     topic_overrides(broker, name)  # INVALID_TOPIC_EXCEPTION / UNKNOWN_TOPIC_OR_PARTITION first
     broker.controller.alter_topic_config(name, overrides, validate_only=validate_only)
     if not validate_only:
-        refresh_after_write(broker, {model.topic_config_path(name)})
+        broker.read_back({model.topic_config_path(name)})
 
 
 def alter_broker_configs(broker, name: str, changes: dict[str, str | None], replace: bool, validate_only: bool) -> None:

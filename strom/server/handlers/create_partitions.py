@@ -17,7 +17,6 @@ from strom.protocol.errors import ErrorCode, KafkaError, RequestTimedOutError
 from strom.security.acl import Operation
 from strom.server.authorization import TOPIC, allowed
 from strom.server.handlers import create_topics
-from strom.server.handlers.alter_configs import refresh_after_write
 
 API_KEY = ApiKey.CREATE_PARTITIONS
 MIN_VERSION = 0
@@ -56,7 +55,7 @@ def handle(ctx, request):
                 broker.request_metadata_reload(model.topic_path(topic.name))
         results.append(entry)
     if changed:
-        refresh_after_write(broker, changed)
+        broker.read_back(changed)
     return build(response_class_for(API_KEY, ctx.api_version), {"throttle_time": 0, "results": results})
 
 

@@ -19,7 +19,6 @@ from strom.protocol.entities import build, field_value
 from strom.protocol.errors import ErrorCode, KafkaError, RequestTimedOutError
 from strom.security.acl import Operation
 from strom.server.authorization import TOPIC, allowed
-from strom.server.handlers.alter_configs import refresh_after_write
 
 API_KEY = ApiKey.DELETE_TOPICS
 MIN_VERSION = 0
@@ -92,7 +91,7 @@ def handle(ctx, request):
             if isinstance(exc, RequestTimedOutError):  # the topic may be gone, or part of it: read it again
                 broker.request_metadata_reload(model.BROKERS_TOPICS)
     if deleted:
-        refresh_after_write(broker, {model.BROKERS_TOPICS})
+        broker.read_back({model.BROKERS_TOPICS})
     return _response(version, results)
 
 
