@@ -92,6 +92,7 @@ class MetadataCache:
         except NoNodeError:
             names = []
         topics = {info.name: info for info in self._read_topics(store, names, watch) if info is not None}
+        self._keep_newer_states(topics)
         self._read_states(store, [(info, p) for info in topics.values() for p in info.replicas], watch)
         self._read_controller(store, watch)
         cluster = store.get_or_none(model.CLUSTER_ID)
@@ -103,6 +104,26 @@ class MetadataCache:
         self.offline_replicas = _offline(brokers)
         self._written.clear()
         return MetadataDelta(full=True)
+
+    def shadow(self) -> MetadataCache:
+        """A copy holding just what decides which znodes a reload reads: the topics, their ids and
+        their partitions. A reload of the copy, on another thread, asks the store what a reload of
+        this cache would ask (see ``read_ahead``)."""
+        copy = MetadataCache()
+        copy.topics = {
+            name: TopicInfo(name, info.topic_id, dict.fromkeys(info.replicas, [])) for name, info in self.topics.items()
+        }
+        return copy
+
+    def _keep_newer_states(self, topics: dict[str, TopicInfo]) -> None:
+        """A reload's reads may predate a state this broker wrote since (they were made on a thread
+        while the loop went on): the state it holds stays unless the store's is newer."""
+        for name, info in topics.items():
+            old = self.topics.get(name)
+            if old is not None and old.topic_id == info.topic_id:
+                for p in info.replicas.keys() & old.states.keys():
+                    info.states[p] = old.states[p]
+                    info.state_versions[p] = old.state_versions[p]
 
     # -- reading what changed ----------------------------------------------------------------------
     def apply_changes(self, store: MetadataStore, paths: Iterable[str], watch: Watcher | None = None) -> MetadataDelta:
@@ -336,7 +357,7 @@ class MetadataCache:
                     changed.append((info, partition))
                 info.states.pop(partition, None)
                 info.state_versions.pop(partition, None)
-            elif got[1] != info.state_versions.get(partition):
+            elif got[1] > info.state_versions.get(partition, -1):  # an older one: this broker wrote since
                 info.states[partition] = PartitionState.from_json(got[0])
                 info.state_versions[partition] = got[1]
                 changed.append((info, partition))

@@ -13,6 +13,7 @@ marker → leave the metadata store.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import gc
 import json
@@ -23,6 +24,7 @@ import socket
 import time
 import uuid
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, TypeVar
 
 from strom.cluster import model
@@ -30,6 +32,7 @@ from strom.cluster.controller import Controller
 from strom.cluster.local_store import LocalStore
 from strom.cluster.metadata_cache import MetadataCache, state_key
 from strom.cluster.model import Broker as BrokerInfo
+from strom.cluster.read_ahead import ReadAheadStore
 from strom.cluster.store import MetadataStore, NodeExistsError, StoreError
 from strom.cluster.store_retry import retry_unavailable
 from strom.group.coordinator import GroupCoordinator
@@ -136,6 +139,10 @@ class Broker:
         self._registration = b""
         self._unfence_after_reload = False
         self._reload_failing = False
+        self._metadata_reader: ThreadPoolExecutor | None = None  # reads a reload's znodes (with ZooKeeper)
+        self._read_ahead: Future | None = None  # the reads of the reload under way
+        self._reading_ahead: set[str] | None = None  # what they re-read (None: everything)
+        self._metadata_passes = 0  # refresh_metadata calls: reads made ahead of a later pass are stale
         self.started_at = time.monotonic()
         self._starting = True  # until start() has read the cluster metadata
         # metrics: counters are always kept (an addition each); request timing and the endpoint
@@ -578,23 +585,74 @@ class Broker:
             self._reload_everything = True
         else:
             self._changed_paths.add(path)
-        if self._reload_handle is None and not self._stop.is_set():
-            self._reload_handle = self._loop.call_later(0.02, self._reload)
+        self._reload_soon(0.02)
 
     def _reload(self) -> None:
+        """Re-read what changed: with ZooKeeper, its reads first on the metadata reader thread
+        (``read_ahead``), so that a ZooKeeper that stops answering holds no request meanwhile."""
         self._reload_handle = None
-        if self._stop.is_set():
-            return
+        if self._stop.is_set() or self._read_ahead is not None:
+            return  # a reload whose reads are under way reloads again when they are in
         changed = None if self._reload_everything else self._changed_paths
         rest: set[str] = set()
         if changed is not None and len(changed) > RELOAD_CHUNK:
             ordered = sorted(changed, key=lambda path: state_key(path) is not None)
             changed, rest = set(ordered[:RELOAD_CHUNK]), set(ordered[RELOAD_CHUNK:])
         self._changed_paths, self._reload_everything = rest, False
+        if not self.store.remote:  # the embedded store answers at once: nothing to wait for
+            self._apply_reload(changed, None)
+            return
+        if self._metadata_reader is None:
+            self._metadata_reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="strom-metadata-reader")
+        reads = ReadAheadStore(self.store)
+        shadow, watch, passes = self.metadata.shadow(), self._on_store_change, self._metadata_passes
+
+        def read_ahead() -> None:  # on the reader thread: touches only the shadow and ``reads``
+            if changed is None:
+                shadow.load(reads, watch)
+            else:
+                shadow.apply_changes(reads, changed, watch)
+
+        self._read_ahead = self._metadata_reader.submit(read_ahead)
+        self._reading_ahead = changed
+        loop = self._loop
+
+        def done(future: Future) -> None:  # on the reader thread
+            with contextlib.suppress(RuntimeError):  # the loop closed: the broker is gone
+                loop.call_soon_threadsafe(self._read_ahead_done, future, changed, reads, passes)
+
+        self._read_ahead.add_done_callback(done)
+
+    def _read_ahead_done(self, future: Future, changed: set[str] | None, reads: ReadAheadStore, passes: int) -> None:
+        self._read_ahead = self._reading_ahead = None
+        if self._stop.is_set():
+            return
+        if future.exception() is None and passes != self._metadata_passes:
+            # a request's read-back changed the cache meanwhile, from newer reads than these
+            self._requeue(changed)
+            self._reload_soon(0.01)
+            return
+        reads.start_replay()
+        self._apply_reload(changed, reads, future.exception())
+        if reads.missed:
+            log.debug("metadata reload: %d reads were not made ahead", reads.missed)
+
+    def _requeue(self, changed: set[str] | None) -> None:
+        if changed is None:
+            self._reload_everything = True
+        else:
+            self._changed_paths |= changed
+
+    def _apply_reload(
+        self, changed: set[str] | None, reads: ReadAheadStore | None, failed: BaseException | None = None
+    ) -> None:
+        """Apply a reload (its reads made ahead, or made now) and schedule the next, or a retry."""
         try:
-            self.refresh_metadata(changed)
-            if rest and self._reload_handle is None:  # the next chunk, once requests waiting were served
-                self._reload_handle = self._loop.call_later(0.01, self._reload)
+            if failed is not None:
+                raise failed
+            self.refresh_metadata(changed, reads)
+            if self._changed_paths or self._reload_everything:
+                self._reload_soon(0.01)  # the next chunk, or what fired meanwhile
             if self._reload_failing:
                 self._reload_failing = False
                 log.info("metadata reloaded after ZooKeeper came back")
@@ -607,29 +665,41 @@ class Broker:
                 log.warning("metadata reload failed (%s); retrying every 0.5s", exc)
             self._reload_failing = True
             self._reload_everything = True  # what failed to load is not known: all of it, next time
-            self._reload_handle = self._loop.call_later(0.5, self._reload)
-            return
+            self._retry_reload()
         except Exception:
             log.exception("metadata reload failed; retrying")
             self._reload_everything = True
-            self._reload_handle = self._loop.call_later(0.5, self._reload)
+            self._retry_reload()
 
-    def refresh_metadata(self, changed: set[str] | None = None) -> None:
+    def _retry_reload(self) -> None:
+        if self._reload_handle is not None:
+            self._reload_handle.cancel()
+            self._reload_handle = None
+        self._reload_soon(0.5)
+
+    def _reload_soon(self, delay_s: float) -> None:
+        if self._reload_handle is None and not self._stop.is_set():
+            self._reload_handle = self._loop.call_later(delay_s, self._reload)
+
+    def refresh_metadata(self, changed: set[str] | None = None, reads: MetadataStore | None = None) -> None:
         """Re-read cluster metadata and bring local replicas in line (after any metadata change).
 
         ``changed`` names the znodes whose watches fired: only they are re-read, and the
         controller's reconcile pass and the replica manager's pass look only at the partitions
         they changed (a MetadataDelta). With None everything is re-read and looked at. What the
         controller writes goes into the cache at once, with its versions; the read that its
-        watches cause later finds those versions and changes nothing.
+        watches cause later finds those versions and changes nothing. ``reads`` answers the
+        reads instead of the store when they were made ahead on a thread.
         """
         watch = self._on_store_change
         started = time.monotonic()
+        self._metadata_passes += 1
         known = {name: info.topic_id for name, info in self.metadata.topics.items()}
+        source = self.store if reads is None else reads
         if changed is None:
-            delta = self.metadata.load(self.store, watch=watch)
+            delta = self.metadata.load(source, watch=watch)
         else:
-            delta = self.metadata.apply_changes(self.store, changed, watch)
+            delta = self.metadata.apply_changes(source, changed, watch)
         self._forget_offsets_of_deleted_topics(known)
         read = time.monotonic()
         written: list[str] = []
@@ -719,17 +789,27 @@ class Broker:
     def read_back(self, written: set[str]) -> None:
         """Show what this broker just wrote in its own metadata before it answers the request.
 
+        The znodes whose watches fired and whose reload is not applied yet are read with them:
+        the controller's pass after the write decides from this cache, and a broker registered
+        a moment ago must count as alive there (or the new topic's leaders move off it at once).
         A store that stops answering after the write does not undo it: the request succeeded,
         and those znodes are read again once ZooKeeper answers (a reload retries until it does).
         """
         try:
-            self.refresh_metadata(written)
+            self.refresh_metadata(written | self._unapplied_changes())
         except StoreError as exc:
             log.warning(
                 "could not read back %s after writing it (%s); reloading once ZooKeeper answers", sorted(written), exc
             )
             for path in written:
                 self._schedule_reload(path)
+
+    def _unapplied_changes(self) -> set[str]:
+        """The znodes a reload has yet to apply; where that is everything, what decides elections."""
+        everything = self._reload_everything or (self._read_ahead is not None and self._reading_ahead is None)
+        if everything:
+            return {model.BROKERS_IDS, model.CONTROLLER}
+        return self._changed_paths | (self._reading_ahead or set())
 
     def auto_create_topic(self, name: str):
         """auto.create.topics.enable: a topic first named by Metadata gets the broker defaults."""
@@ -839,6 +919,8 @@ class Broker:
             if handle is not None:
                 handle.cancel()
         self._reload_handle = self._reregister_handle = self._publish_handle = None
+        if self._metadata_reader is not None:  # reads still waiting for ZooKeeper end with the store's close
+            self._metadata_reader.shutdown(wait=False, cancel_futures=True)
         for server in self._servers:
             server.close()
         if self.credentials is not None:

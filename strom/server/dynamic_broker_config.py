@@ -56,4 +56,4 @@ def alter(broker, name: str, changes: dict[str, str | None], *, replace: bool, v
         broker.store.create(path, data, makepath=True)
     except NodeExistsError:
         broker.store.set(path, data)
-    broker.refresh_metadata({model.CONFIG_BROKERS})
+    broker.read_back({model.CONFIG_BROKERS})

@@ -91,7 +91,7 @@ def handle(ctx, request):
             partitions.append({"partition_index": index, "error_code": code, "error_message": message})
         responses.append({"name": topic.name, "partitions": partitions})
     if changed:
-        broker.refresh_metadata(changed)  # the controller's Metadata and ListPartitionReassignments show it at once
+        broker.read_back(changed)  # the controller's Metadata and ListPartitionReassignments show it at once
     values = {"throttle_time": 0, "error_code": top_error, "error_message": top_message, "responses": responses}
     if version >= 1:
         values["allow_replication_factor_change"] = allow_rf_change

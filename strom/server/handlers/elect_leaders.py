@@ -161,7 +161,7 @@ def handle(ctx, request):
                 {"partition_id": partition, "error_code": code, "error_message": message}
             )
     if changed:
-        broker.refresh_metadata(changed)  # this broker's Metadata answers show the new leaders at once
+        broker.read_back(changed)  # this broker's Metadata answers show the new leaders at once
     return build(
         response_class_for(API_KEY, version),
         {
