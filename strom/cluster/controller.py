@@ -13,6 +13,7 @@ import json
 import logging
 import re
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 
 from strom.clock import wall_ms
 from strom.cluster import model
@@ -88,6 +89,34 @@ def store_failures_as_errors(during: str, retry: str) -> Iterator[None]:
         raise RequestTimedOutError(f"ZooKeeper did not answer while {during} ({exc}); retry: {retry}") from None
     except StoreError as exc:
         raise KafkaError(f"ZooKeeper failed while {during}: {exc}", error_code=ErrorCode.UNKNOWN_SERVER_ERROR) from None
+
+
+@dataclass
+class ReconcilePlan:
+    """What a reconcile pass decided to write: the first states of partitions that have none
+    (per topic), and the elections and ISR changes as (topic, partition, state read, new state,
+    the version read for the compare-and-set)."""
+
+    missing: dict[str, list[tuple[int, PartitionState]]] = field(default_factory=dict)
+    changes: list[tuple[str, int, PartitionState, PartitionState, int]] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.missing or self.changes)
+
+    def keys(self) -> set[tuple[str, int]]:
+        return {(name, index) for name, firsts in self.missing.items() for index, _ in firsts} | {
+            (name, index) for name, index, *_ in self.changes
+        }
+
+
+@dataclass
+class PlanResults:
+    """The store's answers to a plan: per topic, each missing state's create; each change's new
+    version or the error that refused it; or the disk error that stopped them all."""
+
+    created: dict[str, list[StoreError | None]]
+    changes: list[int | StoreError]
+    disk_error: OSError | None
 
 
 class Controller:
@@ -369,6 +398,16 @@ class Controller:
         written; the states written are put in ``metadata`` at once, with their new versions, so
         that neither this pass's caller nor the read their watches cause has to read them back.
 
+        It is ``plan``, ``write`` and ``apply`` in a row; a broker on ZooKeeper runs ``write`` on
+        a thread of its own instead, so that a ZooKeeper that stops answering holds no request.
+        """
+        plan = self.plan(metadata, unclean_enabled, changed)
+        written = self.apply(metadata, plan, self.write(plan)) if plan else []
+        return written + self.complete_reassignments(metadata)
+
+    def plan(self, metadata: MetadataCache, unclean_enabled, changed: MetadataDelta | None = None) -> ReconcilePlan:
+        """Decide what ``reconcile`` writes, from the cache alone.
+
         With ``changed`` (what the last read of the store changed) the pass looks only at the
         partitions it names, at those of brokers that came, went or re-registered, and at those
         whose last write failed. Without it, or after a full read, it looks at every partition:
@@ -380,8 +419,9 @@ class Controller:
         death changes a third of a 10,000-partition cluster, and one round trip per partition
         would keep those partitions leaderless for seconds more.
         """
+        plan = ReconcilePlan()
         if not self.is_active:
-            return []
+            return plan
         if changed is None or changed.full:
             keys: Iterable[tuple[str, int]] = [
                 (name, p) for name, topic in metadata.topics.items() for p in topic.replicas
@@ -394,8 +434,6 @@ class Controller:
         all_live = set(metadata.brokers)
         offline = metadata.offline_replicas
         unclean: dict[str, bool] = {}
-        missing: dict[str, list[tuple[int, PartitionState]]] = {}
-        changes: list[tuple[str, int, PartitionState, PartitionState, int]] = []
         for name, index in keys:
             topic = metadata.topics.get(name)
             replicas = topic.replicas.get(index) if topic is not None else None
@@ -407,60 +445,84 @@ class Controller:
             if state is None:
                 alive = [b for b in replicas if b in live]
                 first = PartitionState(alive[0] if alive else NO_LEADER, 0, alive or replicas[:1], self.epoch)
-                missing.setdefault(name, []).append((index, first))
+                plan.missing.setdefault(name, []).append((index, first))
                 continue
             if name not in unclean:
                 unclean[name] = unclean_enabled(name)
             new = self._elect(name, index, replicas, state, live, unclean[name])
             if new is not None:
-                changes.append((name, index, state, new, topic.state_versions.get(index, -1)))
-        written: list[str] = []
+                plan.changes.append((name, index, state, new, topic.state_versions.get(index, -1)))
+        return plan
+
+    def write(self, plan: ReconcilePlan) -> PlanResults:
+        """Write a plan's states; touches the store only, so it may run on any thread.
+
+        Losing the store raises StoreError, as any call; a full or failed disk under the
+        embedded store is an answer: every write of the plan is then retried on the next pass.
+        """
         try:
-            for name, firsts in missing.items():
-                written.extend(self._create_missing_states(metadata, name, firsts))
-            paths = [model.partition_state_path(name, index) for name, index, *_ in changes]
+            created = {name: self._create_missing_states(name, firsts) for name, firsts in plan.missing.items()}
             results = self.store.set_many(
-                [(path, new.to_json(), version) for path, (_, _, _, new, version) in zip(paths, changes, strict=True)]
+                [
+                    (model.partition_state_path(name, index), new.to_json(), version)
+                    for name, index, _, new, version in plan.changes
+                ]
             )
-            for path, (name, index, state, new, _), result in zip(paths, changes, results, strict=True):
-                if isinstance(result, StoreError):  # BadVersionError or NoNodeError: changed under us
-                    log.info("partition %s-%d changed under the controller; retrying on the next pass", name, index)
-                    self._retry.add((name, index))
-                    continue
-                metadata.set_state(name, index, new, result)
-                written.append(path)
-                if new.leader >= 0 and new.leader != state.leader:
-                    self.leader_elections += 1
-                    self.unclean_leader_elections += new.leader not in state.isr
-        except OSError as exc:  # the embedded store's file is on a full or failed disk
-            log.warning("the controller could not write partition states (%s); retrying on the next change", exc)
-            self._retry.update((name, index) for name, index, *_ in changes)
-            self._retry.update((name, index) for name, firsts in missing.items() for index, _ in firsts)
-        try:
-            if self.reassigner.complete_ready(metadata, self.epoch):
-                written.append(model.BROKERS_TOPICS)  # topic znodes changed: not a partition state
         except OSError as exc:
-            log.warning("the controller could not complete reassignments (%s); retrying on the next change", exc)
+            return PlanResults({}, [], exc)
+        return PlanResults(created, results, None)
+
+    def apply(self, metadata: MetadataCache, plan: ReconcilePlan, results: PlanResults) -> list[str]:
+        """Put what a plan wrote into the cache; what was refused is looked at again on the next pass."""
+        if results.disk_error is not None:
+            log.warning(
+                "the controller could not write partition states (%s); retrying on the next change", results.disk_error
+            )
+            self.retry_plan(plan)
+            return []
+        written: list[str] = []
+        for name, firsts in plan.missing.items():
+            for (index, state), refused in zip(firsts, results.created[name], strict=True):
+                if refused is None:  # NodeExistsError: another pass made it first; NoNodeError: the topic went
+                    metadata.set_state(name, index, state, 0)
+                    written.append(model.partition_state_path(name, index))
+        for (name, index, state, new, _), result in zip(plan.changes, results.changes, strict=True):
+            if isinstance(result, StoreError):  # BadVersionError or NoNodeError: changed under us
+                log.info("partition %s-%d changed under the controller; retrying on the next pass", name, index)
+                self._retry.add((name, index))
+                continue
+            metadata.set_state(name, index, new, result)
+            written.append(model.partition_state_path(name, index))
+            if new.leader >= 0 and new.leader != state.leader:
+                self.leader_elections += 1
+                self.unclean_leader_elections += new.leader not in state.isr
         return written
 
-    def _create_missing_states(
-        self, metadata: MetadataCache, name: str, created: list[tuple[int, PartitionState]]
-    ) -> list[str]:
+    def retry_plan(self, plan: ReconcilePlan) -> None:
+        """The plan's writes failed: its partitions are looked at again on the next pass."""
+        self.look_again(plan.keys())
+
+    def look_again(self, keys: Iterable[tuple[str, int]]) -> None:
+        """The next pass looks at these partitions too, whatever it is told changed."""
+        self._retry.update(keys)
+
+    def complete_reassignments(self, metadata: MetadataCache) -> list[str]:
+        try:
+            if self.is_active and self.reassigner.complete_ready(metadata, self.epoch):
+                return [model.BROKERS_TOPICS]  # topic znodes changed: not a partition state
+        except OSError as exc:
+            log.warning("the controller could not complete reassignments (%s); retrying on the next change", exc)
+        return []
+
+    def _create_missing_states(self, name: str, created: list[tuple[int, PartitionState]]) -> list[StoreError | None]:
         """States of a topic's partitions that have none (a topic written by another broker):
         each level of the path in one pipelined call, as for a topic this controller creates."""
         root = f"{model.topic_path(name)}/partitions"
         self.store.ensure_path(root)
         self.store.create_many([(f"{root}/{index}", b"") for index, _ in created])
-        paths = [model.partition_state_path(name, index) for index, _ in created]
-        results = self.store.create_many(
-            [(path, state.to_json()) for path, (_, state) in zip(paths, created, strict=True)]
+        return self.store.create_many(
+            [(model.partition_state_path(name, index), state.to_json()) for index, state in created]
         )
-        written = []
-        for path, (index, state), result in zip(paths, created, results, strict=True):
-            if result is None:  # NodeExistsError: another pass made it first; NoNodeError: the topic went
-                metadata.set_state(name, index, state, 0)
-                written.append(path)
-        return written
 
     def alter_partition_reassignments(
         self, topic: str, requests: dict[int, list[int] | None], live: set[int]

@@ -28,9 +28,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, TypeVar
 
 from strom.cluster import model
-from strom.cluster.controller import Controller
+from strom.cluster.controller import Controller, ReconcilePlan
 from strom.cluster.local_store import LocalStore
-from strom.cluster.metadata_cache import MetadataCache, state_key
+from strom.cluster.metadata_cache import MetadataCache, MetadataDelta, state_key
 from strom.cluster.model import Broker as BrokerInfo
 from strom.cluster.read_ahead import ReadAheadStore
 from strom.cluster.store import MetadataStore, NodeExistsError, StoreError
@@ -143,6 +143,10 @@ class Broker:
         self._read_ahead: Future | None = None  # the reads of the reload under way
         self._reading_ahead: set[str] | None = None  # what they re-read (None: everything)
         self._metadata_passes = 0  # refresh_metadata calls: reads made ahead of a later pass are stale
+        self._controller_writer: ThreadPoolExecutor | None = None  # writes the controller's decisions
+        self._controller_writes: Future | None = None  # the pass whose writes are under way
+        self._reconcile_waiting = False  # a pass was asked for while they were
+        self._reconcile_everything = False  # ... over every partition
         self.started_at = time.monotonic()
         self._starting = True  # until start() has read the cluster metadata
         # metrics: counters are always kept (an addition each); request timing and the endpoint
@@ -709,7 +713,7 @@ class Broker:
         if self.controller.is_active:
             # a new controller looks at every partition: its predecessor may have died half-way
             everything = delta.full or self._reconciled_epoch != self.controller.epoch
-            written = self.controller.reconcile(self.metadata, self._unclean_enabled, None if everything else delta)
+            written = self._reconcile(None if everything else delta)
             self._reconciled_epoch = self.controller.epoch
             delta.partitions |= self.metadata.take_written()
         decided = time.monotonic()
@@ -729,6 +733,71 @@ class Broker:
                 "all" if delta.full or delta.topics_removed else len(delta.partitions),
                 time.monotonic() - decided,
             )
+
+    def _reconcile(self, delta: MetadataDelta | None) -> list[str]:
+        """The controller's pass over what changed (everything with None); returns the paths written.
+
+        With ZooKeeper its writes go to the controller writer thread, as a reload's reads go to
+        the reader: a ZooKeeper that stops answering while the controller elects leaders held
+        every request of this broker meanwhile. One pass writes at a time; a pass asked for
+        meanwhile runs when those writes are in, over the partitions it would have looked at.
+        """
+        controller = self.controller
+        if self._controller_writes is not None:
+            if delta is None:
+                self._reconcile_everything = True
+            else:
+                controller.look_again(delta.partitions | self.metadata.partitions_of_brokers(delta.brokers))
+            self._reconcile_waiting = True
+            return []
+        if self._reconcile_everything:  # a pass over everything was asked for while writes were under way
+            delta = None
+        self._reconcile_waiting = self._reconcile_everything = False
+        plan = controller.plan(self.metadata, self._unclean_enabled, delta)
+        written: list[str] = []
+        if plan:
+            try:
+                loop = asyncio.get_running_loop() if self.store.remote else None
+            except RuntimeError:  # no event loop (tools, the fuzz harness): written here
+                loop = None
+            if loop is None:
+                written = controller.apply(self.metadata, plan, controller.write(plan))
+            else:
+                self._write_plan_ahead(loop, plan)
+        return written + controller.complete_reassignments(self.metadata)
+
+    def _write_plan_ahead(self, loop: asyncio.AbstractEventLoop, plan: ReconcilePlan) -> None:
+        if self._controller_writer is None:
+            self._controller_writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="strom-controller-writer")
+        self._controller_writes = self._controller_writer.submit(self.controller.write, plan)
+
+        def done(future: Future) -> None:  # on the writer thread
+            with contextlib.suppress(RuntimeError):  # the loop closed: the broker is gone
+                loop.call_soon_threadsafe(self._plan_written, future, plan)
+
+        self._controller_writes.add_done_callback(done)
+
+    def _plan_written(self, future: Future, plan: ReconcilePlan) -> None:
+        """The controller's writes are in (on the loop): into the cache, the replicas, and the next pass."""
+        self._controller_writes = None
+        if self._stop.is_set():
+            return
+        error = future.exception()
+        if error is None:  # what ZooKeeper took holds, whether or not this broker is still controller
+            self.controller.apply(self.metadata, plan, future.result())
+        else:
+            self.controller.retry_plan(plan)
+            if isinstance(error, StoreError):  # unknown which took effect: read everything again
+                log.warning("the controller's writes got no answer (%s); reloading metadata", error)
+            else:
+                log.error("the controller's writes failed", exc_info=error)
+            self._reload_everything = True
+            self._retry_reload()
+        partitions = self.metadata.take_written()
+        if partitions:
+            self.replica_manager.apply_metadata(partitions)
+        if self._reconcile_waiting and error is None and self.controller.is_active:
+            self._reconcile(MetadataDelta())  # over what it was asked to look at meanwhile
 
     def _forget_offsets_of_deleted_topics(self, known: Mapping[str, object]) -> None:
         """Topics gone since the last load (or re-created under a new id) lose their groups' offsets."""
@@ -919,8 +988,9 @@ class Broker:
             if handle is not None:
                 handle.cancel()
         self._reload_handle = self._reregister_handle = self._publish_handle = None
-        if self._metadata_reader is not None:  # reads still waiting for ZooKeeper end with the store's close
-            self._metadata_reader.shutdown(wait=False, cancel_futures=True)
+        for executor in (self._metadata_reader, self._controller_writer):
+            if executor is not None:  # calls still waiting for ZooKeeper end with the store's close
+                executor.shutdown(wait=False, cancel_futures=True)
         for server in self._servers:
             server.close()
         if self.credentials is not None:

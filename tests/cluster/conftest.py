@@ -236,6 +236,17 @@ class Cluster:
 
 
 @pytest.fixture
+def paused_zookeeper(tmp_path):
+    """A ZooKeeper of the test's own, for a test that stops it with SIGSTOP: (process, port)."""
+    process, port = zookeeper_server.start(str(tmp_path / "zookeeper"))
+    try:
+        yield process, port
+    finally:
+        os.kill(process.pid, 18)  # SIGCONT, in case the test left it stopped
+        zookeeper_server.stop(process)
+
+
+@pytest.fixture
 def cluster_factory(tmp_path, zookeeper):
     """Call with (size=3, overrides=None); every cluster made is torn down after the test."""
     made: list[Cluster] = []

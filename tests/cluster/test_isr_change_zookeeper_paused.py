@@ -20,27 +20,14 @@ import signal
 import threading
 import time
 
-import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from strom.cluster import zookeeper_server
 from tests.cluster.conftest import Cluster, create_topic, wait_until
 from tests.cluster.zk_tripwire import ZkTripwire
 
 TOPIC = "isr-paused"
 SET_DATA = 5
 SESSION_TIMEOUT_MS = 30_000  # kazoo gives a silent connection up after two thirds of it: 20 s
-
-
-@pytest.fixture
-def paused_zookeeper(tmp_path):
-    """A ZooKeeper of the test's own, since it stops it: (process, port)."""
-    process, port = zookeeper_server.start(str(tmp_path / "zookeeper"))
-    try:
-        yield process, port
-    finally:
-        os.kill(process.pid, signal.SIGCONT)
-        zookeeper_server.stop(process)
 
 
 def produce(bootstrap: str, values: list[bytes], acks: str, timeout_s: float) -> int:
