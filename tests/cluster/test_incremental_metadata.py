@@ -18,6 +18,7 @@ from strom.cluster.controller import Controller
 from strom.cluster.local_store import LocalStore
 from strom.cluster.metadata_cache import MetadataCache
 from strom.cluster.model import Broker
+from strom.cluster.read_ahead import ReadAheadStore
 from strom.cluster.zk_store import ZkStore
 from strom.storage.log_config import LogConfig
 
@@ -255,3 +256,37 @@ def test_a_killed_broker_costs_the_survivors_no_full_read(cluster):
         assert led(broker_id)["far"] == {p: replicas[0] for p, replicas in enumerate(far)}
     assert far_epochs() == far_before
     assert received < len(far), f"ZooKeeper received {received} requests during the failover"
+
+
+def test_a_reload_read_ahead_on_a_shadow_is_answered_from_memory_and_never_undoes_a_newer_state(store):
+    """The broker reads a reload's znodes on a thread (``ReadAheadStore`` on the cache's shadow)
+    and applies them on its event loop: the reload there asks the store nothing, and reads that
+    predate a state the broker wrote meanwhile do not put the older state back."""
+    controller, cache, fired = cluster(store)
+    store.delete(model.broker_path(2))
+    wait_fired(fired, model.BROKERS_IDS)
+    changed = set(fired) | {model.partition_state_path("near", p) for p in NEAR}
+    fired.clear()
+
+    reads = ReadAheadStore(store)
+    cache.shadow().apply_changes(reads, changed, watch=fired.add)  # what the reader thread does
+    everything = ReadAheadStore(store)
+    MetadataCache().load(everything)  # the same for a full reload: its shadow starts empty
+    # meanwhile the controller, on the loop, elects away from broker 2 and writes the states
+    delta = cache.apply_changes(store, {model.BROKERS_IDS}, watch=fired.add)
+    controller.reconcile(cache, lambda topic: False, delta)
+    newer = {p: (cache.topics["near"].states[p], cache.topics["near"].state_versions[p]) for p in NEAR}
+
+    reads.start_replay()
+    cache.apply_changes(reads, changed, watch=fired.add)
+    assert reads.missed == 0, "the reload on the loop asked the store again"
+    assert {p: (cache.topics["near"].states[p], cache.topics["near"].state_versions[p]) for p in NEAR} == newer
+
+    store.set(model.topic_config_path("far"), model.topic_config_json({"retention.ms": "1"}))  # after the reads
+    everything.start_replay()
+    cache.load(everything)
+    assert everything.missed == 0
+    assert {p: (cache.topics["near"].states[p], cache.topics["near"].state_versions[p]) for p in NEAR} == newer
+    assert cache.topics["far"].configs == {}, "answered from the reads made ahead, not from the store"
+    with pytest.raises(TypeError):
+        everything.set(model.topic_config_path("far"), b"{}")
