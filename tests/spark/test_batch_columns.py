@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -15,7 +16,7 @@ from strom.protocol.records import (
     build_batch,
     decode_batch_records,
 )
-from strom.spark.batch_columns import decode_columns
+from strom.spark.batch_columns import cut, decode_columns, decode_fields
 
 # lengths around the 1-, 2- and 3-byte varint boundaries (63/64 and 8191/8192 after zig-zag)
 _sizes = st.sampled_from([0, 1, 5, 63, 64, 100, 127, 128, 8191, 8192, 20000])
@@ -140,3 +141,66 @@ def test_a_broken_length_inside_a_run_of_one_size_is_corrupt():
 def test_runs_of_sizes_match_the_record_decoder(sizes):
     values = [b"v" * size for size, run in sizes for _ in range(run)]
     _compare(build_batch([NewRecord(v, timestamp=1_700_000_000_000) for v in values]), False)
+
+
+# runs of records of one size whose fields still differ: a delta one byte wider where the value
+# is one byte shorter, keys of other lengths, keys longer than the compared head (16 bytes)
+_run_template = st.tuples(
+    st.sampled_from([0, 1, 40, 100]),  # value size, before the compensation below
+    st.sampled_from([None, b"", b"k", b"key-of-20-bytes-xxxx"]),
+    st.sampled_from([0, 1, 63, 64, 8191, 8192]),  # timestamp delta: 1, 2 and 3 byte varints
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(runs=st.lists(st.tuples(_run_template, st.integers(1, 120)), min_size=1, max_size=5))
+def test_runs_of_one_size_with_other_layouts_match_the_record_decoder(runs):
+    records = []
+    for (size, key, delta), length in runs:
+        for _ in range(length):
+            wide = 0 if delta < 64 else 1 if delta < 8192 else 2  # the delta's extra varint bytes
+            records.append(NewRecord(b"v" * max(size - wide, 0), key=key, timestamp=1_700_000_000_000 + delta))
+    _compare(build_batch(records, base_offset=3), False)
+
+
+def test_a_run_broken_by_a_value_length_is_corrupt():
+    batch = bytearray(build_batch([NewRecord(b"v" * 10) for _ in range(100)]))
+    header = BatchHeader.parse(batch, 0)
+    step = (len(batch) - 61) // 100
+    value_length_at = 61 + 50 * step + 5  # record 50: length, attributes, deltas, key length, value length
+    assert batch[value_length_at] == 20
+    batch[value_length_at] = 40  # 20 bytes: past the record's end
+    with pytest.raises(CorruptRecordError):
+        decode_columns(bytes(batch), header)
+
+
+def test_batches_of_one_buffer_are_cut_together():
+    """decode_fields leaves keys and values in the buffer: the batches of one Fetch response are
+    cut out with one call, as the source does, and agree with the batches decoded one by one."""
+    batches = [
+        build_batch([NewRecord(b"a%d" % i, key=b"k%d" % i if i % 2 else None) for i in range(70)], base_offset=0),
+        build_batch([NewRecord(b"v" * 30) for _ in range(100)], base_offset=70, compression=1),
+        build_batch([NewRecord(b"w" * (i % 9), key=b"x") for i in range(50)], base_offset=170),
+    ]
+    buffer = b"".join(batches)
+    headers = []
+    position = 0
+    for batch in batches:
+        headers.append(BatchHeader.parse(buffer, position))
+        position += len(batch)
+    fields = [decode_fields(buffer, h) for h in headers]
+    expected = [decode_columns(buffer, h) for h in headers]
+    for kind in ("key", "value"):
+        got = []
+        for f in fields:
+            starts, lengths = getattr(f, f"{kind}_start"), getattr(f, f"{kind}_length")
+            got += cut(f.source, starts, lengths).to_pylist()
+        assert got == [v for e in expected for v in getattr(e, f"{kind}s").to_pylist()]
+    uncompressed = [f for f in fields if f.source is buffer]
+    assert len(uncompressed) == 2  # the gzip batch's values are in its decompressed records
+    together = cut(
+        buffer,
+        np.concatenate([f.value_start for f in uncompressed]),
+        np.concatenate([f.value_length for f in uncompressed]),
+    )
+    assert together.to_pylist() == expected[0].values.to_pylist() + expected[2].values.to_pylist()
