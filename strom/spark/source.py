@@ -12,7 +12,7 @@ checkpoints, ``{"topic": {"0": 23}}``, so the offset log reads the same.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from pyspark.sql.datasource import (
     DataSource,
@@ -119,9 +119,10 @@ class _RangeReader:
 
         from strom.spark.kafka_io import read_range
 
+        if not isinstance(partition, KafkaInputPartition):
+            return iter(())  # Spark's stand-in when nothing was planned: no partition to read
         arrow_schema = to_arrow_schema(self.spark_schema, timezone="UTC")
-        planned = cast(KafkaInputPartition, partition)  # Spark hands back the partitions _plan made
-        return read_range(self.opts, planned.range, arrow_schema)
+        return read_range(self.opts, partition.range, arrow_schema)
 
     def _plan(self, start: Offsets, end: Offsets) -> list[KafkaInputPartition]:
         ranges = [OffsetRange(t, p, start.get((t, p), 0), e) for (t, p), e in sorted(end.items())]

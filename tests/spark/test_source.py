@@ -196,3 +196,11 @@ def test_max_offsets_per_trigger_and_new_partitions(spark, broker):
     assert sum(1 for n in sizes if n == 300) >= 3
     got = spark.sql("select topic, count(*) c from bounded group by topic order by topic").collect()
     assert [(r.topic, r.c) for r in got] == [("logs-a", 1000), ("logs-b", 100)]
+
+
+def test_a_batch_read_of_nothing_subscribed_is_empty(spark, broker):
+    """A pattern that matches no topic plans no partition; Spark then reads one stand-in partition
+    of its own (an InputPartition of None), which yields no row instead of failing the task."""
+    df = strom_reader(spark, broker.bootstrap, subscribePattern="no-such-topic-.*")
+    assert df.count() == 0
+    assert df.collect() == []
