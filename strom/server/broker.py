@@ -28,7 +28,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, TypeVar
 
 from strom.cluster import model
-from strom.cluster.controller import Controller, Election, ReconcilePlan
+from strom.cluster.controller import Controller, ReconcilePlan
 from strom.cluster.local_store import LocalStore
 from strom.cluster.metadata_cache import MetadataCache, MetadataDelta, state_key
 from strom.cluster.model import Broker as BrokerInfo
@@ -145,7 +145,6 @@ class Broker:
         self._metadata_passes = 0  # refresh_metadata calls: reads made ahead of a later pass are stale
         self._controller_writer: ThreadPoolExecutor | None = None  # writes the controller's decisions
         self._controller_writes: Future | None = None  # the pass whose writes are under way
-        self._election: Future | None = None  # this broker standing for controller
         self._reconcile_waiting = False  # a pass was asked for while they were
         self._reconcile_everything = False  # ... over every partition
         self.started_at = time.monotonic()
@@ -709,7 +708,8 @@ class Broker:
         read = time.monotonic()
         written: list[str] = []
         if not self.controller.is_active and self.metadata.controller_id == -1:
-            self._elect()
+            self.controller.elect()
+            self.metadata.controller_id = self.controller.current_controller()
         if self.controller.is_active:
             # a new controller looks at every partition: its predecessor may have died half-way
             everything = delta.full or self._reconciled_epoch != self.controller.epoch
@@ -733,49 +733,6 @@ class Broker:
                 "all" if delta.full or delta.topics_removed else len(delta.partitions),
                 time.monotonic() - decided,
             )
-
-    def _elect(self) -> None:
-        """Stand for controller (the office is empty); with ZooKeeper on the controller writer thread.
-
-        At startup the broker waits for the outcome, as for everything else it reads then.
-        """
-        try:
-            loop = asyncio.get_running_loop() if self.store.remote and not self._starting else None
-        except RuntimeError:  # no event loop (tools, the fuzz harness)
-            loop = None
-        if loop is None:
-            self._take_office(self.controller.campaign(self.controller.is_active))
-            return
-        if self._election is not None:
-            return  # one under way already
-        if self._controller_writer is None:
-            self._controller_writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="strom-controller-writer")
-        self._election = self._controller_writer.submit(self.controller.campaign, self.controller.is_active)
-
-        def done(future: Future) -> None:  # on the writer thread
-            with contextlib.suppress(RuntimeError):  # the loop closed: the broker is gone
-                loop.call_soon_threadsafe(self._elected, future)
-
-        self._election.add_done_callback(done)
-
-    def _elected(self, future: Future) -> None:
-        self._election = None
-        if self._stop.is_set():
-            return
-        error = future.exception()
-        if error is not None:  # the next reload stands again if the office is still empty
-            log.warning("standing for controller failed (%s); reloading metadata", error)
-            self._reload_everything = True
-            self._retry_reload()
-            return
-        if self._take_office(future.result()):
-            # a new controller looks at every partition: its predecessor may have died half-way
-            self._reconcile(None)
-            self._reconciled_epoch = self.controller.epoch
-
-    def _take_office(self, election: Election) -> bool:
-        self.metadata.controller_id = election.holder
-        return self.controller.take_office(election)
 
     def _reconcile(self, delta: MetadataDelta | None) -> list[str]:
         """The controller's pass over what changed (everything with None); returns the paths written.
