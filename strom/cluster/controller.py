@@ -478,7 +478,7 @@ class Controller:
             log.warning(
                 "the controller could not write partition states (%s); retrying on the next change", results.disk_error
             )
-            self.retry_plan(plan)
+            self.look_again(plan.keys())
             return []
         written: list[str] = []
         for name, firsts in plan.missing.items():
@@ -498,12 +498,9 @@ class Controller:
                 self.unclean_leader_elections += new.leader not in state.isr
         return written
 
-    def retry_plan(self, plan: ReconcilePlan) -> None:
-        """The plan's writes failed: its partitions are looked at again on the next pass."""
-        self.look_again(plan.keys())
-
     def look_again(self, keys: Iterable[tuple[str, int]]) -> None:
-        """The next pass looks at these partitions too, whatever it is told changed."""
+        """The next pass looks at these partitions too, whatever it is told changed (a plan's whose
+        writes failed, or a pass's that had to wait)."""
         self._retry.update(keys)
 
     def complete_reassignments(self, metadata: MetadataCache) -> list[str]:

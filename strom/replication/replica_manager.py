@@ -24,6 +24,7 @@ from strom.cluster import model
 from strom.cluster.metadata_cache import MetadataCache, TopicInfo
 from strom.cluster.model import PartitionState
 from strom.cluster.store import StoreError
+from strom.loop_handoff import on_loop_when_done
 from strom.protocol.errors import (
     KafkaStorageError,
     NotLeaderError,
@@ -451,12 +452,7 @@ class ReplicaManager:
         if self._isr_writer is None:
             self._isr_writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="strom-isr-writer")
         written = self._isr_writer.submit(store.set, path, state.to_json(), partition.state_version)
-
-        def answered(done: Future) -> None:  # on the writer thread: the rest happens on the loop
-            with contextlib.suppress(RuntimeError):  # the loop closed: the broker is gone
-                loop.call_soon_threadsafe(self._isr_answered, partition, isr, state, path, reason, done)
-
-        written.add_done_callback(answered)
+        on_loop_when_done(written, loop, self._isr_answered, partition, isr, state, path, reason)
 
     def _isr_answered(
         self, partition: Partition, isr: list[int], state: PartitionState, path: str, reason: str, done: Future

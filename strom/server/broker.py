@@ -13,7 +13,6 @@ marker → leave the metadata store.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import gc
 import json
@@ -37,6 +36,7 @@ from strom.cluster.store import MetadataStore, NodeExistsError, StoreError
 from strom.cluster.store_retry import retry_unavailable
 from strom.group.coordinator import GroupCoordinator
 from strom.group.offset_store import OFFSETS_TOPIC
+from strom.loop_handoff import on_loop_when_done
 from strom.metrics.stats import BrokerStats, RequestMetrics
 from strom.protocol.errors import (
     KafkaStorageError,
@@ -619,25 +619,20 @@ class Broker:
 
         self._read_ahead = self._metadata_reader.submit(read_ahead)
         self._reading_ahead = changed
-        loop = self._loop
+        on_loop_when_done(self._read_ahead, self._loop, self._read_ahead_done, changed, reads, passes)
 
-        def done(future: Future) -> None:  # on the reader thread
-            with contextlib.suppress(RuntimeError):  # the loop closed: the broker is gone
-                loop.call_soon_threadsafe(self._read_ahead_done, future, changed, reads, passes)
-
-        self._read_ahead.add_done_callback(done)
-
-    def _read_ahead_done(self, future: Future, changed: set[str] | None, reads: ReadAheadStore, passes: int) -> None:
+    def _read_ahead_done(self, changed: set[str] | None, reads: ReadAheadStore, passes: int, future: Future) -> None:
         self._read_ahead = self._reading_ahead = None
         if self._stop.is_set():
             return
-        if future.exception() is None and passes != self._metadata_passes:
+        failed = future.exception()
+        if failed is None and passes != self._metadata_passes:
             # a request's read-back changed the cache meanwhile, from newer reads than these
             self._requeue(changed)
             self._reload_soon(0.01)
             return
         reads.start_replay()
-        self._apply_reload(changed, reads, future.exception())
+        self._apply_reload(changed, reads, failed)
         if reads.missed:
             log.debug("metadata reload: %d reads were not made ahead", reads.missed)
 
@@ -763,21 +758,15 @@ class Broker:
             if loop is None:
                 written = controller.apply(self.metadata, plan, controller.write(plan))
             else:
-                self._write_plan_ahead(loop, plan)
+                if self._controller_writer is None:
+                    self._controller_writer = ThreadPoolExecutor(
+                        max_workers=1, thread_name_prefix="strom-controller-writer"
+                    )
+                self._controller_writes = self._controller_writer.submit(controller.write, plan)
+                on_loop_when_done(self._controller_writes, loop, self._plan_written, plan)
         return written + controller.complete_reassignments(self.metadata)
 
-    def _write_plan_ahead(self, loop: asyncio.AbstractEventLoop, plan: ReconcilePlan) -> None:
-        if self._controller_writer is None:
-            self._controller_writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="strom-controller-writer")
-        self._controller_writes = self._controller_writer.submit(self.controller.write, plan)
-
-        def done(future: Future) -> None:  # on the writer thread
-            with contextlib.suppress(RuntimeError):  # the loop closed: the broker is gone
-                loop.call_soon_threadsafe(self._plan_written, future, plan)
-
-        self._controller_writes.add_done_callback(done)
-
-    def _plan_written(self, future: Future, plan: ReconcilePlan) -> None:
+    def _plan_written(self, plan: ReconcilePlan, future: Future) -> None:
         """The controller's writes are in (on the loop): into the cache, the replicas, and the next pass."""
         self._controller_writes = None
         if self._stop.is_set():
@@ -786,7 +775,7 @@ class Broker:
         if error is None:  # what ZooKeeper took holds, whether or not this broker is still controller
             self.controller.apply(self.metadata, plan, future.result())
         else:
-            self.controller.retry_plan(plan)
+            self.controller.look_again(plan.keys())
             if isinstance(error, StoreError):  # unknown which took effect: read everything again
                 log.warning("the controller's writes got no answer (%s); reloading metadata", error)
             else:
