@@ -59,10 +59,22 @@ def _address(cluster: Cluster, broker_id: int) -> str:
     return f"{found.host}:{found.port}"
 
 
-def _state(cluster: Cluster, topic: str) -> tuple[int, int]:
-    with RawClient(cluster.bootstrap_servers.split(",")[0]) as client:
-        partition = client.request(ApiKey.METADATA, 12, {"topics": [{"name": topic}]}).topics[0].partitions[0]
-    return partition.leader_id, partition.leader_epoch
+def _state(cluster: Cluster, topic: str, address: str | None = None) -> tuple[int, int]:
+    """The leader and epoch of ``topic``-0 as one broker (the first, unless named) sees them.
+
+    Brokers learn a new topic from their own ZooKeeper watch, as Kafka's learn it from the
+    controller's UpdateMetadata: a broker other than the one that answered CreateTopics may not
+    know it yet, so this waits until the broker asked names a leader.
+    """
+
+    def ask() -> tuple[int, int] | None:
+        with RawClient(address or cluster.bootstrap_servers.split(",")[0]) as client:
+            found = client.request(ApiKey.METADATA, 12, {"topics": [{"name": topic}]}).topics[0]
+        if not found.partitions or found.partitions[0].leader_id < 0:
+            return None
+        return found.partitions[0].leader_id, found.partitions[0].leader_epoch
+
+    return wait_until(ask, what=f"{address or 'the first broker'} to know a leader of {topic}")
 
 
 def _elect_preferred(cluster: Cluster, topic: str, preferred: int) -> None:
@@ -77,6 +89,7 @@ def test_not_leader_answers_name_the_leader(tmp_path):
         leader, epoch = _state(cluster, topic)
         follower = next(b for b in cluster.broker_ids if b != leader)
         host, port = _address(cluster, leader).rsplit(":", 1)
+        assert _state(cluster, topic, _address(cluster, follower)) == (leader, epoch)
         with RawClient(_address(cluster, follower)) as client:
             topic_id = client.request(ApiKey.METADATA, 12, {"topics": [{"name": topic}]}).topics[0].topic_id
             for version in (10, 11, 12):
