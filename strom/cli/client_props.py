@@ -156,6 +156,28 @@ def ensure_reachable(client, bootstrap: str, timeout_s: float) -> None:
     _connection_log.connected = True
 
 
+def watermark_offsets(consumer, partition, timeout_s: float) -> tuple[int, int]:
+    """``consumer.get_watermark_offsets``, asked again while a new leader catches up.
+
+    Right after an election the leader answers OFFSET_NOT_AVAILABLE until its followers have
+    fetched (KIP-207: its high watermark is below the start of its epoch), and librdkafka hands
+    that to the caller instead of asking again. Other errors, and the last one at the deadline,
+    are raised.
+    """
+    import time
+
+    from confluent_kafka import KafkaError, KafkaException
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return consumer.get_watermark_offsets(partition, timeout=max(0.1, deadline - time.monotonic()))
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.OFFSET_NOT_AVAILABLE or time.monotonic() >= deadline:
+                raise
+        time.sleep(0.1)
+
+
 def parse_key_values(items: list[str] | None, what: str = "property") -> dict[str, str]:
     """``["a=1", "b=x=y"]`` -> ``{"a": "1", "b": "x=y"}`` (split at the first ``=``, as Kafka does)."""
     result: dict[str, str] = {}

@@ -39,6 +39,7 @@ from strom.cli.client_props import (
     client_config,
     command_properties,
     ensure_reachable,
+    watermark_offsets,
 )
 
 if TYPE_CHECKING:
@@ -371,7 +372,7 @@ class ConsumerGroupTool:
         from confluent_kafka import TopicPartition
 
         try:
-            return self.consumer.get_watermark_offsets(TopicPartition(topic, partition), self.timeout_s)[1]
+            return watermark_offsets(self.consumer, TopicPartition(topic, partition), self.timeout_s)[1]
         except Exception:
             return None
 
@@ -379,7 +380,7 @@ class ConsumerGroupTool:
         from confluent_kafka import TopicPartition
 
         try:
-            return self.consumer.get_watermark_offsets(TopicPartition(topic, partition), self.timeout_s)[0]
+            return watermark_offsets(self.consumer, TopicPartition(topic, partition), self.timeout_s)[0]
         except Exception:
             return None
 

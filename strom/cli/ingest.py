@@ -37,6 +37,7 @@ from strom.cli.client_props import (
     command_properties,
     ensure_reachable,
     logging_config,
+    watermark_offsets,
 )
 
 if TYPE_CHECKING:
@@ -283,9 +284,7 @@ class Ingest:
                 )
             ends = {}
             for p in metadata.partitions:
-                low, high = consumer.get_watermark_offsets(
-                    TopicPartition(self.args.topic, p), timeout=CLIENT_TIMEOUT_S, cached=False
-                )
+                low, high = watermark_offsets(consumer, TopicPartition(self.args.topic, p), CLIENT_TIMEOUT_S)
                 # first run: nothing of ours can be there yet; a partition added since: all of it
                 start = max(self.partitions.get(p, high if not self.partitions else low), low)
                 self.partitions[p] = start

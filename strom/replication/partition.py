@@ -75,6 +75,8 @@ class Partition:
         self.pending_isr: list[int] | None = None
         self.followers: dict[int, FollowerState] = {}
         self.state_version = -1
+        # where this leader's epoch began (its log end when it took over); None as a follower
+        self.leader_epoch_start_offset: int | None = None
 
     @property
     def key(self) -> tuple[str, int]:
@@ -108,6 +110,7 @@ class Partition:
             self.followers = {b: FollowerState(last_caught_up_ms=now) for b in replicas if b != self.local_broker_id}
             # KIP-101: the new epoch starts at this leader's log end.
             self.log.leader_epoch_cache.assign(state.leader_epoch, self.log.log_end_offset)
+            self.leader_epoch_start_offset = self.log.log_end_offset
             log.info("%s-%d: leader at epoch %d (isr %s)", self.topic, self.index, state.leader_epoch, state.isr)
         self.maybe_increment_high_watermark()
 
@@ -119,8 +122,22 @@ class Partition:
         self.state_version = state_version
         self.pending_isr = None
         self.followers = {}
+        self.leader_epoch_start_offset = None
 
     # -- leader side -------------------------------------------------------------------------------
+    @property
+    def high_watermark_lagging(self) -> bool:
+        """KIP-207: a new leader's high watermark is still below where its epoch began.
+
+        A leader learns the high watermark from its followers, so right after an election it can
+        be below what the old leader had acknowledged (a follower learns it one fetch late, and a
+        broker killed -9 restarts with its last checkpoint). Until the followers have fetched,
+        "latest" would then be an offset that went backwards; ListOffsets answers
+        OFFSET_NOT_AVAILABLE instead and the client asks again.
+        """
+        start = self.leader_epoch_start_offset
+        return start is not None and self.log.high_watermark < start
+
     def check_leader_epoch(self, current_leader_epoch: int) -> None:
         """KIP-320: a client or follower that knows a different epoch is refused, not served stale data."""
         if current_leader_epoch < 0:

@@ -91,15 +91,33 @@ class Admin:
         """Earliest (``EARLIEST``) or latest (``LATEST``) offset of each topic-partition."""
         if not tps:
             return {}
-        from confluent_kafka import IsolationLevel, TopicPartition
+        from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
         from confluent_kafka.admin import OffsetSpec
 
         spec = OffsetSpec.earliest() if which == EARLIEST else OffsetSpec.latest()
         level = IsolationLevel.READ_COMMITTED if self.isolation == "read_committed" else IsolationLevel.READ_UNCOMMITTED
-        futures = self._admin.list_offsets(
-            {TopicPartition(t, p): spec for t, p in tps}, isolation_level=level, request_timeout=METADATA_TIMEOUT_S
-        )
-        return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
+        deadline = time.monotonic() + METADATA_TIMEOUT_S
+        found: Offsets = {}
+        wanted = list(tps)
+        while wanted:
+            futures = self._admin.list_offsets(
+                {TopicPartition(t, p): spec for t, p in wanted},
+                isolation_level=level,
+                request_timeout=max(1.0, deadline - time.monotonic()),
+            )
+            wanted = []
+            for tp, future in futures.items():
+                try:
+                    found[(tp.topic, tp.partition)] = future.result().offset
+                except KafkaException as exc:
+                    # a leader elected a moment ago, its high watermark still catching up (KIP-207):
+                    # asked again, as Spark's Kafka source retries its offset queries
+                    if exc.args[0].code() != KafkaError.OFFSET_NOT_AVAILABLE or time.monotonic() >= deadline:
+                        raise
+                    wanted.append((tp.topic, tp.partition))
+            if wanted:
+                time.sleep(0.1)
+        return found
 
     def resolve(
         self,

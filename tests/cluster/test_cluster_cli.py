@@ -13,6 +13,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from strom.cli.client_props import watermark_offsets
 from strom.cli.cluster import is_running
 from tests.cluster.conftest import wait_until
 
@@ -58,7 +59,7 @@ def produce_and_count(bootstrap: str, topic: str, count: int) -> None:
 def read_all(bootstrap: str, topic: str) -> list[bytes]:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "cli-test", "enable.auto.commit": False})
     try:
-        _, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=15)
+        _, high = watermark_offsets(consumer, TopicPartition(topic, 0), 15)
         consumer.assign([TopicPartition(topic, 0, 0)])
         values = []
         deadline = time.monotonic() + 30

@@ -15,6 +15,7 @@ import time
 
 from confluent_kafka import KafkaError, Producer
 
+from strom.cli.client_props import watermark_offsets
 from tests.cluster.conftest import LAG_TIME_MAX_MS, SESSION_TIMEOUT_MS, create_topic, wait_until
 from tests.cluster.workload import Workload, verify
 
@@ -123,7 +124,7 @@ def workload_high_watermark(cluster, partition: int) -> int:
 
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "hw"})
     try:
-        return consumer.get_watermark_offsets(TopicPartition(TOPIC, partition), timeout=10)[1]
+        return watermark_offsets(consumer, TopicPartition(TOPIC, partition), 10)[1]
     finally:
         consumer.close()
 

@@ -14,6 +14,7 @@ import textwrap
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from strom.cli.client_props import watermark_offsets
 from strom.group.records import partition_for_group
 from tests.cluster.conftest import create_topic, wait_until
 
@@ -141,7 +142,7 @@ def test_requests_reach_coordinators_and_leaders(cluster_factory):
     )
     try:
         wait_until(
-            lambda: consumer.get_watermark_offsets(TopicPartition(TOPIC, partition), timeout=10)[1] == 4,
+            lambda: watermark_offsets(consumer, TopicPartition(TOPIC, partition), 10)[1] == 4,
             30,
             "the LSO to pass the abort marker",
         )

@@ -13,6 +13,8 @@ from collections import defaultdict
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
+from strom.cli.client_props import watermark_offsets
+
 
 class Workload:
     def __init__(
@@ -115,7 +117,7 @@ def read_partition(
         }
     )
     try:
-        _, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+        _, high = watermark_offsets(consumer, TopicPartition(topic, partition), 10)
         consumer.assign([TopicPartition(topic, partition, 0)])
         found: list[tuple[int, str]] = []
         deadline = time.monotonic() + timeout_s

@@ -22,12 +22,27 @@ API_KEY = ApiKey.LIST_OFFSETS
 MIN_VERSION = 0  # v0 (a list of offsets per partition) is answered by strom.server.legacy
 MAX_VERSION = 10
 EARLIEST_LOCAL_TIMESTAMP = -4
+CONSUMER_REPLICA_ID = -1  # a follower or a debugging tool sends its own id
 LATEST_TIERED_TIMESTAMP = -5
 
 
-def lookup(partition, timestamp: int, read_committed: bool = False) -> dict:
+def _not_available(partition) -> KafkaError:
+    return KafkaError(
+        f"{partition.topic}-{partition.index}: the high watermark ({partition.log.high_watermark}) of leader "
+        f"epoch {partition.leader_epoch} is behind the epoch's start offset ({partition.leader_epoch_start_offset}); "
+        "the followers have not fetched yet",
+        error_code=ErrorCode.OFFSET_NOT_AVAILABLE,
+    )
+
+
+def lookup(partition, timestamp: int, read_committed: bool = False, client: bool = True) -> dict:
+    """One partition's answer. ``client``: asked by a consumer (replica id -1), which gets
+    OFFSET_NOT_AVAILABLE instead of an offset past a new leader's lagging high watermark (KIP-207)."""
     log_ = partition.log
+    lagging = client and partition.high_watermark_lagging
     if timestamp == LATEST_TIMESTAMP:
+        if lagging:
+            raise _not_available(partition)
         # consumers see only committed data: "latest" is the high watermark, as in Kafka, and the
         # last stable offset for read_committed consumers
         offset = log_.last_stable_offset if read_committed else log_.high_watermark
@@ -39,6 +54,8 @@ def lookup(partition, timestamp: int, read_committed: bool = False) -> dict:
         return {"timestamp": -1, "offset": offset, "leader_epoch": log_.leader_epoch_cache.epoch_for_offset(offset)}
     found = log_.offset_for_timestamp(timestamp)
     if found is None or found[1] >= (log_.last_stable_offset if read_committed else log_.high_watermark):
+        if lagging and timestamp >= 0:  # the record may be below the high watermark once it catches up
+            raise _not_available(partition)
         return {"timestamp": -1, "offset": -1, "leader_epoch": -1}
     found_timestamp, offset = found
     return {
@@ -86,6 +103,7 @@ def handle(ctx, request):
         return legacy.list_offsets_v0(ctx, request)
     replicas = ctx.broker.replica_manager
     read_committed = field_value(request, "isolation_level", 0) == 1
+    client = request.replica_id == CONSUMER_REPLICA_ID
     topics = []
     denied = denied_topics(ctx, Operation.DESCRIBE, (t.name for t in request.topics))
     for topic in request.topics:
@@ -106,7 +124,7 @@ def handle(ctx, request):
             try:
                 partition = replicas.leader_partition(topic.name, wanted.partition_index)
                 partition.check_leader_epoch(field_value(wanted, "current_leader_epoch", -1))
-                entry.update(lookup(partition, wanted.timestamp, read_committed))
+                entry.update(lookup(partition, wanted.timestamp, read_committed, client))
             except (KafkaError, ValueError) as exc:
                 entry.update(
                     {"error_code": error_from_exception(exc)[0], "timestamp": -1, "offset": -1, "leader_epoch": -1}
