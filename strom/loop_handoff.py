@@ -14,6 +14,20 @@ from collections.abc import Callable
 from concurrent.futures import Future
 
 
+def handoff_loop(store) -> asyncio.AbstractEventLoop | None:
+    """The running loop to hand an answer of ``store`` back to; None to make the call right here.
+
+    Only ZooKeeper (``store.remote``) can stop answering: the embedded store answers at once.
+    Without a running loop (tools, the fuzz harness, unit tests) there is nothing to keep serving.
+    """
+    if not store.remote:
+        return None
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
 def on_loop_when_done(future: Future, loop: asyncio.AbstractEventLoop, callback: Callable[..., None], *args) -> None:
     """When ``future`` is done, call ``callback(*args, future)`` on ``loop`` (nothing if it has closed)."""
 

@@ -91,6 +91,14 @@ def store_failures_as_errors(during: str, retry: str) -> Iterator[None]:
         raise KafkaError(f"ZooKeeper failed while {during}: {exc}", error_code=ErrorCode.UNKNOWN_SERVER_ERROR) from None
 
 
+@dataclass(frozen=True)
+class Election:
+    """An election's outcome: the epoch this broker won (None: no new term) and who holds office."""
+
+    epoch: int | None
+    holder: int
+
+
 @dataclass
 class ReconcilePlan:
     """What a reconcile pass decided to write: the first states of partitions that have none
@@ -134,25 +142,35 @@ class Controller:
     # -- election ----------------------------------------------------------------------------------
     def elect(self) -> bool:
         """Try to become the controller; True if this broker now is."""
+        return self.take_office(self.campaign(self.is_active))
+
+    def campaign(self, active: bool) -> Election:
+        """The store's part of an election (any thread; ``active``: whether this broker holds office).
+
+        A dropped connection may have lost the answer to this broker's own create of /controller:
+        the node is then its session's, and the election goes on to bump the epoch, as Kafka's does.
+        """
         payload = json.dumps({"version": 2, "brokerid": self.broker_id, "timestamp": str(wall_ms())}).encode()
         try:
             self.store.create(model.CONTROLLER, payload, ephemeral=True)
         except NodeExistsError:
-            # A dropped connection may have lost the answer to this broker's own create: the node is
-            # then its session's, and the election goes on to bump the epoch, as Kafka's does.
-            if self.is_active or not self.store.ephemeral_owned(model.CONTROLLER):
-                self.is_active = self.current_controller() == self.broker_id
-                return self.is_active
+            if active or not self.store.ephemeral_owned(model.CONTROLLER):
+                return Election(None, self.current_controller())
         found = self.store.get_or_none(model.CONTROLLER_EPOCH)
         if found is None:
-            self.epoch = 1
             self.store.create(model.CONTROLLER_EPOCH, b"1")
-        else:
-            self.epoch = int(found[0] or b"0") + 1
-            self.store.set(model.CONTROLLER_EPOCH, str(self.epoch).encode(), found[1])
-        self.is_active = True
-        log.info("broker %d is the controller (epoch %d)", self.broker_id, self.epoch)
-        return True
+            return Election(1, self.broker_id)
+        epoch = int(found[0] or b"0") + 1
+        self.store.set(model.CONTROLLER_EPOCH, str(epoch).encode(), found[1])
+        return Election(epoch, self.broker_id)
+
+    def take_office(self, election: Election) -> bool:
+        """Act on an election's outcome (on the thread that owns this controller); True if this broker is controller."""
+        if election.epoch is not None:
+            self.epoch = election.epoch
+            log.info("broker %d is the controller (epoch %d)", self.broker_id, self.epoch)
+        self.is_active = election.holder == self.broker_id
+        return self.is_active
 
     def current_controller(self) -> int:
         found = self.store.get_or_none(model.CONTROLLER)

@@ -24,7 +24,7 @@ from strom.cluster import model
 from strom.cluster.metadata_cache import MetadataCache, TopicInfo
 from strom.cluster.model import PartitionState
 from strom.cluster.store import StoreError
-from strom.loop_handoff import on_loop_when_done
+from strom.loop_handoff import handoff_loop, on_loop_when_done
 from strom.protocol.errors import (
     KafkaStorageError,
     NotLeaderError,
@@ -436,10 +436,7 @@ class ReplicaManager:
         state = PartitionState(partition.leader_id, partition.leader_epoch, isr, self.broker.controller.epoch)
         path = model.partition_state_path(partition.topic, partition.index)
         store = self.broker.store
-        try:
-            loop = asyncio.get_running_loop() if store.remote else None
-        except RuntimeError:  # no event loop (tools, tests): written here
-            loop = None
+        loop = handoff_loop(store)
         if loop is None:
             try:
                 version = store.set(path, state.to_json(), partition.state_version)

@@ -27,7 +27,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, TypeVar
 
 from strom.cluster import model
-from strom.cluster.controller import Controller, ReconcilePlan
+from strom.cluster.controller import Controller, Election, ReconcilePlan
 from strom.cluster.local_store import LocalStore
 from strom.cluster.metadata_cache import MetadataCache, MetadataDelta, state_key
 from strom.cluster.model import Broker as BrokerInfo
@@ -36,7 +36,7 @@ from strom.cluster.store import MetadataStore, NodeExistsError, StoreError
 from strom.cluster.store_retry import retry_unavailable
 from strom.group.coordinator import GroupCoordinator
 from strom.group.offset_store import OFFSETS_TOPIC
-from strom.loop_handoff import on_loop_when_done
+from strom.loop_handoff import handoff_loop, on_loop_when_done
 from strom.metrics.stats import BrokerStats, RequestMetrics
 from strom.protocol.errors import (
     KafkaStorageError,
@@ -145,6 +145,7 @@ class Broker:
         self._metadata_passes = 0  # refresh_metadata calls: reads made ahead of a later pass are stale
         self._controller_writer: ThreadPoolExecutor | None = None  # writes the controller's decisions
         self._controller_writes: Future | None = None  # the pass whose writes are under way
+        self._election: Future | None = None  # this broker standing for controller
         self._reconcile_waiting = False  # a pass was asked for while they were
         self._reconcile_everything = False  # ... over every partition
         self.started_at = time.monotonic()
@@ -703,8 +704,7 @@ class Broker:
         read = time.monotonic()
         written: list[str] = []
         if not self.controller.is_active and self.metadata.controller_id == -1:
-            self.controller.elect()
-            self.metadata.controller_id = self.controller.current_controller()
+            self._elect()
         if self.controller.is_active:
             # a new controller looks at every partition: its predecessor may have died half-way
             everything = delta.full or self._reconciled_epoch != self.controller.epoch
@@ -729,6 +729,45 @@ class Broker:
                 time.monotonic() - decided,
             )
 
+    def _elect(self) -> None:
+        """Stand for controller (the office is empty); with ZooKeeper on the controller writer thread.
+
+        At startup the broker waits for the outcome, as for everything else it reads then.
+        """
+        loop = None if self._starting else handoff_loop(self.store)
+        if loop is None:
+            self._take_office(self.controller.campaign(self.controller.is_active))
+            return
+        if self._election is not None:
+            return  # one under way already
+        self._election = self._writer().submit(self.controller.campaign, self.controller.is_active)
+        on_loop_when_done(self._election, loop, self._elected)
+
+    def _elected(self, future: Future) -> None:
+        self._election = None
+        if self._stop.is_set():
+            return
+        error = future.exception()
+        if error is not None:  # the next reload stands again if the office is still empty
+            log.warning("standing for controller failed (%s); reloading metadata", error)
+            self._reload_everything = True
+            self._retry_reload()
+            return
+        if self._take_office(future.result()):
+            # a new controller looks at every partition: its predecessor may have died half-way
+            self._reconcile(None)
+            self._reconciled_epoch = self.controller.epoch
+
+    def _writer(self) -> ThreadPoolExecutor:
+        """The thread that stands for controller and writes its decisions, one at a time (made on first use)."""
+        if self._controller_writer is None:
+            self._controller_writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="strom-controller-writer")
+        return self._controller_writer
+
+    def _take_office(self, election: Election) -> bool:
+        self.metadata.controller_id = election.holder
+        return self.controller.take_office(election)
+
     def _reconcile(self, delta: MetadataDelta | None) -> list[str]:
         """The controller's pass over what changed (everything with None); returns the paths written.
 
@@ -751,18 +790,11 @@ class Broker:
         plan = controller.plan(self.metadata, self._unclean_enabled, delta)
         written: list[str] = []
         if plan:
-            try:
-                loop = asyncio.get_running_loop() if self.store.remote else None
-            except RuntimeError:  # no event loop (tools, the fuzz harness): written here
-                loop = None
+            loop = handoff_loop(self.store)
             if loop is None:
                 written = controller.apply(self.metadata, plan, controller.write(plan))
             else:
-                if self._controller_writer is None:
-                    self._controller_writer = ThreadPoolExecutor(
-                        max_workers=1, thread_name_prefix="strom-controller-writer"
-                    )
-                self._controller_writes = self._controller_writer.submit(controller.write, plan)
+                self._controller_writes = self._writer().submit(controller.write, plan)
                 on_loop_when_done(self._controller_writes, loop, self._plan_written, plan)
         return written + controller.complete_reassignments(self.metadata)
 

@@ -7,7 +7,8 @@ of the session timeout later (20 s here):
 * a metadata change fires a watch on every broker, and each re-reads the changed znodes; those
   reads are now made ahead on a thread of their own and applied on the loop once answered;
 * the controller decides elections and ISR changes on the loop, and now writes them on a thread
-  of its own, putting the answers into its cache when they come.
+  of its own, putting the answers into its cache when they come;
+* a broker that finds the controller's office empty now stands for it on that thread too.
 
 ZooKeeper is stopped exactly when the first such request reaches it (``zk_tripwire``), so the
 tests do not depend on the machine's speed; the 10 s given to the writes is half of what the old
@@ -21,12 +22,13 @@ import signal
 import time
 from collections.abc import Callable
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from strom.cluster import model
 from tests.cluster.conftest import Cluster, create_topic, wait_until
-from tests.cluster.zk_tripwire import MULTI, ZkTripwire
+from tests.cluster.zk_tripwire import CREATE_OPS, MULTI, ZkTripwire
 
 TOPIC = "paused-metadata"
 GET_DATA = 4
@@ -134,26 +136,31 @@ def test_a_metadata_reload_zookeeper_does_not_answer_holds_no_request(tmp_path, 
         paused.close()
 
 
-def test_controller_writes_zookeeper_does_not_answer_hold_no_request(tmp_path, paused_zookeeper):
-    """A broker shuts down cleanly: the controller elects a leader for its partition and drops it
-    from the ISRs; ZooKeeper stops at the controller's first state write."""
+@pytest.mark.parametrize("who", ["a follower", "the controller"])
+def test_an_election_zookeeper_does_not_answer_holds_no_request(tmp_path, paused_zookeeper, who):
+    """A broker shuts down cleanly. When it is a follower, the controller elects a leader for its
+    partition and drops it from the ISRs, and ZooKeeper stops at the controller's first state
+    write; when it is the controller, the others stand for the office, and ZooKeeper stops at
+    the first create of /controller."""
     state_paths = tuple(model.partition_state_path(TOPIC, p) for p in range(3))
-    paused = PausedCluster(
-        tmp_path, paused_zookeeper, lambda op, path: op in (SET_DATA, MULTI) and path.endswith(state_paths)
-    )
+    if who == "a follower":
+        match = lambda op, path: op in (SET_DATA, MULTI) and path.endswith(state_paths)  # noqa: E731
+    else:
+        match = lambda op, path: op in CREATE_OPS and path.endswith(model.CONTROLLER)  # noqa: E731
+    paused = PausedCluster(tmp_path, paused_zookeeper, match)
     cluster = paused.cluster
     try:
         controller = cluster.controller()
-        leaving = next(b for b in cluster.brokers if b != controller)
+        leaving = next(b for b in cluster.brokers if b != controller) if who == "a follower" else controller
         serving = [p for p, leader in paused.leaders.items() if leader != leaving]
         assert paused.produce([(p, b"before-%d" % p) for p in range(3)], 30) == 0 and not paused.failed
         cluster.wait_logs_equal(TOPIC, 30)  # acks=1: on every replica before its leader leaves, as in Kafka
         paused.armed = True
         cluster.brokers[leaving].process.send_signal(signal.SIGTERM)  # deregisters, then waits for the moves
         try:
-            wait_until(paused.proxy.tripped.is_set, 20, "the controller's election (ZooKeeper stops there)")
+            wait_until(paused.proxy.tripped.is_set, 20, "the election (ZooKeeper stops there)")
             during = [(p, b"during-%d-%d" % (p, i)) for i in range(10) for p in serving]
-            assert paused.produce(during, 10) == 0, "the controller held its produce requests while its writes waited"
+            assert paused.produce(during, 10) == 0, "a broker held its produce requests while its election waited"
             assert not paused.failed, paused.failed
         finally:
             paused.resume_zookeeper()
@@ -167,7 +174,9 @@ def test_controller_writes_zookeeper_does_not_answer_hold_no_request(tmp_path, p
         after = [(p, b"after-%d" % p) for p in range(3)]
         assert paused.produce(after, 30) == 0 and not paused.failed
         paused.assert_all_read_in_order()
-        assert f"broker {controller} fenced:" not in cluster.logs(), "the controller fenced itself: its loop was held"
+        for broker in cluster.brokers:
+            if broker != leaving:
+                assert f"broker {broker} fenced:" not in cluster.logs(), f"broker {broker}'s event loop was held"
     except BaseException:
         print(cluster.logs()[-30000:])
         raise
