@@ -328,14 +328,25 @@ def main(argv: list[str] | None = None) -> int:
             f"{' workload txn' if args.workload == 'txn' else ''}",
             flush=True,
         )
-        verdict, injected = run_once(
-            root,
-            schedule(seed, args.minutes * 60, kinds),
-            args.minutes * 60,
-            args.unclean,
-            log=lambda line: print(line, flush=True),
-            workload=args.workload,
+        replay = (
+            f"    kept in {root}; replay: python -m strom.chaos --runs 1 --seed {seed} "
+            f"--minutes {args.minutes} --faults {','.join(kinds)} --workload {args.workload}"
+            f"{' --unclean' if args.unclean else ''}"
         )
+        try:
+            verdict, injected = run_once(
+                root,
+                schedule(seed, args.minutes * 60, kinds),
+                args.minutes * 60,
+                args.unclean,
+                log=lambda line: print(line, flush=True),
+                workload=args.workload,
+            )
+        except Exception as exc:  # the history could not be checked: a failed run, and the campaign goes on
+            totals["failed_runs"] += 1
+            print(f"  ERROR: the run could not be checked: {type(exc).__name__}: {exc}", flush=True)
+            print(replay, flush=True)
+            continue
         for kind, n in injected.items():
             faults_total[kind] = faults_total.get(kind, 0) + n
             figures = per_kind.setdefault(kind, dict.fromkeys(("runs", "faults", "acked", "lost", "duplicated"), 0))
@@ -368,11 +379,7 @@ def main(argv: list[str] | None = None) -> int:
                 items = getattr(verdict.group, name) if verdict.group is not None else []
                 if items:
                     print(f"    group {name}: {items[:10]}{' ...' if len(items) > 10 else ''}")
-            print(
-                f"    kept in {root}; replay: python -m strom.chaos --runs 1 --seed {seed} "
-                f"--minutes {args.minutes} --faults {','.join(kinds)} --workload {args.workload}"
-                f"{' --unclean' if args.unclean else ''}"
-            )
+            print(replay, flush=True)
     print(f"\nfaults injected: {', '.join(f'{k} {n}' for k, n in sorted(faults_total.items()))}")
     print("per fault kind (figures of the runs it was injected in):")
     for kind, figures in sorted(per_kind.items()):

@@ -185,17 +185,24 @@ def _quiet_logger(name: str = "strom.chaos.librdkafka"):
     return logger
 
 
-def log_end_offsets(consumer, topic: str, partitions: int, deadline: float) -> dict[int, int]:
-    """Each partition's end offset as of now (those not known by ``deadline`` are missing)."""
+def log_end_offsets(
+    consumer, topic: str, partitions: int, deadline: float, errors: dict[int, str] | None = None
+) -> dict[int, int]:
+    """Each partition's end offset as of now (those not known by ``deadline`` are missing, and
+    ``errors`` keeps the last error each of them got)."""
     from confluent_kafka import KafkaException, TopicPartition
 
     ends: dict[int, int] = {}
     while len(ends) < partitions and time.monotonic() < deadline:
-        try:
-            for p in range(partitions):
-                if p not in ends:
-                    ends[p] = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1]
-        except KafkaException:  # a leader still moving: retried until the deadline
+        for p in range(partitions):
+            if p in ends:
+                continue
+            try:
+                ends[p] = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1]
+            except KafkaException as exc:  # a leader still moving: retried until the deadline
+                if errors is not None:
+                    errors[p] = str(exc)
+        if len(ends) < partitions:
             time.sleep(0.5)
     return ends
 
@@ -218,7 +225,8 @@ def read_everything(
     )
     got: dict[int, list[tuple[int, str]]] = {p: [] for p in range(partitions)}
     deadline = time.monotonic() + timeout_s
-    ends = log_end_offsets(consumer, topic, partitions, deadline)
+    errors: dict[int, str] = {}  # the last error of each partition, for the report
+    ends = log_end_offsets(consumer, topic, partitions, deadline, errors)
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     done = {p for p, end in ends.items() if end == 0}
     while len(done) < partitions and time.monotonic() < deadline:
@@ -235,10 +243,14 @@ def read_everything(
                 assert partition is not None and offset is not None  # an end-of-partition event carries both
                 if offset >= ends.get(partition, 0):
                     done.add(partition)
+            elif partition is not None:
+                errors[partition] = error.str()
     consumer.close()
     if len(done) < partitions:
+        left = sorted(set(range(partitions)) - done)
         raise RuntimeError(
-            f"could not read partitions {sorted(set(range(partitions)) - done)} to their end within {timeout_s}s"
+            f"could not read partitions {left} to their end within {timeout_s}s: end offsets {ends}, "
+            f"read up to { ({p: got[p][-1][0] if got[p] else None for p in left}) }, last errors {errors}"
         )
     return got
 
