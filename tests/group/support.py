@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -21,6 +22,9 @@ WAIT_S = 15
 
 # Small timeouts so that rebalances and session expiry happen within a test's time budget.
 FAST_GROUP = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500}
+# librdkafka's consumer close has no timeout of its own; a rehearsal once saw a cooperative-sticky
+# member's close not return for 38 minutes (the broker had taken its LeaveGroup at once)
+CLOSE_TIMEOUT_S = 30
 
 
 def unique(prefix: str) -> str:
@@ -153,9 +157,15 @@ class Member:
         return None
 
     def close(self) -> None:
-        if not self.closed:
-            self.closed = True
-            self.consumer.close()
+        """Close the consumer (leaving the group), or fail the test if librdkafka does not return."""
+        if self.closed:
+            return
+        self.closed = True
+        closing = threading.Thread(target=self.consumer.close, name=f"close-{self.name}", daemon=True)
+        closing.start()
+        closing.join(CLOSE_TIMEOUT_S)
+        if closing.is_alive():
+            raise AssertionError(f"{self.name}: the consumer's close() did not return within {CLOSE_TIMEOUT_S} s")
 
 
 def poll_all(members: Iterable[Member], timeout: float = 0.02) -> Callable[[], None]:
