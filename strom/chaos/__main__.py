@@ -41,7 +41,7 @@ from strom.chaos import faults as network
 from strom.chaos.cluster import ChaosCluster
 from strom.chaos.group import GroupConsumers, GroupVerdict, check_group, queue_outcomes, txn_outcomes
 from strom.chaos.txn import TxnProducers, check_txn
-from strom.chaos.workload import Producers, Verdict, check, read_everything
+from strom.chaos.workload import Producers, Verdict, check, epoch_bumps, read_everything
 
 TOPIC = "chaos"
 PARTITIONS = 3
@@ -145,7 +145,7 @@ def run_once(
 
         group = GroupConsumers(cluster.bootstrap, TOPIC, PARTITIONS, isolation, leader_epochs).start()
         producers: Producers | TxnProducers
-        producers = (TxnProducers if workload == "txn" else Producers)(cluster.bootstrap, TOPIC).start()
+        producers = (TxnProducers if workload == "txn" else Producers)(cluster.bootstrap, TOPIC, log_dir=root).start()
         began = time.monotonic()
         for fault in faults:
             time.sleep(max(0.0, fault.at_s - (time.monotonic() - began)))
@@ -219,6 +219,9 @@ def run_once(
             verdict = check(history, read, differences)
             verdict.anomalies.extend(time_anomalies)
         verdict.group = group_verdict
+        verdict.epoch_bumps = epoch_bumps(root)
+        for line in verdict.epoch_bumps[:6]:
+            log(f"    {line}")
         return verdict, injected
     finally:
         if group is not None:

@@ -20,8 +20,9 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from strom.chaos.workload import Verdict, _quiet_logger
+from strom.chaos.workload import Verdict, client_logger, client_logging, close_client_logger
 
 ABORT_EVERY = 5
 COMMIT_DEADLINE_S = 60.0
@@ -49,12 +50,21 @@ class _Replace(Exception):
 
 
 class TxnProducers:
-    def __init__(self, bootstrap: str, topic: str, count: int = 2, keys: int = 12, batch_size: int = 20):
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        count: int = 2,
+        keys: int = 12,
+        batch_size: int = 20,
+        log_dir: Path | None = None,
+    ):
         self.bootstrap = bootstrap
         self.topic = topic
         self.keys = keys
         self.batch_size = batch_size
         self.history = TxnHistory()
+        self._loggers = [client_logger(log_dir, f"txn-producer-{i}") for i in range(count)]
         self._stop = threading.Event()
         self._threads = [
             threading.Thread(target=self._run, args=(i,), name=f"chaos-txn-{i}", daemon=True) for i in range(count)
@@ -69,6 +79,8 @@ class TxnProducers:
         self._stop.set()
         for thread in self._threads:
             thread.join(drain_s + 10)
+        for logger in self._loggers:
+            close_client_logger(logger)
         return self.history
 
     def _producer(self, index: int):
@@ -88,7 +100,7 @@ class TxnProducers:
                     "retry.backoff.ms": 50,
                     "reconnect.backoff.max.ms": 500,
                     "topic.metadata.refresh.interval.ms": 1000,
-                    "logger": _quiet_logger(),
+                    **client_logging(self._loggers[index]),
                 }
             )
             try:

@@ -10,9 +10,11 @@ there (the client was told the outcome is unknown only for timeouts) and are cou
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -42,6 +44,10 @@ class Verdict:
     # error once a later one of the same producer succeeds (its "implicit ack"), offset unknown
     offset_unknown: int = 0
     group: GroupVerdict | None = None  # the consumer group's checks (strom.chaos.group), when a group ran
+    # the producers' own account of each producer epoch bump (their librdkafka logs, when kept): an
+    # idempotent producer that bumps its epoch restarts its sequences, so a batch it re-sends after
+    # the bump is not recognised as a retry by any broker
+    epoch_bumps: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -63,20 +69,35 @@ class Verdict:
             f"replica differences {len(self.replica_differences)}"
             + (f", anomalies {len(self.anomalies)}" if self.anomalies else "")
             + (f", acknowledged without an offset {self.offset_unknown}" if self.offset_unknown else "")
+            + (f", producer epoch bumps {len(self.epoch_bumps)}" if self.epoch_bumps else "")
             + (f"; {self.group.summary()}" if self.group is not None else "")
         )
 
 
 class Producers:
-    """``count`` producer threads writing until ``stop()``."""
+    """``count`` producer threads writing until ``stop()``.
 
-    def __init__(self, bootstrap: str, topic: str, count: int = 2, keys: int = 12, rate_per_s: float = 400):
+    With ``log_dir``, each producer's librdkafka log (with its idempotence debug context) goes to
+    ``producer-<index>.log`` there: a duplicate is only explained by the client's side of it,
+    such as when and why it bumped its producer epoch.
+    """
+
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        count: int = 2,
+        keys: int = 12,
+        rate_per_s: float = 400,
+        log_dir: Path | None = None,
+    ):
         self.bootstrap = bootstrap
         self.topic = topic
         self.count = count
         self.keys = keys
         self.interval_s = 1.0 / rate_per_s
         self.history = History()
+        self._loggers = [client_logger(log_dir, f"producer-{i}") for i in range(count)]
         self._stop = threading.Event()
         self._threads = [
             threading.Thread(target=self._run, args=(i,), name=f"chaos-producer-{i}", daemon=True) for i in range(count)
@@ -91,9 +112,11 @@ class Producers:
         self._stop.set()
         for thread in self._threads:
             thread.join(drain_s + 10)
+        for logger in self._loggers:
+            close_client_logger(logger)
         return self.history
 
-    def _producer(self, fatal: list):
+    def _producer(self, index: int, fatal: list):
         from confluent_kafka import Producer
 
         def on_error(error) -> None:
@@ -114,7 +137,7 @@ class Producers:
                 "reconnect.backoff.max.ms": 500,
                 "topic.metadata.refresh.interval.ms": 1000,
                 "error_cb": on_error,
-                "logger": _quiet_logger(),
+                **client_logging(self._loggers[index]),
             }
         )
 
@@ -123,7 +146,7 @@ class Producers:
 
         history = self.history
         fatal: list = []
-        producer = self._producer(fatal)
+        producer = self._producer(index, fatal)
         # a replaced producer is kept until this thread ends: its destructor serves delivery reports,
         # and should do so here, not on whichever thread happens to drop the last reference
         retired = []
@@ -164,7 +187,7 @@ class Producers:
                     pass
                 retired.append(producer)
                 fatal = []
-                producer = self._producer(fatal)
+                producer = self._producer(index, fatal)
                 sequence += 1  # maybe not written: never reused
         producer.flush(60)
         for old in retired:
@@ -174,9 +197,42 @@ class Producers:
                 pass
 
 
-def _quiet_logger(name: str = "strom.chaos.librdkafka"):
-    import logging
+def client_logger(log_dir: Path | None, name: str) -> logging.Logger | None:
+    """A logger that keeps one client's librdkafka log in ``log_dir/<name>.log`` (None without a
+    directory). It is not registered with ``logging``: a campaign makes new ones every run."""
+    if log_dir is None:
+        return None
+    logger = logging.Logger(f"strom.chaos.{name}", logging.DEBUG)
+    handler = logging.FileHandler(log_dir / f"{name}.log")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    logger.addHandler(handler)
+    return logger
 
+
+def close_client_logger(logger: logging.Logger | None) -> None:
+    if logger is not None:
+        for handler in logger.handlers:
+            handler.close()
+
+
+def epoch_bumps(log_dir: Path) -> list[str]:
+    """The lines of the producers' logs in ``log_dir`` where librdkafka bumps a producer epoch, and why."""
+    lines: list[str] = []
+    for path in sorted(log_dir.glob("*producer-*.log")):
+        with path.open(errors="replace") as file:
+            lines.extend(f"{path.stem}: {line.strip()}" for line in file if "bump" in line.lower())
+    return lines
+
+
+def client_logging(logger: logging.Logger | None) -> dict:
+    """A client's logging settings: to ``logger`` with the idempotence and transaction debug context
+    (a few lines per producer id, epoch bump and leader change), else dropped."""
+    if logger is None:
+        return {"logger": _quiet_logger()}
+    return {"logger": logger, "debug": "eos"}
+
+
+def _quiet_logger(name: str = "strom.chaos.librdkafka"):
     # connection failures are the point of a chaos run: the history, not librdkafka, says what happened
     logger = logging.getLogger(name)
     logger.propagate = False

@@ -31,6 +31,7 @@ def test_every_fault_kind_once_loses_and_duplicates_nothing(tmp_path):
         verdict.out_of_order[:5],
         verdict.replica_differences,
         verdict.group and verdict.group.failures(),
+        verdict.epoch_bumps[:6],
     )
     # the consumer group read through every fault, and its members crashed and rejoined under them
     group = verdict.group
