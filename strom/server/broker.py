@@ -58,6 +58,7 @@ from strom.server.connection import Connection, close_idle_connections
 from strom.server.dispatcher import Dispatcher
 from strom.server.periodic import run_every
 from strom.server.quotas import QuotaManager
+from strom.server.refused_batches import RefusedBatches
 from strom.server.secure_connection import SecureConnection
 from strom.storage.cleaner import CleanerSettings
 from strom.storage.log_manager import LogManager, SchedulerIntervals
@@ -222,6 +223,7 @@ class Broker:
             self.log_manager.failure_listeners.append(self.store.on_log_dir_failure)
         self.log_manager.startup()
         self.replica_manager = ReplicaManager(self)
+        self.refused_batches = RefusedBatches()
         self.log_dir_mover = LogDirMover(self.log_manager, self.replica_manager, self.metadata, self.broker_id)
         self.group_coordinator = GroupCoordinator(self)
         self.replica_manager.leadership_listeners.append(self.group_coordinator.on_leadership_change)

@@ -7,7 +7,7 @@ import time
 
 import pytest
 from confluent_kafka import OFFSET_END, Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
 from strom.protocol.compression import CompressionType
 from strom.protocol.records import NewRecord, build_batch
@@ -37,6 +37,8 @@ from tests.integration.clients import (
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")  # kafka-python's importlib.resources use
 
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+NOT_ENOUGH_REPLICAS = 19
+UNKNOWN_TOPIC_OR_PARTITION = 3
 NONE, GZIP, SNAPPY, LZ4, ZSTD = (int(c) for c in CompressionType)
 
 
@@ -255,6 +257,67 @@ def test_sequence_gap_is_rejected(module_broker):
         error, _ = raw_produce(client, topic, gap)
         assert error == OUT_OF_ORDER_SEQUENCE_NUMBER
         assert raw_list_offsets(client, topic, LATEST)[:2] == (0, 3)
+
+
+def test_the_batch_behind_a_refused_one_is_refused_the_same_way(module_broker):
+    """A producer's first in-flight batch is refused unwritten (NOT_ENOUGH_REPLICAS), the ISR grows
+    back, and the second arrives past the log's sequence. Kafka answers OUT_OF_ORDER_SEQUENCE_NUMBER,
+    on which librdkafka bumps its producer epoch and can write other partitions' in-flight batches
+    twice (librdkafka#4953); strom refuses it as the first, once, so the client resends both in order."""
+    topic = unique_topic("dur-refused")
+    admin = AdminClient({"bootstrap.servers": module_broker.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(WAIT_S)
+
+    def min_insync_replicas(value: str) -> None:  # the one replica is too few for 2
+        entry = ConfigEntry("min.insync.replicas", value, incremental_operation=AlterConfigOpType.SET)
+        resource = ConfigResource("topic", topic, incremental_configs=[entry])
+        admin.incremental_alter_configs([resource])[resource].result(WAIT_S)
+
+    with RawClient(module_broker.bootstrap) as client:
+        raw_wait_for_topic(client, topic)
+        producer_id, epoch = raw_init_producer_id(client)
+
+        def batch(first_sequence: int, n: int) -> bytes:
+            return build_batch(
+                records(n, start=first_sequence),
+                producer_id=producer_id,
+                producer_epoch=epoch,
+                base_sequence=first_sequence,
+            )
+
+        assert raw_produce(client, topic, batch(0, 3)) == (0, 0)
+        min_insync_replicas("2")
+        assert raw_produce(client, topic, batch(3, 2)) == (NOT_ENOUGH_REPLICAS, -1)
+        min_insync_replicas("1")
+
+        error, message = _produce_error(client, topic, batch(5, 1))
+        assert error == NOT_ENOUGH_REPLICAS, message
+        assert "sequence 5 follows sequences 3..4" in message and "NOT_ENOUGH_REPLICAS" in message
+        # one refusal explains one gap: the same batch again is out of order, as in Kafka
+        assert _produce_error(client, topic, batch(5, 1))[0] == OUT_OF_ORDER_SEQUENCE_NUMBER
+        # resent in order, both are written once
+        assert raw_produce(client, topic, batch(3, 2)) == (0, 3)
+        assert raw_produce(client, topic, batch(5, 1)) == (0, 5)
+        assert raw_list_offsets(client, topic, LATEST)[:2] == (0, 6)
+
+        # a batch that does not start right after a refused one is out of order
+        assert raw_produce(client, topic, batch(6, 1), partition=1)[0] == UNKNOWN_TOPIC_OR_PARTITION
+        assert _produce_error(client, topic, batch(9, 1))[0] == OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+def _produce_error(client: RawClient, topic: str, records: bytes) -> tuple[int, str | None]:
+    response = client.request(
+        0,
+        9,
+        {
+            "transactional_id": None,
+            "acks": -1,
+            "timeout": 10_000,
+            "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": records}]}],
+        },
+    )
+    [part] = response.responses[0].partition_responses
+    return int(part.error_code), part.error_message
 
 
 # -- ListOffsets ---------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ from strom.protocol.records import BATCH_HEADER_SIZE, BatchHeader
 from strom.server import leader_hints, legacy, wire
 from strom.server.authorization import produce_denials
 from strom.server.dispatcher import RawResponse, Replicating, error_from_exception
+from strom.server.refused_batches import RefusedBatches
 
 API_KEY = ApiKey.PRODUCE
 MIN_VERSION = 0  # v0-2 carry message sets (magic 0/1), converted by strom.server.legacy
@@ -209,6 +210,8 @@ def _append_all(ctx, request, rejected: dict[tuple[str, int], int] | None = None
                         result.log_start_offset = partition.log.log_start_offset
                 except (KafkaError, ValueError) as exc:
                     result.error_code, result.message = error_from_exception(exc)
+            if result.error_code:
+                _note_refusal(broker.refused_batches, name, index, records, result)
             partitions.append(result)
         results.append((name, partitions))
     if acks == 0:
@@ -226,6 +229,17 @@ def _append_all(ctx, request, rejected: dict[tuple[str, int], int] | None = None
         _revise_unwritten, broker.replica_manager.offline, results, ctx.api_version, ctx
     )
     return response
+
+
+def _note_refusal(refused: RefusedBatches, topic: str, index: int, records, result: PartitionResult) -> None:
+    """Remember an idempotent batch refused unwritten; refuse the batch right behind it the same
+    way rather than OUT_OF_ORDER_SEQUENCE_NUMBER (why: strom.server.refused_batches)."""
+    if result.error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
+        explained = refused.explain_gap(topic, index, records)
+        if explained is not None:
+            result.error_code, result.message = explained
+    else:
+        refused.remember(topic, index, records, result.error_code)
 
 
 def _revise_unwritten(offline, results, version: int, ctx=None) -> RawResponse | None:
