@@ -319,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown faults {unknown}; known: {', '.join(FAULTS)}")
     base = Path(args.dir or tempfile.mkdtemp(prefix="strom-chaos-"))
-    totals = {"acked": 0, "lost": 0, "duplicated": 0, "moved": 0, "out_of_order": 0, "failed_runs": 0}
+    totals = {"acked": 0, "lost": 0, "duplicated": 0, "moved": 0, "out_of_order": 0, "failed_runs": 0, "bumps": 0}
     group_totals = dict.fromkeys(GROUP_FIGURES, 0)
     faults_total: dict[str, int] = {}
     per_kind: dict[str, dict[str, int]] = {}  # fault kind -> figures of the runs it was injected in
@@ -363,6 +363,7 @@ def main(argv: list[str] | None = None) -> int:
         totals["duplicated"] += len(verdict.duplicated)
         totals["moved"] += len(verdict.moved)
         totals["out_of_order"] += len(verdict.out_of_order)
+        totals["bumps"] += len(verdict.epoch_bumps)
         if verdict.group is not None:
             for name, value in _group_figures(verdict.group).items():
                 group_totals[name] += value
@@ -392,7 +393,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     print(
         f"runs {args.runs}, anomalous {totals['failed_runs']}; acknowledged {totals['acked']}, lost {totals['lost']}, "
-        f"duplicated {totals['duplicated']}, moved {totals['moved']}, out of order {totals['out_of_order']}"
+        f"duplicated {totals['duplicated']}, moved {totals['moved']}, out of order {totals['out_of_order']}; "
+        f"producer epoch bumps {totals['bumps']}"
     )
     print(
         f"consumer group: read {group_totals['reads']} ({group_totals['duplicate_reads']} duplicate reads, "

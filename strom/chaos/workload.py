@@ -216,11 +216,13 @@ def close_client_logger(logger: logging.Logger | None) -> None:
 
 
 def epoch_bumps(log_dir: Path) -> list[str]:
-    """The lines of the producers' logs in ``log_dir`` where librdkafka bumps a producer epoch, and why."""
+    """The line of the producers' logs in ``log_dir`` where librdkafka begins each producer epoch
+    bump, which ends with why ("... epoch bump for 2 partition(s) with in-flight requests: skipped
+    sequence numbers"); the request that caused it is logged just before (ERRSEQ)."""
     lines: list[str] = []
     for path in sorted(log_dir.glob("*producer-*.log")):
         with path.open(errors="replace") as file:
-            lines.extend(f"{path.stem}: {line.strip()}" for line in file if "bump" in line.lower())
+            lines.extend(f"{path.stem}: {line.strip()}" for line in file if "epoch bump for" in line)
     return lines
 
 
