@@ -67,8 +67,10 @@ def test_confluent_producer_fails_exactly_the_records_without_keys(module_broker
     """librdkafka's own test 0011, variation 0: one batch, every tenth record without a key."""
     topic = create_topic(module_broker, {"cleanup.policy": "compact"})
     keys = [None if i % 10 == 0 else b"key-%d" % i for i in range(100)]
+    # flush() sends at once; the long linger keeps all 100 in one batch however slowly this loop runs
+    # (with 2 s, a rehearsal under load once sent them in two batches)
     errors = produce_reports(
-        module_broker, topic, keys, **{"linger.ms": 2000, "batch.num.messages": 1000, "compression.type": codec}
+        module_broker, topic, keys, **{"linger.ms": 10_000, "batch.num.messages": 1000, "compression.type": codec}
     )
     codes = [err.code() for err in errors]
     assert [i for i, code in enumerate(codes) if code == KafkaError.INVALID_RECORD] == list(range(0, 100, 10))
