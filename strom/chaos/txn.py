@@ -20,9 +20,8 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from strom.chaos.workload import Verdict, client_logger, client_logging, close_client_logger
+from strom.chaos.workload import ProducerThreads, Verdict, client_logging
 
 ABORT_EVERY = 5
 COMMIT_DEADLINE_S = 60.0
@@ -49,39 +48,15 @@ class _Replace(Exception):
     """The producer cannot go on: a new one (same transactional.id) takes over."""
 
 
-class TxnProducers:
-    def __init__(
-        self,
-        bootstrap: str,
-        topic: str,
-        count: int = 2,
-        keys: int = 12,
-        batch_size: int = 20,
-        log_dir: Path | None = None,
-    ):
-        self.bootstrap = bootstrap
-        self.topic = topic
-        self.keys = keys
-        self.batch_size = batch_size
-        self.history = TxnHistory()
-        self._loggers = [client_logger(log_dir, f"txn-producer-{i}") for i in range(count)]
-        self._stop = threading.Event()
-        self._threads = [
-            threading.Thread(target=self._run, args=(i,), name=f"chaos-txn-{i}", daemon=True) for i in range(count)
-        ]
+class TxnProducers(ProducerThreads[TxnHistory]):
+    """Transactional producers of batches of ``batch_size`` values, every fifth batch aborted on purpose."""
 
-    def start(self) -> TxnProducers:
-        for thread in self._threads:
-            thread.start()
-        return self
+    kind = "txn-producer"
+    drain_s = 90.0
+    batch_size = 20
 
-    def stop(self, drain_s: float = 90.0) -> TxnHistory:
-        self._stop.set()
-        for thread in self._threads:
-            thread.join(drain_s + 10)
-        for logger in self._loggers:
-            close_client_logger(logger)
-        return self.history
+    def _new_history(self) -> TxnHistory:
+        return TxnHistory()
 
     def _producer(self, index: int):
         from confluent_kafka import KafkaException, Producer

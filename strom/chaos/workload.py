@@ -15,10 +15,12 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic, Self, TypeVar
 
 if TYPE_CHECKING:
     from strom.chaos.group import GroupVerdict
+
+HistoryT = TypeVar("HistoryT")
 
 
 @dataclass
@@ -74,47 +76,58 @@ class Verdict:
         )
 
 
-class Producers:
-    """``count`` producer threads writing until ``stop()``.
+class ProducerThreads(Generic[HistoryT]):
+    """``count`` producer threads writing until ``stop()``, the base of both workloads.
 
     With ``log_dir``, each producer's librdkafka log (with its idempotence debug context) goes to
-    ``producer-<index>.log`` there: a duplicate is only explained by the client's side of it,
+    ``<kind>-<index>.log`` there: a duplicate is only explained by the client's side of it,
     such as when and why it bumped its producer epoch.
     """
 
-    def __init__(
-        self,
-        bootstrap: str,
-        topic: str,
-        count: int = 2,
-        keys: int = 12,
-        rate_per_s: float = 400,
-        log_dir: Path | None = None,
-    ):
+    kind = "producer"
+    drain_s = 60.0  # how long stop() lets the producers deliver what they hold
+    history: HistoryT
+
+    def __init__(self, bootstrap: str, topic: str, count: int = 2, keys: int = 12, log_dir: Path | None = None):
         self.bootstrap = bootstrap
         self.topic = topic
         self.count = count
         self.keys = keys
-        self.interval_s = 1.0 / rate_per_s
-        self.history = History()
-        self._loggers = [client_logger(log_dir, f"producer-{i}") for i in range(count)]
+        self.history = self._new_history()
+        self._loggers = [client_logger(log_dir, f"{self.kind}-{i}") for i in range(count)]
         self._stop = threading.Event()
         self._threads = [
-            threading.Thread(target=self._run, args=(i,), name=f"chaos-producer-{i}", daemon=True) for i in range(count)
+            threading.Thread(target=self._run, args=(i,), name=f"chaos-{self.kind}-{i}", daemon=True)
+            for i in range(count)
         ]
 
-    def start(self) -> Producers:
+    def start(self) -> Self:
         for thread in self._threads:
             thread.start()
         return self
 
-    def stop(self, drain_s: float = 60.0) -> History:
+    def stop(self) -> HistoryT:
         self._stop.set()
         for thread in self._threads:
-            thread.join(drain_s + 10)
+            thread.join(self.drain_s + 10)
         for logger in self._loggers:
             close_client_logger(logger)
         return self.history
+
+    def _new_history(self) -> HistoryT:
+        raise NotImplementedError
+
+    def _run(self, index: int) -> None:
+        raise NotImplementedError
+
+
+class Producers(ProducerThreads[History]):
+    """Idempotent producers of unique values, each delivery report kept in ``history``."""
+
+    interval_s = 1.0 / 400  # each producer's pace
+
+    def _new_history(self) -> History:
+        return History()
 
     def _producer(self, index: int, fatal: list):
         from confluent_kafka import Producer
