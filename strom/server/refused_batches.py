@@ -12,10 +12,13 @@ connection dropped after the write) is written a second time under the new epoch
 broker can recognise it. strom's fault campaign saw exactly that after a clean restart of a
 leader: the new leader learned of its leadership ~100 ms after the client did.
 
-The second batch is refused with the first one's error and a message saying so: every client
-then sends both again, in order. Each refusal explains one such gap only; a batch that still
-starts past the log's sequence after that gets OUT_OF_ORDER_SEQUENCE_NUMBER, as in Kafka (the
-client may have given up on the refused batch).
+The second batch is refused with the first one's error and a message saying so, and counts as
+refused in its turn, so a third in flight behind it is refused too (the fixed-schedule fault test
+saw that: two requests refused before the broker learned it led, the third after, and the third
+was still answered out of order while only the first refusal counted). Every client then sends
+them all again, in order. A refusal explains only the batch right after it: the same batch sent
+again still starts past the log's sequence and gets OUT_OF_ORDER_SEQUENCE_NUMBER, as in Kafka
+(the client may have given up on the refused batch).
 """
 
 from __future__ import annotations
@@ -92,7 +95,7 @@ class RefusedBatches:
         found = _sequences(records)
         if found is None:
             return None
-        first, _last = found
+        first, last_sequence = found
         key = (topic, partition, first.producer_id)
         refusal = self._refusals.get(key)
         if refusal is None:
@@ -104,7 +107,11 @@ class RefusedBatches:
             (refusal.last_sequence + 1) % (INT32_MAX + 1)
         ):
             return None
+        # refused in its turn, unwritten: the batch behind it, also in flight, is explained by it
         del self._refusals[key]
+        self._refusals[key] = _Refusal(
+            first.producer_epoch, first.base_sequence, last_sequence, refusal.error_code, self._clock()
+        )
         return refusal.error_code, (
             f"sequence {first.base_sequence} follows sequences {refusal.first_sequence}..{refusal.last_sequence} "
             f"of producer {first.producer_id}, which this broker refused unwritten with "

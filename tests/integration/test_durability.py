@@ -293,15 +293,19 @@ def test_the_batch_behind_a_refused_one_is_refused_the_same_way(module_broker):
         error, message = _produce_error(client, topic, batch(5, 1))
         assert error == NOT_ENOUGH_REPLICAS, message
         assert "sequence 5 follows sequences 3..4" in message and "NOT_ENOUGH_REPLICAS" in message
-        # one refusal explains one gap: the same batch again is out of order, as in Kafka
-        assert _produce_error(client, topic, batch(5, 1))[0] == OUT_OF_ORDER_SEQUENCE_NUMBER
-        # resent in order, both are written once
+        # refused in its turn: the next one in flight behind it is refused the same way
+        error, message = _produce_error(client, topic, batch(6, 1))
+        assert error == NOT_ENOUGH_REPLICAS and "sequence 6 follows sequences 5..5" in message, message
+        # a refusal explains only the batch right after it: the same batch again is out of order, as in Kafka
+        assert _produce_error(client, topic, batch(6, 1))[0] == OUT_OF_ORDER_SEQUENCE_NUMBER
+        # resent in order, each is written once
         assert raw_produce(client, topic, batch(3, 2)) == (0, 3)
         assert raw_produce(client, topic, batch(5, 1)) == (0, 5)
-        assert raw_list_offsets(client, topic, LATEST)[:2] == (0, 6)
+        assert raw_produce(client, topic, batch(6, 1)) == (0, 6)
+        assert raw_list_offsets(client, topic, LATEST)[:2] == (0, 7)
 
         # a batch that does not start right after a refused one is out of order
-        assert raw_produce(client, topic, batch(6, 1), partition=1)[0] == UNKNOWN_TOPIC_OR_PARTITION
+        assert raw_produce(client, topic, batch(7, 1), partition=1)[0] == UNKNOWN_TOPIC_OR_PARTITION
         assert _produce_error(client, topic, batch(9, 1))[0] == OUT_OF_ORDER_SEQUENCE_NUMBER
 
 
