@@ -14,8 +14,8 @@ leader: the new leader learned of its leadership ~100 ms after the client did.
 
 The second batch is refused with the first one's error and a message saying so, and counts as
 refused in its turn, so a third in flight behind it is refused too (the fixed-schedule fault test
-saw that: two requests refused before the broker learned it led, the third after, and the third
-was still answered out of order while only the first refusal counted). Every client then sends
+saw that: one request refused before the broker learned it led, the next refused in its place, and
+the third answered out of order while a batch refused in place did not count). Every client then sends
 them all again, in order. A refusal explains only the batch right after it: the same batch sent
 again still starts past the log's sequence and gets OUT_OF_ORDER_SEQUENCE_NUMBER, as in Kafka
 (the client may have given up on the refused batch).
