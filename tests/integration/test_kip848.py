@@ -184,15 +184,19 @@ def test_classic_groups_work_beside_and_a_live_consumer_group_asks_classic_membe
     new_group, classic_group = unique("new"), unique("classic")
     consumer = NewConsumer(broker.bootstrap, new_group, [topic])
     classic = KafkaConsumer(
-        topic,
         bootstrap_servers=broker.bootstrap,
         group_id=classic_group,
         auto_offset_reset="earliest",
         session_timeout_ms=6000,
         heartbeat_interval_ms=500,
         metadata_max_age_ms=500,
-    )  # its first assignment may race the topic's metadata
+    )
     try:
+        # subscribed only once its metadata holds the topic's partitions: kafka-python's first
+        # assignment otherwise races it ("No partition metadata"), and under load the rejoin that
+        # follows outlasted the wait below once
+        wait_until(lambda: classic.partitions_for_topic(topic) == {0, 1}, WAIT_S, what="kafka-python's metadata")
+        classic.subscribe([topic])
         seen: list[bytes] = []
 
         def classic_poll() -> None:
