@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from strom.protocol.errors import ErrorCode
 from strom.protocol.records import BATCH_HEADER_SIZE, BatchHeader
-from strom.storage.producer_state import INT32_MAX
+from strom.storage.producer_state import next_sequence
 
 # errors of a produce that wrote nothing and that a producer retries
 REFUSALS = frozenset(
@@ -65,7 +65,7 @@ def _sequences(records) -> tuple[BatchHeader, int] | None:
     while header.size >= BATCH_HEADER_SIZE and position + BATCH_HEADER_SIZE <= len(records):
         header = BatchHeader.parse(records, position)  # unvalidated: a refusal comes before any check
         position += header.size
-    return first, (header.base_sequence + header.last_offset_delta) % (INT32_MAX + 1)
+    return first, header.last_sequence
 
 
 class RefusedBatches:
@@ -103,8 +103,8 @@ class RefusedBatches:
         if self._clock() - refusal.at > REMEMBER_S:
             del self._refusals[key]
             return None
-        if refusal.producer_epoch != first.producer_epoch or first.base_sequence != (
-            (refusal.last_sequence + 1) % (INT32_MAX + 1)
+        if refusal.producer_epoch != first.producer_epoch or first.base_sequence != next_sequence(
+            refusal.last_sequence
         ):
             return None
         # refused in its turn, unwritten: the batch behind it, also in flight, is explained by it

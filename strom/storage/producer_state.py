@@ -53,7 +53,7 @@ class ProducerEntry:
         return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
 
 
-def _next_seq(seq: int) -> int:
+def next_sequence(seq: int) -> int:
     return 0 if seq == INT32_MAX else seq + 1
 
 
@@ -103,7 +103,7 @@ class ProducerStateManager:
                     f"got {header.base_sequence}"
                 )
             return
-        expected = _next_seq(entry.last_seq) if entry.batches else 0
+        expected = next_sequence(entry.last_seq) if entry.batches else 0
         if header.base_sequence != expected:
             raise OutOfOrderSequenceError(
                 f"producer {header.producer_id} sent sequence {header.base_sequence}, expected {expected}"
