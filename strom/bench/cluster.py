@@ -1,7 +1,7 @@
 """Cluster benchmark: what replication costs and how long a failover takes, on a local 3-broker cluster.
 
     python -m strom.bench.cluster [--messages 200000] [--size 200] [--failovers 3] [--latency-s 10]
-                                  [--rates 1000 10000] [--load kcat|python]
+                                  [--rates 1000 10000] [--linger-ms 0 1] [--load kcat|python]
 
 Starts ZooKeeper and three brokers with ``strom cluster start`` in a temporary directory
 (zookeeper.session.timeout.ms=6000, replica.lag.time.max.ms=3000), then measures with
@@ -14,10 +14,10 @@ confluent-kafka:
   partition that broker leads; the time from the kill to the first acknowledged write on those
   partitions. Detection takes the ZooKeeper session timeout, which dominates; the killed broker
   is restarted and the ISR refilled before the next round;
-- end-to-end latency at replication factor 3, acks=all, linger.ms=0: a paced producer writes its
-  send time into each message and an assigned consumer in another process subtracts it on arrival
-  (wall clock); p50/p99/max per
-  rate. The consumer's group.id brings __consumer_offsets (50 partitions, RF 3) into being, as in
+- end-to-end latency at replication factor 3, acks=all, at each rate and each linger.ms: a paced
+  producer writes its send time into each message and an assigned consumer in another process
+  subtracts it on arrival (wall clock); p50/p99/max per rate, and the CPU each process used. The
+  consumer's group.id brings __consumer_offsets (50 partitions, RF 3) into being, as in
   any real cluster; how many partitions each broker follows is printed (followers fetch through
   KIP-227 sessions, so a full request listing all of them is rare).
 
@@ -43,6 +43,11 @@ from collections.abc import Callable
 
 SESSION_TIMEOUT_MS = 6000
 LAG_TIME_MAX_MS = 3000
+# The paced producer sleeps at least this long whenever it is ahead, then sends what fell due
+# meanwhile, each message stamped as it is produced. Waiting out each 0.1 ms gap at 10,000 msg/s
+# kept this process on a whole core (top: 93-96%), the brokers had the other one, and the
+# latency measured was the machine's queue (p99 60 ms).
+PACING_TICK_S = 0.001
 
 
 def strom(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -275,9 +280,21 @@ def _consume_latencies(bootstrap: str, topic: str, expected: int, ready, results
     results.put(latencies)
 
 
-def end_to_end_latency(bootstrap: str, topic: str, seconds: float, rate: int) -> list[float]:
+def process_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) that process ``pid`` has used, all its threads together."""
+    with open(f"/proc/{pid}/stat") as handle:
+        fields = handle.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def end_to_end_latency(
+    bootstrap: str, topic: str, seconds: float, rate: int, linger_ms: float, watched: dict[str, int]
+) -> tuple[list[float], dict[str, float]]:
     """Milliseconds from produce() to the consumer's poll() returning the message (wall clock:
-    the consumer runs in another process)."""
+    the consumer runs in another process), and the share of one CPU that each process used while
+    the messages were sent: on two cores a client that takes one of them leaves the brokers
+    queueing behind each other, and that shows in the tail. ``watched``: name -> pid, besides the
+    producer (this process) and the consumer."""
     import multiprocessing
     import queue
 
@@ -289,7 +306,13 @@ def end_to_end_latency(bootstrap: str, topic: str, seconds: float, rate: int) ->
     reader = context.Process(target=_consume_latencies, args=(bootstrap, topic, expected, ready, results))
     reader.start()
     producer = Producer(
-        {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 0, "log_level": 3}
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": linger_ms,
+            "log_level": 3,
+        }
     )
     try:
         # connections, producer id and offset lookups first: time the steady state, not the start
@@ -305,18 +328,22 @@ def end_to_end_latency(bootstrap: str, topic: str, seconds: float, rate: int) ->
             except queue.Empty:
                 pass
         interval = 1.0 / rate
-        next_send = time.perf_counter()
+        watched = {"producer": os.getpid(), "consumer": reader.pid or 0, **watched}
+        cpu_before = {name: process_cpu_s(pid) for name, pid in watched.items()}
+        started = time.perf_counter()
         for i in range(expected):
-            while time.perf_counter() < next_send:
-                time.sleep(max(0.0, min(0.001, next_send - time.perf_counter())))
+            ahead = started + i * interval - time.perf_counter()
+            if ahead > 0:
+                producer.poll(0)
+                time.sleep(max(ahead, PACING_TICK_S))
             producer.produce(topic, struct.pack(">d", time.time()) + b"x" * 92, partition=i % 3)
-            producer.poll(0)
-            next_send += interval
+        sending_s = time.perf_counter() - started
+        cpu = {name: (process_cpu_s(pid) - cpu_before[name]) / sending_s for name, pid in watched.items()}
         producer.flush(30)
         try:
-            return results.get(timeout=150)
+            return results.get(timeout=150), cpu
         except queue.Empty:
-            return []
+            return [], cpu
     finally:
         reader.join(10)
         if reader.is_alive():
@@ -352,6 +379,14 @@ def main(argv: list[str] | None = None) -> None:
         nargs="+",
         default=[1000, 10000],
         help="paced messages/s of the latency measurements (default 1000 10000, the issue's rates)",
+    )
+    parser.add_argument(
+        "--linger-ms",
+        type=float,
+        nargs="+",
+        default=[0, 1],
+        help="the latency producer's linger.ms values, each run at every rate (default 0 1: at 0 librdkafka "
+        "sends every message in a request of its own, and its threads take about a core at 10,000 msg/s)",
     )
     parser.add_argument("--dir", help="where the cluster lives (default: a temporary directory, removed)")
     parser.add_argument(
@@ -402,14 +437,23 @@ def main(argv: list[str] | None = None) -> None:
         if times:
             print(f"  median {statistics.median(times):.2f} s, min {min(times):.2f} s, max {max(times):.2f} s")
 
-        print(f"\nend-to-end latency, RF=3, acks=all, idempotent, linger.ms=0, {args.latency_s:.0f} s per rate")
-        for rate in args.rates:
-            latencies = end_to_end_latency(cluster.bootstrap, "bench-rf3", args.latency_s, rate)
-            if latencies:
-                print(
-                    f"  {rate:5d} msg/s ({len(latencies)} messages): p50 {percentile(latencies, 0.50):.1f} ms  "
-                    f"p99 {percentile(latencies, 0.99):.1f} ms  max {max(latencies):.1f} ms"
+        print(
+            f"\nend-to-end latency, RF=3, acks=all, idempotent, {args.latency_s:.0f} s per rate; CPU: the share of "
+            f"one core each process used while sending ({os.cpu_count()} cores in all)"
+        )
+        brokers = {f"broker {b}": cluster.pid(b) for b in (1, 2, 3)}
+        for linger_ms in args.linger_ms:
+            for rate in args.rates:
+                latencies, cpu = end_to_end_latency(
+                    cluster.bootstrap, "bench-rf3", args.latency_s, rate, linger_ms, brokers
                 )
+                if latencies:
+                    print(
+                        f"  linger.ms={linger_ms:g} {rate:5d} msg/s ({len(latencies)} messages): "
+                        f"p50 {percentile(latencies, 0.50):.1f} ms  p99 {percentile(latencies, 0.99):.1f} ms  "
+                        f"max {max(latencies):.1f} ms"
+                    )
+                    print("    CPU " + ", ".join(f"{name} {share:.0%}" for name, share in cpu.items()))
         print(
             f"  partitions each broker follows (what every fetch of its fetchers carries, "
             f"__consumer_offsets included): {followed_partitions(cluster)}"
