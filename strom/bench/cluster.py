@@ -1,15 +1,19 @@
 """Cluster benchmark: what replication costs and how long a failover takes, on a local 3-broker cluster.
 
-    python -m strom.bench.cluster [--messages 200000] [--size 200] [--failovers 3] [--latency-s 10]
-                                  [--rates 1000 10000] [--linger-ms 0 1] [--load kcat|python]
+    python -m strom.bench.cluster [--messages 1000000] [--rounds 3] [--size 200] [--failovers 3]
+                                  [--latency-s 10] [--rates 1000 10000] [--linger-ms 0 1]
+                                  [--load kcat|python]
 
 Starts ZooKeeper and three brokers with ``strom cluster start`` in a temporary directory
 (zookeeper.session.timeout.ms=6000, replica.lag.time.max.ms=3000), then measures with
 confluent-kafka:
 
 - produce throughput at replication factor 3 with acks=all against replication factor 1 in the
-  same run (3 partitions each, idempotent producer, linger.ms=5) and their ratio, with kcat as the
-  load by default so that the client is not what limits it;
+  same run (3 partitions each, idempotent producer, linger.ms=5 and the client's default
+  batch.size) and their ratio, alternating
+  for ``--rounds`` rounds (one 200,000-message round took 0.2-0.3 s and its ratio ranged from 0.56
+  to 0.85 in two runs a few minutes apart), with kcat as the load by default so that the client
+  is not what limits it;
 - failover: kill -9 the leader of a partition while an acks=all producer writes to every
   partition that broker leads; the time from the kill to the first acknowledged write on those
   partitions. Detection takes the ZooKeeper session timeout, which dominates; the killed broker
@@ -141,7 +145,6 @@ def produce_throughput(bootstrap: str, topic: str, count: int, size: int) -> flo
             "acks": "all",
             "enable.idempotence": True,
             "linger.ms": 5,
-            "batch.size": 262144,
             "queue.buffering.max.messages": 500000,
             "log_level": 3,
         }
@@ -177,7 +180,7 @@ def kcat_throughput(kcat: str, bootstrap: str, topic: str, count: int, size: int
     from strom.bench.requests import kcat_produce
 
     line = os.urandom(size // 2).hex().encode()[: size - 1] + b"\n"  # hex: no newline inside
-    config = {"acks": "all", "enable.idempotence": "true", "linger.ms": "5", "batch.size": "262144"}
+    config = {"acks": "all", "enable.idempotence": "true", "linger.ms": "5"}
     return kcat_produce(kcat, bootstrap, topic, line * count, config, partition=None, quiet=True)
 
 
@@ -229,8 +232,11 @@ def failover_round(cluster: LocalCluster, topic: str) -> tuple[float, int, list[
     writer = threading.Thread(target=write, daemon=True)
     writer.start()
     time.sleep(1.0)  # steady state first
-    kill_time[0] = time.monotonic()
+    # The clock starts once the kill has returned. Started before it, the writer thread could hold
+    # the GIL between the two for a few ms and have a write acknowledged by the still-living leader
+    # (a round of 0.00 s in one run).
     cluster.kill(victim)
+    kill_time[0] = time.monotonic()
     deadline = time.monotonic() + SESSION_TIMEOUT_MS / 1000 + 30
     while not first_ack and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -285,6 +291,14 @@ def process_cpu_s(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as handle:
         fields = handle.read().rpartition(")")[2].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def client_cpu_s(load: str) -> float:
+    """CPU seconds of the throughput load so far: kcat's (finished child processes) or this process's."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN if load == "kcat" else resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def end_to_end_latency(
@@ -369,7 +383,8 @@ def percentile(values: list[float], q: float) -> float:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--messages", type=int, default=200000, help="messages per throughput run")
+    parser.add_argument("--messages", type=int, default=1000000, help="messages per throughput run")
+    parser.add_argument("--rounds", type=int, default=3, help="throughput rounds (RF=1 then RF=3 in each)")
     parser.add_argument("--size", type=int, default=200, help="message size in bytes")
     parser.add_argument("--failovers", type=int, default=3, help="leader kills to time")
     parser.add_argument("--latency-s", type=float, default=10.0, help="seconds of paced latency measurement")
@@ -413,16 +428,35 @@ def main(argv: list[str] | None = None) -> None:
         if args.load == "kcat":
             throughput = functools.partial(kcat_throughput, args.kcat)
         throughput(cluster.bootstrap, "bench-rf1", min(20000, args.messages), args.size)  # warm up
-        rf1 = throughput(cluster.bootstrap, "bench-rf1", args.messages, args.size)
-        rf3 = throughput(cluster.bootstrap, "bench-rf3", args.messages, args.size)
+        throughput(cluster.bootstrap, "bench-rf3", min(20000, args.messages), args.size)
         print(
             f"\nproduce with {args.load}, acks=all, {args.messages} x {args.size} B, 3 partitions, idempotent, "
-            f"linger.ms=5"
+            f"linger.ms=5, the client's default batch.size; RF=1 and RF=3 alternate, {args.rounds} rounds. "
+            f"CPU-s per million messages: the three brokers together, and the client"
         )
-        print(f"{'':14}{'msg/s':>10}{'MB/s':>8}")
-        print(f"{'RF=1':14}{args.messages / rf1:10.0f}{mb / rf1:8.1f}")
-        print(f"{'RF=3':14}{args.messages / rf3:10.0f}{mb / rf3:8.1f}")
-        print(f"RF=3 / RF=1 throughput ratio: {rf1 / rf3:.2f}")
+        print(
+            f"{'':9}{'RF=1 msg/s':>11}{'MB/s':>7}{'brokers':>8}{'client':>7}"
+            f"{'RF=3 msg/s':>12}{'MB/s':>7}{'brokers':>8}{'client':>7}{'ratio':>7}"
+        )
+        broker_pids = [cluster.pid(b) for b in (1, 2, 3)]
+        ratios = []
+        for round_ in range(args.rounds):
+            row = f"round {round_ + 1:<3}"
+            round_seconds = []
+            for topic in ("bench-rf1", "bench-rf3"):
+                broker_cpu, client_cpu = sum(map(process_cpu_s, broker_pids)), client_cpu_s(args.load)
+                seconds = throughput(cluster.bootstrap, topic, args.messages, args.size)
+                broker_cpu = sum(map(process_cpu_s, broker_pids)) - broker_cpu
+                client_cpu = client_cpu_s(args.load) - client_cpu
+                per_million = 1e6 / args.messages
+                row += (
+                    f"{args.messages / seconds:{11 if topic == 'bench-rf1' else 12}.0f}{mb / seconds:7.1f}"
+                    f"{broker_cpu * per_million:8.2f}{client_cpu * per_million:7.2f}"
+                )
+                round_seconds.append(seconds)
+            ratios.append(round_seconds[0] / round_seconds[1])
+            print(f"{row}{ratios[-1]:7.2f}")
+        print(f"RF=3 / RF=1 throughput ratio: median {statistics.median(ratios):.2f} (min {min(ratios):.2f})")
 
         cluster.create_topic("bench-failover", 3, 3, {"min.insync.replicas": "2"})
         print(
