@@ -6,10 +6,15 @@ limit is usually far higher. Kafka's documentation tells operators to raise the 
 strom raises the soft limit to the hard one at startup and logs both, so the common case needs
 no tuning. When the limit is still too low, the errors name it instead of taking a log dir offline
 (running out of descriptors is not a broken disk).
+
+Memory is the other resource it tunes at startup: glibc's allocator is told to keep megabyte-sized
+buffers in its heap rather than map and unmap each one (``keep_large_buffers_in_heap``).
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import errno
 import logging
 import os
@@ -42,6 +47,44 @@ def raise_open_files_limit() -> tuple[int, int]:
     else:
         log.info("open files limit: soft %s, hard %s", _show(soft), _show(hard))
     return soft, hard
+
+
+# glibc's mallopt parameters, and the values a broker sets. Its request buffers (a produce
+# request, a follower's fetch response, the copy a leader patches) are each about a megabyte.
+# Left to itself glibc gives each block that large its own mmap, or trims the heap once a few
+# are freed, so every new buffer faulted its pages in afresh and every freed one was unmapped:
+# on one RF=3 partition under kcat, the leader spent 0.66-0.80 CPU-s per million 200-byte
+# messages and each follower 0.33-0.43; with blocks up to 16 MiB kept in the heap, 0.31-0.42
+# and 0.08-0.20 (/tmp/rf3_split.py of 2026-11-28).
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
+MALLOC_MMAP_THRESHOLD_BYTES = 16 * 1024 * 1024
+MALLOC_TRIM_THRESHOLD_BYTES = 32 * 1024 * 1024  # free memory the heap keeps at its top, at most
+
+
+def keep_large_buffers_in_heap() -> bool:
+    """Have glibc serve allocations up to 16 MiB from its heap and keep up to 32 MiB free there.
+
+    Returns whether it did: not where the C library has no mallopt that takes the settings (musl
+    ignores them), nor where the operator set glibc's own MALLOC_MMAP_THRESHOLD_ or
+    MALLOC_TRIM_THRESHOLD_ variables (theirs win)."""
+    if "MALLOC_MMAP_THRESHOLD_" in os.environ or "MALLOC_TRIM_THRESHOLD_" in os.environ:
+        log.info("malloc: MALLOC_MMAP_THRESHOLD_ or MALLOC_TRIM_THRESHOLD_ is set; leaving glibc's settings to it")
+        return False
+    try:
+        mallopt = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    if mallopt(_M_MMAP_THRESHOLD, MALLOC_MMAP_THRESHOLD_BYTES) != 1:
+        return False
+    mallopt(_M_TRIM_THRESHOLD, MALLOC_TRIM_THRESHOLD_BYTES)
+    log.info(
+        "malloc: blocks up to %d MiB come from the heap, which keeps up to %d MiB free",
+        MALLOC_MMAP_THRESHOLD_BYTES >> 20,
+        MALLOC_TRIM_THRESHOLD_BYTES >> 20,
+    )
+    return True
 
 
 def _show(limit: int) -> str:

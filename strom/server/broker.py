@@ -47,7 +47,7 @@ from strom.protocol.errors import (
 from strom.replication.fetch_session import FetchSessionCache, TopicNames
 from strom.replication.log_dir_mover import LogDirMover
 from strom.replication.replica_manager import ReplicaManager
-from strom.resources import descriptor_shortfall, raise_open_files_limit
+from strom.resources import descriptor_shortfall, keep_large_buffers_in_heap, raise_open_files_limit
 from strom.security.authorizer import AclAuthorizer
 from strom.security.credentials import CredentialCache
 from strom.security.delegation_tokens import DelegationTokenManager
@@ -1074,6 +1074,7 @@ def run_broker(config: BrokerConfig) -> int:
         pass
 
     raise_open_files_limit()
+    keep_large_buffers_in_heap()
 
     async def main() -> None:
         broker = Broker(config)
