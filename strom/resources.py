@@ -53,9 +53,8 @@ def raise_open_files_limit() -> tuple[int, int]:
 # request, a follower's fetch response, the copy a leader patches) are each about a megabyte.
 # Left to itself glibc gives each block that large its own mmap, or trims the heap once a few
 # are freed, so every new buffer faulted its pages in afresh and every freed one was unmapped:
-# on one RF=3 partition under kcat, the leader spent 0.66-0.80 CPU-s per million 200-byte
-# messages and each follower 0.33-0.43; with blocks up to 16 MiB kept in the heap, 0.31-0.42
-# and 0.08-0.20 (/tmp/rf3_split.py of 2026-11-28).
+# on one RF=3 partition under kcat, that was half of the leader's CPU per message and more than
+# half of each follower's (README, "Benchmarks").
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
 MALLOC_MMAP_THRESHOLD_BYTES = 16 * 1024 * 1024
