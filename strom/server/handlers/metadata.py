@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from strom.cluster import model
 from strom.cluster.controller import validate_topic_name
 from strom.protocol.api import ApiKey, response_class_for
 from strom.protocol.entities import build, field_value
-from strom.protocol.errors import ErrorCode, KafkaError
+from strom.protocol.errors import ErrorCode, KafkaError, TopicAlreadyExistsError
 from strom.security.acl import CLUSTER_NAME, Operation
 from strom.server.authorization import (
     CLUSTER,
@@ -100,6 +101,13 @@ def handle(ctx, request):
                     continue
                 try:
                     broker.auto_create_topic(name)
+                except TopicAlreadyExistsError:
+                    # Another broker (or an admin client) made it and this broker's cache has not
+                    # caught up yet. As Kafka: "being created", which every client retries;
+                    # TOPIC_ALREADY_EXISTS here made librdkafka fail the messages it was holding.
+                    broker.request_metadata_reload(model.BROKERS_TOPICS)
+                    topics.append({"error_code": ErrorCode.LEADER_NOT_AVAILABLE, "name": name, "partitions": []})
+                    continue
                 except KafkaError as exc:
                     topics.append({"error_code": exc.error_code, "name": name, "partitions": []})
                     continue
