@@ -61,8 +61,9 @@ def strom(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
 
 
 class LocalCluster:
-    def __init__(self, directory: str, lag_time_max_ms: int = LAG_TIME_MAX_MS):
+    def __init__(self, directory: str, lag_time_max_ms: int = LAG_TIME_MAX_MS, removed_with: str | None = None):
         self.dir = directory
+        self._removed_with = removed_with  # a temporary directory of the cluster's, removed by stop()
         started = strom(
             "cluster",
             "start",
@@ -130,8 +131,17 @@ class LocalCluster:
             time.sleep(0.1)
         raise SystemExit(f"timed out waiting for {what}")
 
+    @classmethod
+    def under(cls, directory: str | None, name: str, lag_time_max_ms: int = LAG_TIME_MAX_MS) -> LocalCluster:
+        """A cluster in ``directory``/cluster (a benchmark's --dir), or in a temporary directory
+        that ``stop`` removes."""
+        root = directory or tempfile.mkdtemp(prefix=f"strom-bench-{name}-")
+        return cls(os.path.join(root, "cluster"), lag_time_max_ms, None if directory else root)
+
     def stop(self) -> None:
         strom("cluster", "stop", "--dir", self.dir)
+        if self._removed_with is not None:
+            shutil.rmtree(self._removed_with, ignore_errors=True)
 
 
 # -- throughput ------------------------------------------------------------------------------------
@@ -413,13 +423,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--kcat", default=shutil.which("kcat") or "kcat")
     args = parser.parse_args(argv)
 
-    directory = args.dir or tempfile.mkdtemp(prefix="strom-bench-cluster-")
-    print(f"cluster benchmark: 3 brokers + ZooKeeper on 127.0.0.1 in {directory}")
+    cluster = LocalCluster.under(args.dir, "cluster")
+    print(f"cluster benchmark: 3 brokers + ZooKeeper on 127.0.0.1 in {cluster.dir}")
     print(
         f"settings: zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS} replica.lag.time.max.ms={LAG_TIME_MAX_MS}, "
         f"{os.cpu_count()} CPUs"
     )
-    cluster = LocalCluster(os.path.join(directory, "cluster"))
     try:
         cluster.create_topic("bench-rf1", 3, 1)
         cluster.create_topic("bench-rf3", 3, 3, {"min.insync.replicas": "2"})
@@ -494,8 +503,6 @@ def main(argv: list[str] | None = None) -> None:
         )
     finally:
         cluster.stop()
-        if not args.dir:
-            shutil.rmtree(directory, ignore_errors=True)
 
 
 if __name__ == "__main__":

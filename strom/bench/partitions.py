@@ -24,8 +24,6 @@ import argparse
 import glob
 import os
 import resource
-import shutil
-import tempfile
 import time
 
 from strom.bench.cluster import SESSION_TIMEOUT_MS, LocalCluster
@@ -144,12 +142,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--dir", help="where the cluster lives (default: a temporary directory, removed)")
     args = parser.parse_args(argv)
 
-    directory = args.dir or tempfile.mkdtemp(prefix="strom-bench-partitions-")
     limits = raise_open_files_for_brokers()
-    print(f"many-partitions benchmark: 3 brokers + ZooKeeper in {directory}, {os.cpu_count()} CPUs, {limits}")
     # Kafka's default replica.lag.time.max.ms: with 10,000 partitions a follower's round of fetches
     # on a shared 2-core machine can take longer than strom.bench.cluster's 3 s
-    cluster = LocalCluster(os.path.join(directory, "cluster"), lag_time_max_ms=30000)
+    cluster = LocalCluster.under(args.dir, "partitions", lag_time_max_ms=30000)
+    print(f"many-partitions benchmark: 3 brokers + ZooKeeper in {cluster.dir}, {os.cpu_count()} CPUs, {limits}")
     topic = "bench-many"
     try:
         from confluent_kafka.admin import NewTopic
@@ -198,8 +195,6 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"    broker {b}: RSS {rss_mib(pid):7.1f} MiB")
     finally:
         cluster.stop()
-        if not args.dir:
-            shutil.rmtree(directory, ignore_errors=True)
 
 
 if __name__ == "__main__":

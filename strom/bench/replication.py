@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import tempfile
 import time
 
 from strom.bench.cluster import LocalCluster, process_cpu_s
@@ -36,8 +35,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--kcat", default=shutil.which("kcat") or "kcat")
     args = parser.parse_args(argv)
 
-    directory = args.dir or tempfile.mkdtemp(prefix="strom-bench-replication-")
-    cluster = LocalCluster(os.path.join(directory, "cluster"))
+    cluster = LocalCluster.under(args.dir, "replication")
     try:
         cluster.create_topic(TOPIC, 1, 3, {"min.insync.replicas": "2"})
         leader = cluster.partitions(TOPIC)[0].leader
@@ -60,8 +58,6 @@ def main(argv: list[str] | None = None) -> None:
             print(f"  {args.messages / seconds:10,.0f} msg/s  " + "  ".join(f"{used[b]:5.2f}" for b in pids))
     finally:
         cluster.stop()
-        if not args.dir:
-            shutil.rmtree(directory, ignore_errors=True)
 
 
 if __name__ == "__main__":
