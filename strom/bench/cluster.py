@@ -45,6 +45,8 @@ import threading
 import time
 from collections.abc import Callable
 
+from strom.bench.requests import cpu_seconds, kcat_produce
+
 SESSION_TIMEOUT_MS = 6000
 LAG_TIME_MAX_MS = 3000
 # The paced producer sleeps at least this long whenever it is ahead, then sends what fell due
@@ -183,15 +185,20 @@ def produce_throughput(bootstrap: str, topic: str, count: int, size: int) -> flo
     return elapsed
 
 
+# kcat's producer settings in the throughput loads: librdkafka's default batch size
+KCAT_ACKS_ALL = {"acks": "all", "enable.idempotence": "true", "linger.ms": "5"}
+
+
+def kcat_line(size: int) -> bytes:
+    """One kcat input line that makes a message of ``size`` bytes (hex: no newline inside)."""
+    return os.urandom(size // 2).hex().encode()[: size - 1] + b"\n"
+
+
 def kcat_throughput(kcat: str, bootstrap: str, topic: str, count: int, size: int) -> float:
     """Seconds for kcat (librdkafka in C, so the load is not a Python loop) to produce ``count``
     messages of ``size`` bytes over the topic's partitions with acks=all and idempotence, until
     all are acknowledged; kcat exits non-zero if any delivery failed."""
-    from strom.bench.requests import kcat_produce
-
-    line = os.urandom(size // 2).hex().encode()[: size - 1] + b"\n"  # hex: no newline inside
-    config = {"acks": "all", "enable.idempotence": "true", "linger.ms": "5"}
-    return kcat_produce(kcat, bootstrap, topic, line * count, config, partition=None, quiet=True)
+    return kcat_produce(kcat, bootstrap, topic, kcat_line(size) * count, KCAT_ACKS_ALL, partition=None, quiet=True)
 
 
 # -- failover --------------------------------------------------------------------------------------
@@ -296,13 +303,6 @@ def _consume_latencies(bootstrap: str, topic: str, expected: int, ready, results
     results.put(latencies)
 
 
-def process_cpu_s(pid: int) -> float:
-    """CPU seconds (user + system) that process ``pid`` has used, all its threads together."""
-    with open(f"/proc/{pid}/stat") as handle:
-        fields = handle.read().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def client_cpu_s(load: str) -> float:
     """CPU seconds of the throughput load so far: kcat's (finished child processes) or this process's."""
     import resource
@@ -353,7 +353,7 @@ def end_to_end_latency(
                 pass
         interval = 1.0 / rate
         watched = {"producer": os.getpid(), "consumer": reader.pid or 0, **watched}
-        cpu_before = {name: process_cpu_s(pid) for name, pid in watched.items()}
+        cpu_before = {name: cpu_seconds(pid) for name, pid in watched.items()}
         started = time.perf_counter()
         for i in range(expected):
             ahead = started + i * interval - time.perf_counter()
@@ -362,7 +362,7 @@ def end_to_end_latency(
                 time.sleep(max(ahead, PACING_TICK_S))
             producer.produce(topic, struct.pack(">d", time.time()) + b"x" * 92, partition=i % 3)
         sending_s = time.perf_counter() - started
-        cpu = {name: (process_cpu_s(pid) - cpu_before[name]) / sending_s for name, pid in watched.items()}
+        cpu = {name: (cpu_seconds(pid) - cpu_before[name]) / sending_s for name, pid in watched.items()}
         producer.flush(30)
         try:
             return results.get(timeout=150), cpu
@@ -448,16 +448,16 @@ def main(argv: list[str] | None = None) -> None:
             f"{'RF=3 msg/s':>12}{'MB/s':>7}{'brokers':>8}{'client':>7}{'ratio':>7}"
         )
         broker_pids = [cluster.pid(b) for b in (1, 2, 3)]
+        per_million = 1e6 / args.messages
         ratios = []
         for round_ in range(args.rounds):
             row = f"round {round_ + 1:<3}"
             round_seconds = []
             for topic in ("bench-rf1", "bench-rf3"):
-                broker_cpu, client_cpu = sum(map(process_cpu_s, broker_pids)), client_cpu_s(args.load)
+                broker_cpu, client_cpu = sum(map(cpu_seconds, broker_pids)), client_cpu_s(args.load)
                 seconds = throughput(cluster.bootstrap, topic, args.messages, args.size)
-                broker_cpu = sum(map(process_cpu_s, broker_pids)) - broker_cpu
+                broker_cpu = sum(map(cpu_seconds, broker_pids)) - broker_cpu
                 client_cpu = client_cpu_s(args.load) - client_cpu
-                per_million = 1e6 / args.messages
                 row += (
                     f"{args.messages / seconds:{11 if topic == 'bench-rf1' else 12}.0f}{mb / seconds:7.1f}"
                     f"{broker_cpu * per_million:8.2f}{client_cpu * per_million:7.2f}"

@@ -16,12 +16,11 @@ nothing (these machines are shared and noisy).
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import time
 
-from strom.bench.cluster import LocalCluster, process_cpu_s
-from strom.bench.requests import kcat_produce
+from strom.bench.cluster import KCAT_ACKS_ALL, LocalCluster, kcat_line
+from strom.bench.requests import cpu_seconds, kcat_produce
 
 TOPIC = "bench-replication"
 
@@ -40,8 +39,7 @@ def main(argv: list[str] | None = None) -> None:
         cluster.create_topic(TOPIC, 1, 3, {"min.insync.replicas": "2"})
         leader = cluster.partitions(TOPIC)[0].leader
         pids = {broker: cluster.pid(broker) for broker in (1, 2, 3)}
-        line = os.urandom(args.size // 2).hex().encode()[: args.size - 1] + b"\n"  # hex: no newline inside
-        config = {"acks": "all", "enable.idempotence": "true", "linger.ms": "5"}
+        line, config = kcat_line(args.size), KCAT_ACKS_ALL
         kcat_produce(args.kcat, cluster.bootstrap, TOPIC, line * 20_000, config, partition=0, quiet=True)  # warm up
         data = line * args.messages
         roles = "  ".join(f"{'leader' if b == leader else 'follower'} {b}" for b in pids)
@@ -52,9 +50,9 @@ def main(argv: list[str] | None = None) -> None:
         per_million = 1e6 / args.messages
         end = time.monotonic() + args.seconds
         while time.monotonic() < end:
-            before = {b: process_cpu_s(p) for b, p in pids.items()}
+            before = {b: cpu_seconds(p) for b, p in pids.items()}
             seconds = kcat_produce(args.kcat, cluster.bootstrap, TOPIC, data, config, partition=0, quiet=True)
-            used = {b: (process_cpu_s(p) - before[b]) * per_million for b, p in pids.items()}
+            used = {b: (cpu_seconds(p) - before[b]) * per_million for b, p in pids.items()}
             print(f"  {args.messages / seconds:10,.0f} msg/s  " + "  ".join(f"{used[b]:5.2f}" for b in pids))
     finally:
         cluster.stop()
