@@ -13,8 +13,10 @@ import threading
 from strom.storage import cleaner_process
 from strom.storage.cleaner_process import (
     CLEANER_NICENESS,
+    GIVE_WAY_AFTER_NS,
     GUARD_CHECK_S,
     GUARD_NORMAL_S,
+    GiveWay,
     IdlePriority,
     lower_priority,
 )
@@ -107,3 +109,22 @@ def test_a_refused_policy_change_never_fails_the_round():
     waited[0] += int(GUARD_CHECK_S * 10 * 1e9)
     guard.check()  # and the guard has stopped trying
     assert calls == [True, False]
+
+
+def test_the_cleaner_yields_its_cpu_once_it_worked_give_way_after_ns_since_the_last_yield():
+    now = [0]
+    yielded: list[int] = []
+    give_way = GiveWay(clock_ns=lambda: now[0], yield_cpu=lambda: yielded.append(now[0]))
+    for step in (GIVE_WAY_AFTER_NS // 2, GIVE_WAY_AFTER_NS // 2 - 1):
+        now[0] += step
+        give_way()
+    assert yielded == []  # not yet: 1 ns short
+    now[0] += 1
+    give_way()
+    assert yielded == [GIVE_WAY_AFTER_NS]
+    now[0] += GIVE_WAY_AFTER_NS - 1  # counted from the last yield
+    give_way()
+    now[0] += 1
+    give_way()
+    assert yielded == [GIVE_WAY_AFTER_NS, 2 * GIVE_WAY_AFTER_NS]
+    assert give_way.yields == 2
