@@ -8,9 +8,9 @@ Why SCHED_IDLE and not only a nice value: the cleaner decodes records in Python 
 busy for the whole round (about 40 MB/s here). At nice 10 it gets a small *share* of a contended
 CPU, but the kernel's fair scheduler (EEVDF) may still let it finish its protected slice before a
 woken broker or client thread runs, so a wake-up that lands on its CPU can wait. A SCHED_IDLE
-thread is preempted at once by any woken normal thread, and a CPU running only it counts as idle
-when the kernel places a waking thread. It can
-also be starved outright on a saturated machine, so a guard (``IdlePriority``) watches how long
+thread is meant to be preempted at once by any woken normal thread (not everywhere: see below),
+and a CPU running only it counts as idle when the kernel places a waking thread. It can also be
+starved outright on a saturated machine, so a guard (``IdlePriority``) watches how long
 the cleaner waits for a CPU and gives it back its normal (nice 10) priority for a while when it
 waits most of the time, longer each time it starves again: on a saturated machine compaction
 keeps nearly the pace nice 10 gave it before.
@@ -18,12 +18,12 @@ keeps nearly the pace nice 10 gave it before.
 Why it also gives way (``GiveWay``): neither policy makes the kernel preempt the cleaner at once
 everywhere. On the 2-CPU VM these figures come from (Linux 6.18, preempt=none, HZ=250), a task
 woken onto the CPU where a busy loop ran waited 2.9 ms at the median for it, the same under
-SCHED_IDLE and under nice 19, while the other CPU sat idle (the kernel counts a CPU running only
-SCHED_IDLE work as idle, so it places wake-ups there). The broker's event loop and the clients'
-threads waited up to 4 ms that way during a compaction. When the busy loop called sched_yield
-every 200 us, the wait was 0.14 ms at the median and 0.32 ms at most. (Measured with a pipe
-ping-pong between two processes pinned to different CPUs, a busy loop beside the receiver.) A
-yield costs a system call; at one per 200 us of work that is well under 1% of the cleaner's time.
+SCHED_IDLE and under nice 19. In a trace of a compaction, the broker's event loop waited 4 ms
+that way behind the cleaner while the other CPU sat idle: the kernel counts a CPU that runs only
+SCHED_IDLE work as idle, so it places wake-ups there. When the busy loop called sched_yield
+every 200 us, the wait was 0.12-0.14 ms at the median (``scripts/wakeup_behind_busy_loop.py``
+measures it). A yield costs a system call; at one per 200 us of work that is well under 1% of
+the cleaner's time.
 """
 
 from __future__ import annotations
