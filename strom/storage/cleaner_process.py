@@ -28,6 +28,7 @@ the cleaner's time.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import threading
 import time
@@ -184,9 +185,30 @@ def lower_priority() -> IdlePriority | None:
     return guard
 
 
+def exit_with_the_broker() -> None:
+    """End this process when the broker's does, even while it waits for work.
+
+    An idle pool worker blocks reading its job queue, whose write end it holds too, so a broker
+    killed with -9 would leave it waiting for ever, an orphan of about 30 MB. The parent's
+    sentinel (a pipe end that closes when the broker dies) wakes this thread instead. Work in
+    progress is dropped: the broker's next start removes the .cleaned files it leaves.
+    """
+    broker = multiprocessing.parent_process()
+    if broker is None:
+        return  # not a spawned process: nothing to watch
+
+    def wait_then_exit() -> None:
+        broker.join()
+        os._exit(0)
+
+    threading.Thread(target=wait_then_exit, name="exit-with-the-broker", daemon=True).start()
+
+
 def init(stop: threading.Event, bytes_per_second: float) -> None:
-    """The pool's initializer: lower the priority, then the cleaner's per-process state (stop
-    flag, I/O throttle, and every few records the priority guard and yielding the CPU)."""
+    """The pool's initializer: an exit with the broker, the priority lowered, then the cleaner's
+    per-process state (stop flag, I/O throttle, and every few records the priority guard and
+    yielding the CPU)."""
+    exit_with_the_broker()  # before the priority is lowered, which its thread would inherit
     guard = lower_priority()
     yield_cpu = GiveWay()
     from strom.storage import cleaner

@@ -658,6 +658,21 @@ class LogManager:
             )
         return self._cleaner_pool
 
+    def _start_cleaner_processes(self) -> None:
+        """Start the cleaner processes with the broker, as Kafka starts its cleaner threads, and not
+        with the first round.
+
+        A process's start (Python's own, then the storage modules: about a tenth of a second of
+        CPU) holds a CPU that a woken broker thread can wait behind for a few milliseconds
+        (strom.storage.cleaner_process says why). Paid with the first round, it lands in the
+        middle of traffic; `python -m strom.bench.compaction` showed fetch p99 over that round's
+        first half second of 0.8-1.6 ms against 0.5-0.6 ms with the processes started here. The
+        cost is an idle process per cleaner thread."""
+        pool = self._pool()
+        for _ in range(self.cleaner_settings.threads):
+            # no worker is idle yet, so each submission starts one more process
+            pool.submit(os.getpid)
+
     def _cleaning_done(
         self,
         loop: asyncio.AbstractEventLoop,
@@ -799,6 +814,7 @@ class LogManager:
         if self.intervals.cleaner_enabled:
             tasks.append((self.intervals.cleaner_backoff_ms, self.clean_logs))
             self._cleaner_stopped = False
+            self._start_cleaner_processes()
         try:
             await self._run_tasks(tasks, stop)
         finally:

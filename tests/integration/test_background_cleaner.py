@@ -5,12 +5,16 @@ thread, ``log.cleaner.threads``) while confluent-kafka keeps producing to the sa
 a consumer follows its end. Afterwards each key's latest value is still at the offset its
 producer was told, the duplicates of the first phase are gone, and every record produced while
 the cleaner ran was read by the consumer and is still in the log.
+
+The cleaner processes start with the broker and end with it, also when it is killed.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
+from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
@@ -160,3 +164,41 @@ def test_background_compaction_keeps_latest_values_offsets_and_the_live_tail():
         lines = checkpoint.read_text().split("\n")
         assert any(line.startswith(f"{TOPIC} 0 ") and int(line.split()[2]) > 0 for line in lines), lines
         producer.flush(5)
+
+
+def _cleaner_processes(broker_pid: int) -> list[int]:
+    """The broker's cleaner processes: its children that multiprocessing spawned."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            parent = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            command = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+        if parent == broker_pid and b"spawn_main" in command:
+            found.append(int(entry))
+    return found
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def test_cleaner_processes_start_with_the_broker_and_end_when_it_is_killed():
+    with Broker(overrides={"log.cleaner.threads": "2"}) as broker:
+        process = broker.node.process
+        assert process is not None
+        deadline = time.monotonic() + BOUND_S
+        while len(cleaners := _cleaner_processes(process.pid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(cleaners) == 2, f"cleaner processes of a broker that has compacted nothing: {cleaners}"
+
+        broker.kill()
+        while any(_running(pid) for pid in cleaners) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not [pid for pid in cleaners if _running(pid)], "cleaner processes outlived the killed broker"
