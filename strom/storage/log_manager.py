@@ -18,6 +18,7 @@ start recovers it from what is really on disk.
 from __future__ import annotations
 
 import asyncio
+import errno
 import functools
 import logging
 import multiprocessing
@@ -667,11 +668,19 @@ class LogManager:
         (strom.storage.cleaner_process says why). Paid with the first round, it lands in the
         middle of traffic; `python -m strom.bench.compaction` showed fetch p99 over that round's
         first half second of 0.8-1.6 ms against 0.5-0.6 ms with the processes started here. The
-        cost is an idle process per cleaner thread."""
-        pool = self._pool()
-        for _ in range(self.cleaner_settings.threads):
-            # no worker is idle yet, so each submission starts one more process
-            pool.submit(os.getpid)
+        cost is an idle process per cleaner thread. A start that fails (no process or memory to
+        be had) is logged, and the first round tries again."""
+        try:
+            pool = self._pool()
+            for _ in range(self.cleaner_settings.threads):
+                # no worker is idle yet, so each submission starts one more process
+                pool.submit(os.getpid)
+        except (OSError, RuntimeError) as exc:
+            where = " (their semaphores are files in /dev/shm)" if getattr(exc, "errno", None) == errno.ENOSPC else ""
+            log.warning("could not start the cleaner processes: %s%s; the first round tries again", exc, where)
+            failed, self._cleaner_pool = self._cleaner_pool, None
+            if failed is not None:
+                failed.shutdown(wait=False, cancel_futures=True)
 
     def _cleaning_done(
         self,

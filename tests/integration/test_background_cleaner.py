@@ -6,7 +6,8 @@ a consumer follows its end. Afterwards each key's latest value is still at the o
 producer was told, the duplicates of the first phase are gone, and every record produced while
 the cleaner ran was read by the consumer and is still in the log.
 
-The cleaner processes start with the broker and end with it, also when it is killed.
+The cleaner processes start with the broker and end with it, also when it is killed. A broker
+whose cleaner processes cannot start serves all the same, and says why.
 """
 
 from __future__ import annotations
@@ -17,8 +18,11 @@ import time
 from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
 from strom.testing import Broker
+from tests.broker_process import BrokerProcess
+from tests.integration.clients import EARLIEST, RawClient, raw_list_offsets
 
 TOPIC = "compacted"
 OLD_KEYS = 200
@@ -202,3 +206,44 @@ def test_cleaner_processes_start_with_the_broker_and_end_when_it_is_killed():
         while any(_running(pid) for pid in cleaners) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not [pid for pid in cleaners if _running(pid)], "cleaner processes outlived the killed broker"
+
+
+class _BrokerWithFullDevShm(BrokerProcess):
+    """A broker process in a mount namespace of its own whose /dev/shm is a full 4 KiB tmpfs,
+    where multiprocessing cannot create the semaphores a cleaner process pool needs."""
+
+    def command(self) -> list[str]:
+        fill = 'mount -t tmpfs -o size=4k tmpfs /dev/shm && head -c 4096 /dev/zero > /dev/shm/fill && exec "$@"'
+        return ["unshare", "--mount", "sh", "-c", fill, "sh", *super().command()]
+
+
+def test_a_broker_whose_cleaner_processes_cannot_start_serves_and_deletes_old_segments(tmp_path):
+    overrides = {"log.retention.check.interval.ms": "200"}
+    with _BrokerWithFullDevShm(tmp_path / "data", overrides) as broker:
+        topic = "retained"
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.create_topics([NewTopic(topic, 1, 1, config={"segment.bytes": "1024"})])[topic].result(BOUND_S)
+        producer = _producer(broker.bootstrap)
+        for n in range(20):  # a batch each, about 1 KB: a segment each
+            producer.produce(topic, b"%d " % n + b"x" * 1000, partition=0)
+            assert producer.flush(BOUND_S) == 0
+
+        # the storage scheduler still runs: retention removes the rolled segments
+        retention = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[_set("retention.ms", "1")])
+        for done in admin.incremental_alter_configs([retention]).values():
+            done.result(BOUND_S)
+        deadline = time.monotonic() + BOUND_S
+        with RawClient(broker.bootstrap) as client:
+            while raw_list_offsets(client, topic, EARLIEST)[1] == 0 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert raw_list_offsets(client, topic, EARLIEST)[1] > 0, "no segment was deleted"
+        log = broker.read_log()
+        assert (
+            "could not start the cleaner processes: [Errno 28] No space left on device "
+            "(their semaphores are files in /dev/shm)" in log
+        ), log
+        assert broker.process is not None and broker.process.poll() is None
+
+
+def _set(name: str, value: str) -> ConfigEntry:
+    return ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
