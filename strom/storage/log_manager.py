@@ -670,6 +670,8 @@ class LogManager:
         first half second of 0.8-1.6 ms against 0.5-0.6 ms with the processes started here. The
         cost is an idle process per cleaner thread. A start that fails (no process or memory to
         be had) is logged, and the first round tries again."""
+        if self.cleaner_settings.threads <= 0:
+            return  # log.cleaner.threads=0: no compaction, no process
         try:
             pool = self._pool()
             for _ in range(self.cleaner_settings.threads):

@@ -217,32 +217,42 @@ class _BrokerWithFullDevShm(BrokerProcess):
         return ["unshare", "--mount", "sh", "-c", fill, "sh", *super().command()]
 
 
-def test_a_broker_whose_cleaner_processes_cannot_start_serves_and_deletes_old_segments(tmp_path):
-    overrides = {"log.retention.check.interval.ms": "200"}
-    with _BrokerWithFullDevShm(tmp_path / "data", overrides) as broker:
-        topic = "retained"
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-        admin.create_topics([NewTopic(topic, 1, 1, config={"segment.bytes": "1024"})])[topic].result(BOUND_S)
-        producer = _producer(broker.bootstrap)
-        for n in range(20):  # a batch each, about 1 KB: a segment each
-            producer.produce(topic, b"%d " % n + b"x" * 1000, partition=0)
-            assert producer.flush(BOUND_S) == 0
+def _retention_deletes_rolled_segments(bootstrap: str) -> None:
+    """The broker's storage scheduler runs: retention removes the rolled segments of a topic."""
+    topic = "retained"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1, config={"segment.bytes": "1024"})])[topic].result(BOUND_S)
+    producer = _producer(bootstrap)
+    for n in range(20):  # a batch each, about 1 KB: a segment each
+        producer.produce(topic, b"%d " % n + b"x" * 1000, partition=0)
+        assert producer.flush(BOUND_S) == 0
+    retention = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[_set("retention.ms", "1")])
+    for done in admin.incremental_alter_configs([retention]).values():
+        done.result(BOUND_S)
+    deadline = time.monotonic() + BOUND_S
+    with RawClient(bootstrap) as client:
+        while raw_list_offsets(client, topic, EARLIEST)[1] == 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert raw_list_offsets(client, topic, EARLIEST)[1] > 0, "no segment was deleted"
 
-        # the storage scheduler still runs: retention removes the rolled segments
-        retention = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[_set("retention.ms", "1")])
-        for done in admin.incremental_alter_configs([retention]).values():
-            done.result(BOUND_S)
-        deadline = time.monotonic() + BOUND_S
-        with RawClient(broker.bootstrap) as client:
-            while raw_list_offsets(client, topic, EARLIEST)[1] == 0 and time.monotonic() < deadline:
-                time.sleep(0.1)
-            assert raw_list_offsets(client, topic, EARLIEST)[1] > 0, "no segment was deleted"
+
+def test_a_broker_whose_cleaner_processes_cannot_start_serves_and_deletes_old_segments(tmp_path):
+    with _BrokerWithFullDevShm(tmp_path / "data", {"log.retention.check.interval.ms": "200"}) as broker:
+        _retention_deletes_rolled_segments(broker.bootstrap)
         log = broker.read_log()
         assert (
             "could not start the cleaner processes: [Errno 28] No space left on device "
             "(their semaphores are files in /dev/shm)" in log
         ), log
         assert broker.process is not None and broker.process.poll() is None
+
+
+def test_a_broker_without_cleaner_threads_starts_no_cleaner_and_deletes_old_segments(tmp_path):
+    overrides = {"log.cleaner.threads": "0", "log.retention.check.interval.ms": "200"}
+    with BrokerProcess(tmp_path / "data", overrides) as broker:
+        assert broker.process is not None
+        _retention_deletes_rolled_segments(broker.bootstrap)
+        assert _cleaner_processes(broker.process.pid) == []
 
 
 def _set(name: str, value: str) -> ConfigEntry:
