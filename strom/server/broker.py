@@ -56,7 +56,7 @@ from strom.security.listeners import ListenerSecurity, inter_broker_security, li
 from strom.server.config import BrokerConfig
 from strom.server.connection import Connection, close_idle_connections
 from strom.server.dispatcher import Dispatcher
-from strom.server.periodic import run_every
+from strom.server.periodic import log_if_failed, run_every
 from strom.server.quotas import QuotaManager
 from strom.server.refused_batches import RefusedBatches
 from strom.server.secure_connection import SecureConnection
@@ -351,6 +351,8 @@ class Broker:
             )
         if config.metrics_listener:
             self._start_metrics(config.metrics_listener)
+        for task in self._background:
+            task.add_done_callback(log_if_failed)
         self._announce(listener.host, self.port)
 
     def _start_metrics(self, listener: str) -> None:
@@ -835,7 +837,9 @@ class Broker:
         except RuntimeError:  # a broker driven without its event loop (the fuzz harness) writes nothing
             return
         self._background = [t for t in self._background if not t.done()]
-        self._background.append(loop.create_task(self.group_coordinator.remove_offsets_of_deleted_topics(deleted)))
+        removal = loop.create_task(self.group_coordinator.remove_offsets_of_deleted_topics(deleted))
+        removal.add_done_callback(log_if_failed)
+        self._background.append(removal)
 
     def _rebalance_leaders(self) -> None:
         """auto.leader.rebalance.enable: run every leader.imbalance.check.interval.seconds (acts on the controller)."""

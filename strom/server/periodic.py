@@ -1,4 +1,5 @@
-"""Running a broker task every N seconds until shutdown, on the event loop."""
+"""Running a broker task every N seconds until shutdown, on the event loop; and hearing of a
+background task that ended with an error."""
 
 from __future__ import annotations
 
@@ -28,3 +29,18 @@ async def run_every(interval_s: float, task: Callable[[], Any], stop: asyncio.Ev
                 await result
         except Exception:
             log.exception("%s failed", name)
+
+
+def log_if_failed(task: asyncio.Task) -> None:
+    """A done-callback for the broker's background tasks: log the error that ended one.
+
+    Otherwise nothing would show it: the task is kept in the broker's list until shutdown, whose
+    ``gather(..., return_exceptions=True)`` drops the error, and whatever the task did (the
+    storage scheduler's retention and flushes, the transaction timers) just stops.
+    """
+    if task.cancelled():
+        return
+    error = task.exception()
+    if error is not None:
+        what = getattr(task.get_coro(), "__qualname__", task.get_name())  # LogManager.run_scheduler
+        log.error("background task %s stopped: %r", what, error, exc_info=error)
