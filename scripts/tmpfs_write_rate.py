@@ -9,7 +9,7 @@ without a broker), and prints the rate of each 256 MiB with the machine's memory
 Why it exists: ``python -m strom.bench.replication --dir /dev/shm/brep`` slows down by about
 three times after some rounds, with the brokers' time in the kernel's copy into new tmpfs pages.
 This shows whether the machine does that without strom. On the 24 GiB VM of the figures in the
-README, the rate fell from about 3.3 GB/s to 0.38 GB/s once about 11-13 GB were in use.
+README, the rate fell from about 3.3 GB/s to 0.38 GB/s once about 8-13 GB were in use.
 """
 
 from __future__ import annotations

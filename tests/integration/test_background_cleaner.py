@@ -12,7 +12,6 @@ whose cleaner processes cannot start serves all the same, and says why.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from pathlib import Path
@@ -23,6 +22,7 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 from strom.testing import Broker
 from tests.broker_process import BrokerProcess
 from tests.integration.clients import EARLIEST, RawClient, raw_list_offsets
+from tests.processes import alive, children_by_parent
 
 TOPIC = "compacted"
 OLD_KEYS = 200
@@ -173,24 +173,13 @@ def test_background_compaction_keeps_latest_values_offsets_and_the_live_tail():
 def _cleaner_processes(broker_pid: int) -> list[int]:
     """The broker's cleaner processes: its children that multiprocessing spawned."""
     found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+    for pid in children_by_parent().get(broker_pid, []):
         try:
-            parent = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
-            command = Path(f"/proc/{entry}/cmdline").read_bytes()
-        except (OSError, IndexError, ValueError):
+            if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.append(pid)
+        except OSError:
             continue  # gone meanwhile
-        if parent == broker_pid and b"spawn_main" in command:
-            found.append(int(entry))
     return found
-
-
-def _running(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
 
 
 def test_cleaner_processes_start_with_the_broker_and_end_when_it_is_killed():
@@ -203,9 +192,9 @@ def test_cleaner_processes_start_with_the_broker_and_end_when_it_is_killed():
         assert len(cleaners) == 2, f"cleaner processes of a broker that has compacted nothing: {cleaners}"
 
         broker.kill()
-        while any(_running(pid) for pid in cleaners) and time.monotonic() < deadline:
+        while any(alive(pid) for pid in cleaners) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not [pid for pid in cleaners if _running(pid)], "cleaner processes outlived the killed broker"
+        assert not [pid for pid in cleaners if alive(pid)], "cleaner processes outlived the killed broker"
 
 
 class _BrokerWithFullDevShm(BrokerProcess):

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.processes import alive, children_by_parent
 from tests.spark.conftest import (
     consume_all,
     create_topic,
@@ -41,33 +42,14 @@ FINISH_TIMEOUT_S = 240
 # -- killing a Spark application ---------------------------------------------------------------
 
 
-def _children() -> dict[int, list[int]]:
-    children = collections.defaultdict(list)
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            children[int(stat.rsplit(")", 1)[1].split()[1])].append(int(entry))
-    return children
-
-
 def _descendants(root: int) -> list[int]:
-    children = _children()
+    children = children_by_parent()
     tree, todo = [], [root]
     while todo:
         pid = todo.pop()
         tree.append(pid)
         todo += children.get(pid, [])
     return tree
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def kill_9(process: subprocess.Popen) -> None:
@@ -94,7 +76,7 @@ def kill_9(process: subprocess.Popen) -> None:
             pass
     process.wait(30)
     deadline = time.monotonic() + 30
-    while any(_alive(pid) for pid in tree):
+    while any(alive(pid) for pid in tree):
         assert time.monotonic() < deadline, "processes of the killed query are still alive"
         time.sleep(0.05)
 
