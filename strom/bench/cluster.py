@@ -9,11 +9,15 @@ Starts ZooKeeper and three brokers with ``strom cluster start`` in a temporary d
 confluent-kafka:
 
 - produce throughput at replication factor 3 with acks=all against replication factor 1 in the
-  same run (3 partitions each, idempotent producer, linger.ms=5 and the client's default
-  batch.size) and their ratio, alternating
-  for ``--rounds`` rounds (one 200,000-message round took 0.2-0.3 s and its ratio ranged from 0.56
-  to 0.85 in two runs a few minutes apart), with kcat as the load by default so that the client
-  is not what limits it;
+  same run (3 partitions each, linger.ms=5 and the client's default batch.size) and their ratio,
+  alternating for ``--rounds`` rounds (one 200,000-message round took 0.2-0.3 s and its ratio
+  ranged from 0.56 to 0.85 in two runs a few minutes apart), with kcat as the load by default so
+  that the client is not what limits it. By default each round does this twice, with an
+  idempotent producer and with a plain one (``--idempotence``): an idempotent librdkafka keeps
+  at most five requests in flight and wakes its broker thread for every message queued while
+  they await acknowledgement, so at RF=3, whose acknowledgements take longer, kcat spends about
+  twice the CPU per message that it does at RF=1, on the same two cores as the brokers. The
+  plain producer shows what the cluster does when the client is not the limit;
 - failover: kill -9 the leader of a partition while an acks=all producer writes to every
   partition that broker leads; the time from the kill to the first acknowledged write on those
   partitions. Detection takes the ZooKeeper session timeout, which dominates; the killed broker
@@ -113,6 +117,19 @@ class LocalCluster:
             future.result(timeout=30)
         self.wait(lambda: self.full_isr(name), 30, f"{name} to be fully in sync")
 
+    def delete_topic(self, name: str) -> None:
+        """Delete ``name`` and wait until no broker has its files, so the page cache they held is free."""
+        from strom.cli.cluster import Layout
+
+        for future in self.admin.delete_topics([name], operation_timeout=30).values():
+            future.result(timeout=30)
+        data_dirs = [Layout(self.dir).data(broker_id) for broker_id in (1, 2, 3)]
+
+        def gone() -> bool:
+            return not any(entry.startswith(f"{name}-") for data in data_dirs for entry in os.listdir(data))
+
+        self.wait(gone, 30, f"{name}'s files to be deleted")
+
     def partitions(self, topic: str):
         metadata = self.admin.list_topics(topic, timeout=10)
         return metadata.topics[topic].partitions
@@ -147,7 +164,7 @@ class LocalCluster:
 
 
 # -- throughput ------------------------------------------------------------------------------------
-def produce_throughput(bootstrap: str, topic: str, count: int, size: int) -> float:
+def produce_throughput(bootstrap: str, topic: str, count: int, size: int, idempotent: bool) -> float:
     """Seconds to produce ``count`` messages of ``size`` bytes with acks=all, until all are acknowledged."""
     from confluent_kafka import Producer
 
@@ -155,7 +172,7 @@ def produce_throughput(bootstrap: str, topic: str, count: int, size: int) -> flo
         {
             "bootstrap.servers": bootstrap,
             "acks": "all",
-            "enable.idempotence": True,
+            "enable.idempotence": idempotent,
             "linger.ms": 5,
             "queue.buffering.max.messages": 500000,
             "log_level": 3,
@@ -186,7 +203,7 @@ def produce_throughput(bootstrap: str, topic: str, count: int, size: int) -> flo
 
 
 # kcat's producer settings in the throughput loads: librdkafka's default batch size
-KCAT_ACKS_ALL = {"acks": "all", "enable.idempotence": "true", "linger.ms": "5"}
+KCAT_ACKS_ALL = {"acks": "all", "linger.ms": "5"}
 
 
 def kcat_line(size: int) -> bytes:
@@ -194,11 +211,12 @@ def kcat_line(size: int) -> bytes:
     return os.urandom(size // 2).hex().encode()[: size - 1] + b"\n"
 
 
-def kcat_throughput(kcat: str, bootstrap: str, topic: str, count: int, size: int) -> float:
+def kcat_throughput(kcat: str, bootstrap: str, topic: str, count: int, size: int, idempotent: bool) -> float:
     """Seconds for kcat (librdkafka in C, so the load is not a Python loop) to produce ``count``
-    messages of ``size`` bytes over the topic's partitions with acks=all and idempotence, until
-    all are acknowledged; kcat exits non-zero if any delivery failed."""
-    return kcat_produce(kcat, bootstrap, topic, kcat_line(size) * count, KCAT_ACKS_ALL, partition=None, quiet=True)
+    messages of ``size`` bytes over the topic's partitions with acks=all, until all are
+    acknowledged; kcat exits non-zero if any delivery failed."""
+    config = {**KCAT_ACKS_ALL, "enable.idempotence": str(idempotent).lower()}
+    return kcat_produce(kcat, bootstrap, topic, kcat_line(size) * count, config, partition=None, quiet=True)
 
 
 # -- failover --------------------------------------------------------------------------------------
@@ -391,6 +409,68 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+def throughput_rounds(
+    cluster: LocalCluster,
+    throughput: Callable[[str, str, int, int, bool], float],
+    args: argparse.Namespace,
+    modes: tuple[bool, ...],
+) -> None:
+    """RF=1 then RF=3 for each producer mode (idempotent or not) in every one of ``args.rounds``
+    rounds, each pair on new topics that are deleted after it. The rounds once wrote to the same
+    two topics, and from the fourth or fifth on (about 5 GB written, 8-9 GB of this VM's memory
+    in use with the page cache) the brokers spent three times the CPU per message: past that,
+    this VM writes into new memory about nine times slower (``scripts/tmpfs_write_rate.py``
+    shows it without strom). Deleting each round's logs gives their page cache back. Prints
+    each round and the median ratio per mode."""
+    mb = args.messages * args.size / 1e6
+    names = {True: "idempotent", False: "plain"}
+    print(
+        f"\nproduce with {args.load}, acks=all, {args.messages} x {args.size} B, 3 partitions, "
+        f"{' and '.join(names[mode] for mode in modes)} producer, linger.ms=5, the client's default batch.size; "
+        f"RF=1 and RF=3 alternate on new topics, {args.rounds} rounds. CPU-s per million messages: the three "
+        f"brokers together, and the client"
+    )
+    print(
+        f"{'':21}{'RF=1 msg/s':>11}{'MB/s':>7}{'brokers':>8}{'client':>7}"
+        f"{'RF=3 msg/s':>12}{'MB/s':>7}{'brokers':>8}{'client':>7}{'ratio':>7}"
+    )
+    broker_pids = [cluster.pid(b) for b in (1, 2, 3)]
+    per_million = 1e6 / args.messages
+    ratios: dict[bool, list[float]] = {mode: [] for mode in modes}
+    for round_ in range(args.rounds):
+        for idempotent in modes:
+            row = f"round {round_ + 1:<3}{names[idempotent]:<12}"
+            topics = {
+                1: f"bench-rf1-round{round_ + 1}-{names[idempotent]}",
+                3: f"bench-rf3-round{round_ + 1}-{names[idempotent]}",
+            }
+            for replication_factor, topic in topics.items():
+                cluster.create_topic(
+                    topic, 3, replication_factor, {"min.insync.replicas": str(min(2, replication_factor))}
+                )
+                throughput(cluster.bootstrap, topic, min(20000, args.messages), args.size, idempotent)  # warm up
+            round_seconds = []
+            for topic in topics.values():
+                broker_cpu, client_cpu = sum(map(cpu_seconds, broker_pids)), client_cpu_s(args.load)
+                seconds = throughput(cluster.bootstrap, topic, args.messages, args.size, idempotent)
+                broker_cpu = sum(map(cpu_seconds, broker_pids)) - broker_cpu
+                client_cpu = client_cpu_s(args.load) - client_cpu
+                row += (
+                    f"{args.messages / seconds:{11 if topic == topics[1] else 12}.0f}{mb / seconds:7.1f}"
+                    f"{broker_cpu * per_million:8.2f}{client_cpu * per_million:7.2f}"
+                )
+                round_seconds.append(seconds)
+            for topic in topics.values():
+                cluster.delete_topic(topic)
+            ratios[idempotent].append(round_seconds[0] / round_seconds[1])
+            print(f"{row}{ratios[idempotent][-1]:7.2f}")
+    for idempotent, found in ratios.items():
+        print(
+            f"RF=3 / RF=1 throughput ratio, {names[idempotent]} producer: median {statistics.median(found):.2f} "
+            f"(min {min(found):.2f})"
+        )
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--messages", type=int, default=1000000, help="messages per throughput run")
@@ -420,6 +500,12 @@ def main(argv: list[str] | None = None) -> None:
         default="kcat",
         help="the throughput load: kcat (C, default) or a confluent-kafka loop in this process",
     )
+    parser.add_argument(
+        "--idempotence",
+        choices=["both", "on", "off"],
+        default="both",
+        help="the throughput producer: idempotent, plain, or both one after the other (default)",
+    )
     parser.add_argument("--kcat", default=shutil.which("kcat") or "kcat")
     args = parser.parse_args(argv)
 
@@ -430,42 +516,12 @@ def main(argv: list[str] | None = None) -> None:
         f"{os.cpu_count()} CPUs"
     )
     try:
-        cluster.create_topic("bench-rf1", 3, 1)
-        cluster.create_topic("bench-rf3", 3, 3, {"min.insync.replicas": "2"})
-        mb = args.messages * args.size / 1e6
-        throughput: Callable[[str, str, int, int], float] = produce_throughput
+        cluster.create_topic("bench-rf3", 3, 3, {"min.insync.replicas": "2"})  # the latency measurement's
+        throughput: Callable[[str, str, int, int, bool], float] = produce_throughput
         if args.load == "kcat":
             throughput = functools.partial(kcat_throughput, args.kcat)
-        throughput(cluster.bootstrap, "bench-rf1", min(20000, args.messages), args.size)  # warm up
-        throughput(cluster.bootstrap, "bench-rf3", min(20000, args.messages), args.size)
-        print(
-            f"\nproduce with {args.load}, acks=all, {args.messages} x {args.size} B, 3 partitions, idempotent, "
-            f"linger.ms=5, the client's default batch.size; RF=1 and RF=3 alternate, {args.rounds} rounds. "
-            f"CPU-s per million messages: the three brokers together, and the client"
-        )
-        print(
-            f"{'':9}{'RF=1 msg/s':>11}{'MB/s':>7}{'brokers':>8}{'client':>7}"
-            f"{'RF=3 msg/s':>12}{'MB/s':>7}{'brokers':>8}{'client':>7}{'ratio':>7}"
-        )
-        broker_pids = [cluster.pid(b) for b in (1, 2, 3)]
-        per_million = 1e6 / args.messages
-        ratios = []
-        for round_ in range(args.rounds):
-            row = f"round {round_ + 1:<3}"
-            round_seconds = []
-            for topic in ("bench-rf1", "bench-rf3"):
-                broker_cpu, client_cpu = sum(map(cpu_seconds, broker_pids)), client_cpu_s(args.load)
-                seconds = throughput(cluster.bootstrap, topic, args.messages, args.size)
-                broker_cpu = sum(map(cpu_seconds, broker_pids)) - broker_cpu
-                client_cpu = client_cpu_s(args.load) - client_cpu
-                row += (
-                    f"{args.messages / seconds:{11 if topic == 'bench-rf1' else 12}.0f}{mb / seconds:7.1f}"
-                    f"{broker_cpu * per_million:8.2f}{client_cpu * per_million:7.2f}"
-                )
-                round_seconds.append(seconds)
-            ratios.append(round_seconds[0] / round_seconds[1])
-            print(f"{row}{ratios[-1]:7.2f}")
-        print(f"RF=3 / RF=1 throughput ratio: median {statistics.median(ratios):.2f} (min {min(ratios):.2f})")
+        modes = {"both": (True, False), "on": (True,), "off": (False,)}[args.idempotence]
+        throughput_rounds(cluster, throughput, args, modes)
 
         cluster.create_topic("bench-failover", 3, 3, {"min.insync.replicas": "2"})
         print(
