@@ -417,11 +417,11 @@ def throughput_rounds(
 ) -> None:
     """RF=1 then RF=3 for each producer mode (idempotent or not) in every one of ``args.rounds``
     rounds, each pair on new topics that are deleted after it. The rounds once wrote to the same
-    two topics, and from the fourth or fifth on (about 5 GB written, 8-9 GB of this VM's memory
-    in use with the page cache) the brokers spent three times the CPU per message: past that,
-    this VM writes into new memory about nine times slower (``scripts/tmpfs_write_rate.py``
-    shows it without strom). Deleting each round's logs gives their page cache back. Prints
-    each round and the median ratio per mode."""
+    two topics, and from the fourth or fifth on (about 5 GB written) the brokers spent three
+    times the CPU per message, most likely because this VM writes into new memory about nine
+    times slower once some 8 GB hold data (``scripts/tmpfs_write_rate.py`` shows that without
+    strom). Deleting each round's logs gives their page cache back, and the rounds stayed even.
+    Prints each round and the median ratio per mode."""
     mb = args.messages * args.size / 1e6
     names = {True: "idempotent", False: "plain"}
     print(
