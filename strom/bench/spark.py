@@ -137,7 +137,30 @@ def best_times(runs: dict, repeat: int) -> dict:
     return {name: min(t) for name, t in times.items()}
 
 
-def source_figures(spark, bootstrap: str, args, work: str) -> None:
+def machine_busy_seconds() -> float:
+    """CPU-seconds all cores have spent on anything but idle and I/O wait since boot."""
+    from strom.bench.requests import CLOCK_TICKS
+
+    with open("/proc/stat") as stat:
+        fields = [int(value) for value in stat.readline().split()[1:]]
+    return (sum(fields[:8]) - fields[3] - fields[4]) / CLOCK_TICKS
+
+
+def with_broker_share(run, broker_pid: int, totals: list[float]):
+    """``run``, adding the broker's CPU-seconds and the whole machine's to ``totals`` each time:
+    the source's broker serves every record on the same cores as Spark, the ceiling has none."""
+    from strom.bench.requests import cpu_seconds
+
+    def measured():
+        broker, machine = cpu_seconds(broker_pid), machine_busy_seconds()
+        run()
+        totals[0] += cpu_seconds(broker_pid) - broker
+        totals[1] += machine_busy_seconds() - machine
+
+    return measured
+
+
+def source_figures(spark, bootstrap: str, args, work: str, broker_pid: int) -> None:
     from pyspark.sql import functions as F
 
     from strom.cli.demo import create_topics
@@ -175,7 +198,10 @@ def source_figures(spark, bootstrap: str, args, work: str) -> None:
         .load()
     )
     cores = spark.sparkContext.defaultParallelism
-    paired = best_times({"source": count(source), "replay": count(replay)}, args.repeat)
+    source_cpu = [0.0, 0.0]  # broker, whole machine: over the warm-up and every repeat
+    paired = best_times(
+        {"source": with_broker_share(count(source), broker_pid, source_cpu), "replay": count(replay)}, args.repeat
+    )
     t_source, t_replay = paired["source"], paired["replay"]
     t_parquet = best_time(count(parquet), args.repeat)
     t_parquet_values = best_time(count_bytes(parquet), args.repeat)
@@ -200,6 +226,10 @@ def source_figures(spark, bootstrap: str, args, work: str) -> None:
         f"{t_replay:5.2f}s  {n / t_replay:12,.0f} rows/s"
     )
     print(f"  ratio source/ready-made Arrow (count, runs interleaved): {t_replay / t_source:.2f}   target >= 0.8")
+    print(
+        f"  the broker's share of the machine's CPU during the source's counts: {source_cpu[0] / max(source_cpu[1], 0.01):.0%} "
+        f"({source_cpu[0] / (args.repeat + 1):.2f} of {source_cpu[1] / (args.repeat + 1):.2f} CPU-s per count)"
+    )
     print(
         f"  ratio source/parquet (count): {t_parquet / t_source:.2f}   "
         f"(values read): {t_parquet_values / t_source_values:.2f}   target >= 0.5"
@@ -283,7 +313,8 @@ def main(argv=None) -> int:
         spark.sparkContext.setLogLevel("ERROR")
         register(spark)
         if args.only != "sink":
-            source_figures(spark, broker.bootstrap, args, work)
+            assert broker.process is not None  # started above
+            source_figures(spark, broker.bootstrap, args, work, broker.process.pid)
         if args.only != "source":
             sink_figures(spark, broker.bootstrap, args.sink_records, args.size, args.partitions, args.repeat)
     finally:
