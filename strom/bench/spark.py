@@ -198,9 +198,13 @@ def source_figures(spark, bootstrap: str, args, work: str, broker_pid: int) -> N
         .load()
     )
     cores = spark.sparkContext.defaultParallelism
-    source_cpu = [0.0, 0.0]  # broker, whole machine: over the warm-up and every repeat
+    source_cpu, replay_cpu = [0.0, 0.0], [0.0, 0.0]  # broker, whole machine: over the warm-up and every repeat
     paired = best_times(
-        {"source": with_broker_share(count(source), broker_pid, source_cpu), "replay": count(replay)}, args.repeat
+        {
+            "source": with_broker_share(count(source), broker_pid, source_cpu),
+            "replay": with_broker_share(count(replay), broker_pid, replay_cpu),
+        },
+        args.repeat,
     )
     t_source, t_replay = paired["source"], paired["replay"]
     t_parquet = best_time(count(parquet), args.repeat)
@@ -226,9 +230,10 @@ def source_figures(spark, bootstrap: str, args, work: str, broker_pid: int) -> N
         f"{t_replay:5.2f}s  {n / t_replay:12,.0f} rows/s"
     )
     print(f"  ratio source/ready-made Arrow (count, runs interleaved): {t_replay / t_source:.2f}   target >= 0.8")
+    runs = args.repeat + 1
     print(
-        f"  the broker's share of the machine's CPU during the source's counts: {source_cpu[0] / max(source_cpu[1], 0.01):.0%} "
-        f"({source_cpu[0] / (args.repeat + 1):.2f} of {source_cpu[1] / (args.repeat + 1):.2f} CPU-s per count)"
+        f"  the machine's CPU-s per count: source {source_cpu[1] / runs:.2f} (the broker's share "
+        f"{source_cpu[0] / max(source_cpu[1], 0.01):.0%}), ready-made Arrow {replay_cpu[1] / runs:.2f}"
     )
     print(
         f"  ratio source/parquet (count): {t_parquet / t_source:.2f}   "
