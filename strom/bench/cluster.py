@@ -202,8 +202,9 @@ def produce_throughput(bootstrap: str, topic: str, count: int, size: int, idempo
     return elapsed
 
 
-# kcat's producer settings in the throughput loads: librdkafka's default batch size
-KCAT_ACKS_ALL = {"acks": "all", "linger.ms": "5"}
+def kcat_acks_all(idempotent: bool) -> dict[str, str]:
+    """kcat's producer settings in the throughput loads (librdkafka's default batch size)."""
+    return {"acks": "all", "enable.idempotence": str(idempotent).lower(), "linger.ms": "5"}
 
 
 def kcat_line(size: int) -> bytes:
@@ -215,7 +216,7 @@ def kcat_throughput(kcat: str, bootstrap: str, topic: str, count: int, size: int
     """Seconds for kcat (librdkafka in C, so the load is not a Python loop) to produce ``count``
     messages of ``size`` bytes over the topic's partitions with acks=all, until all are
     acknowledged; kcat exits non-zero if any delivery failed."""
-    config = {**KCAT_ACKS_ALL, "enable.idempotence": str(idempotent).lower()}
+    config = kcat_acks_all(idempotent)
     return kcat_produce(kcat, bootstrap, topic, kcat_line(size) * count, config, partition=None, quiet=True)
 
 

@@ -19,7 +19,7 @@ import argparse
 import shutil
 import time
 
-from strom.bench.cluster import KCAT_ACKS_ALL, LocalCluster, kcat_line
+from strom.bench.cluster import LocalCluster, kcat_acks_all, kcat_line
 from strom.bench.requests import cpu_seconds, kcat_produce
 
 TOPIC = "bench-replication"
@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> None:
         cluster.create_topic(TOPIC, 1, 3, {"min.insync.replicas": "2"})
         leader = cluster.partitions(TOPIC)[0].leader
         pids = {broker: cluster.pid(broker) for broker in (1, 2, 3)}
-        line, config = kcat_line(args.size), KCAT_ACKS_ALL
+        line, config = kcat_line(args.size), kcat_acks_all(idempotent=True)
         kcat_produce(args.kcat, cluster.bootstrap, TOPIC, line * 20_000, config, partition=0, quiet=True)  # warm up
         data = line * args.messages
         roles = "  ".join(f"{'leader' if b == leader else 'follower'} {b}" for b in pids)
