@@ -22,9 +22,9 @@ import signal
 import socket
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from strom.cluster import model
 from strom.cluster.controller import Controller, Election, ReconcilePlan
@@ -170,7 +170,7 @@ class Broker:
         self.inter_broker_security = inter_broker_security(config)
         for security in self.listener_security.values():  # OAUTHBEARER's JWKS, fetched off the event loop
             if security.oauthbearer is not None and security.oauthbearer.keys is not None:
-                self._background.append(asyncio.create_task(security.oauthbearer.keys.run(self._stop)))
+                self._in_background(security.oauthbearer.keys.run(self._stop))
         sockets = {}
         try:
             for listener in config.listeners:
@@ -282,39 +282,33 @@ class Broker:
                     backlog=LISTEN_BACKLOG,
                 )
             )
-        self._background.append(asyncio.create_task(self.log_manager.run_scheduler(self._stop)))
-        self._background.append(asyncio.create_task(self.log_dir_mover.run(self._stop)))
-        self._background.append(
-            asyncio.create_task(
-                run_every(
-                    config.offsets_retention_check_interval_ms / 1000,
-                    self.group_coordinator.expire_and_log,
-                    self._stop,
-                    "offset expiry",
-                )
+        self._in_background(self.log_manager.run_scheduler(self._stop))
+        self._in_background(self.log_dir_mover.run(self._stop))
+        self._in_background(
+            run_every(
+                config.offsets_retention_check_interval_ms / 1000,
+                self.group_coordinator.expire_and_log,
+                self._stop,
+                "offset expiry",
             )
         )
-        self._background.append(asyncio.create_task(self.transaction_coordinator.run_timers()))
+        self._in_background(self.transaction_coordinator.run_timers())
         if config.connections_max_idle_ms > 0:
             max_idle_ms = config.connections_max_idle_ms
-            self._background.append(
-                asyncio.create_task(
-                    run_every(
-                        min(30.0, max(0.1, max_idle_ms / 10_000)),  # closed within ~10% of the limit
-                        lambda: close_idle_connections(self.connections, max_idle_ms),
-                        self._stop,
-                        "idle connection check",
-                    )
+            self._in_background(
+                run_every(
+                    min(30.0, max(0.1, max_idle_ms / 10_000)),  # closed within ~10% of the limit
+                    lambda: close_idle_connections(self.connections, max_idle_ms),
+                    self._stop,
+                    "idle connection check",
                 )
             )
-        self._background.append(
-            asyncio.create_task(
-                run_every(
-                    max(0.05, config.replica_lag_time_max_ms / 2000),
-                    self.replica_manager.shrink_isrs,
-                    self._stop,
-                    "ISR check",
-                )
+        self._in_background(
+            run_every(
+                max(0.05, config.replica_lag_time_max_ms / 2000),
+                self.replica_manager.shrink_isrs,
+                self._stop,
+                "ISR check",
             )
         )
         if config.zookeeper_connect:
@@ -322,46 +316,43 @@ class Broker:
             self.replica_manager.stall_fence_s = config.zookeeper_session_timeout_ms / 2000
             self.replica_manager.session_checked_at = time.monotonic()
             self.replica_manager.session_checked_cpu = time.process_time()
-            self._background.append(
-                asyncio.create_task(
-                    run_every(FENCE_CHECK_S, self._check_session, self._stop, "ZooKeeper session check")
-                )
-            )
+            self._in_background(run_every(FENCE_CHECK_S, self._check_session, self._stop, "ZooKeeper session check"))
         if config.auto_leader_rebalance_enable:
-            self._background.append(
-                asyncio.create_task(
-                    run_every(
-                        config.leader_imbalance_check_interval_seconds,
-                        self._rebalance_leaders,
-                        self._stop,
-                        "preferred leader rebalance",
-                    )
+            self._in_background(
+                run_every(
+                    config.leader_imbalance_check_interval_seconds,
+                    self._rebalance_leaders,
+                    self._stop,
+                    "preferred leader rebalance",
                 )
             )
         if self.delegation_tokens is not None:
-            self._background.append(
-                asyncio.create_task(
-                    run_every(
-                        config.delegation_token_expiry_check_interval_ms / 1000,
-                        self.delegation_tokens.remove_expired,
-                        self._stop,
-                        "delegation token expiry",
-                    )
+            self._in_background(
+                run_every(
+                    config.delegation_token_expiry_check_interval_ms / 1000,
+                    self.delegation_tokens.remove_expired,
+                    self._stop,
+                    "delegation token expiry",
                 )
             )
         if config.metrics_listener:
             self._start_metrics(config.metrics_listener)
-        for task in self._background:
-            task.add_done_callback(log_if_failed)
         self._announce(listener.host, self.port)
+
+    def _in_background(self, work: Coroutine[Any, Any, Any], loop: asyncio.AbstractEventLoop | None = None) -> None:
+        """Run ``work`` as one of the broker's background tasks, which shutdown waits for. An error
+        that ends it is logged when it ends (``log_if_failed``): shutdown's gather would drop it."""
+        task = (loop or asyncio.get_running_loop()).create_task(work)
+        task.add_done_callback(log_if_failed)
+        self._background.append(task)
 
     def _start_metrics(self, listener: str) -> None:
         from strom.metrics.server import LoopLag, MetricsEndpoint, parse_listener
 
         self.loop_lag = LoopLag()
-        self._background.append(asyncio.create_task(self.loop_lag.run(self._stop)))
+        self._in_background(self.loop_lag.run(self._stop))
         if self.request_metrics is not None:  # how many requests to time follows the request rate
-            self._background.append(asyncio.create_task(self.request_metrics.adapt(self._stop)))
+            self._in_background(self.request_metrics.adapt(self._stop))
         self.metrics_endpoint = MetricsEndpoint(self, *parse_listener("metrics.listener", listener))
         self.metrics_endpoint.start(asyncio.get_running_loop())
 
@@ -837,9 +828,7 @@ class Broker:
         except RuntimeError:  # a broker driven without its event loop (the fuzz harness) writes nothing
             return
         self._background = [t for t in self._background if not t.done()]
-        removal = loop.create_task(self.group_coordinator.remove_offsets_of_deleted_topics(deleted))
-        removal.add_done_callback(log_if_failed)
-        self._background.append(removal)
+        self._in_background(self.group_coordinator.remove_offsets_of_deleted_topics(deleted), loop)
 
     def _rebalance_leaders(self) -> None:
         """auto.leader.rebalance.enable: run every leader.imbalance.check.interval.seconds (acts on the controller)."""
