@@ -146,7 +146,7 @@ def machine_busy_seconds() -> float:
     return (sum(fields[:8]) - fields[3] - fields[4]) / CLOCK_TICKS
 
 
-def with_broker_share(run, broker_pid: int, totals: list[float]):
+def with_cpu_totals(run, broker_pid: int, totals: list[float]):
     """``run``, adding the broker's CPU-seconds and the whole machine's to ``totals`` each time:
     the source's broker serves every record on the same cores as Spark, the ceiling has none."""
     from strom.bench.requests import cpu_seconds
@@ -201,8 +201,8 @@ def source_figures(spark, bootstrap: str, args, work: str, broker_pid: int) -> N
     source_cpu, replay_cpu = [0.0, 0.0], [0.0, 0.0]  # broker, whole machine: over the warm-up and every repeat
     paired = best_times(
         {
-            "source": with_broker_share(count(source), broker_pid, source_cpu),
-            "replay": with_broker_share(count(replay), broker_pid, replay_cpu),
+            "source": with_cpu_totals(count(source), broker_pid, source_cpu),
+            "replay": with_cpu_totals(count(replay), broker_pid, replay_cpu),
         },
         args.repeat,
     )
