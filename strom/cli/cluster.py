@@ -27,6 +27,8 @@ import sys
 import time
 from typing import TypeGuard
 
+from strom.cluster import zookeeper_server as zk
+
 STATE_FILE = "cluster.json"
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
@@ -131,16 +133,6 @@ def _write(path: str, text: str) -> None:
     os.replace(tmp, path)
 
 
-def _port_free(port: int) -> bool:
-    with socket.socket() as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers bind: TIME_WAIT is no obstacle
-        try:
-            sock.bind(("127.0.0.1", port))
-            return True
-        except OSError:
-            return False
-
-
 def _accepts(host: str, port: int) -> bool:
     try:
         with socket.create_connection((host, port), timeout=0.5):
@@ -232,8 +224,6 @@ def _parse_overrides(items: list[str]) -> dict[str, str]:
 # -- start -------------------------------------------------------------------------------------------
 def _start_zookeeper(layout: Layout) -> tuple[int, str]:
     """A ZooKeeper server from Debian's package on a free loopback port; returns (pid, host:port)."""
-    from strom.cluster import zookeeper_server as zk
-
     missing = [jar for jar in zk.JARS if not os.path.exists(os.path.join(zk.JAVA_DIR, jar))]
     if missing:
         raise ClusterError(
@@ -247,7 +237,7 @@ def _start_zookeeper(layout: Layout) -> tuple[int, str]:
             for line in handle:
                 if line.startswith("clientPort="):
                     port = int(line.split("=", 1)[1])
-    if port is None or not _port_free(port):
+    if port is None or not zk.port_free(port):
         port = zk.free_port()
     config = zk.write_config(layout.zookeeper, port)
     classpath = ":".join(os.path.join(zk.JAVA_DIR, jar) for jar in zk.JARS)
@@ -274,16 +264,9 @@ def _start_zookeeper(layout: Layout) -> tuple[int, str]:
 
 def _broker_ports(count: int, base_port: int | None) -> list[int]:
     if base_port is None:
-        from strom.cluster.zookeeper_server import free_port
-
-        ports: list[int] = []
-        while len(ports) < count:
-            port = free_port()
-            if port not in ports:
-                ports.append(port)
-        return ports
+        return [zk.free_port() for _ in range(count)]  # free_port never hands out a port twice
     ports = list(range(base_port, base_port + count))
-    busy = [p for p in ports if not _port_free(p)]
+    busy = [p for p in ports if not zk.port_free(p)]
     if busy:
         raise ClusterError(f"port(s) {', '.join(map(str, busy))} are in use")
     return ports

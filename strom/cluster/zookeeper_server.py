@@ -7,6 +7,7 @@ started directly with a generated zoo.cfg (loopback only, no admin server).
 from __future__ import annotations
 
 import os
+import random
 import socket
 import subprocess
 import time
@@ -25,10 +26,52 @@ JAVA_DIR = "/usr/share/java"
 MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 
 
-def free_port() -> int:
+# Fixed ports are picked from here up to the start of the kernel's ephemeral range.
+FIXED_PORTS_FROM = 20000
+_handed_out: set[int] = set()
+
+
+def port_free(port: int) -> bool:
+    """Whether a server could bind ``port`` on 127.0.0.1 now (with SO_REUSEADDR, as the servers bind)."""
     with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TIME_WAIT is no obstacle
+        try:
+            sock.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+def ephemeral_port_range() -> tuple[int, int]:
+    """The ports the kernel hands out as connections' source ports and to binds on port 0."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as handle:
+            low, high = handle.read().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999  # Linux's default
+
+
+def free_port() -> int:
+    """A free port for a server whose address is written down before it starts and must survive
+    its restarts (a broker registered in ZooKeeper, a ZooKeeper named in zookeeper.connect).
+
+    It is picked below the kernel's ephemeral range. A port from a bind on port 0 is in that range,
+    so any outgoing connection may take it as its source port in the gap before the server binds
+    it, or while the server is down: a CI run once failed on "Address already in use" that way.
+    Ports below the range are only ever taken by an explicit bind.
+    """
+    low, _ = ephemeral_port_range()
+    if low - FIXED_PORTS_FROM < 1000:  # an unusual range: settle for the kernel's pick
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            return sock.getsockname()[1]
+    for _ in range(500):
+        port = random.randrange(FIXED_PORTS_FROM, low)
+        if port not in _handed_out and port_free(port):
+            _handed_out.add(port)
+            return port
+    raise RuntimeError(f"no free port on 127.0.0.1 between {FIXED_PORTS_FROM} and {low}")
 
 
 def write_config(directory: str, port: int) -> str:

@@ -5,8 +5,10 @@ few milliseconds once strom is imported (no interpreter to start, no imports to 
 shares the GIL with the test and cannot be killed: its ``kill`` stops the event loop as a crash
 would leave things (no controlled shutdown, no flush, no checkpoints, no clean-shutdown marker).
 
-Both listen on ``127.0.0.1:0`` first and keep the port they got, so a restarted broker comes back
-at the address clients already know. Readiness is the ``strom.port`` file the broker writes
+Both listen on a fixed loopback port picked below the kernel's ephemeral range
+(``zookeeper_server.free_port``), so a restarted broker comes back at the address clients already
+know: a port from a bind on port 0 could become some connection's source port while the broker is
+down. A port given in the overrides is kept the same way, port 0 included. Readiness is the ``strom.port`` file the broker writes
 once it accepts connections (a thread reports it directly).
 """
 
@@ -21,6 +23,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from strom.cluster.zookeeper_server import free_port
+
 if TYPE_CHECKING:  # asyncio is imported when a thread node starts: the plugin loads in every pytest run
     import asyncio
 
@@ -34,7 +38,7 @@ def base_overrides(broker_id: int, data_dir: Path) -> dict[str, str]:
     once, and internal topics of 3 partitions rather than 50 (their first use creates them all)."""
     return {
         "broker.id": str(broker_id),
-        "listeners": "PLAINTEXT://127.0.0.1:0",
+        "listeners": f"PLAINTEXT://127.0.0.1:{free_port()}",
         "log.dirs": str(data_dir),
         "group.initial.rebalance.delay.ms": "0",
         "offsets.topic.num.partitions": "3",

@@ -100,9 +100,13 @@ class Cluster:
             thread.start()
         for thread in threads:
             thread.join(60)
-        if errors:
-            raise errors[0]
-        self.wait_registered(set(self.brokers))
+        try:
+            if errors:
+                raise errors[0]
+            self.wait_registered(set(self.brokers))
+        except BaseException:  # ``with`` does not call __exit__ when __enter__ raises
+            self.close()
+            raise
         return self
 
     def close(self) -> None:

@@ -164,14 +164,14 @@ def test_start_status_stop_and_start_again(tmp_path):
 
 
 def test_start_on_a_given_zookeeper_and_base_port(tmp_path, zookeeper):
-    from strom.cluster.zookeeper_server import free_port
+    from strom.cluster.zookeeper_server import free_port, port_free
 
     directory = tmp_path / "cluster"
     chroot = f"{zookeeper}/cli-{os.getpid()}-{int(time.time())}"
     base = None
     for _ in range(20):  # two consecutive free ports
         candidate = free_port()
-        if candidate < 65000 and free_port_pair(candidate):
+        if port_free(candidate + 1):
             base = candidate
             break
     assert base is not None
@@ -205,15 +205,3 @@ def test_start_on_a_given_zookeeper_and_base_port(tmp_path, zookeeper):
         client.close()
     finally:
         cleanup(directory)
-
-
-def free_port_pair(port: int) -> bool:
-    import socket
-
-    for p in (port, port + 1):
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", p))
-            except OSError:
-                return False
-    return True

@@ -437,6 +437,36 @@ def kafka_python_consume(
         consumer.close()
 
 
+def kafka_python_subscribed(topics: list[str], timeout: float = WAIT_S, **config: Any):
+    """A kafka-python group consumer that first polls once its metadata holds every topic's partitions.
+
+    kafka-python 3.0.12 can leave a member without partitions for good. A leader compares the
+    partitions it assigned with its latest metadata of the subscribed topics, and rejoins when they
+    differ. A first assignment made before that metadata arrived differs, so it rejoins. If a
+    poll's timeout ends while that JoinGroup/SyncGroup is in flight, the new assignment it makes
+    meanwhile clears the difference, ``need_rejoin()`` turns false, and no later poll collects the
+    finished join: the member holds no partitions and never fetches, though the broker answered
+    every request. Under load a CI run failed that way.
+
+    Subscribed from the start, the consumer records the partitions as part of the metadata update
+    that brings them, on its I/O thread, which handles no group response before it is done; so by
+    the first poll the first assignment is the whole one, and nothing rejoins.
+    """
+    from kafka import KafkaConsumer
+
+    consumer = KafkaConsumer(*topics, **config)
+    try:
+        wait_until(
+            lambda: all(consumer.partitions_for_topic(topic) for topic in topics),
+            timeout,
+            what="kafka-python's metadata",
+        )
+    except BaseException:
+        consumer.close()
+        raise
+    return consumer
+
+
 def kafka_python_poll(consumer, count: int, timeout: float = WAIT_S) -> list[Msg]:
     out: list[Msg] = []
     deadline = time.monotonic() + timeout

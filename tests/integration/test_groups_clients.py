@@ -20,6 +20,7 @@ from tests.group.support import (
     unique,
     wait_until,
 )
+from tests.integration.clients import kafka_python_subscribed
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -27,13 +28,11 @@ FAST = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 500}
 
 
 def test_kafka_python_group_consumer_commits(broker):
-    from kafka import KafkaConsumer
-
     topic = create_topic(broker.bootstrap, unique("kp"), 3)
     group = unique("g")
     produce(broker.bootstrap, topic, [f"kp{i}".encode() for i in range(30)], partitions=3)
-    consumer = KafkaConsumer(
-        topic,
+    consumer = kafka_python_subscribed(
+        [topic],
         bootstrap_servers=broker.bootstrap,
         group_id=group,
         client_id="kafka-python",
@@ -103,12 +102,10 @@ class KafkaPythonThread(threading.Thread):
         self.error: BaseException | None = None
 
     def run(self) -> None:
-        from kafka import KafkaConsumer
-
         bootstrap, group, topic = self.args
         try:
-            consumer = KafkaConsumer(
-                topic,
+            consumer = kafka_python_subscribed(
+                [topic],
                 bootstrap_servers=bootstrap,
                 group_id=group,
                 client_id="kafka-python",

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from strom.cluster.zookeeper_server import free_port
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode
 from tests.broker_process import BrokerProcess
@@ -23,11 +24,20 @@ from tests.group.support import (
     unique,
     wait_until,
 )
+from tests.integration.clients import kafka_python_subscribed
 from tests.kip848_support import KIP848_BROKER, PolledConsumer, consumer_groups, module_broker
 
 pytestmark = pytest.mark.timeout(120)
 
 BROKER = {**KIP848_BROKER, "offsets.topic.num.partitions": "5"}
+
+
+def restartable(overrides: dict[str, str]) -> dict[str, str]:
+    """A fixed listener port below the ephemeral range, so the restarted broker gets it back:
+    while it is down, a port from a bind on port 0 could become some connection's source port."""
+    return {**overrides, "listeners": f"PLAINTEXT://127.0.0.1:{free_port()}"}
+
+
 broker = module_broker("kip848", BROKER)
 
 
@@ -177,13 +187,12 @@ def test_regex_subscription_picks_up_a_topic_created_later(broker):
 
 
 def test_classic_groups_work_beside_and_a_live_consumer_group_asks_classic_members_for_an_id(broker):
-    from kafka import KafkaConsumer
-
     topic = create_topic(broker.bootstrap, unique("mix"), 2)
     produce(broker.bootstrap, topic, [b"x0", b"x1"], partitions=2)
     new_group, classic_group = unique("new"), unique("classic")
     consumer = NewConsumer(broker.bootstrap, new_group, [topic])
-    classic = KafkaConsumer(
+    classic = kafka_python_subscribed(
+        [topic],
         bootstrap_servers=broker.bootstrap,
         group_id=classic_group,
         auto_offset_reset="earliest",
@@ -192,11 +201,6 @@ def test_classic_groups_work_beside_and_a_live_consumer_group_asks_classic_membe
         metadata_max_age_ms=500,
     )
     try:
-        # subscribed only once its metadata holds the topic's partitions: kafka-python's first
-        # assignment otherwise races it ("No partition metadata"), and under load the rejoin that
-        # follows outlasted the wait below once
-        wait_until(lambda: classic.partitions_for_topic(topic) == {0, 1}, WAIT_S, what="kafka-python's metadata")
-        classic.subscribe([topic])
         seen: list[bytes] = []
 
         def classic_poll() -> None:
@@ -272,7 +276,7 @@ def heartbeat(bootstrap: str, group: str, member: str, epoch: int, **fields: Any
 
 
 def test_members_and_epochs_survive_a_coordinator_restart(tmp_path):
-    process = BrokerProcess(tmp_path / "data", BROKER)
+    process = BrokerProcess(tmp_path / "data", restartable(BROKER))
     with process:
         topic = create_topic(process.bootstrap, unique("restart"), 4)
         group = unique("g")
@@ -294,8 +298,6 @@ def test_members_and_epochs_survive_a_coordinator_restart(tmp_path):
         assert joined.error_code == 0 and joined.member_epoch == 1
         assigned = {(tp.topic_id, tuple(tp.partitions)) for tp in joined.assignment.topic_partitions}
         assert sum(len(p) for _, p in assigned) == 4
-        port = process.port
-        process.overrides["listeners"] = f"PLAINTEXT://127.0.0.1:{port}"
         process.restart()
 
         def reloaded():
@@ -330,7 +332,7 @@ def test_members_and_epochs_survive_a_coordinator_restart(tmp_path):
 
 
 def test_a_consumer_keeps_consuming_across_a_broker_restart(tmp_path):
-    process = BrokerProcess(tmp_path / "data", BROKER)
+    process = BrokerProcess(tmp_path / "data", restartable(BROKER))
     with process:
         topic = create_topic(process.bootstrap, unique("survive"), 3)
         group = unique("g")
@@ -339,7 +341,6 @@ def test_a_consumer_keeps_consuming_across_a_broker_restart(tmp_path):
         try:
             wait_until(lambda: len(consumer.values) >= 3, WAIT_S, what="the first records", tick=tick([consumer]))
             consumer.consumer.commit(asynchronous=False)
-            process.overrides["listeners"] = f"PLAINTEXT://127.0.0.1:{process.port}"
             process.restart()
             produce(process.bootstrap, topic, [b"after0", b"after1", b"after2"], partitions=3)
             wait_until(
@@ -419,7 +420,7 @@ def test_a_heartbeat_whose_records_cannot_be_written_changes_nothing(tmp_path):
     records fails with NOT_ENOUGH_REPLICAS. A joining member gets COORDINATOR_NOT_AVAILABLE (Kafka's
     retriable answer for it) and the group stays as its records say, in memory and after a restart;
     once the topic can be written again the same join succeeds."""
-    process = BrokerProcess(tmp_path / "data", BROKER)
+    process = BrokerProcess(tmp_path / "data", restartable(BROKER))
     with process:
         topic = create_topic(process.bootstrap, unique("nowrite"), 4)
         group = unique("g")
@@ -459,7 +460,6 @@ def test_a_heartbeat_whose_records_cannot_be_written_changes_nothing(tmp_path):
         )
         assert heartbeat(process.bootstrap, group, "m1", -1).error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
         assert _describe(process.bootstrap, group) == (1, 1, {"m1": 4})
-        process.overrides["listeners"] = f"PLAINTEXT://127.0.0.1:{process.port}"
         process.restart()  # what was written is what the group was
         raw_request(process.bootstrap, ApiKey.FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": [group]})
         wait_until(

@@ -29,6 +29,7 @@ from tests.integration.clients import (
     confluent_group_consume,
     confluent_produce,
     kafka_python_poll,
+    kafka_python_subscribed,
     kcat,
     kcat_consume,
     sample_messages,
@@ -165,7 +166,7 @@ def test_large_fetches_over_tls_are_byte_exact(secured):
 
 
 def test_kafka_python_and_aiokafka_with_scram_over_sasl_ssl(secured):
-    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import KafkaProducer
 
     context = ssl.create_default_context(cafile=str(secured.certs.ca))
     common = {
@@ -190,8 +191,8 @@ def test_kafka_python_and_aiokafka_with_scram_over_sasl_ssl(secured):
         assert [f.get(timeout=WAIT_S).offset for f in futures] == list(range(len(sent)))
     finally:
         producer.close(timeout=5)
-    consumer = KafkaConsumer(
-        topic, **common, group_id=f"g-{topic}", auto_offset_reset="earliest", enable_auto_commit=False
+    consumer = kafka_python_subscribed(
+        [topic], **common, group_id=f"g-{topic}", auto_offset_reset="earliest", enable_auto_commit=False
     )
     try:
         got = kafka_python_poll(consumer, len(sent), WAIT_S * 2)

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.group.support import FAST_GROUP, committed, create_topic, produce, unique
-from tests.integration.clients import WAIT_S, wait_until
+from tests.integration.clients import WAIT_S, kafka_python_subscribed, wait_until
 from tests.integration.txn_support import (
     INPUTS,
     READERS,
@@ -461,14 +461,14 @@ def test_aiokafka_send_offsets_to_transaction(txn_broker):
 
 
 def test_kafka_python_send_offsets_to_transaction(txn_broker):
-    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import KafkaProducer
     from kafka.structs import OffsetAndMetadata
 
     bootstrap = txn_broker.bootstrap
     source, sink, group = make_input(bootstrap, "kp-ctp")
     written: list[tuple[int, bytes]] = []
-    consumer = KafkaConsumer(
-        source,
+    consumer = kafka_python_subscribed(
+        [source],
         bootstrap_servers=bootstrap,
         group_id=group,
         enable_auto_commit=False,

@@ -34,6 +34,7 @@ from tests.integration.clients import (
     confluent_group_consume,
     confluent_produce,
     kafka_python_poll,
+    kafka_python_subscribed,
     kcat,
     kcat_consume,
     sample_messages,
@@ -308,7 +309,7 @@ def test_kcat_with_librdkafka_2_0_unsecured_jwt(secured):
 def test_kafka_python_and_aiokafka_token_providers(secured):
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
     from aiokafka.abc import AbstractTokenProvider as AsyncProvider
-    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import KafkaProducer
     from kafka.net.sasl.oauth import AbstractTokenProvider
 
     class Provider(AbstractTokenProvider):
@@ -341,8 +342,8 @@ def test_kafka_python_and_aiokafka_token_providers(secured):
         assert [f.get(timeout=WAIT_S).offset for f in futures] == list(range(len(sent)))
     finally:
         producer.close(timeout=5)
-    consumer = KafkaConsumer(
-        topic, **common, sasl_oauth_token_provider=Provider(), group_id=f"oa-kp-{topic}", auto_offset_reset="earliest"
+    consumer = kafka_python_subscribed(
+        [topic], **common, sasl_oauth_token_provider=Provider(), group_id=f"oa-kp-{topic}", auto_offset_reset="earliest"
     )
     try:
         got = kafka_python_poll(consumer, len(sent), WAIT_S * 2)
