@@ -23,7 +23,7 @@ import time
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from tests.cluster.conftest import Cluster, create_topic, wait_until
-from tests.cluster.zk_tripwire import ZkTripwire
+from tests.cluster.zk_tripwire import ZkTripwire, stop_process
 
 TOPIC = "isr-paused"
 SET_DATA = 5
@@ -49,7 +49,7 @@ def test_an_isr_shrink_zookeeper_does_not_answer_holds_no_request(tmp_path, paus
         lambda op, path: (
             armed.is_set() and op == SET_DATA and path.endswith(f"/brokers/topics/{TOPIC}/partitions/0/state")
         ),
-        lambda _: os.kill(zk_process.pid, signal.SIGSTOP),
+        lambda _: stop_process(zk_process.pid),
     )
     cluster = Cluster(
         tmp_path / "cluster",

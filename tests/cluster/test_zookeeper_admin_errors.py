@@ -39,7 +39,7 @@ from kazoo.client import KazooClient
 from strom.cluster import model, zookeeper_server
 from strom.testing.nodes import ProcessNode
 from tests.cluster.conftest import SESSION_TIMEOUT_MS, wait_until
-from tests.cluster.zk_tripwire import CREATE_OPS, ZkTripwire
+from tests.cluster.zk_tripwire import CREATE_OPS, ZkTripwire, stop_process
 
 DELETE_OP, SET_DATA_OP = 2, 5
 RETRY_S = 40  # the broker's ZooKeeper session may need to come back (expire, then a new one) first
@@ -66,7 +66,7 @@ def cluster(tmp_path_factory) -> Iterator[Cluster]:
     process, port = zookeeper_server.start(str(tmp_path_factory.mktemp("zookeeper")))
     chroot = f"/admin-{uuid.uuid4().hex[:8]}"
     zk = KazooClient(hosts=f"127.0.0.1:{port}", timeout=10)
-    proxy = ZkTripwire(port, never, lambda _: os.kill(process.pid, signal.SIGSTOP))
+    proxy = ZkTripwire(port, never, lambda _: stop_process(process.pid))
     node = ProcessNode(
         1,
         tmp_path_factory.mktemp("admin-errors") / "broker-1",

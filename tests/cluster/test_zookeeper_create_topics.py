@@ -27,7 +27,7 @@ from kazoo.client import KazooClient
 from strom.cluster import model, zookeeper_server
 from strom.testing.nodes import ProcessNode
 from tests.cluster.conftest import SESSION_TIMEOUT_MS, wait_until
-from tests.cluster.zk_tripwire import CREATE_OPS, MULTI, ZkTripwire
+from tests.cluster.zk_tripwire import CREATE_OPS, MULTI, ZkTripwire, stop_process
 
 TOPIC = "big"
 PARTITIONS = 1000
@@ -92,7 +92,7 @@ def test_create_topics_while_zookeeper_pauses_answers_an_error_then_the_topic_is
     zk = KazooClient(hosts=f"127.0.0.1:{zk_port}", timeout=10)
     zk.start(timeout=30)
     zk.ensure_path(chroot)
-    proxy = ZkTripwire(zk_port, where(chroot), lambda _: os.kill(zk_process.pid, signal.SIGSTOP))
+    proxy = ZkTripwire(zk_port, where(chroot), lambda _: stop_process(zk_process.pid))
     node = ProcessNode(
         1,
         tmp_path / "broker-1",

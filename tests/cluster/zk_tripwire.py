@@ -12,9 +12,12 @@ moment does (the client reconnects to the same session).
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import struct
 import threading
+import time
 from collections.abc import Callable
 
 from strom.chaos.proxy import TcpProxy
@@ -39,6 +42,32 @@ def request_path(frame: bytes) -> tuple[int, str]:
         return op, ""
     (length,) = struct.unpack_from(">i", frame, offset)
     return op, frame[offset + 4 : offset + 4 + max(0, length)].decode(errors="replace")
+
+
+def stop_process(pid: int, timeout_s: float = 5.0) -> None:
+    """SIGSTOP ``pid`` and return once every one of its threads is stopped.
+
+    kill() only marks the signal pending and wakes one thread of the process to take it; that
+    thread then stops the others. Until it gets a CPU, the rest run on: on a loaded machine
+    ZooKeeper's I/O thread once answered the very request forwarded "after" the SIGSTOP.
+    """
+    os.kill(pid, signal.SIGSTOP)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if all(_thread_state(pid, tid) in ("T", "t", "X", "Z", "") for tid in os.listdir(f"/proc/{pid}/task")):
+            return
+        time.sleep(0.001)
+    raise AssertionError(f"process {pid} was not stopped within {timeout_s}s of its SIGSTOP")
+
+
+def _thread_state(pid: int, tid: str) -> str:
+    """The state letter in /proc/PID/task/TID/stat ("" once the thread is gone)."""
+    try:
+        with open(f"/proc/{pid}/task/{tid}/stat") as handle:
+            stat = handle.read()
+    except OSError:
+        return ""
+    return stat[stat.rindex(")") + 2 :][:1]
 
 
 class ZkTripwire(TcpProxy):
