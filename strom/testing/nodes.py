@@ -8,8 +8,8 @@ would leave things (no controlled shutdown, no flush, no checkpoints, no clean-s
 Both listen on a fixed loopback port picked below the kernel's ephemeral range
 (``zookeeper_server.free_port``), so a restarted broker comes back at the address clients already
 know: a port from a bind on port 0 could become some connection's source port while the broker is
-down. A port given in the overrides is kept the same way, port 0 included. Readiness is the ``strom.port`` file the broker writes
-once it accepts connections (a thread reports it directly).
+down. A port given in the overrides is kept the same way, port 0 included. Readiness is the
+``strom.port`` file the broker writes once it accepts connections (a thread reports it directly).
 """
 
 from __future__ import annotations
