@@ -11,6 +11,8 @@ import argparse
 import importlib
 import sys
 
+from strom import version_line
+
 # subcommand -> (module, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "server-start": ("strom.cli.server_start", "run a broker in the foreground"),
@@ -38,6 +40,15 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+def add_version(parser: argparse.ArgumentParser, version: str) -> None:
+    """``--version`` on ``parser`` and on every subcommand below it, as every Kafka script has."""
+    parser.add_argument("--version", action="version", version=version, help="print the versions and exit")
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                add_version(sub, version)
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The parser; with ``only``, just that subcommand's module is imported (fast startup)."""
     parser = argparse.ArgumentParser(prog="strom", description="strom: a Kafka-compatible log")
@@ -52,6 +63,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         )
         module.add_arguments(command_parser)
         command_parser.set_defaults(_module=module)
+    add_version(parser, version_line())
     return parser
 
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, ClassVar, NamedTuple
 
+from strom import KAFKA_VERSION
 from strom.storage.log_config import (
     COMPRESSION_TYPES,
     INT_MAX,
@@ -761,7 +762,7 @@ class BrokerConfig:
     )
     inter_broker_protocol_version: str = _key(
         "inter.broker.protocol.version",
-        "3.9-IV0",
+        f"{KAFKA_VERSION}-IV0",
         parse_metadata_version,
         "Accepted and ignored: strom brokers speak one protocol.",
         ignored="strom brokers of one version speak one protocol",
