@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up everything, checks the code (ruff lint and format, mypy: strict for strom/protocol and
-# strom/storage, checked for the rest), then runs the whole test suite (unit, real-process and
-# real-client tests). Extra arguments go to pytest; STROM_SKIP_LINT=1 skips the checks.
+# strom/storage, checked for the rest; lint-imports: DESIGN.md's layers and no import cycles, as
+# pyproject.toml's [tool.importlinter] states them), then runs the whole test suite (unit,
+# real-process and real-client tests). Extra arguments go to pytest; STROM_SKIP_LINT=1 skips the checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -9,6 +10,7 @@ if [ "${STROM_SKIP_LINT:-0}" != 1 ]; then
     .venv/bin/ruff check strom tests scripts
     .venv/bin/ruff format --check strom tests scripts
     .venv/bin/mypy strom
+    .venv/bin/lint-imports --no-cache
 fi
 # Two workers: most real-process tests spend their time waiting (sessions, timeouts, Spark batches),
 # so two in parallel roughly halve the wall time on a 2-core machine. STROM_TEST_WORKERS=0 runs serially.
