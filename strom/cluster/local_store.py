@@ -5,6 +5,10 @@ rename) on every change; ephemeral nodes live only as long as the process, exact
 ZooKeeper session's would. A change whose file cannot be written (a full disk) is undone in
 memory and raises the OSError, so the tree never holds what a restart would not find; once the
 log dir holding the file has failed, every persistent change is refused that way.
+
+Two stores on one file would overwrite each other's changes, so a store holds its directory's
+lock (``strom.storage.dir_lock``, the ``.lock`` a broker takes on every log dir) until ``close``:
+the broker hands over the lock it already holds; a store opened on its own takes it.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from strom.cluster.store import (
     NotEmptyError,
     Watcher,
 )
+from strom.storage import dir_lock
 from strom.storage.checkpoint import fsync_dir
 
 FILE_NAME = "__cluster_metadata.json"
@@ -48,18 +53,28 @@ def _parent(path: str) -> str:
 
 
 class LocalStore(MetadataStore):
-    def __init__(self, directory: str | None):
+    def __init__(self, directory: str | None, lock: dir_lock.DirLock | None = None):
+        """``lock``: the directory's lock when the caller holds it already (the broker); without
+        one the store takes it, raising LogDirLockedError if another store or broker has it."""
         self._path = os.path.join(directory, FILE_NAME) if directory else None
+        if lock is not None and directory and lock.directory != os.path.abspath(directory):
+            raise ValueError(f"the lock of {lock.directory} does not cover {directory}")
+        self._own_lock = dir_lock.acquire(directory) if directory and lock is None else None
         self._nodes: dict[str, _Node] = {"/": _Node()}
         self._lock = threading.RLock()
         self._batching = 0
         self._dirty = False
         self._offline_dir: str | None = None
-        if self._path and os.path.exists(self._path):
-            with open(self._path, encoding="utf-8") as handle:
-                saved = json.load(handle)
-            for path, entry in saved.items():
-                self._nodes[path] = _Node(base64.b64decode(entry["data"]), entry["version"])
+        try:
+            if self._path and os.path.exists(self._path):
+                with open(self._path, encoding="utf-8") as handle:
+                    saved = json.load(handle)
+                for path, entry in saved.items():
+                    self._nodes[path] = _Node(base64.b64decode(entry["data"]), entry["version"])
+        except BaseException:
+            if self._own_lock is not None:
+                self._own_lock.release()
+            raise
 
     @contextlib.contextmanager
     def batch(self):
@@ -235,3 +250,5 @@ class LocalStore(MetadataStore):
         with self._lock:
             for path in [p for p, n in self._nodes.items() if n.ephemeral]:
                 self.delete(path)
+            if self._own_lock is not None:  # a lock handed over stays its holder's to release
+                self._own_lock.release()

@@ -60,6 +60,7 @@ from strom.server.periodic import log_if_failed, run_every
 from strom.server.quotas import QuotaManager
 from strom.server.refused_batches import RefusedBatches
 from strom.server.secure_connection import SecureConnection
+from strom.storage import dir_lock
 from strom.storage.cleaner import CleanerSettings
 from strom.storage.log_manager import LogManager, SchedulerIntervals
 from strom.txn.coordinator import TRANSACTION_STATE_TOPIC, TransactionCoordinator
@@ -117,6 +118,7 @@ class Broker:
         # Made by start(), which runs before anything that uses them (only shutdown() may see None,
         # after a failed start, and checks): typed as made, so their many readers need no checks.
         self.store: MetadataStore = None  # type: ignore[assignment]
+        self.dir_locks: list[dir_lock.DirLock] = []  # one per log dir, held from start() to shutdown()'s end
         self.log_manager: LogManager = None  # type: ignore[assignment]
         self.replica_manager: ReplicaManager = None  # type: ignore[assignment]
         self.log_dir_mover: LogDirMover = None  # type: ignore[assignment]
@@ -162,6 +164,9 @@ class Broker:
 
     # -- startup -----------------------------------------------------------------------------------
     async def start(self) -> None:
+        # before anything is bound or written: a second broker on a log dir goes away at once
+        if not any(lock.held for lock in self.dir_locks):  # run_broker takes them before it logs
+            self.dir_locks = dir_lock.acquire_all(self.config.log_dirs)
         self._loop = asyncio.get_running_loop()
         config = self.config
         self.listener_security = {
@@ -379,7 +384,7 @@ class Broker:
                 self.config.zookeeper_session_timeout_ms,
                 self.config.zookeeper_connection_timeout_ms,
             )
-        return LocalStore(self.config.log_dirs[0])
+        return LocalStore(self.config.log_dirs[0], self.dir_locks[0])
 
     def _startup_step(self, what: str, step: Callable[[], T]) -> T:
         """A step of startup that talks to ZooKeeper, tried again while ZooKeeper does not answer
@@ -996,6 +1001,8 @@ class Broker:
         nothing and writes no clean-shutdown marker, so the next start recovers. strom.testing's
         in-process broker uses it for ``kill``, since a thread cannot be killed.
         """
+        if not self.dir_locks:  # start() was refused a log dir's lock (or never ran): nothing to stop
+            return
         log.info("broker %d %s", self.broker_id, "aborting" if crash else "shutting down")
         if not crash and self.store is not None and self.replica_manager is not None and not self._stop.is_set():
             await self._controlled_shutdown()
@@ -1047,6 +1054,8 @@ class Broker:
             await self._bounded(
                 asyncio.get_running_loop().run_in_executor(None, self.metrics_endpoint.stop), "the metrics endpoint"
             )
+        for lock in self.dir_locks:  # last: the next broker on these dirs may start now
+            lock.release()
         log.info("broker %d stopped", self.broker_id)
 
     @staticmethod
@@ -1066,11 +1075,14 @@ def run_broker(config: BrokerConfig) -> int:
     except ImportError:
         pass
 
+    # refused before anything is logged: the refusal is the only line a second broker prints
+    locks = dir_lock.acquire_all(config.log_dirs)
     raise_open_files_limit()
     keep_large_buffers_in_heap()
 
     async def main() -> None:
         broker = Broker(config)
+        broker.dir_locks = locks
         try:
             await broker.start()
         except BaseException:

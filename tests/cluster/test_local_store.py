@@ -2,11 +2,13 @@
 
 import errno
 import os
+import re
 
 import pytest
 
 from strom.cluster.local_store import FILE_NAME, LocalStore
 from strom.cluster.store import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
+from strom.storage.dir_lock import LogDirLockedError
 
 
 def test_persistent_nodes_survive_and_ephemerals_do_not(tmp_path):
@@ -16,6 +18,7 @@ def test_persistent_nodes_survive_and_ephemerals_do_not(tmp_path):
     assert store.children("/brokers") == ["ids", "topics"]
     with pytest.raises(NodeExistsError):
         store.create("/brokers/topics/t", b"again")
+    store.close()  # a second store on the file is refused while the first holds it
     reopened = LocalStore(str(tmp_path))
     assert reopened.get("/brokers/topics/t") == (b'{"p":1}', 0)
     assert not reopened.exists("/brokers/ids/0")
@@ -55,6 +58,7 @@ def test_batch_writes_the_file_once(tmp_path):
         for i in range(20):
             store.create(f"/topics/p{i}", b"s", makepath=True)
         assert not os.path.exists(path)  # nothing written yet inside the batch
+    store.close()
     assert len(LocalStore(str(tmp_path)).children("/topics")) == 20
 
 
@@ -69,4 +73,21 @@ def test_a_failed_log_dir_refuses_persistent_changes_and_keeps_memory_as_the_fil
     assert store.get("/a") == (b"1", 0) and not store.exists("/b")
     store.create("/e", b"x", ephemeral=True)  # ephemeral nodes never touch the file
     store.set("/e", b"y")
+    store.close()
     assert LocalStore(str(tmp_path)).get("/a") == (b"1", 0)
+
+
+def test_one_store_per_file_until_it_is_closed(tmp_path):
+    store = LocalStore(str(tmp_path))
+    store.create("/a", b"1")
+    with pytest.raises(
+        LogDirLockedError,
+        match=re.escape(
+            f"Failed to acquire lock on file .lock in {tmp_path}. A strom broker in another process or thread (pid {os.getpid()})"
+        ),
+    ):
+        LocalStore(str(tmp_path))
+    store.close()
+    reopened = LocalStore(str(tmp_path))
+    assert reopened.get("/a") == (b"1", 0)
+    reopened.close()
