@@ -20,9 +20,10 @@ import asyncio
 import concurrent.futures
 import dataclasses
 import logging
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, cast
+from collections.abc import Collection, Iterator
+from typing import TYPE_CHECKING, Protocol, cast
 
+from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -36,7 +37,11 @@ from strom.metrics.stats import FETCH_CONSUMER, FETCH_FOLLOWER, TIME_BOUNDS_S
 from strom.protocol.api import ApiKey
 
 if TYPE_CHECKING:
-    from strom.server.broker import Broker
+    from strom.cluster.controller import Controller
+    from strom.cluster.metadata_cache import MetadataCache
+    from strom.group.coordinator import GroupCoordinator
+    from strom.metrics.stats import BrokerStats, RequestMetrics
+    from strom.replication.replica_manager import ReplicaManager
 
 log = logging.getLogger("strom.metrics")
 
@@ -54,6 +59,43 @@ def request_name(api_key: int) -> str:
         return "".join(word.capitalize() for word in ApiKey(api_key).name.split("_"))
     except ValueError:
         return str(api_key)
+
+
+class Listened(Protocol):
+    """A connection as a scrape counts it: by the listener it came in on."""
+
+    @property
+    def listener(self) -> str: ...
+
+
+class LoopLagReading(Protocol):
+    """How late the event loop ran its last timer (``strom.metrics.server.LoopLag``)."""
+
+    @property
+    def last_s(self) -> float: ...
+
+    @property
+    def max_s(self) -> float: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class Sources:
+    """What a scrape reads: the broker's live objects, read on its event loop at each scrape."""
+
+    stats: BrokerStats
+    metadata: MetadataCache
+    replica_manager: ReplicaManager | None = None
+    controller: Controller | None = None
+    group_coordinator: GroupCoordinator | None = None
+    connections: Collection[Listened] = ()
+    request_metrics: RequestMetrics | None = None
+    loop_lag: LoopLagReading | None = None
+
+
+def register_process_collectors(registry: CollectorRegistry) -> None:
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    GCCollector(registry=registry)
 
 
 @dataclasses.dataclass
@@ -80,9 +122,9 @@ class Snapshot:
     loop_lag_max_s: float
 
 
-def take_snapshot(broker: Broker) -> Snapshot:
+def take_snapshot(sources: Sources) -> Snapshot:
     """Copy what the scrape reports; runs on the broker's event loop."""
-    stats = broker.stats
+    stats = sources.stats
     topics = {
         name: (
             t.messages_in,
@@ -95,7 +137,7 @@ def take_snapshot(broker: Broker) -> Snapshot:
         )
         for name, t in stats.topics.items()
     }
-    replicas = broker.replica_manager
+    replicas = sources.replica_manager
     partitions = []
     local_hw: dict[tuple[str, int], int] = {}
     if replicas is not None:
@@ -118,29 +160,29 @@ def take_snapshot(broker: Broker) -> Snapshot:
                     log_.config.min_insync_replicas,
                 )
             )
-    controller = broker.controller
+    controller = sources.controller
     active = controller is not None and controller.is_active
     offline = 0
     if active:
-        for info in broker.metadata.topics.values():
+        for info in sources.metadata.topics.values():
             for index in info.replicas:
                 state = info.states.get(index)
                 if state is None or state.leader < 0:
                     offline += 1
     connections: dict[str, int] = {}
-    for connection in list(broker.connections):
+    for connection in list(sources.connections):
         name = connection.listener
         connections[name] = connections.get(name, 0) + 1
     groups, offsets, rebalances = [], [], 0
-    coordinator = getattr(broker, "group_coordinator", None)
+    coordinator = sources.group_coordinator
     if coordinator is not None:
         rebalances = coordinator.completed_rebalances
         for group_id, group in coordinator.groups.items():
             groups.append((group_id, group.state.value, len(group.members)))
             for (topic, index), committed in group.offsets.items():
                 offsets.append((group_id, topic, index, committed.offset, local_hw.get((topic, index), -1)))
-    timing = broker.request_metrics
-    lag = broker.loop_lag
+    timing = sources.request_metrics
+    lag = sources.loop_lag
     return Snapshot(
         topics=topics,
         partitions=partitions,
@@ -176,8 +218,8 @@ def _counter(name: str, doc: str, per_topic: dict[str, int], total: int) -> Metr
 class BrokerCollector(Collector):
     """Builds every strom family from a snapshot taken on the broker's loop."""
 
-    def __init__(self, broker: Broker, loop: asyncio.AbstractEventLoop):
-        self.broker = broker
+    def __init__(self, sources: Sources, loop: asyncio.AbstractEventLoop):
+        self.sources = sources
         self.loop = loop
 
     def _snapshot(self) -> Snapshot | None:
@@ -187,7 +229,7 @@ class BrokerCollector(Collector):
 
         def run() -> None:
             try:
-                done.set_result(take_snapshot(self.broker))
+                done.set_result(take_snapshot(self.sources))
             except Exception as exc:  # noqa: BLE001  (re-raised on the scrape thread, which reports it)
                 done.set_exception(exc)
 
@@ -488,10 +530,6 @@ def _ms(seconds: float) -> str:
 
 def exported_names() -> set[str]:
     """Every family and sample name a broker exports (a dashboard's expressions are checked against it)."""
-    from prometheus_client import CollectorRegistry
-
-    from strom.metrics.server import register_process_collectors
-
     registry = CollectorRegistry()
     register_process_collectors(registry)
     families = list(registry.collect())

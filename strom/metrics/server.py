@@ -21,16 +21,12 @@ import os
 import threading
 import time
 from collections import deque
-from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 from wsgiref.simple_server import WSGIServer
 
-from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector, start_http_server
+from prometheus_client import CollectorRegistry, start_http_server
 
-from strom.metrics.collector import BrokerCollector
-
-if TYPE_CHECKING:
-    from strom.server.broker import Broker
+from strom.metrics.collector import BrokerCollector, Sources, register_process_collectors
 
 log = logging.getLogger("strom.metrics")
 
@@ -51,12 +47,6 @@ def parse_listener(key: str, raw: str) -> tuple[str, int]:
     if parts.scheme != "http" or not parts.hostname or port is None or parts.path not in ("", "/", "/metrics"):
         raise ConfigError(key, f"{raw!r} is not http://host:port")
     return parts.hostname, port
-
-
-def register_process_collectors(registry: CollectorRegistry) -> None:
-    ProcessCollector(registry=registry)
-    PlatformCollector(registry=registry)
-    GCCollector(registry=registry)
 
 
 class LoopLag:
@@ -80,8 +70,12 @@ class LoopLag:
 
 
 class MetricsEndpoint:
-    def __init__(self, broker: Broker, host: str, port: int):
-        self.broker = broker
+    """Serves ``/metrics`` from ``sources`` on host:port, and writes its URL into ``url_dir``."""
+
+    def __init__(self, sources: Sources, host: str, port: int, *, broker_id: int, url_dir: str):
+        self.sources = sources
+        self.broker_id = broker_id
+        self.url_dir = url_dir  # the broker's first log dir
         self.host = host
         self.port = port
         self.registry = CollectorRegistry(auto_describe=False)
@@ -91,7 +85,7 @@ class MetricsEndpoint:
 
     def start(self, loop: asyncio.AbstractEventLoop) -> str:
         register_process_collectors(self.registry)
-        self.registry.register(BrokerCollector(self.broker, loop))
+        self.registry.register(BrokerCollector(self.sources, loop))
         try:
             server, self._thread = start_http_server(self.port, self.host, registry=self.registry)
         except OSError as exc:  # a port in use is a configuration problem: one line naming the key
@@ -102,13 +96,11 @@ class MetricsEndpoint:
         bound_port = int(server.socket.getsockname()[1])
         shown = f"[{self.host}]" if ":" in self.host else self.host
         self.url = f"http://{shown}:{bound_port}/metrics"
-        log_dirs = self.broker.config.log_dirs
-        assert log_dirs, "resolved from log.dir when not set"
-        path = os.path.join(log_dirs[0], METRICS_URL_FILE)
+        path = os.path.join(self.url_dir, METRICS_URL_FILE)
         with open(path + ".tmp", "w") as handle:
             handle.write(self.url + "\n")
         os.replace(path + ".tmp", path)
-        log.info("broker %d serves metrics on %s", self.broker.broker_id, self.url)
+        log.info("broker %d serves metrics on %s", self.broker_id, self.url)
         return self.url
 
     def stop(self) -> None:

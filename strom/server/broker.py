@@ -352,13 +352,28 @@ class Broker:
         self._background.append(task)
 
     def _start_metrics(self, listener: str) -> None:
+        from strom.metrics.collector import Sources
         from strom.metrics.server import LoopLag, MetricsEndpoint, parse_listener
 
         self.loop_lag = LoopLag()
         self._in_background(self.loop_lag.run(self._stop))
         if self.request_metrics is not None:  # how many requests to time follows the request rate
             self._in_background(self.request_metrics.adapt(self._stop))
-        self.metrics_endpoint = MetricsEndpoint(self, *parse_listener("metrics.listener", listener))
+        sources = Sources(
+            stats=self.stats,
+            metadata=self.metadata,
+            replica_manager=self.replica_manager,
+            controller=self.controller,
+            group_coordinator=self.group_coordinator,
+            connections=self.connections,
+            request_metrics=self.request_metrics,
+            loop_lag=self.loop_lag,
+        )
+        log_dirs = self.config.log_dirs
+        assert log_dirs, "resolved from log.dir when not set"
+        self.metrics_endpoint = MetricsEndpoint(
+            sources, *parse_listener("metrics.listener", listener), broker_id=self.broker_id, url_dir=log_dirs[0]
+        )
         self.metrics_endpoint.start(asyncio.get_running_loop())
 
     def _connection_factory(self, security: ListenerSecurity):
