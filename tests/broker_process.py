@@ -19,6 +19,18 @@ STARTUP_TIMEOUT_S = 20
 STOP_TIMEOUT_S = 15
 
 
+def start_expecting_failure(
+    data_dir: Path | str, *overrides: str, args: tuple[str, ...] = (), user: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``strom server-start`` on 127.0.0.1:0 with log.dirs=``data_dir`` and ``overrides`` (KEY=VALUE,
+    later ones win), run to its end (bounded), as ``user`` when given (the tests run as root)."""
+    cmd = [sys.executable, "-m", "strom.cli.main", "server-start", *args]
+    for override in ("listeners=PLAINTEXT://127.0.0.1:0", f"log.dirs={data_dir}", *overrides):
+        cmd += ["--override", override]
+    as_user = {"user": user, "group": "nogroup", "extra_groups": []} if user else {}
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, **as_user)
+
+
 class BrokerProcess:
     def __init__(
         self,

@@ -47,6 +47,7 @@ def run(args: argparse.Namespace) -> int:
     from strom.server import logs
     from strom.server.broker import run_broker
     from strom.server.config import BrokerConfig
+    from strom.startup import StartupError
     from strom.storage.log_config import ConfigError
     from strom.storage.log_manager import LogDirError
 
@@ -54,19 +55,24 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = BrokerConfig.from_properties(args.properties, parse_overrides(args.override))
     except ConfigError as exc:
-        print(f"strom server-start: invalid configuration: {exc}", file=sys.stderr)
-        return 2
+        return refuse("invalid configuration", exc, 2)
     except OSError as exc:
         print(f"strom server-start: cannot read {args.properties}: {exc}", file=sys.stderr)
         return 2
     try:
         return run_broker(config)
     except ConfigError as exc:  # found at startup: a certificate or key file named by the config
-        print(f"strom server-start: invalid configuration: {exc}", file=sys.stderr)
-        return 2
-    except LogDirError as exc:  # damage recovery cannot repair: a reason to act on, not a traceback
-        print(f"strom server-start: cannot start: {exc}", file=sys.stderr)
-        return 1
-    except StoreError as exc:  # ZooKeeper did not answer within zookeeper.connection.timeout.ms
-        print(f"strom server-start: cannot start: {exc}", file=sys.stderr)
-        return 1
+        return refuse("invalid configuration", exc, 2)
+    # StartupError names its key; a LogDirError (damage recovery cannot repair, a log dir another
+    # broker holds) its log dir; a StoreError the ZooKeeper keys (no session within the timeout)
+    except (StartupError, LogDirError, StoreError) as exc:
+        return refuse("cannot start", exc, 1)
+
+
+def refuse(what: str, exc: Exception, code: int) -> int:
+    """The one line on stderr (logs go to stdout); the traceback only in the DEBUG log."""
+    import logging
+
+    logging.getLogger("strom.broker").debug("startup failed", exc_info=exc)
+    print(f"strom server-start: {what}: {exc}", file=sys.stderr)
+    return code

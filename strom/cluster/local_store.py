@@ -28,12 +28,17 @@ from strom.cluster.store import (
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
+    StoreError,
     Watcher,
 )
 from strom.storage import dir_lock
 from strom.storage.checkpoint import fsync_dir
 
 FILE_NAME = "__cluster_metadata.json"
+
+
+class DamagedStoreError(StoreError):
+    """The store's file is not what this class writes (a partial copy, an edit, a bad disk)."""
 
 
 @dataclass
@@ -68,9 +73,12 @@ class LocalStore(MetadataStore):
         try:
             if self._path and os.path.exists(self._path):
                 with open(self._path, encoding="utf-8") as handle:
-                    saved = json.load(handle)
-                for path, entry in saved.items():
-                    self._nodes[path] = _Node(base64.b64decode(entry["data"]), entry["version"])
+                    try:
+                        saved = json.load(handle)
+                        for path, entry in saved.items():
+                            self._nodes[path] = _Node(base64.b64decode(entry["data"]), int(entry["version"]))
+                    except (ValueError, KeyError, TypeError, AttributeError) as exc:  # not JSON, or not our JSON
+                        raise DamagedStoreError(f"{self._path} is damaged ({type(exc).__name__}: {exc})") from exc
         except BaseException:
             if self._own_lock is not None:
                 self._own_lock.release()

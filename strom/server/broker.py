@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from strom.cluster import model
 from strom.cluster.controller import Controller, Election, ReconcilePlan
-from strom.cluster.local_store import LocalStore
+from strom.cluster.local_store import DamagedStoreError, LocalStore
 from strom.cluster.metadata_cache import MetadataCache, MetadataDelta, state_key
 from strom.cluster.model import Broker as BrokerInfo
 from strom.cluster.read_ahead import ReadAheadStore
@@ -60,6 +60,7 @@ from strom.server.periodic import log_if_failed, run_every
 from strom.server.quotas import QuotaManager
 from strom.server.refused_batches import RefusedBatches
 from strom.server.secure_connection import SecureConnection
+from strom.startup import StartupError, bind_failure, check_log_dirs
 from strom.storage import dir_lock
 from strom.storage.cleaner import CleanerSettings
 from strom.storage.log_manager import LogManager, SchedulerIntervals
@@ -182,11 +183,14 @@ class Broker:
                 sock = socket.socket(socket.AF_INET6 if ":" in listener.host else socket.AF_INET, socket.SOCK_STREAM)
                 sockets[listener.name] = sock
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                sock.bind((listener.host or "0.0.0.0", listener.port))
-                sock.listen(LISTEN_BACKLOG)
+                try:
+                    sock.bind((listener.host or "0.0.0.0", listener.port))
+                    sock.listen(LISTEN_BACKLOG)
+                except OSError as exc:  # a port in use, or an address not of this host: one line naming the key
+                    raise bind_failure("listeners", listener.host, listener.port, exc) from exc
                 sock.setblocking(False)
                 self.bound[listener.name] = (listener.host, sock.getsockname()[1])
-        except OSError:
+        except BaseException:
             for sock in sockets.values():
                 sock.close()
             raise
@@ -200,10 +204,20 @@ class Broker:
             )
         _, self.host, advertised_port = next((e for e in endpoints if e[0] == listener.name), endpoints[0])
 
-        for log_dir in config.log_dirs:
-            os.makedirs(log_dir, exist_ok=True)
-        self.store = self._open_store()
-        self._ensure_cluster_id()
+        try:
+            for log_dir in config.log_dirs:
+                os.makedirs(log_dir, exist_ok=True)
+            self.store = self._open_store()
+            self._ensure_cluster_id()  # the embedded store writes its file in the first log dir
+        except OSError as exc:  # a disk that filled up since check_log_dirs, a store file's read error
+            where = f" {exc.filename}" if exc.filename else f" in {config.log_dirs[0]}"
+            raise StartupError("log.dirs", f"cannot write{where}: {exc.strerror or exc}") from exc
+        except DamagedStoreError as exc:
+            raise StartupError(
+                "log.dirs",
+                f"the embedded metadata store {exc}: restore it from a backup, or move it away to start "
+                "with empty cluster metadata",
+            ) from exc
         self.log_manager = LogManager(
             list(config.log_dirs),
             config.log_config(),
@@ -227,6 +241,10 @@ class Broker:
         if isinstance(self.store, LocalStore):  # its file lives in the first log dir
             self.log_manager.failure_listeners.append(self.store.on_log_dir_failure)
         self.log_manager.startup()
+        if self.log_manager.offline_dirs >= set(config.log_dirs):  # as Kafka: nothing left to serve from
+            raise StartupError(
+                "log.dirs", f"every log dir failed at startup ({', '.join(config.log_dirs)}): see the log"
+            )
         self.replica_manager = ReplicaManager(self)
         self.refused_batches = RefusedBatches()
         self.log_dir_mover = LogDirMover(self.log_manager, self.replica_manager, self.metadata, self.broker_id)
@@ -1090,6 +1108,7 @@ def run_broker(config: BrokerConfig) -> int:
     except ImportError:
         pass
 
+    check_log_dirs(config.log_dirs)  # a dir that cannot be made, written or filled: refused before any is made
     # refused before anything is logged: the refusal is the only line a second broker prints
     locks = dir_lock.acquire_all(config.log_dirs)
     raise_open_files_limit()

@@ -32,9 +32,10 @@ class JsonFormatter(logging.Formatter):
 
 
 def configure(level: str = "INFO", log_format: str = "text") -> None:
-    """Log to stderr at ``level`` in ``log_format`` (one of FORMATS)."""
+    """Log to stdout at ``level`` in ``log_format`` (one of FORMATS), as Kafka's console appender
+    does: stderr is left to the one line that says why a broker could not start."""
     if log_format not in FORMATS:
         raise ValueError(f"log format must be one of {', '.join(FORMATS)}, got {log_format!r}")
-    handler = logging.StreamHandler(sys.stderr)
+    handler = logging.StreamHandler(sys.stdout)
     handler.setFormatter(JsonFormatter() if log_format == "json" else logging.Formatter(TEXT_FORMAT))
     logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), handlers=[handler], force=True)

@@ -220,8 +220,9 @@ def test_server_start_refuses_a_missing_certificate_naming_the_key(tmp_path):
         timeout=60,
     )
     assert result.returncode == 2
-    assert "invalid configuration: ssl.keystore.location:" in result.stderr
-    assert "missing.pem does not exist" in result.stderr
+    assert result.stderr == (
+        f"strom server-start: invalid configuration: ssl.keystore.location: {tmp_path / 'missing.pem'} does not exist\n"
+    )
 
 
 def test_session_lifetime_per_listener_and_mechanism_falls_back_to_the_broker_key():

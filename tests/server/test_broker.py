@@ -16,23 +16,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from strom.protocol.api import request_class
 from strom.protocol.codec import decode_response, encode
 from strom.protocol.entities import build
-from tests.broker_process import BrokerProcess
-
-
-def start_expecting_failure(tmp_path, *overrides):
-    cmd = [
-        sys.executable,
-        "-m",
-        "strom.cli.main",
-        "server-start",
-        "--override",
-        "listeners=PLAINTEXT://127.0.0.1:0",
-        "--override",
-        f"log.dirs={tmp_path}/data",
-    ]
-    for override in overrides:
-        cmd += ["--override", override]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+from tests.broker_process import BrokerProcess, start_expecting_failure
 
 
 @pytest.mark.parametrize(
@@ -45,9 +29,11 @@ def start_expecting_failure(tmp_path, *overrides):
     ],
 )
 def test_bad_config_stops_startup_naming_the_key(tmp_path, override, key):
-    result = start_expecting_failure(tmp_path, override)
+    result = start_expecting_failure(tmp_path / "data", override)
     assert result.returncode == 2
-    assert key in result.stderr
+    assert result.stderr.startswith(f"strom server-start: invalid configuration: {key}: ")
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert not (tmp_path / "data").exists()  # refused before anything is made
 
 
 def test_unknown_key_is_a_warning_not_an_error(tmp_path):
