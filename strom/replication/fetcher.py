@@ -21,7 +21,8 @@ import asyncio
 import logging
 import time
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
 
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode, KafkaError, KafkaStorageError
@@ -33,8 +34,12 @@ from strom.replication.fetch_wire import decode_fetch_response, encode_fetch
 from strom.storage.leader_epoch import UNDEFINED_EPOCH
 
 if TYPE_CHECKING:
+    from strom.cluster.metadata_cache import MetadataCache
     from strom.replication.partition import Partition
-    from strom.server.broker import Broker
+    from strom.replication.purgatory import Purgatory
+    from strom.replication.throttle import ReplicationQuotas
+    from strom.security.client import ClientSecurity
+    from strom.storage.log_manager import LogManager
 
 log = logging.getLogger("strom.replication")
 
@@ -45,9 +50,50 @@ RETRY_BACKOFF_S = 0.2
 ENTRY_REFRESH_S = 5.0
 
 
+class FetcherConfig(Protocol):
+    """The broker configs that a follower's fetches follow (``BrokerConfig`` has them all)."""
+
+    @property
+    def inter_broker_listener_name(self) -> str: ...
+    @property
+    def num_replica_fetchers(self) -> int: ...
+    @property
+    def replica_fetch_max_bytes(self) -> int: ...
+    @property
+    def replica_fetch_min_bytes(self) -> int: ...
+    @property
+    def replica_fetch_response_max_bytes(self) -> int: ...
+    @property
+    def replica_fetch_wait_max_ms(self) -> int: ...
+    @property
+    def replica_socket_timeout_ms(self) -> int: ...
+
+
+class ReplicationBytesIn(Protocol):
+    """The counter that fetched bytes are added to (``strom.metrics.stats.BrokerStats``)."""
+
+    replication_bytes_in: int
+
+
+@dataclass(frozen=True)
+class FetcherContext:
+    """What this broker's fetchers use: its id and configs, where the leaders listen (``metadata``),
+    the logs whose failures they report, the replica manager's throttles and purgatory, and the
+    inter-broker listener's TLS and SASL settings."""
+
+    broker_id: int
+    config: FetcherConfig
+    metadata: MetadataCache
+    log_manager: LogManager
+    quotas: ReplicationQuotas
+    purgatory: Purgatory
+    stats: ReplicationBytesIn
+    security: ClientSecurity | None = None
+
+
 class ReplicaFetcher:
-    def __init__(self, broker: Broker, leader_id: int, index: int):
-        self.broker = broker
+    def __init__(self, context: FetcherContext, leader_id: int, index: int):
+        self.context = context
         self.leader_id = leader_id
         self.index = index
         self.partitions: dict[tuple[str, int], Partition] = {}
@@ -84,9 +130,9 @@ class ReplicaFetcher:
 
     # -- the loop ----------------------------------------------------------------------------------
     def _connect_client(self) -> BrokerClient | None:
-        node = self.broker.metadata.brokers.get(self.leader_id)
+        node = self.context.metadata.brokers.get(self.leader_id)
         # the leader's inter-broker listener, with that listener's TLS and SASL settings
-        address = node.endpoint(self.broker.config.inter_broker_listener_name) if node is not None else None
+        address = node.endpoint(self.context.config.inter_broker_listener_name) if node is not None else None
         if address is None:
             return None
         if self._client is None or (self._client.host, self._client.port) != address:
@@ -95,9 +141,9 @@ class ReplicaFetcher:
             self._client = BrokerClient(
                 address[0],
                 address[1],
-                f"strom-replica-fetcher-{self.broker.broker_id}",
-                timeout_s=self.broker.config.replica_socket_timeout_ms / 1000,
-                security=self.broker.inter_broker_security,
+                f"strom-replica-fetcher-{self.context.broker_id}",
+                timeout_s=self.context.config.replica_socket_timeout_ms / 1000,
+                security=self.context.security,
             )
         return self._client
 
@@ -116,13 +162,13 @@ class ReplicaFetcher:
                     await self._truncate(client)
                 await self._fetch_once(client)
             except BrokerConnectionError as exc:
-                log.info("fetcher %d->%d: %s", self.broker.broker_id, self.leader_id, exc)
+                log.info("fetcher %d->%d: %s", self.context.broker_id, self.leader_id, exc)
                 self._session.reset()
                 await asyncio.sleep(RETRY_BACKOFF_S)
             except asyncio.CancelledError:
                 raise
             except Exception:
-                log.exception("replica fetcher %d->%d failed; retrying", self.broker.broker_id, self.leader_id)
+                log.exception("replica fetcher %d->%d failed; retrying", self.context.broker_id, self.leader_id)
                 self._session.reset()
                 await asyncio.sleep(RETRY_BACKOFF_S)
 
@@ -145,7 +191,7 @@ class ReplicaFetcher:
             ApiKey.OFFSET_FOR_LEADER_EPOCH,
             EPOCH_VERSION,
             {
-                "replica_id": self.broker.broker_id,
+                "replica_id": self.context.broker_id,
                 "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
             },
         )
@@ -161,7 +207,7 @@ class ReplicaFetcher:
                 try:
                     self._apply_truncation(partition, result.leader_epoch, result.end_offset)
                 except OSError as exc:  # the replica goes offline with its log dir
-                    self.broker.log_manager.storage_error(key, exc, "truncating")
+                    self.context.log_manager.storage_error(key, exc, "truncating")
                     continue
                 self.needs_truncation.discard(key)
                 self._touched.add(key)
@@ -193,7 +239,7 @@ class ReplicaFetcher:
     # -- fetching ----------------------------------------------------------------------------------
     def _refresh_entries(self) -> list[tuple[str, int]]:
         """Rebuild the entries of touched partitions; returns the keys to compare with the session."""
-        quotas = self.broker.replica_manager.quotas  # a move's throttled replicas wait while it is spent
+        quotas = self.context.quotas  # a move's throttled replicas wait while it is spent
         throttling = quotas.follower_throttling
         now = time.monotonic()
         touched: Iterable[tuple[str, int]]
@@ -204,7 +250,7 @@ class ReplicaFetcher:
             touched = self._touched
         self._touched = set()
         entries = self._entries
-        max_bytes = self.broker.config.replica_fetch_max_bytes
+        max_bytes = self.context.config.replica_fetch_max_bytes
         keys = []
         for key in touched:
             partition = self.partitions.get(key)
@@ -235,7 +281,7 @@ class ReplicaFetcher:
         return keys
 
     async def _fetch_once(self, client: BrokerClient) -> None:
-        config = self.broker.config
+        config = self.context.config
         changed = self._refresh_entries()
         wanted = self._entries
         if not wanted:
@@ -244,7 +290,7 @@ class ReplicaFetcher:
             return
         request = self._session.build(wanted, changed)
         body = encode_fetch(
-            self.broker.broker_id,
+            self.context.broker_id,
             config.replica_fetch_wait_max_ms,
             config.replica_fetch_min_bytes,
             config.replica_fetch_response_max_bytes,
@@ -264,7 +310,7 @@ class ReplicaFetcher:
         if not self._session.handle_response(response.error_code, response.session_id):
             log.info(
                 "fetcher %d->%d: fetch session error %s; fetching in full",
-                self.broker.broker_id,
+                self.context.broker_id,
                 self.leader_id,
                 response.error_code,
             )
@@ -272,7 +318,7 @@ class ReplicaFetcher:
         if self._session.session_id not in (0, opened):
             log.info(
                 "fetcher %d->%d: incremental fetch session %d for %d partitions",
-                self.broker.broker_id,
+                self.context.broker_id,
                 self.leader_id,
                 self._session.session_id,
                 len(wanted),
@@ -288,7 +334,7 @@ class ReplicaFetcher:
                 try:
                     moved |= await self._handle_partition(client, partition, data)
                 except OSError as exc:  # a roll or an index block on a full disk: offline with its dir
-                    self.broker.log_manager.storage_error(key, exc, "appending fetched data to")
+                    self.context.log_manager.storage_error(key, exc, "appending fetched data to")
         if not moved:
             await asyncio.sleep(0)
 
@@ -317,10 +363,10 @@ class ReplicaFetcher:
             if whole:
                 try:
                     log_.append_as_follower(records[:whole])
-                    quota = self.broker.replica_manager.quotas.follower_quota(partition)
+                    quota = self.context.quotas.follower_quota(partition)
                     if quota is not None:
                         quota.record(whole)
-                    self.broker.stats.replication_bytes_in += whole
+                    self.context.stats.replication_bytes_in += whole
                     appended = True
                 except KafkaStorageError:
                     return False  # reported by the segment: this replica is offline now
@@ -334,7 +380,7 @@ class ReplicaFetcher:
             log_.advance_log_start_offset(data.log_start_offset)
         log_.update_high_watermark(min(data.high_watermark, log_.log_end_offset))
         if appended:
-            self.broker.replica_manager.purgatory.notify(partition.key)
+            self.context.purgatory.notify(partition.key)
         return appended
 
     async def _reset_out_of_range(self, client: BrokerClient, partition: Partition) -> None:
@@ -343,7 +389,7 @@ class ReplicaFetcher:
             ApiKey.LIST_OFFSETS,
             LIST_OFFSETS_VERSION,
             {
-                "replica_id": self.broker.broker_id,
+                "replica_id": self.context.broker_id,
                 "isolation_level": 0,
                 "topics": [
                     {
@@ -379,8 +425,8 @@ class ReplicaFetcher:
 
 
 class ReplicaFetcherManager:
-    def __init__(self, broker: Broker):
-        self.broker = broker
+    def __init__(self, context: FetcherContext):
+        self.context = context
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self._assigned: dict[tuple[str, int], tuple[int, int]] = {}
 
@@ -389,11 +435,11 @@ class ReplicaFetcherManager:
         self.unfollow(partition.key)
         if partition.leader_id < 0:
             return
-        count = max(1, self.broker.config.num_replica_fetchers)
+        count = max(1, self.context.config.num_replica_fetchers)
         fetcher_key = (partition.leader_id, hash(partition.key) % count)
         fetcher = self.fetchers.get(fetcher_key)
         if fetcher is None:
-            fetcher = self.fetchers[fetcher_key] = ReplicaFetcher(self.broker, *fetcher_key)
+            fetcher = self.fetchers[fetcher_key] = ReplicaFetcher(self.context, *fetcher_key)
         fetcher.add(partition)
         self._assigned[partition.key] = fetcher_key
 

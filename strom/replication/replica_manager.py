@@ -18,12 +18,12 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from strom.cluster import model
 from strom.cluster.metadata_cache import MetadataCache, TopicInfo
 from strom.cluster.model import PartitionState
-from strom.cluster.store import StoreError
+from strom.cluster.store import MetadataStore, StoreError
 from strom.loop_handoff import handoff_loop, on_loop_when_done
 from strom.protocol.errors import (
     KafkaStorageError,
@@ -32,7 +32,7 @@ from strom.protocol.errors import (
     ResourceExhaustedError,
     UnknownTopicOrPartitionError,
 )
-from strom.replication.fetcher import ReplicaFetcherManager
+from strom.replication.fetcher import FetcherConfig, FetcherContext, ReplicaFetcherManager, ReplicationBytesIn
 from strom.replication.partition import Partition
 from strom.replication.purgatory import Purgatory
 from strom.replication.throttle import ReplicationQuotas
@@ -42,7 +42,7 @@ from strom.storage.log_config import LogConfig
 from strom.storage.log_manager import LogManager
 
 if TYPE_CHECKING:
-    from strom.server.broker import Broker
+    from strom.security.client import ClientSecurity
 
 log = logging.getLogger("strom.replication")
 
@@ -57,16 +57,68 @@ NEW_REPLICAS_PER_PASS = 250
 BACKGROUND_CHECKPOINTS_FROM = 32
 
 
+class ReplicaManagerConfig(FetcherConfig, Protocol):
+    """The broker configs that the replica manager and its fetchers follow (``BrokerConfig`` has them all)."""
+
+    @property
+    def replica_lag_time_max_ms(self) -> int: ...
+
+
+class TopicCounters(Protocol):
+    """A topic's produce counters (``strom.metrics.stats.TopicStats``)."""
+
+    produce_requests: int
+    failed_produce: int
+    messages_in: int
+    bytes_in: int
+
+
+class ReplicaCounters(ReplicationBytesIn, Protocol):
+    """The counters that appends and ISR changes bump (``strom.metrics.stats.BrokerStats``)."""
+
+    isr_shrinks: int
+    isr_expands: int
+
+    def topic(self, name: str) -> TopicCounters: ...
+
+
 class ReplicaManager:
-    def __init__(self, broker: Broker):
-        self.broker = broker
-        self.broker_id = broker.broker_id
-        self.log_manager: LogManager = broker.log_manager
-        self.metadata: MetadataCache = broker.metadata
+    """This broker's replicas. ``store`` takes the leaders' ISR changes; ``controller_epoch`` reads
+    the current controller's epoch that they carry; ``request_metadata_reload`` asks for a re-read of
+    a state znode whose write lost a race; ``publish_offline_replicas`` re-registers the broker
+    with its offline replicas listed (``Broker`` passes its own methods)."""
+
+    def __init__(
+        self,
+        broker_id: int,
+        config: ReplicaManagerConfig,
+        log_manager: LogManager,
+        metadata: MetadataCache,
+        store: MetadataStore,
+        stats: ReplicaCounters,
+        *,
+        controller_epoch: Callable[[], int],
+        request_metadata_reload: Callable[[str], None],
+        publish_offline_replicas: Callable[[], None],
+        inter_broker_security: ClientSecurity | None = None,
+    ):
+        self.broker_id = broker_id
+        self.config = config
+        self.log_manager = log_manager
+        self.metadata = metadata
+        self.store = store
+        self.stats = stats
+        self._controller_epoch = controller_epoch
+        self._request_metadata_reload = request_metadata_reload
+        self._publish_offline_replicas = publish_offline_replicas
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.purgatory = Purgatory()
-        self.fetchers = ReplicaFetcherManager(broker)
         self.quotas = ReplicationQuotas(self.broker_id)  # replication throttles (a reassignment's)
+        self.fetchers = ReplicaFetcherManager(
+            FetcherContext(
+                broker_id, config, metadata, log_manager, self.quotas, self.purgatory, stats, inter_broker_security
+            )
+        )
         # called with (partition, is_leader) whenever this broker gains or loses a leadership
         self.leadership_listeners: list[Callable[[Partition, bool], None]] = []
         self._known_topics: set[str] | None = None
@@ -287,7 +339,7 @@ class ReplicaManager:
             except KafkaStorageError as exc:
                 log.warning("replica %s-%d is offline: %s", key[0], key[1], exc)
                 self.offline.add(key)
-                self._schedule(self.broker.publish_offline_replicas)
+                self._schedule(self._publish_offline_replicas)
                 return
             partition = self.partitions[key] = Partition(key[0], key[1], log_, self.broker_id)
         partition.log.config = config
@@ -372,7 +424,7 @@ class ReplicaManager:
                         listener(partition, False)
                     except Exception:
                         log.exception("unloading %s-%d after its log dir failed", partition.topic, partition.index)
-            self.broker.publish_offline_replicas()
+            self._publish_offline_replicas()
 
         self._schedule(after)
 
@@ -403,7 +455,7 @@ class ReplicaManager:
     def shrink_isrs(self) -> None:
         """Drop followers that fell behind for replica.lag.time.max.ms (run periodically)."""
         now = int(time.monotonic() * 1000)
-        max_lag = self.broker.config.replica_lag_time_max_ms
+        max_lag = self.config.replica_lag_time_max_ms
         for partition in list(self.partitions.values()):
             if not partition.is_leader or partition.pending_isr is not None:
                 continue
@@ -433,9 +485,9 @@ class ReplicaManager:
         """
         if partition.pending_isr is not None:
             return
-        state = PartitionState(partition.leader_id, partition.leader_epoch, isr, self.broker.controller.epoch)
+        state = PartitionState(partition.leader_id, partition.leader_epoch, isr, self._controller_epoch())
         path = model.partition_state_path(partition.topic, partition.index)
-        store = self.broker.store
+        store = self.store
         loop = handoff_loop(store)
         if loop is None:
             try:
@@ -464,7 +516,7 @@ class ReplicaManager:
             self._isr_write_failed(partition, path, state.isr, error)
         else:
             log.error("%s-%d: ISR change failed", partition.topic, partition.index, exc_info=error)
-            self.broker.request_metadata_reload(path)
+            self._request_metadata_reload(path)
         if partition.maybe_increment_high_watermark():  # a shrink written, or an expansion given up
             self.purgatory.notify(partition.key)
 
@@ -472,7 +524,7 @@ class ReplicaManager:
         log.info(
             "%s-%d: ISR change to %s lost a race (%s); reloading metadata", partition.topic, partition.index, isr, exc
         )
-        self.broker.request_metadata_reload(path)
+        self._request_metadata_reload(path)
 
     def _isr_written(self, partition: Partition, state: PartitionState, version: int, reason: str) -> None:
         if version <= partition.state_version:  # a reload has shown a newer state already
@@ -480,9 +532,9 @@ class ReplicaManager:
         isr = list(state.isr)
         log.info("%s-%d: ISR %s -> %s (%s)", partition.topic, partition.index, partition.isr, isr, reason)
         if len(isr) < len(partition.isr):
-            self.broker.stats.isr_shrinks += 1
+            self.stats.isr_shrinks += 1
         else:
-            self.broker.stats.isr_expands += 1
+            self.stats.isr_expands += 1
         partition.isr = isr
         partition.state_version = version
         self.metadata.set_state(partition.topic, partition.index, state, version)  # Metadata answers show it now
@@ -564,7 +616,7 @@ class ReplicaManager:
             partition = self.leader_partition(topic, index)  # raises the precise error
         if self.epochs_pending:
             self._check_epoch_durable(topic, index)
-        stats = self.broker.stats.topic(topic)  # Kafka's BrokerTopicMetrics: plain counters
+        stats = self.stats.topic(topic)  # Kafka's BrokerTopicMetrics: plain counters
         stats.produce_requests += 1
         try:
             info = partition.append_as_leader(records, required_acks)

@@ -245,7 +245,18 @@ class Broker:
             raise StartupError(
                 "log.dirs", f"every log dir failed at startup ({', '.join(config.log_dirs)}): see the log"
             )
-        self.replica_manager = ReplicaManager(self)
+        self.replica_manager = ReplicaManager(
+            self.broker_id,
+            config,
+            self.log_manager,
+            self.metadata,
+            self.store,
+            self.stats,
+            controller_epoch=lambda: self.controller.epoch,  # the controller is made after the replicas
+            request_metadata_reload=self.request_metadata_reload,
+            publish_offline_replicas=self.publish_offline_replicas,
+            inter_broker_security=self.inter_broker_security,
+        )
         self.refused_batches = RefusedBatches()
         self.log_dir_mover = LogDirMover(self.log_manager, self.replica_manager, self.metadata, self.broker_id)
         self.group_coordinator = GroupCoordinator(self)

@@ -28,11 +28,11 @@ from strom.cluster.model import PartitionState
 from strom.protocol.records import NewRecord, build_batch, decode_batch_records
 from strom.replication.fetcher import ReplicaFetcher
 from strom.replication.partition import Partition
-from strom.replication.replica_manager import ReplicaManager
 from strom.storage.log import Log
 from strom.storage.log_config import LogConfig
 from tests.cluster.conftest import SESSION_TIMEOUT_MS, wait_until
 from tests.cluster.workload import Workload, verify
+from tests.replication.replicas import make_replicas
 
 TOPIC = "kip101"
 
@@ -294,8 +294,7 @@ def test_a_same_leader_epoch_bump_restarts_truncation(tmp_path):
     The follower may have missed the epochs in between, so it must go through truncation again.
     """
     followed: list[tuple[str, int]] = []
-    broker = types.SimpleNamespace(broker_id=3, log_manager=types.SimpleNamespace(failure_listeners=[]), metadata=None)
-    manager = ReplicaManager(broker)
+    manager = make_replicas(tmp_path, broker_id=3).manager
     manager.fetchers = types.SimpleNamespace(follow=lambda p: followed.append(p.key), unfollow=lambda key: None)
     log = Log(str(tmp_path / f"{TOPIC}-0"), LogConfig())
     partition = Partition(TOPIC, 0, log, 3)
