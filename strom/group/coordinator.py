@@ -113,7 +113,7 @@ class GroupCoordinator:
     def __init__(self, broker: Broker):
         self.broker = broker
         self.config = broker.config
-        self.store = OffsetStore(broker)
+        self.store = OffsetStore(broker.replica_manager, broker.metadata, broker.config)
         self.groups: dict[str, Group] = {}
         self.owned_partitions: set[int] = set()
         self.completed_rebalances = 0  # metrics: generations handed to members

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from strom.clock import wall_ms
 from strom.group import records as schema
@@ -31,10 +31,10 @@ from strom.protocol.errors import (
 from strom.protocol.records import NO_PRODUCER_ID, NewRecord, build_batch, decode_batch_records, read_control_record
 
 if TYPE_CHECKING:
+    from strom.cluster.metadata_cache import MetadataCache
     from strom.group.consumer_records import ConsumerKey
     from strom.replication.partition import Partition
     from strom.replication.replica_manager import ReplicaManager
-    from strom.server.broker import Broker
 
 log = logging.getLogger("strom.group")
 
@@ -55,20 +55,28 @@ class StoredBatch:
         return self.producer_id != NO_PRODUCER_ID
 
 
-class OffsetStore:
-    def __init__(self, broker: Broker):
-        self.broker = broker
+class OffsetStoreConfig(Protocol):
+    """The broker configs the offset store follows (``BrokerConfig`` has them)."""
 
     @property
-    def _replicas(self) -> ReplicaManager:
-        replicas = self.broker.replica_manager
-        assert replicas is not None, "the broker builds its replica manager before the group coordinator"
-        return replicas
+    def offsets_topic_num_partitions(self) -> int: ...
+    @property
+    def offsets_commit_timeout_ms(self) -> int: ...
+
+
+class OffsetStore:
+    """Group state in __consumer_offsets: written through ``replicas`` (this broker's leaders),
+    its partition count read from ``metadata`` (the config's until the topic exists)."""
+
+    def __init__(self, replicas: ReplicaManager, metadata: MetadataCache, config: OffsetStoreConfig):
+        self._replicas = replicas
+        self.metadata = metadata
+        self.config = config
 
     @property
     def num_partitions(self) -> int:
-        info = self.broker.metadata.topics.get(OFFSETS_TOPIC)
-        return info.partition_count if info else self.broker.config.offsets_topic_num_partitions
+        info = self.metadata.topics.get(OFFSETS_TOPIC)
+        return info.partition_count if info else self.config.offsets_topic_num_partitions
 
     def partition_for(self, group_id: str) -> int:
         return schema.partition_for_group(group_id, self.num_partitions)
@@ -105,7 +113,7 @@ class OffsetStore:
         else:
             batch = build_batch(records, producer_id=producer_id, producer_epoch=producer_epoch, transactional=True)
         replicas = self._replicas
-        timeout_s = self.broker.config.offsets_commit_timeout_ms / 1000
+        timeout_s = self.config.offsets_commit_timeout_ms / 1000
         try:
             if replicas.epochs_pending:
                 await replicas.until_epochs_durable([(OFFSETS_TOPIC, partition)], timeout_s)

@@ -39,7 +39,7 @@ class RecordingStore(OffsetStore):
     """Remembers every write (key/value bytes) instead of appending to __consumer_offsets."""
 
     def __init__(self, broker):
-        super().__init__(broker)
+        super().__init__(broker.replica_manager, broker.metadata, broker.config)
         self.writes: list[list[tuple[bytes, bytes | None]]] = []
         self.error = ErrorCode.NONE
         self.before_write = None  # an async hook that runs while a write is "in flight"
