@@ -95,6 +95,19 @@ def _command(pid: int, limit: int = 100) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def refusal_in(log_path: str, offset: int = 0, prefix: str = "strom server-start: ") -> str:
+    """The one line a broker that could not start printed, read back from the log file its stdout
+    and stderr went to, after ``offset`` (where this start's output begins); "" if it printed none.
+    For the tools that start brokers as children (``strom cluster start``, ``strom demo``)."""
+    try:
+        with open(log_path, "rb") as handle:
+            handle.seek(offset)
+            lines = handle.read().decode(errors="replace").splitlines()
+    except OSError:
+        return ""
+    return next((line.removeprefix(prefix) for line in reversed(lines) if line.startswith(prefix)), "")
+
+
 def check_log_dirs(log_dirs: list[str] | tuple[str, ...]) -> None:
     """Refuse log dirs this process could not create, write or fill, before anything is written:
     raises StartupError("log.dirs", ...). Creating them is left to the broker."""

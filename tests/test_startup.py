@@ -14,7 +14,10 @@ import os
 import pwd
 import shutil
 import socket
+import subprocess
+import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -181,3 +184,71 @@ def test_port_holder_names_the_listening_process_or_nothing():
         port = taken.getsockname()[1]
         assert (port_holder(port) or "").startswith(f"pid {os.getpid()}: ")
     assert port_holder(port) is None
+
+
+# -- the commands that start brokers or servers: the same one line, naming their own option -------------
+def strom(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "strom.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_cluster_start_on_a_base_port_in_use_names_it_and_starts_nothing(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = strom(
+            "cluster", "start", "--brokers", "1", "--dir", str(tmp_path / "cluster"), "--base-port", str(port)
+        )
+    assert result.returncode == 1
+    assert result.stderr.startswith(
+        f"strom cluster start: --base-port {port}: port {port} is in use by pid {os.getpid()}: "
+    ), result.stderr
+    assert result.stderr.count("\n") == 1
+    assert not (tmp_path / "cluster").exists()  # no ZooKeeper started, no config written
+
+
+def test_cluster_start_says_why_its_broker_could_not_start(tmp_path):
+    port = zookeeper_server.free_port()  # no ZooKeeper there
+    result = strom(
+        "cluster",
+        "start",
+        "--brokers",
+        "1",
+        "--dir",
+        str(tmp_path / "cluster"),
+        "--zookeeper",
+        f"127.0.0.1:{port}",
+        "--override",
+        "zookeeper.connection.timeout.ms=1500",
+    )
+    assert result.returncode == 1
+    assert result.stderr.startswith(
+        f"strom cluster start: broker 1 did not start: cannot start: no ZooKeeper session with 127.0.0.1:{port} "
+        "(zookeeper.connect) within 1.5s (zookeeper.connection.timeout.ms) (see "
+    ), result.stderr
+    assert result.stderr.count("\n") == 1
+    assert set(os.listdir(tmp_path / "cluster" / "data" / "kafka-logs-1")) <= LOCK_ONLY
+
+
+def test_console_on_a_port_in_use_names_the_option_and_the_holder_at_once(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        started = time.monotonic()
+        # no broker at 127.0.0.1:1 either: the port is refused before the cluster's 5 s reachability check
+        result = strom("console", "--bootstrap-server", "127.0.0.1:1", "--port", str(port))
+        took = time.monotonic() - started
+    assert result.returncode == 1
+    assert result.stderr.startswith(
+        f"strom console: cannot start: --port: Socket server failed to bind to 127.0.0.1:{port}: "
+        f"Address already in use (held by pid {os.getpid()}: "
+    ), result.stderr
+    assert result.stderr.count("\n") == 1
+    assert took < 4.5, took

@@ -28,6 +28,7 @@ import time
 from typing import TypeGuard
 
 from strom.cluster import zookeeper_server as zk
+from strom.startup import port_holder, refusal_in
 
 STATE_FILE = "cluster.json"
 START_TIMEOUT_S = 60.0
@@ -268,7 +269,8 @@ def _broker_ports(count: int, base_port: int | None) -> list[int]:
     ports = list(range(base_port, base_port + count))
     busy = [p for p in ports if not zk.port_free(p)]
     if busy:
-        raise ClusterError(f"port(s) {', '.join(map(str, busy))} are in use")
+        held = "; ".join(f"port {p} is in use by {port_holder(p) or 'another process'}" for p in busy)
+        raise ClusterError(f"--base-port {base_port}: {held}")
     return ports
 
 
@@ -290,8 +292,13 @@ def start(args: argparse.Namespace) -> int:
         raise ClusterError("--brokers must be at least 1")
     if state is not None and getattr(args, "secure", False) and not state.get("secure"):
         raise ClusterError(f"{layout.dir} holds a cluster started without --secure; use a new --dir")
-    for path in (layout.dir, layout.config, layout.logs, layout.pids):
-        os.makedirs(path, exist_ok=True)
+    # before anything is made or started: a --base-port in use leaves no ZooKeeper running
+    ports = _broker_ports(args.brokers, args.base_port) if state is None else []
+    try:
+        for path in (layout.dir, layout.config, layout.logs, layout.pids):
+            os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        raise ClusterError(f"--dir {layout.dir}: cannot create {exc.filename}: {exc.strerror}") from None
 
     managed = args.zookeeper is None and (state is None or state.get("zookeeper_managed", True))
     if managed:
@@ -313,7 +320,6 @@ def start(args: argparse.Namespace) -> int:
 
     if state is None:
         ids = list(range(args.first_id, args.first_id + args.brokers))
-        ports = _broker_ports(args.brokers, args.base_port)
         # metrics ports are fixed like the broker ports, so a Prometheus config written once keeps working
         metrics_ports = [p for p in _broker_ports(2 * args.brokers, None) if p not in ports][: args.brokers]
         state = {
@@ -356,12 +362,16 @@ def start(args: argparse.Namespace) -> int:
     _write(layout.state, json.dumps(state, indent=2) + "\n")
 
     processes = {}
+    log_offsets = {}  # where each broker's output of this start begins in its log
     for key in state["brokers"]:
         broker_id = int(key)
         os.makedirs(layout.data(broker_id), exist_ok=True)
         port_file = os.path.join(layout.data(broker_id), "strom.port")
         if os.path.exists(port_file):
             os.unlink(port_file)
+        log_offsets[broker_id] = (
+            os.path.getsize(layout.broker_log(broker_id)) if os.path.exists(layout.broker_log(broker_id)) else 0
+        )
         processes[broker_id] = _spawn(
             [sys.executable, "-m", "strom.cli.main", "server-start", layout.properties(broker_id)],
             layout.broker_log(broker_id),
@@ -373,9 +383,10 @@ def start(args: argparse.Namespace) -> int:
         for broker_id in sorted(waiting):
             process = processes[broker_id]
             if process.poll() is not None:
-                raise ClusterError(
-                    f"broker {broker_id} exited with {process.returncode}; see {layout.broker_log(broker_id)}"
-                )
+                log_path = layout.broker_log(broker_id)
+                reason = refusal_in(log_path, log_offsets[broker_id]) or f"exited with {process.returncode}"
+                stop(layout.dir)  # the brokers and the ZooKeeper this start left running
+                raise ClusterError(f"broker {broker_id} did not start: {reason} (see {log_path})")
             if os.path.exists(os.path.join(layout.data(broker_id), "strom.port")):
                 waiting.discard(broker_id)
         time.sleep(0.05)

@@ -13,6 +13,7 @@ transactions and ACLs. --port 0 picks a free port.
 from __future__ import annotations
 
 import argparse
+import errno
 import sys
 
 from strom.cli.client_props import ToolError, add_command_config_argument, add_timeout_argument
@@ -61,16 +62,31 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, interrupt)  # stop as on Ctrl-C: the server closes its socket
     try:
         cluster = Cluster(args.bootstrap_server, args.command_config, args.timeout / 1000)
-        try:
-            cluster.check_reachable()
-        except ToolError as exc:  # serve anyway: the pages show the error until the cluster is up
-            print(f"WARNING {exc}", file=sys.stderr)
-        serve(cluster, args.host, args.port, max(args.sample_interval, 0.1), max(args.refresh_ms, 250), args.metrics)
+
+        def ready(url: str) -> None:  # listening: a port in use has been refused at once
+            print(f"strom console: {url} (cluster {cluster.bootstrap})", flush=True)
+            try:
+                cluster.check_reachable()
+            except ToolError as exc:  # serve anyway: the pages show the error until the cluster is up
+                print(f"WARNING {exc}", file=sys.stderr)
+
+        serve(
+            cluster,
+            args.host,
+            args.port,
+            max(args.sample_interval, 0.1),
+            max(args.refresh_ms, 250),
+            args.metrics,
+            ready=ready,
+        )
     except ToolError as exc:
         print(f"Error: {exc}", file=sys.stderr)
         return 1
-    except OSError as exc:  # the port is taken
-        print(f"Error: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
+    except OSError as exc:  # the port is taken, or the address is not this host's: named as the broker does
+        from strom.startup import bind_failure
+
+        key = "--port" if exc.errno in (errno.EADDRINUSE, errno.EACCES) else "--host"
+        print(f"strom console: cannot start: {bind_failure(key, args.host, args.port, exc)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         pass

@@ -88,10 +88,10 @@ class MetricsEndpoint:
         self.registry.register(BrokerCollector(self.sources, loop))
         try:
             server, self._thread = start_http_server(self.port, self.host, registry=self.registry)
-        except OSError as exc:  # a port in use is a configuration problem: one line naming the key
-            from strom.storage.log_config import ConfigError
+        except OSError as exc:  # a port in use: one line naming the key, as for the listeners
+            from strom.startup import bind_failure
 
-            raise ConfigError("metrics.listener", f"cannot listen on {self.host}:{self.port}: {exc.strerror or exc}")
+            raise bind_failure("metrics.listener", self.host, self.port, exc) from exc
         self._server = server
         bound_port = int(server.socket.getsockname()[1])
         shown = f"[{self.host}]" if ":" in self.host else self.host
