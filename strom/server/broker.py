@@ -1,9 +1,12 @@
 """A strom broker process: startup, serving and shutdown, each in a fixed order.
 
-Startup: TLS contexts and SASL settings of every listener (a bad certificate stops here, naming
-its key) → bind the listeners (so the ports are known) → metadata store → log manager (recovery) →
-register the broker → controller election → metadata → replicas → accept connections → print
-the bound port and write it to ``<first log dir>/strom.port``.
+Startup: check the log dirs (strom.startup.check_log_dirs: one that cannot be created, written or
+is full stops here, before anything is made) → create and lock every log dir (its ``.lock``) → TLS
+contexts and SASL settings of every listener (a bad certificate stops here, naming its key) →
+bind the listeners (so the ports are known; a port in use stops here) → metadata store → log
+manager (recovery) → register the broker → controller election → metadata → replicas → accept
+connections → print the bound port and write it to ``<first log dir>/strom.port``. A refusal is a
+StartupError naming the config key, printed as one line by ``strom server-start``.
 
 Shutdown (SIGTERM/SIGINT only set an event): stop accepting → let in-flight requests finish
 under a timeout → stop background tasks → flush logs and checkpoints → write the clean-shutdown
