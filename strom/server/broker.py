@@ -68,6 +68,7 @@ from strom.storage import dir_lock
 from strom.storage.cleaner import CleanerSettings
 from strom.storage.log_manager import LogManager, SchedulerIntervals
 from strom.txn.coordinator import TRANSACTION_STATE_TOPIC, TransactionCoordinator
+from strom.txn.markers import MarkerChannel
 from strom.txn.producer_ids import ProducerIdManager
 
 if TYPE_CHECKING:
@@ -264,7 +265,26 @@ class Broker:
         self.log_dir_mover = LogDirMover(self.log_manager, self.replica_manager, self.metadata, self.broker_id)
         self.group_coordinator = GroupCoordinator(self)
         self.replica_manager.leadership_listeners.append(self.group_coordinator.on_leadership_change)
-        self.transaction_coordinator = TransactionCoordinator(self)
+        markers = MarkerChannel(
+            self.broker_id,
+            self.metadata,
+            self.replica_manager,
+            self.group_coordinator.complete_txn,
+            listener=config.inter_broker_listener_name,
+            stopping=lambda: self.stopping,
+            security=self.inter_broker_security,
+        )
+        self.transaction_coordinator = TransactionCoordinator(
+            self.broker_id,
+            config,
+            self.metadata,
+            self.replica_manager,
+            markers,
+            next_producer_id=lambda: self.producer_ids.next_id(),  # its id blocks are read after the election
+            ensure_offsets_topic=self.ensure_offsets_topic,
+            offsets_partition_for=lambda group_id: self.group_coordinator.store.partition_for(group_id),
+            stopping=lambda: self.stopping,
+        )
         self.replica_manager.leadership_listeners.append(self.transaction_coordinator.on_leadership_change)
         step = self._startup_step  # each ZooKeeper step retried while ZooKeeper does not answer
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from strom.clock import wall_ms
 from strom.group.offset_store import OFFSETS_TOPIC
@@ -34,9 +34,9 @@ from strom.txn.metadata import MAX_EPOCH, IllegalTransition, TxnMetadata, TxnTra
 from strom.txn.records import TxnState
 
 if TYPE_CHECKING:
+    from strom.cluster.metadata_cache import MetadataCache
     from strom.replication.partition import Partition
     from strom.replication.replica_manager import ReplicaManager
-    from strom.server.broker import Broker
 
 log = logging.getLogger("strom.txn")
 
@@ -68,26 +68,59 @@ class InitResult:
     producer_epoch: int = -1
 
 
-class TransactionCoordinator:
-    def __init__(self, broker: Broker):
-        self.broker = broker
-        self.config = broker.config
-        self.txns: dict[str, TxnMetadata] = {}
-        self.owned: set[int] = set()
-        self.markers = MarkerChannel(broker)
-        self._completions: set[asyncio.Task] = set()
-        self._settled: dict[str, asyncio.Event] = {}
+class TxnCoordinatorConfig(Protocol):
+    """The broker configs the transaction coordinator follows (``BrokerConfig`` has them all)."""
 
     @property
-    def _replicas(self) -> ReplicaManager:
-        replicas = self.broker.replica_manager
-        assert replicas is not None, "the broker builds its replica manager before the transaction coordinator"
-        return replicas
+    def transaction_state_log_num_partitions(self) -> int: ...
+    @property
+    def transaction_max_timeout_ms(self) -> int: ...
+    @property
+    def transactional_id_expiration_ms(self) -> int: ...
+    @property
+    def transaction_abort_timed_out_transaction_cleanup_interval_ms(self) -> int: ...
+    @property
+    def transaction_remove_expired_transaction_cleanup_interval_ms(self) -> int: ...
+
+
+class TransactionCoordinator:
+    """Coordinates the transactional ids of the __transaction_state partitions this broker leads
+    (``replicas``; ``metadata`` says who leads the others). ``markers`` writes the transactions'
+    markers; ``next_producer_id`` hands out producer ids (the cluster-wide blocks of
+    ``ProducerIdManager``); ``ensure_offsets_topic`` and ``offsets_partition_for`` are the group
+    coordinator's side of AddOffsetsToTxn; ``stopping`` ends the timers with the broker."""
+
+    def __init__(
+        self,
+        broker_id: int,
+        config: TxnCoordinatorConfig,
+        metadata: MetadataCache,
+        replicas: ReplicaManager,
+        markers: MarkerChannel,
+        *,
+        next_producer_id: Callable[[], int],
+        ensure_offsets_topic: Callable[[], None],
+        offsets_partition_for: Callable[[str], int],
+        stopping: Callable[[], bool],
+    ):
+        self.broker_id = broker_id
+        self.config = config
+        self.metadata = metadata
+        self._replicas = replicas
+        self.markers = markers
+        self._next_producer_id = next_producer_id
+        self._ensure_offsets_topic = ensure_offsets_topic
+        self._offsets_partition_for = offsets_partition_for
+        self._stopping = stopping
+        self.txns: dict[str, TxnMetadata] = {}
+        self.owned: set[int] = set()
+        self._completions: set[asyncio.Task] = set()
+        self._settled: dict[str, asyncio.Event] = {}
 
     # -- placement and ownership ---------------------------------------------------------------------
     @property
     def num_partitions(self) -> int:
-        info = self.broker.metadata.topics.get(TRANSACTION_STATE_TOPIC)
+        info = self.metadata.topics.get(TRANSACTION_STATE_TOPIC)
         return info.partition_count if info else self.config.transaction_state_log_num_partitions
 
     def partition_for(self, transactional_id: str) -> int:
@@ -128,7 +161,7 @@ class TransactionCoordinator:
     def coordinator_error(self, transactional_id: str | None) -> int:
         if not transactional_id:
             return ErrorCode.INVALID_REQUEST
-        if TRANSACTION_STATE_TOPIC not in self.broker.metadata.topics:
+        if TRANSACTION_STATE_TOPIC not in self.metadata.topics:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if self.partition_for(transactional_id) not in self.owned or self._replicas.fenced:
             return ErrorCode.NOT_COORDINATOR
@@ -205,7 +238,7 @@ class TransactionCoordinator:
         if meta is None:
             meta = self.txns[transactional_id] = TxnMetadata(
                 transactional_id,
-                self.broker.producer_ids.next_id(),
+                self._next_producer_id(),
                 -1,
                 timeout_ms,
                 coordinator_partition=self.partition_for(transactional_id),
@@ -233,7 +266,7 @@ class TransactionCoordinator:
             return InitResult(ErrorCode.CONCURRENT_TRANSACTIONS)
         new_id, new_epoch = meta.producer_id, meta.producer_epoch + 1
         if new_epoch >= MAX_EPOCH - 1:  # the epoch is exhausted: a new producer id, as Kafka
-            new_id, new_epoch = self.broker.producer_ids.next_id(), 0
+            new_id, new_epoch = self._next_producer_id(), 0
         transition = meta.prepare(TxnState.EMPTY, _now_ms(), producer_id=new_id, epoch=new_epoch, timeout_ms=timeout_ms)
         code = await self._write(meta, transition)
         if code:
@@ -297,11 +330,11 @@ class TransactionCoordinator:
         self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: list[tuple[str, int]]
     ) -> dict[tuple[str, int], int]:
         """KIP-890 part 1 for a partition leader: ask the coordinator whether the transaction added these."""
-        if TRANSACTION_STATE_TOPIC not in self.broker.metadata.topics:
+        if TRANSACTION_STATE_TOPIC not in self.metadata.topics:
             return {tp: ErrorCode.COORDINATOR_NOT_AVAILABLE for tp in partitions}
         index = self.partition_for(transactional_id)
-        leader = self.broker.metadata.leader_of(TRANSACTION_STATE_TOPIC, index)
-        if leader == self.broker.broker_id:
+        leader = self.metadata.leader_of(TRANSACTION_STATE_TOPIC, index)
+        if leader == self.broker_id:
             return self.check_partitions(transactional_id, producer_id, producer_epoch, partitions)
         if leader < 0:
             return {tp: ErrorCode.COORDINATOR_NOT_AVAILABLE for tp in partitions}
@@ -337,8 +370,8 @@ class TransactionCoordinator:
 
     def offsets_partition(self, group_id: str) -> tuple[str, int]:
         """The __consumer_offsets partition that AddOffsetsToTxn adds for a group."""
-        self.broker.ensure_offsets_topic()
-        return OFFSETS_TOPIC, self.broker.group_coordinator.store.partition_for(group_id)
+        self._ensure_offsets_topic()
+        return OFFSETS_TOPIC, self._offsets_partition_for(group_id)
 
     # -- ending transactions -----------------------------------------------------------------------
     async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> int:
@@ -445,7 +478,7 @@ class TransactionCoordinator:
         abort_every = self.config.transaction_abort_timed_out_transaction_cleanup_interval_ms / 1000
         expire_every = self.config.transaction_remove_expired_transaction_cleanup_interval_ms / 1000
         next_expiry = time.monotonic() + expire_every
-        while not self.broker.stopping:
+        while not self._stopping():
             await asyncio.sleep(abort_every)
             try:
                 await self.abort_timed_out()

@@ -21,7 +21,13 @@ from strom.protocol.errors import ErrorCode, KafkaError
 from strom.replication.client import BrokerClient, BrokerConnectionError
 
 if TYPE_CHECKING:
-    from strom.server.broker import Broker
+    from strom.cluster.metadata_cache import MetadataCache
+    from strom.replication.replica_manager import ReplicaManager
+    from strom.security.client import ClientSecurity
+
+# the group coordinator's complete_txn(offsets partition, producer id, commit): a marker in
+# __consumer_offsets settles the transactional offsets it covers
+CompleteOffsetsTxn = Callable[[int, int, bool], None]
 
 log = logging.getLogger("strom.txn")
 
@@ -34,14 +40,19 @@ _FINAL = {ErrorCode.NONE, ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTIO
 
 
 async def write_marker(
-    broker: Broker, topic: str, index: int, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int
+    replicas: ReplicaManager,
+    complete_offsets_txn: CompleteOffsetsTxn,
+    topic: str,
+    index: int,
+    producer_id: int,
+    producer_epoch: int,
+    commit: bool,
+    coordinator_epoch: int,
 ) -> int:
     """Write one marker as this partition's leader and wait until it is committed; an error code.
 
     A marker in __consumer_offsets also settles the transactional offsets it covers.
     """
-    replicas = broker.replica_manager
-    assert replicas is not None, "the broker builds its replica manager before the transaction coordinator"
     try:
         if replicas.epochs_pending:
             await replicas.until_epochs_durable([(topic, index)], MARKER_REQUEST_TIMEOUT_S)
@@ -52,36 +63,34 @@ async def write_marker(
             log.info("marker for producer %d on %s-%d: %s", producer_id, topic, index, exc)
         return int(exc.error_code)
     if topic == OFFSETS_TOPIC:
-        broker.group_coordinator.complete_txn(index, producer_id, commit)
+        complete_offsets_txn(index, producer_id, commit)
     return ErrorCode.NONE
 
 
 class PeerClients:
     """One inter-broker connection per peer, one request at a time on each."""
 
-    def __init__(self, broker: Broker, client_id: str):
-        self.broker = broker
+    def __init__(self, metadata: MetadataCache, listener: str, client_id: str, security: ClientSecurity | None = None):
+        """``listener``: the inter-broker listener's name, ``security`` its TLS and SASL settings."""
+        self.metadata = metadata
+        self.listener = listener
+        self.security = security
         self.client_id = client_id
         self._clients: dict[int, tuple[BrokerClient, asyncio.Lock]] = {}
 
     async def request(self, broker_id: int, api_key: int, version: int, values: dict, timeout_s: float):
-        node = self.broker.metadata.brokers.get(broker_id)
+        node = self.metadata.brokers.get(broker_id)
         if node is None:
             raise BrokerConnectionError(f"broker {broker_id} is not alive")
-        listener = self.broker.config.inter_broker_listener_name  # resolved by the config: never None here
-        address = node.endpoint(listener) if listener is not None else None
+        address = node.endpoint(self.listener)
         if address is None:
-            raise BrokerConnectionError(
-                f"broker {broker_id} has no listener {self.broker.config.inter_broker_listener_name}"
-            )
+            raise BrokerConnectionError(f"broker {broker_id} has no listener {self.listener}")
         held = self._clients.get(broker_id)
         if held is None or (held[0].host, held[0].port) != address:
             if held is not None:
                 held[0].close()
             held = self._clients[broker_id] = (
-                BrokerClient(
-                    address[0], address[1], self.client_id, timeout_s, security=self.broker.inter_broker_security
-                ),
+                BrokerClient(address[0], address[1], self.client_id, timeout_s, security=self.security),
                 asyncio.Lock(),
             )
         client, lock = held
@@ -95,9 +104,27 @@ class PeerClients:
 
 
 class MarkerChannel:
-    def __init__(self, broker: Broker):
-        self.broker = broker
-        self.peers = PeerClients(broker, f"strom-txn-markers-{broker.broker_id}")
+    """Writes markers through ``replicas`` where this broker leads, and with WriteTxnMarkers to the
+    other leaders (found in ``metadata``) on the inter-broker ``listener``; gives up once
+    ``stopping()`` says the broker is shutting down."""
+
+    def __init__(
+        self,
+        broker_id: int,
+        metadata: MetadataCache,
+        replicas: ReplicaManager,
+        complete_offsets_txn: CompleteOffsetsTxn,
+        *,
+        listener: str,
+        stopping: Callable[[], bool],
+        security: ClientSecurity | None = None,
+    ):
+        self.broker_id = broker_id
+        self.metadata = metadata
+        self.replicas = replicas
+        self.complete_offsets_txn = complete_offsets_txn
+        self.stopping = stopping
+        self.peers = PeerClients(metadata, listener, f"strom-txn-markers-{broker_id}", security)
 
     async def write(
         self,
@@ -112,15 +139,15 @@ class MarkerChannel:
         remaining = set(partitions)
         backoff = RETRY_BACKOFF_S[0]
         while remaining:
-            if not still_coordinator() or self.broker.stopping:
+            if not still_coordinator() or self.stopping():
                 return False
             by_leader: dict[int, list[tuple[str, int]]] = {}
             for tp in list(remaining):
-                info = self.broker.metadata.topics.get(tp[0])
+                info = self.metadata.topics.get(tp[0])
                 if info is None or tp[1] not in info.replicas:
                     remaining.discard(tp)  # the topic was deleted: nothing left to mark (as Kafka)
                     continue
-                leader = self.broker.metadata.leader_of(*tp)
+                leader = self.metadata.leader_of(*tp)
                 if leader >= 0:
                     by_leader.setdefault(leader, []).append(tp)
             results = await asyncio.gather(
@@ -147,10 +174,19 @@ class MarkerChannel:
         coordinator_epoch: int,
         partitions: list[tuple[str, int]],
     ) -> dict[tuple[str, int], int]:
-        if leader == self.broker.broker_id:
+        if leader == self.broker_id:
             codes = await asyncio.gather(
                 *(
-                    write_marker(self.broker, t, p, producer_id, producer_epoch, commit, coordinator_epoch)
+                    write_marker(
+                        self.replicas,
+                        self.complete_offsets_txn,
+                        t,
+                        p,
+                        producer_id,
+                        producer_epoch,
+                        commit,
+                        coordinator_epoch,
+                    )
                     for t, p in partitions
                 )
             )

@@ -25,7 +25,8 @@ async def _marker_result(broker, marker) -> dict:
     codes = await asyncio.gather(
         *(
             write_marker(
-                broker,
+                broker.replica_manager,
+                broker.group_coordinator.complete_txn,
                 t,
                 p,
                 marker.producer_id,
