@@ -252,3 +252,27 @@ def test_console_on_a_port_in_use_names_the_option_and_the_holder_at_once(tmp_pa
     ), result.stderr
     assert result.stderr.count("\n") == 1
     assert took < 4.5, took
+
+
+def test_demo_says_why_its_broker_could_not_start(tmp_path):
+    data = tmp_path / "demo" / "data"
+    data.mkdir(parents=True)
+    (data / "__cluster_metadata.json").write_bytes(b"[1]")
+    result = strom("demo", "--dir", str(tmp_path / "demo"), "--duration", "5")
+    assert result.returncode == 1
+    assert result.stderr.startswith(
+        "strom demo: the broker did not start: cannot start: log.dirs: the embedded metadata store "
+        f"{data}/__cluster_metadata.json is damaged ("
+    ), result.stderr
+    assert result.stderr.count("\n") == 1
+    assert (data / "__cluster_metadata.json").read_bytes() == b"[1]"
+    assert set(os.listdir(data)) == {".lock", "__cluster_metadata.json"}
+
+
+def test_demo_names_a_dir_it_cannot_create(tmp_path):
+    (tmp_path / "file").write_text("")
+    result = strom("demo", "--dir", str(tmp_path / "file" / "demo"))
+    assert result.returncode == 1
+    assert result.stderr == (
+        f"strom demo: --dir {tmp_path}/file/demo: cannot create {tmp_path}/file/demo: Not a directory\n"
+    )

@@ -65,6 +65,7 @@ class EmbeddedBroker:
         cmd = [sys.executable, "-m", "strom.cli.main", "server-start"]
         for key, value in self.overrides.items():
             cmd += ["--override", f"{key}={value}"]
+        offset = self.log_path.stat().st_size if self.log_path.exists() else 0  # this start's output begins here
         with open(self.log_path, "ab") as log:
             # own process group: a Ctrl-C in the terminal reaches the demo, which stops the broker in order
             self.process = subprocess.Popen(
@@ -73,7 +74,10 @@ class EmbeddedBroker:
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"broker exited with {self.process.returncode}; see {self.log_path}")
+                from strom.startup import refusal_in
+
+                reason = refusal_in(str(self.log_path), offset) or f"exited with {self.process.returncode}"
+                raise RuntimeError(f"the broker did not start: {reason} (see {self.log_path})")
             text = port_file.read_text().strip() if port_file.exists() else ""
             if text:
                 self.port = int(text)
@@ -326,7 +330,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"strom demo: {exc}", file=sys.stderr)
         return 1
     base = Path(tempfile.mkdtemp(prefix="strom-demo-") if args.temp else args.dir).resolve()
-    base.mkdir(parents=True, exist_ok=True)
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        print(f"strom demo: --dir {base}: cannot create {exc.filename}: {exc.strerror}", file=sys.stderr)
+        return 1
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     tty = sys.stdout.isatty()
@@ -340,7 +348,11 @@ def run(args: argparse.Namespace) -> int:
     generated = [0]
     try:
         if broker is not None:
-            broker.start()
+            try:
+                broker.start()
+            except RuntimeError as exc:
+                print(f"strom demo: {exc}", file=sys.stderr)
+                return 1
             bootstrap = broker.bootstrap
             print(f"strom demo: broker on {bootstrap} (log: {broker.log_path})", flush=True)
             metrics_file = broker.data_dir / "strom.metrics"
