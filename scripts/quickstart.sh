@@ -23,7 +23,9 @@ trap cleanup EXIT
 run() { echo "\$ $*"; "$@"; }
 
 echo "== 1. start a broker (port 0: any free port; data in $data_dir)"
-strom server-start --override listeners=PLAINTEXT://127.0.0.1:0 --override "log.dirs=$data_dir/data" >"$log" 2>&1 &
+# --parent-pid: the broker stops by itself if this script dies without its cleanup (kill -9)
+strom server-start --parent-pid $$ --override listeners=PLAINTEXT://127.0.0.1:0 --override "log.dirs=$data_dir/data" \
+    >"$log" 2>&1 &
 broker_pid=$!
 for _ in $(seq 200); do
     [ -s "$data_dir/data/strom.port" ] && break

@@ -9,6 +9,7 @@ Every wait is bounded; ``stop()`` sends SIGTERM and escalates to SIGKILL.
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -60,7 +61,8 @@ class BrokerProcess:
         return f"127.0.0.1:{self.port}"
 
     def command(self) -> list[str]:
-        cmd = [sys.executable, "-m", "strom.cli.main", "server-start"]
+        # a killed test session leaves no broker behind (strom.server.parent_watch)
+        cmd = [sys.executable, "-m", "strom.cli.main", "server-start", "--parent-pid", str(os.getpid())]
         if self.properties:
             cmd.append(self.properties)
         for key, value in self.overrides.items():

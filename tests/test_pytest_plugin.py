@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -18,14 +19,20 @@ from confluent_kafka import KafkaException
 
 from strom.storage.log_manager import CLEAN_SHUTDOWN_FILE
 from strom.testing import Broker
+from tests.processes import alive, cmdline, descendants
 
 PROJECT = Path(__file__).parent / "plugin_project"
 RUN_TIMEOUT_S = 240
 
 
-def run_project(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+def copy_project(tmp_path: Path) -> Path:
     project = tmp_path / "project"
     shutil.copytree(PROJECT, project, ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))
+    return project
+
+
+def run_project(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    project = copy_project(tmp_path)
     cmd = [
         sys.executable,
         "-m",
@@ -121,3 +128,58 @@ def test_the_start_time_benchmark_prints_its_figures():
     assert result.returncode == 0, result.stderr
     assert "single broker, child process:  start to ready" in result.stdout
     assert "single broker, in process, later starts: start to ready" in result.stdout
+
+
+HOLDING_TEST = """
+import os
+import time
+from pathlib import Path
+
+
+def test_holds_both_fixtures(strom_broker, strom_cluster):
+    Path(os.environ["STROM_TEST_READY_FILE"]).write_text("ready")
+    time.sleep(600)
+"""
+GONE_WITHIN_S = 10
+
+
+def test_a_sigkilled_session_leaves_no_broker_or_zookeeper(tmp_path):
+    """The application's pytest process is killed with SIGKILL while a test holds both fixtures:
+    nothing of it runs its teardown, yet its brokers and ZooKeeper stop by themselves."""
+    project = copy_project(tmp_path)
+    (project / "test_holding.py").write_text(HOLDING_TEST)
+    ready = tmp_path / "ready"
+    with open(tmp_path / "session.out", "wb") as out:
+        session = subprocess.Popen(
+            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--basetemp={tmp_path / 'basetemp'}"]
+            + ["test_holding.py"],
+            cwd=project,
+            env=dict(os.environ, STROM_TEST_READY_FILE=str(ready)),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + 120
+        while not ready.exists():
+            assert session.poll() is None, (tmp_path / "session.out").read_text()[-5000:]
+            assert time.monotonic() < deadline, (tmp_path / "session.out").read_text()[-5000:]
+            time.sleep(0.1)
+        started = descendants(session.pid)
+        brokers = [pid for pid in started if "server-start" in cmdline(pid)]
+        zookeepers = [pid for pid in started if "QuorumPeerMain" in cmdline(pid)]
+        assert (len(brokers), len(zookeepers)) == (4, 1), [cmdline(pid)[:100] for pid in started]
+        session.kill()  # the session's process only: its children are not signalled
+        session.wait(10)
+        deadline = time.monotonic() + GONE_WITHIN_S
+        while any(alive(pid) for pid in started) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        left = {pid: cmdline(pid)[:100] for pid in started if alive(pid)}
+        assert not left, f"left {GONE_WITHIN_S}s after the session's SIGKILL: {left}"
+    finally:
+        try:  # whatever is left, still in the session's process group
+            os.killpg(session.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        session.wait(10)

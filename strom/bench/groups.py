@@ -74,7 +74,7 @@ class Broker:
             "offsets.topic.replication.factor": "1",
             **(config or {}),
         }
-        command = [sys.executable, "-m", "strom.cli.main", "server-start"]
+        command = [sys.executable, "-m", "strom.cli.main", "server-start", "--parent-pid", str(os.getpid())]
         for key, value in overrides.items():
             command += ["--override", f"{key}={value}"]
         self.log = open(os.path.join(self.directory, "broker.log"), "ab")

@@ -35,7 +35,7 @@ def start_broker(data_dir: str, overrides: dict[str, str] | None = None) -> tupl
     """A broker process on 127.0.0.1:<free port>; its pid is what the CPU figures are read from."""
     port_file = os.path.join(data_dir, "strom.port")
     settings = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": data_dir, **(overrides or {})}
-    command = [sys.executable, "-m", "strom.cli.main", "server-start"]
+    command = [sys.executable, "-m", "strom.cli.main", "server-start", "--parent-pid", str(os.getpid())]
     for key, value in settings.items():
         command += ["--override", f"{key}={value}"]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

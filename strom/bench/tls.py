@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> None:
         "ssl.keystore.location": os.path.join(directory, "broker.pem"),
         "sasl.enabled.mechanisms": "SCRAM-SHA-512",
     }
-    command = [sys.executable, "-m", "strom.cli.main", "server-start"]
+    command = [sys.executable, "-m", "strom.cli.main", "server-start", "--parent-pid", str(os.getpid())]
     for key, value in overrides.items():
         command += ["--override", f"{key}={value}"]
     broker = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

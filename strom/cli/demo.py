@@ -62,7 +62,8 @@ class EmbeddedBroker:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         port_file = self.data_dir / "strom.port"
         port_file.unlink(missing_ok=True)
-        cmd = [sys.executable, "-m", "strom.cli.main", "server-start"]
+        # stops by itself if the demo is killed, SIGKILL included (strom.server.parent_watch)
+        cmd = [sys.executable, "-m", "strom.cli.main", "server-start", "--parent-pid", str(os.getpid())]
         for key, value in self.overrides.items():
             cmd += ["--override", f"{key}={value}"]
         offset = self.log_path.stat().st_size if self.log_path.exists() else 0  # this start's output begins here

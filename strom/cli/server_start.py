@@ -27,6 +27,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=["text", "json"],
         help="text lines, or one JSON object per line for log collectors (default text)",
     )
+    parser.add_argument(
+        "--parent-pid",
+        type=int,
+        metavar="PID",
+        help="shut down (as on SIGTERM) once process PID is no longer this broker's parent: "
+        "for tools that start a broker as their child (strom.server.parent_watch)",
+    )
 
 
 def parse_overrides(items: list[str]) -> dict[str, str]:
@@ -60,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"strom server-start: cannot read {args.properties}: {exc}", file=sys.stderr)
         return 2
     try:
-        return run_broker(config)
+        return run_broker(config, parent_pid=args.parent_pid)
     except ConfigError as exc:  # found at startup: a certificate or key file named by the config
         return refuse("invalid configuration", exc, 2)
     # StartupError names its key; a LogDirError (damage recovery cannot repair, a log dir another

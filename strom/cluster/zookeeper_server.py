@@ -2,15 +2,29 @@
 
 Debian's zkServer.sh assumes the /etc and /var/log layout of a system service, so the server is
 started directly with a generated zoo.cfg (loopback only, no admin server).
+
+``start`` makes a server that dies with the process that started it (a test session, a
+strom.testing.Cluster), even when that process is killed with SIGKILL and runs no cleanup: the
+child asks the kernel for SIGTERM when its parent dies (``prctl(PR_SET_PDEATHSIG)``, kept
+across the exec of java, on which the JVM shuts down). Java cannot watch its parent's pid as a
+broker does (strom.server.parent_watch), so the kernel has to. The kernel sends it when the
+*thread* that forked the child ends, so every server is forked from one thread that lives as
+long as the process (``_spawner``), never from the caller's thread, which may be short-lived.
+``strom cluster start`` starts its ZooKeeper as a daemon instead, by its own means.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import random
+import signal
 import socket
 import subprocess
+import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 JARS = [
     "zookeeper.jar",
@@ -74,6 +88,41 @@ def free_port() -> int:
     raise RuntimeError(f"no free port on 127.0.0.1 between {FIXED_PORTS_FROM} and {low}")
 
 
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+_spawner: ThreadPoolExecutor | None = None
+_spawner_made = threading.Lock()
+
+
+def _die_with_parent(parent: int) -> Callable[[], None]:
+    """The child's preexec_fn: SIGTERM when the parent dies; exit at once if it already has.
+
+    Everything it calls is resolved before the fork (between fork and exec only async-signal-safe
+    work is safe in a process that has threads)."""
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    getppid, exit_now, sigterm = os.getppid, os._exit, int(signal.SIGTERM)
+
+    def preexec() -> None:
+        prctl(PR_SET_PDEATHSIG, sigterm, 0, 0, 0)
+        if getppid() != parent:  # died between the fork and the prctl: nobody would signal us
+            exit_now(1)
+
+    return preexec
+
+
+def popen_dying_with_this_process(command: list[str], **kwargs) -> subprocess.Popen:
+    """``subprocess.Popen`` of a child that gets SIGTERM when this process ends, however it ends."""
+    global _spawner
+    with _spawner_made:
+        if _spawner is None:  # one worker thread, idle between starts, alive until the process ends
+            _spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="strom-spawner")
+    preexec = _die_with_parent(os.getpid())
+
+    def popen() -> subprocess.Popen:
+        return subprocess.Popen(command, preexec_fn=preexec, **kwargs)
+
+    return _spawner.submit(popen).result()
+
+
 def write_config(directory: str, port: int) -> str:
     data_dir = os.path.join(directory, "data")
     os.makedirs(data_dir, exist_ok=True)
@@ -96,13 +145,15 @@ def start(directory: str, port: int = 0, timeout_s: float = 30.0) -> tuple[subpr
     config = write_config(directory, port)
     classpath = ":".join(os.path.join(JAVA_DIR, jar) for jar in JARS)
     log = open(os.path.join(directory, "zookeeper.log"), "ab")
-    process = subprocess.Popen(
-        ["java", "-Xmx256m", "-cp", classpath, MAIN_CLASS, config],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-    )
-    log.close()
+    try:
+        process = popen_dying_with_this_process(
+            ["java", "-Xmx256m", "-cp", classpath, MAIN_CLASS, config],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    finally:
+        log.close()
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if process.poll() is not None:

@@ -56,6 +56,7 @@ from strom.security.credentials import CredentialCache
 from strom.security.delegation_tokens import DelegationTokenManager
 from strom.security.delegation_tokens import manager_for as delegation_token_manager
 from strom.security.listeners import ListenerSecurity, inter_broker_security, listener_security
+from strom.server import parent_watch
 from strom.server.config import BrokerConfig
 from strom.server.connection import Connection, close_idle_connections
 from strom.server.dispatcher import Dispatcher
@@ -1133,8 +1134,12 @@ class Broker:
             log.warning("shutdown: %s did not finish within %.0fs; going on", what, SHUTDOWN_GRACE_S)
 
 
-def run_broker(config: BrokerConfig) -> int:
-    """Run a broker in this process until SIGTERM/SIGINT; returns the exit status."""
+def run_broker(config: BrokerConfig, parent_pid: int | None = None) -> int:
+    """Run a broker in this process until SIGTERM/SIGINT, or until its parent ``parent_pid`` is
+    gone (strom.server.parent_watch); returns the exit status."""
+    if parent_pid is not None and parent_watch.parent_gone(parent_pid):
+        log.warning("parent process %d is gone (--parent-pid): not starting", parent_pid)
+        return 1
     try:
         import uvloop
 
@@ -1151,6 +1156,9 @@ def run_broker(config: BrokerConfig) -> int:
     async def main() -> None:
         broker = Broker(config)
         broker.dir_locks = locks
+        watch = None
+        if parent_pid is not None:  # from before start(): a parent dying meanwhile stops it once started
+            watch = asyncio.create_task(parent_watch.watch_parent(parent_pid, broker.request_stop))
         try:
             await broker.start()
         except BaseException:
@@ -1161,6 +1169,8 @@ def run_broker(config: BrokerConfig) -> int:
         # it, which took 25-70 ms with the event loop stopped, stalling every acks=all produce.
         gc.freeze()
         await broker.serve_until_stopped()
+        if watch is not None:
+            watch.cancel()
 
     asyncio.run(main())
     return 0

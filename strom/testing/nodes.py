@@ -68,7 +68,8 @@ class ProcessNode:
             raise RuntimeError(f"broker {self.broker_id} is already running")
         self.data_dir.mkdir(parents=True, exist_ok=True)
         (self.data_dir / PORT_FILE).unlink(missing_ok=True)
-        cmd = [sys.executable, "-m", "strom.cli.main", "server-start"]
+        # stops by itself if this process dies without stopping it (strom.server.parent_watch)
+        cmd = [sys.executable, "-m", "strom.cli.main", "server-start", "--parent-pid", str(os.getpid())]
         for key, value in self.overrides.items():
             cmd += ["--override", f"{key}={value}"]
         with open(self.log_path, "ab") as log:
