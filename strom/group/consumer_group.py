@@ -875,9 +875,12 @@ class ConsumerGroupCoordinator:
             del group.static_members[member.instance_id]
         group.group_epoch += 1
         log.info(
-            "member %s of consumer group %s %s (group epoch %d)",
+            "member %s of consumer group %s (client %s, host %s%s) %s (group epoch %d)",
             member.member_id,
             group.group_id,
+            member.client_id,
+            member.client_host,
+            f", instance {member.instance_id}" if member.instance_id else "",
             why,
             group.group_epoch,
         )

@@ -13,7 +13,7 @@ import asyncio
 import logging
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from strom.clock import wall_ms
 from strom.group import records as schema
@@ -306,12 +306,12 @@ class GroupCoordinator:
             if instance_id is not None and instance_id in group.static_members:
                 return await self._rejoin_static(group, instance_id, new_id, request)
             if instance_id is None and request.require_known_member_id:
-                group.pending_members.add(new_id)
+                group.pending_members[new_id] = (request.client_id, request.client_host)
                 asyncio.get_running_loop().call_later(session_timeout_ms / 1000, self._expire_pending, group, new_id)
                 return _join_error(ErrorCode.MEMBER_ID_REQUIRED, new_id)
             return await self._add_member_and_rebalance(group, new_id, request)
         if member_id in group.pending_members:
-            group.pending_members.discard(member_id)
+            del group.pending_members[member_id]
             return await self._add_member_and_rebalance(group, member_id, request)
         if instance_id is not None and group.static_members.get(instance_id) not in (None, member_id):
             return _join_error(ErrorCode.FENCED_INSTANCE_ID, member_id)
@@ -366,6 +366,7 @@ class GroupCoordinator:
         member.session_timeout_ms = request.session_timeout_ms
         member.rebalance_timeout_ms = request.rebalance_timeout_ms
         self._cancel_session(member)
+        member.disconnected = False
         self._complete_join(member, _join_error(ErrorCode.REBALANCE_IN_PROGRESS, member.member_id))
         return await self._await_rebalance(group, member, f"member {member.member_id} rejoined")
 
@@ -405,11 +406,50 @@ class GroupCoordinator:
             # under way (above all the initial delay, which waits for exactly these joins) goes on
             self._prepare_rebalance(group, reason)
         self._maybe_complete_join(group)
-        return await future
+        return await self._parked(group, member, future, "JoinGroup")
+
+    async def _parked(self, group: Group, member: Member, future: asyncio.Future, request: str) -> Any:
+        """Wait for the answer to a parked JoinGroup or SyncGroup.
+
+        The wait is shielded because a closed connection cancels its request's task, and the
+        member's future must outlive that: a member whose JoinGroup was taken still counts as
+        joined, so the rebalance it belongs to completes (without the shield it would wait for
+        the rebalance timeout, five minutes by default, for a member that can never rejoin). What
+        the broker learns from the disconnect instead is that the member has gone quiet: its
+        session timeout runs from that moment, whatever phase the group is in, so a consumer that
+        dies mid-rebalance is gone one session timeout after it died, as one that dies between
+        heartbeats is. Kafka cannot tell (its parked requests keep no link to their socket) and
+        removes such a member only a session timeout after the rebalance completes.
+        """
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            if not future.done() and group.members.get(member.member_id) is member and not member.disconnected:
+                member.disconnected = True
+                log.info(
+                    "member %s of group %s (client %s, host %s) disconnected while its %s was parked: "
+                    "it is removed unless heard from within its session timeout (%d ms)",
+                    member.member_id,
+                    group.group_id,
+                    member.client_id,
+                    member.client_host,
+                    request,
+                    member.session_timeout_ms,
+                )
+                self._schedule_session_expiry(group, member, heard=False)
+            raise
 
     def _expire_pending(self, group: Group, member_id: str) -> None:
         if member_id in group.pending_members:
-            group.pending_members.discard(member_id)
+            client_id, host = group.pending_members.pop(member_id)
+            log.info(
+                "member %s of group %s (client %s, host %s) expired: it did not rejoin with the member id "
+                "it was given (KIP-394) within its session timeout",
+                member_id,
+                group.group_id,
+                client_id,
+                host,
+            )
             self._maybe_complete_join(group)
 
     # -- rebalance state machine -------------------------------------------------------------------
@@ -502,7 +542,7 @@ class GroupCoordinator:
             )
             member.is_new = False
             self._complete_join(member, result)
-            self._schedule_session_expiry(group, member)
+            self._schedule_session_expiry(group, member, heard=False)
 
     # -- sync --------------------------------------------------------------------------------------
     async def sync_group(
@@ -549,20 +589,28 @@ class GroupCoordinator:
         if member_id == group.leader_id:
             for m in group.members.values():
                 m.assignment = assignments.get(m.member_id, b"")
-            generation_synced = group.generation
-            code = await self._persist_group(group)
-            if group.state == GroupState.COMPLETING_REBALANCE and group.generation == generation_synced:
-                if code:
-                    for m in group.members.values():
-                        m.assignment = b""
-                        self._complete_sync(m, code, b"")
-                    self._prepare_rebalance(group, "could not store the assignment")
-                else:
-                    group.transition(GroupState.STABLE)
-                    for m in group.members.values():
-                        self._complete_sync(m, ErrorCode.NONE, m.assignment)
-        code, assignment = await future
+            # its own task: the leader's connection closing must not stop the assignment being
+            # stored and handed to the other members, who are waiting for it
+            asyncio.ensure_future(self._store_assignment(group, group.generation))
+        code, assignment = await self._parked(group, member, future, "SyncGroup")
         return code, assignment, group.protocol_type, group.protocol
+
+    async def _store_assignment(self, group: Group, generation: int) -> None:
+        code = await self._persist_group(group)
+        if group.state == GroupState.COMPLETING_REBALANCE and group.generation == generation:
+            if code:
+                for m in group.members.values():
+                    m.assignment = b""
+                    self._complete_sync(m, code, b"")
+                self._prepare_rebalance(group, "could not store the assignment")
+            else:
+                group.transition(GroupState.STABLE)
+                for m in group.members.values():
+                    if self._complete_sync(m, ErrorCode.NONE, m.assignment):
+                        # as Kafka's propagateAssignment: its session restarts with its answer (a
+                        # parked SyncGroup stands in for heartbeats, which the client sends only
+                        # once it has its assignment)
+                        self._schedule_session_expiry(group, m, heard=False)
 
     def _validate_member(self, group: Group | None, member_id: str, instance_id: str | None, generation: int) -> int:
         if group is None or group.state == GroupState.DEAD:
@@ -633,7 +681,7 @@ class GroupCoordinator:
             member = group.members.get(member_id)
             if member is None:
                 if member_id in group.pending_members:
-                    group.pending_members.discard(member_id)
+                    del group.pending_members[member_id]
                     results.append(ErrorCode.NONE)
                 else:
                     results.append(ErrorCode.UNKNOWN_MEMBER_ID)
@@ -661,7 +709,15 @@ class GroupCoordinator:
             self._maybe_complete_join(group)
 
     # -- sessions ----------------------------------------------------------------------------------
-    def _schedule_session_expiry(self, group: Group, member: Member) -> None:
+    def _schedule_session_expiry(self, group: Group, member: Member, *, heard: bool = True) -> None:
+        """Restart the member's session timeout. ``heard``: a request of the member's own arrived
+        (else the broker restarts it on the member's behalf, when a rebalance answers it); a member
+        whose parked request lost its connection keeps the deadline its disconnect set until it is
+        heard from."""
+        if heard:
+            member.disconnected = False
+        elif member.disconnected and member.session_timer is not None:
+            return
         self._cancel_session(member)
         member.session_timer = asyncio.get_running_loop().call_later(
             member.session_timeout_ms / 1000, self._on_session_expired, group, member
@@ -674,13 +730,21 @@ class GroupCoordinator:
             member.session_timer = None
 
     def _on_session_expired(self, group: Group, member: Member) -> None:
-        if group.members.get(member.member_id) is not member or member.is_awaiting_join:
+        member.session_timer = None
+        if group.members.get(member.member_id) is not member:
             return
+        if not member.disconnected and (member.is_awaiting_join or member.is_awaiting_sync):
+            return  # as Kafka: a parked request stands in for heartbeats; its answer restarts the session
         log.info(
-            "member %s of group %s expired after %d ms without a heartbeat",
+            "member %s of group %s (client %s, host %s%s) expired: no heartbeat within its session timeout "
+            "(%d ms), group state %s",
             member.member_id,
             group.group_id,
+            member.client_id,
+            member.client_host,
+            f", instance {member.group_instance_id}" if member.group_instance_id else "",
             member.session_timeout_ms,
+            group.state.value,
         )
         self._remove_member_and_update(group, member)
 
@@ -691,10 +755,13 @@ class GroupCoordinator:
         member.join_future = None
 
     @staticmethod
-    def _complete_sync(member: Member, code: int, assignment: bytes) -> None:
-        if member.sync_future is not None and not member.sync_future.done():
-            member.sync_future.set_result((code, assignment))
+    def _complete_sync(member: Member, code: int, assignment: bytes) -> bool:
+        """Answer the member's parked SyncGroup, if it has one (returns whether it had)."""
+        parked = member.sync_future is not None and not member.sync_future.done()
+        if parked:
+            member.sync_future.set_result((code, assignment))  # type: ignore[union-attr]
         member.sync_future = None
+        return parked
 
     def release_members(self, group: Group, code: int) -> None:
         """The group became a consumer group (online upgrade): its classic members, answered
@@ -706,7 +773,7 @@ class GroupCoordinator:
         if group.join_timer:
             group.join_timer.cancel()
             group.join_timer = None
-        group.members, group.static_members, group.pending_members = {}, {}, set()
+        group.members, group.static_members, group.pending_members = {}, {}, {}
         group.initial_delay = False
         group.transition(GroupState.EMPTY)
 

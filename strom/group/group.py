@@ -43,6 +43,10 @@ class Member:
     sync_future: asyncio.Future | None = None
     session_timer: asyncio.TimerHandle | None = None
     is_new: bool = False
+    # The connection of its parked JoinGroup or SyncGroup closed: the member still counts as
+    # joined (it may reconnect and resend), but its session runs from the disconnect, in every
+    # phase, until the member is heard from again.
+    disconnected: bool = False
 
     @property
     def is_awaiting_join(self) -> bool:
@@ -88,7 +92,8 @@ class Group:
     leader_id: str | None = None
     members: dict[str, Member] = field(default_factory=dict)
     static_members: dict[str, str] = field(default_factory=dict)  # group.instance.id -> member id
-    pending_members: set[str] = field(default_factory=set)  # ids handed out with MEMBER_ID_REQUIRED
+    # ids handed out with MEMBER_ID_REQUIRED (KIP-394) -> (client id, host), for the expiry's log line
+    pending_members: dict[str, tuple[str, str]] = field(default_factory=dict)
     offsets: dict[tuple[str, int], CommittedOffset] = field(default_factory=dict)
     # producer id -> offsets its open transaction committed (TxnOffsetCommit): invisible to
     # OffsetFetch until the commit marker, dropped by the abort marker

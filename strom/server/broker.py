@@ -58,7 +58,7 @@ from strom.security.delegation_tokens import manager_for as delegation_token_man
 from strom.security.listeners import ListenerSecurity, inter_broker_security, listener_security
 from strom.server import parent_watch
 from strom.server.config import BrokerConfig
-from strom.server.connection import Connection, close_idle_connections
+from strom.server.connection import Connection, close_departed_connections, close_idle_connections
 from strom.server.dispatcher import Dispatcher
 from strom.server.periodic import log_if_failed, run_every
 from strom.server.quotas import QuotaManager
@@ -83,6 +83,9 @@ T = TypeVar("T")
 PORT_FILE = "strom.port"
 SHUTDOWN_GRACE_S = 5.0
 FENCE_CHECK_S = 0.2
+# how often a connection waiting on a parked request is checked for a client that has gone
+# (close_departed_connections): a dead group member's session runs from when it is found
+DEPARTED_CHECK_S = 0.5
 SLOW_METADATA_PASS_S = 0.5
 # A metadata pass re-reads at most this many changed znodes (registrations and topics first), and
 # leaves the rest to a pass right after: the loop answers requests in between. A controller's own
@@ -351,6 +354,14 @@ class Broker:
             )
         )
         self._in_background(self.transaction_coordinator.run_timers())
+        self._in_background(
+            run_every(
+                DEPARTED_CHECK_S,
+                lambda: close_departed_connections(self.connections),
+                self._stop,
+                "departed connection check",
+            )
+        )
         if config.connections_max_idle_ms > 0:
             max_idle_ms = config.connections_max_idle_ms
             self._in_background(

@@ -22,6 +22,7 @@ import asyncio
 import errno
 import logging
 import os
+import select
 from collections import deque
 from collections.abc import Iterable
 from time import monotonic, perf_counter
@@ -347,5 +348,39 @@ def close_idle_connections(connections: Iterable[Connection], max_idle_ms: int) 
         if connection.last_received < deadline and connection.idle and not connection._busy and not connection._closed:
             log.debug("closing %s: idle for over %d ms (connections.max.idle.ms)", connection.peer, max_idle_ms)
             connection.transport.close()
+            closed += 1
+    return closed
+
+
+# what the kernel reports on a socket whose peer has closed or reset it
+_PEER_GONE = select.POLLRDHUP | select.POLLHUP | select.POLLERR
+
+
+def close_departed_connections(connections: Iterable[Connection]) -> int:
+    """Close the connections whose reading is stopped and whose client has gone.
+
+    A connection stops reading while a request of its waits (a JoinGroup parked until its
+    rebalance completes, a long-polling Fetch, a quota's mute), so its peer's FIN or reset is not
+    seen until the answer is written: a consumer killed during a rebalance would count as joined
+    until then. TLS connections see it anyway (the TLS layer reads on), so without this a dead
+    member's fate depended on the listener's security protocol. The kernel is asked with one
+    ``poll`` of timeout 0, which reads nothing; closing the transport runs ``connection_lost``,
+    which cancels the parked requests, and their services learn that the client is gone.
+    Returns how many were closed."""
+    waiting = {c._socket_fd: c for c in connections if c._busy and not c._closed and c._socket_fd >= 0}
+    if not waiting:
+        return 0
+    poller = select.poll()
+    for fd in waiting:
+        poller.register(fd, select.POLLRDHUP)
+    closed = 0
+    for fd, events in poller.poll(0):
+        connection = waiting.get(fd)
+        if connection is not None and events & _PEER_GONE and not connection._closed:
+            log.info(
+                "closing connection from %s: the client closed it while a request of its was waiting", connection.peer
+            )
+            connection._closed = True
+            connection.transport.abort()
             closed += 1
     return closed
