@@ -10,7 +10,8 @@ from the kill until C holds every partition of the group's 3-partition topic. Th
 side, each with its own topic and group. Printed next to each: B's session timeout and the bound
 the tests hold it to, the session timeout plus the initial rebalance delay plus 1 s.
 
-Cases: the classic protocol with B killed while its JoinGroup is parked in the first rebalance's
+Cases: the classic protocol with B killed holding the member id of KIP-394's first JoinGroup,
+while its JoinGroup is parked in the first rebalance's
 initial delay (after member A was assigned and left, as the issue that asked for this found it),
 after its JoinGroup was answered but before its SyncGroup (a raw-protocol member, since librdkafka
 sends SyncGroup at once), once assigned, and as a static member (``group.instance.id``); and the
@@ -18,7 +19,8 @@ KIP-848 consumer protocol, B assigned, dynamic and static.
 
 ``python -m strom.bench.vanished_members member KIND BOOTSTRAP GROUP TOPIC [key=value ...]`` is
 one member process (KIND ``client``: confluent-kafka, printing ``assigned P,...`` as partitions
-come; KIND ``raw``: joins with its own requests and prints ``joined MEMBER_ID``). It polls until
+come; KIND ``raw``: joins with its own requests and prints ``joined MEMBER_ID``; ``raw-pending``:
+stops at the member id its first JoinGroup is given and prints ``pending MEMBER_ID``). It polls until
 it is killed and never leaves the group.
 """
 
@@ -64,11 +66,14 @@ def bound_s() -> float:
 class Case:
     name: str
     protocol: str  # "classic" or "consumer" (KIP-848)
-    killed: str  # "joining": JoinGroup parked; "joined": JoinGroup answered, no SyncGroup; "assigned"
+    # "pending": holds a member id from MEMBER_ID_REQUIRED (KIP-394), not yet joined with it;
+    # "joining": JoinGroup parked; "joined": JoinGroup answered, no SyncGroup; "assigned"
+    killed: str
     static: bool = False
 
 
 CASES = (
+    Case("classic, killed holding a KIP-394 member id", "classic", "pending"),
     Case("classic, killed while its JoinGroup is parked", "classic", "joining"),
     Case("classic, killed after JoinGroup, before SyncGroup", "classic", "joined"),
     Case("classic, killed once assigned", "classic", "assigned"),
@@ -175,8 +180,9 @@ def subscription(topic: str) -> bytes:
     return struct.pack(">hih", 0, 1, len(name)) + name + struct.pack(">i", -1)
 
 
-async def run_raw_member(bootstrap: str, group: str, topic: str, config: dict[str, str]) -> None:
-    """FindCoordinator, then JoinGroup v5 (twice: KIP-394's MEMBER_ID_REQUIRED), then nothing."""
+async def run_raw_member(bootstrap: str, group: str, topic: str, config: dict[str, str], pending: bool) -> None:
+    """FindCoordinator, then JoinGroup v5 (twice: KIP-394's MEMBER_ID_REQUIRED), then nothing;
+    ``pending``: only the first JoinGroup, which hands out a member id."""
     from strom.cli.client_props import client_security
     from strom.protocol.api import ApiKey
     from strom.protocol.errors import ErrorCode
@@ -202,6 +208,9 @@ async def run_raw_member(bootstrap: str, group: str, topic: str, config: dict[st
             "protocols": [{"name": "range", "metadata": subscription(topic)}],
         }
         answer = await coordinator.request(ApiKey.JOIN_GROUP, 5, request)
+        if pending and answer.error_code == ErrorCode.MEMBER_ID_REQUIRED:
+            print(f"pending {answer.member_id}", flush=True)
+            await asyncio.sleep(3600)
         if answer.error_code == ErrorCode.MEMBER_ID_REQUIRED:
             answer = await coordinator.request(ApiKey.JOIN_GROUP, 5, {**request, "member_id": answer.member_id})
     if answer.error_code != ErrorCode.NONE:
@@ -242,7 +251,7 @@ def run_case(bootstrap: str, props: dict[str, str], case: Case) -> Outcome:
         first.close()
         if not assigned:
             raise TimeoutError(f"member A of {group} was not assigned within {WAIT_S} s")
-    kind = "raw" if case.killed == "joined" else "client"
+    kind = {"joined": "raw", "pending": "raw-pending"}.get(case.killed, "client")
     instance = {"group.instance.id": f"b-{suffix}"} if case.static else {}
     victim = MemberProcess(kind, bootstrap, group, topic, {**config, **instance})
     next_member = None
@@ -250,8 +259,8 @@ def run_case(bootstrap: str, props: dict[str, str], case: Case) -> Outcome:
         if case.killed == "joining":
             wait_state(admin, group, "PREPARING_REBALANCING")  # confluent-kafka's name for it
             time.sleep(0.5)  # its JoinGroup is parked: the initial delay is 3 s
-        elif case.killed == "joined":
-            victim.wait_for(lambda lines: any(line.startswith("joined") for line in lines), "JoinGroup answer")
+        elif case.killed in ("joined", "pending"):
+            victim.wait_for(lambda lines: any(line.startswith(case.killed) for line in lines), "JoinGroup answer")
         else:
             victim.wait_for(holds_all, "assignment of every partition")
         killed = victim.kill()
@@ -329,8 +338,8 @@ def main(argv: list[str] | None = None) -> None:
     if argv[:1] == ["member"]:
         kind, bootstrap, group, topic, *extra = argv[1:]
         config = dict(item.split("=", 1) for item in extra)
-        if kind == "raw":
-            asyncio.run(run_raw_member(bootstrap, group, topic, config))
+        if kind in ("raw", "raw-pending"):
+            asyncio.run(run_raw_member(bootstrap, group, topic, config, pending=kind == "raw-pending"))
         else:
             run_client_member(bootstrap, group, topic, config)
         return
