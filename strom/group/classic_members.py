@@ -77,7 +77,7 @@ class ClassicMembers:
         return self.consumer.config.group_consumer_migration_policy
 
     def _topics(self) -> dict:  # topic name -> its metadata
-        return self.consumer.classic.broker.metadata.topics
+        return self.consumer.classic.metadata.topics
 
     def _by_id(self, partitions: dict[str, set[int]]) -> TopicPartitions:
         topics = self._topics()

@@ -343,7 +343,7 @@ class ConsumerGroupCoordinator:
         return (ErrorCode.NONE, group) if group is not None else (ErrorCode.GROUP_ID_NOT_FOUND, None)
 
     def topic_names(self) -> dict[uuid.UUID, str]:
-        return {info.topic_id: name for name, info in self.classic.broker.metadata.topics.items()}
+        return {info.topic_id: name for name, info in self.classic.metadata.topics.items()}
 
     # -- loading -----------------------------------------------------------------------------------
     def replay(self, partition: int, key: ConsumerKey, value: bytes | None) -> None:
@@ -923,7 +923,7 @@ class ConsumerGroupCoordinator:
         """The existing topics a member subscribes to: its names and what its regex resolved to
         in the group (a regex never resolved in it, e.g. of a group stored before strom wrote
         key 16, matches as it stands until a member with it heartbeats)."""
-        topics = self.classic.broker.metadata.topics
+        topics = self.classic.metadata.topics
         named = frozenset(t for t in member.subscribed_topic_names if t in topics)
         regex = member.subscribed_topic_regex
         if regex is None:
@@ -938,7 +938,7 @@ class ConsumerGroupCoordinator:
         pattern = self._pattern(regex)
         if pattern is None:
             return frozenset()
-        topics = self.classic.broker.metadata.topics
+        topics = self.classic.metadata.topics
         cached = self._matches.get(regex)
         if cached is None or cached[0] is not topics or cached[1] != len(topics):
             matches = frozenset(t for t in topics if t not in _INTERNAL_TOPICS and pattern.fullmatch(t))
@@ -957,7 +957,7 @@ class ConsumerGroupCoordinator:
         entries: list[tuple[bytes, bytes | None]] = []
         regex = member.subscribed_topic_regex
         if regex is not None and self._pattern(regex) is not None:
-            topics = self.classic.broker.metadata.topics
+            topics = self.classic.metadata.topics
             basis = group.regex_basis.get(regex)
             now = time.monotonic()
             stale = (
@@ -997,7 +997,7 @@ class ConsumerGroupCoordinator:
     def _signature(self, group: ConsumerGroup) -> tuple:
         """What the target depends on besides the members: the subscribed topics, and, when a
         member has a rack, the racks of their replicas (a broker moving racks moves partitions)."""
-        topics = self.classic.broker.metadata.topics
+        topics = self.classic.metadata.topics
         names = set().union(*(self._subscribed(group, m) for m in group.members.values())) if group.members else set()
         signature: tuple = tuple(sorted((n, str(topics[n].topic_id), topics[n].partition_count) for n in names))
         if any(m.rack_id for m in group.members.values()):
@@ -1006,7 +1006,7 @@ class ConsumerGroupCoordinator:
 
     def _partition_racks(self, topic: str) -> list[frozenset[str]]:
         """The racks of each partition's replicas (empty where brokers have no broker.rack)."""
-        metadata = self.classic.broker.metadata
+        metadata = self.classic.metadata
         brokers = getattr(metadata, "brokers", {})
         info = metadata.topics[topic]
         return [
@@ -1015,7 +1015,7 @@ class ConsumerGroupCoordinator:
         ]
 
     def _compute_target(self, group: ConsumerGroup) -> list[tuple[bytes, bytes | None]]:
-        topics = self.classic.broker.metadata.topics
+        topics = self.classic.metadata.topics
         names = self.topic_names()
         votes = Counter(m.server_assignor for m in group.members.values() if m.server_assignor)
         chosen = max(sorted(votes), key=lambda n: votes[n]) if votes else (self.assignors or ["uniform"])[0]

@@ -12,8 +12,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from strom.clock import wall_ms
 from strom.group import records as schema
@@ -21,12 +22,43 @@ from strom.group.consumer_group import ConsumerGroupCoordinator
 from strom.group.consumer_records import ConsumerKey
 from strom.group.group import CommittedOffset, Group, GroupState, Member
 from strom.group.group_config import GroupConfigs
-from strom.group.offset_store import OFFSETS_TOPIC, OffsetStore
+from strom.group.offset_store import OFFSETS_TOPIC, OffsetStore, OffsetStoreConfig
 from strom.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
+    from strom.cluster.metadata_cache import MetadataCache
     from strom.replication.partition import Partition
-    from strom.server.broker import Broker
+    from strom.replication.replica_manager import ReplicaManager
+
+# the transaction coordinator's verify_partitions(transactional id, producer id, epoch, partitions):
+# error codes by partition (KIP-890 part 1)
+VerifyTxnPartitions = Callable[[str, int, int, list[tuple[str, int]]], Awaitable[dict[tuple[str, int], int]]]
+
+
+class GroupCoordinatorConfig(OffsetStoreConfig, Protocol):
+    """The broker configs the group coordinators follow (``BrokerConfig`` has them all)."""
+
+    @property
+    def group_min_session_timeout_ms(self) -> int: ...
+    @property
+    def group_max_session_timeout_ms(self) -> int: ...
+    @property
+    def group_initial_rebalance_delay_ms(self) -> int: ...
+    @property
+    def group_max_size(self) -> int: ...
+    @property
+    def offsets_retention_minutes(self) -> int: ...
+    @property
+    def group_consumer_session_timeout_ms(self) -> int: ...
+    @property
+    def group_consumer_heartbeat_interval_ms(self) -> int: ...
+    @property
+    def group_consumer_max_size(self) -> int: ...
+    @property
+    def group_consumer_assignors(self) -> tuple[str, ...]: ...
+    @property
+    def group_consumer_migration_policy(self) -> str: ...
+
 
 log = logging.getLogger("strom.group")
 
@@ -110,10 +142,23 @@ def _new_member_id(prefix: str) -> str:
 
 
 class GroupCoordinator:
-    def __init__(self, broker: Broker):
-        self.broker = broker
-        self.config = broker.config
-        self.store = OffsetStore(broker.replica_manager, broker.metadata, broker.config)
+    """Coordinates the groups of the __consumer_offsets partitions this broker leads (``replicas``,
+    which also says whether it is fenced); ``metadata`` has the topics that groups subscribe to;
+    ``verify_txn_partitions`` asks the transaction coordinator about a TxnOffsetCommit."""
+
+    def __init__(
+        self,
+        config: GroupCoordinatorConfig,
+        metadata: MetadataCache,
+        replicas: ReplicaManager,
+        *,
+        verify_txn_partitions: VerifyTxnPartitions,
+    ):
+        self.config = config
+        self.metadata = metadata
+        self.replicas = replicas
+        self._verify_txn_partitions = verify_txn_partitions
+        self.store = OffsetStore(replicas, metadata, config)
         self.groups: dict[str, Group] = {}
         self.owned_partitions: set[int] = set()
         self.completed_rebalances = 0  # metrics: generations handed to members
@@ -258,11 +303,11 @@ class GroupCoordinator:
         """NONE when this broker coordinates ``group_id``, else the error the client acts on."""
         if not group_id or not schema.fits(group_id):  # too long for __consumer_offsets' int16 strings
             return ErrorCode.INVALID_GROUP_ID
-        if OFFSETS_TOPIC not in self.broker.metadata.topics:
+        if OFFSETS_TOPIC not in self.metadata.topics:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if self.store.partition_for(group_id) not in self.owned_partitions:
             return ErrorCode.NOT_COORDINATOR
-        if self.broker.replica_manager.fenced:
+        if self.replicas.fenced:
             # cut off from ZooKeeper: another broker may lead the group's partition by now and take
             # commits, so this one's cache may be stale (the chaos group checker saw OffsetFetch
             # answers going backwards); the transaction coordinator steps back the same way
@@ -991,9 +1036,7 @@ class GroupCoordinator:
         if open_here and epoch == producer_epoch:
             return ErrorCode.NONE
         tp = (OFFSETS_TOPIC, partition)
-        transactions = self.broker.transaction_coordinator
-        assert transactions is not None  # the broker builds both coordinators before serving
-        codes = await transactions.verify_partitions(transactional_id, producer_id, producer_epoch, [tp])
+        codes = await self._verify_txn_partitions(transactional_id, producer_id, producer_epoch, [tp])
         code = codes.get(tp, ErrorCode.INVALID_TXN_STATE)
         if code in _RETRIABLE_VERIFICATION:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE  # the client finds the coordinator again and retries

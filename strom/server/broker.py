@@ -267,7 +267,9 @@ class Broker:
         )
         self.refused_batches = RefusedBatches()
         self.log_dir_mover = LogDirMover(self.log_manager, self.replica_manager, self.metadata, self.broker_id)
-        self.group_coordinator = GroupCoordinator(self)
+        self.group_coordinator = GroupCoordinator(
+            config, self.metadata, self.replica_manager, verify_txn_partitions=self._verify_txn_partitions
+        )
         self.replica_manager.leadership_listeners.append(self.group_coordinator.on_leadership_change)
         markers = MarkerChannel(
             self.broker_id,
@@ -1029,6 +1031,15 @@ class Broker:
             )
         except TopicAlreadyExistsError:
             self.refresh_metadata({model.BROKERS_TOPICS})
+
+    async def _verify_txn_partitions(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: list[tuple[str, int]]
+    ) -> dict[tuple[str, int], int]:
+        """The group coordinator's check of a TxnOffsetCommit, by the transaction coordinator made after it."""
+        assert self.transaction_coordinator is not None  # the broker builds both coordinators before serving
+        return await self.transaction_coordinator.verify_partitions(
+            transactional_id, producer_id, producer_epoch, partitions
+        )
 
     @property
     def stopping(self) -> bool:

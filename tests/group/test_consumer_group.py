@@ -15,7 +15,7 @@ from strom.group.group import Member
 from strom.group.offset_store import OFFSETS_TOPIC
 from strom.protocol.errors import ErrorCode
 from strom.server.config import BrokerConfig
-from tests.group.test_coordinator import RecordingStore
+from tests.group.test_coordinator import RecordingStore, no_transaction_coordinator
 
 T = uuid.UUID(int=7)
 U = uuid.UUID(int=8)
@@ -26,13 +26,13 @@ def make(topics: dict[str, tuple[uuid.UUID, int]] | None = None, **config) -> Gr
     infos = {OFFSETS_TOPIC: SimpleNamespace(topic_id=uuid.UUID(int=1), partition_count=50)}
     for name, (topic_id, count) in (topics or {"t": (T, 6)}).items():
         infos[name] = SimpleNamespace(topic_id=topic_id, partition_count=count)
-    broker = SimpleNamespace(
-        config=BrokerConfig.from_mapping(settings),
-        metadata=SimpleNamespace(topics=infos),
-        replica_manager=SimpleNamespace(fenced=False),
+    coordinator = GroupCoordinator(
+        BrokerConfig.from_mapping(settings),
+        SimpleNamespace(topics=infos),
+        SimpleNamespace(fenced=False),
+        verify_txn_partitions=no_transaction_coordinator,
     )
-    coordinator = GroupCoordinator(broker)
-    coordinator.store = RecordingStore(broker)
+    coordinator.store = RecordingStore(coordinator)
     coordinator.owned_partitions = set(range(50))
     return coordinator
 
@@ -171,7 +171,7 @@ def test_regex_subscription_follows_topic_creation():
     async def scenario():
         a = await hb(c, "a", 0, regex="t|u.*")
         assert parts(a) == {0, 1}
-        c.broker.metadata.topics["u1"] = SimpleNamespace(topic_id=U, partition_count=1)
+        c.metadata.topics["u1"] = SimpleNamespace(topic_id=U, partition_count=1)
         a = await hb(c, "a", 1)
         assert a.member_epoch == 2 and a.assignment == {T: frozenset({0, 1}), U: frozenset({0})}
 

@@ -35,11 +35,15 @@ class FakeClock:
         self.now_ms += ms
 
 
+async def no_transaction_coordinator(transactional_id, producer_id, producer_epoch, partitions):
+    raise AssertionError("these tests verify no transaction with a transaction coordinator")
+
+
 class RecordingStore(OffsetStore):
     """Remembers every write (key/value bytes) instead of appending to __consumer_offsets."""
 
-    def __init__(self, broker):
-        super().__init__(broker.replica_manager, broker.metadata, broker.config)
+    def __init__(self, coordinator: GroupCoordinator):
+        super().__init__(coordinator.replicas, coordinator.metadata, coordinator.config)
         self.writes: list[list[tuple[bytes, bytes | None]]] = []
         self.error = ErrorCode.NONE
         self.before_write = None  # an async hook that runs while a write is "in flight"
@@ -70,13 +74,13 @@ def clock(monkeypatch):
 def make_coordinator(**config) -> GroupCoordinator:
     settings = {"offsets.retention.minutes": "10", "group.initial.rebalance.delay.ms": "0"}
     settings.update({key: str(value) for key, value in config.items()})
-    broker = SimpleNamespace(
-        config=BrokerConfig.from_mapping(settings),
-        metadata=SimpleNamespace(topics={OFFSETS_TOPIC: SimpleNamespace(partition_count=50)}),
-        replica_manager=SimpleNamespace(fenced=False),  # fenced: cut off from ZooKeeper
+    coordinator = GroupCoordinator(
+        BrokerConfig.from_mapping(settings),
+        SimpleNamespace(topics={OFFSETS_TOPIC: SimpleNamespace(partition_count=50)}),
+        SimpleNamespace(fenced=False),  # the replica manager; fenced: cut off from ZooKeeper
+        verify_txn_partitions=no_transaction_coordinator,
     )
-    coordinator = GroupCoordinator(broker)
-    coordinator.store = RecordingStore(broker)
+    coordinator.store = RecordingStore(coordinator)
     coordinator.owned_partitions = set(range(50))
     return coordinator
 
@@ -533,8 +537,8 @@ def test_a_broker_fenced_from_zookeeper_stops_answering_as_coordinator():
     by the chaos campaign's group checker: committed offsets read back going backwards)."""
     c = make_coordinator()
     assert c.fetch_offsets("g", None)[0] == ErrorCode.NONE
-    c.broker.replica_manager.fenced = True
+    c.replicas.fenced = True
     assert c.coordinator_error("g") == ErrorCode.NOT_COORDINATOR
     assert c.fetch_offsets("g", None)[0] == ErrorCode.NOT_COORDINATOR
-    c.broker.replica_manager.fenced = False
+    c.replicas.fenced = False
     assert c.fetch_offsets("g", None)[0] == ErrorCode.NONE

@@ -56,8 +56,8 @@ def test_range_takes_local_partitions_within_its_share_and_keeps_co_partitioning
 def test_a_group_assigns_by_the_racks_of_its_members_and_the_brokers():
     c = make(topics={"t": (T, 4)})
     brokers = {1: SimpleNamespace(rack="a"), 2: SimpleNamespace(rack="b")}
-    c.broker.metadata.brokers = brokers
-    c.broker.metadata.topics["t"].replicas = {0: [1], 1: [1], 2: [2], 3: [2]}
+    c.metadata.brokers = brokers
+    c.metadata.topics["t"].replicas = {0: [1], 1: [1], 2: [2], 3: [2]}
 
     async def heartbeat(member: str, rack: str):
         return await c.consumer.heartbeat("g", member, 0, None, rack, 30000, ["t"], None, None, {}, "client", "/h", 1)

@@ -66,7 +66,7 @@ def test_a_resolution_is_stored_reloaded_refreshed_and_deleted():
     assert reloaded.consumer.subscribed_topics("g") == {"t1", "t2"}
 
     async def changes():
-        topics = c.broker.metadata.topics = dict(c.broker.metadata.topics)
+        topics = c.metadata.topics = dict(c.metadata.topics)
         topics["t3"] = SimpleNamespace(topic_id=uuid.UUID(int=10), partition_count=1)
         a = await hb(c, "a", 1)  # the topics changed: resolved again, a new record
         assert a.error_code == 0
