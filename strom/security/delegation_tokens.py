@@ -25,7 +25,7 @@ import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 from urllib.parse import unquote
 
 from strom.clock import wall_ms
@@ -34,9 +34,6 @@ from strom.cluster.store import MetadataStore, NodeExistsError, NoNodeError
 from strom.cluster.watched import WatchedView
 from strom.protocol.errors import ErrorCode
 from strom.security.scram import MECHANISM_IDS, MIN_ITERATIONS, ScramCredential
-
-if TYPE_CHECKING:
-    from strom.server.config import BrokerConfig
 
 log = logging.getLogger("strom.security")
 
@@ -321,8 +318,19 @@ class DelegationTokenManager(WatchedView):
         self._drop(token_id)
 
 
+class DelegationTokenConfig(Protocol):
+    """The broker configs of delegation tokens (``BrokerConfig`` has them)."""
+
+    @property
+    def delegation_token_secret_key(self) -> str | None: ...
+    @property
+    def delegation_token_max_lifetime_ms(self) -> int: ...
+    @property
+    def delegation_token_expiry_time_ms(self) -> int: ...
+
+
 def manager_for(
-    config: BrokerConfig, store: MetadataStore, loop: asyncio.AbstractEventLoop
+    config: DelegationTokenConfig, store: MetadataStore, loop: asyncio.AbstractEventLoop
 ) -> DelegationTokenManager | None:
     """The broker's token manager, loaded and watching; None when no secret is set (tokens disabled, as Kafka)."""
     if not config.delegation_token_secret_key:

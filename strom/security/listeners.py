@@ -20,7 +20,7 @@ from strom.security.oauthbearer import UnsecuredValidator, Validator, validator_
 from strom.security.principal import DEFAULT_MAPPER, PrincipalMapper
 
 if TYPE_CHECKING:
-    from strom.server.config import BrokerConfig
+    from strom.security.listener_config import ListenerConfig
 
 log = logging.getLogger("strom.security")
 
@@ -45,7 +45,7 @@ class ListenerSecurity:
         return self.protocol.startswith("SASL")
 
 
-def listener_security(config: BrokerConfig, name: str) -> ListenerSecurity:
+def listener_security(config: ListenerConfig, name: str) -> ListenerSecurity:
     """ConfigError naming the key when a certificate or JAAS value is missing, unreadable or wrong."""
     protocol = config.protocol_of(name)
     setting = lambda key: config.listener_setting(name, key)  # noqa: E731
@@ -68,7 +68,7 @@ def listener_security(config: BrokerConfig, name: str) -> ListenerSecurity:
     return ListenerSecurity(name, protocol, context, mechanisms, users, mapper, reauth, oauthbearer)
 
 
-def inter_broker_security(config: BrokerConfig) -> ClientSecurity | None:
+def inter_broker_security(config: ListenerConfig) -> ClientSecurity | None:
     """How this broker connects to the others' inter-broker listener; None for PLAINTEXT."""
     name = config.inter_broker_listener_name
     protocol = config.protocol_of(name)

@@ -44,7 +44,7 @@ from strom.security.scram import AuthenticationFailed
 from strom.storage.log_config import ConfigError
 
 if TYPE_CHECKING:
-    from strom.server.config import BrokerConfig
+    from strom.security.listener_config import ListenerConfig
 
 log = logging.getLogger("strom.security")
 
@@ -441,13 +441,13 @@ Validator = UnsecuredValidator | SecuredValidator
 # -- configuration --------------------------------------------------------------------------------
 
 
-def _setting(config: BrokerConfig, listener: str, key: str) -> tuple[Any, str]:
+def _setting(config: ListenerConfig, listener: str, key: str) -> tuple[Any, str]:
     """(value, key): ``listener.name.<l>.oauthbearer.<key>``, else ``listener.name.<l>.<key>``, else ``<key>``."""
     found = config.listener_overrides.get(listener, {}).get(f"oauthbearer.{key}")
     return found if found is not None else config.listener_setting(listener, key)
 
 
-def handler_class(config: BrokerConfig, listener: str) -> tuple[str | None, str]:
+def handler_class(config: ListenerConfig, listener: str) -> tuple[str | None, str]:
     found = config.listener_overrides.get(listener, {}).get(f"oauthbearer.{HANDLER_KEY}")
     key = f"listener.name.{listener.lower()}.oauthbearer.{HANDLER_KEY}"
     return (str(found[0]).strip() or None, found[1]) if found is not None else (None, key)
@@ -470,7 +470,7 @@ def _https_context(options: Mapping[str, str], jaas_key: str) -> ssl.SSLContext 
     return context
 
 
-def validator_for(config: BrokerConfig, listener: str, read_files: bool = True) -> Validator:
+def validator_for(config: ListenerConfig, listener: str, read_files: bool = True) -> Validator:
     """The listener's validator; ConfigError naming the key when its configuration is wrong.
 
     A file JWKS is read here (at startup, unless ``read_files`` is off for a check of the config

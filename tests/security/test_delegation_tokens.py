@@ -1,5 +1,6 @@
 """Delegation tokens without a broker: Kafka's HMAC and JSON byte for byte, and the manager's rules on the embedded store."""
 
+import asyncio
 import base64
 import json
 
@@ -126,3 +127,23 @@ def test_config_keys_kafkas_defaults_and_the_old_secret_name():
     assert BrokerConfig.from_mapping({"delegation.token.master.key": "old"}).delegation_token_secret_key == "old"
     both = {"delegation.token.master.key": "old", "delegation.token.secret.key": "new"}
     assert BrokerConfig.from_mapping(both).delegation_token_secret_key == "new"
+
+
+def test_manager_for_needs_only_the_three_token_configs_and_a_store():
+    """Built from its collaborators alone (no BrokerConfig, no broker): tokens off without a secret."""
+    from types import SimpleNamespace
+
+    from strom.security.delegation_tokens import manager_for
+
+    loop = asyncio.new_event_loop()
+    try:
+        settings = dict(delegation_token_max_lifetime_ms=7 * DAY, delegation_token_expiry_time_ms=DAY)
+        store = LocalStore(None)
+        assert manager_for(SimpleNamespace(delegation_token_secret_key=None, **settings), store, loop) is None
+        tokens = manager_for(SimpleNamespace(delegation_token_secret_key="s3cret", **settings), store, loop)
+        assert tokens is not None
+        info, _ = tokens.create("User:alice", "User:alice", (), -1)
+        assert info.max_timestamp - info.issue_timestamp == 7 * DAY
+        assert store.exists(f"/delegation_token/tokens/{info.token_id}")
+    finally:
+        loop.close()

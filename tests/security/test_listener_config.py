@@ -244,3 +244,35 @@ def test_session_lifetime_per_listener_and_mechanism_falls_back_to_the_broker_ke
     assert listener_security(config, "B").max_reauth_ms == {"PLAIN": 5000, "SCRAM-SHA-512": 60000}
     with pytest.raises(ConfigError, match="listener.name.b.plain.connections.max.reauth.ms"):
         BrokerConfig.from_mapping({"listener.name.b.plain.connections.max.reauth.ms": "-1"})
+
+
+class _SaslPlainOnly:
+    """A ListenerConfig that is not a BrokerConfig: the security layer needs only these views."""
+
+    listener_overrides: dict = {}
+    inter_broker_listener_name = "INTERNAL"
+    sasl_mechanism_inter_broker_protocol = "PLAIN"
+
+    def protocol_of(self, listener_name):
+        return {"CLIENTS": "SASL_PLAINTEXT", "INTERNAL": "PLAINTEXT"}[listener_name]
+
+    def listener_setting(self, listener_name, key):
+        return {"ssl.principal.mapping.rules": "DEFAULT"}[key], key
+
+    def jaas_config(self, listener_name, mechanism):
+        text = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";'
+        return (text, "listener.name.clients.plain.sasl.jaas.config") if mechanism == "PLAIN" else None
+
+    def max_reauth_ms(self, listener_name, mechanism):
+        return 60_000
+
+    def sasl_mechanisms(self, listener_name):
+        return ("PLAIN",)
+
+
+def test_listener_security_reads_only_the_listener_views_it_is_given():
+    security = listener_security(_SaslPlainOnly(), "CLIENTS")
+    assert (security.protocol, security.tls, security.sasl) == ("SASL_PLAINTEXT", False, True)
+    assert security.plain_users == {"alice": "alice-secret"}
+    assert security.max_reauth_ms == {"PLAIN": 60_000}
+    assert inter_broker_security(_SaslPlainOnly()) is None  # a PLAINTEXT inter-broker listener
