@@ -4,9 +4,17 @@ Startup: check the log dirs (strom.startup.check_log_dirs: one that cannot be cr
 is full stops here, before anything is made) → create and lock every log dir (its ``.lock``) → TLS
 contexts and SASL settings of every listener (a bad certificate stops here, naming its key) →
 bind the listeners (so the ports are known; a port in use stops here) → metadata store → log
-manager (recovery) → register the broker → controller election → metadata → replicas → accept
-connections → print the bound port and write it to ``<first log dir>/strom.port``. A refusal is a
-StartupError naming the config key, printed as one line by ``strom server-start``.
+manager (recovery) → the services: replica manager (with its fetchers), log-dir mover, group
+coordinator, transaction coordinator (with its marker channel) → register the broker → controller
+election → metadata → replicas → accept connections → print the bound port and write it to
+``<first log dir>/strom.port``. A refusal is a StartupError naming the config key, printed as one
+line by ``strom server-start``.
+
+The broker composes; the services never see it. Each takes the collaborators it uses (objects,
+callables such as ``ensure_offsets_topic``, a config Protocol that ``BrokerConfig`` satisfies),
+and what is made later in this order (the controller, the producer id blocks, the transaction
+coordinator) reaches an earlier service as a callable. ``lint-imports`` keeps it so: no module
+below ``strom.server`` imports it.
 
 Shutdown (SIGTERM/SIGINT only set an event): stop accepting → let in-flight requests finish
 under a timeout → stop background tasks → flush logs and checkpoints → write the clean-shutdown
