@@ -111,6 +111,11 @@ def handle(ctx, request):
                 except KafkaError as exc:
                     topics.append({"error_code": exc.error_code, "name": name, "partitions": []})
                     continue
+                # As Kafka, for every version: the topic is being created, so no partitions yet;
+                # the client asks again. A client that deleted a topic and asks for it with
+                # auto-creation on relies on this: it must see no partitions, not a new topic's.
+                topics.append({"error_code": ErrorCode.LEADER_NOT_AVAILABLE, "name": name, "partitions": []})
+                continue
         topics.append(topic_entry(broker, name))
         if field_value(request, "include_topic_authorized_operations", False) and topics[-1]["error_code"] == 0:
             topics[-1]["topic_authorized_operations"] = authorized_operations(ctx, TOPIC, name)
