@@ -73,7 +73,7 @@ from strom.spark.options import (
     client_config_from_options,
     connection_config,
 )
-from strom.spark.source import HEADERS_TYPE
+from strom.spark.schema import HEADERS_TYPE
 
 log = logging.getLogger("strom.spark")
 

@@ -26,16 +26,7 @@ from pyspark.sql.streaming.datasource import (
     ReadMaxRows,
     SupportsTriggerAvailableNow,
 )
-from pyspark.sql.types import (
-    ArrayType,
-    BinaryType,
-    IntegerType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
+from pyspark.sql.types import StructType
 
 from strom.spark.options import (
     EARLIEST,
@@ -49,29 +40,12 @@ from strom.spark.options import (
     rate_limit,
     split_ranges,
 )
+from strom.spark.schema import kafka_schema
 
 if TYPE_CHECKING:
     from strom.spark.kafka_io import Admin
 
 log = logging.getLogger("strom.spark")
-
-HEADERS_TYPE = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
-
-
-def kafka_schema(include_headers: bool) -> StructType:
-    """The columns of Spark's Kafka source, in its order."""
-    fields = [
-        StructField("key", BinaryType()),
-        StructField("value", BinaryType()),
-        StructField("topic", StringType()),
-        StructField("partition", IntegerType()),
-        StructField("offset", LongType()),
-        StructField("timestamp", TimestampType()),
-        StructField("timestampType", IntegerType()),
-    ]
-    if include_headers:
-        fields.append(StructField("headers", HEADERS_TYPE))
-    return StructType(fields)
 
 
 class KafkaInputPartition(InputPartition):
