@@ -18,23 +18,9 @@ import shutil
 import sys
 from pathlib import Path
 
+from strom.fuzz.corpus import corpus_dirs
+
 TARGETS = ("frame", "decode", "broker", "records", "storage")
-REPO = Path(__file__).resolve().parents[2]
-CORPUS = REPO / "tests" / "fuzz" / "corpus"
-
-
-def corpus_dirs(target: str) -> list[Path]:
-    """The kept inputs of a target: its seeds (plus the request seeds every request target shares)
-    and its regressions."""
-    base = CORPUS / target
-    dirs = [base / "seeds", base / "regressions"]
-    if target in ("frame", "decode", "broker"):
-        dirs.append(CORPUS / "requests")
-    return [d for d in dirs if d.is_dir()]
-
-
-def corpus_files(target: str) -> list[Path]:
-    return sorted(p for d in corpus_dirs(target) for p in d.iterdir() if p.is_file())
 
 
 def make_target(name: str, root: str | None = None):

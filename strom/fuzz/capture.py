@@ -414,7 +414,7 @@ def _write(directory: Path, stem: str, data: bytes) -> None:
 
 
 def main(argv: list[str]) -> int:
-    from strom.fuzz.__main__ import CORPUS
+    from strom.fuzz.corpus import CORPUS
     from strom.testing.nodes import ProcessNode
 
     parser = argparse.ArgumentParser(prog="python -m strom.fuzz capture")

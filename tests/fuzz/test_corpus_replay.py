@@ -14,7 +14,8 @@ import sys
 
 import pytest
 
-from strom.fuzz.__main__ import CORPUS, REPO, TARGETS, corpus_files
+from strom.fuzz.__main__ import TARGETS
+from strom.fuzz.corpus import CORPUS, REPO, corpus_files
 
 REPLAY_TIMEOUT_S = 120
 
