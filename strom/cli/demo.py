@@ -59,6 +59,15 @@ class EmbeddedBroker:
         return f"127.0.0.1:{self.port}"
 
     def start(self) -> EmbeddedBroker:
+        from strom.storage import dir_lock
+
+        # the broker of a run that was killed stops by itself (--parent-pid) and frees the dir
+        holder = dir_lock.wait_until_free(str(self.data_dir), STOP_TIMEOUT_S)
+        if holder is not None:
+            raise RuntimeError(
+                f"{self.data_dir} is in use by another broker{f' (pid {holder})' if holder else ''}, "
+                f"still there after {STOP_TIMEOUT_S:.0f}s; stop it, or use another --dir"
+            )
         self.data_dir.mkdir(parents=True, exist_ok=True)
         port_file = self.data_dir / "strom.port"
         port_file.unlink(missing_ok=True)
