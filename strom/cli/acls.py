@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from strom.cli.acl_args import ERROR_PREFIX, _block, _confirm, _pattern_type, _principal, entries, parse_operation
 from strom.cli.client_props import (
     ToolError,
     add_command_config_argument,
@@ -33,8 +34,6 @@ from strom.cli.client_props import (
 )
 from strom.security.acl import (
     CLUSTER_NAME,
-    OPERATION_BY_NAME,
-    WILDCARD,
     AccessControlEntry,
     Operation,
     PatternType,
@@ -42,8 +41,6 @@ from strom.security.acl import (
     ResourcePattern,
     ResourceType,
 )
-
-ERROR_PREFIX = "Error while executing ACL command: "
 
 # kafka-acls.sh's table of the operations each resource type accepts
 VALID_OPERATIONS = {
@@ -124,21 +121,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_timeout_argument(parser)
 
 
-def parse_operation(text: str) -> Operation:
-    key = text.replace("_", "").replace("-", "").lower()
-    operation = OPERATION_BY_NAME.get(key)
-    if operation is None:
-        raise ToolError(f"Invalid operation {text!r}: one of {', '.join(sorted(OPERATION_BY_NAME))}")
-    return operation
-
-
-def _principal(text: str) -> str:
-    kind, sep, name = text.partition(":")
-    if not sep or not kind or not name:
-        raise ToolError(f"Invalid principal {text!r}: expected PrincipalType:name, such as User:alice")
-    return text
-
-
 def resources(args: argparse.Namespace, pattern_type: PatternType) -> list[ResourcePattern]:
     found = [ResourcePattern(ResourceType.TOPIC, t, pattern_type) for t in args.topic]
     found += [ResourcePattern(ResourceType.GROUP, g, pattern_type) for g in args.group]
@@ -146,19 +128,6 @@ def resources(args: argparse.Namespace, pattern_type: PatternType) -> list[Resou
     if args.cluster or (args.producer and args.idempotent):
         found.append(ResourcePattern(ResourceType.CLUSTER, CLUSTER_NAME, pattern_type))
     return found
-
-
-def entries(args: argparse.Namespace, operations: set[Operation]) -> set[AccessControlEntry]:
-    out = set()
-    for principals, hosts, permission in (
-        (args.allow_principal, args.allow_host, Permission.ALLOW),
-        (args.deny_principal, args.deny_host, Permission.DENY),
-    ):
-        for principal in principals:
-            for host in hosts or [WILDCARD]:
-                for operation in operations:
-                    out.add(AccessControlEntry(_principal(principal), host, operation, permission))
-    return out
 
 
 def wanted_acls(args: argparse.Namespace, pattern_type: PatternType) -> dict[ResourcePattern, set[AccessControlEntry]]:
@@ -226,15 +195,6 @@ def run(args: argparse.Namespace) -> int:
     except (ToolError, KafkaException, ValueError) as exc:
         print(ERROR_PREFIX + error_text(exc), file=sys.stderr)
         return 1
-
-
-def _pattern_type(args: argparse.Namespace) -> PatternType:
-    return PatternType[args.resource_pattern_type.upper()]
-
-
-def _block(title: str, items) -> str:
-    """kafka-acls.sh's block: ``title: \\n \\t(entry)\\n\\t(entry) \\n`` then a blank line."""
-    return f"{title}: \n " + "\n".join(f"\t{item}" for item in items) + " \n"
 
 
 def _binding(pattern: ResourcePattern, entry: AccessControlEntry):
@@ -353,14 +313,6 @@ def _print_current(admin, patterns: list[ResourcePattern], timeout: float) -> No
         )
         acls = {_from_client(b)[1] for b in future.result(timeout=timeout)}
         print(_block(f"Current ACLs for resource `{pattern}`", sorted(acls, key=str)))
-
-
-def _confirm(args: argparse.Namespace, question: str) -> bool:
-    if args.force:
-        return True
-    print(question)
-    answer = sys.stdin.readline().strip().lower()
-    return answer in ("y", "yes")
 
 
 def remove(admin, args: argparse.Namespace, timeout: float) -> None:

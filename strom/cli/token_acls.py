@@ -18,7 +18,7 @@ import asyncio
 import sys
 from typing import Any
 
-from strom.cli.acls import ERROR_PREFIX, _block, _confirm, _pattern_type, entries, parse_operation
+from strom.cli.acl_args import ERROR_PREFIX, _block, _confirm, _pattern_type, entries, parse_operation
 from strom.cli.client_props import ToolError, client_security, command_properties
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode
