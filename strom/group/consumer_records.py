@@ -26,7 +26,7 @@ import struct
 import uuid
 from dataclasses import dataclass, field
 
-from strom.group.records import RecordFormatError, _Reader, _string
+from strom.group.record_fields import RecordFormatError, _Reader, _string
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")

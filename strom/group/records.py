@@ -24,6 +24,8 @@ import struct
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from strom.group.record_fields import MAX_STRING_BYTES, RecordFormatError, _Reader, _string
+
 if TYPE_CHECKING:
     from strom.group.consumer_records import ConsumerKey
 
@@ -35,55 +37,11 @@ OFFSET_KEY_VERSION = 1
 GROUP_KEY_VERSION = 2
 OFFSET_VALUE_VERSION = 3
 GROUP_VALUE_VERSION = 3
-MAX_STRING_BYTES = 32767  # an int16 length: the longest group id, topic or member id a record can hold
-
-
-class RecordFormatError(ValueError):
-    pass
-
-
-class _Reader:
-    def __init__(self, data: bytes):
-        self.data = data
-        self.pos = 0
-
-    def _take(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.data):
-            raise RecordFormatError("record runs past its end")
-        chunk = self.data[self.pos : self.pos + n]
-        self.pos += n
-        return chunk
-
-    def i16(self) -> int:
-        return _I16.unpack(self._take(2))[0]
-
-    def i32(self) -> int:
-        return _I32.unpack(self._take(4))[0]
-
-    def i64(self) -> int:
-        return _I64.unpack(self._take(8))[0]
-
-    def string(self) -> str | None:
-        length = self.i16()
-        return None if length < 0 else self._take(length).decode("utf-8", "replace")
-
-    def blob(self) -> bytes:
-        length = self.i32()
-        return b"" if length < 0 else self._take(length)
 
 
 def fits(value: str) -> bool:
     """Whether ``value`` can be stored in one of these records' int16-length strings."""
     return len(value) * 4 <= MAX_STRING_BYTES or len(value.encode()) <= MAX_STRING_BYTES
-
-
-def _string(value: str | None) -> bytes:
-    if value is None:
-        return _I16.pack(-1)
-    data = value.encode()
-    if len(data) > MAX_STRING_BYTES:
-        raise RecordFormatError(f"string longer than {MAX_STRING_BYTES} bytes")
-    return _I16.pack(len(data)) + data
 
 
 def _blob(value: bytes) -> bytes:

@@ -18,7 +18,7 @@ import struct
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from strom.group.records import RecordFormatError, _Reader, _string
+from strom.group.record_fields import RecordFormatError, _Reader, _string
 
 _I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
