@@ -41,7 +41,7 @@ from strom.chaos import faults as network
 from strom.chaos.cluster import ChaosCluster
 from strom.chaos.group import GroupConsumers, GroupVerdict, check_group, queue_outcomes, txn_outcomes
 from strom.chaos.txn import TxnProducers, check_txn
-from strom.chaos.workload import Producers, Verdict, check, epoch_bumps, read_everything
+from strom.chaos.workload import GroupChecks, Producers, Verdict, check, epoch_bumps, read_everything
 
 TOPIC = "chaos"
 PARTITIONS = 3
@@ -291,7 +291,7 @@ GROUP_FIGURES = (
 )
 
 
-def _group_figures(group: GroupVerdict) -> dict[str, int]:
+def _group_figures(group: GroupChecks) -> dict[str, int]:
     return {name: (len(v) if isinstance(v := getattr(group, name), list) else v) for name in GROUP_FIGURES}
 
 

@@ -15,12 +15,20 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Generic, Self, TypeVar
-
-if TYPE_CHECKING:
-    from strom.chaos.group import GroupVerdict
+from typing import Generic, Protocol, Self, TypeVar
 
 HistoryT = TypeVar("HistoryT")
+
+
+class GroupChecks(Protocol):
+    """What a verdict and the campaign read of the consumer group's checks (strom.chaos.group's
+    GroupVerdict, which imports this module: the type is named here, not imported)."""
+
+    @property
+    def ok(self) -> bool: ...
+    @property
+    def watermark_back_after_election(self) -> list[str]: ...
+    def summary(self) -> str: ...
 
 
 @dataclass
@@ -45,7 +53,7 @@ class Verdict:
     # acknowledged without an offset: librdkafka acknowledges a request that failed with a retriable
     # error once a later one of the same producer succeeds (its "implicit ack"), offset unknown
     offset_unknown: int = 0
-    group: GroupVerdict | None = None  # the consumer group's checks (strom.chaos.group), when a group ran
+    group: GroupChecks | None = None  # the consumer group's checks (strom.chaos.group), when a group ran
     # the producers' own account of each producer epoch bump (their librdkafka logs, when kept): an
     # idempotent producer that bumps its epoch restarts its sequences, so a batch it re-sends after
     # the bump is not recognised as a retry by any broker
