@@ -114,6 +114,8 @@ class Snapshot:
     connections: dict[str, int]
     connections_created: dict[str, int]
     connections_closed: dict[str, int]
+    connections_refused: dict[tuple[str, str], int]
+    connection_accept_throttle_ms: dict[str, int]
     groups: list[tuple[str, str, int]]  # (group, state, members)
     offsets: list[tuple[str, str, int, int, int]]  # (group, topic, partition, committed, end or -1)
     completed_rebalances: int
@@ -197,6 +199,8 @@ def take_snapshot(sources: Sources) -> Snapshot:
         connections=connections,
         connections_created=dict(stats.connections_created),
         connections_closed=dict(stats.connections_closed),
+        connections_refused=dict(stats.connections_refused),
+        connection_accept_throttle_ms=dict(stats.connection_accept_throttle_ms),
         groups=groups,
         offsets=offsets,
         completed_rebalances=rebalances,
@@ -467,7 +471,21 @@ class BrokerCollector(Collector):
             count.add_metric([listener], snap.connections.get(listener, 0))
             created.add_metric([listener], snap.connections_created.get(listener, 0))
             closed.add_metric([listener], snap.connections_closed.get(listener, 0))
-        yield from (count, created, closed)
+        refused = CounterMetricFamily(
+            "strom_server_connections_refused",
+            "Connections closed at once for breaking a connection limit (strom.server.connection_limits)",
+            labels=["listener", "limit"],
+        )
+        for (listener, limit), value in sorted(snap.connections_refused.items()):
+            refused.add_metric([listener, limit], value)
+        throttled = CounterMetricFamily(
+            "kafka_network_acceptor_acceptor_blocked_time_ms",
+            "Time new connections waited to be read, over a connection creation rate",
+            labels=["listener"],
+        )
+        for listener, value in sorted(snap.connection_accept_throttle_ms.items()):
+            throttled.add_metric([listener], value)
+        yield from (count, created, closed, refused, throttled)
 
     @staticmethod
     def _group_metrics(snap: Snapshot) -> Iterator[Metric]:
@@ -553,6 +571,8 @@ def _sample_snapshot() -> Snapshot:
         connections={"PLAINTEXT": 1},
         connections_created={"PLAINTEXT": 1},
         connections_closed={},
+        connections_refused={},
+        connection_accept_throttle_ms={},
         groups=[("g", "Stable", 1)],
         offsets=[("g", "t", 0, 0, 1)],
         completed_rebalances=0,

@@ -87,6 +87,10 @@ class BrokerStats:
         self.isr_expands = 0
         self.connections_created: Counter[str] = Counter()  # per listener name
         self.connections_closed: Counter[str] = Counter()
+        # strom.server.connection_limits: (listener, limit broken) -> connections refused, and
+        # listener -> accept throttle time handed out over a connection creation rate, in ms
+        self.connections_refused: Counter[tuple[str, str]] = Counter()
+        self.connection_accept_throttle_ms: Counter[str] = Counter()
 
     def topic(self, name: str) -> TopicStats:
         found = self.topics.get(name)

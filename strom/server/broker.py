@@ -67,6 +67,7 @@ from strom.security.listeners import ListenerSecurity, inter_broker_security, li
 from strom.server import parent_watch
 from strom.server.config import BrokerConfig
 from strom.server.connection import Connection, close_departed_connections, close_idle_connections
+from strom.server.connection_limits import ConnectionLimits
 from strom.server.dispatcher import Dispatcher
 from strom.server.periodic import log_if_failed, run_every
 from strom.server.quotas import QuotaManager
@@ -173,6 +174,9 @@ class Broker:
         # metrics: counters are always kept (an addition each); request timing and the endpoint
         # only with metrics.listener, since timing reads the clock several times per request
         self.stats = BrokerStats()
+        self.connection_limits = ConnectionLimits(
+            config, config.inter_broker_listener_name, config.listener_limit, self.stats
+        )
         self.request_metrics = (
             RequestMetrics(config.metrics_request_timing_samples_per_second) if config.metrics_listener else None
         )

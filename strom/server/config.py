@@ -139,6 +139,23 @@ def _protocol_map(key: str, raw: str) -> tuple[tuple[str, str], ...]:
     return tuple(pairs)
 
 
+def _per_ip_overrides(key: str, raw: str) -> tuple[tuple[str, int], ...]:
+    """``host-or-ip:count,...`` (an IPv6 address keeps its colons: the count is after the last)."""
+    overrides: list[tuple[str, int]] = []
+    if not str(raw).strip():
+        return ()
+    for item in _csv(key, raw):
+        host, sep, count = item.rpartition(":")
+        if not sep or not host.strip():
+            raise ConfigError(key, f"{item!r} is not host:count")
+        overrides.append((host.strip().strip("[]"), _int(0)(key, count.strip())))
+    return tuple(overrides)
+
+
+# listener.name.<listener>.<key> for these limits a listener's connections (strom.server.connection_limits)
+LISTENER_LIMIT_KEYS = ("max.connections", "max.connection.creation.rate")
+
+
 def _listener_name(key: str, raw: str) -> str:
     return _text(key, raw).upper()
 
@@ -535,6 +552,33 @@ class BrokerConfig:
         600000,
         _long(),
         "A connection that sent nothing for this long and awaits no response is closed (0: never).",
+    )
+    max_connections: int = _key(
+        "max.connections",
+        INT_MAX,
+        _int(0),
+        "Most client connections the broker holds (the inter-broker listener is exempt; "
+        "listener.name.L.max.connections limits one listener); one over it is closed at once.",
+    )
+    max_connections_per_ip: int = _key(
+        "max.connections.per.ip",
+        INT_MAX,
+        _int(0),
+        "Most connections one address may hold; one over it is closed at once.",
+    )
+    max_connections_per_ip_overrides: tuple[tuple[str, int], ...] = _key(
+        "max.connections.per.ip.overrides",
+        (),
+        _per_ip_overrides,
+        "Per-address exceptions to max.connections.per.ip: host-or-ip:count, comma-separated.",
+    )
+    max_connection_creation_rate: int = _key(
+        "max.connection.creation.rate",
+        INT_MAX,
+        _int(0),
+        "New connections per second the broker accepts (the inter-broker listener is exempt; "
+        "listener.name.L.max.connection.creation.rate limits one listener); past it, new connections "
+        "are served after the throttle time.",
     )
     num_network_threads: int = _key(
         "num.network.threads", 3, _int(1), "Accepted for compatibility, ignored: strom is one asyncio process."
@@ -1122,7 +1166,7 @@ class BrokerConfig:
             if prefixed is not None:
                 name, rest = prefixed.group(1).upper(), prefixed.group(2)
                 base = _FIELDS_BY_KEY.get(rest)
-                if base is not None and rest.startswith(("ssl.", "sasl.")):
+                if base is not None and (rest.startswith(("ssl.", "sasl.")) or rest in LISTENER_LIMIT_KEYS):
                     per_listener.setdefault(name, {})[rest] = (base.metadata["parse"](key, raw), key)
                     continue
                 if _JAAS_KEY.match(rest):
@@ -1217,6 +1261,11 @@ class BrokerConfig:
         if found is not None:
             return found
         return getattr(self, _FIELDS_BY_KEY[key].name), key
+
+    def listener_limit(self, listener_name: str, key: str) -> int | None:
+        """``listener.name.<listener>.<key>`` of LISTENER_LIMIT_KEYS, or None where it is not set."""
+        found = self.listener_overrides.get(listener_name, {}).get(key)
+        return int(found[0]) if found is not None else None
 
     def jaas_config(self, listener_name: str, mechanism: str) -> tuple[str, str] | None:
         """(text, key) of ``listener.name.<listener>.<mechanism>.sasl.jaas.config``, or None."""

@@ -87,6 +87,7 @@ class Connection(asyncio.Protocol):
         self._muted: asyncio.TimerHandle | None = None
         self._throttle_after = 0  # ms to mute for once the awaited response is sent
         self.last_received = monotonic()  # for connections.max.idle.ms (close_idle_connections)
+        self._admitted_ip: str | None = None  # counted by the broker's connection limits until closed
 
     # -- asyncio.Protocol --------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -98,6 +99,15 @@ class Connection(asyncio.Protocol):
         self.broker.connections.add(self)
         self.listener = self.dispatcher.listener
         self.broker.stats.connections_created[self.listener] += 1
+        ip = peer[0] if peer else "?"
+        admission = self.broker.connection_limits.admit(self.listener, ip)
+        if admission.refused is not None:
+            self._closed = True
+            self.transport.abort()
+            return
+        self._admitted_ip = ip
+        if admission.delay_s > 0:  # over a connection creation rate: read once the throttle time is over
+            self.mute(int(admission.delay_s * 1000))
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
@@ -106,6 +116,9 @@ class Connection(asyncio.Protocol):
             self._muted = None
         self.broker.connections.discard(self)
         self.broker.stats.connections_closed[self.listener] += 1
+        if self._admitted_ip is not None:
+            self.broker.connection_limits.release(self.listener, self._admitted_ip)
+            self._admitted_ip = None
         for answer in self._answers:
             if answer.task is not None and not answer.task.done():
                 answer.task.cancel()

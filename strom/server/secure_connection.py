@@ -67,6 +67,8 @@ class SecureConnection(Connection):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
+        if self._closed:  # refused by a connection limit
+            return
         if self.security.tls:
             self._socket_fd = -1  # never sendfile: it would bypass TLS and put plaintext on the wire
             if not self.security.sasl:
