@@ -18,12 +18,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from strom.protocol.errors import KafkaStorageError
-
-if TYPE_CHECKING:
-    from strom.storage.segment import LogSegment
 
 # Past this, a segment writes its buffer at once: memory held by deferred appends stays small.
 MAX_PENDING_BYTES = 1024 * 1024
@@ -34,15 +31,21 @@ log = logging.getLogger("strom.storage")
 FailureHandler = Callable[[str, OSError, str], None]
 
 
+class Buffering(Protocol):
+    """A segment holding appends not yet written (strom.storage.segment.LogSegment, which imports this module)."""
+
+    def write_pending(self) -> None: ...
+
+
 class WriteBehind:
     __slots__ = ("_segments", "_scheduled", "on_failure")
 
     def __init__(self, on_failure: FailureHandler | None = None) -> None:
-        self._segments: list[LogSegment] = []
+        self._segments: list[Buffering] = []
         self._scheduled = False
         self.on_failure = on_failure
 
-    def defer(self, segment: LogSegment) -> bool:
+    def defer(self, segment: Buffering) -> bool:
         """Register a segment that has started buffering; False when there is no event loop to flush it."""
         if not self._scheduled:
             try:
