@@ -37,6 +37,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "transactions": ("strom.cli.transactions", "list and describe transactions and producers; abort hanging ones"),
     "console": ("strom.cli.web_console", "a web console for the cluster: topics, messages, groups, lag"),
     "reassign-partitions": ("strom.cli.reassign_partitions", "move partition replicas between brokers (KIP-455)"),
+    "docs": ("strom.cli.docs", "build this documentation site and serve it on 127.0.0.1"),
 }
 
 

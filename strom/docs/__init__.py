@@ -1,9 +1,12 @@
-"""Generated README sections: the supported APIs and the broker and topic config references.
+"""Documentation generated from the code: the site's reference pages, and the README's tables.
 
-All come from the code (the handler table, BrokerConfig's and LogConfig's key tables), so the
-README cannot drift from what the broker does: ``python -m strom.docs --write README.md``
-rewrites the blocks between the ``<!-- BEGIN name -->`` / ``<!-- END name -->`` markers, and a
-test fails when the README is out of date.
+``strom.docs.reference`` writes the documentation site's reference pages (CLI, broker and topic
+configs, metrics, APIs, modules) and ``strom.docs.mkdocs_hooks`` adds them to the site when
+MkDocs builds it (mkdocs.yml, ``strom docs``). Below, the README's generated blocks: the supported
+APIs and the broker and topic config references, all from the code (the handler table,
+BrokerConfig's and LogConfig's key tables), so the README cannot drift from what the broker does:
+``python -m strom.docs --write README.md`` rewrites the blocks between the ``<!-- BEGIN name -->`` /
+``<!-- END name -->`` markers, and a test fails when the README is out of date.
 """
 
 from __future__ import annotations
