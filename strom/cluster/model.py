@@ -82,6 +82,9 @@ class Broker:
     offline_replicas: frozenset[tuple[str, int]] = frozenset()
     endpoints: tuple[tuple[str, str, int], ...] = ()
     protocols: tuple[tuple[str, str], ...] = ()
+    # strom's own: the URL of this broker's Schema Registry (schema.registry.listeners), written
+    # as "schema_registry" only when it serves one; another broker forwards registry writes there
+    schema_registry: str | None = None
 
     def endpoint(self, listener: str) -> tuple[str, int] | None:
         """(host, port) of this broker's listener of that name, or None if it has none."""
@@ -112,6 +115,8 @@ class Broker:
             for topic, partition in sorted(self.offline_replicas):
                 by_topic.setdefault(topic, []).append(partition)
             value["offline_replicas"] = by_topic
+        if self.schema_registry:
+            value["schema_registry"] = self.schema_registry
         return _dump(value)
 
     @classmethod
@@ -134,6 +139,7 @@ class Broker:
             offline,
             tuple(endpoints),
             protocols,
+            value.get("schema_registry") or None,
         )
 
 

@@ -83,13 +83,16 @@ from strom.txn.producer_ids import ProducerIdManager
 
 if TYPE_CHECKING:
     from strom.metrics.server import LoopLag, MetricsEndpoint
+    from strom.schemas.registry import SchemaRegistry
     from strom.security.client import ClientSecurity
+    from strom.server.schema_registry_http import SchemaRegistryHttp
 
 log = logging.getLogger("strom.broker")
 
 T = TypeVar("T")
 
 PORT_FILE = "strom.port"
+SCHEMA_REGISTRY_URL_FILE = "strom.schema-registry"  # in the first log dir: the registry's URL, for tools and tests
 SHUTDOWN_GRACE_S = 5.0
 FENCE_CHECK_S = 0.2
 # how often a connection waiting on a parked request is checked for a client that has gone
@@ -182,6 +185,11 @@ class Broker:
         )
         self.loop_lag: LoopLag | None = None  # strom.metrics.server imports prometheus_client: loaded when used
         self.metrics_endpoint: MetricsEndpoint | None = None
+        # schema.registry.listeners: the registry service and its HTTP front end (made by start())
+        self.schema_registry: SchemaRegistry | None = None
+        self.schema_registry_http: SchemaRegistryHttp | None = None
+        self._schema_registry_socket: socket.socket | None = None
+        self.schema_registry_url: str | None = None
 
     # -- startup -----------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -324,6 +332,8 @@ class Broker:
         self.delegation_tokens = step(
             "reading delegation tokens", lambda: delegation_token_manager(config, self.store, self._loop)
         )
+        if config.schema_registry_listeners:  # bound before registering: the registration carries its URL
+            self._bind_schema_registry(config.schema_registry_listeners)
         self._info = BrokerInfo(
             self.broker_id,
             self.host,
@@ -331,6 +341,7 @@ class Broker:
             config.broker_rack,
             endpoints=tuple(endpoints),
             protocols=tuple((name, config.protocol_of(name)) for name, _, _ in endpoints),
+            schema_registry=self.schema_registry_url,
         )
         self._registration = self._info.to_json()
         # from here on a session that expires takes the registration with it: be told, to make it again
@@ -420,6 +431,8 @@ class Broker:
             )
         if config.metrics_listener:
             self._start_metrics(config.metrics_listener)
+        if self._schema_registry_socket is not None:
+            await self._start_schema_registry(self._schema_registry_socket)
         self._announce(listener.host, self.port)
 
     def _in_background(self, work: Coroutine[Any, Any, Any], loop: asyncio.AbstractEventLoop | None = None) -> None:
@@ -453,6 +466,49 @@ class Broker:
             sources, *parse_listener("metrics.listener", listener), broker_id=self.broker_id, url_dir=log_dirs[0]
         )
         self.metrics_endpoint.start(asyncio.get_running_loop())
+
+    def _bind_schema_registry(self, listener: str) -> None:
+        from strom.server.schema_registry_http import parse_listener
+
+        host, port = parse_listener("schema.registry.listeners", listener)
+        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host, port))
+            sock.listen(LISTEN_BACKLOG)
+            sock.setblocking(False)
+        except OSError as exc:
+            sock.close()
+            raise bind_failure("schema.registry.listeners", host, port, exc) from exc
+        self._schema_registry_socket = sock
+        shown_host = self.host if host in ("0.0.0.0", "::") else host
+        shown = f"[{shown_host}]" if ":" in shown_host else shown_host
+        self.schema_registry_url = f"http://{shown}:{sock.getsockname()[1]}"
+
+    async def _start_schema_registry(self, sock: socket.socket) -> None:
+        from strom.schemas.registry import SchemaRegistry
+        from strom.server.schema_registry_http import SchemaRegistryHttp
+
+        def registry_url(broker_id: int) -> str | None:
+            found = self.metadata.brokers.get(broker_id)
+            return found.schema_registry if found is not None else None
+
+        self.schema_registry = SchemaRegistry(
+            self.broker_id,
+            self.replica_manager,
+            self.metadata,
+            ensure_topic=self.ensure_schemas_topic,
+            write_timeout_s=self.config.offsets_commit_timeout_ms / 1000,
+        )
+        self.schema_registry.catch_up()
+        self._in_background(self.schema_registry.run(self._stop))
+        self.schema_registry_http = SchemaRegistryHttp(self.schema_registry, sock, registry_url)
+        await self.schema_registry_http.start()
+        path = os.path.join(self.config.log_dirs[0], SCHEMA_REGISTRY_URL_FILE)
+        with open(path + ".tmp", "w") as handle:
+            handle.write(f"{self.schema_registry_url}\n")
+        os.replace(path + ".tmp", path)
+        log.info("broker %d serves the Schema Registry on %s", self.broker_id, self.schema_registry_url)
 
     def _connection_factory(self, security: ListenerSecurity):
         dispatcher = self.dispatchers[security.name]
@@ -537,6 +593,8 @@ class Broker:
         )
         if self.metrics_endpoint is not None:
             print(f"strom broker {self.broker_id} metrics on {self.metrics_endpoint.url}", flush=True)
+        if self.schema_registry_http is not None:
+            print(f"strom broker {self.broker_id} Schema Registry on {self.schema_registry_url}", flush=True)
 
     def _register(self, wait_s: float = 0.0) -> None:
         """The ephemeral /brokers/ids/<id>: this broker counts as alive exactly while it exists.
@@ -1023,6 +1081,24 @@ class Broker:
         except TopicAlreadyExistsError:
             self.refresh_metadata({model.BROKERS_TOPICS})
 
+    def ensure_schemas_topic(self) -> None:
+        """Create _schemas on the registry's first write: one compacted partition, replicated as
+        __consumer_offsets is (offsets.topic.replication.factor, capped at the live brokers)."""
+        from strom.schemas.records import SCHEMAS_TOPIC
+
+        if SCHEMAS_TOPIC in self.metadata.topics:
+            return
+        factor = max(1, min(self.config.offsets_topic_replication_factor, len(self.metadata.brokers)))
+        try:
+            self.create_topic(
+                SCHEMAS_TOPIC,
+                1,
+                factor,
+                {"cleanup.policy": "compact", "unclean.leader.election.enable": "false"},
+            )
+        except TopicAlreadyExistsError:
+            self.refresh_metadata({model.BROKERS_TOPICS})
+
     def ensure_transaction_state_topic(self) -> None:
         """Create __transaction_state on first use, capped at the live brokers like __consumer_offsets."""
         if TRANSACTION_STATE_TOPIC in self.metadata.topics:
@@ -1118,6 +1194,10 @@ class Broker:
                 executor.shutdown(wait=False, cancel_futures=True)
         for server in self._servers:
             server.close()
+        if self.schema_registry_http is not None:
+            self.schema_registry_http.close()
+        elif self._schema_registry_socket is not None:  # bound, but start() failed before serving it
+            self._schema_registry_socket.close()
         if self.credentials is not None:
             self.credentials.stop()
         self.quotas.stop()

@@ -192,6 +192,15 @@ def _metrics_listener(key: str, raw: str) -> str | None:
     return str(raw).strip()
 
 
+def _schema_registry_listener(key: str, raw: str) -> str | None:
+    if not str(raw).strip():
+        return None
+    from strom.server.schema_registry_http import parse_listener
+
+    parse_listener(key, str(raw))  # validated now; the broker parses it again when it binds
+    return str(raw).strip()
+
+
 def _protocol(key: str, raw: str) -> str:
     return parse_choice(key, str(raw).strip().upper(), SECURITY_PROTOCOLS)
 
@@ -887,6 +896,13 @@ class BrokerConfig:
         None,
         _metrics_listener,
         "http://host:port of the Prometheus /metrics endpoint (port 0 picks a free one); null: not served.",
+    )
+    schema_registry_listeners: str | None = _key(
+        "schema.registry.listeners",
+        None,
+        _schema_registry_listener,
+        "strom's own: http://host:port of this broker's Schema Registry (Confluent's REST API, state in the "
+        "compacted topic _schemas; port 0 picks a free one); null: not served.",
     )
     metrics_request_timing_samples_per_second: int = _key(
         "metrics.request.timing.samples.per.second",

@@ -1,0 +1,513 @@
+"""The Schema Registry service: the view of ``_schemas`` on this broker, and its one writer.
+
+Every broker that serves the registry keeps a ``RegistryState`` built by reading its own replica
+of ``_schemas`` partition 0 up to the high watermark (a follower's replica is filled by the
+ordinary replica fetchers), woken by the partition's purgatory key instead of polling. Writes
+are made only by the leader of that partition, one at a time (a lock), with acks=all: it first
+waits until its high watermark reaches its log end and has read everything (a new leader may
+hold records its predecessor wrote but did not see committed), assigns ids above every id any
+record ever named, appends and waits for the high watermark, then reads its own write back.
+A broker that is not the leader raises ``NotHere(leader)``: the HTTP front end forwards the
+request there, as Confluent's followers forward to their leader.
+
+Errors are ``RegistryError`` with Confluent's HTTP status and error code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from strom.clock import wall_ms
+from strom.protocol.errors import KafkaError, NotLeaderError, RequestTimedOutError
+from strom.protocol.records import NewRecord, build_batch, decode_batch_records, iter_batch_headers
+from strom.schemas import avro
+from strom.schemas import records as rec
+from strom.schemas.state import RegistryState, StoredSchema, references_of
+
+if TYPE_CHECKING:
+    from strom.cluster.metadata_cache import MetadataCache
+    from strom.replication.partition import Partition
+    from strom.replication.replica_manager import ReplicaManager
+
+log = logging.getLogger("strom.schemas")
+
+TOPIC = rec.SCHEMAS_TOPIC
+KEY = (TOPIC, 0)
+SCHEMA_TYPES = ("AVRO",)  # JSON and PROTOBUF: not yet
+MODES = ("READWRITE", "READONLY", "READONLY_OVERRIDE")
+READ_CHUNK = 1024 * 1024
+
+
+class RegistryError(Exception):
+    """A request the registry refuses: ``status`` is the HTTP status, ``code`` Confluent's error code."""
+
+    def __init__(self, status: int, code: int, message: str):
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+class NotHere(Exception):
+    """This broker cannot answer: the leader of ``_schemas`` (-1: none known) must."""
+
+    def __init__(self, leader: int):
+        super().__init__(f"the registry's writer is broker {leader}")
+        self.leader = leader
+
+
+def subject_not_found(subject: str) -> RegistryError:
+    return RegistryError(404, 40401, f"Subject '{subject}' not found.")
+
+
+def version_not_found(subject: str, version: object) -> RegistryError:
+    return RegistryError(404, 40402, f"Version {version} not found for subject '{subject}'.")
+
+
+def schema_not_found(what: str = "Schema not found") -> RegistryError:
+    return RegistryError(404, 40403, what)
+
+
+@dataclass
+class Registered:
+    schema_id: int
+    version: int
+    offset: int  # the view includes everything below it once the write is read back
+
+
+class SchemaRegistry:
+    """Built with the broker id, this broker's replicas (``replicas``: its ``_schemas`` replica, the
+    append and acks=all wait), the metadata (who leads ``_schemas``), ``ensure_topic`` (creates the
+    topic on the first write) and the write timeout."""
+
+    def __init__(
+        self,
+        broker_id: int,
+        replicas: ReplicaManager,
+        metadata: MetadataCache,
+        ensure_topic: Callable[[], None],
+        write_timeout_s: float,
+    ):
+        self.broker_id = broker_id
+        self._replicas = replicas
+        self._metadata = metadata
+        self._ensure_topic = ensure_topic
+        self.write_timeout_s = write_timeout_s
+        self.state = RegistryState()
+        self.next_offset = 0  # the next offset of _schemas the view reads
+        self._partition: Partition | None = None
+        self._write_lock = asyncio.Lock()
+
+    # -- reading ------------------------------------------------------------------------------------
+    def catch_up(self) -> int:
+        """Apply what the local replica has committed since the last call; returns the next offset."""
+        partition = self._replicas.partitions.get(KEY)
+        if partition is None:
+            if self._partition is not None and TOPIC not in self._metadata.topics:  # topic deleted
+                self._reset(None)
+            return self.next_offset
+        log_ = partition.log
+        if partition is not self._partition or log_.log_end_offset < self.next_offset:
+            self._reset(partition)  # a new replica, or a follower truncated below what was read
+        upper = log_.high_watermark
+        offset = max(self.next_offset, log_.log_start_offset)
+        while offset < upper:
+            data = log_.read(offset, READ_CHUNK, upper)
+            if not data.slices:
+                break
+            chunk = b"".join(s.read() for s in data.slices)
+            last = offset - 1
+            for header in iter_batch_headers(chunk):
+                if header.last_offset < offset or header.is_control:
+                    last = max(last, header.last_offset)
+                    continue
+                for record in decode_batch_records(chunk, header):
+                    if record.offset >= offset and record.key is not None:
+                        self._apply(record.key, record.value, record.offset)
+                last = header.last_offset
+            if last < offset:
+                break
+            offset = last + 1
+        self.next_offset = max(self.next_offset, min(offset, upper))
+        return self.next_offset
+
+    def _reset(self, partition: Partition | None) -> None:
+        self.state = RegistryState()
+        self.next_offset = 0
+        self._partition = partition
+
+    def _apply(self, key: bytes, value: bytes | None, offset: int) -> None:
+        try:
+            self.state.apply(rec.decode_key(key), value)
+        except rec.RecordFormatError as exc:  # as Confluent's reader: skip it and go on
+            log.warning("skipping record %d of %s: %s", offset, TOPIC, exc)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Keep the view current: woken by every append and high-watermark move of the replica."""
+        purgatory = self._replicas.purgatory
+        while not stop.is_set():
+            try:
+                self.catch_up()
+            except Exception:  # a damaged replica must not end the reader
+                log.exception("reading %s failed", TOPIC)
+            await purgatory.wait([KEY], 1.0)
+
+    def readable(self) -> None:
+        """Raises NotHere when this broker holds no replica of an existing ``_schemas``."""
+        if TOPIC in self._metadata.topics and KEY not in self._replicas.partitions:
+            raise NotHere(self._metadata.leader_of(TOPIC, 0))
+        self.catch_up()
+
+    async def caught_up_to(self, offset: int, timeout_s: float) -> bool:
+        """Wait (bounded) until the view has read everything below ``offset``."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while self.catch_up() < offset:
+            left = deadline - loop.time()
+            if left <= 0:
+                return False
+            await self._replicas.purgatory.wait([KEY], min(left, 0.1))
+        return True
+
+    # -- writing ------------------------------------------------------------------------------------
+    async def _leader_partition(self) -> Partition:
+        """This broker's leading replica of ``_schemas``, with the view read to its log end."""
+        if TOPIC not in self._metadata.topics:
+            try:
+                self._ensure_topic()
+            except KafkaError as exc:
+                raise RegistryError(500, 50001, f"Error while creating {TOPIC}: {exc}") from exc
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.write_timeout_s
+        while True:  # a topic made a moment ago: its leader is elected and known within moments
+            partition = self._replicas.partitions.get(KEY)
+            if partition is not None and partition.is_leader and not self._replicas.fenced:
+                break
+            leader = self._metadata.leader_of(TOPIC, 0)
+            if leader >= 0 and leader != self.broker_id:
+                raise NotHere(leader)
+            if loop.time() >= deadline:
+                raise RegistryError(500, 50004, f"No leader for {TOPIC}")
+            await self._replicas.purgatory.wait([KEY], 0.05)
+        log_ = partition.log
+        try:
+            if log_.high_watermark < log_.log_end_offset:  # a new leader: its predecessor's last writes
+                await self._replicas.wait_committed(TOPIC, 0, log_.log_end_offset - 1, self.write_timeout_s)
+        except NotLeaderError:
+            raise NotHere(self._metadata.leader_of(TOPIC, 0)) from None
+        except RequestTimedOutError as exc:
+            raise RegistryError(500, 50002, f"Timed out reading {TOPIC}: {exc}") from exc
+        self.catch_up()
+        return partition
+
+    async def _write(self, entries: list[tuple[bytes, bytes | None]]) -> int:
+        """Append the records with acks=all and read them back; returns the offset after them."""
+        now = wall_ms()
+        batch = build_batch([NewRecord(value, key=key, timestamp=now) for key, value in entries])
+        replicas = self._replicas
+        try:
+            if replicas.epochs_pending:
+                await replicas.until_epochs_durable([KEY], self.write_timeout_s)
+            info = replicas.append(TOPIC, 0, batch, -1)
+            await replicas.wait_committed(TOPIC, 0, info.last_offset, self.write_timeout_s)
+        except NotLeaderError:
+            raise NotHere(self._metadata.leader_of(TOPIC, 0)) from None
+        except RequestTimedOutError as exc:
+            raise RegistryError(500, 50002, f"Timed out writing to {TOPIC}: {exc}") from exc
+        except KafkaError as exc:
+            raise RegistryError(500, 50001, f"Error while writing to {TOPIC}: {exc}") from exc
+        self.catch_up()
+        return info.last_offset + 1
+
+    def _writable(self, subject: str | None) -> None:
+        mode = self.state.mode(subject)
+        if mode != "READWRITE":
+            where = f"Subject {subject}" if subject is not None else "The registry"
+            raise RegistryError(422, 42205, f"{where} is in {mode} mode")
+
+    # -- schemas ------------------------------------------------------------------------------------
+    def _parse(self, schema: str, schema_type: str, references: list) -> tuple[avro.ParsedAvro, StoredSchema]:
+        if schema_type not in SCHEMA_TYPES:
+            raise RegistryError(422, 42201, f"Invalid schema: schemaType {schema_type} is not supported (yet)")
+        refs = references_of(references) if references else ()
+        texts = []
+        for name, ref_subject, ref_version in refs:
+            found = self.state.subjects.get(ref_subject, {}).get(ref_version)
+            if found is None:
+                raise RegistryError(
+                    422, 42201, f"Invalid schema: reference {name} ({ref_subject} v{ref_version}) not found"
+                )
+            texts.append(found.schema)
+        try:
+            parsed, canonical = avro.parse(schema, texts)
+        except avro.InvalidSchemaError as exc:
+            raise RegistryError(422, 42201, str(exc)) from None
+        return parsed, StoredSchema(canonical, schema_type, refs)
+
+    def _live_parsed(self, subject: str) -> list[tuple[int, avro.ParsedAvro]]:
+        out = []
+        for stored in self.state.versions(subject):
+            try:
+                out.append((stored.version, self._parse(stored.schema, stored.schema_type, stored.references)[0]))
+            except RegistryError as exc:  # not ours to refuse now: say so and leave it out of the check
+                log.warning("version %d of %s does not parse: %s", stored.version, subject, exc.message)
+        return out
+
+    def _problems(self, subject: str, parsed: avro.ParsedAvro, level: str | None = None) -> list[str]:
+        previous = [p for _, p in self._live_parsed(subject)]
+        return avro.compatibility_problems(level or self.state.compatibility(subject), parsed, previous)
+
+    def _prepare(self, schema: str, schema_type: str, references: list, normalize: bool):
+        parsed, stored = self._parse(schema, schema_type, references)
+        if normalize:
+            stored = StoredSchema(avro.normalized(stored.schema), stored.schema_type, stored.references)
+        return parsed, stored
+
+    def _existing(self, subject: str, stored: StoredSchema, deleted: bool = False) -> rec.SchemaValue | None:
+        for value in reversed(self.state.versions(subject, deleted)):
+            if self.state.stored(value) == stored:
+                return value
+        return None
+
+    async def register(
+        self, subject: str, schema: str, schema_type: str, references: list, normalize: bool
+    ) -> Registered:
+        self.readable()
+        parsed, stored = self._prepare(schema, schema_type, references, normalize)
+        found = self._existing(subject, stored)
+        if found is not None:  # already there: any broker answers from its view
+            return Registered(found.id, found.version, self.next_offset)
+        async with self._write_lock:
+            await self._leader_partition()
+            found = self._existing(subject, stored)
+            if found is not None:
+                return Registered(found.id, found.version, self.next_offset)
+            self._writable(subject)
+            problems = self._problems(subject, parsed)
+            if problems:
+                raise RegistryError(
+                    409,
+                    409,
+                    f'Schema being registered is incompatible with an earlier schema for subject "{subject}", '
+                    f"details: {problems}",
+                )
+            schema_id = self.state.id_of(stored) or self.state.max_id + 1
+            version = max(self.state.subjects.get(subject, {0: None}), default=0) + 1
+            value = rec.SchemaValue(
+                subject, version, schema_id, stored.schema, schema_type, stored.references_json(), False
+            )
+            offset = await self._write(
+                [(rec.encode_key(rec.SchemaKey(subject, version)), rec.encode_schema_value(value))]
+            )
+            log.info("registered schema %d as version %d of %s", schema_id, version, subject)
+            return Registered(schema_id, version, offset)
+
+    def lookup(
+        self, subject: str, schema: str, schema_type: str, references: list, normalize: bool, deleted: bool
+    ) -> rec.SchemaValue:
+        self.readable()
+        if not self.state.versions(subject, deleted):
+            raise subject_not_found(subject)
+        _, stored = self._prepare(schema, schema_type, references, normalize)
+        found = self._existing(subject, stored, deleted)
+        if found is None:
+            raise schema_not_found()
+        return found
+
+    def schema_by_id(self, schema_id: int) -> StoredSchema:
+        self.readable()
+        found = self.state.schema_by_id(schema_id)
+        if found is None:
+            raise schema_not_found(f"Schema {schema_id} not found")
+        return found
+
+    def usages(self, schema_id: int, deleted: bool) -> list[rec.SchemaValue]:
+        self.schema_by_id(schema_id)
+        return self.state.usages(schema_id, deleted)
+
+    def subjects(self, deleted: bool, prefix: str) -> list[str]:
+        self.readable()
+        return [s for s in self.state.subject_names(deleted) if s.startswith(prefix)]
+
+    def versions(self, subject: str, deleted: bool) -> list[int]:
+        self.readable()
+        found = self.state.versions(subject, deleted)
+        if not found:
+            raise subject_not_found(subject)
+        return [v.version for v in found]
+
+    def version(self, subject: str, version: str, deleted: bool = False) -> rec.SchemaValue:
+        self.readable()
+        number = parse_version(version)
+        live = self.state.versions(subject, deleted)
+        if number == -1:
+            if not live:
+                raise subject_not_found(subject)
+            return live[-1]
+        found = self.state.subjects.get(subject, {}).get(number)
+        if found is None or (found.deleted and not deleted):
+            if not self.state.versions(subject, True):
+                raise subject_not_found(subject)
+            raise version_not_found(subject, number)
+        return found
+
+    async def delete_version(self, subject: str, version: str, permanent: bool) -> Registered:
+        self.readable()
+        number = parse_version(version)
+        async with self._write_lock:
+            await self._leader_partition()
+            self._writable(subject)
+            every = self.state.versions(subject, True)
+            if not every:
+                raise subject_not_found(subject)
+            if number == -1:
+                live = self.state.versions(subject)
+                if not live:
+                    raise version_not_found(subject, version)
+                number = live[-1].version
+            found = self.state.subjects[subject].get(number)
+            if found is None:
+                raise version_not_found(subject, number)
+            key = rec.encode_key(rec.SchemaKey(subject, number))
+            if not permanent:
+                if found.deleted:
+                    raise RegistryError(
+                        404,
+                        40406,
+                        f"Subject '{subject}' Version {number} was soft deleted. "
+                        "Set permanent=true to delete permanently",
+                    )
+                deleted = rec.SchemaValue(**{**found.__dict__, "deleted": True})
+                offset = await self._write([(key, rec.encode_schema_value(deleted))])
+            else:
+                if not found.deleted:
+                    raise RegistryError(
+                        404,
+                        40407,
+                        f"Subject '{subject}' Version {number} was not deleted first before being permanently deleted",
+                    )
+                offset = await self._write([(key, None), *self._keep_max_id([found])])
+            return Registered(found.id, number, offset)
+
+    def _keep_max_id(self, going: list[rec.SchemaValue]) -> list[tuple[bytes, bytes | None]]:
+        """A NOOP record holding the highest id, when a permanent delete removes a record naming it."""
+        if any(v.id >= self.state.max_id for v in going):
+            return [(rec.encode_key(rec.NoopKey()), rec.encode_noop_value(self.state.max_id))]
+        return []
+
+    async def delete_subject(self, subject: str, permanent: bool) -> tuple[list[int], int]:
+        self.readable()
+        async with self._write_lock:
+            await self._leader_partition()
+            self._writable(subject)
+            every = self.state.versions(subject, True)
+            live = self.state.versions(subject)
+            if not every:
+                raise subject_not_found(subject)
+            if not permanent:
+                if not live:
+                    raise RegistryError(
+                        404, 40404, f"Subject '{subject}' was soft deleted.Set permanent=true to delete permanently"
+                    )
+                key = rec.encode_key(rec.DeleteSubjectKey(subject))
+                offset = await self._write([(key, rec.encode_delete_subject_value(subject, every[-1].version))])
+                return [v.version for v in live], offset
+            if live:
+                raise RegistryError(
+                    404, 40405, f"Subject '{subject}' was not deleted first before being permanently deleted"
+                )
+            entries: list[tuple[bytes, bytes | None]] = [
+                (rec.encode_key(rec.SchemaKey(subject, v.version)), None) for v in every
+            ]
+            entries.append((rec.encode_key(rec.DeleteSubjectKey(subject)), None))
+            offset = await self._write(entries + self._keep_max_id(every))
+            return [v.version for v in every], offset
+
+    # -- compatibility, config, mode ----------------------------------------------------------------
+    def check(
+        self, subject: str, version: str | None, schema: str, schema_type: str, references: list, normalize: bool
+    ) -> list[str]:
+        """The problems of ``schema`` against one version (or, with None, the versions the subject's
+        level names); empty when compatible."""
+        self.readable()
+        parsed, _ = self._prepare(schema, schema_type, references, normalize)
+        level = self.state.compatibility(subject)
+        if version is None:
+            return self._problems(subject, parsed)
+        old = self.version(subject, version)
+        old_parsed, _ = self._parse(old.schema, old.schema_type, old.references)
+        return avro.compatibility_problems(level.removesuffix("_TRANSITIVE"), parsed, [old_parsed])
+
+    def compatibility(self, subject: str | None, default_to_global: bool) -> str:
+        self.readable()
+        if subject is not None and subject not in self.state.configs and not default_to_global:
+            raise RegistryError(404, 40408, f"Subject '{subject}' does not have subject-level compatibility configured")
+        return self.state.compatibility(subject)
+
+    async def set_compatibility(self, subject: str | None, level: str) -> int:
+        if level not in avro.LEVELS:
+            raise RegistryError(422, 42203, f"Invalid compatibility level. Valid values are {list(avro.LEVELS)}")
+        self.readable()
+        async with self._write_lock:
+            await self._leader_partition()
+            key = rec.encode_key(rec.ConfigKey(subject))
+            return await self._write([(key, rec.encode_config_value(level))])
+
+    async def delete_compatibility(self, subject: str | None) -> tuple[str, int]:
+        self.readable()
+        async with self._write_lock:
+            await self._leader_partition()
+            if subject is not None and subject not in self.state.configs:
+                raise RegistryError(
+                    404, 40408, f"Subject '{subject}' does not have subject-level compatibility configured"
+                )
+            old = self.state.compatibility(subject)
+            offset = await self._write([(rec.encode_key(rec.ConfigKey(subject)), None)])
+            return old, offset
+
+    def mode(self, subject: str | None, default_to_global: bool) -> str:
+        self.readable()
+        if subject is not None and subject not in self.state.modes and not default_to_global:
+            raise RegistryError(404, 40409, f"Subject '{subject}' does not have subject-level mode configured")
+        return self.state.mode(subject)
+
+    async def set_mode(self, subject: str | None, mode: str) -> int:
+        if mode not in MODES:
+            raise RegistryError(
+                422, 42204, f"Invalid mode. Valid values are {list(MODES)} (IMPORT is not supported yet)"
+            )
+        self.readable()
+        async with self._write_lock:
+            await self._leader_partition()
+            return await self._write([(rec.encode_key(rec.ModeKey(subject)), rec.encode_mode_value(mode))])
+
+    async def delete_mode(self, subject: str) -> tuple[str, int]:
+        self.readable()
+        async with self._write_lock:
+            await self._leader_partition()
+            if subject not in self.state.modes:
+                raise RegistryError(404, 40409, f"Subject '{subject}' does not have subject-level mode configured")
+            old = self.state.mode(subject)
+            return old, await self._write([(rec.encode_key(rec.ModeKey(subject)), None)])
+
+
+def parse_version(text: str) -> int:
+    """A version path segment: ``latest`` or -1 (-1), or 1 .. 2^31-1; else 42202."""
+    if text == "latest":
+        return -1
+    try:
+        number = int(text)
+    except ValueError:
+        number = 0
+    if number == -1 or 1 <= number <= 2**31 - 1:
+        return number
+    raise RegistryError(
+        422,
+        42202,
+        f"The specified version '{text}' is not a valid version id. Allowed values are between "
+        '[1, 2^31-1] and the string "latest"',
+    )
