@@ -35,7 +35,7 @@ GENERATED_NOTE = (
 
 def text(value: str) -> str:
     """Plain prose for a table cell: one line, Markdown's specials escaped outside `code` spans."""
-    value = " ".join(value.split())
+    value = " ".join(value.split()).replace("``", "`")  # reStructuredText's inline literals
     parts = value.split("`")
     for i in range(0, len(parts), 2):  # even parts are outside code spans
         part = parts[i].replace("\\", "\\\\")
@@ -80,7 +80,7 @@ def _subparsers(parser: argparse.ArgumentParser) -> Iterator[tuple[str, str, arg
 
 
 def _usage(parser: argparse.ArgumentParser) -> str:
-    formatter = argparse.HelpFormatter(parser.prog, width=100, max_help_position=40)
+    formatter = argparse.HelpFormatter(parser.prog, width=90, max_help_position=40)
     formatter.add_usage(parser.usage, parser._actions, parser._mutually_exclusive_groups, prefix="")
     return formatter.format_help().strip()
 
@@ -107,7 +107,7 @@ def _option_rows(parser: argparse.ArgumentParser) -> list[list[str]]:
             shown = code(default)
         helped = text(formatter._expand_help(action)) if action.help else ""
         if action.required and action.option_strings:
-            helped = "Required. " + helped
+            helped = "Required: " + helped
         if action.choices is not None and not isinstance(action.choices, dict):
             helped += (" " if helped else "") + "One of " + ", ".join(code(c) for c in action.choices) + "."
         rows.append([flags, shown, helped])
@@ -255,7 +255,8 @@ def topic_configs_page() -> str:
     for key, spec in TOPIC_KEYS.items():
         meaning, effect = docs[key]
         broker = ", ".join(f"[`{k}`](broker-configs.md#{k})" for k in spec.server_keys)
-        rows.append([f"`{key}`", spec.kind, code(defaults[key]), broker or "none", text(meaning), text(effect)])
+        cell = (text(meaning) + "<br>" if meaning else "") + (f"Broker key: {broker}. " if broker else "")
+        rows.append([f'<a id="{key}"></a>`{key}`', spec.kind, code(defaults[key]), cell + "*strom:* " + text(effect)])
     return "\n".join(
         [
             "# Topic configs",
@@ -265,7 +266,7 @@ def topic_configs_page() -> str:
             "IncrementalAlterConfigs. A topic's default is its broker key's value (the first listed that is set). "
             "The meaning is the broker key's, as DescribeConfigs documents it.",
             "",
-            table(["topic key", "type", "default", "broker key", "meaning", "what strom does"], rows),
+            table(["topic key", "type", "default", "meaning, broker key, and what strom does"], rows),
         ]
     )
 
@@ -293,24 +294,30 @@ def metric_families() -> list[tuple[str, str, str, list[str]]]:
     return out
 
 
+def _metric_group(name: str) -> str:
+    parts = name.split("_")
+    return "_".join(parts[:3]) if parts[0] == "kafka" else parts[0]
+
+
 def metrics_page() -> str:
-    rows = []
+    groups: dict[str, list[str]] = {}
     for name, kind, documentation, labels in metric_families():
         shown = name + "_total" if kind == "counter" else name
-        rows.append([f"`{shown}`", kind, ", ".join(f"`{label}`" for label in labels), text(documentation)])
-    return "\n".join(
-        [
-            "# Metrics",
-            "",
-            GENERATED_NOTE.format(source="the families a scrape of `/metrics` returns (`strom/metrics/collector.py`)"),
-            "Served on `/metrics` when `metrics.listener` is set; see "
-            "[Operations and metrics](../guides/operations.md) for what they mean where strom differs from Kafka. "
-            "A histogram also has `_bucket`, `_count` and `_sum` samples, a summary `_count` and `_sum`. "
-            "A `topic`-labelled counter also has one sample without the label: the all-topics total.",
-            "",
-            table(["name", "type", "labels", "meaning"], rows),
-        ]
-    )
+        labelled = ", labels " + ", ".join(f"`{label}`" for label in labels) if labels else ""
+        groups.setdefault(_metric_group(name), []).append(f"- **`{shown}`** ({kind}{labelled}): {text(documentation)}")
+    out = [
+        "# Metrics",
+        "",
+        GENERATED_NOTE.format(source="the families a scrape of `/metrics` returns (`strom/metrics/collector.py`)"),
+        "Served on `/metrics` when `metrics.listener` is set; see "
+        "[Operations and metrics](../guides/operations.md) for what they mean where strom differs from Kafka. "
+        "A histogram also has `_bucket`, `_count` and `_sum` samples, a summary `_count` and `_sum`. "
+        "A `topic`-labelled counter also has one sample without the label: the all-topics total.",
+        "",
+    ]
+    for group, lines in groups.items():
+        out += [f"## `{group}` {{#{anchor(group)}}}", "", *lines, ""]
+    return "\n".join(out)
 
 
 # --- APIs -----------------------------------------------------------------------------------------
@@ -342,11 +349,10 @@ def apis_page() -> str:
         package = module.split(".")[1]
         rows.append(
             [
-                name,
+                f"[{name}](modules/{package}.md#{anchor(module)})",
                 str(spec.api_key),
                 f"{spec.min_version}–{spec.max_version}",
                 f"{kafka[0]}–{kafka[1]}" if kafka else "–",
-                f"[`{module.rsplit('.', 1)[1]}`](modules/{package}.md#{anchor(module)})",
                 text(summary) + note,
             ]
         )
@@ -360,7 +366,7 @@ def apis_page() -> str:
             "is what a Kafka 3.9 broker serves. [Supported APIs](../guides/apis.md) says what the newer and older "
             f"versions mean. {len(rows)} APIs.",
             "",
-            table(["API", "key", "versions", "Kafka 3.9", "handler", "what it does"], rows),
+            table(["API (its handler)", "key", "versions", "Kafka 3.9", "what it does"], rows),
         ]
     )
 

@@ -30,8 +30,8 @@ def test_the_config_pages_list_every_key_with_its_type_and_default():
     assert "| `log.segment.bytes` | int | `1073741824` |" in broker.replace('<a id="log.segment.bytes"></a>', "")
     topics = reference.topic_configs_page()
     for key in TOPIC_KEYS:
-        assert f"| `{key}` |" in topics
-    assert "| `cleanup.policy` | list | `delete` |" in topics
+        assert f'| <a id="{key}"></a>`{key}` |' in topics
+    assert '| <a id="cleanup.policy"></a>`cleanup.policy` | list | `delete` |' in topics
 
 
 def _parsers(parser, path):
@@ -67,7 +67,7 @@ def test_every_metric_family_is_documented():
     assert {"kafka_server_brokertopicmetrics_messagesin", "kafka_network_requestmetrics_totaltimems"} <= names
     assert [name for name, _, documentation, _ in families if not documentation.strip()] == []
     page = reference.metrics_page()
-    assert "| `kafka_server_brokertopicmetrics_messagesin_total` | counter | `topic` |" in page
+    assert "- **`kafka_server_brokertopicmetrics_messagesin_total`** (counter, labels `topic`): " in page
 
 
 def test_the_api_page_lists_every_handler_with_its_versions():
@@ -76,7 +76,10 @@ def test_the_api_page_lists_every_handler_with_its_versions():
     page = reference.apis_page()
     for spec in HANDLERS.values():
         assert f"| {spec.api_key} | {spec.min_version}–{spec.max_version} |" in page
-    assert "| Produce | 0 |" in page and "Served, not advertised in ApiVersions" in page
+    assert (
+        "| [Produce](modules/server.md#strom.server.handlers.produce) | 0 |" in page
+        and "Served, not advertised in ApiVersions" in page
+    )
 
 
 def test_module_links_resolve_and_unknown_modules_are_refused():
