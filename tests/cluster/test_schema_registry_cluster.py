@@ -88,3 +88,21 @@ def test_concurrent_registrations_on_two_brokers_and_a_killed_writer(cluster_fac
     third = register(urls[writer], "through-restarted", schema("third"))
     assert third > new_id
     assert call(urls[writer], "GET", "/subjects/through-restarted/versions/latest")[2]["id"] == third
+
+
+def test_a_broker_without_a_replica_of_schemas_forwards_to_the_writer(cluster_factory):
+    cluster = cluster_factory(
+        overrides={"schema.registry.listeners": "http://127.0.0.1:0", "offsets.topic.replication.factor": "2"}
+    )
+    urls = {broker_id: registry_url(process) for broker_id, process in cluster.brokers.items()}
+    first = register(urls[0], "a-value", schema("a"))
+    replicas = cluster.replicas("_schemas")[0]
+    assert len(replicas) == 2
+    (outside,) = set(cluster.brokers) - set(replicas)
+    second = register(urls[outside], "b-value", schema("b"))
+    assert second != first
+    assert call(urls[outside], "GET", "/subjects")[2] == ["a-value", "b-value"]
+    status, _, body = call(urls[outside], "GET", f"/schemas/ids/{first}")
+    assert status == 200 and json.loads(body["schema"])["name"] == "Ra"
+    status, _, body = call(urls[outside], "GET", "/subjects/nope/versions")
+    assert (status, body["error_code"]) == (404, 40401)  # the writer's answer, errors included

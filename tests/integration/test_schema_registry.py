@@ -226,3 +226,48 @@ def test_raw_http_error_codes_and_bad_input(broker):
     assert resident_bytes(broker) - before < 5_000_000
     assert call(url, "GET", "/subjects")[2] == ["s"]
     assert call(url, "GET", "/subjects/s/versions")[2] == [1]
+
+
+def test_a_schemas_topic_written_by_confluent_is_read_as_it_is(broker):
+    """Records as a Confluent registry writes them (its field order, AVRO without schemaType, a
+    DELETE_SUBJECT, a CONFIG) produced into _schemas by a client are the registry's state."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    created = admin.create_topics([NewTopic("_schemas", 1, 1, config={"cleanup.policy": "compact"})])
+    created["_schemas"].result(15)
+    string_schema = json.dumps('"string"')[1:-1]
+    records = [
+        (
+            b'{"keytype":"SCHEMA","subject":"old-value","version":1,"magic":1}',
+            b'{"subject":"old-value","version":1,"id":21,"schema":"' + string_schema.encode() + b'","deleted":false}',
+        ),
+        (
+            b'{"keytype":"SCHEMA","subject":"gone-value","version":1,"magic":1}',
+            b'{"subject":"gone-value","version":1,"id":40,"schema":"\\"long\\"","deleted":false}',
+        ),
+        (b'{"keytype":"DELETE_SUBJECT","subject":"gone-value","magic":0}', b'{"subject":"gone-value","version":1}'),
+        (b'{"keytype":"CONFIG","subject":"old-value","magic":0}', b'{"compatibilityLevel":"NONE"}'),
+        (b'{"keytype":"NOOP","magic":0}', None),
+    ]
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all"})
+    for key, value in records:
+        producer.produce("_schemas", key=key, value=value)
+    assert producer.flush(15) == 0
+
+    url = registry_url(broker)
+    deadline = time.monotonic() + 10
+    while call(url, "GET", "/subjects")[2] != ["old-value"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert call(url, "GET", "/subjects")[2] == ["old-value"]
+    assert call(url, "GET", "/subjects?deleted=true")[2] == ["gone-value", "old-value"]
+    assert call(url, "GET", "/subjects/old-value/versions/1")[2] == {
+        "subject": "old-value",
+        "version": 1,
+        "id": 21,
+        "schema": '"string"',
+    }
+    assert call(url, "GET", "/config/old-value")[2] == {"compatibilityLevel": "NONE"}
+    # the writer carries on above the highest id it read, and compatibility NONE lets int follow string
+    status, _, body = call(url, "POST", "/subjects/old-value/versions", {"schema": '"int"'})
+    assert (status, body) == (200, {"id": 41, "version": 2})
