@@ -14,7 +14,8 @@ if [ "${STROM_SKIP_LINT:-0}" != 1 ]; then
     # the documentation site (mkdocs.yml): a broken link or anchor, a page missing from the nav or a
     # reference page the code cannot generate fails here; built into a temporary dir, then removed
     site=$(mktemp -d "${TMPDIR:-/tmp}/strom-site.XXXXXX")
-    NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet -d "$site" || { rm -rf "$site"; exit 1; }
+    # (not --quiet: it hides the warnings, and --strict then has none to fail on)
+    NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict -d "$site" || { rm -rf "$site"; exit 1; }
     rm -rf "$site"
 fi
 # Two workers: most real-process tests spend their time waiting (sessions, timeouts, Spark batches),

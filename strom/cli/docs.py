@@ -39,9 +39,10 @@ def config_file() -> str:
 
 
 def build(site_dir: str) -> int:
-    """``mkdocs build --strict`` into ``site_dir``; returns its exit status."""
+    """``mkdocs build --strict`` into ``site_dir``; returns its exit status. Not ``--quiet``: it hides
+    the warnings, and ``--strict`` then has none to fail on."""
     env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
-    command = [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "-f", config_file(), "-d", site_dir]
+    command = [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", config_file(), "-d", site_dir]
     return subprocess.run(command, env=env, check=False).returncode
 
 
