@@ -1,6 +1,6 @@
 """How long strom.testing's fixtures take from the call to a broker (or cluster) that serves.
 
-    python -m strom.bench.fixture [--runs 5] [--cluster-runs 3]
+    python -m strom.bench.fixture [--runs 5] [--cluster-runs 3] [--record]
 
 - single broker as a child process (``Broker()``, what ``strom_broker`` uses by default):
   from ``start()`` to the broker accepting connections;
@@ -23,6 +23,8 @@ import statistics
 import subprocess
 import sys
 import time
+
+from strom.bench.results import add_record_argument, record
 
 COLD_SNIPPET = """
 import time
@@ -53,7 +55,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=5, help="starts per single-broker mode (default 5)")
     parser.add_argument("--cluster-runs", type=int, default=3, help="cluster starts (default 3; 0 skips)")
+    add_record_argument(parser)
     args = parser.parse_args(argv)
+    figures: dict[str, tuple[float, str]] = {}
     from strom.testing import Broker, Cluster
 
     ready, trips = [], []
@@ -61,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         with Broker() as broker:
             ready.append(broker.ready_s)
             trips.append(round_trip(broker, 1))
+    figures["broker process, start to ready"] = (statistics.median(ready), "s")
     print(
         f"single broker, child process:  start to ready {summary(ready)}; "
         f"first create+produce+consume {statistics.median(trips) * 1000:.0f} ms",
@@ -73,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         if out.returncode != 0:
             raise SystemExit(f"in-process start failed:\n{out.stderr}")
         cold.append(float(out.stdout.strip().splitlines()[-1]))
+    figures["broker in process, first start"] = (statistics.median(cold), "s")
     print(f"single broker, in process, first start in an interpreter (imports included): {summary(cold)}", flush=True)
 
     warm, trips = [], []
@@ -84,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
             trips.append(round_trip(broker, 1))
         finally:
             broker.stop()
+    figures["broker in process, later starts"] = (statistics.median(warm[1:]), "s")
     print(
         f"single broker, in process, later starts: start to ready {summary(warm[1:])}; "
         f"first create+produce+consume {statistics.median(trips[1:]) * 1000:.0f} ms",
@@ -99,12 +106,15 @@ def main(argv: list[str] | None = None) -> int:
                 trips.append(round_trip(cluster, 3))
                 stopping = time.perf_counter()
             stops.append(time.perf_counter() - stopping)
+        figures["3-broker cluster, start to ready"] = (statistics.median(ready), "s")
         print(
             f"cluster (ZooKeeper + 3 broker processes): start to ready {summary(ready)}; "
             f"first create (RF 3)+produce+consume {statistics.median(trips) * 1000:.0f} ms; "
             f"stop {statistics.median(stops) * 1000:.0f} ms",
             flush=True,
         )
+    if args.record:
+        record(args.record, "fixture", figures, argv)
     return 0
 
 

@@ -1,6 +1,6 @@
 """Storage benchmark: strom's log against plain file I/O on the same disk, in the same run.
 
-    python -m strom.bench.storage [--size-mb 1024] [--batch-kb 16] [--dir DIR]
+    python -m strom.bench.storage [--size-mb 1024] [--batch-kb 16] [--dir DIR] [--record]
 
 Writes SIZE with plain ``os.write`` and appends the same batches through ``Log.append_as_leader``
 (validation, CRC-32C, offset assignment, index maintenance and rolling included); both end with
@@ -17,6 +17,7 @@ import shutil
 import tempfile
 import time
 
+from strom.bench.results import add_record_argument, record
 from strom.protocol.records import NewRecord, build_batch, complete_batches_end
 from strom.storage.log import Log
 from strom.storage.log_config import LogConfig
@@ -85,6 +86,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch-kb", type=int, default=16)
     parser.add_argument("--rounds", type=int, default=3, help="read passes over each file (best counts)")
     parser.add_argument("--dir", default=None, help="where to write (default: a temp dir, removed afterwards)")
+    add_record_argument(parser)
     args = parser.parse_args(argv)
     batch = make_batch(args.batch_kb * 1024)
     count = args.size_mb * 1024 * 1024 // len(batch)
@@ -110,6 +112,14 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{'append':12}{mb / plain_w:12.0f}{mb / strom_w:12.0f}{plain_w / strom_w:8.2f}")
     print(f"{'read':12}{plain_bytes / 1e6 / plain_r:12.0f}{strom_bytes / 1e6 / strom_r:12.0f}{plain_r / strom_r:8.2f}")
     print(f"strom batches/s appended: {count / strom_w:.0f}")
+    if args.record:
+        figures = {
+            "append, strom / plain write": (plain_w / strom_w, "ratio"),
+            "read, strom / plain pread": (plain_r / strom_r, "ratio"),
+            "append, strom": (mb / strom_w, "MB/s"),
+            "read, strom": (strom_bytes / 1e6 / strom_r, "MB/s"),
+        }
+        record(args.record, "storage", figures, argv)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,8 @@
 at that moment, so the reference cannot drift from it. ``on_page_markdown`` turns a link written
 ``[text](module:strom.storage.segment)`` into a link to that module's section of the generated
 module pages; a module that does not exist fails the build, as a broken link does under --strict.
+The benchmarks page gets its plots (SVG, drawn with matplotlib from the benchmark commands'
+records) where it says ``<!-- benchmark-plots -->``.
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ from typing import Any
 from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File, Files
 
-from strom.docs import reference
+from strom.docs import plots, reference
 
+_PLOTS: dict[str, str] = {}  # the benchmarks page's plot sections, made by on_files
 _MODULE_LINK = re.compile(r"\]\(module:(strom(?:\.\w+)*)\)")
 
 
@@ -47,6 +50,9 @@ def on_files(files: Files, config: Any) -> Files:
         if files.get_file_from_path(path) is not None:
             raise PluginError(f"docs/{path} is generated from the code: delete the file")
         files.append(File.generated(config, path, content=make()))
+    svgs, _PLOTS["markdown"] = plots.plots()
+    for path, content in svgs.items():
+        files.append(File.generated(config, path, content=content))
     return files
 
 
@@ -57,4 +63,8 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str
         except KeyError as error:
             raise PluginError(f"{page.file.src_uri}: {error.args[0]}") from None
 
+    if page.file.src_uri == "benchmarks.md":
+        if plots.MARKER not in markdown:
+            raise PluginError(f"benchmarks.md: no {plots.MARKER} to put the plots at")
+        markdown = markdown.replace(plots.MARKER, _PLOTS["markdown"])
     return _MODULE_LINK.sub(link, markdown)
