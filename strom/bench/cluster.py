@@ -50,6 +50,7 @@ import time
 from collections.abc import Callable
 
 from strom.bench.requests import cpu_seconds, kcat_produce
+from strom.bench.results import add_record_argument, record
 
 SESSION_TIMEOUT_MS = 6000
 LAG_TIME_MAX_MS = 3000
@@ -415,14 +416,14 @@ def throughput_rounds(
     throughput: Callable[[str, str, int, int, bool], float],
     args: argparse.Namespace,
     modes: tuple[bool, ...],
-) -> None:
+) -> dict[str, float]:
     """RF=1 then RF=3 for each producer mode (idempotent or not) in every one of ``args.rounds``
     rounds, each pair on new topics that are deleted after it. The rounds once wrote to the same
     two topics, and from the fourth or fifth on (about 5 GB written) the brokers spent three
     times the CPU per message, most likely because this VM writes into new memory about nine
     times slower once some 8 GB hold data (``scripts/tmpfs_write_rate.py`` shows that without
     strom). Deleting each round's logs gives their page cache back, and the rounds stayed even.
-    Prints each round and the median ratio per mode."""
+    Prints each round and the median ratio per mode, and returns the medians."""
     mb = args.messages * args.size / 1e6
     names = {True: "idempotent", False: "plain"}
     print(
@@ -470,6 +471,7 @@ def throughput_rounds(
             f"RF=3 / RF=1 throughput ratio, {names[idempotent]} producer: median {statistics.median(found):.2f} "
             f"(min {min(found):.2f})"
         )
+    return {f"RF=3 / RF=1, {names[idempotent]}": statistics.median(found) for idempotent, found in ratios.items()}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -508,7 +510,9 @@ def main(argv: list[str] | None = None) -> None:
         help="the throughput producer: idempotent, plain, or both one after the other (default)",
     )
     parser.add_argument("--kcat", default=shutil.which("kcat") or "kcat")
+    add_record_argument(parser)
     args = parser.parse_args(argv)
+    figures: dict[str, tuple[float, str]] = {}
 
     cluster = LocalCluster.under(args.dir, "cluster")
     print(f"cluster benchmark: 3 brokers + ZooKeeper on 127.0.0.1 in {cluster.dir}")
@@ -522,7 +526,8 @@ def main(argv: list[str] | None = None) -> None:
         if args.load == "kcat":
             throughput = functools.partial(kcat_throughput, args.kcat)
         modes = {"both": (True, False), "on": (True,), "off": (False,)}[args.idempotence]
-        throughput_rounds(cluster, throughput, args, modes)
+        for name, ratio in throughput_rounds(cluster, throughput, args, modes).items():
+            figures[name] = (ratio, "ratio")
 
         cluster.create_topic("bench-failover", 3, 3, {"min.insync.replicas": "2"})
         print(
@@ -536,6 +541,7 @@ def main(argv: list[str] | None = None) -> None:
             print(f"  round {round_ + 1}: killed broker {victim} (leader of partitions {led}): {took:.2f} s")
         if times:
             print(f"  median {statistics.median(times):.2f} s, min {min(times):.2f} s, max {max(times):.2f} s")
+            figures["failover, median"] = (statistics.median(times), "s")
 
         print(
             f"\nend-to-end latency, RF=3, acks=all, idempotent, {args.latency_s:.0f} s per rate; CPU: the share of "
@@ -554,12 +560,17 @@ def main(argv: list[str] | None = None) -> None:
                         f"max {max(latencies):.1f} ms"
                     )
                     print("    CPU " + ", ".join(f"{name} {share:.0%}" for name, share in cpu.items()))
+                    where = f"{rate} msg/s, linger.ms={linger_ms:g}"
+                    figures[f"p50, {where}"] = (percentile(latencies, 0.50), "ms")
+                    figures[f"p99, {where}"] = (percentile(latencies, 0.99), "ms")
         print(
             f"  partitions each broker follows (what every fetch of its fetchers carries, "
             f"__consumer_offsets included): {followed_partitions(cluster)}"
         )
     finally:
         cluster.stop()
+    if args.record:
+        record(args.record, "cluster", figures, argv)
 
 
 if __name__ == "__main__":
