@@ -56,7 +56,18 @@ def render(text: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--write", metavar="README", help="rewrite the generated blocks of this file")
+    parser.add_argument("--reference", metavar="DIR", help="write the site's generated reference pages under DIR")
     args = parser.parse_args(argv)
+    if args.reference:
+        from strom.docs.reference import pages
+
+        for path, make in pages().items():
+            target = os.path.join(args.reference, path)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            with open(target, "w", encoding="utf-8") as handle:
+                handle.write(make())
+            print(target)
+        return 0
     if args.write:
         with open(args.write, encoding="utf-8") as handle:
             text = handle.read()

@@ -43,3 +43,11 @@ def test_a_broken_anchor_or_module_link_fails_the_strict_build(tmp_path):
     result = _build(tmp_path / "module", unknown_module)
     assert result.returncode == 1
     assert "concepts/acks.md: no module strom.storage.gone in strom" in result.stderr
+
+
+def test_the_command_line_guide_names_every_subcommand():
+    from strom.cli.main import SUBCOMMANDS
+
+    with open(os.path.join(ROOT, "docs", "guides", "cli.md"), encoding="utf-8") as handle:
+        guide = handle.read()
+    assert [name for name in SUBCOMMANDS if f"`strom {name}" not in guide] == []
