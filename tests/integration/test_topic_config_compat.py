@@ -1,14 +1,14 @@
 """Every topic config Kafka 3.9 accepts, set through confluent-kafka's AdminClient on a real broker.
 
-The expectation for each key is read from the README's topic config table, so the table and the
-broker cannot disagree: a key succeeds unless its row says "Refused when `<value>`". Accepted
+The expectation for each key is read from what the documentation's topic config reference says strom
+does with it, so the reference and the broker cannot disagree: a key succeeds unless it says
+"Refused when `<value>`". Accepted
 keys are shown by DescribeConfigs as the topic's own (DYNAMIC_TOPIC_CONFIG); the deprecated ones
 are logged once by the broker as ignored.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import warnings
 
@@ -16,12 +16,11 @@ import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, NewTopic
 
+from strom.docs.reference import topic_config_docs
 from strom.protocol.errors import ErrorCode
 from tests.broker_process import BrokerProcess
 from tests.integration.clients import WAIT_S, unique_topic
 from tests.storage.test_log_config import KAFKA_39_TOPIC_KEYS
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # A value Kafka 3.9 accepts for each key, unlike its default so the change shows.
 VALID = {
@@ -65,15 +64,8 @@ VALID = {
 
 
 def readme_topic_table() -> dict[str, str]:
-    """Topic key -> the README's "What strom does" cell."""
-    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as handle:
-        text = handle.read()
-    block = text.split("<!-- BEGIN topic-config-table -->")[1].split("<!-- END topic-config-table -->")[0]
-    rows = {}
-    for line in block.strip().splitlines()[2:]:
-        cells = [cell.strip() for cell in line.strip("|").split(" | ")]
-        rows[cells[0].strip("`")] = cells[3]
-    return rows
+    """Topic key -> the "what strom does" of the site's topic config reference (generated from TOPIC_KEYS)."""
+    return {key: effect for key, (_, effect) in topic_config_docs().items()}
 
 
 def refused_per_readme(key: str, value: str) -> bool:
