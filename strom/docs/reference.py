@@ -190,9 +190,26 @@ def broker_config_sections() -> dict[str, list[dataclasses.Field]]:
     return sections
 
 
+def _to_text(value: object) -> str | None:
+    """A default as server.properties spells it: lists comma-separated, listeners as NAME://host:port."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple):
+        return ",".join(item if isinstance(item, str) else _pair_or_text(item) for item in value)
+    return str(value)
+
+
+def _pair_or_text(item: object) -> str:
+    # a listener prints as NAME://host:port (its __str__), a protocol map pair as NAME:PROTOCOL
+    if type(item) is tuple:
+        return ":".join(str(part) for part in item)
+    return str(item)
+
+
 def broker_configs_page() -> str:
     from strom.replication.throttle import DYNAMIC_BROKER_KEYS
-    from strom.server.config import _to_text
 
     fields = _broker_fields()
     out = [

@@ -51,3 +51,12 @@ def test_the_command_line_guide_names_every_subcommand():
     with open(os.path.join(ROOT, "docs", "guides", "cli.md"), encoding="utf-8") as handle:
         guide = handle.read()
     assert [name for name in SUBCOMMANDS if f"`strom {name}" not in guide] == []
+
+
+def test_every_concept_page_links_the_modules_that_implement_it():
+    concepts = os.path.join(ROOT, "docs", "concepts")
+    for name in sorted(os.listdir(concepts)):
+        if name == "index.md":
+            continue
+        with open(os.path.join(concepts, name), encoding="utf-8") as handle:
+            assert "](module:strom." in handle.read(), f"docs/concepts/{name} links no module"
