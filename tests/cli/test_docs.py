@@ -16,3 +16,14 @@ def test_strom_docs_builds_the_site_with_its_generated_reference(tmp_path, capsy
     # nothing from the network: no Google Fonts, no CDN
     index = (site / "index.html").read_text(encoding="utf-8")
     assert "fonts.googleapis.com" not in index and "cdn.jsdelivr.net" not in index and "unpkg.com" not in index
+
+
+def test_strom_docs_says_when_its_port_is_taken(capsys):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["docs", "--port", str(port)]) == 1
+    assert capsys.readouterr().err == f"strom docs: cannot listen on 127.0.0.1:{port}: in use\n"
