@@ -22,11 +22,11 @@ from strom.cli.client_props import ToolError, client_security
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode
 
-QUOTA_KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage")
+QUOTA_KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage", "connection_creation_rate")
 DEFAULT = None  # the <default> entity: a null name on the wire
 VERSION = 1
 EXACT, DEFAULT_MATCH, SPECIFIED = 0, 1, 2
-USER, CLIENT_ID = "user", "client-id"
+USER, CLIENT_ID, IP = "user", "client-id", "ip"
 
 # (entity type, name or DEFAULT); an absent type is not part of the entity
 Entity = list[tuple[str, str | None]]
@@ -74,6 +74,21 @@ def describe(client: QuotaClient, user: str | None | bool, client_id: str | None
             components.append({"entity_type": entity_type, "match_type": DEFAULT_MATCH, "match": None})
         elif name is not False:
             components.append({"entity_type": entity_type, "match_type": EXACT, "match": name})
+    _print_entries(client, components)
+
+
+def describe_ips(client: QuotaClient, ip: str | None | bool) -> None:
+    """``ip``: an address, DEFAULT (None) or True (every named one)."""
+    if ip is True:
+        component = {"entity_type": IP, "match_type": SPECIFIED, "match": None}
+    elif ip is DEFAULT:
+        component = {"entity_type": IP, "match_type": DEFAULT_MATCH, "match": None}
+    else:
+        component = {"entity_type": IP, "match_type": EXACT, "match": ip}
+    _print_entries(client, [component])
+
+
+def _print_entries(client: QuotaClient, components: list[dict[str, Any]]) -> None:
     response = client.request(ApiKey.DESCRIBE_CLIENT_QUOTAS, {"components": components, "strict": True})
     if response.error_code != ErrorCode.NONE:
         raise ToolError(f"Error while executing config command: {response.error_message}")
@@ -85,7 +100,7 @@ def describe(client: QuotaClient, user: str | None | bool, client_id: str | None
 
 
 def _describe_entity(entity: Entity) -> str:
-    names = {USER: "user-principal", CLIENT_ID: "client-id"}
+    names = {USER: "user-principal", CLIENT_ID: "client-id", IP: "ip"}
     return ", ".join(f"the default {names[t]}" if n is DEFAULT else f"{names[t]} '{n}'" for t, n in entity)
 
 
@@ -116,7 +131,7 @@ def alter(client: QuotaClient, entity: Entity, to_add: dict[str, str], to_delete
 
 def _altered(entity: Entity) -> str:
     """Kafka's wording: ``config for user alice``, ``default config for clients in the cluster``."""
-    words = {USER: ("user", "users"), CLIENT_ID: ("client", "clients")}
+    words = {USER: ("user", "users"), CLIENT_ID: ("client", "clients"), IP: ("ip", "ips")}
     if len(entity) == 1:
         entity_type, name = entity[0]
         if name is DEFAULT:

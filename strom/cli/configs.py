@@ -16,6 +16,7 @@ holding commas is grouped in square brackets. Uses the DescribeConfigs and Incre
 When no broker answers within --timeout (default 10 s) it fails with one line naming the servers.
 --entity-type users manages SCRAM credentials (see strom.cli.scram_users) and, with --entity-type clients
 and the --user/--client/--user-defaults/--client-defaults shortcuts, client quotas (strom.cli.client_quotas).
+--entity-type ips (--entity-name IP or --entity-default) sets an address's connection_creation_rate.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ from strom.cli.client_props import (
     load_properties,
 )
 
-ENTITY_TYPES = ("topics", "brokers", "users", "clients")  # users: SCRAM credentials and quotas; clients: quotas
+# users: SCRAM credentials and quotas; clients: quotas; ips: connection creation rates (KIP-612)
+ENTITY_TYPES = ("topics", "brokers", "users", "clients", "ips")
 DEFAULT_ENTITY = ""
 
 
@@ -48,10 +50,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--bootstrap-server", required=True, metavar="HOST:PORT", help="REQUIRED: the broker(s) to connect to"
     )
     parser.add_argument("--command-config", metavar="FILE", help="admin client properties file")
-    parser.add_argument("--entity-type", choices=ENTITY_TYPES, help="topics, brokers, users or clients")
+    parser.add_argument("--entity-type", choices=ENTITY_TYPES, help="topics, brokers, users, clients or ips")
     parser.add_argument("--entity-name", help="topic name or broker id (all of them when left out with --describe)")
     parser.add_argument(
-        "--entity-default", action="store_true", help="the cluster-wide default broker entity (entity type brokers)"
+        "--entity-default",
+        action="store_true",
+        help="the default entity: the cluster-wide broker default, or the default user, client or ip",
     )
     parser.add_argument("--topic", help="shortcut for --entity-type topics --entity-name TOPIC")
     parser.add_argument("--broker", help="shortcut for --entity-type brokers --entity-name BROKER")
@@ -83,6 +87,8 @@ def run(args: argparse.Namespace) -> int:
     from confluent_kafka.admin import AdminClient
 
     try:
+        if args.entity_type == "ips":
+            return ip_quotas(args)
         target = quota_entity(args)
         if target is not None:
             return users_and_clients(args, *target)
@@ -283,6 +289,36 @@ def quota_entity(args: argparse.Namespace) -> tuple[Any, Any] | None:
     elif args.add_config or args.add_config_file or args.delete_config:
         raise ToolError("--add-config, --add-config-file and --delete-config are only valid with --alter")
     return user, client
+
+
+def ip_quotas(args: argparse.Namespace) -> int:
+    """An address's (or the default's) connection_creation_rate, as kafka-configs.sh --entity-type ips."""
+    from strom.cli import client_quotas
+
+    if args.entity_default and args.entity_name is not None:
+        raise ToolError("--entity-name and --entity-default cannot be used together")
+    ip: Any = None if args.entity_default else (True if args.entity_name is None else args.entity_name)
+    to_add = load_properties(args.add_config_file) if args.add_config_file else {}
+    to_add.update(parse_add_config(args.add_config))
+    to_delete = [key.strip() for item in args.delete_config for key in item.split(",") if key.strip()]
+    if args.alter:
+        if ip is True:
+            raise ToolError("An entity name must be specified with --alter")
+        if not (to_add or to_delete):
+            raise ToolError("At least one of --add-config, --add-config-file or --delete-config must be specified")
+    elif to_add or to_delete:
+        raise ToolError("--add-config, --add-config-file and --delete-config are only valid with --alter")
+    quotas = client_quotas.QuotaClient(
+        args.bootstrap_server, command_properties(args.command_config), args.timeout / 1000
+    )
+    try:
+        if args.describe:
+            client_quotas.describe_ips(quotas, ip)
+        else:
+            client_quotas.alter(quotas, [(client_quotas.IP, ip)], to_add, to_delete)
+    finally:
+        quotas.close()
+    return 0
 
 
 def users_and_clients(args: argparse.Namespace, user: Any, client: Any) -> int:

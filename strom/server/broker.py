@@ -178,7 +178,7 @@ class Broker:
         # only with metrics.listener, since timing reads the clock several times per request
         self.stats = BrokerStats()
         self.connection_limits = ConnectionLimits(
-            config, config.inter_broker_listener_name, config.listener_limit, self.stats
+            config, config.inter_broker_listener_name, config.listener_limit, self.stats, self.quotas.ip_connection_rate
         )
         self.request_metrics = (
             RequestMetrics(config.metrics_request_timing_samples_per_second) if config.metrics_listener else None

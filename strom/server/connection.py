@@ -103,7 +103,11 @@ class Connection(asyncio.Protocol):
         admission = self.broker.connection_limits.admit(self.listener, ip)
         if admission.refused is not None:
             self._closed = True
-            self.transport.abort()
+            if admission.delay_s > 0:  # over its address's connection rate: held unread, then closed
+                self.transport.pause_reading()
+                asyncio.get_running_loop().call_later(admission.delay_s, self.transport.abort)
+            else:
+                self.transport.abort()
             return
         self._admitted_ip = ip
         if admission.delay_s > 0:  # over a connection creation rate: read once the throttle time is over

@@ -12,6 +12,9 @@ made: Kafka's ConnectionQuotas (KIPs 306, 402 and 612), asked once per new conne
   ``listener.name.L.max.connection.creation.rate``: a connection that takes the rate over its bound
   is read only after Kafka's throttle time, ``(rate - bound) / bound * window`` (capped at the
   window), which is how long Kafka's acceptor would wait before accepting it.
+- an address's ``connection_creation_rate`` quota (the client quotas' ``ip`` entity, its own or
+  ``<default>``): a connection that takes the address over it is not served and is closed after
+  the throttle time, as Kafka does, so that a client that reconnects at once is slowed down too.
 
 Rates are measured as Kafka measures quotas, over ``quota.window.num`` samples of
 ``quota.window.size.seconds``. Refusals are logged at most once a second per listener and reason,
@@ -35,6 +38,7 @@ log = logging.getLogger("strom.server")
 
 UNLIMITED = 2**31 - 1  # Kafka's Int.MaxValue default for every limit here
 LOG_EVERY_S = 1.0
+MAX_IP_RATES = 10_000  # addresses whose connection rate is measured at once (Kafka expires idle sensors too)
 
 
 class LimitsConfig(Protocol):
@@ -56,8 +60,8 @@ class LimitsConfig(Protocol):
 
 @dataclass(frozen=True)
 class Admission:
-    """What to do with a new connection: ``refused`` names the limit it broke (close it now);
-    otherwise serve it, after ``delay_s`` if that is above 0."""
+    """What to do with a new connection: ``refused`` names the limit it broke (close it, after
+    ``delay_s`` if that is above 0); otherwise serve it, after ``delay_s`` if that is above 0."""
 
     refused: str | None = None
     delay_s: float = 0.0
@@ -83,11 +87,13 @@ class ConnectionLimits:
         inter_broker_listener: str | None,
         listener_limit: Callable[[str, str], int | None],
         stats: BrokerStats,
+        ip_rate: Callable[[str], float | None] = lambda ip: None,
         resolve: Callable[[str], str] = socket.gethostbyname,
     ):
         """``listener_limit(listener, key)``: the value of ``listener.name.<listener>.<key>``, or None
         where that listener has none (the broker-wide key is checked apart: it exempts the
-        inter-broker listener). ``resolve`` turns the overrides' host names into addresses."""
+        inter-broker listener). ``ip_rate(ip)``: the address's connection_creation_rate quota, or
+        None. ``resolve`` turns the overrides' host names into addresses."""
         self.config = config
         self.inter_broker_listener = inter_broker_listener
         self.listener_limit = listener_limit
@@ -96,6 +102,8 @@ class ConnectionLimits:
         self.by_listener: Counter[str] = Counter()
         self.by_ip: Counter[str] = Counter()
         self.stats = stats
+        self.ip_rate = ip_rate
+        self._ip_rates: dict[str, Rate] = {}
         self._window_ms = config.quota_window_size_seconds * 1000
         self._broker_rate: Rate | None = None
         self._listener_rates: dict[str, Rate] = {}
@@ -108,6 +116,13 @@ class ConnectionLimits:
         """A new connection on ``listener`` from ``ip``: counted if admitted (release it later)."""
         config = self.config
         exempt = listener == self.inter_broker_listener
+        bound = self.ip_rate(ip)
+        if bound is not None:
+            now_ms = monotonic() * 1000
+            delay_ms = self._throttle(self._ip_rate_of(ip, now_ms), bound, now_ms) if bound > 0 else self._window_ms
+            if delay_ms > 0:
+                refused = self._refuse(listener, ip, "connection_creation_rate", int(bound))
+                return Admission(refused=refused.refused, delay_s=delay_ms / 1000)
         if self.by_ip[ip] >= self.limit_of(ip):
             return self._refuse(listener, ip, "max.connections.per.ip", self.limit_of(ip))
         listener_max = self.listener_limit(listener, "max.connections") or UNLIMITED
@@ -137,6 +152,15 @@ class ConnectionLimits:
         if self.by_ip[ip] <= 0:
             del self.by_ip[ip]  # one entry per address that has connections now, not ever had
 
+    def _ip_rate_of(self, ip: str, now_ms: float) -> Rate:
+        rate = self._ip_rates.get(ip)
+        if rate is None:
+            if len(self._ip_rates) >= MAX_IP_RATES:  # forget the addresses idle for a whole window
+                horizon = now_ms - self.config.quota_window_num * self._window_ms
+                self._ip_rates = {k: r for k, r in self._ip_rates.items() if r.last_ms >= horizon}
+            rate = self._ip_rates[ip] = Rate(self.config.quota_window_num, self._window_ms, now_ms)
+        return rate
+
     def _listener_rate_bound(self, listener: str) -> int:
         return self.listener_limit(listener, "max.connection.creation.rate") or UNLIMITED
 
@@ -148,7 +172,7 @@ class ConnectionLimits:
             rate = self._listener_rates[listener] = Rate(self.config.quota_window_num, self._window_ms, now_ms)
         return rate
 
-    def _throttle(self, rate: Rate | None, bound: int, now_ms: float) -> float:
+    def _throttle(self, rate: Rate | None, bound: float, now_ms: float) -> float:
         """Record one connection; Kafka's throttle time in ms if that takes the rate over ``bound``."""
         if rate is None:
             return 0.0

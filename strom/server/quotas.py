@@ -60,6 +60,11 @@ QUOTA_KEYS = (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE)
 DEFAULT = "<default>"  # Kafka's ConfigEntityName.Default, written unsanitized
 CONFIG_CLIENTS = "/config/clients"
 USER, CLIENT_ID = "user", "client-id"  # DescribeClientQuotas/AlterClientQuotas entity types
+# KIP-612: an address's connection creation rate, in /config/ips/<ip> or /config/ips/<default>;
+# enforced by strom.server.connection_limits, not per request
+IP = "ip"
+CONFIG_IPS = "/config/ips"
+CONNECTION_CREATION_RATE = "connection_creation_rate"
 
 # (user, client-id) of a configured entity; None: that part is not given, DEFAULT: the default.
 Entity = tuple[str | None, str | None]
@@ -167,6 +172,7 @@ class QuotaManager(WatchedView):
         self.window_num, self.window_ms = window_num, window_size_s * 1000
         self.max_throttle_ms = window_num * window_size_s * 1000
         self.entities: dict[Entity, dict[str, float]] = {}
+        self.ip_rates: dict[str, float] = {}  # ip or DEFAULT -> connection_creation_rate
         self.active = False  # any quota configured anywhere: the connection's one test
         self._resolved: dict[tuple[str, str, str], tuple[float, tuple[str, str]] | None] = {}
         self._rates: dict[tuple[str, str, str], Rate] = {}
@@ -189,6 +195,21 @@ class QuotaManager(WatchedView):
                     self._read((user, _entity_name(client_node)), f"{user_path}/clients/{client_node}", watch, found)
         for client_node in self._children(CONFIG_CLIENTS, watch):
             self._read((None, _entity_name(client_node)), f"{CONFIG_CLIENTS}/{client_node}", watch, found)
+        ip_rates = {}
+        for ip_node in self._children(CONFIG_IPS, watch):
+            try:
+                data, _ = self.store.get(f"{CONFIG_IPS}/{ip_node}", watch)
+            except NoNodeError:
+                continue
+            rate = entity_configs(data).get(CONNECTION_CREATION_RATE)
+            try:
+                if rate is not None:
+                    ip_rates[_entity_name(ip_node)] = float(rate)
+            except ValueError:
+                log.warning(
+                    "ignoring %s=%r of %s/%s: not a number", CONNECTION_CREATION_RATE, rate, CONFIG_IPS, ip_node
+                )
+        self.ip_rates = ip_rates
         self.entities = found
         self._resolved = {}
         self.active = bool(found)
@@ -225,6 +246,23 @@ class QuotaManager(WatchedView):
 
         update_entity_config(self.store, entity_path(entity), change)
         self.load()
+
+    def alter_ip(self, ip: str, rate: float | None) -> None:
+        """Set (a number) or remove (None) an address's (or DEFAULT's) connection creation rate."""
+
+        def change(configs: dict[str, str]) -> None:
+            if rate is None:
+                configs.pop(CONNECTION_CREATION_RATE, None)
+            else:
+                configs[CONNECTION_CREATION_RATE] = _format(rate)
+
+        update_entity_config(self.store, f"{CONFIG_IPS}/{_node_name(ip)}", change)
+        self.load()
+
+    def ip_connection_rate(self, ip: str) -> float | None:
+        """The connection creation rate bound of ``ip``: its own, else the default, else None."""
+        rates = self.ip_rates
+        return rates.get(ip, rates.get(DEFAULT)) if rates else None
 
     # -- which quota applies ------------------------------------------------------------------------
     def _candidates(self, user: str, client: str) -> Iterator[tuple[Entity, tuple[str, str]]]:

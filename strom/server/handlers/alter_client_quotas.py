@@ -1,13 +1,15 @@
-"""AlterClientQuotas: set or remove producer_byte_rate, consumer_byte_rate and request_percentage.
+"""AlterClientQuotas: set or remove producer_byte_rate, consumer_byte_rate and request_percentage,
+and an address's connection_creation_rate (KIP-612).
 
-Each entry names an entity (``user``, ``client-id`` or both; a null name is the <default>) and
-its operations; an entry with any invalid part is refused whole with INVALID_REQUEST and a
+Each entry names an entity (``user``, ``client-id`` or both, or ``ip`` alone; a null name is the
+<default>) and its operations; an entry with any invalid part is refused whole with INVALID_REQUEST and a
 message, the others still apply. Written to the entity's znode with the node's other keys kept;
 every broker's watch picks the change up.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import math
 
 from strom.cluster.store import StoreError
@@ -18,7 +20,9 @@ from strom.security.acl import Operation
 from strom.server.authorization import cluster_allowed
 from strom.server.quotas import (
     CLIENT_ID,
+    CONNECTION_CREATION_RATE,
     DEFAULT,
+    IP,
     QUOTA_KEYS,
     REQUEST_PERCENTAGE,
     USER,
@@ -30,11 +34,42 @@ MIN_VERSION = 0
 MAX_VERSION = 1
 
 
+def _ip_entity(entry) -> str | None:
+    """The address (or DEFAULT) of an ``ip`` entity, or None when the entry names no ip."""
+    ips = [part for part in entry.entity if part.entity_type == IP]
+    if not ips:
+        return None
+    if len(entry.entity) > 1:
+        raise ValueError("An ip entity cannot be combined with any other entity type")
+    name = ips[0].entity_name
+    if name is None:
+        return DEFAULT
+    try:
+        return str(ipaddress.ip_address(name))
+    except ValueError:
+        raise ValueError(f"{name} is not a valid IP address") from None
+
+
+def _ip_rate(entry) -> float | None:
+    """The one operation of an ip entity: set or remove connection_creation_rate."""
+    if len(entry.ops) != 1 or entry.ops[0].key != CONNECTION_CREATION_RATE:
+        raise ValueError(f"An ip entity has one quota key, {CONNECTION_CREATION_RATE}")
+    op = entry.ops[0]
+    if op.remove:
+        return None
+    value = float(op.value)
+    if not math.isfinite(value) or value < 0 or not value.is_integer():
+        raise ValueError(f"Invalid value {op.value} for {op.key}: connections per second are a whole number >= 0")
+    return value
+
+
 def _entity(entry) -> Entity:
     names: dict[str, str] = {}
     for part in entry.entity:
         if part.entity_type not in (USER, CLIENT_ID):
-            raise ValueError(f"Unsupported quota entity type: {part.entity_type} (strom has user and client-id quotas)")
+            raise ValueError(
+                f"Unsupported quota entity type: {part.entity_type} (strom has user, client-id and ip quotas)"
+            )
         if part.entity_type in names:
             raise ValueError(f"Duplicate {part.entity_type} entity type")
         if part.entity_name == "":
@@ -74,9 +109,15 @@ def handle(ctx, request):
             code, message = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "AlterConfigs on the cluster is required"
         else:
             try:
-                entity, changes = _entity(entry), _changes(entry)
-                if not request.validate_only:
-                    quotas.alter(entity, changes)
+                ip = _ip_entity(entry)
+                if ip is not None:
+                    rate = _ip_rate(entry)
+                    if not request.validate_only:
+                        quotas.alter_ip(ip, rate)
+                else:
+                    entity, changes = _entity(entry), _changes(entry)
+                    if not request.validate_only:
+                        quotas.alter(entity, changes)
             except ValueError as exc:
                 code, message = ErrorCode.INVALID_REQUEST, str(exc)
             except StoreError as exc:

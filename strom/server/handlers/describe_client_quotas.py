@@ -1,6 +1,6 @@
 """DescribeClientQuotas: the quota entities matching a filter, as Kafka's ZooKeeper mode answers.
 
-Each filter component names an entity type (``user`` or ``client-id``) and matches one name
+Each filter component names an entity type (``user``, ``client-id`` or ``ip``) and matches one name
 (EXACT), the <default> entity (DEFAULT) or any named entity (SPECIFIED). ``strict`` asks for
 entities with exactly the filter's entity types; otherwise entities may name more. Only quota
 keys are shown (a user's SCRAM credentials share its node and are never listed here).
@@ -13,7 +13,7 @@ from strom.protocol.entities import build
 from strom.protocol.errors import ErrorCode
 from strom.security.acl import Operation
 from strom.server.authorization import cluster_allowed
-from strom.server.quotas import CLIENT_ID, DEFAULT, USER, Entity
+from strom.server.quotas import CLIENT_ID, CONNECTION_CREATION_RATE, DEFAULT, IP, USER, Entity
 
 API_KEY = ApiKey.DESCRIBE_CLIENT_QUOTAS
 MIN_VERSION = 0
@@ -61,11 +61,11 @@ def handle(ctx, request):
     filters: dict[str, tuple[int, str | None]] = {}
     for component in request.components:
         entity_type = component.entity_type
-        if entity_type not in (USER, CLIENT_ID):
+        if entity_type not in (USER, CLIENT_ID, IP):
             return _error(
                 ctx,
                 ErrorCode.INVALID_REQUEST,
-                f"Unsupported quota entity type: {entity_type} (strom has user and client-id quotas)",
+                f"Unsupported quota entity type: {entity_type} (strom has user, client-id and ip quotas)",
             )
         if entity_type in filters:
             return _error(ctx, ErrorCode.INVALID_REQUEST, f"Duplicate {entity_type} filter component entity type")
@@ -74,9 +74,13 @@ def handle(ctx, request):
         if component.match_type == EXACT and component.match is None:
             return _error(ctx, ErrorCode.INVALID_REQUEST, "An exact match needs a name")
         filters[entity_type] = (component.match_type, component.match)
+    quotas = ctx.broker.quotas
+    configured = [
+        (_parts(entity), values) for entity, values in sorted(quotas.entities.items(), key=lambda i: str(i[0]))
+    ]
+    configured += [({IP: ip}, {CONNECTION_CREATION_RATE: rate}) for ip, rate in sorted(quotas.ip_rates.items())]
     entries = []
-    for entity, values in sorted(ctx.broker.quotas.entities.items(), key=lambda item: str(item[0])):
-        parts = _parts(entity)
+    for parts, values in configured:
         if not _matches(parts, filters, request.strict):
             continue
         entries.append(
