@@ -465,12 +465,15 @@ def decode_batch_records(batch: ByteSource, header: BatchHeader | None = None) -
     return list(iter_batch_records(batch, header))
 
 
-def iter_batch_records(batch: ByteSource, header: BatchHeader | None = None) -> Iterator[Record]:
+def iter_batch_records(
+    batch: ByteSource, header: BatchHeader | None = None, max_output: int = 256 * 1024 * 1024
+) -> Iterator[Record]:
     """The records of one batch one at a time, for a caller that must stop between records (the
-    cleaner gives its CPU way every few hundred microseconds; a 1 MB batch takes milliseconds)."""
+    cleaner gives its CPU way every few hundred microseconds; a 1 MB batch takes milliseconds).
+    A compressed batch is decompressed once, never past ``max_output`` bytes."""
     if header is None:
         header = BatchHeader.parse(batch, 0)
-    payload = batch_records_payload(batch, header)
+    payload = batch_records_payload(batch, header, max_output)
     if header.is_control and header.records_count == 0:
         return
     position = 0

@@ -101,8 +101,12 @@ class ReplicaManager:
         request_metadata_reload: Callable[[str], None],
         publish_offline_replicas: Callable[[], None],
         inter_broker_security: ClientSecurity | None = None,
+        schema_check: Callable[[str, LogConfig, bytes], None] | None = None,
     ):
         self.broker_id = broker_id
+        # topics with confluent.value/key.schema.validation: raises RecordValidationError for a batch
+        # whose records lack registered schema ids (strom.schemas.validation, composed by the broker)
+        self._schema_check = schema_check
         self.config = config
         self.log_manager = log_manager
         self.metadata = metadata
@@ -619,6 +623,9 @@ class ReplicaManager:
         stats = self.stats.topic(topic)  # Kafka's BrokerTopicMetrics: plain counters
         stats.produce_requests += 1
         try:
+            config = partition.log.config
+            if config.schema_validation and self._schema_check is not None:
+                self._schema_check(topic, config, records)
             info = partition.append_as_leader(records, required_acks)
         except OSError as exc:  # a roll, an index block, an fsync: the dir goes offline
             stats.failed_produce += 1

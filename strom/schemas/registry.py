@@ -162,6 +162,19 @@ class SchemaRegistry:
             raise NotHere(self._metadata.leader_of(TOPIC, 0))
         self.catch_up()
 
+    # -- produce-side validation (strom.schemas.validation) ---------------------------------------------
+    def subjects_of_id(self, schema_id: int) -> frozenset[str] | None:
+        """The live subjects of an id, from this broker's view: a lookup; on a miss the view first
+        reads what its replica committed since (a schema registered a moment ago)."""
+        found = self.state.subjects_of_id(schema_id)
+        if found is None:
+            self.catch_up()
+            found = self.state.subjects_of_id(schema_id)
+        return found
+
+    def record_name_of_id(self, schema_id: int) -> str | None:
+        return self.state.record_name_of_id(schema_id)
+
     async def caught_up_to(self, offset: int, timeout_s: float) -> bool:
         """Wait (bounded) until the view has read everything below ``offset``; at once without a
         replica (such a broker forwards its reads too)."""

@@ -6,6 +6,7 @@ REST API's reads. Every broker that serves the registry holds one, built from it
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 
@@ -41,6 +42,8 @@ class RegistryState:
         self.max_id = 0  # the highest id any record ever named: the next is above it
         self._ids: dict[int, StoredSchema] | None = None  # id -> schema, rebuilt lazily after changes
         self._by_schema: dict[StoredSchema, int] | None = None
+        self._id_subjects: dict[int, frozenset[str]] | None = None  # produce-side validation's cache
+        self._record_names: dict[int, str | None] = {}
 
     # -- replay -------------------------------------------------------------------------------------
     def apply(self, key: rec.Key, value: bytes | None) -> None:
@@ -55,6 +58,8 @@ class RegistryState:
                 versions[key.version] = stored
                 self.max_id = max(self.max_id, stored.id)
             self._ids = self._by_schema = None
+            self._id_subjects = None
+            self._record_names.clear()
         elif isinstance(key, rec.ConfigKey):
             self._set(self.configs, key.subject, None if value is None else rec.decode_config_value(value))
         elif isinstance(key, rec.ModeKey):
@@ -65,6 +70,7 @@ class RegistryState:
                 for version, stored in self.subjects.get(key.subject, {}).items():
                     if version <= upto:
                         stored.deleted = True
+                self._id_subjects = None
         elif isinstance(key, rec.NoopKey) and value is not None:
             self.max_id = max(self.max_id, rec.decode_noop_value(value))
 
@@ -96,6 +102,28 @@ class RegistryState:
     def id_of(self, schema: StoredSchema) -> int | None:
         return self._index()[1].get(schema)
 
+    def subjects_of_id(self, schema_id: int) -> frozenset[str] | None:
+        """The subjects with a live (not soft-deleted) version of the schema ``schema_id``; None for
+        an id no live version has. A dictionary rebuilt after a change, so that validating a
+        produced record costs a lookup."""
+        table = self._id_subjects
+        if table is None:
+            found: dict[int, set[str]] = {}
+            for subject, versions in self.subjects.items():
+                for stored in versions.values():
+                    if not stored.deleted:
+                        found.setdefault(stored.id, set()).add(subject)
+            table = self._id_subjects = {schema_id: frozenset(names) for schema_id, names in found.items()}
+        return table.get(schema_id)
+
+    def record_name_of_id(self, schema_id: int) -> str | None:
+        """The full name of the Avro record the schema ``schema_id`` is (RecordNameStrategy's subject);
+        None when it is not a record."""
+        if schema_id not in self._record_names:
+            stored = self.schema_by_id(schema_id)
+            self._record_names[schema_id] = None if stored is None else _record_name(stored.schema)
+        return self._record_names[schema_id]
+
     def versions(self, subject: str, deleted: bool = False) -> list[rec.SchemaValue]:
         """The subject's versions, oldest first; soft-deleted ones only with ``deleted``."""
         found = self.subjects.get(subject, {})
@@ -121,3 +149,19 @@ class RegistryState:
         if subject is not None and subject in self.modes:
             return self.modes[subject]
         return self.modes.get(None, DEFAULT_MODE)
+
+
+def _record_name(schema: str) -> str | None:
+    try:
+        parsed = json.loads(schema)
+    except ValueError:
+        return None
+    if not isinstance(parsed, dict) or parsed.get("type") not in ("record", "error"):
+        return None
+    name = parsed.get("name")
+    if not isinstance(name, str):
+        return None
+    namespace = parsed.get("namespace")
+    if "." in name or not namespace or not isinstance(namespace, str):
+        return name
+    return f"{namespace}.{name}"

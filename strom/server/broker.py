@@ -87,6 +87,7 @@ if TYPE_CHECKING:
     from strom.security.client import ClientSecurity
     from strom.server.schema_registry_http import SchemaRegistryHttp
 
+    from strom.storage.log_config import LogConfig
 log = logging.getLogger("strom.broker")
 
 T = TypeVar("T")
@@ -286,6 +287,7 @@ class Broker:
             inter_broker_security=self.inter_broker_security,
         )
         self.refused_batches = RefusedBatches()
+            schema_check=self._check_schema_ids,
         self.log_dir_mover = LogDirMover(self.log_manager, self.replica_manager, self.metadata, self.broker_id)
         self.group_coordinator = GroupCoordinator(
             config, self.metadata, self.replica_manager, verify_txn_partitions=self._verify_txn_partitions
@@ -486,29 +488,42 @@ class Broker:
         self.schema_registry_url = f"http://{shown}:{sock.getsockname()[1]}"
 
     async def _start_schema_registry(self, sock: socket.socket) -> None:
-        from strom.schemas.registry import SchemaRegistry
         from strom.server.schema_registry_http import SchemaRegistryHttp
 
         def registry_url(broker_id: int) -> str | None:
             found = self.metadata.brokers.get(broker_id)
             return found.schema_registry if found is not None else None
 
-        self.schema_registry = SchemaRegistry(
-            self.broker_id,
-            self.replica_manager,
-            self.metadata,
-            ensure_topic=self.ensure_schemas_topic,
-            write_timeout_s=self.config.offsets_commit_timeout_ms / 1000,
-        )
-        self.schema_registry.catch_up()
-        self._in_background(self.schema_registry.run(self._stop))
-        self.schema_registry_http = SchemaRegistryHttp(self.schema_registry, sock, registry_url)
+        registry = self._schema_registry_service()
+        self.schema_registry_http = SchemaRegistryHttp(registry, sock, registry_url)
         await self.schema_registry_http.start()
         path = os.path.join(self.config.log_dirs[0], SCHEMA_REGISTRY_URL_FILE)
         with open(path + ".tmp", "w") as handle:
             handle.write(f"{self.schema_registry_url}\n")
         os.replace(path + ".tmp", path)
         log.info("broker %d serves the Schema Registry on %s", self.broker_id, self.schema_registry_url)
+
+    def _schema_registry_service(self) -> SchemaRegistry:
+        """The registry's view of _schemas on this broker, made on first use: when it serves the
+        registry, or when a topic with schema id validation takes its first batch."""
+        if self.schema_registry is None:
+            from strom.schemas.registry import SchemaRegistry
+
+            self.schema_registry = SchemaRegistry(
+                self.broker_id,
+                self.replica_manager,
+                self.metadata,
+                ensure_topic=self.ensure_schemas_topic,
+                write_timeout_s=self.config.offsets_commit_timeout_ms / 1000,
+            )
+            self.schema_registry.catch_up()
+            self._in_background(self.schema_registry.run(self._stop), self._loop)
+        return self.schema_registry
+
+    def _check_schema_ids(self, topic: str, config: LogConfig, records: bytes) -> None:
+        from strom.schemas.validation import check_records
+
+        check_records(topic, config, records, self._schema_registry_service())
 
     def _connection_factory(self, security: ListenerSecurity):
         dispatcher = self.dispatchers[security.name]

@@ -426,6 +426,54 @@ TOPIC_KEYS: dict[str, TopicKey] = {
     ),
 }
 
+SUBJECT_NAME_STRATEGIES = ("TopicNameStrategy", "RecordNameStrategy", "TopicRecordNameStrategy")
+_STRATEGY_PACKAGE = "io.confluent.kafka.serializers.subject."
+
+
+def parse_subject_name_strategy(key: str, raw: str) -> str:
+    """Confluent's class name (io.confluent.kafka.serializers.subject.RecordNameStrategy) or its short name."""
+    text = str(raw).strip()
+    short = text.removeprefix(_STRATEGY_PACKAGE)
+    if short not in SUBJECT_NAME_STRATEGIES:
+        raise ConfigError(key, f"{raw!r} is not one of {', '.join(SUBJECT_NAME_STRATEGIES)}")
+    return text
+
+
+def _schema_validation(side: str, alias_of: str | None = None) -> TopicKey:
+    effect = (
+        f"Same as `{alias_of}` (Redpanda's name for it)."
+        if alias_of
+        else f"Implemented (Confluent Server's key): a batch with a record whose {side} lacks the schema id prefix "
+        f"(magic byte 0 and a 4-byte id), names an id the Schema Registry does not know, or an id not registered "
+        f"under the {side}'s subject (`confluent.{side}.subject.name.strategy`) fails whole with INVALID_RECORD, "
+        f"each such record named (a null {side} passes)."
+    )
+    return TopicKey(f"{side}_schema_validation", lambda k, v: parse_bool(k, v), "boolean", (), effect)
+
+
+def _subject_name_strategy(side: str) -> TopicKey:
+    return TopicKey(
+        f"{side}_subject_name_strategy",
+        parse_subject_name_strategy,
+        "string",
+        (),
+        f"Implemented: the subject a {side}'s schema id must be registered under: TopicNameStrategy "
+        f"(`<topic>-{side}`), RecordNameStrategy (the Avro record's full name) or TopicRecordNameStrategy "
+        f"(`<topic>-<record name>`); Confluent's class names are accepted too.",
+    )
+
+
+# strom's own topic configs beyond Kafka's (validation of schema ids on produce, issue 30)
+SCHEMA_TOPIC_KEYS: dict[str, TopicKey] = {
+    "confluent.value.schema.validation": _schema_validation("value"),
+    "confluent.key.schema.validation": _schema_validation("key"),
+    "confluent.value.subject.name.strategy": _subject_name_strategy("value"),
+    "confluent.key.subject.name.strategy": _subject_name_strategy("key"),
+    "redpanda.value.schema.id.validation": _schema_validation("value", "confluent.value.schema.validation"),
+    "redpanda.key.schema.id.validation": _schema_validation("key", "confluent.key.schema.validation"),
+}
+TOPIC_KEYS.update(SCHEMA_TOPIC_KEYS)
+
 _warned: set[tuple[str, str]] = set()
 
 
@@ -524,6 +572,10 @@ class LogConfig:
 
     @property
     def compression_level(self) -> int | None:
+    value_schema_validation: bool = False
+    key_schema_validation: bool = False
+    value_subject_name_strategy: str = _STRATEGY_PACKAGE + "TopicNameStrategy"
+    key_subject_name_strategy: str = _STRATEGY_PACKAGE + "TopicNameStrategy"
         """The level of the topic's codec when strom recompresses (None: the codec has none)."""
         return {
             "gzip": self.compression_gzip_level,
@@ -560,6 +612,12 @@ class LogConfig:
             raise ConfigError(
                 "min.compaction.lag.ms",
                 f"conflict topic config setting min.compaction.lag.ms "
+    @cached_property
+    def schema_validation(self) -> bool:
+        """Whether produced records must carry schema ids the Schema Registry knows (the produce
+        path reads records only for such topics)."""
+        return self.value_schema_validation or self.key_schema_validation
+
                 f"({self.min_compaction_lag_ms}) > max.compaction.lag.ms ({self.max_compaction_lag_ms})",
             )
 

@@ -18,9 +18,10 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 
 from strom.docs.reference import topic_config_docs
 from strom.protocol.errors import ErrorCode
+from strom.storage.log_config import TOPIC_KEYS
 from tests.broker_process import BrokerProcess
 from tests.integration.clients import WAIT_S, unique_topic
-from tests.storage.test_log_config import KAFKA_39_TOPIC_KEYS
+from tests.storage.test_log_config import KAFKA_39_TOPIC_KEYS, SCHEMA_TOPIC_KEYS
 
 # A value Kafka 3.9 accepts for each key, unlike its default so the change shows.
 VALID = {
@@ -113,7 +114,10 @@ def legacy_alter(admin, topic: str, configs: dict[str, str]) -> None:
 
 
 def test_the_readme_lists_exactly_kafka_39s_topic_configs():
-    assert list(readme_topic_table()) == KAFKA_39_TOPIC_KEYS
+    table = list(readme_topic_table())
+    assert table[: len(KAFKA_39_TOPIC_KEYS)] == KAFKA_39_TOPIC_KEYS  # then strom's own (schemas, Iceberg)
+    assert [key for key in table if key in SCHEMA_TOPIC_KEYS] == SCHEMA_TOPIC_KEYS
+    assert table == list(TOPIC_KEYS)
     assert set(VALID) == set(KAFKA_39_TOPIC_KEYS)
 
 

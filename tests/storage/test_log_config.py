@@ -47,9 +47,37 @@ KAFKA_39_TOPIC_KEYS = [
 ]
 
 
-def test_the_key_table_is_kafka_39s():
-    assert list(TOPIC_KEYS) == KAFKA_39_TOPIC_KEYS
-    assert list(LogConfig().to_topic_configs()) == KAFKA_39_TOPIC_KEYS
+# strom's own beyond Kafka's: schema id validation on produce (Confluent Server's keys, Redpanda's aliases)
+SCHEMA_TOPIC_KEYS = [
+    "confluent.value.schema.validation",
+    "confluent.key.schema.validation",
+    "confluent.value.subject.name.strategy",
+    "confluent.key.subject.name.strategy",
+    "redpanda.value.schema.id.validation",
+    "redpanda.key.schema.id.validation",
+]
+
+
+def test_the_key_table_is_kafka_39s_then_stroms_own():
+    for keys in (list(TOPIC_KEYS), list(LogConfig().to_topic_configs())):
+        assert keys[: len(KAFKA_39_TOPIC_KEYS)] == KAFKA_39_TOPIC_KEYS
+        assert [key for key in keys if key in SCHEMA_TOPIC_KEYS] == SCHEMA_TOPIC_KEYS
+
+
+def test_schema_validation_keys_and_their_aliases():
+    config = LogConfig()
+    assert not config.schema_validation
+    assert LogConfig().with_overrides({"redpanda.value.schema.id.validation": "true"}).value_schema_validation
+    assert LogConfig().with_overrides({"confluent.key.schema.validation": "true"}).schema_validation
+    strategy = LogConfig().with_overrides({"confluent.value.subject.name.strategy": "RecordNameStrategy"})
+    assert strategy.value_subject_name_strategy == "RecordNameStrategy"
+    shown = LogConfig().with_overrides({"confluent.value.schema.validation": "true"}).to_topic_configs()
+    assert shown["confluent.value.schema.validation"] == shown["redpanda.value.schema.id.validation"] == "true"
+    assert shown["confluent.value.subject.name.strategy"].endswith(".TopicNameStrategy")
+    with pytest.raises(ConfigError, match="confluent.value.subject.name.strategy"):
+        LogConfig().with_overrides({"confluent.value.subject.name.strategy": "SubjectStrategy"})
+    with pytest.raises(ConfigError, match="expected true or false"):
+        LogConfig().with_overrides({"confluent.value.schema.validation": "yes"})
 
 
 @pytest.mark.parametrize(

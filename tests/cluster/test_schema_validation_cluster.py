@@ -1,0 +1,24 @@
+"""Schema id validation on produce on a 3-broker cluster: the topic's leader checks ids against its
+own view of _schemas (a follower replica's, when another broker leads _schemas), so a schema
+registered through one broker validates a produce led by another at once."""
+
+from __future__ import annotations
+
+from tests.integration.test_schema_registry import registry_url
+from tests.integration.test_schema_validation import create_topic, described, exercise_validation
+
+
+def test_validation_on_a_3_broker_cluster(cluster_factory):
+    cluster = cluster_factory(overrides={"schema.registry.listeners": "http://127.0.0.1:0"})
+    topic = create_topic(cluster.bootstrap, {"redpanda.value.schema.id.validation": "true"}, replication=3)
+    assert described(cluster.bootstrap, topic)["confluent.value.schema.validation"] == "true"
+    cluster.wait_full_isr(topic)
+    leader = cluster.leader(topic, 0)
+    other = next(broker_id for broker_id in cluster.brokers if broker_id != leader)
+    exercise_validation(
+        cluster.bootstrap, registry_url(cluster.brokers[other]), topic, cluster.brokers[leader].bootstrap
+    )
+    cluster.wait_logs_equal(topic)
+    assert {broker_id: cluster.log_end(broker_id, topic, 0) for broker_id in cluster.brokers} == {
+        broker_id: 4 for broker_id in cluster.brokers
+    }  # the refused batches reached no replica
