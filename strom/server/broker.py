@@ -82,12 +82,13 @@ from strom.txn.markers import MarkerChannel
 from strom.txn.producer_ids import ProducerIdManager
 
 if TYPE_CHECKING:
+    from strom.iceberg.translator import IcebergTranslator
     from strom.metrics.server import LoopLag, MetricsEndpoint
     from strom.schemas.registry import SchemaRegistry
     from strom.security.client import ClientSecurity
     from strom.server.schema_registry_http import SchemaRegistryHttp
-
     from strom.storage.log_config import LogConfig
+
 log = logging.getLogger("strom.broker")
 
 T = TypeVar("T")
@@ -191,6 +192,7 @@ class Broker:
         self.schema_registry_http: SchemaRegistryHttp | None = None
         self._schema_registry_socket: socket.socket | None = None
         self.schema_registry_url: str | None = None
+        self.iceberg: IcebergTranslator | None = None  # iceberg.enabled: the Iceberg topics' translator
 
     # -- startup -----------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -285,9 +287,9 @@ class Broker:
             request_metadata_reload=self.request_metadata_reload,
             publish_offline_replicas=self.publish_offline_replicas,
             inter_broker_security=self.inter_broker_security,
+            schema_check=self._check_schema_ids,
         )
         self.refused_batches = RefusedBatches()
-            schema_check=self._check_schema_ids,
         self.log_dir_mover = LogDirMover(self.log_manager, self.replica_manager, self.metadata, self.broker_id)
         self.group_coordinator = GroupCoordinator(
             config, self.metadata, self.replica_manager, verify_txn_partitions=self._verify_txn_partitions
@@ -371,6 +373,8 @@ class Broker:
                 )
             )
         self._in_background(self.log_manager.run_scheduler(self._stop))
+        if config.iceberg_enabled:
+            self._start_iceberg(config)
         self._in_background(self.log_dir_mover.run(self._stop))
         self._in_background(
             run_every(
@@ -444,6 +448,27 @@ class Broker:
         task.add_done_callback(log_if_failed)
         self._background.append(task)
 
+    def _start_iceberg(self, config: BrokerConfig) -> None:
+        from strom.iceberg.table import CatalogSettings
+        from strom.iceberg.translator import IcebergTranslator
+
+        replicas = self.replica_manager
+
+        def leaders():
+            if replicas.fenced:  # a broker that cannot confirm its session leads nothing
+                return []
+            return [
+                (p.topic, p.index, p.log.config.iceberg_mode, p.log)
+                for p in list(replicas.partitions.values())
+                if p.is_leader
+            ]
+
+        catalog = CatalogSettings.for_broker(
+            config.log_dirs, config.iceberg_catalog_uri, config.iceberg_warehouse, config.iceberg_target_file_size_bytes
+        )
+        self.iceberg = IcebergTranslator(catalog, leaders, config.iceberg_target_lag_ms)
+        self._in_background(self.iceberg.run(self._stop))
+
     def _start_metrics(self, listener: str) -> None:
         from strom.metrics.collector import Sources
         from strom.metrics.server import LoopLag, MetricsEndpoint, parse_listener
@@ -487,22 +512,6 @@ class Broker:
         shown = f"[{shown_host}]" if ":" in shown_host else shown_host
         self.schema_registry_url = f"http://{shown}:{sock.getsockname()[1]}"
 
-    async def _start_schema_registry(self, sock: socket.socket) -> None:
-        from strom.server.schema_registry_http import SchemaRegistryHttp
-
-        def registry_url(broker_id: int) -> str | None:
-            found = self.metadata.brokers.get(broker_id)
-            return found.schema_registry if found is not None else None
-
-        registry = self._schema_registry_service()
-        self.schema_registry_http = SchemaRegistryHttp(registry, sock, registry_url)
-        await self.schema_registry_http.start()
-        path = os.path.join(self.config.log_dirs[0], SCHEMA_REGISTRY_URL_FILE)
-        with open(path + ".tmp", "w") as handle:
-            handle.write(f"{self.schema_registry_url}\n")
-        os.replace(path + ".tmp", path)
-        log.info("broker %d serves the Schema Registry on %s", self.broker_id, self.schema_registry_url)
-
     def _schema_registry_service(self) -> SchemaRegistry:
         """The registry's view of _schemas on this broker, made on first use: when it serves the
         registry, or when a topic with schema id validation takes its first batch."""
@@ -524,6 +533,22 @@ class Broker:
         from strom.schemas.validation import check_records
 
         check_records(topic, config, records, self._schema_registry_service())
+
+    async def _start_schema_registry(self, sock: socket.socket) -> None:
+        from strom.server.schema_registry_http import SchemaRegistryHttp
+
+        def registry_url(broker_id: int) -> str | None:
+            found = self.metadata.brokers.get(broker_id)
+            return found.schema_registry if found is not None else None
+
+        registry = self._schema_registry_service()
+        self.schema_registry_http = SchemaRegistryHttp(registry, sock, registry_url)
+        await self.schema_registry_http.start()
+        path = os.path.join(self.config.log_dirs[0], SCHEMA_REGISTRY_URL_FILE)
+        with open(path + ".tmp", "w") as handle:
+            handle.write(f"{self.schema_registry_url}\n")
+        os.replace(path + ".tmp", path)
+        log.info("broker %d serves the Schema Registry on %s", self.broker_id, self.schema_registry_url)
 
     def _connection_factory(self, security: ListenerSecurity):
         dispatcher = self.dispatchers[security.name]
@@ -1197,6 +1222,9 @@ class Broker:
         if not self.dir_locks:  # start() was refused a log dir's lock (or never ran): nothing to stop
             return
         log.info("broker %d %s", self.broker_id, "aborting" if crash else "shutting down")
+        if not crash and self.iceberg is not None and not self._stop.is_set():
+            # best effort, while this broker still leads: the next leader resumes from the table anyway
+            await self._bounded(self.iceberg.run_round(), "the last Iceberg round")
         if not crash and self.store is not None and self.replica_manager is not None and not self._stop.is_set():
             await self._controlled_shutdown()
         self._stop.set()

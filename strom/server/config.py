@@ -904,6 +904,45 @@ class BrokerConfig:
         "strom's own: http://host:port of this broker's Schema Registry (Confluent's REST API, state in the "
         "compacted topic _schemas; port 0 picks a free one); null: not served.",
     )
+    iceberg_enabled: bool = _key(
+        "iceberg.enabled",
+        False,
+        parse_bool,
+        "Iceberg topics (Redpanda's key): the leader of each partition of a topic with iceberg.mode=key_value "
+        "writes its committed records to an Iceberg table, exactly once (strom.iceberg).",
+    )
+    iceberg_catalog_type: str = _key(
+        "iceberg.catalog.type",
+        "sql",
+        _choice("sql"),
+        "sql: an Iceberg SQL catalog through pyiceberg (iceberg.catalog.uri); rest is not implemented yet.",
+    )
+    iceberg_catalog_uri: str | None = _key(
+        "iceberg.catalog.uri",
+        None,
+        _optional_text,
+        "strom's own: the SQL catalog's SQLAlchemy URL (brokers of one cluster must share it); null: a SQLite "
+        "file iceberg-catalog.db in the first log dir.",
+    )
+    iceberg_warehouse: str | None = _key(
+        "iceberg.warehouse",
+        None,
+        _optional_text,
+        "Where new tables' Parquet and metadata files go (a path or a URI pyiceberg's file IO takes); "
+        "null: iceberg-warehouse beside the first log dir.",
+    )
+    iceberg_target_lag_ms: int = _key(
+        "iceberg.target.lag.ms",
+        60000,
+        _long(1),
+        "How often each partition's committed records are translated to its Iceberg table.",
+    )
+    iceberg_target_file_size_bytes: int = _key(
+        "iceberg.target.file.size.bytes",
+        536870912,
+        _long(1),
+        "Target size of the Parquet files a translation writes (the table's write.target-file-size-bytes).",
+    )
     metrics_request_timing_samples_per_second: int = _key(
         "metrics.request.timing.samples.per.second",
         512,

@@ -494,6 +494,42 @@ def warn_ignored(key: str, value: str, reason: str) -> None:
     log.warning("%s=%s is accepted for compatibility with Kafka and ignored: %s", key, value, reason)
 
 
+ICEBERG_MODES = ("disabled", "key_value", "value_schema_id_prefix", "value_schema_latest")
+_ICEBERG_MODES_LATER = ("value_schema_id_prefix", "value_schema_latest")
+
+
+def parse_iceberg_mode(key: str, raw: str) -> str:
+    mode = parse_choice(key, raw, ICEBERG_MODES)
+    if mode in _ICEBERG_MODES_LATER:
+        raise ConfigError(key, f"{mode} is not implemented yet: strom translates disabled and key_value topics only")
+    return mode
+
+
+_ICEBERG_MODE_EFFECT = (
+    "Implemented for `disabled` and `key_value` (strom's own, as Redpanda's Iceberg topics): with "
+    "`iceberg.enabled` on the broker, each partition's leader writes the committed records to the Iceberg "
+    "table `strom.<topic>` (a `kafka` struct of partition, offset, timestamp, timestamp type and headers, "
+    "`key` and `value` as binary), exactly once; `value_schema_id_prefix` and `value_schema_latest` are refused "
+    "with INVALID_CONFIG for now."
+)
+
+# strom's own topic configs beyond Kafka's: Iceberg topics (strom.iceberg, issue 31)
+ICEBERG_TOPIC_KEYS: dict[str, TopicKey] = {
+    "iceberg.mode": TopicKey("iceberg_mode", parse_iceberg_mode, "string", (), _ICEBERG_MODE_EFFECT),
+    "redpanda.iceberg.mode": TopicKey(
+        "iceberg_mode", parse_iceberg_mode, "string", (), "Same as `iceberg.mode` (Redpanda's name for it)."
+    ),
+    "iceberg.delete": TopicKey(
+        "iceberg_delete",
+        lambda k, v: parse_bool(k, v),
+        "boolean",
+        (),
+        "Accepted and shown; not yet acted on: a deleted topic's Iceberg table is kept.",
+    ),
+}
+TOPIC_KEYS.update(ICEBERG_TOPIC_KEYS)
+
+
 @dataclass(frozen=True)
 class LogConfig:
     """The effective settings of one partition log. Defaults are Kafka 3.9's."""
@@ -519,6 +555,8 @@ class LogConfig:
     min_insync_replicas: int = 1
     unclean_leader_election_enable: bool = False
     preallocate: bool = False
+    iceberg_mode: str = "disabled"  # strom.iceberg translates key_value topics
+    iceberg_delete: bool = True
     compression_gzip_level: int = -1
     compression_lz4_level: int = 9
     compression_zstd_level: int = 3
@@ -534,6 +572,10 @@ class LogConfig:
     local_retention_bytes: int = -2
     remote_log_copy_disable: bool = False
     remote_log_delete_on_disable: bool = False
+    value_schema_validation: bool = False
+    key_schema_validation: bool = False
+    value_subject_name_strategy: str = _STRATEGY_PACKAGE + "TopicNameStrategy"
+    key_subject_name_strategy: str = _STRATEGY_PACKAGE + "TopicNameStrategy"
 
     @property
     def compact(self) -> bool:
@@ -570,12 +612,14 @@ class LogConfig:
             and (self.timestamp_before_max_ms < LONG_MAX or self.timestamp_after_max_ms < LONG_MAX)
         )
 
+    @cached_property
+    def schema_validation(self) -> bool:
+        """Whether produced records must carry schema ids the Schema Registry knows (the produce
+        path reads records only for such topics)."""
+        return self.value_schema_validation or self.key_schema_validation
+
     @property
     def compression_level(self) -> int | None:
-    value_schema_validation: bool = False
-    key_schema_validation: bool = False
-    value_subject_name_strategy: str = _STRATEGY_PACKAGE + "TopicNameStrategy"
-    key_subject_name_strategy: str = _STRATEGY_PACKAGE + "TopicNameStrategy"
         """The level of the topic's codec when strom recompresses (None: the codec has none)."""
         return {
             "gzip": self.compression_gzip_level,
@@ -612,12 +656,6 @@ class LogConfig:
             raise ConfigError(
                 "min.compaction.lag.ms",
                 f"conflict topic config setting min.compaction.lag.ms "
-    @cached_property
-    def schema_validation(self) -> bool:
-        """Whether produced records must carry schema ids the Schema Registry knows (the produce
-        path reads records only for such topics)."""
-        return self.value_schema_validation or self.key_schema_validation
-
                 f"({self.min_compaction_lag_ms}) > max.compaction.lag.ms ({self.max_compaction_lag_ms})",
             )
 

@@ -379,7 +379,10 @@ def test_log_config_maps_broker_keys_to_topic_keys():
             "log.local.retention.bytes": "18",
         }
     )
-    assert config.log_config().to_topic_configs() == {
+    shown = config.log_config().to_topic_configs()
+    # strom's own topic keys (schema validation, Iceberg) have no broker key: Kafka's are checked here
+    kafkas = {key: value for key, value in shown.items() if not key.startswith(("confluent.", "redpanda.", "iceberg."))}
+    assert kafkas == {
         "segment.bytes": "1000",
         "segment.ms": "2000",
         "segment.jitter.ms": "20",

@@ -175,3 +175,24 @@ def test_timestamp_bounds_fall_back_to_the_deprecated_difference():
     assert not LogConfig().record_checks
     assert not LogConfig(message_timestamp_type="LogAppendTime", message_timestamp_before_max_ms=5).record_checks
     assert LogConfig(cleanup_policy=("compact", "delete")).record_checks
+
+
+# strom's own beyond Kafka's: Iceberg topics (issue 31), with Redpanda's alias
+ICEBERG_TOPIC_KEYS = ["iceberg.mode", "redpanda.iceberg.mode", "iceberg.delete"]
+
+
+def test_iceberg_keys_their_alias_and_the_modes_not_yet_translated():
+    assert [key for key in TOPIC_KEYS if key in ICEBERG_TOPIC_KEYS] == ICEBERG_TOPIC_KEYS
+    shown = LogConfig().to_topic_configs()
+    assert (shown["iceberg.mode"], shown["redpanda.iceberg.mode"], shown["iceberg.delete"]) == ("disabled",) * 2 + (
+        "true",
+    )
+    assert LogConfig().with_overrides({"redpanda.iceberg.mode": "key_value"}).iceberg_mode == "key_value"
+    assert LogConfig().with_overrides({"iceberg.mode": "key_value"}).to_topic_configs()["redpanda.iceberg.mode"] == (
+        "key_value"
+    )
+    for mode in ("value_schema_id_prefix", "value_schema_latest"):
+        with pytest.raises(ConfigError, match=f"iceberg.mode: {mode} is not implemented yet"):
+            LogConfig().with_overrides({"iceberg.mode": mode})
+    with pytest.raises(ConfigError, match="iceberg.mode: 'columns' is not one of disabled, key_value"):
+        LogConfig().with_overrides({"iceberg.mode": "columns"})

@@ -1,0 +1,138 @@
+"""The Iceberg table of a topic in ``key_value`` mode: its schema, its catalog, and its offsets.
+
+Columns: ``kafka`` (a struct of partition, offset, timestamp, timestamp_type and headers, a list
+of key/value structs), ``key`` and ``value`` as binary; partitioned by ``hour(kafka.timestamp)``.
+
+Exactly once rests on the snapshot summary: every snapshot strom commits carries
+``strom.offsets.<partition>`` = the next offset to translate for *every* partition the table
+covers (copied forward from the snapshot it replaces), so the current snapshot alone says where
+each partition resumes. A commit is conditional on the snapshot it was planned from (pyiceberg's
+``AssertRefSnapshotId``) and pyiceberg's own commit retries are switched off for these tables
+(``commit.retry.num-retries=0``): a retry would re-apply the same files onto a newer snapshot
+whose offsets already cover them. The translator instead re-reads the offsets and starts over.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.table import Table
+
+NAMESPACE = "strom"
+OFFSET_PREFIX = "strom.offsets."
+CATALOG_NAME = "strom"
+# pyiceberg's automatic commit retry re-applies an append onto a newer snapshot: never for ours
+NO_RETRY = {"commit.retry.num-retries": "0"}
+
+
+@dataclass(frozen=True)
+class CatalogSettings:
+    """Where the tables live: an Iceberg SQL catalog (SQLAlchemy URL) and the warehouse new tables use."""
+
+    uri: str
+    warehouse: str
+    target_file_size_bytes: int = 512 * 1024 * 1024
+
+    @classmethod
+    def for_broker(
+        cls, log_dirs: tuple[str, ...], uri: str | None, warehouse: str | None, target_file_size_bytes: int
+    ) -> CatalogSettings:
+        first = os.path.abspath(log_dirs[0])
+        if uri is None:
+            uri = "sqlite:///" + os.path.join(first, "iceberg-catalog.db")
+        if warehouse is None:
+            warehouse = os.path.join(os.path.dirname(first.rstrip("/")), "iceberg-warehouse")
+        if "://" not in warehouse:
+            warehouse = "file://" + os.path.abspath(warehouse)
+        return cls(uri, warehouse, target_file_size_bytes)
+
+
+def open_catalog(settings: CatalogSettings) -> Catalog:
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    if settings.warehouse.startswith("file://"):
+        os.makedirs(settings.warehouse.removeprefix("file://"), exist_ok=True)
+    return SqlCatalog(CATALOG_NAME, uri=settings.uri, warehouse=settings.warehouse)
+
+
+def identifier(topic: str) -> tuple[str, str]:
+    """A tuple, not "strom.<topic>": a topic name may hold dots, which a dotted name would split."""
+    return NAMESPACE, topic
+
+
+def key_value_schema() -> Any:
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import (
+        BinaryType,
+        IntegerType,
+        ListType,
+        LongType,
+        NestedField,
+        StringType,
+        StructType,
+        TimestamptzType,
+    )
+
+    header = StructType(
+        NestedField(8, "key", StringType(), required=False), NestedField(9, "value", BinaryType(), required=False)
+    )
+    kafka = StructType(
+        NestedField(2, "partition", IntegerType(), required=True),
+        NestedField(3, "offset", LongType(), required=True),
+        NestedField(4, "timestamp", TimestamptzType(), required=True),
+        NestedField(5, "timestamp_type", IntegerType(), required=True),
+        NestedField(6, "headers", ListType(7, header, element_required=True), required=False),
+    )
+    return Schema(
+        NestedField(1, "kafka", kafka, required=True),
+        NestedField(10, "key", BinaryType(), required=False),
+        NestedField(11, "value", BinaryType(), required=False),
+    )
+
+
+def hour_spec() -> Any:
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.transforms import HourTransform
+
+    return PartitionSpec(PartitionField(source_id=4, field_id=1000, transform=HourTransform(), name="kafka_hour"))
+
+
+def load_or_create(catalog: Catalog, topic: str, target_file_size_bytes: int) -> Table:
+    """The topic's table, made on first use; brokers racing to make it all end with the one that won."""
+    from pyiceberg.exceptions import NamespaceAlreadyExistsError, NoSuchTableError, TableAlreadyExistsError
+
+    try:
+        return catalog.load_table(identifier(topic))
+    except NoSuchTableError:
+        pass
+    try:
+        catalog.create_namespace(NAMESPACE)
+    except NamespaceAlreadyExistsError:
+        pass
+    properties = {**NO_RETRY, "write.target-file-size-bytes": str(target_file_size_bytes)}
+    try:
+        return catalog.create_table(
+            identifier(topic), schema=key_value_schema(), partition_spec=hour_spec(), properties=properties
+        )
+    except TableAlreadyExistsError:
+        return catalog.load_table(identifier(topic))
+
+
+def committed_offsets(table: Table) -> dict[int, int]:
+    """Partition -> the next offset to translate, as the table's current snapshot records it."""
+    snapshot = table.current_snapshot()
+    if snapshot is None or snapshot.summary is None:
+        return {}
+    found: dict[int, int] = {}
+    for name, value in snapshot.summary.additional_properties.items():
+        if name.startswith(OFFSET_PREFIX):
+            found[int(name[len(OFFSET_PREFIX) :])] = int(value)
+    return found
+
+
+def offset_properties(offsets: dict[int, int]) -> dict[str, str]:
+    return {f"{OFFSET_PREFIX}{partition}": str(offset) for partition, offset in sorted(offsets.items())}

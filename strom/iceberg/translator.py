@@ -1,0 +1,122 @@
+"""The broker's Iceberg service: every ``iceberg.target.lag.ms``, one translation round per topic
+in ``key_value`` mode, for the partitions this broker leads, in a worker process.
+
+It takes its collaborators, not the broker: ``leaders`` lists the partition logs this broker leads
+now (an empty list while it cannot confirm its ZooKeeper session), and the catalog settings. On
+the event loop it only reads what a log knows in memory (log start, last stable offset, aborted
+transactions, all cheap) and writes the segment's buffered appends to its file; the records are
+read, encoded and committed in the worker (strom.iceberg.worker).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import multiprocessing
+from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor
+from typing import Protocol
+
+from strom.iceberg.segments import Aborted
+from strom.iceberg.table import CatalogSettings
+from strom.iceberg.worker import PartitionJob, TopicJob, TopicResult, init_worker, translate_topic
+
+log = logging.getLogger("strom.iceberg")
+
+
+class AbortedTxn(Protocol):
+    producer_id: int
+    first_offset: int
+    last_offset: int
+
+
+class Segment(Protocol):
+    def write_pending(self) -> None: ...
+
+
+class TranslatedLog(Protocol):
+    """What the translator reads of a partition's log (strom.storage.log.Log)."""
+
+    directory: str
+
+    @property
+    def log_start_offset(self) -> int: ...
+    @property
+    def last_stable_offset(self) -> int: ...
+    @property
+    def active_segment(self) -> Segment: ...
+    def aborted_transactions(self, start_offset: int, upper_offset: int) -> list[AbortedTxn]: ...
+
+
+class IcebergTranslator:
+    def __init__(
+        self,
+        catalog: CatalogSettings,
+        leaders: Callable[[], Iterable[tuple[str, int, str, TranslatedLog]]],
+        target_lag_ms: int,
+    ):
+        """``leaders``: (topic, partition, iceberg mode, log) of each partition this broker leads."""
+        self.catalog = catalog
+        self._leaders = leaders
+        self.target_lag_ms = target_lag_ms
+        self._pool: ProcessPoolExecutor | None = None
+        self._known: dict[tuple[str, int], int] = {}  # the table's committed offsets as last read
+        self.rounds = 0
+        self.rows = 0
+        self.failures = 0
+
+    def _executor(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            context = multiprocessing.get_context("spawn")
+            self._pool = ProcessPoolExecutor(max_workers=1, mp_context=context, initializer=init_worker)
+        return self._pool
+
+    def jobs(self) -> list[TopicJob]:
+        """One job per Iceberg topic, from what the logs know in memory (on the event loop)."""
+        by_topic: dict[str, list[PartitionJob]] = {}
+        for topic, partition, mode, log_ in self._leaders():
+            if mode != "key_value":
+                continue
+            log_.active_segment.write_pending()  # everything below the high watermark is in the file
+            upper = log_.last_stable_offset
+            start = max(self._known.get((topic, partition), log_.log_start_offset), log_.log_start_offset)
+            aborted = tuple(
+                Aborted(a.producer_id, a.first_offset, a.last_offset) for a in log_.aborted_transactions(start, upper)
+            )
+            by_topic.setdefault(topic, []).append(
+                PartitionJob(partition, log_.directory, log_.log_start_offset, upper, start, aborted)
+            )
+        return [TopicJob(topic, self.catalog, tuple(parts)) for topic, parts in sorted(by_topic.items())]
+
+    async def run_round(self) -> None:
+        loop = asyncio.get_running_loop()
+        for job in self.jobs():
+            try:
+                result: TopicResult = await loop.run_in_executor(self._executor(), translate_topic, job)
+            except Exception as exc:  # a round that fails is retried by the next one, from the table's offsets
+                self.failures += 1
+                log.warning("iceberg: translating %s failed, next round tries again: %r", job.topic, exc)
+                continue
+            for partition, offset in result.offsets.items():
+                self._known[(job.topic, partition)] = offset
+            self.rows += result.rows
+        self.rounds += 1
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """A round every target lag until ``stop`` (the broker runs a last one before it gives up
+        its leaderships)."""
+        try:
+            while not stop.is_set():
+                try:
+                    await asyncio.wait_for(stop.wait(), timeout=self.target_lag_ms / 1000)
+                    break
+                except TimeoutError:
+                    pass
+                await self.run_round()
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
