@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from strom.clock import wall_ms
-from strom.protocol.errors import KafkaError, NotLeaderError, RequestTimedOutError
+from strom.protocol.errors import KafkaError, NotEnoughReplicasError, NotLeaderError, RequestTimedOutError
 from strom.protocol.records import NewRecord, build_batch, decode_batch_records, iter_batch_headers
 from strom.schemas import avro
 from strom.schemas import records as rec
@@ -170,6 +170,15 @@ class SchemaRegistry:
         if found is None:
             self.catch_up()
             found = self.state.subjects_of_id(schema_id)
+            partition = self._replicas.partitions.get(KEY)
+            if found is None and partition is not None and partition.log.log_end_offset > self.next_offset:
+                # An in-sync replica holds a registration the writer has committed (and answered)
+                # before it learns the new high watermark: a producer may already use the id, so
+                # the batch is refused retriably rather than as invalid.
+                raise NotEnoughReplicasError(
+                    f"schema id {schema_id} is not in this broker's view of {TOPIC} yet, which is "
+                    "still reading committed registrations; retry"
+                )
         return found
 
     def record_name_of_id(self, schema_id: int) -> str | None:
