@@ -36,4 +36,11 @@ def register(spark) -> None:
     spark.dataSource.register(StromDataSource)
 
 
-__all__ = ["register", "use_this_python", "python_env"]
+def read_topic(spark, topic: str, **kwargs):
+    """A topic's history from its Iceberg table, its newest records from the log (strom.spark.iceberg)."""
+    from strom.spark.iceberg import read_topic as read
+
+    return read(spark, topic, **kwargs)
+
+
+__all__ = ["register", "use_this_python", "python_env", "read_topic"]
