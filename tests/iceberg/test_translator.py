@@ -7,6 +7,10 @@ from __future__ import annotations
 import random
 import time
 
+import pytest
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+
 from strom.iceberg.table import CatalogSettings, committed_offsets, identifier, open_catalog
 from tests.broker_process import BrokerProcess
 from tests.iceberg.support import assert_exactly, create_topic, produce, table_rows, transaction, wait_for_rows
@@ -64,3 +68,23 @@ def test_kill_9_during_translation_neither_loses_nor_duplicates(tmp_path):
         assert_exactly(table_rows(catalog_of(data), "events"), committed, aborted)
     finally:
         broker.stop()
+
+
+def test_the_configs_are_described_and_the_schema_modes_refused_by_name(tmp_path):
+    with BrokerProcess(tmp_path / "data", ICEBERG) as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        create_topic(broker.bootstrap, "described", 1, **{"redpanda.iceberg.mode": "key_value"})
+        topic, node = ConfigResource("topic", "described"), ConfigResource("broker", "0")
+        shown = {r: {k: e.value for k, e in f.result(30).items()} for r, f in admin.describe_configs([topic]).items()}
+        assert shown[topic]["iceberg.mode"] == shown[topic]["redpanda.iceberg.mode"] == "key_value"
+        assert shown[topic]["iceberg.delete"] == "true"
+        brokers = {k: e.value for k, e in admin.describe_configs([node])[node].result(30).items()}
+        assert (brokers["iceberg.enabled"], brokers["iceberg.target.lag.ms"], brokers["iceberg.catalog.type"]) == (
+            "true",
+            "500",
+            "sql",
+        )
+        refused = admin.create_topics([NewTopic("typed", 1, 1, config={"iceberg.mode": "value_schema_latest"})])
+        with pytest.raises(KafkaException, match="INVALID_CONFIG") as refusal:
+            refused["typed"].result(30)
+        assert "iceberg.mode: value_schema_latest is not implemented yet" in str(refusal.value)
