@@ -88,3 +88,15 @@ def test_the_configs_are_described_and_the_schema_modes_refused_by_name(tmp_path
         with pytest.raises(KafkaException, match="INVALID_CONFIG") as refusal:
             refused["typed"].result(30)
         assert "iceberg.mode: value_schema_latest is not implemented yet" in str(refusal.value)
+
+
+def test_a_clean_shutdown_translates_what_the_lag_had_not_reached_yet(tmp_path):
+    data = tmp_path / "data"
+    broker = BrokerProcess(data, {"iceberg.enabled": "true", "iceberg.target.lag.ms": "600000"}).start()
+    try:
+        create_topic(broker.bootstrap, "late", 2)
+        committed = produce(broker.bootstrap, "late", 200, "a")
+        assert table_rows(catalog_of(data), "late") == []  # ten minutes to the first round
+    finally:
+        assert broker.stop() == 0
+    assert_exactly(table_rows(catalog_of(data), "late"), committed, {})
