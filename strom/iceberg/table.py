@@ -106,7 +106,7 @@ def load_or_create(catalog: Catalog, topic: str, target_file_size_bytes: int) ->
     from pyiceberg.exceptions import NamespaceAlreadyExistsError, NoSuchTableError, TableAlreadyExistsError
 
     try:
-        return catalog.load_table(identifier(topic))
+        return _without_retries(catalog.load_table(identifier(topic)))
     except NoSuchTableError:
         pass
     try:
@@ -120,6 +120,16 @@ def load_or_create(catalog: Catalog, topic: str, target_file_size_bytes: int) ->
         )
     except TableAlreadyExistsError:
         return catalog.load_table(identifier(topic))
+
+
+def _without_retries(table: Table) -> Table:
+    """A table whose commit retries someone switched back on (another engine, by hand) gets them off
+    again before strom commits to it: exactly once depends on it (see the module docstring)."""
+    if all(table.properties.get(key) == value for key, value in NO_RETRY.items()):
+        return table
+    with table.transaction() as transaction:
+        transaction.set_properties(NO_RETRY)
+    return table
 
 
 def committed_offsets(table: Table) -> dict[int, int]:

@@ -100,3 +100,17 @@ def test_a_clean_shutdown_translates_what_the_lag_had_not_reached_yet(tmp_path):
     finally:
         assert broker.stop() == 0
     assert_exactly(table_rows(catalog_of(data), "late"), committed, {})
+
+
+def test_commit_retries_switched_back_on_are_switched_off_again(tmp_path):
+    """pyiceberg's own retry would re-apply a lost commit's files onto the winner's snapshot."""
+    from strom.iceberg.table import load_or_create
+
+    catalog = open_catalog(CatalogSettings("sqlite:///" + str(tmp_path / "c.db"), "file://" + str(tmp_path / "w")))
+    table = load_or_create(catalog, "t", 1024)
+    assert table.properties["commit.retry.num-retries"] == "0"
+    with table.transaction() as transaction:
+        transaction.set_properties({"commit.retry.num-retries": "4"})
+    assert catalog.load_table(identifier("t")).properties["commit.retry.num-retries"] == "4"
+    assert load_or_create(catalog, "t", 1024).properties["commit.retry.num-retries"] == "0"
+    assert catalog.load_table(identifier("t")).properties["commit.retry.num-retries"] == "0"
