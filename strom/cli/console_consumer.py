@@ -16,7 +16,9 @@ print.offset, print.headers, print.key, print.value, print.delivery, key.separat
 headers.separator, null.literal. It stops after --max-messages, or when --timeout-ms pass without a
 message, and then prints ``Processed a total of N messages`` on stderr. It first fetches metadata:
 when no broker answers within --connect-timeout-ms (default 10000) it exits 1 with one line naming
-the bootstrap servers.
+the bootstrap servers. With ``--value-format avro`` (and ``--key-format avro``) and ``--property
+schema.registry.url=URL`` each value is printed as JSON in Avro's JSON encoding, decoded with the
+schema its id names, as kafka-avro-console-consumer (strom.cli.typed_records).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import re
 import signal
 import sys
 import time
+from collections.abc import Callable
 
 from strom.cli.client_props import (
     ToolError,
@@ -38,6 +41,7 @@ from strom.cli.client_props import (
     load_properties,
     parse_key_values,
 )
+from strom.cli.typed_records import add_format_arguments
 
 BATCH = 500
 METADATA_TIMEOUT_S = 10.0
@@ -90,6 +94,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="accepted for compatibility: message errors are always reported and skipped",
     )
     add_timeout_argument(parser, "--connect-timeout-ms")
+    add_format_arguments(parser, "print")
 
 
 class Formatter:
@@ -113,6 +118,9 @@ class Formatter:
         self.line_separator = text("line.separator", "\n")
         self.headers_separator = text("headers.separator", ",")
         self.null_literal = text("null.literal", "null")
+        # --key-format/--value-format avro: the record's bytes -> its JSON (strom.cli.typed_records)
+        self.decode_key: Callable[[bytes], bytes] | None = None
+        self.decode_value: Callable[[bytes], bytes] | None = None
 
     def format(self, msg) -> bytes:
         columns: list[bytes] = []
@@ -139,9 +147,13 @@ class Formatter:
                 )
         if self.print_key:
             key = msg.key()
+            if key is not None and self.decode_key is not None:
+                key = self.decode_key(key)
             columns.append(self.null_literal if key is None else key)
         if self.print_value:
             value = msg.value()
+            if value is not None and self.decode_value is not None:
+                value = self.decode_value(value)
             columns.append(self.null_literal if value is None else value)
             return self.key_separator.join(columns) + self.line_separator
         # Kafka ends the last column with the line separator only when the value is printed.
@@ -262,6 +274,13 @@ def run(args: argparse.Namespace) -> int:
         formatter_props = load_properties(args.formatter_config) if args.formatter_config else {}
         formatter_props.update(parse_key_values(args.property, "formatter property"))
         formatter = Formatter(formatter_props)
+        if args.key_format == "avro" or args.value_format == "avro":
+            from strom.cli.typed_records import decoder
+
+            if args.key_format == "avro":
+                formatter.decode_key = decoder(formatter_props, "key")
+            if args.value_format == "avro":
+                formatter.decode_value = decoder(formatter_props, "value")
         config, group = consumer_config(args)
         check_args(args, group)
         consumer = Consumer(config)

@@ -7,6 +7,9 @@ Reader properties (``--property``) are Kafka's LineMessageReader's: parse.key, k
 parse.headers, headers.delimiter (tab), headers.separator (``,``, a regex), headers.key.separator
 (``:``), null.marker, ignore.error. A line with headers reads ``h1:v1,h2:v2<TAB>key<TAB>value``.
 Producer settings come from --producer.config, then --producer-property, then the explicit options.
+With ``--value-format avro`` (and ``--key-format avro``) and ``--property schema.registry.url=URL``,
+``--property value.schema=JSON`` (or ``value.schema.id=N``), each value is JSON in Avro's JSON
+encoding, sent in Confluent's wire format, as kafka-avro-console-producer (strom.cli.typed_records).
 Keys are partitioned with murmur2, as Kafka's Java producer does, so keys land where Kafka puts them.
 All messages are flushed at end of input; the exit code is 1 if any message was not delivered.
 It first fetches metadata: when no broker answers within --connect-timeout-ms (default 10000) it
@@ -28,6 +31,7 @@ from strom.cli.client_props import (
     load_properties,
     parse_key_values,
 )
+from strom.cli.typed_records import add_format_arguments
 
 FLUSH_TIMEOUT_S = 120.0
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
@@ -77,6 +81,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--message-send-max-retries", type=int, help="retries (default 3)")
     parser.add_argument("--retry-backoff-ms", type=int, help="retry.backoff.ms (default 100)")
     add_timeout_argument(parser, "--connect-timeout-ms")
+    add_format_arguments(parser, "send")
 
 
 class LineReader:
@@ -201,6 +206,15 @@ def run(args: argparse.Namespace) -> int:
         reader_props = load_properties(args.reader_config) if args.reader_config else {}
         reader_props.update(parse_key_values(args.property, "reader property"))
         reader = LineReader(reader_props)
+        encode_key = encode_value = None
+        if args.key_format == "avro":
+            from strom.cli.typed_records import encoder
+
+            encode_key = encoder(reader_props, args.topic, "key")
+        if args.value_format == "avro":
+            from strom.cli.typed_records import encoder
+
+            encode_value = encoder(reader_props, args.topic, "value")
         config = producer_config(args)
         producer = Producer(config)
         ensure_reachable(producer, config["bootstrap.servers"], args.connect_timeout_ms / 1000)
@@ -222,6 +236,10 @@ def run(args: argparse.Namespace) -> int:
             line = line[:-1] if line.endswith("\n") else line
             line = line[:-1] if line.endswith("\r") else line
             headers, key, value = reader.parse(line)
+            if encode_key is not None:
+                key = encode_key(key, reader.line_number)
+            if encode_value is not None:
+                value = encode_value(value, reader.line_number)
             send(producer, args.topic, key, value, headers, on_delivery)
             if args.sync:
                 producer.flush(FLUSH_TIMEOUT_S)
