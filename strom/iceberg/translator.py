@@ -61,6 +61,7 @@ class IcebergTranslator:
         self.target_lag_ms = target_lag_ms
         self._pool: ProcessPoolExecutor | None = None
         self._known: dict[tuple[str, int], int] = {}  # the table's committed offsets as last read
+        self._read_topics: set[str] = set()  # topics whose table offsets a round read back
         self.rounds = 0
         self.rows = 0
         self.failures = 0
@@ -88,6 +89,17 @@ class IcebergTranslator:
             )
         return [TopicJob(topic, self.catalog, tuple(parts)) for topic, parts in sorted(by_topic.items())]
 
+    def lag(self) -> list[tuple[str, int, int]]:
+        """(topic, partition, committed records not yet in the table) of each Iceberg partition this
+        broker leads, from the table offsets the last round read back (none before it; on the event loop)."""
+        found = []
+        for topic, partition, mode, log_ in self._leaders():
+            if mode != "key_value" or topic not in self._read_topics:
+                continue
+            translated = max(self._known.get((topic, partition), 0), log_.log_start_offset)
+            found.append((topic, partition, max(0, log_.last_stable_offset - translated)))
+        return found
+
     async def run_round(self) -> None:
         loop = asyncio.get_running_loop()
         for job in self.jobs():
@@ -99,6 +111,7 @@ class IcebergTranslator:
                 continue
             for partition, offset in result.offsets.items():
                 self._known[(job.topic, partition)] = offset
+            self._read_topics.add(job.topic)
             self.rows += result.rows
         self.rounds += 1
 

@@ -20,7 +20,7 @@ import asyncio
 import concurrent.futures
 import dataclasses
 import logging
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from typing import TYPE_CHECKING, Protocol, cast
 
 from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
@@ -90,6 +90,8 @@ class Sources:
     connections: Collection[Listened] = ()
     request_metrics: RequestMetrics | None = None
     loop_lag: LoopLagReading | None = None
+    # iceberg.enabled: (topic, partition, committed records not yet in its Iceberg table) of each led partition
+    iceberg_lag: Callable[[], list[tuple[str, int, int]]] | None = None
 
 
 def register_process_collectors(registry: CollectorRegistry) -> None:
@@ -122,6 +124,7 @@ class Snapshot:
     requests: dict[int, tuple[int, list[int], tuple[float, ...]]]
     loop_lag_s: float
     loop_lag_max_s: float
+    iceberg_lag: list[tuple[str, int, int]] = dataclasses.field(default_factory=list)
 
 
 def take_snapshot(sources: Sources) -> Snapshot:
@@ -207,6 +210,7 @@ def take_snapshot(sources: Sources) -> Snapshot:
         requests=timing.snapshot() if timing is not None else {},
         loop_lag_s=lag.last_s if lag else 0.0,
         loop_lag_max_s=lag.max_s if lag else 0.0,
+        iceberg_lag=sources.iceberg_lag() if sources.iceberg_lag is not None else [],
     )
 
 
@@ -267,6 +271,21 @@ class BrokerCollector(Collector):
         yield from cls._connection_metrics(snap)
         yield from cls._group_metrics(snap)
         yield from cls._loop_metrics(snap.loop_lag_s, snap.loop_lag_max_s)
+        yield from cls._iceberg_metrics(snap)
+
+    @staticmethod
+    def _iceberg_metrics(snap: Snapshot) -> Iterator[Metric]:
+        if not snap.iceberg_lag:
+            return
+        lag = GaugeMetricFamily(
+            "strom_iceberg_translation_lag_records",
+            "Committed records of a partition this broker leads that its Iceberg table does not hold yet "
+            "(the last stable offset minus the table's offset as the last translation round read it back)",
+            labels=["topic", "partition"],
+        )
+        for topic, partition, records in snap.iceberg_lag:
+            lag.add_metric([topic, str(partition)], records)
+        yield lag
 
     @staticmethod
     def _loop_metrics(last_s: float, max_s: float) -> Iterator[Metric]:
@@ -579,4 +598,5 @@ def _sample_snapshot() -> Snapshot:
         requests={0: (1, [1] + [0] * len(TIME_BOUNDS_S), (0.0, 0.0, 0.0, 0.0, 0.0))},
         loop_lag_s=0.0,
         loop_lag_max_s=0.0,
+        iceberg_lag=[("t", 0, 0)],
     )

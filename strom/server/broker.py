@@ -486,6 +486,7 @@ class Broker:
             connections=self.connections,
             request_metrics=self.request_metrics,
             loop_lag=self.loop_lag,
+            iceberg_lag=self.iceberg.lag if self.iceberg is not None else None,
         )
         log_dirs = self.config.log_dirs
         assert log_dirs, "resolved from log.dir when not set"

@@ -114,3 +114,27 @@ def test_commit_retries_switched_back_on_are_switched_off_again(tmp_path):
     assert catalog.load_table(identifier("t")).properties["commit.retry.num-retries"] == "4"
     assert load_or_create(catalog, "t", 1024).properties["commit.retry.num-retries"] == "0"
     assert catalog.load_table(identifier("t")).properties["commit.retry.num-retries"] == "0"
+
+
+def test_the_translation_lag_is_a_metric_per_partition(tmp_path):
+    from tests.metrics.conftest import METRICS_ON, metrics_url, scrape
+
+    data = tmp_path / "data"
+    with BrokerProcess(data, {**ICEBERG, "iceberg.target.lag.ms": "4000", **METRICS_ON}) as broker:
+        create_topic(broker.bootstrap, "lagging", 2)
+        committed = produce(broker.bootstrap, "lagging", 300, "a")
+        wait_for_rows(catalog_of(data), "lagging", len(committed))
+        name = "strom_iceberg_translation_lag_records"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            found = scrape(metrics_url(data))
+            lag = {(labels["topic"], labels["partition"]): value for labels, value in found.samples.get(name, [])}
+            if lag == {("lagging", "0"): 0.0, ("lagging", "1"): 0.0}:
+                break
+            time.sleep(0.2)
+        else:
+            raise AssertionError(f"lag not 0 on both partitions: {found.samples.get(name)}")
+        more = produce(broker.bootstrap, "lagging", 100, "b")
+        behind = scrape(metrics_url(data)).total(name, topic="lagging")
+        # 100 behind until the next round (up to 4 s away); should it have run meanwhile, the table has them
+        assert behind == 100 or len(table_rows(catalog_of(data), "lagging")) == len(committed | more), behind
