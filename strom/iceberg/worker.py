@@ -98,7 +98,6 @@ def translate_topic(job: TopicJob) -> TopicResult:
             if start < part.aborted_from:
                 # the table is behind what the broker told the aborts for (a table made again):
                 # the next round brings the aborts from here
-                offsets[part.partition] = committed.get(part.partition, start)
                 continue
             if start >= part.upper:
                 continue
@@ -108,9 +107,11 @@ def translate_topic(job: TopicJob) -> TopicResult:
             if records:
                 pieces.append(_arrow_rows(table.schema(), part.partition, records))
             offsets[part.partition] = resume
-        if not pieces:
-            return TopicResult(committed, 0, lost)  # offsets move with data only: nothing to commit
-        rows = pa.concat_tables(pieces)
+        if offsets == committed:
+            return TopicResult(committed, 0, lost)  # nothing new: no snapshot
+        # no rows but offsets moved (past aborted records or markers): a snapshot of offsets only,
+        # so that the table's offsets reach the last stable offset
+        rows = pa.concat_tables(pieces) if pieces else table.schema().as_arrow().empty_table()
         try:
             table.append(rows, snapshot_properties=tables.offset_properties(offsets))
         except CommitFailedException as exc:
