@@ -31,6 +31,7 @@ from strom.cluster import zookeeper_server as zk
 from strom.startup import port_holder, refusal_in
 
 STATE_FILE = "cluster.json"
+REGISTRY_URL_FILE = "strom.schema-registry"  # a broker's Schema Registry URL (strom.server.broker writes it)
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
 
@@ -196,6 +197,7 @@ def _properties_text(
     count: int,
     overrides: dict[str, str],
     metrics_port: int = 0,
+    registry_port: int | None = 0,
 ) -> str:
     lines = [
         "# written by `strom cluster start`; edit and `strom cluster stop/start` to apply",
@@ -206,6 +208,8 @@ def _properties_text(
         f"zookeeper.connect={zookeeper}",
         f"offsets.topic.replication.factor={min(3, count)}",
     ]
+    if registry_port is not None:  # not on --secure clusters: the registry has no HTTP authentication yet
+        lines.insert(4, f"schema.registry.listeners=http://127.0.0.1:{registry_port}")
     lines = [line for line in lines if line.split("=", 1)[0] not in overrides]  # an override replaces a default
     for key, value in overrides.items():
         lines.append(f"{key}={value}")
@@ -322,10 +326,16 @@ def start(args: argparse.Namespace) -> int:
         ids = list(range(args.first_id, args.first_id + args.brokers))
         # metrics ports are fixed like the broker ports, so a Prometheus config written once keeps working
         metrics_ports = [p for p in _broker_ports(2 * args.brokers, None) if p not in ports][: args.brokers]
+        # and so are the Schema Registry's: a client's schema.registry.url keeps working after a restart
+        taken_ports = set(ports) | set(metrics_ports)
+        registry_ports = [p for p in _broker_ports(3 * args.brokers, None) if p not in taken_ports][: args.brokers]
         state = {
             "zookeeper": zookeeper,
             "zookeeper_managed": managed,
-            "brokers": {str(b): {"port": p, "metrics_port": m} for b, p, m in zip(ids, ports, metrics_ports)},
+            "brokers": {
+                str(b): {"port": p, "metrics_port": m, "registry_port": r}
+                for b, p, m, r in zip(ids, ports, metrics_ports, registry_ports)
+            },
         }
         if getattr(args, "secure", False):
             state["secure"] = True
@@ -354,7 +364,14 @@ def start(args: argparse.Namespace) -> int:
             _write(
                 path,
                 _properties_text(
-                    broker_id, info["port"], layout.data(broker_id), zookeeper, count, own, info.get("metrics_port", 0)
+                    broker_id,
+                    info["port"],
+                    layout.data(broker_id),
+                    zookeeper,
+                    count,
+                    own,
+                    info.get("metrics_port", 0),
+                    None if made is not None else info.get("registry_port", 0),
                 ),
             )
         else:  # keep the user's edits; only the ZooKeeper address may have moved (a restarted ZooKeeper)
@@ -366,9 +383,9 @@ def start(args: argparse.Namespace) -> int:
     for key in state["brokers"]:
         broker_id = int(key)
         os.makedirs(layout.data(broker_id), exist_ok=True)
-        port_file = os.path.join(layout.data(broker_id), "strom.port")
-        if os.path.exists(port_file):
-            os.unlink(port_file)
+        for stale in ("strom.port", REGISTRY_URL_FILE):  # written anew by the broker once it serves
+            if os.path.exists(os.path.join(layout.data(broker_id), stale)):
+                os.unlink(os.path.join(layout.data(broker_id), stale))
         log_offsets[broker_id] = (
             os.path.getsize(layout.broker_log(broker_id)) if os.path.exists(layout.broker_log(broker_id)) else 0
         )
@@ -403,12 +420,26 @@ def start(args: argparse.Namespace) -> int:
         if os.path.exists(metrics_file):
             with open(metrics_file) as handle:
                 print(f"  metrics: {handle.read().strip()}", flush=True)
+    registries = registry_urls(layout, state)
     if made is not None:
         client_properties = os.path.join(layout.config, "client.properties")
         secure_cluster.write_client_properties(client_properties, made, bootstrap(state))
         print(f"Client properties (admin, SASL_SSL): {client_properties}", flush=True)
     print(f"Bootstrap servers: {bootstrap(state)}", flush=True)
+    if registries:
+        print(f"Schema Registry: {','.join(registries)}", flush=True)
     return 0
+
+
+def registry_urls(layout: Layout, state: dict) -> list[str]:
+    """The URL each broker of the cluster serves the Schema Registry on (from the file it writes)."""
+    urls = []
+    for key in sorted(state["brokers"], key=int):
+        path = os.path.join(layout.data(int(key)), REGISTRY_URL_FILE)
+        if os.path.exists(path):
+            with open(path) as handle:
+                urls.append(handle.read().strip())
+    return urls
 
 
 def _rewrite_key(path: str, key: str, value: str) -> None:
@@ -450,10 +481,12 @@ def add_broker(directory: str, broker_id: int | None) -> int:
     if broker_id < 0:
         raise ClusterError(f"--id must not be negative, got {broker_id}")
     taken = {
-        info.get(kind, 0) for info in state["brokers"].values() for kind in ("port", "metrics_port", "internal_port")
+        info.get(kind, 0)
+        for info in state["brokers"].values()
+        for kind in ("port", "metrics_port", "internal_port", "registry_port")
     }
     ports = [p for p in _broker_ports(6, None) if p not in taken]
-    port, metrics_port = ports[0], ports[1]
+    port, metrics_port, registry_port = ports[0], ports[1], ports[3]
     with open(layout.properties(ids[0])) as handle:
         template = handle.read().splitlines()
     own = {
@@ -462,7 +495,9 @@ def add_broker(directory: str, broker_id: int | None) -> int:
         "metrics.listener": f"http://127.0.0.1:{metrics_port}",
         "log.dirs": layout.data(broker_id),
     }
-    added: dict[str, int] = {"port": port, "metrics_port": metrics_port}
+    if not state.get("secure"):  # the registry has no HTTP authentication yet
+        own["schema.registry.listeners"] = f"http://127.0.0.1:{registry_port}"
+    added: dict[str, int] = {"port": port, "metrics_port": metrics_port, "registry_port": registry_port}
     if state.get("secure"):
         # the same CA issues its certificate; SASL, ACL and super-user keys come with the template
         from strom.cli import secure_cluster
@@ -509,6 +544,9 @@ def add_broker(directory: str, broker_id: int | None) -> int:
         flush=True,
     )
     print(f"Bootstrap servers: {bootstrap(state)}", flush=True)
+    registries = registry_urls(layout, state)
+    if registries:
+        print(f"Schema Registry: {','.join(registries)}", flush=True)
     return 0
 
 

@@ -1,7 +1,7 @@
 """``strom demo [--dir DIR] [--rate N] [--duration S]``: access logs → strom → Spark, live.
 
 Starts an embedded broker (a ``strom server-start`` subprocess on a free port, data in
-``DIR/data``), writes realistic nginx access-log lines to ``DIR/access.log`` (``gen-access-log``),
+``DIR/data``, its Prometheus metrics and Schema Registry on free ports, their URLs printed), writes realistic nginx access-log lines to ``DIR/access.log`` (``gen-access-log``),
 tails them into the topic ``access-log`` (``ingest``, position in ``DIR/ingest.state``) and runs
 the Spark pipeline ``strom.spark.pipelines.access_log`` (checkpoints in ``DIR/checkpoints``,
 Parquet tables in ``DIR/parquet``, JSON results in the topic ``access-stats``, written exactly
@@ -71,6 +71,7 @@ class EmbeddedBroker:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         port_file = self.data_dir / "strom.port"
         port_file.unlink(missing_ok=True)
+        (self.data_dir / "strom.schema-registry").unlink(missing_ok=True)  # the broker writes it anew
         # stops by itself if the demo is killed, SIGKILL included (strom.server.parent_watch)
         cmd = [sys.executable, "-m", "strom.cli.main", "server-start", "--parent-pid", str(os.getpid())]
         for key, value in self.overrides.items():
@@ -351,7 +352,14 @@ def run(args: argparse.Namespace) -> int:
     print(f"strom demo: working directory {base}", flush=True)
     external = args.bootstrap_server or security.get("bootstrap.servers")
     security.pop("bootstrap.servers", None)
-    broker = None if external else EmbeddedBroker(base / "data", {"metrics.listener": "http://127.0.0.1:0"})
+    broker = (
+        None
+        if external
+        else EmbeddedBroker(
+            base / "data",
+            {"metrics.listener": "http://127.0.0.1:0", "schema.registry.listeners": "http://127.0.0.1:0"},
+        )
+    )
     bootstrap = external or ""
     spark = queries = ingest = results = table = None
     threads: list[threading.Thread] = []
@@ -368,6 +376,9 @@ def run(args: argparse.Namespace) -> int:
             metrics_file = broker.data_dir / "strom.metrics"
             if metrics_file.exists():
                 print(f"strom demo: Prometheus metrics on {metrics_file.read_text().strip()}", flush=True)
+            registry_file = broker.data_dir / "strom.schema-registry"
+            if registry_file.exists():
+                print(f"strom demo: Schema Registry on {registry_file.read_text().strip()}", flush=True)
         else:
             print(f"strom demo: using the cluster at {bootstrap}", flush=True)
         create_topics(bootstrap, {TOPIC: args.partitions, OUTPUT_TOPIC: 1}, security=security)

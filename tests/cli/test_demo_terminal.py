@@ -94,6 +94,8 @@ def test_the_live_table_is_alone_on_the_terminal_and_redrawn_in_place(tmp_path):
     before, rest = output.split(ENTER_ALT_SCREEN)
     live, after = rest.split(LEAVE_ALT_SCREEN)
     assert "strom demo: starting Spark" in before
+    registry = re.search(r"strom demo: Schema Registry on (http://127\.0\.0\.1:\d+)", before)
+    assert registry is not None, before  # printed before the live table takes the screen
 
     screen = ANSI.sub("", live)
     assert screen.count("strom demo  (up") >= 2  # redrawn, not printed once

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -103,6 +104,9 @@ def test_start_status_stop_and_start_again(tmp_path):
         for url in metrics:
             with urllib.request.urlopen(url, timeout=10) as response:
                 assert b"kafka_server_replicamanager_partitioncount" in response.read()
+        # and so is the Schema Registry, on every broker
+        registries = registry_urls_of(started.stdout)
+        assert len(set(registries)) == 3 and all(url.startswith("http://127.0.0.1:") for url in registries)
 
         # detached: the brokers outlive the command, in their own sessions
         for name, pid in pids(directory).items():
@@ -132,6 +136,8 @@ def test_start_status_stop_and_start_again(tmp_path):
         )
         assert created.returncode == 0, created.stderr
         produce_and_count(bootstrap, "replicated", 100)
+        schema_id = register_schema(registries[0], "cli-value")
+        wait_until(lambda: subjects_of(registries[2]) == ["cli-value"], 20, "the schema to reach broker 3's view")
 
         # a broker that dies shows as down, and status says something is wrong
         victim = pids(directory)["server-2"]
@@ -156,11 +162,36 @@ def test_start_status_stop_and_start_again(tmp_path):
         assert again.returncode == 0, again.stderr
         assert bootstrap_of(again.stdout) == bootstrap
         assert re.findall(r"^  metrics: (http://\S+)$", again.stdout, re.M) == metrics
+        assert registry_urls_of(again.stdout) == registries
+        assert register_schema(registries[1], "cli-value") == schema_id  # kept, under the same id
         assert read_all(bootstrap, "replicated") == [f"m{i}".encode() for i in range(100)]
         twice = strom("cluster", "start", "--brokers", "3", "--dir", str(directory))
         assert twice.returncode == 1 and "are running" in twice.stderr
     finally:
         cleanup(directory)
+
+
+def registry_urls_of(output: str) -> list[str]:
+    match = re.search(r"^Schema Registry: (\S+)$", output, re.M)
+    assert match, output
+    return match.group(1).split(",")
+
+
+def register_schema(url: str, subject: str) -> int:
+    body = json.dumps({"schema": json.dumps({"type": "record", "name": "R", "fields": []})}).encode()
+    request = urllib.request.Request(
+        f"{url}/subjects/{subject}/versions",
+        data=body,
+        method="POST",
+        headers={"Content-Type": "application/vnd.schemaregistry.v1+json"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())["id"]
+
+
+def subjects_of(url: str) -> list[str]:
+    with urllib.request.urlopen(f"{url}/subjects", timeout=10) as response:
+        return json.loads(response.read())
 
 
 def test_start_on_a_given_zookeeper_and_base_port(tmp_path, zookeeper):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 from confluent_kafka import Producer
 
@@ -330,6 +331,8 @@ def test_cluster_add_broker(tmp_path, zookeeper):
         assert added.stdout.startswith("started broker 2 on 127.0.0.1:")
         properties = (directory / "config" / "server-2.properties").read_text()
         assert "broker.id=2\n" in properties and f"zookeeper.connect={chroot}\n" in properties
+        registries = re.search(r"^Schema Registry: (\S+)$", added.stdout, re.M).group(1).split(",")
+        assert len(set(registries)) == 2  # the new broker serves the registry too, on a port of its own
         status = strom("cluster", "status", "--dir", str(directory))
         assert status.returncode == 0, status.stdout
         assert "broker 1: up" in status.stdout and "broker 2: up" in status.stdout
