@@ -1,0 +1,14 @@
+"""python -m strom.bench.schema_validation produces to a plain and a validating topic and prints
+both rates and their ratio (every record delivered, or it exits)."""
+
+import re
+
+from strom.bench.schema_validation import main
+
+
+def test_the_benchmark_prints_both_rates_and_their_ratio(capsys):
+    assert main(["--messages", "3000", "--rounds", "2", "--compression", "lz4"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^3000 records of \d+ bytes per round, compression lz4$", out, re.M), out
+    assert len(re.findall(r"^round \d: plain [\d,]+/s, validated [\d,]+/s$", out, re.M)) == 2, out
+    assert re.search(r"^ratio \(on / off\): \d+\.\d\d$", out, re.M), out
