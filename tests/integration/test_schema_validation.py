@@ -11,7 +11,7 @@ import json
 import struct
 
 from confluent_kafka import KafkaError, Producer
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient, record_subject_name_strategy
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
@@ -134,9 +134,17 @@ def test_validation_on_one_broker(tmp_path):
         assert shown["confluent.value.subject.name.strategy"].endswith("TopicNameStrategy")
         exercise_validation(broker.bootstrap, registry_url(broker), topic, broker.bootstrap)
 
-        # without validation a topic takes anything, as before
+        # without validation a topic takes anything, as before; turned on later, it refuses at once
         plain = create_topic(broker.bootstrap, {})
         assert produce(broker.bootstrap, plain, [(None, b"no prefix")]) == [None]
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        entry = ConfigEntry("confluent.value.schema.validation", "true", incremental_operation=AlterConfigOpType.SET)
+        [future] = admin.incremental_alter_configs(
+            [ConfigResource("topic", plain, incremental_configs=[entry])]
+        ).values()
+        future.result(WAIT_S)
+        assert described(broker.bootstrap, plain)["redpanda.value.schema.id.validation"] == "true"
+        assert codes(produce(broker.bootstrap, plain, [(None, b"a"), (None, b"b")])) == [KafkaError.INVALID_RECORD] * 2
 
 
 def test_key_validation_and_record_name_strategy(tmp_path):
