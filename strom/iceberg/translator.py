@@ -19,7 +19,7 @@ from typing import Protocol
 
 from strom.iceberg.segments import Aborted
 from strom.iceberg.table import CatalogSettings
-from strom.iceberg.worker import PartitionJob, TopicJob, TopicResult, init_worker, translate_topic
+from strom.iceberg.worker import PartitionJob, TopicJob, TopicResult, drop_table, init_worker, translate_topic
 
 log = logging.getLogger("strom.iceberg")
 
@@ -48,20 +48,36 @@ class TranslatedLog(Protocol):
     def aborted_transactions(self, start_offset: int, upper_offset: int) -> list[AbortedTxn]: ...
 
 
+class TopicSettings(Protocol):
+    """A topic's Iceberg configs (strom.storage.log_config.LogConfig)."""
+
+    @property
+    def iceberg_mode(self) -> str: ...
+    @property
+    def iceberg_delete(self) -> bool: ...
+
+
 class IcebergTranslator:
     def __init__(
         self,
         catalog: CatalogSettings,
-        leaders: Callable[[], Iterable[tuple[str, int, str, TranslatedLog]]],
+        leaders: Callable[[], Iterable[tuple[str, int, TopicSettings, TranslatedLog]]],
         target_lag_ms: int,
+        topic_exists: Callable[[str], bool] = lambda topic: True,
     ):
-        """``leaders``: (topic, partition, iceberg mode, log) of each partition this broker leads."""
+        """``leaders``: (topic, partition, topic configs, log) of each partition this broker leads;
+        ``topic_exists``: whether a topic is still in the cluster's metadata (a deleted one's table
+        is dropped when its iceberg.delete was true)."""
         self.catalog = catalog
         self._leaders = leaders
+        self._topic_exists = topic_exists
         self.target_lag_ms = target_lag_ms
         self._pool: ProcessPoolExecutor | None = None
         self._known: dict[tuple[str, int], int] = {}  # the table's committed offsets as last read
-        self._read_topics: set[str] = set()  # topics whose table offsets a round read back
+        self._read_topics: set[str] = set()
+        self._translated: dict[
+            str, bool
+        ] = {}  # Iceberg topics led here -> their iceberg.delete  # topics whose table offsets a round read back
         self.rounds = 0
         self.rows = 0
         self.failures = 0
@@ -75,9 +91,10 @@ class IcebergTranslator:
     def jobs(self) -> list[TopicJob]:
         """One job per Iceberg topic, from what the logs know in memory (on the event loop)."""
         by_topic: dict[str, list[PartitionJob]] = {}
-        for topic, partition, mode, log_ in self._leaders():
-            if mode != "key_value":
+        for topic, partition, settings, log_ in self._leaders():
+            if settings.iceberg_mode != "key_value":
                 continue
+            self._translated[topic] = settings.iceberg_delete
             log_.active_segment.write_pending()  # everything below the high watermark is in the file
             upper = log_.last_stable_offset
             start = max(self._known.get((topic, partition), log_.log_start_offset), log_.log_start_offset)
@@ -93,8 +110,8 @@ class IcebergTranslator:
         """(topic, partition, committed records not yet in the table) of each Iceberg partition this
         broker leads, from the table offsets the last round read back (none before it; on the event loop)."""
         found = []
-        for topic, partition, mode, log_ in self._leaders():
-            if mode != "key_value" or topic not in self._read_topics:
+        for topic, partition, settings, log_ in self._leaders():
+            if settings.iceberg_mode != "key_value" or topic not in self._read_topics:
                 continue
             translated = max(self._known.get((topic, partition), 0), log_.log_start_offset)
             found.append((topic, partition, max(0, log_.last_stable_offset - translated)))
@@ -102,6 +119,20 @@ class IcebergTranslator:
 
     async def run_round(self) -> None:
         loop = asyncio.get_running_loop()
+        for topic in [t for t in self._translated if not self._topic_exists(t)]:
+            drop = self._translated.pop(topic)
+            self._read_topics.discard(topic)
+            for key in [k for k in self._known if k[0] == topic]:
+                del self._known[key]
+            if not drop:
+                log.info("iceberg: topic %s was deleted; its table is kept (iceberg.delete=false)", topic)
+                continue
+            try:
+                await loop.run_in_executor(self._executor(), drop_table, self.catalog, topic)
+                log.info("iceberg: topic %s was deleted, and its table with it (iceberg.delete=true)", topic)
+            except Exception as exc:
+                self.failures += 1
+                log.warning("iceberg: dropping the table of deleted topic %s failed: %r", topic, exc)
         for job in self.jobs():
             try:
                 result: TopicResult = await loop.run_in_executor(self._executor(), translate_topic, job)

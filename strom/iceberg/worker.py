@@ -132,6 +132,16 @@ def table_offsets(catalog: tables.CatalogSettings, topic: str) -> dict[int, int]
         return {}
 
 
+def drop_table(catalog: tables.CatalogSettings, topic: str) -> None:
+    """Drop a deleted topic's table (its metadata; pyiceberg leaves the files in the warehouse)."""
+    from pyiceberg.exceptions import NoSuchTableError
+
+    try:
+        tables.open_catalog(catalog).drop_table(tables.identifier(topic))
+    except NoSuchTableError:
+        pass  # another broker that led one of its partitions dropped it first
+
+
 def init_worker() -> None:
     """The pool's initializer: exit with the broker, then a lower priority than the event loop's."""
     from strom.storage.cleaner_process import CLEANER_NICENESS, exit_with_the_broker

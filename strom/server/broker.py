@@ -457,16 +457,14 @@ class Broker:
         def leaders():
             if replicas.fenced:  # a broker that cannot confirm its session leads nothing
                 return []
-            return [
-                (p.topic, p.index, p.log.config.iceberg_mode, p.log)
-                for p in list(replicas.partitions.values())
-                if p.is_leader
-            ]
+            return [(p.topic, p.index, p.log.config, p.log) for p in list(replicas.partitions.values()) if p.is_leader]
 
         catalog = CatalogSettings.for_broker(
             config.log_dirs, config.iceberg_catalog_uri, config.iceberg_warehouse, config.iceberg_target_file_size_bytes
         )
-        self.iceberg = IcebergTranslator(catalog, leaders, config.iceberg_target_lag_ms)
+        self.iceberg = IcebergTranslator(
+            catalog, leaders, config.iceberg_target_lag_ms, topic_exists=lambda topic: topic in self.metadata.topics
+        )
         self._in_background(self.iceberg.run(self._stop))
 
     def _start_metrics(self, listener: str) -> None:

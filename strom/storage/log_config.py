@@ -524,7 +524,8 @@ ICEBERG_TOPIC_KEYS: dict[str, TopicKey] = {
         lambda k, v: parse_bool(k, v),
         "boolean",
         (),
-        "Accepted and shown; not yet acted on: a deleted topic's Iceberg table is kept.",
+        "Implemented (Redpanda's key): when the topic is deleted, the brokers that led its partitions drop its "
+        "Iceberg table from the catalog (the data files stay in the warehouse); false keeps the table.",
     ),
 }
 TOPIC_KEYS.update(ICEBERG_TOPIC_KEYS)

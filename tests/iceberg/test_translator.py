@@ -140,3 +140,28 @@ def test_the_translation_lag_is_a_metric_per_partition(tmp_path):
         behind = scrape(metrics_url(data)).total(name, topic="lagging")
         # 100 behind until the next round (up to 4 s away); should it have run meanwhile, the table has them
         assert behind == 100 or len(table_rows(catalog_of(data), "lagging")) == len(committed | more), behind
+
+
+def test_a_deleted_topic_takes_its_table_with_it_unless_iceberg_delete_is_false(tmp_path):
+    from pyiceberg.exceptions import NoSuchTableError
+
+    data = tmp_path / "data"
+    with BrokerProcess(data, ICEBERG) as broker:
+        create_topic(broker.bootstrap, "dropped", 1)
+        create_topic(broker.bootstrap, "kept", 1, **{"iceberg.delete": "false"})
+        for topic in ("dropped", "kept"):
+            wait_for_rows(catalog_of(data), topic, len(produce(broker.bootstrap, topic, 20, topic)))
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        for future in admin.delete_topics(["dropped", "kept"], operation_timeout=30).values():
+            future.result(30)
+        catalog = open_catalog(catalog_of(data))
+        deadline = time.monotonic() + 30
+        while catalog.table_exists(identifier("dropped")) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        with pytest.raises(NoSuchTableError):
+            catalog.load_table(identifier("dropped"))
+        time.sleep(1.5)  # more rounds: the kept table stays, rows and all
+        assert len(table_rows(catalog_of(data), "kept")) == 20
+    log = broker.read_log()
+    assert "topic dropped was deleted, and its table with it" in log
+    assert "topic kept was deleted; its table is kept (iceberg.delete=false)" in log
