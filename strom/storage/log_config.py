@@ -474,6 +474,16 @@ SCHEMA_TOPIC_KEYS: dict[str, TopicKey] = {
 }
 TOPIC_KEYS.update(SCHEMA_TOPIC_KEYS)
 
+
+def aliases_of(key: str) -> list[str]:
+    """The other names of the setting ``key`` names (confluent.value.schema.validation and
+    redpanda.value.schema.id.validation, ...): setting or deleting one replaces them all."""
+    spec = TOPIC_KEYS.get(key)
+    if spec is None:
+        return []
+    return [other for other, found in TOPIC_KEYS.items() if found.field == spec.field and other != key]
+
+
 _warned: set[tuple[str, str]] = set()
 
 
@@ -637,13 +647,19 @@ class LogConfig:
         return TOPIC_KEYS[key].field
 
     def with_overrides(self, overrides: Mapping[str, str]) -> LogConfig:
-        """Overlay topic-level overrides (Kafka key -> string value); unknown keys are errors."""
+        """Overlay topic-level overrides (Kafka key -> string value); unknown keys are errors, and
+        so are two names of one setting (an alias: Redpanda's names) given different values."""
         changes: dict[str, Any] = {}
+        named: dict[str, str] = {}  # field -> the key that set it
         for key, raw in overrides.items():
             spec = TOPIC_KEYS.get(key)
             if spec is None:
                 raise ConfigError(key, "unknown topic config" + did_you_mean(key, TOPIC_KEYS))
-            changes[spec.field] = spec.parse(key, raw)
+            value = spec.parse(key, raw)
+            if spec.field in named and changes[spec.field] != value:
+                raise ConfigError(key, f"{key} and {named[spec.field]} name one setting; give one of them")
+            named[spec.field] = key
+            changes[spec.field] = value
             if spec.ignored:
                 warn_ignored(key, str(raw).strip(), spec.ignored)
         config = dataclasses.replace(self, **changes) if changes else self

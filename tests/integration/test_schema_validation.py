@@ -145,6 +145,14 @@ def test_validation_on_one_broker(tmp_path):
         future.result(WAIT_S)
         assert described(broker.bootstrap, plain)["redpanda.value.schema.id.validation"] == "true"
         assert codes(produce(broker.bootstrap, plain, [(None, b"a"), (None, b"b")])) == [KafkaError.INVALID_RECORD] * 2
+        # Redpanda's name of the same setting replaces it: the last one set wins
+        entry = ConfigEntry("redpanda.value.schema.id.validation", "false", incremental_operation=AlterConfigOpType.SET)
+        [future] = admin.incremental_alter_configs(
+            [ConfigResource("topic", plain, incremental_configs=[entry])]
+        ).values()
+        future.result(WAIT_S)
+        assert described(broker.bootstrap, plain)["confluent.value.schema.validation"] == "false"
+        assert produce(broker.bootstrap, plain, [(None, b"c")]) == [None]
 
 
 def test_key_validation_and_record_name_strategy(tmp_path):

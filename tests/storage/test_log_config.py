@@ -4,7 +4,7 @@ import logging
 
 import pytest
 
-from strom.storage.log_config import TOPIC_KEYS, ConfigError, LogConfig, parse_metadata_version
+from strom.storage.log_config import TOPIC_KEYS, ConfigError, LogConfig, aliases_of, parse_metadata_version
 
 # Kafka 3.9's LogConfig, key for key (storage/.../LogConfig.java on the 3.9 branch).
 KAFKA_39_TOPIC_KEYS = [
@@ -78,6 +78,12 @@ def test_schema_validation_keys_and_their_aliases():
         LogConfig().with_overrides({"confluent.value.subject.name.strategy": "SubjectStrategy"})
     with pytest.raises(ConfigError, match="expected true or false"):
         LogConfig().with_overrides({"confluent.value.schema.validation": "yes"})
+    # two names of one setting: the same value is fine, two values are refused
+    both = {"confluent.value.schema.validation": "true", "redpanda.value.schema.id.validation": "true"}
+    assert LogConfig().with_overrides(both).value_schema_validation
+    with pytest.raises(ConfigError, match="name one setting; give one of them"):
+        LogConfig().with_overrides({**both, "redpanda.value.schema.id.validation": "false"})
+    assert aliases_of("redpanda.key.schema.id.validation") == ["confluent.key.schema.validation"]
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ from strom.protocol.api import ApiKey
 from strom.protocol.errors import InvalidConfigError, InvalidRequestError
 from strom.server.handlers.alter_configs import alter_broker_configs, check_keys, respond, set_topic_overrides
 from strom.server.handlers.describe_configs import BROKER, LIST, TOPIC, TOPIC_TYPES, topic_overrides
-from strom.storage.log_config import LogConfig, did_you_mean
+from strom.storage.log_config import LogConfig, aliases_of, did_you_mean
 
 API_KEY = ApiKey.INCREMENTAL_ALTER_CONFIGS
 MIN_VERSION = 0
@@ -37,6 +37,8 @@ def apply_operations(broker, name: str, configs) -> dict[str, str]:
         key, op, value = config.name, config.config_operation, config.value
         if op not in _OP_NAMES:
             raise InvalidRequestError(f"unknown config operation {op} for {key}")
+        for alias in aliases_of(key):  # one setting under two names (Redpanda's): the last one given wins
+            overrides.pop(alias, None)
         if op == DELETE:
             overrides.pop(key, None)
             continue
