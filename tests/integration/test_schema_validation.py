@@ -197,3 +197,38 @@ def test_key_validation_and_record_name_strategy(tmp_path):
             f"'{topic_named}-value'"
         )
         assert [m.offset for m in confluent_consume(registry.bootstrap, topic, 1)] == [0]
+
+
+def test_a_broker_that_does_not_serve_the_registry_validates_from_a_copied_schemas_topic(tmp_path):
+    """No schema.registry.listeners: the broker still builds its view of _schemas (here records as
+    Confluent's registry writes them, produced by a client, as a copied topic would hold them); an
+    id whose only version is soft-deleted is not accepted."""
+    with BrokerProcess(tmp_path / "broker") as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.create_topics([NewTopic("_schemas", 1, 1, config={"cleanup.policy": "compact"})])["_schemas"].result(
+            WAIT_S
+        )
+        topic = create_topic(broker.bootstrap, {"confluent.value.schema.validation": "true"})
+        records = [
+            (
+                f'{{"keytype":"SCHEMA","subject":"{topic}-value","version":1,"magic":1}}',
+                f'{{"subject":"{topic}-value","version":1,"id":21,"schema":"\\"string\\"","deleted":false}}',
+            ),
+            (
+                f'{{"keytype":"SCHEMA","subject":"{topic}-value","version":2,"magic":1}}',
+                f'{{"subject":"{topic}-value","version":2,"id":22,"schema":"\\"long\\"","deleted":true}}',
+            ),
+        ]
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all"})
+        for key, value in records:
+            producer.produce("_schemas", key=key.encode(), value=value.encode())
+        assert producer.flush(WAIT_S) == 0
+
+        framed = [b"\x00" + struct.pack(">I", schema_id) + b"\x02a" for schema_id in (21, 22, 23)]
+        assert produce(broker.bootstrap, topic, [(None, framed[0])]) == [None]
+        partition = produce_raw(broker.bootstrap, topic, build_batch([NewRecord(v) for v in framed]))
+        assert [(e.batch_index, e.batch_index_error_message) for e in partition.record_errors] == [
+            (1, "the value's schema id 22 is not known to the Schema Registry"),  # its only version is deleted
+            (2, "the value's schema id 23 is not known to the Schema Registry"),
+        ]
+        assert [m.value for m in confluent_consume(broker.bootstrap, topic, 1)] == [framed[0]]
