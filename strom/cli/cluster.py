@@ -208,7 +208,7 @@ def _properties_text(
         f"zookeeper.connect={zookeeper}",
         f"offsets.topic.replication.factor={min(3, count)}",
     ]
-    if registry_port is not None:  # not on --secure clusters: the registry has no HTTP authentication yet
+    if registry_port is not None:  # not on --secure clusters yet
         lines.insert(4, f"schema.registry.listeners=http://127.0.0.1:{registry_port}")
     lines = [line for line in lines if line.split("=", 1)[0] not in overrides]  # an override replaces a default
     for key, value in overrides.items():
@@ -495,7 +495,7 @@ def add_broker(directory: str, broker_id: int | None) -> int:
         "metrics.listener": f"http://127.0.0.1:{metrics_port}",
         "log.dirs": layout.data(broker_id),
     }
-    if not state.get("secure"):  # the registry has no HTTP authentication yet
+    if not state.get("secure"):  # not on --secure clusters yet
         own["schema.registry.listeners"] = f"http://127.0.0.1:{registry_port}"
     added: dict[str, int] = {"port": port, "metrics_port": metrics_port, "registry_port": registry_port}
     if state.get("secure"):

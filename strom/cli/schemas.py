@@ -20,7 +20,9 @@ stderr with Confluent's error code, exit code 1.
 from __future__ import annotations
 
 import argparse
+import base64
 import json
+import os
 import sys
 import urllib.error
 import urllib.request
@@ -35,6 +37,11 @@ ACTIONS = ("list", "get", "register", "check", "delete", "config", "mode")
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--registry-url", required=True, metavar="URL", help="the Schema Registry, http://HOST:PORT")
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for each answer (default 30)")
+    parser.add_argument(
+        "--user-info",
+        metavar="USER:PASSWORD",
+        help="HTTP Basic credentials (a SCRAM user's, on brokers with SASL); default: $SCHEMA_REGISTRY_USER_INFO",
+    )
     parser.add_argument("action", choices=ACTIONS, help="what to do")
     parser.add_argument("--subject", help="the subject (list: its versions; config, mode: its own setting)")
     parser.add_argument(
@@ -54,15 +61,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 class RegistryClient:
-    def __init__(self, url: str, timeout_s: float):
+    """``user_info`` is ``USER:PASSWORD`` for a registry that asks for HTTP Basic credentials."""
+
+    def __init__(self, url: str, timeout_s: float, user_info: str | None = None):
         self.url = url.rstrip("/")
         self.timeout_s = timeout_s
+        self.authorization = "Basic " + base64.b64encode(user_info.encode()).decode() if user_info else None
 
     def call(self, method: str, path: str, body: dict | None = None, query: dict | None = None):
         url = self.url + path + ("?" + urlencode(query) if query else "")
         data = json.dumps(body).encode() if body is not None else None
         request = urllib.request.Request(url, data=data, method=method)
         request.add_header("Accept", CONTENT_TYPE)
+        if self.authorization is not None:
+            request.add_header("Authorization", self.authorization)
         if data is not None:
             request.add_header("Content-Type", CONTENT_TYPE)
         try:
@@ -110,7 +122,8 @@ def _print(value) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        return _run(args, RegistryClient(args.registry_url, args.timeout))
+        user_info = args.user_info or os.environ.get("SCHEMA_REGISTRY_USER_INFO")
+        return _run(args, RegistryClient(args.registry_url, args.timeout, user_info))
     except ToolError as exc:
         print(f"Error: {exc}", file=sys.stderr)
         return 1

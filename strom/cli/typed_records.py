@@ -12,6 +12,7 @@
   prints the record as JSON in Avro's JSON encoding, with the formatter's other columns as usual.
   A record without the prefix ends the consumer with an error, as Confluent's does.
 
+A registry that asks for HTTP Basic credentials gets ``--property basic.auth.user.info=USER:PASSWORD``.
 JSON Schema and Protobuf are not implemented yet.
 """
 
@@ -54,7 +55,7 @@ def _registry(props: dict[str, str]) -> RegistryClient:
     url = props.get("schema.registry.url")
     if not url:
         raise ToolError("--value-format/--key-format avro needs --property schema.registry.url=URL")
-    return RegistryClient(url, TIMEOUT_S)
+    return RegistryClient(url, TIMEOUT_S, props.get("basic.auth.user.info"))
 
 
 def encoder(props: dict[str, str], topic: str, side: str) -> Callable[[bytes | None, int], bytes | None]:

@@ -79,6 +79,12 @@ class ScramCredential:
         server_key = hmac.digest(salted_password, b"Server Key", name)
         return cls(salt, hashlib.new(name, client_key).digest(), server_key, iterations)
 
+    def matches(self, mechanism: str, password: str) -> bool:
+        """Whether ``password`` is the one this credential was made from (HTTP Basic logins)."""
+        salted = hashlib.pbkdf2_hmac(_HASHES[mechanism], password.encode(), self.salt, self.iterations)
+        expected = ScramCredential.from_salted_password(mechanism, self.salt, salted, self.iterations).stored_key
+        return hmac.compare_digest(expected, self.stored_key)
+
     @classmethod
     def from_password(
         cls, mechanism: str, password: str, iterations: int = DEFAULT_ITERATIONS, salt: bytes | None = None

@@ -541,7 +541,16 @@ class Broker:
             return found.schema_registry if found is not None else None
 
         registry = self._schema_registry_service()
-        self.schema_registry_http = SchemaRegistryHttp(registry, sock, registry_url)
+        config = self.config
+        scram = tuple(m for m in config.sasl_enabled_mechanisms if m.startswith("SCRAM-"))
+        authenticate = None
+        if scram and any(config.protocol_of(listener.name).startswith("SASL") for listener in config.listeners):
+            from strom.security.passwords import ScramPasswords
+
+            authenticate = ScramPasswords(self.credentials.lookup, scram).check
+        self.schema_registry_http = SchemaRegistryHttp(
+            registry, sock, registry_url, authenticate, frozenset(config.super_users)
+        )
         await self.schema_registry_http.start()
         path = os.path.join(self.config.log_dirs[0], SCHEMA_REGISTRY_URL_FILE)
         with open(path + ".tmp", "w") as handle:

@@ -15,6 +15,7 @@ Confluent's JSON bodies ``{"error_code": 40401, "message": ...}``.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import logging
 import re
@@ -63,6 +64,7 @@ class Reply:
         self.body = body
         self.offset = offset  # the _schemas offset after a write: the forwarding broker reads up to it
         self.raw = raw
+        self.headers: list[tuple[str, str]] = []  # extra response headers (WWW-Authenticate)
 
     def encode(self) -> bytes:
         if self.raw is not None:
@@ -126,10 +128,21 @@ class SchemaRegistryHttp:
     """Serves ``registry`` on a bound socket; ``registry_url(broker_id)`` finds another broker's
     registry for forwarding."""
 
-    def __init__(self, registry: SchemaRegistry, sock: socket.socket, registry_url: Callable[[int], str | None]):
+    def __init__(
+        self,
+        registry: SchemaRegistry,
+        sock: socket.socket,
+        registry_url: Callable[[int], str | None],
+        authenticate: Callable[[str, str], bool] | None = None,
+        super_users: frozenset[str] = frozenset(),
+    ):
         self.registry = registry
         self.sock = sock
         self.registry_url = registry_url
+        # with SASL/SCRAM on the brokers: HTTP Basic, checked against the SCRAM users; changing the
+        # global config or mode needs a principal of super.users ("User:alice")
+        self.authenticate = authenticate
+        self.super_users = super_users
         self._server: asyncio.Server | None = None
         self._routes: list[tuple[str, re.Pattern[str], Callable[..., Awaitable[Reply]]]] = [
             ("GET", re.compile(r"^$"), self._root),
@@ -228,6 +241,7 @@ class SchemaRegistryHttp:
             headers.append((OFFSET_HEADER, str(reply.offset)))
         if close:
             headers.append(("Connection", "close"))
+        headers += reply.headers
         reason = HTTPStatus(reply.status).phrase.encode() if reply.status in _STATUSES else b""
         writer.write(conn.send(h11.Response(status_code=reply.status, headers=headers, reason=reason)) or b"")
         writer.write(conn.send(h11.Data(data=payload)) or b"")
@@ -235,8 +249,36 @@ class SchemaRegistryHttp:
         await writer.drain()
 
     # -- dispatch ------------------------------------------------------------------------------------
+    def _refusal(self, request: Request) -> Reply | None:
+        """401 without valid Basic credentials, 403 for a global config or mode change by a user
+        who is not a super user; None when the request may go on."""
+        assert self.authenticate is not None
+        scheme, _, token = (request.header("authorization") or "").partition(" ")
+        user = password = None
+        if scheme.lower() == "basic":
+            try:
+                user, sep, password = base64.b64decode(token.strip(), validate=True).decode().partition(":")
+            except (ValueError, UnicodeDecodeError):
+                sep = ""
+            if not sep:
+                user = None
+        if user is None or password is None or not self.authenticate(user, password):
+            reply = _error(401, 40101, "Unauthorized: HTTP Basic credentials of a SCRAM user are required")
+            reply.headers = [("WWW-Authenticate", 'Basic realm="strom Schema Registry"')]
+            return reply
+        if request.method in ("PUT", "DELETE") and request.path in ("config", "mode"):
+            if f"User:{user}" not in self.super_users:
+                return _error(
+                    403, 40301, f"User {user} may not change the global {request.path}: it needs a super user"
+                )
+        return None
+
     async def _handle(self, request: Request) -> Reply:
         path = request.path
+        if self.authenticate is not None:
+            refused = self._refusal(request)
+            if refused is not None:
+                return refused
         matched_path = False
         for method, pattern, handler in self._routes:
             match = pattern.match(path)
@@ -412,6 +454,8 @@ async def _http_request(base_url: str, request: Request) -> tuple[int, dict[str,
                 ("Connection", "close"),
                 (FORWARDED, "1"),
             ]
+            if request.header("authorization") is not None:  # the writer checks the user again
+                headers.append(("Authorization", request.header("authorization") or ""))
             writer.write(conn.send(h11.Request(method=request.method, target=request.target, headers=headers)) or b"")
             writer.write(conn.send(h11.Data(data=request.body)) or b"")
             writer.write(conn.send(h11.EndOfMessage()) or b"")
