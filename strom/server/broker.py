@@ -496,7 +496,7 @@ class Broker:
     def _bind_schema_registry(self, listener: str) -> None:
         from strom.server.schema_registry_http import parse_listener
 
-        host, port = parse_listener("schema.registry.listeners", listener)
+        scheme, host, port = parse_listener("schema.registry.listeners", listener)
         sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -509,7 +509,7 @@ class Broker:
         self._schema_registry_socket = sock
         shown_host = self.host if host in ("0.0.0.0", "::") else host
         shown = f"[{shown_host}]" if ":" in shown_host else shown_host
-        self.schema_registry_url = f"http://{shown}:{sock.getsockname()[1]}"
+        self.schema_registry_url = f"{scheme}://{shown}:{sock.getsockname()[1]}"
 
     def _schema_registry_service(self) -> SchemaRegistry:
         """The registry's view of _schemas on this broker, made on first use: when it serves the
@@ -548,8 +548,17 @@ class Broker:
             from strom.security.passwords import ScramPasswords
 
             authenticate = ScramPasswords(self.credentials.lookup, scram).check
+        server_ssl = client_ssl = None
+        if self.schema_registry_url is not None and self.schema_registry_url.startswith("https://"):
+            from strom.security import tls
+
+            # the broker's ssl.* keys (keystore, truststore, client auth), as its TLS listeners take them
+            def setting(key: str):
+                return config.listener_setting("SCHEMA_REGISTRY", key)
+
+            server_ssl, client_ssl = tls.server_context(setting), tls.client_context(setting)
         self.schema_registry_http = SchemaRegistryHttp(
-            registry, sock, registry_url, authenticate, frozenset(config.super_users)
+            registry, sock, registry_url, authenticate, frozenset(config.super_users), server_ssl, client_ssl
         )
         await self.schema_registry_http.start()
         path = os.path.join(self.config.log_dirs[0], SCHEMA_REGISTRY_URL_FILE)

@@ -901,7 +901,8 @@ class BrokerConfig:
         "schema.registry.listeners",
         None,
         _schema_registry_listener,
-        "strom's own: http://host:port of this broker's Schema Registry (Confluent's REST API, state in the "
+        "strom's own: http://host:port or https://host:port (with the broker's ssl.keystore.* and "
+        "ssl.truststore.* keys) of this broker's Schema Registry (Confluent's REST API, state in the "
         "compacted topic _schemas; port 0 picks a free one); null: not served.",
     )
     iceberg_enabled: bool = _key(

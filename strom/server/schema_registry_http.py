@@ -20,6 +20,7 @@ import json
 import logging
 import re
 import socket
+import ssl
 from collections.abc import Awaitable, Callable
 from http import HTTPStatus
 from typing import Any
@@ -44,8 +45,9 @@ FORWARDED = "X-Strom-Forwarded"
 OFFSET_HEADER = "X-Strom-Schemas-Offset"
 
 
-def parse_listener(key: str, raw: str) -> tuple[str, int]:
-    """``http://host:port`` (port 0 picks a free one) -> (host, port); errors name the key."""
+def parse_listener(key: str, raw: str) -> tuple[str, str, int]:
+    """``http://host:port`` or ``https://host:port`` (port 0 picks a free one) -> (scheme, host,
+    port); errors name the key."""
     from strom.storage.log_config import ConfigError
 
     parts = urlsplit(raw.strip())
@@ -53,9 +55,9 @@ def parse_listener(key: str, raw: str) -> tuple[str, int]:
         port = parts.port
     except ValueError:
         port = None
-    if parts.scheme != "http" or not parts.hostname or port is None or parts.path not in ("", "/"):
-        raise ConfigError(key, f"{raw!r} is not http://host:port (https is not served yet)")
-    return parts.hostname, port
+    if parts.scheme not in ("http", "https") or not parts.hostname or port is None or parts.path not in ("", "/"):
+        raise ConfigError(key, f"{raw!r} is not http://host:port or https://host:port")
+    return parts.scheme, parts.hostname, port
 
 
 class Reply:
@@ -135,6 +137,8 @@ class SchemaRegistryHttp:
         registry_url: Callable[[int], str | None],
         authenticate: Callable[[str, str], bool] | None = None,
         super_users: frozenset[str] = frozenset(),
+        server_ssl: ssl.SSLContext | None = None,
+        client_ssl: ssl.SSLContext | None = None,
     ):
         self.registry = registry
         self.sock = sock
@@ -143,6 +147,9 @@ class SchemaRegistryHttp:
         # global config or mode needs a principal of super.users ("User:alice")
         self.authenticate = authenticate
         self.super_users = super_users
+        # https: the listener's TLS context, and the one forwarded requests are sent to https URLs with
+        self.server_ssl = server_ssl
+        self.client_ssl = client_ssl
         self._server: asyncio.Server | None = None
         self._routes: list[tuple[str, re.Pattern[str], Callable[..., Awaitable[Reply]]]] = [
             ("GET", re.compile(r"^$"), self._root),
@@ -175,7 +182,9 @@ class SchemaRegistryHttp:
         ]
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, sock=self.sock, limit=MAX_HEADER_BYTES)
+        self._server = await asyncio.start_server(
+            self._serve, sock=self.sock, limit=MAX_HEADER_BYTES, ssl=self.server_ssl
+        )
 
     def close(self) -> None:
         if self._server is not None:
@@ -309,7 +318,7 @@ class SchemaRegistryHttp:
         if url is None:
             return _error(500, 50004, f"No Schema Registry writer known (the leader of _schemas is broker {leader})")
         try:
-            status, headers, body = await _http_request(url, request)
+            status, headers, body = await _http_request(url, request, self.client_ssl)
         except (OSError, TimeoutError, h11.ProtocolError) as exc:
             return _error(500, 50003, f"Error while forwarding the request to {url}: {exc}")
         offset = headers.get(OFFSET_HEADER.lower())
@@ -438,13 +447,19 @@ async def _discard(reader: asyncio.StreamReader) -> None:
         left -= len(chunk)
 
 
-async def _http_request(base_url: str, request: Request) -> tuple[int, dict[str, str], bytes]:
+async def _http_request(
+    base_url: str, request: Request, client_ssl: ssl.SSLContext | None = None
+) -> tuple[int, dict[str, str], bytes]:
     """Send ``request`` to another broker's registry (one connection, bounded); (status, headers, body)."""
     parts = urlsplit(base_url)
-    host, port = parts.hostname or "127.0.0.1", parts.port or 80
+    secure = parts.scheme == "https"
+    host, port = parts.hostname or "127.0.0.1", parts.port or (443 if secure else 80)
+    context = (client_ssl or ssl.create_default_context()) if secure else None
 
     async def exchange() -> tuple[int, dict[str, str], bytes]:
-        reader, writer = await asyncio.open_connection(host, port)
+        reader, writer = await asyncio.open_connection(
+            host, port, ssl=context, server_hostname=host if context is not None else None
+        )
         try:
             conn = h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_HEADER_BYTES)
             headers = [
