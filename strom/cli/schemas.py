@@ -23,6 +23,7 @@ import argparse
 import base64
 import json
 import os
+import ssl
 import sys
 import urllib.error
 import urllib.request
@@ -42,6 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="USER:PASSWORD",
         help="HTTP Basic credentials (a SCRAM user's, on brokers with SASL); default: $SCHEMA_REGISTRY_USER_INFO",
     )
+    parser.add_argument("--ca-file", metavar="PEM", help="https: the CA certificates to trust (default: the system's)")
     parser.add_argument("action", choices=ACTIONS, help="what to do")
     parser.add_argument("--subject", help="the subject (list: its versions; config, mode: its own setting)")
     parser.add_argument(
@@ -63,9 +65,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 class RegistryClient:
     """``user_info`` is ``USER:PASSWORD`` for a registry that asks for HTTP Basic credentials."""
 
-    def __init__(self, url: str, timeout_s: float, user_info: str | None = None):
+    def __init__(self, url: str, timeout_s: float, user_info: str | None = None, ca_file: str | None = None):
         self.url = url.rstrip("/")
         self.timeout_s = timeout_s
+        # https: the CA certificates (PEM) to check the registry's certificate with; default: the system's
+        self.context = ssl.create_default_context(cafile=ca_file) if ca_file else None
         self.authorization = "Basic " + base64.b64encode(user_info.encode()).decode() if user_info else None
 
     def call(self, method: str, path: str, body: dict | None = None, query: dict | None = None):
@@ -78,7 +82,7 @@ class RegistryClient:
         if data is not None:
             request.add_header("Content-Type", CONTENT_TYPE)
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+            with urllib.request.urlopen(request, timeout=self.timeout_s, context=self.context) as response:
                 return json.loads(response.read() or b"null")
         except urllib.error.HTTPError as exc:
             raw = exc.read()
@@ -123,7 +127,11 @@ def _print(value) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         user_info = args.user_info or os.environ.get("SCHEMA_REGISTRY_USER_INFO")
-        return _run(args, RegistryClient(args.registry_url, args.timeout, user_info))
+        try:
+            client = RegistryClient(args.registry_url, args.timeout, user_info, args.ca_file)
+        except (OSError, ssl.SSLError) as exc:
+            raise ToolError(f"--ca-file {args.ca_file}: {exc}") from None
+        return _run(args, client)
     except ToolError as exc:
         print(f"Error: {exc}", file=sys.stderr)
         return 1

@@ -12,7 +12,8 @@
   prints the record as JSON in Avro's JSON encoding, with the formatter's other columns as usual.
   A record without the prefix ends the consumer with an error, as Confluent's does.
 
-A registry that asks for HTTP Basic credentials gets ``--property basic.auth.user.info=USER:PASSWORD``.
+A registry that asks for HTTP Basic credentials gets ``--property basic.auth.user.info=USER:PASSWORD``;
+one served over https with a private CA, ``--property schema.registry.ssl.ca.location=PEM``.
 JSON Schema and Protobuf are not implemented yet.
 """
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import io
 import json
+import ssl
 import struct
 from collections.abc import Callable
 from typing import Any
@@ -55,7 +57,11 @@ def _registry(props: dict[str, str]) -> RegistryClient:
     url = props.get("schema.registry.url")
     if not url:
         raise ToolError("--value-format/--key-format avro needs --property schema.registry.url=URL")
-    return RegistryClient(url, TIMEOUT_S, props.get("basic.auth.user.info"))
+    ca_file = props.get("schema.registry.ssl.ca.location")
+    try:
+        return RegistryClient(url, TIMEOUT_S, props.get("basic.auth.user.info"), ca_file)
+    except (OSError, ssl.SSLError) as exc:
+        raise ToolError(f"schema.registry.ssl.ca.location {ca_file}: {exc}") from None
 
 
 def encoder(props: dict[str, str], topic: str, side: str) -> Callable[[bytes | None, int], bytes | None]:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import ssl
+import subprocess
+import sys
 import urllib.error
 import urllib.request
 
@@ -42,3 +44,55 @@ def test_https_with_the_brokers_keystore(tmp_path):
             assert json.loads(response.read()) == ["tls-value"]
         with pytest.raises((urllib.error.URLError, ConnectionError, OSError)):  # plain HTTP to the TLS port
             urllib.request.urlopen(url.replace("https://", "http://") + "/subjects", timeout=10)
+
+        # strom's tools: strom schemas --ca-file, the console tools' schema.registry.ssl.ca.location
+        untrusting = strom("schemas", "--registry-url", url, "list")
+        assert untrusting.returncode == 1 and "CERTIFICATE_VERIFY_FAILED" in untrusting.stderr
+        listed = strom("schemas", "--registry-url", url, "--ca-file", str(certs.ca), "list")
+        assert (listed.returncode, listed.stdout) == (0, "tls-value\n"), listed.stderr
+        registry = [
+            "--property",
+            f"schema.registry.url={url}",
+            "--property",
+            f"schema.registry.ssl.ca.location={certs.ca}",
+            "--value-format",
+            "avro",
+        ]
+        line = '{"name": "ada", "age": 36}'
+        sent = strom(
+            "console-producer",
+            "--bootstrap-server",
+            broker.bootstrap,
+            "--topic",
+            "tls-topic",
+            *registry,
+            "--property",
+            f"value.schema.id={schema_id}",
+            input=line + "\n",
+        )
+        assert sent.returncode == 0, sent.stderr
+        read = strom(
+            "console-consumer",
+            "--bootstrap-server",
+            broker.bootstrap,
+            "--topic",
+            "tls-topic",
+            "--from-beginning",
+            "--max-messages",
+            "1",
+            "--timeout-ms",
+            "15000",
+            *registry,
+        )
+        assert (read.returncode, read.stdout) == (0, line + "\n"), read.stderr
+
+
+def strom(*args: str, input: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "strom.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        input=input,
+    )
