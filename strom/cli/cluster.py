@@ -197,7 +197,8 @@ def _properties_text(
     count: int,
     overrides: dict[str, str],
     metrics_port: int = 0,
-    registry_port: int | None = 0,
+    registry_port: int = 0,
+    registry_scheme: str = "http",
 ) -> str:
     lines = [
         "# written by `strom cluster start`; edit and `strom cluster stop/start` to apply",
@@ -208,8 +209,8 @@ def _properties_text(
         f"zookeeper.connect={zookeeper}",
         f"offsets.topic.replication.factor={min(3, count)}",
     ]
-    if registry_port is not None:  # not on --secure clusters yet
-        lines.insert(4, f"schema.registry.listeners=http://127.0.0.1:{registry_port}")
+    # https with HTTP Basic (the SCRAM users) on --secure clusters: the broker's keystore serves it
+    lines.insert(4, f"schema.registry.listeners={registry_scheme}://127.0.0.1:{registry_port}")
     lines = [line for line in lines if line.split("=", 1)[0] not in overrides]  # an override replaces a default
     for key, value in overrides.items():
         lines.append(f"{key}={value}")
@@ -371,7 +372,8 @@ def start(args: argparse.Namespace) -> int:
                     count,
                     own,
                     info.get("metrics_port", 0),
-                    None if made is not None else info.get("registry_port", 0),
+                    info.get("registry_port", 0),
+                    "https" if made is not None else "http",
                 ),
             )
         else:  # keep the user's edits; only the ZooKeeper address may have moved (a restarted ZooKeeper)
@@ -428,6 +430,12 @@ def start(args: argparse.Namespace) -> int:
     print(f"Bootstrap servers: {bootstrap(state)}", flush=True)
     if registries:
         print(f"Schema Registry: {','.join(registries)}", flush=True)
+        if made is not None:
+            print(
+                f"  (HTTP Basic: a SCRAM user's credentials, the admin's as in the client properties; "
+                f"the CA: {made.ca})",
+                flush=True,
+            )
     return 0
 
 
@@ -495,8 +503,8 @@ def add_broker(directory: str, broker_id: int | None) -> int:
         "metrics.listener": f"http://127.0.0.1:{metrics_port}",
         "log.dirs": layout.data(broker_id),
     }
-    if not state.get("secure"):  # not on --secure clusters yet
-        own["schema.registry.listeners"] = f"http://127.0.0.1:{registry_port}"
+    scheme = "https" if state.get("secure") else "http"
+    own["schema.registry.listeners"] = f"{scheme}://127.0.0.1:{registry_port}"
     added: dict[str, int] = {"port": port, "metrics_port": metrics_port, "registry_port": registry_port}
     if state.get("secure"):
         # the same CA issues its certificate; SASL, ACL and super-user keys come with the template

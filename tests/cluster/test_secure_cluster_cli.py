@@ -74,6 +74,25 @@ def test_kill_the_leader_on_a_secure_cluster(tmp_path, zookeeper):
         secure.pop("bootstrap.servers")
         assert oct(os.stat(found[1]).st_mode & 0o777) == "0o600"
 
+        # the Schema Registry: https with the cluster's CA, HTTP Basic with the SCRAM users
+        registries = re.search(r"^Schema Registry: (\S+)$", started.stdout, re.MULTILINE)
+        assert registries, started.stdout
+        urls = registries[1].split(",")
+        assert len(urls) == 3 and all(url.startswith("https://127.0.0.1:") for url in urls)
+        password = re.search(r'password="([^"]+)"', java["sasl.jaas.config"])[1]
+        ca = java["ssl.truststore.location"]
+        schemas = [sys.executable, "-m", "strom.cli.main", "schemas", "--registry-url", urls[0], "--ca-file", ca]
+        refused = subprocess.run([*schemas, "list"], capture_output=True, text=True, timeout=60, check=False)
+        assert refused.returncode == 1 and "HTTP 401" in refused.stderr, refused.stderr
+        registered = subprocess.run(
+            [*schemas, "--user-info", f"admin:{password}", "register", "--subject", "s-value", "--schema", '"string"'],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert registered.returncode == 0 and '"id": 1' in registered.stdout, registered.stderr
+
         zk.start(timeout=30)
         registration = json.loads(zk.get(model.broker_path(1))[0])
         assert registration["listener_security_protocol_map"] == {"CLIENT": "SASL_SSL", "INTERNAL": "SASL_SSL"}
