@@ -329,6 +329,44 @@ def parquet_summary(spark, parquet_dir: str) -> str:
     )
 
 
+# Set in the environment of every process a run starts (the broker, Spark's JVM and its Python
+# workers inherit it), so that the next run on the same --dir can find what is left of this one.
+RUN_MARK = "STROM_DEMO_DIR"
+
+
+def processes_of_earlier_run(base: Path) -> list[int]:
+    """The live processes started by an earlier run on ``base`` (found by RUN_MARK in /proc)."""
+    mark = f"{RUN_MARK}={base}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as handle:
+                if mark in handle.read().split(b"\0"):
+                    found.append(int(entry))
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+    return found
+
+
+def wait_for_earlier_run(base: Path, timeout_s: float) -> list[int]:
+    """Wait (bounded) until nothing of a killed run on ``base`` is left; the pids still there.
+
+    A run killed with SIGKILL leaves Spark's JVM behind for a moment: it notices that its Python
+    driver is gone (its stdin closes) and shuts down, stopping its streaming queries, which may
+    still be writing their checkpoint and state. A new run that started its queries meanwhile
+    read that checkpoint while it was being written, and its queries failed (seen as
+    java.io.OptionalDataException in the restarted demo, in one full-suite run of two). The broker
+    of the killed run is waited for the same way, through its directory's lock."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = processes_of_earlier_run(base)
+        if not left or time.monotonic() >= deadline:
+            return left
+        time.sleep(0.1)
+
+
 def run(args: argparse.Namespace) -> int:
     from strom.cli.client_props import ToolError, command_properties, send_client_log_to
     from strom.cli.gen_access_log import generate
@@ -346,6 +384,16 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"strom demo: --dir {base}: cannot create {exc.filename}: {exc.strerror}", file=sys.stderr)
         return 1
+    left = wait_for_earlier_run(base, STOP_TIMEOUT_S)
+    if left:
+        pids = ", ".join(str(pid) for pid in left)
+        print(
+            f"strom demo: {base} is still used by an earlier run's processes (pid {pids}) after "
+            f"{STOP_TIMEOUT_S:.0f}s; stop them, or use another --dir",
+            file=sys.stderr,
+        )
+        return 1
+    os.environ[RUN_MARK] = str(base)
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     tty = sys.stdout.isatty()
