@@ -36,6 +36,7 @@ TOPIC = "access-log"
 OUTPUT_TOPIC = "access-stats"
 STARTUP_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 20.0
+QUERY_RESTARTS = 3  # a failed query is started again from its checkpoint this many times in a run
 
 
 class EmbeddedBroker:
@@ -466,18 +467,19 @@ def run(args: argparse.Namespace) -> int:
             spark = access_log.build_session("strom-demo", shuffle_partitions=2)
         print(f"strom demo: Spark's own output goes to {base / 'spark.log'}", flush=True)
         spark.sparkContext.setLogLevel("ERROR")
-        queries = access_log.start(
-            spark,
-            bootstrap=bootstrap,
-            topic=TOPIC,
-            output_topic=OUTPUT_TOPIC,
-            parquet_dir=str(base / "parquet"),
-            checkpoint_dir=str(base / "checkpoints"),
-            window=args.window,
-            watermark=args.watermark,
-            trigger_seconds=args.trigger_seconds,
-            kafka_options=access_log.kafka_options_from_properties(args.command_config),
-        )
+        pipeline = {
+            "bootstrap": bootstrap,
+            "topic": TOPIC,
+            "output_topic": OUTPUT_TOPIC,
+            "parquet_dir": str(base / "parquet"),
+            "checkpoint_dir": str(base / "checkpoints"),
+            "window": args.window,
+            "watermark": args.watermark,
+            "trigger_seconds": args.trigger_seconds,
+            "kafka_options": access_log.kafka_options_from_properties(args.command_config),
+        }
+        queries = access_log.start(spark, **pipeline)
+        restarts = 0
         results = Results(bootstrap, security)
         started = time.monotonic()
         deadline = None if args.duration is None else started + args.duration
@@ -485,6 +487,19 @@ def run(args: argparse.Namespace) -> int:
         while not stop.is_set() and (deadline is None or time.monotonic() < deadline):
             results.poll()
             failed = [q for q in queries if not q.isActive]
+            if failed and restarts < QUERY_RESTARTS:
+                # As a streaming job's supervisor would: a failed query starts again from its
+                # checkpoint, which counts nothing twice (the sink's transactions and batch
+                # markers). Seen after a kill -9: a restarted run's first micro-batch failed inside
+                # Spark (java.io.OptionalDataException deserializing a task), then ran cleanly.
+                restarts += 1
+                for query in failed:
+                    notes.write(
+                        f"query {query.name} failed ({str(query.exception()).splitlines()[0][:200]}); "
+                        f"restarting it from its checkpoint ({restarts}/{QUERY_RESTARTS})\n"
+                    )
+                    queries[queries.index(query)] = access_log.start_query(spark, query.name, **pipeline)
+                failed = []
             if failed:
                 table.close()
                 print(f"strom demo: query {failed[0].name} stopped: {failed[0].exception()}", file=sys.stderr)

@@ -209,6 +209,50 @@ def start(
     ``kafka_options`` (``kafka.security.protocol``, ``kafka.sasl.*``, ``kafka.ssl.*``, ...) go to the
     source and the sink alike, so the pipeline runs against a secured cluster.
     """
+    return [
+        start_query(
+            spark,
+            name,
+            bootstrap=bootstrap,
+            topic=topic,
+            output_topic=output_topic,
+            parquet_dir=parquet_dir,
+            checkpoint_dir=checkpoint_dir,
+            window=window,
+            watermark=watermark,
+            trigger_seconds=trigger_seconds,
+            available_now=available_now,
+            max_offsets_per_trigger=max_offsets_per_trigger,
+            starting_offsets=starting_offsets,
+            delivery_guarantee=delivery_guarantee,
+            kafka_options=kafka_options,
+        )
+        for name in QUERIES
+    ]
+
+
+QUERIES = ("minute_stats", "url_status")
+
+
+def start_query(
+    spark,
+    name: str,
+    *,
+    bootstrap: str,
+    topic: str,
+    output_topic: str | None,
+    parquet_dir: str | None,
+    checkpoint_dir: str,
+    window: str = "1 minute",
+    watermark: str = "10 seconds",
+    trigger_seconds: float = 5.0,
+    available_now: bool = False,
+    max_offsets_per_trigger: int | None = None,
+    starting_offsets: str = "earliest",
+    delivery_guarantee: str = "exactly-once",
+    kafka_options: dict[str, str] | None = None,
+):
+    """Start one of QUERIES (on a source of its own) from its checkpoint; its StreamingQuery."""
     from strom.spark import register
 
     register(spark)
@@ -222,24 +266,24 @@ def start(
     if max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
     events = parse_lines(reader.load())
-    queries = []
-    for name, agg, kind in (
-        ("minute_stats", minute_stats(events, window, watermark), "minute"),
-        ("url_status", url_status_counts(events, window, watermark), "url_status"),
-    ):
-        writer = (
-            agg.writeStream.queryName(name)
-            .outputMode("append")
-            .option("checkpointLocation", os.path.join(checkpoint_dir, name))
-            .foreachBatch(BatchOutput(bootstrap, output_topic, parquet_dir, kind, delivery_guarantee, kafka_options))
-        )
-        writer = (
-            writer.trigger(availableNow=True)
-            if available_now
-            else writer.trigger(processingTime=f"{trigger_seconds} seconds")
-        )
-        queries.append(writer.start())
-    return queries
+    if name == "minute_stats":
+        agg, kind = minute_stats(events, window, watermark), "minute"
+    elif name == "url_status":
+        agg, kind = url_status_counts(events, window, watermark), "url_status"
+    else:
+        raise ValueError(f"unknown query {name!r}: the pipeline's queries are {', '.join(QUERIES)}")
+    writer = (
+        agg.writeStream.queryName(name)
+        .outputMode("append")
+        .option("checkpointLocation", os.path.join(checkpoint_dir, name))
+        .foreachBatch(BatchOutput(bootstrap, output_topic, parquet_dir, kind, delivery_guarantee, kafka_options))
+    )
+    writer = (
+        writer.trigger(availableNow=True)
+        if available_now
+        else writer.trigger(processingTime=f"{trigger_seconds} seconds")
+    )
+    return writer.start()
 
 
 def stop_queries(queries, timeout: float = 60.0) -> None:
