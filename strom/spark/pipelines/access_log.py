@@ -187,48 +187,13 @@ class BatchOutput:
             df.unpersist()
 
 
-def start(
-    spark,
-    *,
-    bootstrap: str,
-    topic: str,
-    output_topic: str | None,
-    parquet_dir: str | None,
-    checkpoint_dir: str,
-    window: str = "1 minute",
-    watermark: str = "10 seconds",
-    trigger_seconds: float = 5.0,
-    available_now: bool = False,
-    max_offsets_per_trigger: int | None = None,
-    starting_offsets: str = "earliest",
-    delivery_guarantee: str = "exactly-once",
-    kafka_options: dict[str, str] | None = None,
-) -> list:
-    """Start both queries; returns their StreamingQuery handles.
+def start(spark, **settings) -> list:
+    """Start both QUERIES with ``settings`` (``start_query``'s keywords); their StreamingQuery handles.
 
     ``kafka_options`` (``kafka.security.protocol``, ``kafka.sasl.*``, ``kafka.ssl.*``, ...) go to the
     source and the sink alike, so the pipeline runs against a secured cluster.
     """
-    return [
-        start_query(
-            spark,
-            name,
-            bootstrap=bootstrap,
-            topic=topic,
-            output_topic=output_topic,
-            parquet_dir=parquet_dir,
-            checkpoint_dir=checkpoint_dir,
-            window=window,
-            watermark=watermark,
-            trigger_seconds=trigger_seconds,
-            available_now=available_now,
-            max_offsets_per_trigger=max_offsets_per_trigger,
-            starting_offsets=starting_offsets,
-            delivery_guarantee=delivery_guarantee,
-            kafka_options=kafka_options,
-        )
-        for name in QUERIES
-    ]
+    return [start_query(spark, name, **settings) for name in QUERIES]
 
 
 QUERIES = ("minute_stats", "url_status")
