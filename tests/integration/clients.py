@@ -606,3 +606,26 @@ def raw_list_offsets(
     [entry] = response.topics
     [part] = entry.partitions
     return int(part.error_code), part.offset, part.timestamp
+
+
+def produce_with_reports(
+    bootstrap: str, topic: str, records: list[tuple[bytes | None, bytes | None]], **config: Any
+) -> list:
+    """Produce (key, value) pairs to partition 0 with confluent-kafka; each record's delivery error
+    (None: delivered). With a long ``linger.ms`` the records leave in one batch when flush() sends.
+
+    The partition's leader is learnt before the first record: records produced before librdkafka
+    knows it wait in an unassigned queue and are moved one at a time when metadata arrives, and
+    during flush() the first one moved can leave alone in a batch of its own (seen on a 3-broker
+    cluster in CI)."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "message.timeout.ms": WAIT_S * 1000, **config})
+    producer.list_topics(topic, timeout=WAIT_S)
+    reports: dict[int, object] = {}
+    for i, (key, value) in enumerate(records):
+        producer.produce(
+            topic, value=value, key=key, partition=0, on_delivery=lambda err, msg, i=i: reports.__setitem__(i, err)
+        )
+    assert producer.flush(WAIT_S) == 0
+    return [reports[i] for i in range(len(records))]

@@ -12,7 +12,7 @@ import struct
 import time
 
 import pytest
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import KafkaError
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from strom.protocol.api import ApiKey
@@ -23,6 +23,7 @@ from tests.integration.clients import (
     RawClient,
     confluent_consume,
     module_broker,  # noqa: F401 - fixture
+    produce_with_reports,
     unique_topic,
 )
 
@@ -48,18 +49,8 @@ def end_offset(broker, topic: str) -> int:
 
 def produce_reports(broker, topic: str, keys: list[bytes | None], **config) -> list:
     """Produce one record per key; returns each record's delivery error (None: delivered)."""
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "message.timeout.ms": WAIT_S * 1000, **config})
-    reports: dict[int, object] = {}
-    for i, key in enumerate(keys):
-        producer.produce(
-            topic,
-            value=b"value-%d" % i,
-            key=key,
-            partition=0,
-            on_delivery=lambda err, msg, i=i: reports.__setitem__(i, err),
-        )
-    assert producer.flush(WAIT_S) == 0
-    return [reports[i] for i in range(len(keys))]
+    records = [(key, b"value-%d" % i) for i, key in enumerate(keys)]
+    return produce_with_reports(broker.bootstrap, topic, records, **config)
 
 
 @pytest.mark.parametrize("codec", ["none", "lz4"])

@@ -20,7 +20,7 @@ from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode
 from strom.protocol.records import NewRecord, build_batch
 from tests.broker_process import BrokerProcess
-from tests.integration.clients import WAIT_S, RawClient, confluent_consume, unique_topic
+from tests.integration.clients import WAIT_S, RawClient, confluent_consume, produce_with_reports, unique_topic
 from tests.integration.test_schema_registry import USER_V1, registry_url
 
 OTHER = {"type": "record", "name": "Other", "namespace": "example", "fields": [{"name": "x", "type": "long"}]}
@@ -42,21 +42,8 @@ def described(bootstrap: str, topic: str) -> dict[str, str]:
 
 def produce(bootstrap: str, topic: str, records: list[tuple[bytes | None, bytes | None]], **config) -> list:
     """Produce (key, value) pairs in one batch; each record's delivery error (None: delivered)."""
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "message.timeout.ms": WAIT_S * 1000,
-            "linger.ms": 10_000,  # flush() sends at once; the linger keeps the records in one batch
-            **config,
-        }
-    )
-    reports: dict[int, object] = {}
-    for i, (key, value) in enumerate(records):
-        producer.produce(
-            topic, value=value, key=key, partition=0, on_delivery=lambda err, msg, i=i: reports.__setitem__(i, err)
-        )
-    assert producer.flush(WAIT_S) == 0
-    return [reports[i] for i in range(len(records))]
+    # flush() sends at once; the linger keeps the records in one batch
+    return produce_with_reports(bootstrap, topic, records, **{"linger.ms": 10_000, **config})
 
 
 def codes(errors: list) -> list[int | None]:
