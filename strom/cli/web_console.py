@@ -1,13 +1,15 @@
 """``strom console``: a web console for a Kafka cluster (strom or Apache Kafka), in the browser.
 
     strom console --bootstrap-server 127.0.0.1:9092 [--metrics http://127.0.0.1:9404/metrics ...]
-                  [--port 8080] [--command-config client.properties]
+                  [--port 8080] [--command-config client.properties] [--schema-registry-url URL]
 
 Prints its URL and serves until interrupted. It talks only the Kafka protocol (and scrapes the
 optional Prometheus endpoints), so it works against Apache Kafka too. Pages: overview (brokers,
 under-replicated and offline partitions, messages per second), topics (create, delete, configs,
 partitions), a message browser, consumer groups (lag over time, offset resets), SCRAM users,
-transactions and ACLs. --port 0 picks a free port.
+transactions and ACLs; with --schema-registry-url, the registry's subjects and versions side by
+side, and the message browser decodes records whose values carry a schema id. --port 0 picks a
+free port.
 """
 
 from __future__ import annotations
@@ -28,6 +30,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="URL",
         help="a broker's Prometheus endpoint to scrape (repeatable)",
+    )
+    parser.add_argument(
+        "--schema-registry-url",
+        metavar="URL",
+        help="a Schema Registry (strom's or Confluent's) for the Schemas page and decoded messages; it is "
+        "logged in to with the --command-config's SASL user and password (strom's registry checks the "
+        "brokers' SCRAM users), and an https one is checked with its CA file (ssl.truststore.location)",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8080, help="port to listen on; 0 picks a free one (default 8080)")
@@ -54,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
 
     from strom.console.app import serve
     from strom.console.cluster import Cluster
+    from strom.console.schemas import SchemaBrowser
 
     def interrupt(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
@@ -62,6 +72,17 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, interrupt)  # stop as on Ctrl-C: the server closes its socket
     try:
         cluster = Cluster(args.bootstrap_server, args.command_config, args.timeout / 1000)
+        schemas = None
+        if args.schema_registry_url:
+            props = cluster.properties
+            user_info = None
+            if props.get("sasl.username") is not None:
+                user_info = f"{props['sasl.username']}:{props.get('sasl.password', '')}"
+            ca_file = props.get("ssl.ca.location")
+            try:
+                schemas = SchemaBrowser(args.schema_registry_url, args.timeout / 1000, user_info, ca_file)
+            except (OSError, ValueError) as exc:
+                raise ToolError(f"--schema-registry-url {args.schema_registry_url}: {exc}") from None
 
         def ready(url: str) -> None:  # listening: a port in use has been refused at once
             print(f"strom console: {url} (cluster {cluster.bootstrap})", flush=True)
@@ -78,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
             max(args.refresh_ms, 250),
             args.metrics,
             ready=ready,
+            schemas=schemas,
         )
     except ToolError as exc:
         print(f"Error: {exc}", file=sys.stderr)

@@ -25,8 +25,9 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
 from strom.console.cluster import Cluster, ConsoleError
-from strom.console.render import line_chart, show_bytes, show_rate, show_size, show_time
+from strom.console.render import Shown, line_chart, show_bytes, show_rate, show_size, show_time
 from strom.console.sampler import Sampler
+from strom.console.schemas import SchemaBrowser, side_by_side
 
 log = logging.getLogger("strom.console")
 MAX_FORM_BYTES = 64 * 1024
@@ -42,16 +43,17 @@ class Redirect(Exception):
 class Console:
     """Routes and rendering, shared by the server's request threads."""
 
-    def __init__(self, cluster: Cluster, sampler: Sampler, refresh_ms: int):
+    def __init__(self, cluster: Cluster, sampler: Sampler, refresh_ms: int, schemas: SchemaBrowser | None = None):
         self.cluster = cluster
         self.sampler = sampler
         self.refresh_ms = refresh_ms
+        self.schemas = schemas
         self.env = Environment(
             loader=PackageLoader("strom.console", "templates"),
             autoescape=select_autoescape(default=True, default_for_string=True),
         )
         self.env.filters.update(
-            url=lambda s: quote(str(s), safe=""), size=show_size, rate=show_rate, time=show_time, shown=show_bytes
+            url=lambda s: quote(str(s), safe=""), size=show_size, rate=show_rate, time=show_time, shown=self.show
         )
         self.routes: list[tuple[str, re.Pattern[str], Callable[..., str]]] = [
             ("GET", re.compile(r"/"), self.overview),
@@ -71,11 +73,22 @@ class Console:
             ("GET", re.compile(r"/users"), self.users),
             ("GET", re.compile(r"/transactions"), self.transactions),
             ("GET", re.compile(r"/acls"), self.acls),
+            ("GET", re.compile(r"/schemas"), self.subjects),
+            ("GET", re.compile(r"/schemas/([^/]+)"), self.subject),
         ]
+
+    def show(self, data: bytes | None) -> Shown:
+        """A message's field decoded with its registered schema where it names one, else as bytes."""
+        decoded = self.schemas.decode(data) if self.schemas is not None else None
+        return decoded or show_bytes(data)
 
     def render(self, template: str, **values: Any) -> str:
         return self.env.get_template(template).render(
-            bootstrap=self.cluster.bootstrap, refresh_ms=self.refresh_ms, sampler_error=self.sampler.error, **values
+            bootstrap=self.cluster.bootstrap,
+            refresh_ms=self.refresh_ms,
+            sampler_error=self.sampler.error,
+            registry=self.schemas.url if self.schemas is not None else None,
+            **values,
         )
 
     def page(self, template: str, produce: Callable[[], dict[str, Any]], **values: Any) -> str:
@@ -290,6 +303,39 @@ class Console:
     def acls(self, query: dict[str, str]) -> str:
         return self.page("acls.html", lambda: {"acls": self.cluster.acls()}, nav="acls")
 
+    # -- schemas ---------------------------------------------------------------------------------------------
+
+    def _registry(self) -> SchemaBrowser:
+        if self.schemas is None:
+            raise ConsoleError("No Schema Registry: start the console with --schema-registry-url URL")
+        return self.schemas
+
+    def subjects(self, query: dict[str, str]) -> str:
+        return self.page("schemas.html", lambda: {"subjects": self._registry().subjects()}, nav="schemas")
+
+    def subject(self, query: dict[str, str], name: str) -> str:
+        """One subject: its compatibility level, a version's schema, and two versions side by side.
+
+        ``version`` picks the version shown (default the latest); ``a`` and ``b`` the pair compared
+        (default the two newest)."""
+
+        def produce() -> dict[str, Any]:
+            registry = self._registry()
+            versions = registry.versions(name)
+            shown = registry.version(name, _choice(query, "version", versions, versions[-1]))
+            values: dict[str, Any] = {
+                "versions": versions,
+                "shown": shown,
+                "compatibility": registry.compatibility(name),
+            }
+            if len(versions) > 1:
+                older = registry.version(name, _choice(query, "a", versions, versions[-2]))
+                newer = registry.version(name, _choice(query, "b", versions, versions[-1]))
+                values.update(older=older, newer=newer, diff=Markup(side_by_side(older, newer)))
+            return values
+
+        return self.page("schema.html", produce, nav="schemas", name=name)
+
 
 def describe_error(exc: BaseException) -> str:
     """One line for the page: the cluster's error name and text, or the tool's own message."""
@@ -314,6 +360,13 @@ def _int(values: dict[str, str], key: str, default: int) -> int:
         return int(raw)
     except ValueError:
         raise ConsoleError(f"Invalid {key} '{raw}': expected a whole number") from None
+
+
+def _choice(values: dict[str, str], key: str, versions: list[int], default: int) -> int:
+    chosen = _int(values, key, default)
+    if chosen not in versions:
+        raise ConsoleError(f"No version {chosen}: the subject has versions {versions}")
+    return chosen
 
 
 def _partitions(text: str, known: list[int]) -> list[int]:
@@ -414,10 +467,11 @@ def serve(
     metrics_urls: list[str],
     ready: Callable[[str], None] | None = None,
     stop: threading.Event | None = None,
+    schemas: SchemaBrowser | None = None,
 ) -> None:
     """Serve until ``stop`` is set (or forever); ``ready`` gets the URL once the socket listens."""
     sampler = Sampler(cluster, sample_interval_s, metrics_urls)
-    console = Console(cluster, sampler, refresh_ms)
+    console = Console(cluster, sampler, refresh_ms, schemas)
     handler = type("ConsoleHandler", (Handler,), {"console": console})
     server = ThreadingHTTPServer((host, port), handler)
     server.daemon_threads = True

@@ -241,3 +241,9 @@ def consume(consumer: Consumer, count: int) -> list[int]:
         assert offset is not None
         offsets.append(offset)
     return offsets
+
+
+def test_the_schemas_page_without_a_registry_says_how_to_name_one(page: Page) -> None:
+    page.goto("/")
+    page.get_by_role("link", name="Schemas").click()
+    expect(page.locator("#error")).to_have_text("No Schema Registry: start the console with --schema-registry-url URL")

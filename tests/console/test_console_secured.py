@@ -8,6 +8,7 @@ The broker's PLAINTEXT listener is used for set-up alone.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,11 +22,15 @@ from confluent_kafka.admin import (
     ScramMechanism,
     UserScramCredentialUpsertion,
 )
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
 from playwright.sync_api import Page, expect
 
 from strom.cluster.zookeeper_server import free_port
 from tests.broker_process import BrokerProcess
 from tests.console.conftest import PAGE_TIMEOUT_MS, ConsoleProcess
+from tests.integration.test_schema_registry import USER_V1, registry_url
 from tests.tls_certs import make_certificates
 
 WAIT_S = 15
@@ -33,6 +38,7 @@ TOPIC = "secured-orders"
 GROUP = "secured-billing"
 TRANSACTIONAL_ID = "secured-tx"
 TX_TOPIC = "secured-payments"
+AVRO_TOPIC = "secured-users"
 
 
 @pytest.fixture(scope="module")
@@ -47,6 +53,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerPr
             "ssl.keystore.location": str(certs.broker),
             "ssl.truststore.location": str(certs.ca),
             "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+            "schema.registry.listeners": "https://127.0.0.1:0",
         },
     ) as broker:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
@@ -55,7 +62,9 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerPr
         )
         for future in admin.alter_user_scram_credentials([upsert], request_timeout=WAIT_S).values():
             future.result(timeout=WAIT_S)
-        for future in admin.create_topics([NewTopic(TOPIC, 1, 1), NewTopic(TX_TOPIC, 1, 1)]).values():
+        for future in admin.create_topics(
+            [NewTopic(TOPIC, 1, 1), NewTopic(TX_TOPIC, 1, 1), NewTopic(AVRO_TOPIC, 1, 1)]
+        ).values():
             future.result(timeout=WAIT_S)
         producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
         for i in range(3):
@@ -75,14 +84,29 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerPr
             f"ssl.truststore.location={certs.ca}\n"
             "ssl.truststore.type=PEM\n"
         )
+        # an Avro record through the registry (https, HTTP Basic with the SCRAM user)
+        registry = SchemaRegistryClient(
+            {
+                "url": registry_url(broker),
+                "ssl.ca.location": str(certs.ca),
+                "basic.auth.user.info": "admin:admin-secret",
+            }
+        )
+        serialize = AvroSerializer(registry, json.dumps(USER_V1))
+        producer.produce(
+            AVRO_TOPIC,
+            value=serialize({"name": "ada", "age": 36}, SerializationContext(AVRO_TOPIC, MessageField.VALUE)),
+        )
+        assert producer.flush(WAIT_S) == 0
         yield broker, f"127.0.0.1:{sasl_ssl}", str(properties)
 
 
 @pytest.fixture(scope="module")
 def secured_console(secured, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleProcess]:
-    _, bootstrap, properties = secured
     log = tmp_path_factory.mktemp("secured-console-log") / "console.log"
-    process = ConsoleProcess(bootstrap, log, ["--command-config", properties]).start()
+    broker, bootstrap, properties = secured
+    arguments = ["--command-config", properties, "--schema-registry-url", registry_url(broker)]
+    process = ConsoleProcess(bootstrap, log, arguments).start()
     try:
         yield process
     finally:
@@ -146,5 +170,12 @@ def test_every_page_works_with_the_command_config(secured, secured_page: Page, t
 
     open_page(page, "/users")
     expect(page.locator("#users")).to_contain_text("SCRAM-SHA-512 (4096)")
+
+    # the registry over https, logged in to with the command config's SCRAM user
+    open_page(page, "/schemas")
+    expect(page.locator(f"#subjects tr[data-subject='{AVRO_TOPIC}-value']")).to_contain_text("AVRO")
+    open_page(page, f"/topics/{AVRO_TOPIC}/messages")
+    decoded = page.locator("#messages tr[data-offset='0'] td.value pre.avro")
+    expect(decoded).to_have_text(json.dumps({"name": "ada", "age": 36}, indent=2))
 
     open_page(page, "/acls")
