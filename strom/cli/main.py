@@ -38,6 +38,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "console": ("strom.cli.web_console", "a web console for the cluster: topics, messages, groups, lag"),
     "reassign-partitions": ("strom.cli.reassign_partitions", "move partition replicas between brokers (KIP-455)"),
     "docs": ("strom.cli.docs", "build this documentation site and serve it on 127.0.0.1"),
+    "iceberg": ("strom.cli.iceberg", "list the Iceberg tables of topics and their translation lag"),
     "schemas": ("strom.cli.schemas", "list, get, register, check and delete schemas; compatibility and mode"),
 }
 

@@ -4,6 +4,8 @@ table holds every committed record once, with no gap and no duplicate."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 
 from strom.iceberg.table import CatalogSettings
@@ -37,3 +39,14 @@ def test_a_new_leader_continues_the_table_without_gap_or_duplicate(cluster_facto
     wait_for_rows(catalog, "clicks", len(committed), timeout_s=90)
     time.sleep(1.5)  # a few more rounds on every leader: nothing more may arrive
     assert_exactly(table_rows(catalog, "clicks"), committed, aborted)
+
+    # strom iceberg status finds the shared catalog through the brokers' iceberg.catalog.uri: caught up
+    status = subprocess.run(
+        [sys.executable, "-m", "strom.cli.main", "iceberg", "--bootstrap-server", cluster.bootstrap, "status"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert status.returncode == 0, status.stderr
+    lines = [line.split() for line in status.stdout.splitlines()[1:]]
+    assert [(row[0], row[1], row[4]) for row in lines] == [("clicks", str(p), "0") for p in range(3)], status.stdout

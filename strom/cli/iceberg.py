@@ -1,0 +1,262 @@
+"""``strom iceberg``: the Iceberg tables that brokers keep for topics, and how far behind they are.
+
+    strom iceberg --bootstrap-server 127.0.0.1:9092 list [--topic T] [--catalog-uri URI]
+    strom iceberg --bootstrap-server 127.0.0.1:9092 status [--topic T] [--catalog-uri URI]
+
+``list`` prints a line per Iceberg topic (``iceberg.mode`` other than disabled): its mode, the
+table's location, current snapshot and rows. ``status`` prints a line per partition: the offset
+the table holds up to (from its snapshot's summary, the same offsets the translator resumes
+from), the partition's committed end (the last stable offset: what a read_committed consumer
+reads up to, and so what translation can reach), the lag in records, and in seconds (how old the
+oldest committed record that is not in the table yet is).
+
+The catalog is the brokers' own: ``iceberg.catalog.uri`` as the broker describes it, or, when
+that is unset, the SQLite catalog in the broker's first log dir, which this tool can open when it
+runs on the broker's host. ``--catalog-uri`` names another.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import dataclass
+
+from strom.cli.client_props import (
+    ToolError,
+    add_command_config_argument,
+    add_timeout_argument,
+    client_config,
+    command_properties,
+    ensure_reachable,
+    error_text,
+)
+
+ACTIONS = ("list", "status")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT", help="the broker(s) to connect to")
+    add_command_config_argument(parser)
+    parser.add_argument("action", choices=ACTIONS, help="list: tables; status: translation lag per partition")
+    parser.add_argument("--topic", help="only this topic")
+    parser.add_argument(
+        "--catalog-uri",
+        metavar="URI",
+        help="the Iceberg SQL catalog (SQLAlchemy URL); default: the broker's iceberg.catalog.uri, or the "
+        "SQLite catalog in its first log dir",
+    )
+    add_timeout_argument(parser, default_ms=10_000)
+
+
+@dataclass(frozen=True)
+class PartitionLag:
+    topic: str
+    partition: int
+    table_offset: int  # the next offset the table lacks
+    committed_end: int  # the last stable offset
+    lag_seconds: float | None  # None: nothing behind, or its timestamp could not be read
+
+    @property
+    def lag_records(self) -> int:
+        return max(0, self.committed_end - self.table_offset)
+
+
+def run(args: argparse.Namespace) -> int:
+    from confluent_kafka.admin import AdminClient
+
+    props = command_properties(args.command_config)
+    config = client_config(args.bootstrap_server, overrides=props)
+    admin = AdminClient(config)
+    timeout_s = args.timeout / 1000
+    try:
+        ensure_reachable(admin, args.bootstrap_server, timeout_s)
+        topics = iceberg_topics(admin, args.topic, timeout_s)
+        if args.topic and args.topic not in topics:
+            raise ToolError(f"topic {args.topic} is not an Iceberg topic (its iceberg.mode is disabled)")
+        catalog = open_brokers_catalog(admin, args.catalog_uri, timeout_s)
+        if args.action == "list":
+            print_tables(catalog, topics)
+        else:
+            print_lag(admin, config, catalog, topics, timeout_s)
+    except ToolError as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def iceberg_topics(admin, only: str | None, timeout_s: float) -> dict[str, str]:
+    """Topic -> its iceberg.mode, for every topic (or ``only``) whose mode is not disabled."""
+    from confluent_kafka.admin import ConfigResource
+
+    names = [only] if only else [t for t in admin.list_topics(timeout=timeout_s).topics if not t.startswith("_")]
+    if not names:
+        return {}
+    futures = admin.describe_configs([ConfigResource("topic", name) for name in names], request_timeout=timeout_s)
+    modes = {}
+    for resource, future in futures.items():
+        try:
+            entries = future.result(timeout_s)
+        except Exception as exc:
+            raise ToolError(f"describe configs of topic {resource.name}: {error_text(exc)}") from None
+        entry = entries.get("iceberg.mode")
+        if entry is not None and entry.value not in (None, "disabled"):
+            modes[resource.name] = entry.value
+    return dict(sorted(modes.items()))
+
+
+def open_brokers_catalog(admin, catalog_uri: str | None, timeout_s: float):
+    """The catalog the brokers commit to; None when it is the default one and not made yet."""
+    from confluent_kafka.admin import ConfigResource
+
+    from strom.iceberg.table import CatalogSettings, open_catalog
+
+    broker_id = next(iter(admin.list_topics(timeout=timeout_s).brokers))
+    [future] = admin.describe_configs([ConfigResource("broker", str(broker_id))], request_timeout=timeout_s).values()
+    try:
+        entries = future.result(timeout_s)
+    except Exception as exc:
+        raise ToolError(f"describe configs of broker {broker_id}: {error_text(exc)}") from None
+
+    def value(key: str) -> str | None:
+        entry = entries.get(key)
+        return entry.value if entry is not None else None
+
+    log_dirs = tuple((value("log.dirs") or value("log.dir") or "").split(","))
+    settings = CatalogSettings.for_broker(
+        log_dirs, catalog_uri or value("iceberg.catalog.uri"), value("iceberg.warehouse"), 512 * 1024 * 1024
+    )
+    if settings.uri.startswith("sqlite:///"):
+        import os
+
+        path = "/" + settings.uri.removeprefix("sqlite:///").lstrip("/")
+        if not os.path.exists(path):
+            if os.path.isdir(os.path.dirname(path)):
+                return None  # the broker's log dir, before its first table: nothing translated yet
+            raise ToolError(
+                f"no Iceberg catalog at {settings.uri}: run this on the broker's host, or name the catalog "
+                "with --catalog-uri"
+            )
+    try:
+        return open_catalog(settings)
+    except Exception as exc:  # SQLAlchemy's and pyiceberg's own errors: one line
+        raise ToolError(f"cannot open the Iceberg catalog {settings.uri}: {exc}") from None
+
+
+def load(catalog, topic: str):
+    from pyiceberg.exceptions import NoSuchTableError
+
+    from strom.iceberg.table import identifier
+
+    if catalog is None:
+        return None
+    try:
+        return catalog.load_table(identifier(topic))
+    except NoSuchTableError:
+        return None  # not translated yet: the first commit creates it
+
+
+def print_tables(catalog, topics: dict[str, str]) -> None:
+    rows = [("TOPIC", "MODE", "SNAPSHOT", "ROWS", "LOCATION")]
+    for topic, mode in topics.items():
+        table = load(catalog, topic)
+        snapshot = table.current_snapshot() if table is not None else None
+        rows_count = "0"
+        if snapshot is not None and snapshot.summary is not None:
+            rows_count = snapshot.summary.additional_properties.get("total-records", "0")
+        rows.append(
+            (
+                topic,
+                mode,
+                str(snapshot.snapshot_id) if snapshot is not None else "-",
+                rows_count,
+                table.location() if table is not None else "- (no table yet)",
+            )
+        )
+    print_columns(rows)
+
+
+def print_lag(admin, config: dict, catalog, topics: dict[str, str], timeout_s: float) -> None:
+    rows = [("TOPIC", "PARTITION", "TABLE-OFFSET", "COMMITTED-END", "LAG", "LAG-SECONDS")]
+    for topic in topics:
+        for lag in partition_lags(admin, config, catalog, topic, timeout_s):
+            seconds = "-" if lag.lag_seconds is None else f"{lag.lag_seconds:.1f}"
+            rows.append(
+                (
+                    topic,
+                    str(lag.partition),
+                    str(lag.table_offset),
+                    str(lag.committed_end),
+                    str(lag.lag_records),
+                    seconds,
+                )
+            )
+    print_columns(rows)
+
+
+def partition_lags(admin, config: dict, catalog, topic: str, timeout_s: float) -> list[PartitionLag]:
+    from confluent_kafka import IsolationLevel, TopicPartition
+    from confluent_kafka.admin import OffsetSpec
+
+    from strom.iceberg.table import committed_offsets
+
+    table = load(catalog, topic)
+    in_table = committed_offsets(table) if table is not None else {}
+    partitions = sorted(admin.list_topics(topic, timeout=timeout_s).topics[topic].partitions)
+    wanted = {TopicPartition(topic, p): OffsetSpec.latest() for p in partitions}
+    starts = {TopicPartition(topic, p): OffsetSpec.earliest() for p in partitions}
+    try:
+        ends = {
+            tp.partition: f.result(timeout_s).offset
+            for tp, f in admin.list_offsets(
+                wanted, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=timeout_s
+            ).items()
+        }
+        log_starts = {
+            tp.partition: f.result(timeout_s).offset
+            for tp, f in admin.list_offsets(starts, request_timeout=timeout_s).items()
+        }
+    except Exception as exc:
+        raise ToolError(f"list offsets of {topic}: {error_text(exc)}") from None
+    lags = []
+    for partition in partitions:
+        table_offset = in_table.get(partition, log_starts[partition])  # where translation starts
+        lag = PartitionLag(topic, partition, table_offset, ends[partition], None)
+        if lag.lag_records:
+            oldest = oldest_timestamp_ms(config, topic, partition, max(table_offset, log_starts[partition]), timeout_s)
+            if oldest is not None:
+                lag = PartitionLag(
+                    topic, partition, table_offset, ends[partition], max(0.0, time.time() - oldest / 1000)
+                )
+        lags.append(lag)
+    return lags
+
+
+def oldest_timestamp_ms(config: dict, topic: str, partition: int, offset: int, timeout_s: float) -> int | None:
+    """The timestamp of the first committed record at or after ``offset``."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(
+        {
+            **config,
+            "group.id": "strom-iceberg-status",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+        }
+    )
+    try:
+        consumer.assign([TopicPartition(topic, partition, offset)])
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                return message.timestamp()[1]
+        return None
+    finally:
+        consumer.close()
+
+
+def print_columns(rows: list[tuple[str, ...]]) -> None:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
