@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from strom.cli.client_props import (
@@ -256,7 +257,7 @@ def oldest_timestamp_ms(config: dict, topic: str, partition: int, offset: int, t
         consumer.close()
 
 
-def print_columns(rows: list[tuple[str, ...]]) -> None:
+def print_columns(rows: Sequence[tuple[str, ...]]) -> None:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
