@@ -1,7 +1,10 @@
-"""The Iceberg table of a topic in ``key_value`` mode: its schema, its catalog, and its offsets.
+"""The Iceberg tables of a topic: their schemas, their catalog, and their offsets.
 
-Columns: ``kafka`` (a struct of partition, offset, timestamp, timestamp_type and headers, a list
-of key/value structs), ``key`` and ``value`` as binary; partitioned by ``hour(kafka.timestamp)``.
+Columns in ``key_value`` mode: ``kafka`` (a struct of partition, offset, timestamp, timestamp_type
+and headers, a list of key/value structs), ``key`` and ``value`` as binary; partitioned by
+``hour(kafka.timestamp)``. In the schema modes ``kafka`` and ``key`` are followed by the value's
+columns (strom.iceberg.avro_columns), and the records that cannot be translated go to the
+dead-letter table ``<topic>~dlq``: the ``key_value`` columns and a ``reason``.
 
 Exactly once rests on the snapshot summary: every snapshot strom commits carries
 ``strom.offsets.<partition>`` = the next offset to translate for *every* partition the table
@@ -59,13 +62,20 @@ def open_catalog(settings: CatalogSettings) -> Catalog:
     return SqlCatalog(CATALOG_NAME, uri=settings.uri, warehouse=settings.warehouse)
 
 
+DLQ_SUFFIX = "~dlq"  # "~" is no character of a topic name: the dead-letter table's name is no topic's
+FIRST_VALUE_ID = 11  # the value columns' field ids in the schema modes start after kafka's and key's
+
+
 def identifier(topic: str) -> tuple[str, str]:
     """A tuple, not "strom.<topic>": a topic name may hold dots, which a dotted name would split."""
     return NAMESPACE, topic
 
 
-def key_value_schema() -> Any:
-    from pyiceberg.schema import Schema
+def dlq_identifier(topic: str) -> tuple[str, str]:
+    return NAMESPACE, topic + DLQ_SUFFIX
+
+
+def _kafka_field() -> Any:
     from pyiceberg.types import (
         BinaryType,
         IntegerType,
@@ -87,11 +97,34 @@ def key_value_schema() -> Any:
         NestedField(5, "timestamp_type", IntegerType(), required=True),
         NestedField(6, "headers", ListType(7, header, element_required=True), required=False),
     )
+    return NestedField(1, "kafka", kafka, required=True)
+
+
+def key_value_schema() -> Any:
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import BinaryType, NestedField
+
     return Schema(
-        NestedField(1, "kafka", kafka, required=True),
+        _kafka_field(),
         NestedField(10, "key", BinaryType(), required=False),
         NestedField(11, "value", BinaryType(), required=False),
     )
+
+
+def dead_letter_schema() -> Any:
+    """``key_value``'s columns (the raw key and value) and why the record was not translated."""
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import NestedField, StringType
+
+    return Schema(*key_value_schema().fields, NestedField(12, "reason", StringType(), required=False))
+
+
+def typed_schema(value_fields: list[Any]) -> Any:
+    """A schema mode's columns: ``kafka``, ``key`` as binary, then the value's columns (ids from 11)."""
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import BinaryType, NestedField
+
+    return Schema(_kafka_field(), NestedField(10, "key", BinaryType(), required=False), *value_fields)
 
 
 def hour_spec() -> Any:
@@ -101,14 +134,26 @@ def hour_spec() -> Any:
     return PartitionSpec(PartitionField(source_id=4, field_id=1000, transform=HourTransform(), name="kafka_hour"))
 
 
-def load_or_create(catalog: Catalog, topic: str, target_file_size_bytes: int) -> Table:
-    """The topic's table, made on first use; brokers racing to make it all end with the one that won."""
-    from pyiceberg.exceptions import NamespaceAlreadyExistsError, NoSuchTableError, TableAlreadyExistsError
+def load_existing(catalog: Catalog, name: tuple[str, str]) -> Table | None:
+    from pyiceberg.exceptions import NoSuchTableError
 
     try:
-        return _without_retries(catalog.load_table(identifier(topic)))
+        return _without_retries(catalog.load_table(name))
     except NoSuchTableError:
-        pass
+        return None
+
+
+def load_or_create(
+    catalog: Catalog, topic: str, target_file_size_bytes: int, schema: Any = None, name: tuple[str, str] | None = None
+) -> Table:
+    """The topic's table (``name``: another of its tables), made with ``schema`` (``key_value``'s by
+    default) on first use; brokers racing to make it all end with the one that won."""
+    from pyiceberg.exceptions import NamespaceAlreadyExistsError, TableAlreadyExistsError
+
+    name = name or identifier(topic)
+    found = load_existing(catalog, name)
+    if found is not None:
+        return found
     try:
         catalog.create_namespace(NAMESPACE)
     except NamespaceAlreadyExistsError:
@@ -116,10 +161,10 @@ def load_or_create(catalog: Catalog, topic: str, target_file_size_bytes: int) ->
     properties = {**NO_RETRY, "write.target-file-size-bytes": str(target_file_size_bytes)}
     try:
         return catalog.create_table(
-            identifier(topic), schema=key_value_schema(), partition_spec=hour_spec(), properties=properties
+            name, schema=schema or key_value_schema(), partition_spec=hour_spec(), properties=properties
         )
     except TableAlreadyExistsError:
-        return catalog.load_table(identifier(topic))
+        return catalog.load_table(name)
 
 
 def _without_retries(table: Table) -> Table:

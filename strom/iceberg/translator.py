@@ -1,11 +1,14 @@
-"""The broker's Iceberg service: every ``iceberg.target.lag.ms``, one translation round per topic
-in ``key_value`` mode, for the partitions this broker leads, in a worker process.
+"""The broker's Iceberg service: every ``iceberg.target.lag.ms``, one translation round per Iceberg
+topic, for the partitions this broker leads, in a worker process.
 
 It takes its collaborators, not the broker: ``leaders`` lists the partition logs this broker leads
 now (an empty list while it cannot confirm its ZooKeeper session), and the catalog settings. On
 the event loop it only reads what a log knows in memory (log start, last stable offset, aborted
 transactions, all cheap) and writes the segment's buffered appends to its file; the records are
-read, encoded and committed in the worker (strom.iceberg.worker).
+read, encoded and committed in the worker (strom.iceberg.worker). A topic in a schema mode also
+takes the registry as this broker's view of ``_schemas`` knows it (``schemas``, a callable the
+broker composes from its Schema Registry service): plain data, never the live registry, since the
+worker is another process.
 """
 
 from __future__ import annotations
@@ -17,11 +20,15 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from typing import Protocol
 
+from strom.iceberg.schema_modes import MODES as SCHEMA_MODES
+from strom.iceberg.schema_modes import SchemaSet
 from strom.iceberg.segments import Aborted
 from strom.iceberg.table import CatalogSettings
 from strom.iceberg.worker import PartitionJob, TopicJob, TopicResult, drop_table, init_worker, translate_topic
 
 log = logging.getLogger("strom.iceberg")
+
+TRANSLATED_MODES = ("key_value", *SCHEMA_MODES)
 
 
 class AbortedTxn(Protocol):
@@ -64,13 +71,16 @@ class IcebergTranslator:
         leaders: Callable[[], Iterable[tuple[str, int, TopicSettings, TranslatedLog]]],
         target_lag_ms: int,
         topic_exists: Callable[[str], bool] = lambda topic: True,
+        schemas: Callable[[str], SchemaSet] | None = None,
     ):
         """``leaders``: (topic, partition, topic configs, log) of each partition this broker leads;
         ``topic_exists``: whether a topic is still in the cluster's metadata (a deleted one's table
-        is dropped when its iceberg.delete was true)."""
+        is dropped when its iceberg.delete was true); ``schemas``: the registry's schemas for a
+        topic's round (None: no registry, the schema modes' records wait)."""
         self.catalog = catalog
         self._leaders = leaders
         self._topic_exists = topic_exists
+        self._schemas = schemas
         self.target_lag_ms = target_lag_ms
         self._pool: ProcessPoolExecutor | None = None
         self._known: dict[tuple[str, int], int] = {}  # the table's committed offsets as last read
@@ -81,6 +91,7 @@ class IcebergTranslator:
         self.rounds = 0
         self.rows = 0
         self.failures = 0
+        self.dead_letters = 0
 
     def _executor(self) -> ProcessPoolExecutor:
         if self._pool is None:
@@ -91,9 +102,11 @@ class IcebergTranslator:
     def jobs(self) -> list[TopicJob]:
         """One job per Iceberg topic, from what the logs know in memory (on the event loop)."""
         by_topic: dict[str, list[PartitionJob]] = {}
+        modes: dict[str, str] = {}
         for topic, partition, settings, log_ in self._leaders():
-            if settings.iceberg_mode != "key_value":
+            if settings.iceberg_mode not in TRANSLATED_MODES:
                 continue
+            modes[topic] = settings.iceberg_mode
             self._translated[topic] = settings.iceberg_delete
             log_.active_segment.write_pending()  # everything below the high watermark is in the file
             upper = log_.last_stable_offset
@@ -104,14 +117,21 @@ class IcebergTranslator:
             by_topic.setdefault(topic, []).append(
                 PartitionJob(partition, log_.directory, log_.log_start_offset, upper, start, aborted)
             )
-        return [TopicJob(topic, self.catalog, tuple(parts)) for topic, parts in sorted(by_topic.items())]
+        jobs = []
+        for topic, parts in sorted(by_topic.items()):
+            mode = modes[topic]
+            schemas = None
+            if mode in SCHEMA_MODES:
+                schemas = self._schemas(topic) if self._schemas is not None else SchemaSet(settled=False)
+            jobs.append(TopicJob(topic, self.catalog, tuple(parts), mode, schemas))
+        return jobs
 
     def lag(self) -> list[tuple[str, int, int]]:
         """(topic, partition, committed records not yet in the table) of each Iceberg partition this
         broker leads, from the table offsets the last round read back (none before it; on the event loop)."""
         found = []
         for topic, partition, settings, log_ in self._leaders():
-            if settings.iceberg_mode != "key_value" or topic not in self._read_topics:
+            if settings.iceberg_mode not in TRANSLATED_MODES or topic not in self._read_topics:
                 continue
             translated = max(self._known.get((topic, partition), 0), log_.log_start_offset)
             found.append((topic, partition, max(0, log_.last_stable_offset - translated)))
@@ -144,6 +164,9 @@ class IcebergTranslator:
                 self._known[(job.topic, partition)] = offset
             self._read_topics.add(job.topic)
             self.rows += result.rows
+            self.dead_letters += result.dead_letters
+            if result.dead_letters:
+                log.info("iceberg: %d records of %s went to its dead-letter table", result.dead_letters, job.topic)
         self.rounds += 1
 
     async def run(self, stop: asyncio.Event) -> None:

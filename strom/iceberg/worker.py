@@ -7,6 +7,13 @@ leader committed first, or a deposed leader's stale round) fails on the snapshot
 from and the round starts again from the offsets that won, so nothing is written twice or skipped.
 Data files of a commit that failed or a process that died before committing are orphans that no
 snapshot references.
+
+In the schema modes (strom.iceberg.schema_modes) a round also evolves the table's schema to the
+schemas its records use, and the records it cannot translate go to the dead-letter table
+``<topic>~dlq`` first, in a commit of their own whose summary carries that table's offsets the
+same way; then the table's commit. A round that dies between the two commits, or whose second
+commit loses its race, is done again from the table's offsets, and the dead-letter rows below
+the dead-letter table's offsets are left out of it: each record lands in one of the two once.
 """
 
 from __future__ import annotations
@@ -14,9 +21,12 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass, field
+from typing import Any
 
 from strom.iceberg import table as tables
+from strom.iceberg.schema_modes import Decoded, Decoder, SchemaSet, Wait
 from strom.iceberg.segments import Aborted, committed_records
+from strom.protocol.records import BatchHeader, Record
 
 log = logging.getLogger("strom.iceberg")
 
@@ -39,6 +49,8 @@ class TopicJob:
     topic: str
     catalog: tables.CatalogSettings
     partitions: tuple[PartitionJob, ...] = field(default_factory=tuple)
+    mode: str = "key_value"
+    schemas: SchemaSet | None = None  # the schema modes: the registry as the broker's view knows it
 
 
 @dataclass
@@ -46,24 +58,28 @@ class TopicResult:
     offsets: dict[int, int]  # the table's committed offsets after the round, every partition
     rows: int = 0  # rows this round committed
     commits_lost: int = 0  # commits that lost a race and were planned again
+    dead_letters: int = 0  # rows this round committed to the dead-letter table
 
 
-def _arrow_rows(schema, partition: int, records) -> object:  # noqa: ANN001
+Row = tuple[int, BatchHeader, Record]  # (partition, batch header, record)
+
+
+def _kafka_columns(arrow_schema: Any, rows: list[Row]) -> list[Any]:
+    """The ``kafka`` struct and ``key`` columns of ``rows``."""
     import pyarrow as pa
 
-    columns: dict[str, list] = {k: [] for k in ("offset", "timestamp", "timestamp_type", "headers", "key", "value")}
-    for header, record in records:
+    columns: dict[str, list] = {k: [] for k in ("partition", "offset", "timestamp", "timestamp_type", "headers", "key")}
+    for partition, header, record in rows:
+        columns["partition"].append(partition)
         columns["offset"].append(record.offset)
         columns["timestamp"].append(record.timestamp * 1000)  # Iceberg's timestamptz is in microseconds
         columns["timestamp_type"].append(header.timestamp_type)
         columns["headers"].append([{"key": k, "value": v} for k, v in record.headers])
         columns["key"].append(record.key)
-        columns["value"].append(record.value)
-    arrow_schema = schema.as_arrow()
     kafka_type = arrow_schema.field("kafka").type
     kafka = pa.StructArray.from_arrays(
         [
-            pa.array([partition] * len(columns["offset"]), kafka_type.field("partition").type),
+            pa.array(columns["partition"], kafka_type.field("partition").type),
             pa.array(columns["offset"], kafka_type.field("offset").type),
             pa.array(columns["timestamp"], pa.int64()).cast(kafka_type.field("timestamp").type),
             pa.array(columns["timestamp_type"], kafka_type.field("timestamp_type").type),
@@ -71,18 +87,22 @@ def _arrow_rows(schema, partition: int, records) -> object:  # noqa: ANN001
         ],
         fields=list(kafka_type),
     )
-    return pa.Table.from_arrays(
-        [
-            kafka,
-            pa.array(columns["key"], arrow_schema.field("key").type),
-            pa.array(columns["value"], arrow_schema.field("value").type),
-        ],
-        schema=arrow_schema,
-    )
+    return [kafka, pa.array(columns["key"], arrow_schema.field("key").type)]
+
+
+def _arrow_rows(schema: Any, partition: int, records: list[tuple[BatchHeader, Record]]) -> Any:
+    import pyarrow as pa
+
+    arrow_schema = schema.as_arrow()
+    rows = [(partition, header, record) for header, record in records]
+    value = pa.array([record.value for _, record in records], arrow_schema.field("value").type)
+    return pa.Table.from_arrays([*_kafka_columns(arrow_schema, rows), value], schema=arrow_schema)
 
 
 def translate_topic(job: TopicJob) -> TopicResult:
     """One round for the partitions of ``job`` this broker leads."""
+    if job.mode != "key_value":
+        return _translate_typed(job)
     import pyarrow as pa
     from pyiceberg.exceptions import CommitFailedException
 
@@ -122,6 +142,148 @@ def translate_topic(job: TopicJob) -> TopicResult:
     raise RuntimeError(f"{job.topic}: {COMMIT_ATTEMPTS} commits in a row lost their race")
 
 
+def _dead_letter_rows(table: Any, rows: list[tuple[Row, str]]) -> Any:
+    import pyarrow as pa
+
+    arrow_schema = table.schema().as_arrow()  # the catalog numbers a new table's fields afresh
+    plain = [row for row, _ in rows]
+    return pa.Table.from_arrays(
+        [
+            *_kafka_columns(arrow_schema, plain),
+            pa.array([record.value for _, _, record in plain], arrow_schema.field("value").type),
+            pa.array([reason for _, reason in rows], arrow_schema.field("reason").type),
+        ],
+        schema=arrow_schema,
+    )
+
+
+def _typed_rows(table: Any, good: list[tuple[Row, Decoded]]) -> tuple[Any, list[tuple[Row, str]]]:
+    """The Arrow table of the decoded rows in the table's schema, and the rows whose values do not
+    fit their columns (a decimal wider than its precision...) with the reason."""
+    import pyarrow as pa
+
+    arrow_schema = table.schema().as_arrow()
+    names = [f.name for f in arrow_schema if f.name not in ("kafka", "key")]
+
+    def build(part: list[tuple[Row, Decoded]]) -> Any:
+        values = [decoded.value for _, decoded in part]
+        columns = [pa.array([v.get(name) for v in values], arrow_schema.field(name).type) for name in names]
+        return pa.Table.from_arrays(
+            [*_kafka_columns(arrow_schema, [r for r, _ in part]), *columns], schema=arrow_schema
+        )
+
+    try:
+        return build(good), []
+    except (pa.ArrowException, TypeError, ValueError, OverflowError):
+        pass
+    kept, dead = [], []  # find the rows that do not fit, one at a time
+    for item in good:
+        try:
+            build([item])
+            kept.append(item)
+        except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
+            dead.append((item[0], f"schema id {item[1].schema_id}: the value does not fit the table's columns: {exc}"))
+    return build(kept), dead
+
+
+def _evolve(table: Any, decoder: Decoder, schema_ids: list[int]) -> dict[int, str]:
+    """Add the columns of ``schema_ids`` to the table (widening types Iceberg can widen); returns the
+    schemas that cannot be added, with why. A CommitFailedException (another broker evolved it
+    first) goes up: the round plans again."""
+    from pyiceberg.exceptions import ValidationError
+    from pyiceberg.schema import Schema
+
+    refused: dict[int, str] = {}
+    for schema_id in schema_ids:
+        fields = decoder.fields(schema_id)
+        if isinstance(fields, str):
+            refused[schema_id] = fields
+            continue
+        try:
+            with table.update_schema() as update:
+                update.union_by_name(Schema(*fields))
+        except (ValidationError, ValueError) as exc:
+            refused[schema_id] = f"schema id {schema_id} does not fit the table's columns: {exc}"
+    return refused
+
+
+def _translate_typed(job: TopicJob) -> TopicResult:
+    """One round of a schema mode: the table's rows and the dead-letter table's (see the module docstring)."""
+    from pyiceberg.exceptions import CommitFailedException
+
+    schemas = job.schemas or SchemaSet(settled=False)
+    catalog = tables.open_catalog(job.catalog)
+    lost = 0
+    for _attempt in range(COMMIT_ATTEMPTS):
+        decoder = Decoder(job.mode, schemas)
+        base: list[Any] = []
+        if decoder.reader_id is not None and not isinstance(decoder.fields(decoder.reader_id), str):
+            base = list(decoder.fields(decoder.reader_id))
+        table = tables.load_or_create(
+            catalog, job.topic, job.catalog.target_file_size_bytes, schema=tables.typed_schema(base)
+        )
+        committed = tables.committed_offsets(table)
+        dlq = tables.load_existing(catalog, tables.dlq_identifier(job.topic))
+        dlq_committed = tables.committed_offsets(dlq) if dlq is not None else {}
+        offsets, dlq_offsets = dict(committed), dict(dlq_committed)
+        good: list[tuple[Row, Decoded]] = []
+        dead: list[tuple[Row, str]] = []
+        for part in job.partitions:
+            start = max(committed.get(part.partition, 0), part.log_start_offset)
+            if start < part.aborted_from or start >= part.upper:
+                continue
+            records, resume = committed_records(
+                part.directory, start, part.upper, list(part.aborted), MAX_BYTES_PER_PARTITION
+            )
+            for header, record in records:
+                verdict = decoder.decode(record.value)
+                if isinstance(verdict, Wait):
+                    resume = record.offset  # its schema is registered but not read here yet
+                    break
+                row = (part.partition, header, record)
+                if isinstance(verdict, Decoded):
+                    good.append((row, verdict))
+                else:
+                    dead.append((row, verdict))
+            offsets[part.partition] = resume
+        if offsets == committed:
+            return TopicResult(committed, 0, lost)
+        try:
+            ids = sorted({decoder.columns_id(d.schema_id) for _, d in good})
+            refused = _evolve(table, decoder, ids)
+            if refused:
+                dead += [
+                    (row, refused[decoder.columns_id(d.schema_id)])
+                    for row, d in good
+                    if decoder.columns_id(d.schema_id) in refused
+                ]
+                good = [(row, d) for row, d in good if decoder.columns_id(d.schema_id) not in refused]
+            rows, unfit = _typed_rows(table, good)
+            dead += unfit
+            # a dead letter below the dead-letter table's offsets is there already (a round that died
+            # between the two commits, or whose table commit lost its race)
+            dead = [(row, why) for row, why in dead if row[2].offset >= dlq_committed.get(row[0], 0)]
+            if dead:
+                for partition in {row[0] for row, _ in dead}:
+                    dlq_offsets[partition] = offsets[partition]
+                dlq = dlq or tables.load_or_create(
+                    catalog,
+                    job.topic,
+                    job.catalog.target_file_size_bytes,
+                    schema=tables.dead_letter_schema(),
+                    name=tables.dlq_identifier(job.topic),
+                )
+                dead.sort(key=lambda item: (item[0][0], item[0][2].offset))
+                dlq.append(_dead_letter_rows(dlq, dead), snapshot_properties=tables.offset_properties(dlq_offsets))
+            table.append(rows, snapshot_properties=tables.offset_properties(offsets))
+        except CommitFailedException as exc:
+            lost += 1
+            log.info("%s: a commit lost a race (%s); planning again from the tables' offsets", job.topic, exc)
+            continue
+        return TopicResult(offsets, rows.num_rows, lost, len(dead))
+    raise RuntimeError(f"{job.topic}: {COMMIT_ATTEMPTS} commits in a row lost their race")
+
+
 def table_offsets(catalog: tables.CatalogSettings, topic: str) -> dict[int, int]:
     """The committed offsets of a topic's table (empty when it has none yet)."""
     from pyiceberg.exceptions import NoSuchTableError
@@ -136,10 +298,12 @@ def drop_table(catalog: tables.CatalogSettings, topic: str) -> None:
     """Drop a deleted topic's table (its metadata; pyiceberg leaves the files in the warehouse)."""
     from pyiceberg.exceptions import NoSuchTableError
 
-    try:
-        tables.open_catalog(catalog).drop_table(tables.identifier(topic))
-    except NoSuchTableError:
-        pass  # another broker that led one of its partitions dropped it first
+    opened = tables.open_catalog(catalog)
+    for name in (tables.identifier(topic), tables.dlq_identifier(topic)):
+        try:
+            opened.drop_table(name)
+        except NoSuchTableError:
+            pass  # another broker that led one of its partitions dropped it first (or it had no dead letters)
 
 
 def init_worker() -> None:

@@ -462,8 +462,18 @@ class Broker:
         catalog = CatalogSettings.for_broker(
             config.log_dirs, config.iceberg_catalog_uri, config.iceberg_warehouse, config.iceberg_target_file_size_bytes
         )
+
+        def schemas(topic: str):
+            from strom.server.iceberg_schemas import schema_set
+
+            return schema_set(self._schema_registry_service(), replicas, self.metadata, topic)
+
         self.iceberg = IcebergTranslator(
-            catalog, leaders, config.iceberg_target_lag_ms, topic_exists=lambda topic: topic in self.metadata.topics
+            catalog,
+            leaders,
+            config.iceberg_target_lag_ms,
+            topic_exists=lambda topic: topic in self.metadata.topics,
+            schemas=schemas,
         )
         self._in_background(self.iceberg.run(self._stop))
 

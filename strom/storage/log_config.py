@@ -505,22 +505,20 @@ def warn_ignored(key: str, value: str, reason: str) -> None:
 
 
 ICEBERG_MODES = ("disabled", "key_value", "value_schema_id_prefix", "value_schema_latest")
-_ICEBERG_MODES_LATER = ("value_schema_id_prefix", "value_schema_latest")
 
 
 def parse_iceberg_mode(key: str, raw: str) -> str:
-    mode = parse_choice(key, raw, ICEBERG_MODES)
-    if mode in _ICEBERG_MODES_LATER:
-        raise ConfigError(key, f"{mode} is not implemented yet: strom translates disabled and key_value topics only")
-    return mode
+    return parse_choice(key, raw, ICEBERG_MODES)
 
 
 _ICEBERG_MODE_EFFECT = (
-    "Implemented for `disabled` and `key_value` (strom's own, as Redpanda's Iceberg topics): with "
-    "`iceberg.enabled` on the broker, each partition's leader writes the committed records to the Iceberg "
-    "table `strom.<topic>` (a `kafka` struct of partition, offset, timestamp, timestamp type and headers, "
-    "`key` and `value` as binary), exactly once; `value_schema_id_prefix` and `value_schema_latest` are refused "
-    "with INVALID_CONFIG for now."
+    "Implemented (strom's own, as Redpanda's Iceberg topics): with `iceberg.enabled` on the broker, each "
+    "partition's leader writes the committed records to the Iceberg table `strom.<topic>`, exactly once. "
+    "`key_value`: a `kafka` struct of partition, offset, timestamp, timestamp type and headers, `key` and "
+    "`value` as binary. `value_schema_id_prefix`: `kafka`, `key` and the columns of the Avro schema each "
+    "value's 5-byte prefix names (the table evolves with new schema versions). `value_schema_latest`: the "
+    "columns of the latest schema of `<topic>-value`, each value read with its own schema resolved to it. "
+    "In the schema modes a record that cannot be translated goes to the table `strom.<topic>~dlq` with the reason."
 )
 
 # strom's own topic configs beyond Kafka's: Iceberg topics (strom.iceberg, issue 31)

@@ -70,7 +70,7 @@ def test_kill_9_during_translation_neither_loses_nor_duplicates(tmp_path):
         broker.stop()
 
 
-def test_the_configs_are_described_and_the_schema_modes_refused_by_name(tmp_path):
+def test_the_configs_are_described_and_an_unknown_mode_refused_by_name(tmp_path):
     with BrokerProcess(tmp_path / "data", ICEBERG) as broker:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         create_topic(broker.bootstrap, "described", 1, **{"redpanda.iceberg.mode": "key_value"})
@@ -84,10 +84,10 @@ def test_the_configs_are_described_and_the_schema_modes_refused_by_name(tmp_path
             "500",
             "sql",
         )
-        refused = admin.create_topics([NewTopic("typed", 1, 1, config={"iceberg.mode": "value_schema_latest"})])
+        refused = admin.create_topics([NewTopic("typed", 1, 1, config={"iceberg.mode": "columns"})])
         with pytest.raises(KafkaException, match="INVALID_CONFIG") as refusal:
             refused["typed"].result(30)
-        assert "iceberg.mode: value_schema_latest is not implemented yet" in str(refusal.value)
+        assert "iceberg.mode: 'columns' is not one of disabled, key_value" in str(refusal.value)
 
 
 def test_a_clean_shutdown_translates_what_the_lag_had_not_reached_yet(tmp_path):

@@ -187,7 +187,7 @@ def test_timestamp_bounds_fall_back_to_the_deprecated_difference():
 ICEBERG_TOPIC_KEYS = ["iceberg.mode", "redpanda.iceberg.mode", "iceberg.delete"]
 
 
-def test_iceberg_keys_their_alias_and_the_modes_not_yet_translated():
+def test_iceberg_keys_their_alias_and_the_modes():
     assert [key for key in TOPIC_KEYS if key in ICEBERG_TOPIC_KEYS] == ICEBERG_TOPIC_KEYS
     shown = LogConfig().to_topic_configs()
     assert (shown["iceberg.mode"], shown["redpanda.iceberg.mode"], shown["iceberg.delete"]) == ("disabled",) * 2 + (
@@ -198,7 +198,6 @@ def test_iceberg_keys_their_alias_and_the_modes_not_yet_translated():
         "key_value"
     )
     for mode in ("value_schema_id_prefix", "value_schema_latest"):
-        with pytest.raises(ConfigError, match=f"iceberg.mode: {mode} is not implemented yet"):
-            LogConfig().with_overrides({"iceberg.mode": mode})
+        assert LogConfig().with_overrides({"redpanda.iceberg.mode": mode}).iceberg_mode == mode
     with pytest.raises(ConfigError, match="iceberg.mode: 'columns' is not one of disabled, key_value"):
         LogConfig().with_overrides({"iceberg.mode": "columns"})

@@ -1,0 +1,153 @@
+"""The schema modes: which schema each record's value was written with, and its decoded value.
+
+``value_schema_id_prefix``: a value starts with Confluent's wire format prefix (magic byte 0, a
+4-byte big-endian schema id) and the rest is Avro written with that schema; the table's columns
+are the union of every schema its records used (new columns added, types widened as Iceberg
+allows). ``value_schema_latest``: the same prefix names the writer's schema, and the value is
+read as the latest version of ``<topic>-value`` (Avro's schema resolution, by fastavro), so the
+columns are the latest version's.
+
+The broker hands the worker the registry as it knows it (``SchemaSet``: the schema texts by id,
+the subject's latest id, and whether its view of ``_schemas`` has read everything its replica
+holds). A record that cannot be translated gets a reason and goes to the dead-letter table; one
+whose id the view does not know *yet* (``settled`` false) is waited for: translation of that
+partition stops before it until the next round.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from dataclasses import dataclass, field
+from typing import Any
+
+from strom.iceberg import avro_columns
+
+MAGIC = 0
+PREFIX = struct.Struct(">bI")
+MODES = ("value_schema_id_prefix", "value_schema_latest")
+
+
+@dataclass(frozen=True)
+class RegisteredSchema:
+    schema_type: str  # AVRO, JSON or PROTOBUF
+    text: str
+    referenced: tuple[str, ...] = ()  # the texts of the schemas it references, referenced ones first
+
+
+@dataclass(frozen=True)
+class SchemaSet:
+    """What the broker's view of ``_schemas`` says, for one topic's round."""
+
+    by_id: dict[int, RegisteredSchema] = field(default_factory=dict)
+    latest_id: int | None = None  # the latest live version of ``<topic>-value``
+    subject: str = ""
+    settled: bool = True  # the view has read all its replica of _schemas holds: an unknown id is unknown
+
+
+class Wait:
+    """The record's schema id is not in the broker's view yet: translate it in a later round."""
+
+
+WAIT = Wait()
+
+
+class Decoded:
+    __slots__ = ("schema_id", "value")
+
+    def __init__(self, schema_id: int, value: Any):
+        self.schema_id, self.value = schema_id, value
+
+
+class Decoder:
+    """Decodes values for one round; each schema is parsed (and mapped to columns) once."""
+
+    def __init__(self, mode: str, schemas: SchemaSet):
+        self.mode, self.schemas = mode, schemas
+        self._parsed: dict[int, Any] = {}  # id -> fastavro's parsed schema, or the reason it has none
+        self._fields: dict[int, list[Any] | str] = {}
+        self._convert: dict[int, Any] = {}
+        self.reader_id = schemas.latest_id if mode == "value_schema_latest" else None
+
+    def parsed(self, schema_id: int) -> Any:
+        """The parsed schema of an id, or a str saying why there is none; WAIT for an id not known yet."""
+        if schema_id in self._parsed:
+            return self._parsed[schema_id]
+        registered = self.schemas.by_id.get(schema_id)
+        if registered is None:
+            if not self.schemas.settled:
+                return WAIT
+            found: Any = f"unknown schema id {schema_id}"
+        elif registered.schema_type != "AVRO":
+            found = f"schema id {schema_id} is a {registered.schema_type} schema; strom translates Avro"
+        else:
+            try:
+                found = avro_columns.parse(registered.text, registered.referenced)
+            except Exception as exc:  # fastavro's parse errors are no ValueError
+                found = f"schema id {schema_id} does not parse: {exc}"
+        self._parsed[schema_id] = found
+        return found
+
+    def columns_id(self, writer_id: int) -> int:
+        """The schema whose columns a record of ``writer_id`` fills: its own, or the latest."""
+        return self.reader_id if self.reader_id is not None else writer_id
+
+    def fields(self, schema_id: int) -> list[Any] | str:
+        """The value columns of a schema, or why it has none."""
+        if schema_id not in self._fields:
+            parsed = self.parsed(schema_id)
+            if isinstance(parsed, (str, Wait)):
+                self._fields[schema_id] = parsed if isinstance(parsed, str) else f"unknown schema id {schema_id}"
+            else:
+                try:
+                    self._fields[schema_id] = avro_columns.value_fields(parsed, 11)
+                except avro_columns.UnsupportedSchema as exc:
+                    self._fields[schema_id] = f"schema id {schema_id}: {exc}"
+        return self._fields[schema_id]
+
+    def decode(self, value: bytes | None) -> Decoded | str | Wait:
+        """The record's schema id and its value as its columns take it, or why it cannot be translated."""
+        if value is None:
+            return "null value: no schema id prefix"
+        if len(value) < PREFIX.size or value[0] != MAGIC:
+            return "no schema id prefix (magic byte 0 and a 4-byte schema id)"
+        schema_id = PREFIX.unpack_from(value)[1]
+        writer = self.parsed(schema_id)
+        if isinstance(writer, (str, Wait)):
+            return writer
+        if self.mode == "value_schema_latest":
+            if self.reader_id is None:
+                return f"the subject {self.schemas.subject} has no schema"
+            reader = self.parsed(self.reader_id)
+            if isinstance(reader, (str, Wait)):
+                return (
+                    f"the latest schema of {self.schemas.subject}: {reader if isinstance(reader, str) else 'unknown'}"
+                )
+        else:
+            reader = None
+        columns = self.fields(self.columns_id(schema_id))
+        if isinstance(columns, str):
+            return columns
+        from fastavro import schemaless_reader
+
+        buffer = io.BytesIO(value)
+        buffer.seek(PREFIX.size)
+        try:
+            decoded = schemaless_reader(buffer, writer, reader)
+        except Exception as exc:  # EOFError, fastavro's SchemaResolutionError, UnicodeDecodeError...
+            as_latest = f" as schema id {self.reader_id}" if reader is not None else ""
+            return f"bytes do not decode with schema id {schema_id}{as_latest}: {type(exc).__name__}: {exc}"
+        left = len(value) - buffer.tell()
+        if left:
+            return f"{left} bytes left over after decoding with schema id {schema_id}"
+        return Decoded(schema_id, self._as_columns(self.columns_id(schema_id), decoded))
+
+    def _as_columns(self, schema_id: int, decoded: Any) -> Any:
+        convert = self._convert.get(schema_id, False)
+        if convert is False:
+            parsed = self.parsed(schema_id)
+            convert = self._convert[schema_id] = avro_columns.converter(parsed)
+            if not avro_columns.is_record(parsed):
+                inner = convert
+                convert = self._convert[schema_id] = lambda v: {"value": inner(v) if inner else v}
+        return convert(decoded) if convert is not None else decoded

@@ -1,0 +1,121 @@
+"""Iceberg topics in the schema modes on a real broker serving the Schema Registry, fed by
+confluent-kafka's AvroSerializer: typed columns from the schemas, the table evolving with a new
+schema version, and the records that cannot be translated in ``<topic>~dlq`` with their reasons,
+each record in one of the two tables once (kill -9 included)."""
+
+from __future__ import annotations
+
+import random
+import time
+
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from strom.iceberg.table import CatalogSettings, identifier, open_catalog
+from tests.broker_process import BrokerProcess
+from tests.iceberg.avro_support import AvroProducer, assert_exactly_once, registry_url, wait_for_tables
+
+ICEBERG = {
+    "iceberg.enabled": "true",
+    "iceberg.target.lag.ms": "500",
+    "schema.registry.listeners": "http://127.0.0.1:0",
+}
+
+
+def catalog_of(data_dir) -> CatalogSettings:
+    return CatalogSettings.for_broker((str(data_dir),), None, None, 1)
+
+
+def create_topic(bootstrap: str, topic: str, mode: str, partitions: int = 2) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(topic, partitions, 1, config={"iceberg.mode": mode})], request_timeout=30)
+    futures[topic].result(timeout=30)
+
+
+def column_types(catalog: CatalogSettings, topic: str) -> dict[str, str]:
+    schema = open_catalog(catalog).load_table(identifier(topic)).schema()
+    return {field.name: str(field.field_type) for field in schema.fields}
+
+
+def test_id_prefix_mode_types_evolves_and_sends_bad_records_to_the_dead_letter_table(tmp_path):
+    data = tmp_path / "data"
+    with BrokerProcess(data, ICEBERG) as broker:
+        create_topic(broker.bootstrap, "orders", "value_schema_id_prefix")
+        producer = AvroProducer(broker.bootstrap, registry_url(data), "orders")
+        producer.orders(120, version=1)
+        producer.flush()
+        v1 = producer.client.get_latest_version("orders-value").schema_id
+        producer.bad_records(v1)
+        producer.flush()
+        wait_for_tables(catalog_of(data), "orders", len(producer.good), len(producer.bad))
+        types = column_types(catalog_of(data), "orders")
+        assert (types["quantity"], types["price"]) == ("int", "float") and "coupon" not in types
+        assert (types["day"], types["placed"], types["amount"], types["ref"]) == (
+            "date",
+            "timestamptz",
+            "decimal(10, 2)",
+            "uuid",
+        )
+        assert types["tags"].startswith("list<") and types["attributes"].startswith("map<")
+        # the second version: the table gains its column and widens two, old rows keep theirs
+        producer.orders(80, version=2, start=120)
+        producer.orders(20, version=1, start=200)  # an old writer still producing
+        producer.flush()
+        rows, dead = wait_for_tables(catalog_of(data), "orders", len(producer.good), len(producer.bad))
+        time.sleep(1.5)  # more rounds: nothing more may arrive
+        rows, dead = wait_for_tables(catalog_of(data), "orders", 0, 0)
+        assert_exactly_once(rows, dead, producer)
+        types = column_types(catalog_of(data), "orders")
+        assert (types["quantity"], types["price"], types["coupon"]) == ("long", "double", "string")
+        assert (types["kafka"].startswith("struct<"), types["key"]) == (True, "binary")
+    assert "translating orders failed" not in broker.read_log()
+
+
+def test_latest_mode_reads_every_record_as_the_latest_version(tmp_path):
+    data = tmp_path / "data"
+    with BrokerProcess(data, ICEBERG) as broker:
+        create_topic(broker.bootstrap, "latest", "value_schema_latest")
+        producer = AvroProducer(broker.bootstrap, registry_url(data), "latest")
+        producer.orders(50, version=1)
+        producer.flush()
+        wait_for_tables(catalog_of(data), "latest", len(producer.good), 0)
+        assert "coupon" not in column_types(catalog_of(data), "latest")
+        producer.orders(50, version=2, start=50)
+        producer.orders(10, version=1, start=100)  # read as the latest: coupon is its default, null
+        producer.bad_records(producer.client.get_latest_version("latest-value").schema_id)
+        producer.flush()
+        rows, dead = wait_for_tables(catalog_of(data), "latest", len(producer.good), len(producer.bad))
+        time.sleep(1.5)
+        rows, dead = wait_for_tables(catalog_of(data), "latest", 0, 0)
+        assert_exactly_once(rows, dead, producer)
+        assert column_types(catalog_of(data), "latest")["quantity"] == "long"
+
+
+def test_kill_9_neither_loses_nor_duplicates_rows_or_dead_letters(tmp_path):
+    data = tmp_path / "data"
+    broker = BrokerProcess(data, ICEBERG).start()
+    try:
+        create_topic(broker.bootstrap, "crashy", "value_schema_id_prefix", partitions=2)
+        rng = random.Random(31)
+        schema_id = None
+        producers = []
+        for round_ in range(3):
+            producer = AvroProducer(broker.bootstrap, registry_url(data), "crashy")
+            producer.orders(150, version=1 + round_ % 2, start=round_ * 1000)
+            producer.flush()
+            schema_id = schema_id or producer.client.get_latest_version("crashy-value").schema_id
+            producer.bad_records(schema_id)
+            producer.flush()
+            producers.append(producer)
+            time.sleep(rng.uniform(0.3, 1.2))  # a kill at a moment no one chose
+            broker.kill()
+            broker.start()
+        every = producers[0]
+        for other in producers[1:]:
+            every.good |= other.good
+            every.bad |= other.bad
+        wait_for_tables(catalog_of(data), "crashy", len(every.good), len(every.bad), timeout_s=90)
+        time.sleep(1.5)
+        rows, dead = wait_for_tables(catalog_of(data), "crashy", 0, 0)
+        assert_exactly_once(rows, dead, every)
+    finally:
+        broker.stop()
