@@ -157,23 +157,30 @@ def load(catalog, topic: str):
         return None  # not translated yet: the first commit creates it
 
 
+@dataclass(frozen=True)
+class TableView:
+    location: str | None  # None: no table yet
+    snapshot_id: int | None
+    rows: int
+
+
+def table_view(catalog, topic: str) -> TableView:
+    table = load(catalog, topic)
+    if table is None:
+        return TableView(None, None, 0)
+    snapshot = table.current_snapshot()
+    rows = 0
+    if snapshot is not None and snapshot.summary is not None:
+        rows = int(snapshot.summary.additional_properties.get("total-records", "0"))
+    return TableView(table.location(), snapshot.snapshot_id if snapshot is not None else None, rows)
+
+
 def print_tables(catalog, topics: dict[str, str]) -> None:
     rows = [("TOPIC", "MODE", "SNAPSHOT", "ROWS", "LOCATION")]
     for topic, mode in topics.items():
-        table = load(catalog, topic)
-        snapshot = table.current_snapshot() if table is not None else None
-        rows_count = "0"
-        if snapshot is not None and snapshot.summary is not None:
-            rows_count = snapshot.summary.additional_properties.get("total-records", "0")
-        rows.append(
-            (
-                topic,
-                mode,
-                str(snapshot.snapshot_id) if snapshot is not None else "-",
-                rows_count,
-                table.location() if table is not None else "- (no table yet)",
-            )
-        )
+        view = table_view(catalog, topic)
+        snapshot = str(view.snapshot_id) if view.snapshot_id is not None else "-"
+        rows.append((topic, mode, snapshot, str(view.rows), view.location or "- (no table yet)"))
     print_columns(rows)
 
 

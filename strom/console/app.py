@@ -174,7 +174,15 @@ class Console:
         def produce() -> dict[str, Any]:
             topic, topic_id = self.cluster.topic(name)
             configs = self.cluster.configs("topic", name)
-            return {"topic": topic, "topic_id": topic_id, "configs": configs, "rate": self.sampler.rate(name)}
+            values = {"topic": topic, "topic_id": topic_id, "configs": configs, "rate": self.sampler.rate(name)}
+            mode = next((c.value for c in configs if c.name == "iceberg.mode"), None)
+            if mode not in (None, "disabled"):
+                values["iceberg_mode"] = mode
+                try:
+                    values["iceberg_table"], values["iceberg_lags"] = self.cluster.iceberg(name)
+                except Exception as exc:  # the catalog is not reachable from here: the rest of the page stands
+                    values["iceberg_error"] = describe_error(exc)
+            return values
 
         return self.page("topic.html", produce, nav="topics", name=name, message=query.get("msg"))
 

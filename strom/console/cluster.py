@@ -234,6 +234,16 @@ class Cluster:
             p.size = sizes.get((name, p.id))
         return found, kafka_uuid(getattr(description, "topic_id", None))
 
+    def iceberg(self, topic: str):
+        """The topic's Iceberg table and each partition's translation lag, from the brokers' catalog
+        (``strom iceberg status``'s view)."""
+        from strom.cli import iceberg
+
+        catalog = iceberg.open_brokers_catalog(self.admin, None, self.timeout_s)
+        return iceberg.table_view(catalog, topic), iceberg.partition_lags(
+            self.admin, self.config, catalog, topic, self.timeout_s
+        )
+
     # -- offsets ---------------------------------------------------------------------------------------
 
     def offsets(self, wanted: dict[tuple[str, int], str | int]) -> dict[tuple[str, int], int]:
