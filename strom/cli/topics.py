@@ -331,6 +331,7 @@ def describe(admin, args: argparse.Namespace) -> None:
         if args.topics_with_overrides:
             continue
         min_isr = int(config.get("min.insync.replicas", ("1", True))[0] or 1)
+        iceberg_lags = iceberg_lag_fields(admin, args, name, config.get("iceberg.mode", ("disabled", True))[0])
         for partition in partitions:
             if partition_filters and not wanted(partition, args, live, min_isr):
                 continue
@@ -344,8 +345,34 @@ def describe(admin, args: argparse.Namespace) -> None:
             print(
                 f"\tTopic: {name}\tPartition: {partition.id}\tLeader: {leader}"
                 f"\tReplicas: {node_ids(partition.replicas)}\tIsr: {node_ids(partition.isr)}{moving}"
-                f"\tElr: N/A\tLastKnownElr: N/A"
+                f"\tElr: N/A\tLastKnownElr: N/A{iceberg_lags.get(partition.id, '')}"
             )
+
+
+def iceberg_lag_fields(admin, args: argparse.Namespace, topic: str, mode: str | None) -> dict[int, str]:
+    """Partition -> "\tIcebergLag: ..." for an Iceberg topic (none for other topics, as Kafka prints).
+
+    The lag is ``strom iceberg status``'s: committed records not in the table yet, and the age of
+    the oldest of them. When the brokers' catalog cannot be opened from here, one warning on stderr."""
+    if mode in (None, "disabled"):
+        return {}
+    from strom.cli import iceberg
+
+    timeout = args.timeout / 1000
+    overrides = load_properties(args.command_config) if args.command_config else {}
+    try:
+        catalog = iceberg.open_brokers_catalog(admin, None, timeout)
+        lags = iceberg.partition_lags(
+            admin, client_config(args.bootstrap_server, overrides=overrides), catalog, topic, timeout
+        )
+    except ToolError as exc:
+        print(f"WARNING the Iceberg lag of {topic} is unknown: {exc}", file=sys.stderr)
+        return {}
+    return {
+        lag.partition: f"\tIcebergLag: {lag.lag_records}"
+        + (f" ({lag.lag_seconds:.1f} s)" if lag.lag_seconds is not None else "")
+        for lag in lags
+    }
 
 
 def ongoing_reassignments(admin, args: argparse.Namespace, timeout: float) -> dict:

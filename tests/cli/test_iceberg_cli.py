@@ -53,6 +53,18 @@ def test_list_and_status_of_a_table_that_caught_up(tmp_path):
             status.stdout
         )
 
+        # strom topics --describe adds the lag to an Iceberg topic's partitions, and nothing to others'
+        described = subprocess.run(
+            [sys.executable, "-m", "strom.cli.main", "topics", "--bootstrap-server", broker.bootstrap, "--describe"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert described.returncode == 0, described.stderr
+        partition_lines = [line for line in described.stdout.splitlines() if "\tPartition: " in line]
+        assert [line.split("\t")[-1] for line in partition_lines if "Topic: orders" in line] == ["IcebergLag: 0"] * 2
+        assert [line.endswith("LastKnownElr: N/A") for line in partition_lines if "Topic: plain" in line] == [True]
+
         refused = strom_iceberg(broker, "status", "--topic", "plain")
         assert (refused.returncode, refused.stdout) == (1, "")
         assert refused.stderr == "Error: topic plain is not an Iceberg topic (its iceberg.mode is disabled)\n"
@@ -75,3 +87,11 @@ def test_status_of_a_table_behind_its_log_counts_records_and_seconds(tmp_path):
         [row] = rows_of(status.stdout)
         assert row[:5] == ["slow", "0", "0", "30", "30"], status.stdout
         assert re.fullmatch(r"\d+\.\d", row[5]) and 0 <= float(row[5]) < 120, row
+        described = subprocess.run(
+            [sys.executable, "-m", "strom.cli.main", "topics", "--bootstrap-server", broker.bootstrap]
+            + ["--describe", "--topic", "slow"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert re.search(r"\tPartition: 0\t.*\tIcebergLag: 30 \(\d+\.\d s\)$", described.stdout, re.M), described
