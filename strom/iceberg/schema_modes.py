@@ -68,6 +68,9 @@ class Decoder:
         self._fields: dict[int, list[Any] | str] = {}
         self._convert: dict[int, Any] = {}
         self.reader_id = schemas.latest_id if mode == "value_schema_latest" else None
+        from fastavro import schemaless_reader  # imported once a round, not once a record
+
+        self._read = schemaless_reader
 
     def parsed(self, schema_id: int) -> Any:
         """The parsed schema of an id, or a str saying why there is none; WAIT for an id not known yet."""
@@ -128,12 +131,10 @@ class Decoder:
         columns = self.fields(self.columns_id(schema_id))
         if isinstance(columns, str):
             return columns
-        from fastavro import schemaless_reader
-
         buffer = io.BytesIO(value)
         buffer.seek(PREFIX.size)
         try:
-            decoded = schemaless_reader(buffer, writer, reader)
+            decoded = self._read(buffer, writer, reader)
         except Exception as exc:  # EOFError, fastavro's SchemaResolutionError, UnicodeDecodeError...
             as_latest = f" as schema id {self.reader_id}" if reader is not None else ""
             return f"bytes do not decode with schema id {schema_id}{as_latest}: {type(exc).__name__}: {exc}"

@@ -10,3 +10,10 @@ def test_the_benchmark_translates_every_record_and_prints_its_rate(capsys):
     out = capsys.readouterr().out
     assert re.search(r"translated 2,000 records \(.* MB of segments\) in .* s: [\d,]+ records/s", out), out
     assert "a round with nothing new:" in out and "(0 rows)" in out
+
+
+def test_the_avro_benchmark_translates_typed_records_and_prints_its_rate(capsys):
+    main(["--records", "2000", "--avro"])
+    out = capsys.readouterr().out
+    assert re.search(r"translated 2,000 10-field Avro records \(.* MB of segments\) in .* s: [\d,]+ records/s", out)
+    assert "(0 rows)" in out
