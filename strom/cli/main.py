@@ -26,6 +26,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "console-consumer": ("strom.cli.console_consumer", "print messages of a topic to stdout"),
     "configs": ("strom.cli.configs", "describe and alter topic and broker configs"),
     "acls": ("strom.cli.acls", "add, list and remove ACLs (kafka-acls.sh)"),
+    "features": (
+        "strom.cli.features",
+        "describe, upgrade and downgrade the cluster's feature levels (kafka-features.sh)",
+    ),
     "delegation-tokens": (
         "strom.cli.delegation_tokens",
         "create, renew, expire and describe delegation tokens (kafka-delegation-tokens.sh)",

@@ -299,7 +299,7 @@ class Broker:
             self.broker_id,
             self.metadata,
             self.replica_manager,
-            self.group_coordinator.complete_txn,
+            self.group_coordinator.offsets.complete_txn,
             listener=config.inter_broker_listener_name,
             stopping=lambda: self.stopping,
             security=self.inter_broker_security,
@@ -379,7 +379,7 @@ class Broker:
         self._in_background(
             run_every(
                 config.offsets_retention_check_interval_ms / 1000,
-                self.group_coordinator.expire_and_log,
+                self.group_coordinator.offsets.expire_and_log,
                 self._stop,
                 "offset expiry",
             )
@@ -1051,7 +1051,7 @@ class Broker:
         except RuntimeError:  # a broker driven without its event loop (the fuzz harness) writes nothing
             return
         self._background = [t for t in self._background if not t.done()]
-        self._in_background(self.group_coordinator.remove_offsets_of_deleted_topics(deleted), loop)
+        self._in_background(self.group_coordinator.offsets.remove_offsets_of_deleted_topics(deleted), loop)
 
     def _rebalance_leaders(self) -> None:
         """auto.leader.rebalance.enable: run every leader.imbalance.check.interval.seconds (acts on the controller)."""

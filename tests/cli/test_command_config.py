@@ -86,6 +86,7 @@ TOOLS = {
     ),
     "consumer-perf-test": (["--topic", TOPIC, "--messages", "3"], None, ""),
     "transactions": (["list"], None, "TransactionalId"),
+    "features": (["describe"], None, "Feature: transaction.version"),
     "reassign-partitions": (["--list"], None, ""),
     "acls": (["--list"], None, ""),
     "leader-election": (["--election-type", "preferred", "--all-topic-partitions"], None, ""),
@@ -99,7 +100,7 @@ def test_tool_logs_in_with_command_config(secured, case):
     tool = case.split("-")[0] if case.startswith("configs") else case
     (secured.tmp / "lines.log").write_text("one\ntwo\n")
     args = [a.replace("{tmp}", str(secured.tmp)) for a in args]
-    if tool == "transactions":  # its options come before the command
+    if tool in ("transactions", "features"):  # their options come before the command
         command = [tool, "--bootstrap-server", secured.secure, "--command-config", secured.properties, *args]
     else:
         command = [tool, *args, "--bootstrap-server", secured.secure, "--command-config", secured.properties]

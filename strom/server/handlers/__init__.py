@@ -25,6 +25,7 @@ _MODULE_NAMES = [
     "incremental_alter_configs",
     "delete_records",
     "describe_cluster",
+    "update_features",
     "describe_log_dirs",
     "alter_replica_log_dirs",
     "offset_for_leader_epoch",

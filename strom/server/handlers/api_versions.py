@@ -1,7 +1,14 @@
-"""ApiVersions: the versions strom serves, straight from the handler table."""
+"""ApiVersions: the versions strom serves, straight from the handler table, and the feature levels.
+
+v3+ also carries the features this broker supports and the levels the cluster finalized, with
+their epoch (KIP-584): this is Kafka's DescribeFeatures (kafka-features.sh describe and the
+admin clients' describeFeatures send ApiVersions). Below v4 a supported range may not start at
+0 (KAFKA-17011: older clients refuse it), so it starts at 1 there, as Kafka 4 answers.
+"""
 
 from __future__ import annotations
 
+from strom.cluster.features import SUPPORTED
 from strom.protocol.api import ApiKey, response_class_for
 from strom.protocol.codec import encode
 from strom.protocol.entities import build
@@ -13,15 +20,23 @@ MAX_VERSION = 4
 
 # Every client opens every connection with ApiVersions, and the answer never changes (the handler
 # table is fixed at import): building and encoding it took ~0.4 ms, most of what a new connection
-# costs the broker (a storm of 5,000 reconnecting clients: 2 s of CPU). Encoded once per version.
+# costs the broker (a storm of 5,000 reconnecting clients: 2 s of CPU). Encoded once per version
+# and feature epoch (the finalized levels change only through UpdateFeatures).
 _BODIES: dict[tuple[int, bool], bytes] = {}  # (version, delegation tokens enabled) -> body
+_EPOCH = [-1]  # the feature epoch the cached bodies carry
+ZERO_MIN_SINCE_VERSION = 4
 
 
 def handle(ctx, request):
     tokens = ctx.broker.delegation_tokens is not None
+    features = ctx.broker.features
+    if features.epoch != _EPOCH[0]:
+        _BODIES.clear()
+        _EPOCH[0] = features.epoch
     body = _BODIES.get((ctx.api_version, tokens))
     if body is None:
-        body = _BODIES[(ctx.api_version, tokens)] = encode(_response(ctx.api_version, tokens))
+        response = _response(ctx.api_version, tokens, features.finalized, features.epoch)
+        body = _BODIES[(ctx.api_version, tokens)] = encode(response)
     return RawResponse([body], len(body))
 
 
@@ -45,7 +60,7 @@ TOKEN_APIS = frozenset(
 )
 
 
-def _response(version: int, tokens: bool = True):
+def _response(version: int, tokens: bool = True, finalized: dict[str, int] | None = None, epoch: int = -1):
     from strom.server.handlers import HANDLERS
 
     hidden = NOT_ADVERTISED if tokens else NOT_ADVERTISED | TOKEN_APIS
@@ -54,4 +69,16 @@ def _response(version: int, tokens: bool = True):
         for spec in sorted(HANDLERS.values(), key=lambda s: s.api_key)
         if spec.api_key not in hidden
     ]
-    return build(response_class_for(API_KEY, version), {"error_code": 0, "api_keys": keys, "throttle_time": 0})
+    values = {"error_code": 0, "api_keys": keys, "throttle_time": 0}
+    if version >= 3:
+        low = 0 if version >= ZERO_MIN_SINCE_VERSION else 1
+        values["supported_features"] = [
+            {"name": name, "min_version": max(lo, low), "max_version": hi}
+            for name, (lo, hi) in sorted(SUPPORTED.items())
+        ]
+        values["finalized_features_epoch"] = epoch
+        values["finalized_features"] = [
+            {"name": name, "min_version_level": level, "max_version_level": level}
+            for name, level in sorted((finalized or {}).items())
+        ]
+    return build(response_class_for(API_KEY, version), values)
