@@ -50,9 +50,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--schema-version", dest="schema_version", help="a version number, or latest (get, check, delete)"
     )
     parser.add_argument("--id", type=int, help="get: the schema with this id")
-    parser.add_argument("--schema", help="register, check: the schema text (Avro JSON)")
+    parser.add_argument("--schema", help="register, check: the schema text (Avro JSON, a JSON Schema, .proto text)")
     parser.add_argument("--schema-file", help="register, check: a file holding the schema")
-    parser.add_argument("--schema-type", default="AVRO", help="register, check: AVRO (default), JSON or PROTOBUF")
+    parser.add_argument(
+        "--schema-type",
+        default="AVRO",
+        type=str.upper,
+        choices=("AVRO", "JSON", "PROTOBUF"),
+        help="register, check: AVRO (default), JSON (a JSON Schema) or PROTOBUF (.proto text)",
+    )
     parser.add_argument("--normalize", action="store_true", help="register: normalize the schema first")
     parser.add_argument("--deleted", action="store_true", help="list, get: include soft-deleted subjects and versions")
     parser.add_argument("--prefix", default="", help="list: only subjects that start with it")

@@ -16,9 +16,7 @@ no such check, so the rules are written here:
   branches reads;
 - logical types are ignored (as Avro's Java check does).
 
-A compatibility level names which direction is checked against which versions: BACKWARD (the
-new schema reads data of the latest), FORWARD (the latest reads the new schema's data), FULL
-(both), each against the latest version or, with _TRANSITIVE, against every live version.
+Which direction is checked against which versions is strom.schemas.compatibility's.
 """
 
 from __future__ import annotations
@@ -29,15 +27,9 @@ from typing import Any
 
 from fastavro.schema import parse_schema
 
-LEVELS = (
-    "NONE",
-    "BACKWARD",
-    "BACKWARD_TRANSITIVE",
-    "FORWARD",
-    "FORWARD_TRANSITIVE",
-    "FULL",
-    "FULL_TRANSITIVE",
-)
+from strom.schemas import compatibility
+from strom.schemas.compatibility import LEVELS as LEVELS
+
 PRIMITIVES = {"null", "boolean", "int", "long", "float", "double", "bytes", "string"}
 _PROMOTIONS = {
     "int": {"long", "float", "double"},
@@ -196,13 +188,21 @@ def read_problems(reader: ParsedAvro, writer: ParsedAvro) -> list[str]:
 def compatibility_problems(level: str, new: ParsedAvro, previous: list[ParsedAvro]) -> list[str]:
     """The problems of registering ``new`` under ``level``, given the live versions ``previous``
     (oldest first); empty when it may be registered."""
-    if level == "NONE" or not previous:
-        return []
-    against = previous if level.endswith("_TRANSITIVE") else previous[-1:]
-    problems: list[str] = []
-    for old in reversed(against):
-        if level.startswith(("BACKWARD", "FULL")):
-            problems += [f"BACKWARD {p}" for p in read_problems(new, old)]
-        if level.startswith(("FORWARD", "FULL")):
-            problems += [f"FORWARD {p}" for p in read_problems(old, new)]
-    return problems
+    return compatibility.problems(level, new, previous, read_problems)
+
+
+def record_name(schema: str) -> str | None:
+    """RecordNameStrategy's name of an Avro schema: its record's full name; None if not a record."""
+    try:
+        parsed = json.loads(schema)
+    except ValueError:
+        return None
+    if not isinstance(parsed, dict) or parsed.get("type") not in ("record", "error"):
+        return None
+    name = parsed.get("name")
+    if not isinstance(name, str):
+        return None
+    namespace = parsed.get("namespace")
+    if "." in name or not namespace or not isinstance(namespace, str):
+        return name
+    return f"{namespace}.{name}"

@@ -24,8 +24,9 @@ from typing import TYPE_CHECKING
 from strom.clock import wall_ms
 from strom.protocol.errors import KafkaError, NotEnoughReplicasError, NotLeaderError, RequestTimedOutError
 from strom.protocol.records import NewRecord, build_batch, decode_batch_records, iter_batch_headers
-from strom.schemas import avro
+from strom.schemas import formats
 from strom.schemas import records as rec
+from strom.schemas.compatibility import LEVELS
 from strom.schemas.state import RegistryState, StoredSchema, references_of
 
 if TYPE_CHECKING:
@@ -37,9 +38,10 @@ log = logging.getLogger("strom.schemas")
 
 TOPIC = rec.SCHEMAS_TOPIC
 KEY = (TOPIC, 0)
-SCHEMA_TYPES = ("AVRO",)  # JSON and PROTOBUF: not yet
+SCHEMA_TYPES = formats.SCHEMA_TYPES
 MODES = ("READWRITE", "READONLY", "READONLY_OVERRIDE")
 READ_CHUNK = 1024 * 1024
+PARSED_CACHE = 1024  # parsed schemas kept (a registration checks every live version of its subject)
 
 
 class RegistryError(Exception):
@@ -101,6 +103,7 @@ class SchemaRegistry:
         self.next_offset = 0  # the next offset of _schemas the view reads
         self._partition: Partition | None = None
         self._write_lock = asyncio.Lock()
+        self._parsed: dict[tuple, formats.Parsed] = {}
 
     # -- reading ------------------------------------------------------------------------------------
     def catch_up(self) -> int:
@@ -255,10 +258,15 @@ class SchemaRegistry:
             raise RegistryError(422, 42205, f"{where} is in {mode} mode")
 
     # -- schemas ------------------------------------------------------------------------------------
-    def _parse(self, schema: str, schema_type: str, references: list) -> tuple[avro.ParsedAvro, StoredSchema]:
+    def _parse(self, schema: str, schema_type: str, references: list) -> tuple[formats.Parsed, StoredSchema]:
         if schema_type not in SCHEMA_TYPES:
-            raise RegistryError(422, 42201, f"Invalid schema: schemaType {schema_type} is not supported (yet)")
-        refs = references_of(references) if references else ()
+            raise RegistryError(
+                422, 42201, f"Invalid schema: schemaType {schema_type} is not one of {list(SCHEMA_TYPES)}"
+            )
+        try:
+            refs = references_of(references) if references else ()
+        except (AttributeError, TypeError, ValueError):
+            raise RegistryError(422, 42201, "Invalid schema: references are {name, subject, version} objects") from None
         texts = []
         for name, ref_subject, ref_version in refs:
             found = self.state.subjects.get(ref_subject, {}).get(ref_version)
@@ -266,14 +274,28 @@ class SchemaRegistry:
                 raise RegistryError(
                     422, 42201, f"Invalid schema: reference {name} ({ref_subject} v{ref_version}) not found"
                 )
-            texts.append(found.schema)
-        try:
-            parsed, canonical = avro.parse(schema, texts)
-        except avro.InvalidSchemaError as exc:
-            raise RegistryError(422, 42201, str(exc)) from None
-        return parsed, StoredSchema(canonical, schema_type, refs)
+            texts.append((name, found.schema))
+        key = (schema_type, schema, tuple(texts))
+        parsed = self._parsed.get(key)
+        if parsed is None:
+            try:
+                parsed, _ = formats.parse(schema_type, schema, texts)
+            except formats.InvalidSchemaError as exc:
+                raise RegistryError(422, 42201, str(exc)) from None
+            if len(self._parsed) >= PARSED_CACHE:
+                self._parsed.clear()
+            self._parsed[key] = parsed
+        return parsed, StoredSchema(parsed.canonical, schema_type, refs)
 
-    def _live_parsed(self, subject: str) -> list[tuple[int, avro.ParsedAvro]]:
+    def serialized(self, stored: StoredSchema) -> str:
+        """``format=serialized``: a Protobuf schema as base64 of its FileDescriptorProto (what
+        confluent-kafka's Protobuf deserializers ask for); other types as they are."""
+        if stored.schema_type != "PROTOBUF":
+            return stored.schema
+        parsed, _ = self._parse(stored.schema, stored.schema_type, stored.references_json())
+        return str(parsed.value.serialized())
+
+    def _live_parsed(self, subject: str) -> list[tuple[int, formats.Parsed]]:
         out = []
         for stored in self.state.versions(subject):
             try:
@@ -282,14 +304,14 @@ class SchemaRegistry:
                 log.warning("version %d of %s does not parse: %s", stored.version, subject, exc.message)
         return out
 
-    def _problems(self, subject: str, parsed: avro.ParsedAvro, level: str | None = None) -> list[str]:
+    def _problems(self, subject: str, parsed: formats.Parsed, level: str | None = None) -> list[str]:
         previous = [p for _, p in self._live_parsed(subject)]
-        return avro.compatibility_problems(level or self.state.compatibility(subject), parsed, previous)
+        return formats.compatibility_problems(level or self.state.compatibility(subject), parsed, previous)
 
     def _prepare(self, schema: str, schema_type: str, references: list, normalize: bool):
         parsed, stored = self._parse(schema, schema_type, references)
         if normalize:
-            stored = StoredSchema(avro.normalized(stored.schema), stored.schema_type, stored.references)
+            stored = StoredSchema(formats.normalized(schema_type, stored.schema), stored.schema_type, stored.references)
         return parsed, stored
 
     def _existing(self, subject: str, stored: StoredSchema, deleted: bool = False) -> rec.SchemaValue | None:
@@ -465,7 +487,7 @@ class SchemaRegistry:
             return self._problems(subject, parsed)
         old = self.version(subject, version)
         old_parsed, _ = self._parse(old.schema, old.schema_type, old.references)
-        return avro.compatibility_problems(level.removesuffix("_TRANSITIVE"), parsed, [old_parsed])
+        return formats.compatibility_problems(level.removesuffix("_TRANSITIVE"), parsed, [old_parsed])
 
     def compatibility(self, subject: str | None, default_to_global: bool) -> str:
         self.readable()
@@ -474,8 +496,8 @@ class SchemaRegistry:
         return self.state.compatibility(subject)
 
     async def set_compatibility(self, subject: str | None, level: str) -> int:
-        if level not in avro.LEVELS:
-            raise RegistryError(422, 42203, f"Invalid compatibility level. Valid values are {list(avro.LEVELS)}")
+        if level not in LEVELS:
+            raise RegistryError(422, 42203, f"Invalid compatibility level. Valid values are {list(LEVELS)}")
         self.readable()
         async with self._write_lock:
             await self._leader_partition()

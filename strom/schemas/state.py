@@ -6,10 +6,10 @@ REST API's reads. Every broker that serves the registry holds one, built from it
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 
+from strom.schemas import formats
 from strom.schemas import records as rec
 
 log = logging.getLogger("strom.schemas")
@@ -117,11 +117,13 @@ class RegistryState:
         return table.get(schema_id)
 
     def record_name_of_id(self, schema_id: int) -> str | None:
-        """The full name of the Avro record the schema ``schema_id`` is (RecordNameStrategy's subject);
-        None when it is not a record."""
+        """RecordNameStrategy's subject of the schema ``schema_id``: an Avro record's full name, a
+        JSON schema's title, a Protobuf schema's first message; None when it has none."""
         if schema_id not in self._record_names:
             stored = self.schema_by_id(schema_id)
-            self._record_names[schema_id] = None if stored is None else _record_name(stored.schema)
+            self._record_names[schema_id] = (
+                None if stored is None else formats.record_name(stored.schema_type, stored.schema)
+            )
         return self._record_names[schema_id]
 
     def versions(self, subject: str, deleted: bool = False) -> list[rec.SchemaValue]:
@@ -149,19 +151,3 @@ class RegistryState:
         if subject is not None and subject in self.modes:
             return self.modes[subject]
         return self.modes.get(None, DEFAULT_MODE)
-
-
-def _record_name(schema: str) -> str | None:
-    try:
-        parsed = json.loads(schema)
-    except ValueError:
-        return None
-    if not isinstance(parsed, dict) or parsed.get("type") not in ("record", "error"):
-        return None
-    name = parsed.get("name")
-    if not isinstance(name, str):
-        return None
-    namespace = parsed.get("namespace")
-    if "." in name or not namespace or not isinstance(namespace, str):
-        return name
-    return f"{namespace}.{name}"

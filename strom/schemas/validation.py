@@ -5,8 +5,10 @@ A topic with ``confluent.value.schema.validation`` (or ``.key.``, or Redpanda's
 starts with Confluent's wire format prefix, magic byte 0 then a 4-byte big-endian schema id, the
 id is one the Schema Registry knows, and it is registered under the subject the topic's
 ``confluent.value.subject.name.strategy`` names: ``<topic>-value`` (TopicNameStrategy), the
-Avro record's full name (RecordNameStrategy) or ``<topic>-<record name>``
-(TopicRecordNameStrategy). Otherwise the batch is refused whole with INVALID_RECORD and each
+record name (RecordNameStrategy: an Avro record's full name, a JSON schema's ``title``, a
+Protobuf schema's first message) or ``<topic>-<record name>`` (TopicRecordNameStrategy). Any
+schema type: only the prefix is read (a Protobuf value's message indexes follow it unread), as
+Confluent Server checks ids, not bodies. Otherwise the batch is refused whole with INVALID_RECORD and each
 failing record named by its index (KIP-467); nothing of it is written. A null value or key (a
 tombstone) passes: there is nothing to decode.
 
@@ -169,7 +171,10 @@ def _problem(topic: str, side: str, strategy: str, data: bytes, view: SchemaIdVi
     else:
         name = view.record_name_of_id(schema_id)
         if name is None:
-            return f"the {side}'s schema id {schema_id} is not an Avro record, which {short} needs"
+            return (
+                f"the {side}'s schema id {schema_id} has no record name (an Avro record, a JSON schema's "
+                f"title, a Protobuf message), which {short} needs"
+            )
         subject = name if short == "RecordNameStrategy" else f"{topic}-{name}"
     if subject not in subjects:
         return f"the {side}'s schema id {schema_id} is not registered under subject {subject!r}"

@@ -29,6 +29,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import h11
 
 from strom.schemas.registry import SCHEMA_TYPES, NotHere, RegistryError, SchemaRegistry
+from strom.schemas.state import RegistryState, StoredSchema
 
 log = logging.getLogger("strom.schemas")
 
@@ -116,13 +117,13 @@ class Request:
         return schema, schema_type.upper(), references
 
 
-def _schema_reply(value: Any) -> dict[str, Any]:
+def _schema_reply(value: Any, text: str) -> dict[str, Any]:
     out = {"subject": value.subject, "version": value.version, "id": value.id}
     if value.schema_type != "AVRO":
         out["schemaType"] = value.schema_type
     if value.references:
         out["references"] = value.references
-    out["schema"] = value.schema
+    out["schema"] = text
     return out
 
 
@@ -341,11 +342,19 @@ class SchemaRegistryHttp:
         done = await self.registry.register(subject, schema, schema_type, references, request.flag("normalize"))
         return Reply(200, {"id": done.schema_id, "version": done.version}, offset=done.offset)
 
+    def _text(self, request: Request, stored: StoredSchema) -> str:
+        """The schema's text in the asked ``format`` (``serialized``: a Protobuf descriptor in base64)."""
+        if request.query.get("format") == "serialized":
+            return self.registry.serialized(stored)
+        return stored.schema
+
     async def _version(self, request: Request, subject: str, version: str) -> Reply:
-        return Reply(200, _schema_reply(self.registry.version(subject, version, request.flag("deleted"))))
+        found = self.registry.version(subject, version, request.flag("deleted"))
+        return Reply(200, _schema_reply(found, self._text(request, RegistryState.stored(found))))
 
     async def _version_schema(self, request: Request, subject: str, version: str) -> Reply:
-        return Reply(200, None, raw=self.registry.version(subject, version, request.flag("deleted")).schema.encode())
+        found = self.registry.version(subject, version, request.flag("deleted"))
+        return Reply(200, None, raw=self._text(request, RegistryState.stored(found)).encode())
 
     async def _delete_version(self, request: Request, subject: str, version: str) -> Reply:
         done = await self.registry.delete_version(subject, version, request.flag("permanent"))
@@ -356,7 +365,7 @@ class SchemaRegistryHttp:
         found = self.registry.lookup(
             subject, schema, schema_type, references, request.flag("normalize"), request.flag("deleted")
         )
-        return Reply(200, _schema_reply(found))
+        return Reply(200, _schema_reply(found, self._text(request, RegistryState.stored(found))))
 
     async def _delete_subject(self, request: Request, subject: str) -> Reply:
         versions, offset = await self.registry.delete_subject(subject, request.flag("permanent"))
@@ -376,11 +385,11 @@ class SchemaRegistryHttp:
             out["schemaType"] = found.schema_type
         if found.references:
             out["references"] = found.references_json()
-        out["schema"] = found.schema
+        out["schema"] = self._text(request, found)
         return Reply(200, out)
 
     async def _by_id_schema(self, request: Request, schema_id: str) -> Reply:
-        return Reply(200, None, raw=self.registry.schema_by_id(self._id(schema_id)).schema.encode())
+        return Reply(200, None, raw=self._text(request, self.registry.schema_by_id(self._id(schema_id))).encode())
 
     async def _id_subjects(self, request: Request, schema_id: str) -> Reply:
         used = self.registry.usages(self._id(schema_id), request.flag("deleted"))

@@ -107,3 +107,33 @@ def test_an_unreachable_registry_is_one_line():
     assert done.returncode == 1
     assert done.stderr.startswith("Error: cannot reach the Schema Registry at http://127.0.0.1:9:")
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_json_and_protobuf_schema_types(url, tmp_path):
+    """--schema-type JSON and PROTOBUF (any case): registered as their type, checked by its rules."""
+    proto = 'syntax = "proto3";\npackage cli;\nmessage Reading {\n  string sensor = 1;\n}\n'
+    (tmp_path / "reading.proto").write_text(proto)
+    args = [
+        "--subject",
+        "cli-proto-value",
+        "--schema-type",
+        "protobuf",
+        "--schema-file",
+        str(tmp_path / "reading.proto"),
+    ]
+    registered = json.loads(ok(url, "register", *args))
+    got = json.loads(ok(url, "get", "--id", str(registered["id"])))
+    assert (got["schemaType"], got["schema"]) == ("PROTOBUF", proto)
+    retyped = proto.replace("string sensor", "int32 sensor")
+    bad = strom_schemas(
+        url, "check", "--subject", "cli-proto-value", "--schema-type", "PROTOBUF", "--schema", retyped, "--verbose"
+    )
+    assert bad.returncode == 1 and "FIELD_SCALAR_KIND_CHANGED" in bad.stdout, bad.stdout + bad.stderr
+
+    order = {"type": "object", "properties": {"id": {"type": "integer"}}}
+    json_args = ["--subject", "cli-json-value", "--schema-type", "JSON"]
+    first = json.loads(ok(url, "register", *json_args, "--schema", json.dumps(order)))
+    assert json.loads(ok(url, "register", *json_args, "--schema", json.dumps(order, indent=2))) == first
+    assert SchemaRegistryClient({"url": url}).get_schema(first["id"]).schema_type == "JSON"
+    refused = strom_schemas(url, "register", *json_args[:2], "--schema-type", "XML", "--schema", "{}")
+    assert refused.returncode == 2 and "invalid choice" in refused.stderr

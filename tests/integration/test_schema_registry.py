@@ -214,7 +214,7 @@ def test_raw_http_error_codes_and_bad_input(broker):
     )
     assert status == 200 and answer["is_compatible"] is False and "age" not in answer["messages"][0]
     assert "level" in answer["messages"][0]
-    assert call(url, "GET", "/schemas/types")[2] == ["AVRO"]
+    assert call(url, "GET", "/schemas/types")[2] == ["AVRO", "JSON", "PROTOBUF"]
     assert call(url, "GET", "/subjects/s/versions/latest/schema")[2] == USER_V1
     assert call(url, "GET", f"/schemas/ids/{schema_id}/schema")[2] == USER_V1
 

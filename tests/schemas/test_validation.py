@@ -91,7 +91,11 @@ def test_keys_and_values_and_the_strategies():
     batch = build_batch([NewRecord(framed(3)), NewRecord(framed(4)), NewRecord(framed(1))])
     assert named(batch, record_name) == [
         (1, "the value's schema id 4 is not registered under subject 'bench.Event'"),
-        (2, "the value's schema id 1 is not an Avro record, which RecordNameStrategy needs"),
+        (
+            2,
+            "the value's schema id 1 has no record name (an Avro record, a JSON schema's title, a Protobuf "
+            "message), which RecordNameStrategy needs",
+        ),
     ]
     assert [index for index, _ in named(batch, topic_record)] == [0, 2]
 

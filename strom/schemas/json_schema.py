@@ -1,0 +1,267 @@
+"""JSON Schema schemas (schemaType JSON): parsing, the canonical text, and compatibility.
+
+A schema is checked against its draft's metaschema with the ``jsonschema`` library (the draft
+its ``$schema`` names; draft 7 when it names none, as Confluent's registry assumes), so a schema
+that ``jsonschema`` cannot validate documents with is refused. The canonical text is the JSON
+without insignificant whitespace, key order kept (Confluent stores Jackson's rendering of it);
+``normalize=true`` also sorts keys.
+
+Compatibility follows Confluent's JSON Schema rules, written here (no library checks them): a
+new schema is BACKWARD compatible when every document the old one accepts, the new one accepts
+too (``read_problems(reader=new, writer=old)``), FORWARD the other way round. Checked:
+
+- ``type``: the reader may accept more types (``integer`` read as ``number``: TYPE_EXTENDED) but
+  not fewer (TYPE_NARROWED) or others (TYPE_CHANGED); ``true``/``{}`` accepts everything,
+  ``false`` nothing;
+- objects: a property the writer allows but the reader's closed content model
+  (``additionalProperties: false``) lacks is PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL; a
+  property the reader adds to an open content model is PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL
+  (the writer's documents may carry it with any value), unless the writer's
+  ``additionalProperties`` schema is one the property's schema reads; a property added to a
+  closed model is fine; a property on both sides is checked recursively; a property the reader
+  requires and the writer did not is REQUIRED_ATTRIBUTE_ADDED (fine with a ``default``); closing
+  an open model is ADDITIONAL_PROPERTIES_REMOVED;
+- arrays by ``items``; ``enum`` values the writer allows must stay (ENUM_ARRAY_NARROWED);
+  ``const`` must not change;
+- bounds may widen but not narrow: ``maxLength``/``maximum``/``exclusiveMaximum``/``maxItems``/
+  ``maxProperties`` added or lowered, their minimum twins added or raised, and ``pattern`` added
+  or changed are problems;
+- ``anyOf``/``oneOf``: each writer branch must be read by some reader branch (adding a branch is
+  fine, removing one is not); ``allOf``: each reader branch must read the whole writer;
+- local ``$ref`` (``#/definitions/x``, ``#/$defs/x``) is followed, once per pair (recursion).
+
+Not checked (Confluent checks them; documented as a difference): ``patternProperties``,
+``dependencies``/``dependentRequired``, ``not``, ``if``/``then``/``else``, ``uniqueItems``,
+``multipleOf``, ``format``, tuple ``items``, and ``$ref`` to other documents (schema
+references are accepted and stored, their contents not followed by the check).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from jsonschema import validators
+from jsonschema.exceptions import SchemaError
+
+from strom.schemas import compatibility
+
+_DRAFT7 = "http://json-schema.org/draft-07/schema#"
+_TYPES = ("null", "boolean", "object", "array", "number", "string", "integer")
+_UPPER = ("maxLength", "maximum", "exclusiveMaximum", "maxItems", "maxProperties")
+_LOWER = ("minLength", "minimum", "exclusiveMinimum", "minItems", "minProperties")
+
+
+class InvalidSchemaError(ValueError):
+    pass
+
+
+class ParsedJson:
+    """A parsed schema: the decoded JSON (a dict, or a boolean schema)."""
+
+    def __init__(self, schema: Any):
+        self.schema = schema
+
+
+def parse(text: str, referenced: Iterable[str] = ()) -> tuple[ParsedJson, str]:
+    """(the parsed schema, its canonical text), or InvalidSchemaError saying why."""
+    try:
+        raw = json.loads(text)
+    except ValueError as exc:
+        raise InvalidSchemaError(f"Invalid schema: not JSON: {exc}") from None
+    if not isinstance(raw, (dict, bool)):
+        raise InvalidSchemaError("Invalid schema: a JSON Schema is an object or a boolean")
+    for other in referenced:
+        try:
+            json.loads(other)
+        except ValueError as exc:
+            raise InvalidSchemaError(f"Invalid schema: a referenced schema is not JSON: {exc}") from None
+    try:
+        default = validators.validator_for({"$schema": _DRAFT7})
+        cls = validators.validator_for(raw, default=default) if isinstance(raw, dict) else default
+        cls.check_schema(raw)
+    except SchemaError as exc:
+        where = "/".join(str(p) for p in exc.path) or "(root)"
+        raise InvalidSchemaError(f"Invalid schema: at {where}: {exc.message}") from None
+    except Exception as exc:  # a malformed $schema, a metaschema that cannot be built
+        raise InvalidSchemaError(f"Invalid schema: {exc}") from None
+    return ParsedJson(raw), json.dumps(raw, separators=(",", ":"), ensure_ascii=False)
+
+
+def normalized(text: str) -> str:
+    """``normalize=true``: keys sorted, so that schemas that differ only in key order are one."""
+    return json.dumps(json.loads(text), separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+
+
+def _types(schema: dict[str, Any]) -> set[str] | None:
+    """The types a schema allows (None: any); ``integer`` is inside ``number``."""
+    kind = schema.get("type")
+    if kind is None:
+        return None
+    return {kind} if isinstance(kind, str) else {k for k in kind if isinstance(k, str)}
+
+
+def _allows(types: set[str] | None, kind: str) -> bool:
+    return types is None or kind in types or (kind == "integer" and "number" in types)
+
+
+class _Checker:
+    def __init__(self, reader: Any, writer: Any):
+        self.reader_root = reader
+        self.writer_root = writer
+        self.seen: set[tuple[int, int]] = set()
+
+    @staticmethod
+    def _deref(schema: Any, root: Any) -> Any:
+        for _ in range(32):  # a chain of refs, bounded
+            if not isinstance(schema, dict) or not isinstance(schema.get("$ref"), str):
+                return schema
+            ref = schema["$ref"]
+            if not ref.startswith("#"):
+                return True  # another document's: not followed (see the module's docstring)
+            node = root
+            for part in [p for p in ref[1:].split("/") if p]:
+                part = part.replace("~1", "/").replace("~0", "~")
+                if isinstance(node, dict) and part in node:
+                    node = node[part]
+                elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                    node = node[int(part)]
+                else:
+                    return True
+            schema = node
+        return schema
+
+    def check(self, reader: Any, writer: Any, path: str) -> list[str]:
+        reader = self._deref(reader, self.reader_root)
+        writer = self._deref(writer, self.writer_root)
+        if reader is True or reader == {} or writer is False:
+            return []
+        if reader is False:
+            return [f"{path}: the reader accepts nothing (false) where the writer accepts documents"]
+        if writer is True:
+            writer = {}
+        pair = (id(reader), id(writer))
+        if pair in self.seen:
+            return []
+        self.seen.add(pair)
+        problems: list[str] = []
+        for keyword in ("anyOf", "oneOf"):
+            problems += self._combined(keyword, reader, writer, path)
+        for index, branch in enumerate(reader.get("allOf") or []):
+            problems += self.check(branch, {k: v for k, v in writer.items()}, f"{path}/allOf/{index}")
+        r_types, w_types = _types(reader), _types(writer)
+        if r_types is not None:
+            if w_types is None:
+                problems.append(f"{path}: TYPE_NARROWED: the reader allows only {sorted(r_types)}, the writer any type")
+            else:
+                lost = sorted(k for k in w_types if not _allows(r_types, k))
+                if lost:
+                    narrowed = bool(w_types & r_types) or ("number" in lost and "integer" in r_types)
+                    kind = "TYPE_NARROWED" if narrowed else "TYPE_CHANGED"
+                    problems.append(f"{path}: {kind}: the writer's {lost} are not among the reader's {sorted(r_types)}")
+        if "enum" in reader:
+            if "enum" not in writer:
+                problems.append(f"{path}: ENUM_ARRAY_NARROWED: the reader adds an enum")
+            elif lost := [v for v in writer["enum"] if v not in reader["enum"]]:
+                problems.append(f"{path}: ENUM_ARRAY_NARROWED: the reader's enum lacks {lost}")
+        if "const" in reader and writer.get("const", object()) != reader["const"]:
+            problems.append(f"{path}: CONST changed or added")
+        problems += self._bounds(reader, writer, path)
+        if _allows(w_types, "object") and _allows(r_types, "object"):
+            problems += self._object(reader, writer, path)
+        if _allows(w_types, "array") and _allows(r_types, "array"):
+            r_items, w_items = reader.get("items"), writer.get("items")
+            if isinstance(r_items, (dict, bool)):
+                problems += self.check(r_items, w_items if isinstance(w_items, (dict, bool)) else True, f"{path}/items")
+        return problems
+
+    def _combined(self, keyword: str, reader: dict, writer: dict, path: str) -> list[str]:
+        r_branches = reader.get(keyword)
+        if not r_branches:
+            return []
+        w_branches = writer.get(keyword) or [writer]
+        problems = []
+        for index, branch in enumerate(w_branches):
+            if not any(not self._fresh().check(r, branch, "") for r in r_branches):
+                problems.append(
+                    f"{path}/{keyword}: no branch of the reader's {keyword} reads the writer's branch {index}"
+                )
+        return problems
+
+    def _fresh(self) -> _Checker:
+        return _Checker(self.reader_root, self.writer_root)
+
+    @staticmethod
+    def _bounds(reader: dict, writer: dict, path: str) -> list[str]:
+        problems = []
+        for keyword in _UPPER:
+            if keyword in reader and isinstance(reader[keyword], (int, float)):
+                old = writer.get(keyword)
+                if not isinstance(old, (int, float)) or reader[keyword] < old:
+                    problems.append(f"{path}: {keyword} added or decreased ({old} -> {reader[keyword]})")
+        for keyword in _LOWER:
+            if keyword in reader and isinstance(reader[keyword], (int, float)):
+                old = writer.get(keyword)
+                if not isinstance(old, (int, float)) or reader[keyword] > old:
+                    problems.append(f"{path}: {keyword} added or increased ({old} -> {reader[keyword]})")
+        if "pattern" in reader and writer.get("pattern") != reader["pattern"]:
+            problems.append(f"{path}: pattern added or changed")
+        return problems
+
+    def _object(self, reader: dict, writer: dict, path: str) -> list[str]:
+        problems: list[str] = []
+        r_props: dict[str, Any] = reader.get("properties") or {}
+        w_props: dict[str, Any] = writer.get("properties") or {}
+        r_additional = reader.get("additionalProperties", True)
+        w_additional = writer.get("additionalProperties", True)
+        for name, schema in w_props.items():
+            where = f"{path}/properties/{name}"
+            if name in r_props:
+                problems += self.check(r_props[name], schema, where)
+            elif r_additional is False:
+                problems.append(f"{where}: PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL")
+            elif isinstance(r_additional, dict):
+                problems += self.check(r_additional, schema, where)
+        for name, schema in r_props.items():
+            if name in w_props:
+                continue
+            where = f"{path}/properties/{name}"
+            if w_additional is False:
+                continue  # PROPERTY_ADDED_TO_CLOSED_CONTENT_MODEL: the writer's documents never hold it
+            if w_additional is True or w_additional == {}:
+                problems.append(f"{where}: PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL")
+            else:
+                problems += self.check(schema, w_additional, where)  # covered by a partially open model
+        if r_additional is False and w_additional is not False:
+            problems.append(f"{path}: ADDITIONAL_PROPERTIES_REMOVED")
+        elif isinstance(r_additional, dict) and w_additional is not False:
+            problems += self.check(r_additional, w_additional, f"{path}/additionalProperties")
+        w_required = set(writer.get("required") or [])
+        for name in reader.get("required") or []:
+            if name not in w_required:
+                has_default = isinstance(r_props.get(name), dict) and "default" in r_props[name]
+                if not has_default:
+                    problems.append(f"{path}/required/{name}: REQUIRED_ATTRIBUTE_ADDED")
+        return problems
+
+
+def read_problems(reader: ParsedJson, writer: ParsedJson) -> list[str]:
+    """Why a document valid under ``writer`` may be invalid under ``reader``; empty if none."""
+    return _Checker(reader.schema, writer.schema).check(reader.schema, writer.schema, "#")
+
+
+def compatibility_problems(level: str, new: ParsedJson, previous: list[ParsedJson]) -> list[str]:
+    """The problems of registering ``new`` under ``level`` given the live versions ``previous``
+    (oldest first); empty when it may be registered."""
+    return compatibility.problems(level, new, previous, read_problems)
+
+
+def record_name(schema: str) -> str | None:
+    """RecordNameStrategy's name of a JSON schema: its ``title``, as Confluent's serializer uses."""
+    try:
+        raw = json.loads(schema)
+    except ValueError:
+        return None
+    title = raw.get("title") if isinstance(raw, dict) else None
+    return title if isinstance(title, str) and title else None

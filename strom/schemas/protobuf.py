@@ -1,0 +1,632 @@
+"""Protobuf schemas (schemaType PROTOBUF): parsing, the canonical text, the serialized form, and
+compatibility.
+
+A schema arrives as ``.proto`` text or, as confluent-kafka's ``ProtobufSerializer`` sends it, as a
+base64 ``FileDescriptorProto``. Text is parsed by ``proto-schema-parser`` (pure Python, an
+ANTLR grammar of Buf's) into an AST, which is turned here into a ``FileDescriptorProto``
+(names resolved by protobuf's scoping rules, map fields as their ``...Entry`` messages, proto3
+``optional`` as synthetic oneofs); either way the descriptor is then built by protobuf's own
+``DescriptorPool`` (upb), which refuses what protoc would (duplicate field numbers, unknown
+types, ...). Imports resolve to schema references (by their name, as Confluent's clients name
+them) and to the well-known types ``google/protobuf/*.proto``, which need no reference.
+
+The canonical text, stored and answered, is the descriptor rendered back to ``.proto`` (fully
+qualified type names, declaration order kept; options other than ``default``, ``packed`` and
+``allow_alias`` dropped; services and extensions dropped), so that the same schema sent as text
+or as a descriptor gets one id, as Confluent's registry stores its canonical rendering.
+``?format=serialized`` answers base64 of the descriptor of that text, which is what
+confluent-kafka's deserializers ask for.
+
+Compatibility follows Confluent's Protobuf rules (read_problems(reader, writer); they are nearly
+symmetric): a changed package, a removed message, a field number whose kind (scalar, message,
+enum) or type changes (scalar changes within Confluent's wire-compatible groups are fine:
+int32/uint32/int64/uint64/bool, sint32/sint64, fixed32/sfixed32, fixed64/sfixed64,
+string/bytes), a field of another message or enum type, a string, bytes or message field turning
+repeated or singular, a required field added or removed, and fields moved into an existing oneof
+or several into a new one are problems; fields and messages added, fields removed and enum
+changes are not.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import importlib
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from antlr4.error.ErrorListener import ErrorListener
+from google.protobuf import descriptor_pb2
+from google.protobuf.descriptor_pool import DescriptorPool
+from google.protobuf.message import DecodeError
+from proto_schema_parser import ast
+from proto_schema_parser.parser import Parser
+
+from strom.schemas import compatibility
+
+FDP = descriptor_pb2.FileDescriptorProto
+FieldProto = descriptor_pb2.FieldDescriptorProto
+SCHEMA_FILE = "schema.proto"  # the name a registered file is given (clients rename it anyway)
+MAX_FIELD_NUMBER = 536870911
+SCALARS = {
+    "double": FieldProto.TYPE_DOUBLE,
+    "float": FieldProto.TYPE_FLOAT,
+    "int64": FieldProto.TYPE_INT64,
+    "uint64": FieldProto.TYPE_UINT64,
+    "int32": FieldProto.TYPE_INT32,
+    "fixed64": FieldProto.TYPE_FIXED64,
+    "fixed32": FieldProto.TYPE_FIXED32,
+    "bool": FieldProto.TYPE_BOOL,
+    "string": FieldProto.TYPE_STRING,
+    "bytes": FieldProto.TYPE_BYTES,
+    "uint32": FieldProto.TYPE_UINT32,
+    "sfixed32": FieldProto.TYPE_SFIXED32,
+    "sfixed64": FieldProto.TYPE_SFIXED64,
+    "sint32": FieldProto.TYPE_SINT32,
+    "sint64": FieldProto.TYPE_SINT64,
+}
+SCALAR_NAMES = {number: name for name, number in SCALARS.items()}
+_WIRE_GROUPS = [
+    {"int32", "uint32", "int64", "uint64", "bool"},
+    {"sint32", "sint64"},
+    {"fixed32", "sfixed32"},
+    {"fixed64", "sfixed64"},
+    {"string", "bytes"},
+]
+_WELL_KNOWN_MODULES = (
+    "any",
+    "api",
+    "descriptor",
+    "duration",
+    "empty",
+    "field_mask",
+    "source_context",
+    "struct",
+    "timestamp",
+    "type",
+    "wrappers",
+)
+# google/protobuf/<name>.proto -> its descriptor, as the protobuf package ships it
+_WELL_KNOWN = {
+    module.DESCRIPTOR.name: module.DESCRIPTOR
+    for module in (importlib.import_module(f"google.protobuf.{name}_pb2") for name in _WELL_KNOWN_MODULES)
+}
+
+
+class InvalidSchemaError(ValueError):
+    pass
+
+
+class ParsedProto:
+    """A parsed schema: its descriptor and the descriptors of the files it imports."""
+
+    def __init__(self, file: Any, dependencies: dict[str, Any]):
+        self.file = file
+        self.dependencies = dependencies
+
+    def serialized(self) -> str:
+        """Base64 of the descriptor: the answer to ``format=serialized``."""
+        return base64.standard_b64encode(self.file.SerializeToString()).decode("ascii")
+
+
+class _Raise(ErrorListener):
+    def syntaxError(self, recognizer, offendingSymbol, line, column, msg, e):  # noqa: N802 (ANTLR's name)
+        raise InvalidSchemaError(f"Invalid schema: line {line}:{column}: {msg}")
+
+
+def _quiet(recognizer: Any) -> None:
+    recognizer.removeErrorListeners()  # ANTLR's default prints to stderr and carries on
+    recognizer.addErrorListener(_Raise())
+
+
+_PARSER = Parser(setup_lexer=_quiet, setup_parser=_quiet)
+
+
+def _well_known(name: str) -> Any | None:
+    found = _WELL_KNOWN.get(name)
+    if found is None:
+        return None
+    proto = FDP()
+    found.CopyToProto(proto)
+    return proto
+
+
+def parse(text: str, referenced: Iterable[tuple[str, str]] = ()) -> tuple[ParsedProto, str]:
+    """(the parsed schema, its canonical text), or InvalidSchemaError saying why.
+
+    ``referenced`` are (import name, schema text) of the schemas it references, in order."""
+    dependencies: dict[str, Any] = {}
+    for name, other in referenced:
+        parsed, _ = parse(other, [(n, t) for n, t in referenced if n != name])
+        parsed.file.name = name
+        dependencies[name] = parsed.file
+    file = _read(text, dependencies)
+    if not file.message_type and not file.enum_type:
+        raise InvalidSchemaError("Invalid schema: the schema defines no message and no enum")
+    file.name = SCHEMA_FILE
+    for name in file.dependency:
+        if name not in dependencies:
+            found = _well_known(name)
+            if found is None:
+                raise InvalidSchemaError(
+                    f"Invalid schema: import {name!r} is neither a reference nor a well-known type"
+                )
+            dependencies[name] = found
+    pool = DescriptorPool()
+    try:
+        added: set[str] = set()
+        for name in file.dependency:
+            _add(pool, dependencies[name], dependencies, added)
+        pool.Add(file)
+        pool.FindFileByName(SCHEMA_FILE)
+    except InvalidSchemaError:
+        raise
+    except Exception as exc:  # upb's TypeError, a KeyError of a missing dependency
+        raise InvalidSchemaError(f"Invalid schema: {exc}") from None
+    return ParsedProto(file, dependencies), render(file)
+
+
+def _add(pool: DescriptorPool, file: Any, dependencies: dict[str, Any], added: set[str]) -> None:
+    if file.name in added:
+        return
+    added.add(file.name)
+    for name in file.dependency:
+        found = dependencies.get(name) or _well_known(name)
+        if found is None:
+            raise InvalidSchemaError(f"Invalid schema: import {name!r} of {file.name} is not known")
+        _add(pool, found, dependencies, added)
+    pool.Add(file)
+
+
+def _read(text: str, dependencies: dict[str, Any]) -> Any:
+    """The descriptor of ``.proto`` text, or of a base64 descriptor when it is not text."""
+    try:
+        tree = _PARSER.parse(text)
+    except InvalidSchemaError as exc:
+        decoded = _from_base64(text)
+        if decoded is None:
+            raise exc from None
+        return decoded
+    except RecursionError:
+        raise InvalidSchemaError("Invalid schema: nested too deeply") from None
+    return _Builder(tree, dependencies).build()
+
+
+def _from_base64(text: str) -> Any | None:
+    stripped = text.strip()
+    if not stripped or not re.fullmatch(r"[A-Za-z0-9+/=\s]+", stripped):
+        return None
+    try:
+        raw = base64.b64decode(stripped, validate=False)
+        file = FDP()
+        file.ParseFromString(raw)
+    except (binascii.Error, DecodeError, ValueError):
+        return None
+    if not file.message_type and not file.enum_type:
+        return None
+    return file
+
+
+def _camel(name: str) -> str:
+    """protoc's name of a map field's entry message: ``my_map`` -> ``MyMapEntry``."""
+    out, upper = [], True
+    for char in name:
+        if char == "_":
+            upper = True
+        elif upper:
+            out.append(char.upper())
+            upper = False
+        else:
+            out.append(char)
+    return "".join(out) + "Entry"
+
+
+def _ranges(texts: list[str], end_exclusive: bool) -> list[tuple[int, int]]:
+    out = []
+    for text in texts:
+        low, _, high = (part.strip() for part in text.partition("to"))
+        try:
+            start = int(low, 0)
+            end = (MAX_FIELD_NUMBER if high == "max" else int(high, 0)) if high else start
+        except ValueError:
+            raise InvalidSchemaError(f"Invalid schema: reserved range {text!r}") from None
+        out.append((start, end + 1 if end_exclusive else end))
+    return out
+
+
+class _Builder:
+    """AST -> FileDescriptorProto, with type names resolved to fully qualified ones."""
+
+    def __init__(self, tree: ast.File, dependencies: dict[str, Any]):
+        self.tree = tree
+        self.package = next((e.name for e in tree.file_elements if isinstance(e, ast.Package)), "")
+        self.symbols: dict[str, str] = {}  # ".pkg.Msg" -> "message" | "enum"
+        for element in tree.file_elements:
+            if isinstance(element, ast.Import):
+                dep = dependencies.get(element.name) or _well_known(element.name)
+                if dep is None:
+                    raise InvalidSchemaError(
+                        f"Invalid schema: import {element.name!r} is neither a reference nor a well-known type"
+                    )
+                self._collect_proto(dep.message_type, dep.enum_type, f".{dep.package}" if dep.package else "")
+        self._collect_ast(tree.file_elements, f".{self.package}" if self.package else "")
+
+    def _collect_proto(self, messages: Any, enums: Any, scope: str) -> None:
+        for message in messages:
+            self.symbols[f"{scope}.{message.name}"] = "message"
+            self._collect_proto(message.nested_type, message.enum_type, f"{scope}.{message.name}")
+        for enum in enums:
+            self.symbols[f"{scope}.{enum.name}"] = "enum"
+
+    def _collect_ast(self, elements: list, scope: str) -> None:
+        for element in elements:
+            if isinstance(element, ast.Message):
+                self.symbols[f"{scope}.{element.name}"] = "message"
+                self._collect_ast(element.elements, f"{scope}.{element.name}")
+            elif isinstance(element, ast.Enum):
+                self.symbols[f"{scope}.{element.name}"] = "enum"
+
+    def resolve(self, name: str, scope: str) -> tuple[str, str]:
+        if name.startswith("."):
+            if name in self.symbols:
+                return name, self.symbols[name]
+            raise InvalidSchemaError(f"Invalid schema: type {name} is not defined")
+        parts = [p for p in scope.split(".") if p]
+        for end in range(len(parts), -1, -1):
+            candidate = "." + ".".join([*parts[:end], name])
+            if candidate in self.symbols:
+                return candidate, self.symbols[candidate]
+        raise InvalidSchemaError(f"Invalid schema: type {name} is not defined (in {scope or 'the file'})")
+
+    def build(self) -> Any:
+        tree = self.tree
+        if tree.edition is not None:
+            raise InvalidSchemaError("Invalid schema: protobuf editions are not supported; use proto2 or proto3")
+        file = FDP(syntax=tree.syntax or "proto2")
+        if self.package:
+            file.package = self.package
+        scope = f".{self.package}" if self.package else ""
+        for element in tree.file_elements:
+            if isinstance(element, ast.Import):
+                if element.public:
+                    file.public_dependency.append(len(file.dependency))
+                file.dependency.append(element.name)
+            elif isinstance(element, ast.Message):
+                self._message(file.message_type.add(), element, scope, file.syntax)
+            elif isinstance(element, ast.Enum):
+                self._enum(file.enum_type.add(), element)
+        return file
+
+    def _message(self, out: Any, message: ast.Message, scope: str, syntax: str) -> None:
+        out.name = message.name
+        here = f"{scope}.{message.name}"
+        synthetic: list[tuple[Any, str]] = []
+        for element in message.elements:
+            if isinstance(element, ast.Field):
+                self._field(out.field.add(), element, here, syntax, synthetic)
+            elif isinstance(element, ast.MapField):
+                self._map(out, element, here, syntax)
+            elif isinstance(element, ast.OneOf):
+                index = len(out.oneof_decl)
+                out.oneof_decl.add(name=element.name)
+                for member in element.elements:
+                    if isinstance(member, ast.Field):
+                        field = out.field.add()
+                        self._field(field, member, here, syntax, synthetic)
+                        field.label = FieldProto.LABEL_OPTIONAL
+                        field.oneof_index = index
+                    elif isinstance(member, ast.Group):
+                        raise InvalidSchemaError("Invalid schema: groups are not supported")
+            elif isinstance(element, ast.Message):
+                self._message(out.nested_type.add(), element, here, syntax)
+            elif isinstance(element, ast.Enum):
+                self._enum(out.enum_type.add(), element)
+            elif isinstance(element, ast.Reserved):
+                for start, end in _ranges(element.ranges, end_exclusive=True):
+                    out.reserved_range.add(start=start, end=end)
+                out.reserved_name.extend(element.names)
+            elif isinstance(element, ast.Group):
+                raise InvalidSchemaError("Invalid schema: groups are not supported")
+        for field, name in synthetic:  # protoc puts proto3 optional's oneofs after the real ones
+            field.oneof_index = len(out.oneof_decl)
+            out.oneof_decl.add(name=name)
+
+    def _type(self, field: Any, type_name: str, scope: str) -> None:
+        if type_name in SCALARS:
+            field.type = SCALARS[type_name]
+            return
+        if type_name == "group":
+            raise InvalidSchemaError("Invalid schema: groups are not supported")
+        full, kind = self.resolve(type_name, scope)
+        field.type = FieldProto.TYPE_MESSAGE if kind == "message" else FieldProto.TYPE_ENUM
+        field.type_name = full
+
+    def _field(self, out: Any, field: ast.Field, scope: str, syntax: str, synthetic: list) -> None:
+        out.name = field.name
+        out.number = field.number
+        self._type(out, field.type, scope)
+        cardinality = field.cardinality.value if field.cardinality is not None else None
+        if cardinality == "REPEATED":
+            out.label = FieldProto.LABEL_REPEATED
+        elif cardinality == "REQUIRED":
+            out.label = FieldProto.LABEL_REQUIRED
+        else:
+            out.label = FieldProto.LABEL_OPTIONAL
+            if cardinality == "OPTIONAL" and syntax == "proto3":
+                out.proto3_optional = True
+                synthetic.append((out, f"_{field.name}"))
+        for option in field.options:
+            if option.name == "default":
+                value = option.value
+                out.default_value = ("true" if value else "false") if isinstance(value, bool) else str(value)
+            elif option.name == "packed" and isinstance(option.value, bool):
+                out.options.packed = option.value
+
+    def _map(self, out: Any, field: ast.MapField, scope: str, syntax: str) -> None:
+        entry = out.nested_type.add(name=_camel(field.name))
+        entry.options.map_entry = True
+        key = entry.field.add(name="key", number=1, label=FieldProto.LABEL_OPTIONAL)
+        if field.key_type not in SCALARS or field.key_type in ("float", "double", "bytes"):
+            raise InvalidSchemaError(f"Invalid schema: map key type {field.key_type} of {field.name}")
+        key.type = SCALARS[field.key_type]
+        value = entry.field.add(name="value", number=2, label=FieldProto.LABEL_OPTIONAL)
+        self._type(value, field.value_type, scope)
+        out.field.add(
+            name=field.name,
+            number=field.number,
+            label=FieldProto.LABEL_REPEATED,
+            type=FieldProto.TYPE_MESSAGE,
+            type_name=f"{scope}.{entry.name}",
+        )
+
+    @staticmethod
+    def _enum(out: Any, enum: ast.Enum) -> None:
+        out.name = enum.name
+        for element in enum.elements:
+            if isinstance(element, ast.EnumValue):
+                out.value.add(name=element.name, number=element.number)
+            elif isinstance(element, ast.Option) and element.name == "allow_alias":
+                out.options.allow_alias = bool(element.value)
+            elif isinstance(element, ast.EnumReserved):
+                for start, end in _ranges(element.ranges, end_exclusive=False):
+                    out.reserved_range.add(start=start, end=end)
+                out.reserved_name.extend(element.names)
+        numbers = [value.number for value in out.value]
+        if len(set(numbers)) < len(numbers) and not out.options.allow_alias:
+            raise InvalidSchemaError(f"Invalid schema: enum {enum.name} reuses a number without allow_alias")
+
+
+# -- rendering ------------------------------------------------------------------------------------
+def _quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def render(file: Any) -> str:
+    """The descriptor as ``.proto`` text: the canonical form the registry stores."""
+    lines = [f"syntax = {_quote(file.syntax or 'proto2')};"]
+    if file.package:
+        lines.append(f"package {file.package};")
+    public = set(file.public_dependency)
+    for index, name in enumerate(file.dependency):
+        lines.append(f"import {'public ' if index in public else ''}{_quote(name)};")
+    for message in file.message_type:
+        lines += _render_message(message, file.syntax or "proto2", "")
+    for enum in file.enum_type:
+        lines += _render_enum(enum, "")
+    return "\n".join(lines) + "\n"
+
+
+def _type_name(field: Any) -> str:
+    if field.type in (FieldProto.TYPE_MESSAGE, FieldProto.TYPE_ENUM, FieldProto.TYPE_GROUP):
+        return field.type_name
+    return SCALAR_NAMES[field.type]
+
+
+def _render_field(field: Any, syntax: str, entries: dict[str, Any], in_oneof: bool) -> str:
+    entry = entries.get(field.type_name.rsplit(".", 1)[-1]) if field.type == FieldProto.TYPE_MESSAGE else None
+    if entry is not None and field.label == FieldProto.LABEL_REPEATED:
+        key, value = sorted(entry.field, key=lambda f: f.number)[:2]
+        kind = f"map<{_type_name(key)}, {_type_name(value)}>"
+        label = ""
+    else:
+        kind = _type_name(field)
+        if in_oneof:
+            label = ""
+        elif field.label == FieldProto.LABEL_REPEATED:
+            label = "repeated "
+        elif field.label == FieldProto.LABEL_REQUIRED:
+            label = "required "
+        elif syntax == "proto2" or field.proto3_optional:
+            label = "optional "
+        else:
+            label = ""
+    options = []
+    if field.HasField("default_value"):
+        text = field.default_value
+        quoted = field.type in (FieldProto.TYPE_STRING, FieldProto.TYPE_BYTES)
+        options.append(f"default = {_quote(text) if quoted else text}")
+    if field.options.HasField("packed"):
+        options.append(f"packed = {'true' if field.options.packed else 'false'}")
+    suffix = f" [{', '.join(options)}]" if options else ""
+    return f"{label}{kind} {field.name} = {field.number}{suffix};"
+
+
+def _render_message(message: Any, syntax: str, indent: str) -> list[str]:
+    inner = indent + "  "
+    entries = {n.name: n for n in message.nested_type if n.options.map_entry}
+    lines = [f"{indent}message {message.name} {{"]
+    real_oneofs = {f.oneof_index for f in message.field if f.HasField("oneof_index") and not f.proto3_optional}
+    done: set[int] = set()
+    for field in message.field:
+        if field.HasField("oneof_index") and field.oneof_index in real_oneofs:
+            index = field.oneof_index
+            if index in done:
+                continue
+            done.add(index)
+            lines.append(f"{inner}oneof {message.oneof_decl[index].name} {{")
+            for member in message.field:
+                if member.HasField("oneof_index") and member.oneof_index == index:
+                    lines.append(f"{inner}  {_render_field(member, syntax, entries, True)}")
+            lines.append(f"{inner}}}")
+        else:
+            lines.append(f"{inner}{_render_field(field, syntax, entries, False)}")
+    for nested in message.nested_type:
+        if not nested.options.map_entry:
+            lines += _render_message(nested, syntax, inner)
+    for enum in message.enum_type:
+        lines += _render_enum(enum, inner)
+    for reserved in message.reserved_range:
+        end = reserved.end - 1
+        lines.append(f"{inner}reserved {reserved.start}{'' if end == reserved.start else f' to {end}'};")
+    if message.reserved_name:
+        lines.append(f"{inner}reserved {', '.join(_quote(n) for n in message.reserved_name)};")
+    lines.append(f"{indent}}}")
+    return lines
+
+
+def _render_enum(enum: Any, indent: str) -> list[str]:
+    inner = indent + "  "
+    lines = [f"{indent}enum {enum.name} {{"]
+    if enum.options.allow_alias:
+        lines.append(f"{inner}option allow_alias = true;")
+    lines += [f"{inner}{value.name} = {value.number};" for value in enum.value]
+    for reserved in enum.reserved_range:
+        lines.append(
+            f"{inner}reserved {reserved.start}{'' if reserved.end == reserved.start else f' to {reserved.end}'};"
+        )
+    if enum.reserved_name:
+        lines.append(f"{inner}reserved {', '.join(_quote(n) for n in enum.reserved_name)};")
+    lines.append(f"{indent}}}")
+    return lines
+
+
+# -- compatibility --------------------------------------------------------------------------------
+def _messages(file: Any) -> dict[str, Any]:
+    """Messages by their name relative to the package (``Outer.Inner``); map entries left out."""
+    out: dict[str, Any] = {}
+
+    def walk(messages: Any, prefix: str) -> None:
+        for message in messages:
+            if message.options.map_entry:
+                continue
+            name = f"{prefix}{message.name}"
+            out[name] = message
+            walk(message.nested_type, f"{name}.")
+
+    walk(file.message_type, "")
+    return out
+
+
+def _kind(field: Any) -> str:
+    if field.type == FieldProto.TYPE_MESSAGE:
+        return "message"
+    if field.type == FieldProto.TYPE_ENUM:
+        return "enum"
+    return "scalar"
+
+
+def _relative(type_name: str, package: str) -> str:
+    prefix = f".{package}." if package else "."
+    return type_name[len(prefix) :] if type_name.startswith(prefix) else type_name.lstrip(".")
+
+
+def read_problems(reader: ParsedProto, writer: ParsedProto) -> list[str]:
+    """Why data written with ``writer`` may not be read with ``reader`` (Confluent's Protobuf
+    differences that are incompatible); empty if none."""
+    problems: list[str] = []
+    r_file, w_file = reader.file, writer.file
+    if r_file.package != w_file.package:
+        problems.append(f"PACKAGE_CHANGED: {w_file.package!r} -> {r_file.package!r}")
+    r_messages, w_messages = _messages(r_file), _messages(w_file)
+    for name, w_message in w_messages.items():
+        r_message = r_messages.get(name)
+        if r_message is None:
+            problems.append(f"#/{name}: MESSAGE_REMOVED")
+            continue
+        problems += _message_problems(name, r_message, w_message, r_file.package, w_file.package)
+    return problems
+
+
+def _message_problems(name: str, reader: Any, writer: Any, r_package: str, w_package: str) -> list[str]:
+    problems: list[str] = []
+    r_fields = {f.number: f for f in reader.field}
+    w_fields = {f.number: f for f in writer.field}
+    r_entries = {n.name: n for n in reader.nested_type if n.options.map_entry}
+    w_entries = {n.name: n for n in writer.nested_type if n.options.map_entry}
+    for number, w_field in w_fields.items():
+        where = f"#/{name}/{number}"
+        r_field = r_fields.get(number)
+        if r_field is None:
+            if w_field.label == FieldProto.LABEL_REQUIRED:
+                problems.append(f"{where}: REQUIRED_FIELD_REMOVED")
+            continue
+        if _kind(r_field) != _kind(w_field):
+            problems.append(f"{where}: FIELD_KIND_CHANGED ({_kind(w_field)} -> {_kind(r_field)})")
+            continue
+        if _kind(r_field) == "scalar" and r_field.type != w_field.type:
+            old, new = SCALAR_NAMES[w_field.type], SCALAR_NAMES[r_field.type]
+            if not any(old in group and new in group for group in _WIRE_GROUPS):
+                problems.append(f"{where}: FIELD_SCALAR_KIND_CHANGED ({old} -> {new})")
+        elif _kind(r_field) != "scalar":
+            r_entry = r_entries.get(r_field.type_name.rsplit(".", 1)[-1])
+            w_entry = w_entries.get(w_field.type_name.rsplit(".", 1)[-1])
+            if r_entry is not None and w_entry is not None:  # maps: key and value types
+                old_map = [(f.type, _relative(f.type_name, w_package)) for f in w_entry.field]
+                new_map = [(f.type, _relative(f.type_name, r_package)) for f in r_entry.field]
+                if old_map != new_map:
+                    problems.append(f"{where}: FIELD_NAMED_TYPE_CHANGED (map types)")
+            elif _relative(r_field.type_name, r_package) != _relative(w_field.type_name, w_package):
+                problems.append(
+                    f"{where}: FIELD_NAMED_TYPE_CHANGED ({_relative(w_field.type_name, w_package)} -> "
+                    f"{_relative(r_field.type_name, r_package)})"
+                )
+        r_repeated = r_field.label == FieldProto.LABEL_REPEATED
+        if r_repeated != (w_field.label == FieldProto.LABEL_REPEATED):
+            if r_field.type in (FieldProto.TYPE_STRING, FieldProto.TYPE_BYTES, FieldProto.TYPE_MESSAGE):
+                problems.append(f"{where}: FIELD_STRING_OR_BYTES_OR_MESSAGE_LABEL_CHANGED")
+            else:
+                problems.append(f"{where}: FIELD_NUMERIC_LABEL_CHANGED")
+    for number, r_field in r_fields.items():
+        if number not in w_fields and r_field.label == FieldProto.LABEL_REQUIRED:
+            problems.append(f"#/{name}/{number}: REQUIRED_FIELD_ADDED")
+    problems += _oneof_problems(name, reader, writer, w_fields)
+    return problems
+
+
+def _oneof_problems(name: str, reader: Any, writer: Any, w_fields: dict[int, Any]) -> list[str]:
+    """Fields moved into a oneof: into one the writer had, or several into a new one."""
+    problems = []
+    w_oneof_names = {o.name for o in writer.oneof_decl}
+    moved: dict[str, list[int]] = {}
+    for field in reader.field:
+        if not field.HasField("oneof_index") or field.proto3_optional:
+            continue
+        old = w_fields.get(field.number)
+        if old is None or (old.HasField("oneof_index") and not old.proto3_optional):
+            continue
+        moved.setdefault(reader.oneof_decl[field.oneof_index].name, []).append(field.number)
+    for oneof, numbers in moved.items():
+        if oneof in w_oneof_names:
+            problems.append(f"#/{name}/{oneof}: FIELD_MOVED_TO_EXISTING_ONEOF {numbers}")
+        elif len(numbers) > 1:
+            problems.append(f"#/{name}/{oneof}: MULTIPLE_FIELDS_MOVED_TO_ONEOF {numbers}")
+    return problems
+
+
+def compatibility_problems(level: str, new: ParsedProto, previous: list[ParsedProto]) -> list[str]:
+    """The problems of registering ``new`` under ``level`` given the live versions ``previous``."""
+    return compatibility.problems(level, new, previous, read_problems)
+
+
+def record_name(schema: str) -> str | None:
+    """RecordNameStrategy's name of a Protobuf schema: its first message's full name."""
+    try:
+        tree = _PARSER.parse(schema)
+    except (InvalidSchemaError, RecursionError):
+        return None
+    package = next((e.name for e in tree.file_elements if isinstance(e, ast.Package)), "")
+    first = next((e.name for e in tree.file_elements if isinstance(e, ast.Message)), None)
+    if first is None:
+        return None
+    return f"{package}.{first}" if package else first

@@ -1,0 +1,254 @@
+"""JSON Schema and Protobuf in the Schema Registry (issue 30), seen from confluent-kafka's own
+JSONSerializer/JSONDeserializer and ProtobufSerializer/ProtobufDeserializer producing through a
+broker that validates schema ids on produce, and from raw HTTP. ``exercise_json`` and
+``exercise_protobuf`` are shared with the 3-broker test (tests/cluster/test_schema_types_cluster.py).
+
+The Protobuf messages are classes made at run time from descriptors built here by hand (the
+serializer sends their descriptor, base64, as a real generated class would) and protoc-generated
+classes that googleapis-common-protos ships (google.rpc.Status imports google/protobuf/any.proto:
+a well-known type, and with skip.known.types=false a schema reference)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import struct
+
+import pytest
+from confluent_kafka import KafkaError
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry.error import SchemaRegistryError
+from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
+from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext, SerializationError
+from google.protobuf import any_pb2, descriptor_pb2, descriptor_pool
+from google.protobuf.message_factory import GetMessageClass
+from google.rpc import status_pb2
+
+from tests.broker_process import BrokerProcess
+from tests.integration.clients import confluent_consume
+from tests.integration.test_schema_registry import call, registry_url
+from tests.integration.test_schema_registry_tls import tls_overrides
+from tests.integration.test_schema_validation import codes, create_topic, produce
+from tests.tls_certs import make_certificates
+
+ORDER_V1 = {
+    "$schema": "http://json-schema.org/draft-07/schema#",
+    "title": "Order",
+    "type": "object",
+    "properties": {"id": {"type": "integer"}, "item": {"type": "string"}},
+    "required": ["id", "item"],
+    "additionalProperties": False,
+}
+# a property added to a closed content model: BACKWARD compatible (no old document has it)
+ORDER_V2 = {**ORDER_V1, "properties": {**ORDER_V1["properties"], "note": {"type": "string"}}}
+# a required property added: old documents lack it
+ORDER_REQUIRED = {**ORDER_V2, "required": ["id", "item", "note"]}
+# id narrowed from integer to string: TYPE_CHANGED
+ORDER_RETYPED = {**ORDER_V2, "properties": {**ORDER_V2["properties"], "id": {"type": "string"}}}
+OPEN = {"type": "object", "properties": {"a": {"type": "string"}}}
+OPEN_ADDED = {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "integer"}}}
+
+READING_V1 = 'syntax = "proto3";\npackage example;\nmessage Reading {\n  string sensor = 1;\n  double value = 2;\n}\n'
+
+
+def reading_class(extra_field: tuple[str, int, int] | None = None, file_name: str = "reading.proto"):
+    """A message class for example.Reading, built from a hand-made descriptor: sensor = 1 (string),
+    value = 2 (double), and optionally one more (name, number, type)."""
+    file = descriptor_pb2.FileDescriptorProto(name=file_name, package="example", syntax="proto3")
+    message = file.message_type.add(name="Reading")
+    field = descriptor_pb2.FieldDescriptorProto
+    message.field.add(name="sensor", number=1, type=field.TYPE_STRING, label=field.LABEL_OPTIONAL)
+    message.field.add(name="value", number=2, type=field.TYPE_DOUBLE, label=field.LABEL_OPTIONAL)
+    if extra_field is not None:
+        name, number, kind = extra_field
+        message.field.add(name=name, number=number, type=kind, label=field.LABEL_OPTIONAL)
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    return GetMessageClass(pool.FindMessageTypeByName("example.Reading"))
+
+
+def exercise_json(bootstrap: str, url: str, topic: str) -> None:
+    client = SchemaRegistryClient({"url": url})
+    subject = f"{topic}-value"
+    context = SerializationContext(topic, MessageField.VALUE)
+    serializer = JSONSerializer(json.dumps(ORDER_V1), client)
+    orders = [{"id": i, "item": f"item-{i}"} for i in range(3)]
+    encoded = [serializer(order, context) for order in orders]  # registers ORDER_V1 under <topic>-value
+    v1 = client.get_latest_version(subject)
+    assert (v1.version, v1.schema.schema_type) == (1, "JSON")
+    assert encoded[0][:5] == b"\x00" + struct.pack(">I", v1.schema_id)
+    assert json.loads(v1.schema.schema_str) == ORDER_V1
+    # the same schema spelt with other whitespace is the same schema: same id, no new version
+    spaced = Schema(json.dumps(ORDER_V1, indent=4), "JSON")
+    assert client.register_schema(subject, spaced) == v1.schema_id
+    assert client.lookup_schema(subject, spaced).version == 1
+    with pytest.raises(SerializationError):
+        serializer({"id": "not an int", "item": "x"}, context)  # the client validates against the schema
+
+    # evolution under BACKWARD (the default): a property added to a closed model passes; a
+    # required property, a changed type are refused with 409
+    assert client.test_compatibility(subject, Schema(json.dumps(ORDER_V2), "JSON")) is True
+    v2_id = client.register_schema(subject, Schema(json.dumps(ORDER_V2), "JSON"))
+    assert v2_id != v1.schema_id and client.get_versions(subject) == [1, 2]
+    for bad in (ORDER_REQUIRED, ORDER_RETYPED):
+        assert client.test_compatibility(subject, Schema(json.dumps(bad), "JSON")) is False
+        with pytest.raises(SchemaRegistryError) as refused:
+            client.register_schema(subject, Schema(json.dumps(bad), "JSON"))
+        assert (refused.value.http_status_code, refused.value.error_code) == (409, 409)
+    status, _, verbose = call(
+        url,
+        "POST",
+        f"/compatibility/subjects/{subject}/versions/latest?verbose=true",
+        {"schema": json.dumps(ORDER_REQUIRED), "schemaType": "JSON"},
+    )
+    assert status == 200 and verbose["is_compatible"] is False
+    assert any("REQUIRED_ATTRIBUTE_ADDED" in message for message in verbose["messages"]), verbose
+
+    # produced through the broker, validated there; plain JSON without the prefix is refused
+    assert produce(bootstrap, topic, [(None, e) for e in encoded]) == [None] * 3
+    errors = produce(bootstrap, topic, [(None, json.dumps(orders[0]).encode())])
+    assert codes(errors) == [KafkaError.INVALID_RECORD]
+    consumed = confluent_consume(bootstrap, topic, 3)
+    assert [m.value for m in consumed] == encoded  # byte-exact
+    deserializer = JSONDeserializer(json.dumps(ORDER_V1), schema_registry_client=client)
+    assert [deserializer(m.value, context) for m in consumed] == orders
+    assert confluent_consume(bootstrap, topic, 1, offset=3, timeout=1.0) == []
+
+
+def exercise_protobuf(bootstrap: str, url: str, topic: str) -> None:
+    client = SchemaRegistryClient({"url": url})
+    subject = f"{topic}-value"
+    context = SerializationContext(topic, MessageField.VALUE)
+    reading = reading_class()
+    serializer = ProtobufSerializer(reading, client)
+    readings = [reading(sensor=f"s-{i}", value=i / 4) for i in range(3)]
+    encoded = [serializer(r, context) for r in readings]  # registers the descriptor (base64)
+    v1 = client.get_latest_version(subject)
+    assert (v1.version, v1.schema.schema_type) == (1, "PROTOBUF")
+    assert encoded[0][:6] == b"\x00" + struct.pack(">I", v1.schema_id) + b"\x00"  # message index [0]
+    assert v1.schema.schema_str == READING_V1  # stored and answered as .proto text
+    # the same schema as .proto text (and as another file's descriptor) is the same schema
+    assert client.register_schema(subject, Schema(READING_V1, "PROTOBUF")) == v1.schema_id
+    elsewhere = reading_class(file_name="elsewhere.proto")
+    assert ProtobufSerializer(elsewhere, client)(elsewhere(sensor="s-0", value=0.0), context) == encoded[0]
+    serialized = client.get_schema(v1.schema_id, fmt="serialized").schema_str
+    described = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(serialized))
+    assert [f.name for f in described.message_type[0].field] == ["sensor", "value"]
+
+    # evolution: a field added is compatible; a field number reused with another type is not
+    added = reading_class(("unit", 3, descriptor_pb2.FieldDescriptorProto.TYPE_STRING))
+    v2_bytes = ProtobufSerializer(added, client)(added(sensor="s-9", value=9.5, unit="C"), context)
+    assert client.get_versions(subject) == [1, 2]
+    retyped_text = READING_V1.replace("double value = 2;", "string value = 2;")
+    assert client.test_compatibility(subject, Schema(retyped_text, "PROTOBUF")) is False
+    with pytest.raises(SchemaRegistryError) as refused:
+        client.register_schema(subject, Schema(retyped_text, "PROTOBUF"))
+    assert (refused.value.http_status_code, refused.value.error_code) == (409, 409)
+    removed = 'syntax = "proto3";\npackage example;\nmessage Other {\n  string x = 1;\n}\n'
+    assert client.test_compatibility(subject, Schema(removed, "PROTOBUF")) is False  # MESSAGE_REMOVED
+
+    # produced through the broker with validation on; read back byte-exact and decoded
+    assert produce(bootstrap, topic, [(None, e) for e in [*encoded, v2_bytes]]) == [None] * 4
+    consumed = confluent_consume(bootstrap, topic, 4)
+    assert [m.value for m in consumed] == [*encoded, v2_bytes]
+    deserializer = ProtobufDeserializer(reading, {}, client)
+    assert [deserializer(m.value, context) for m in consumed[:3]] == readings
+    newer = ProtobufDeserializer(added, {}, client)
+    assert newer(consumed[3].value, context) == added(sensor="s-9", value=9.5, unit="C")
+    # a record naming the id of another subject's schema is refused
+    status_id = client.register_schema("status-value", Schema(READING_V1.replace("Reading", "Status2"), "PROTOBUF"))
+    stray = b"\x00" + struct.pack(">I", status_id) + b"\x00" + readings[0].SerializeToString()
+    assert codes(produce(bootstrap, topic, [(None, stray)])) == [KafkaError.INVALID_RECORD]
+
+
+def exercise_generated_protobuf(url: str, topic: str) -> None:
+    """A protoc-generated class importing a well-known type: without a reference (the default,
+    skip.known.types) and with one (its import registered as a subject of its own)."""
+    client = SchemaRegistryClient({"url": url})
+    context = SerializationContext(topic, MessageField.VALUE)
+    detail = any_pb2.Any(type_url="type.example/x", value=b"\x01\x02")
+    status = status_pb2.Status(code=5, message="not found", details=[detail])
+    for skip in (True, False):
+        serializer = ProtobufSerializer(status_pb2.Status, client, conf={"skip.known.types": skip})
+        data = serializer(status, context)
+        assert ProtobufDeserializer(status_pb2.Status, {}, client)(data, context) == status
+    registered = client.get_latest_version(f"{topic}-value")
+    assert 'import "google/protobuf/any.proto";' in registered.schema.schema_str
+    assert [r.name for r in registered.schema.references] == ["google/protobuf/any.proto"]
+    assert client.get_subjects().count("google/protobuf/any.proto") == 1
+
+
+@pytest.fixture
+def broker(tmp_path):
+    with BrokerProcess(tmp_path / "broker", {"schema.registry.listeners": "http://127.0.0.1:0"}) as process:
+        yield process
+
+
+def test_json_schema_on_one_broker(broker):
+    topic = create_topic(broker.bootstrap, {"confluent.value.schema.validation": "true"})
+    exercise_json(broker.bootstrap, registry_url(broker), topic)
+
+
+def test_protobuf_on_one_broker(broker):
+    topic = create_topic(broker.bootstrap, {"confluent.value.schema.validation": "true"})
+    url = registry_url(broker)
+    exercise_protobuf(broker.bootstrap, url, topic)
+    exercise_generated_protobuf(url, "statuses")
+
+
+def test_bad_json_and_protobuf_schemas_get_42201_and_change_nothing(broker):
+    url = registry_url(broker)
+    cases = [
+        ({"schema": '{"type": 5}', "schemaType": "JSON"}, "type"),
+        ({"schema": "[1, 2]", "schemaType": "JSON"}, "object or a boolean"),
+        ({"schema": "{not json", "schemaType": "JSON"}, "not JSON"),
+        ({"schema": "message { nope", "schemaType": "PROTOBUF"}, "line 1"),
+        ({"schema": 'syntax = "proto3"; message A { Nope x = 1; }', "schemaType": "PROTOBUF"}, "Nope"),
+        ({"schema": 'syntax = "proto3"; message A { int32 x = 1; string y = 1; }', "schemaType": "PROTOBUF"}, "1"),
+        ({"schema": 'import "missing.proto"; message A {}', "schemaType": "PROTOBUF"}, "missing.proto"),
+        ({"schema": "", "schemaType": "PROTOBUF"}, "no message"),
+    ]
+    for body, fragment in cases:
+        status, _, answer = call(url, "POST", "/subjects/bad-value/versions", body)
+        assert (status, answer["error_code"]) == (422, 42201), (body, answer)
+        assert answer["message"].startswith("Invalid schema") and fragment in answer["message"], answer
+    assert call(url, "GET", "/subjects")[2] == []
+    # a subject keeps one type: a JSON schema after a Protobuf one is refused under BACKWARD
+    client = SchemaRegistryClient({"url": url})
+    client.register_schema("mixed-value", Schema(READING_V1, "PROTOBUF"))
+    with pytest.raises(SchemaRegistryError) as refused:
+        client.register_schema("mixed-value", Schema(json.dumps(OPEN), "JSON"))
+    assert refused.value.http_status_code == 409 and "schema type" in str(refused.value)
+
+
+def test_open_content_model_rules(broker):
+    """Confluent's JSON rules for an open content model: adding a property is not BACKWARD
+    compatible (old documents may hold it with any value); removing one is."""
+    client = SchemaRegistryClient({"url": registry_url(broker)})
+    client.register_schema("open-value", Schema(json.dumps(OPEN), "JSON"))
+    assert client.test_compatibility("open-value", Schema(json.dumps(OPEN_ADDED), "JSON")) is False
+    client.set_compatibility("open-value", "FORWARD")
+    assert client.test_compatibility("open-value", Schema(json.dumps(OPEN_ADDED), "JSON")) is True
+    client.register_schema("open-value", Schema(json.dumps(OPEN_ADDED), "JSON"))
+    # normalize=true: key order does not make another schema
+    reordered = json.dumps({"properties": OPEN_ADDED["properties"], "type": "object"})
+    first = client.register_schema("norm-value", Schema(json.dumps(OPEN_ADDED), "JSON"), normalize_schemas=True)
+    assert client.register_schema("norm-value", Schema(reordered, "JSON"), normalize_schemas=True) == first
+
+
+def test_json_and_protobuf_over_https(tmp_path):
+    certs = make_certificates(tmp_path / "certs")
+    with BrokerProcess(tmp_path / "broker", tls_overrides(certs)) as broker:
+        url = registry_url(broker)
+        client = SchemaRegistryClient({"url": url, "ssl.ca.location": str(certs.ca)})
+        context = SerializationContext("tls-typed", MessageField.VALUE)
+        json_bytes = JSONSerializer(json.dumps(ORDER_V1), client)({"id": 1, "item": "x"}, context)
+        assert JSONDeserializer(json.dumps(ORDER_V1), schema_registry_client=client)(json_bytes, context) == {
+            "id": 1,
+            "item": "x",
+        }
+        context = SerializationContext("tls-proto", MessageField.VALUE)
+        reading = reading_class()
+        proto_bytes = ProtobufSerializer(reading, client)(reading(sensor="t", value=1.5), context)
+        assert ProtobufDeserializer(reading, {}, client)(proto_bytes, context) == reading(sensor="t", value=1.5)

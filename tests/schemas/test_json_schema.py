@@ -1,0 +1,127 @@
+"""JSON Schema compatibility (strom.schemas.json_schema), against the cases Confluent's
+documentation of JSON Schema compatibility gives: content models, types, required properties,
+enums and bounds, per level and transitively."""
+
+import json
+
+import pytest
+
+from strom.schemas import json_schema
+
+
+def obj(properties, required=(), closed=False, **extra):
+    schema = {"type": "object", "properties": properties, **extra}
+    if required:
+        schema["required"] = list(required)
+    if closed:
+        schema["additionalProperties"] = False
+    return json.dumps(schema)
+
+
+def problems(level, new, *previous):
+    parsed = [json_schema.parse(p)[0] for p in previous]
+    return json_schema.compatibility_problems(level, json_schema.parse(new)[0], parsed)
+
+
+STRING = {"type": "string"}
+INT = {"type": "integer"}
+NUMBER = {"type": "number"}
+
+# (level, previous, new, compatible, the difference named when not)
+CASES = [
+    # a property added: fine to a closed model, not to an open one (old documents may hold it)
+    ("BACKWARD", obj({"a": STRING}, closed=True), obj({"a": STRING, "b": INT}, closed=True), True, None),
+    ("BACKWARD", obj({"a": STRING}), obj({"a": STRING, "b": INT}), False, "PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL"),
+    # ... unless the writer's partially open model (additionalProperties: schema) is read by it
+    ("BACKWARD", obj({"a": STRING}, additionalProperties=INT), obj({"a": STRING, "b": NUMBER}), True, None),
+    # a property removed: fine from an open model, not from a closed one
+    ("BACKWARD", obj({"a": STRING, "b": INT}), obj({"a": STRING}), True, None),
+    (
+        "BACKWARD",
+        obj({"a": STRING, "b": INT}, closed=True),
+        obj({"a": STRING}, closed=True),
+        False,
+        "PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL",
+    ),
+    # closing an open model
+    ("BACKWARD", obj({"a": STRING}), obj({"a": STRING}, closed=True), False, "ADDITIONAL_PROPERTIES_REMOVED"),
+    ("BACKWARD", obj({"a": STRING}, closed=True), obj({"a": STRING}), True, None),
+    # types: widened is fine, narrowed or changed is not
+    ("BACKWARD", obj({"a": INT}), obj({"a": NUMBER}), True, None),
+    ("BACKWARD", obj({"a": NUMBER}), obj({"a": INT}), False, "TYPE_NARROWED"),
+    ("BACKWARD", obj({"a": {"type": ["string", "null"]}}), obj({"a": STRING}), False, "TYPE_NARROWED"),
+    ("BACKWARD", obj({"a": STRING}), obj({"a": INT}), False, "TYPE_CHANGED"),
+    # required: added is refused, with a default it is fine; removed is fine
+    ("BACKWARD", obj({"a": STRING, "b": INT}), obj({"a": STRING, "b": INT}, ["b"]), False, "REQUIRED_ATTRIBUTE_ADDED"),
+    ("BACKWARD", obj({"a": STRING, "b": INT}), obj({"a": STRING, "b": {**INT, "default": 0}}, ["b"]), True, None),
+    ("BACKWARD", obj({"a": STRING}, ["a"]), obj({"a": STRING}), True, None),
+    # enums: values added are fine, removed are not
+    ("BACKWARD", obj({"e": {"enum": ["x", "y"]}}), obj({"e": {"enum": ["x", "y", "z"]}}), True, None),
+    ("BACKWARD", obj({"e": {"enum": ["x", "y"]}}), obj({"e": {"enum": ["x"]}}), False, "ENUM_ARRAY_NARROWED"),
+    # bounds: relaxed is fine, tightened or added is not
+    ("BACKWARD", obj({"s": {**STRING, "maxLength": 5}}), obj({"s": {**STRING, "maxLength": 10}}), True, None),
+    ("BACKWARD", obj({"s": {**STRING, "maxLength": 10}}), obj({"s": {**STRING, "maxLength": 5}}), False, "maxLength"),
+    ("BACKWARD", obj({"n": INT}), obj({"n": {**INT, "minimum": 0}}), False, "minimum"),
+    ("BACKWARD", obj({"s": STRING}), obj({"s": {**STRING, "pattern": "^a"}}), False, "pattern"),
+    # arrays by their items; anyOf branches added are fine, removed are not
+    (
+        "BACKWARD",
+        obj({"l": {"type": "array", "items": INT}}),
+        obj({"l": {"type": "array", "items": NUMBER}}),
+        True,
+        None,
+    ),
+    ("BACKWARD", obj({"u": {"anyOf": [STRING, INT]}}), obj({"u": {"anyOf": [STRING, INT, NUMBER]}}), True, None),
+    ("BACKWARD", obj({"u": {"anyOf": [STRING, INT]}}), obj({"u": {"anyOf": [STRING]}}), False, "anyOf"),
+    # FORWARD is BACKWARD turned round; FULL is both
+    ("FORWARD", obj({"a": STRING, "b": INT}), obj({"a": STRING}), False, "PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL"),
+    ("FORWARD", obj({"a": NUMBER}), obj({"a": INT}), True, None),
+    ("FULL", obj({"a": INT}), obj({"a": NUMBER}), False, "TYPE_NARROWED"),
+    ("FULL", obj({"a": STRING}, closed=True), obj({"a": STRING, "b": INT}, closed=True), False, "CLOSED"),
+    ("NONE", obj({"a": STRING}), obj({"a": INT}), True, None),
+]
+
+
+@pytest.mark.parametrize(("level", "previous", "new", "compatible", "named"), CASES)
+def test_confluent_cases(level, previous, new, compatible, named):
+    found = problems(level, new, previous)
+    assert (not found) == compatible, found
+    if named is not None:
+        assert any(named in p for p in found), found
+
+
+def test_transitive_levels_check_every_live_version():
+    v1 = obj({"a": INT}, closed=True)
+    v2 = obj({"a": NUMBER}, closed=True)
+    v3 = obj({"a": INT, "b": STRING}, closed=True)  # reads v1's data, not v2's (number narrowed)
+    assert problems("BACKWARD", v3, v2) and not problems("BACKWARD", v3, v1)
+    assert problems("BACKWARD_TRANSITIVE", v3, v1, v2)
+    assert not problems("BACKWARD", v2, v2, v1) and not problems("BACKWARD_TRANSITIVE", v2, v1, v2)
+
+
+def test_local_refs_are_followed_and_recursion_ends():
+    tree = {
+        "definitions": {
+            "node": {
+                "type": "object",
+                "properties": {"v": INT, "kids": {"type": "array", "items": {"$ref": "#/definitions/node"}}},
+            }
+        },
+        "$ref": "#/definitions/node",
+    }
+    wider = json.loads(json.dumps(tree))
+    wider["definitions"]["node"]["properties"]["v"] = NUMBER
+    assert not problems("BACKWARD", json.dumps(wider), json.dumps(tree))
+    assert any("TYPE_NARROWED" in p for p in problems("BACKWARD", json.dumps(tree), json.dumps(wider)))
+
+
+def test_parse_checks_the_metaschema_and_keeps_a_canonical_text():
+    parsed, canonical = json_schema.parse('{ "type" : "object",\n "properties": {"a": {"type": "string"}} }')
+    assert canonical == '{"type":"object","properties":{"a":{"type":"string"}}}'
+    assert json_schema.normalized('{"type":"object","properties":{}}') == '{"properties":{},"type":"object"}'
+    assert json_schema.parse("true")[1] == "true"
+    for bad in ('{"type": 5}', '{"minLength": -1}', "[]", "12", "{nope", '{"$schema": 3}'):
+        with pytest.raises(json_schema.InvalidSchemaError):
+            json_schema.parse(bad)
+    assert json_schema.record_name('{"title": "Order", "type": "object"}') == "Order"
+    assert json_schema.record_name('{"type": "object"}') is None
