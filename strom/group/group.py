@@ -18,6 +18,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from strom.clock import wall_ms
+from strom.group import records as schema
+from strom.protocol.errors import ErrorCode
 
 
 class GroupState(enum.Enum):
@@ -196,3 +198,69 @@ class Group:
         for member in self.members.values():
             topics |= subscription_topics(member.metadata_for(self.protocol))
         return topics
+
+
+def validate_member(group: Group | None, member_id: str, instance_id: str | None, generation: int) -> int:
+    """Kafka's checks of a classic member's request (SyncGroup, Heartbeat, OffsetCommit)."""
+    if group is None or group.state == GroupState.DEAD:
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    if instance_id is not None and group.static_members.get(instance_id) not in (None, member_id):
+        return ErrorCode.FENCED_INSTANCE_ID
+    if member_id not in group.members:
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    if generation != group.generation:
+        return ErrorCode.ILLEGAL_GENERATION
+    return ErrorCode.NONE
+
+
+def group_record(group: Group) -> tuple[bytes, bytes]:
+    """The GroupMetadata record of a classic group, as it stands."""
+    value = schema.GroupValue(
+        group.protocol_type or "",
+        group.generation,
+        group.protocol,
+        group.leader_id,
+        group.state_timestamp,
+        [
+            schema.MemberRecord(
+                m.member_id,
+                m.group_instance_id,
+                m.client_id,
+                m.client_host,
+                m.rebalance_timeout_ms,
+                m.session_timeout_ms,
+                m.metadata_for(group.protocol or ""),
+                m.assignment,
+            )
+            for m in group.members.values()
+        ],
+    )
+    return schema.encode_key(schema.GroupKey(group.group_id)), schema.encode_group_value(value)
+
+
+def restore_group(group: Group, value: schema.GroupValue) -> None:
+    """A loaded GroupMetadata record: the group's members and generation as it last stored them."""
+    group.protocol_type = value.protocol_type or None
+    group.generation = value.generation
+    group.protocol = value.protocol
+    group.leader_id = value.leader
+    group.members = {}
+    group.static_members = {}
+    for m in value.members:
+        member = Member(
+            m.member_id,
+            m.group_instance_id,
+            m.client_id,
+            m.client_host,
+            m.rebalance_timeout,
+            m.session_timeout,
+            value.protocol_type,
+            [(value.protocol or "", m.subscription)],
+            m.assignment,
+        )
+        group.members[m.member_id] = member
+        if m.group_instance_id:
+            group.static_members[m.group_instance_id] = m.member_id
+    group.transition(GroupState.STABLE if group.members else GroupState.EMPTY)
+    if value.current_state_timestamp > 0:  # retention counts from when it became empty, not from loading
+        group.state_timestamp = value.current_state_timestamp

@@ -8,9 +8,10 @@ import asyncio
 
 from strom.group import consumer_records as rec
 from strom.group import records as schema
-from strom.group.consumer_group import MemberState
-from strom.group.coordinator import JoinRequest
+from strom.group.consumer_state import MemberState, cancel_timers
 from strom.group.group import GroupState
+from strom.group.join import JoinRequest
+from strom.group.rebalance import cancel_session
 from strom.group.subscription import decode_assignment, decode_subscription, encode_assignment
 from strom.protocol.errors import ErrorCode
 from tests.group.test_consumer_group import T, hb, parts
@@ -121,7 +122,7 @@ def test_a_consumer_member_upgrades_a_live_classic_group_and_classic_members_rej
         assert c.consumer.validate_commit("g", m0, generation + 1) == ErrorCode.NONE
         assert c.consumer.validate_commit("g", m0, generation) == ErrorCode.ILLEGAL_GENERATION
         for member in group.members.values():
-            c.consumer.cancel_timers(member)
+            cancel_timers(member)
 
     asyncio.run(scenario())
 
@@ -152,7 +153,7 @@ def test_the_last_consumer_member_leaving_downgrades_the_group():
         assert {r.generation for r in rejoined} == {group_epoch + 1} and rejoined[0].leader in (m0, m1)
         assert new.error_code == 0
         for member in classic.members.values():
-            c._cancel_session(member)
+            cancel_session(member)
         if classic.join_timer:
             classic.join_timer.cancel()
 
@@ -171,7 +172,7 @@ def test_policies_decide_upgrade_and_downgrade():
         )
         assert "g" not in refused.consumer.groups and len(refused.groups["g"].members) == 1
         for member in refused.groups["g"].members.values():
-            refused._cancel_session(member)
+            cancel_session(member)
 
     asyncio.run(no_upgrade())
     kept = make(**{"group.consumer.migration.policy": "upgrade"})
@@ -183,7 +184,7 @@ def test_policies_decide_upgrade_and_downgrade():
         group = kept.consumer.groups["g"]  # still a consumer group, of one classic member
         assert set(group.members) == {m0} and group.members[m0].classic is not None
         for member in group.members.values():
-            kept.consumer.cancel_timers(member)
+            cancel_timers(member)
 
     asyncio.run(no_downgrade())
 
@@ -208,7 +209,7 @@ def test_a_classic_member_joins_a_live_consumer_group_whatever_the_policy():
         assert await c.leave("g", [(joined.member_id, None)]) == (0, [0])
         assert await c.leave("g", [("n", None)]) == (0, [ErrorCode.UNKNOWN_MEMBER_ID])  # not a classic member
         for member in group.members.values():
-            c.consumer.cancel_timers(member)
+            cancel_timers(member)
 
     asyncio.run(scenario())
 
@@ -220,7 +221,7 @@ def test_records_of_an_upgraded_group_reload_its_classic_members():
         await classic_group(c, [[0, 1, 2], [3, 4, 5]])
         await hb(c, "n", 0, names=["t"])
         for member in c.consumer.groups["g"].members.values():
-            c.consumer.cancel_timers(member)
+            cancel_timers(member)
 
     asyncio.run(scenario())
     before = c.consumer.groups["g"]
@@ -250,7 +251,7 @@ def test_a_classic_group_of_another_protocol_type_is_not_upgraded():
         )
         assert "g" not in c.consumer.groups and joined.member_id in c.groups["g"].members
         for member in c.groups["g"].members.values():
-            c._cancel_session(member)
+            cancel_session(member)
         if c.groups["g"].join_timer:
             c.groups["g"].join_timer.cancel()
 

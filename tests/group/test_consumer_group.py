@@ -9,9 +9,10 @@ from types import SimpleNamespace
 
 from strom.group import consumer_records as rec
 from strom.group import records as schema
-from strom.group.consumer_group import MemberState
-from strom.group.coordinator import GroupCoordinator, JoinRequest
+from strom.group.consumer_state import MemberState
+from strom.group.coordinator import GroupCoordinator
 from strom.group.group import Member
+from strom.group.join import JoinRequest
 from strom.group.offset_store import OFFSETS_TOPIC
 from strom.protocol.errors import ErrorCode
 from strom.server.config import BrokerConfig
@@ -26,14 +27,16 @@ def make(topics: dict[str, tuple[uuid.UUID, int]] | None = None, **config) -> Gr
     infos = {OFFSETS_TOPIC: SimpleNamespace(topic_id=uuid.UUID(int=1), partition_count=50)}
     for name, (topic_id, count) in (topics or {"t": (T, 6)}).items():
         infos[name] = SimpleNamespace(topic_id=topic_id, partition_count=count)
+    broker_config = BrokerConfig.from_mapping(settings)
+    metadata, replicas = SimpleNamespace(topics=infos), SimpleNamespace(fenced=False)
     coordinator = GroupCoordinator(
-        BrokerConfig.from_mapping(settings),
-        SimpleNamespace(topics=infos),
-        SimpleNamespace(fenced=False),
+        broker_config,
+        metadata,
+        replicas,
         verify_txn_partitions=no_transaction_coordinator,
+        store=RecordingStore(replicas, metadata, broker_config),
     )
-    coordinator.store = RecordingStore(coordinator)
-    coordinator.owned_partitions = set(range(50))
+    coordinator.owned_partitions.update(range(50))
     return coordinator
 
 
@@ -48,7 +51,7 @@ def hb(
     assignor=None,
     group="g",
 ):
-    return c.consumer.heartbeat(
+    return c.consumer.heartbeats.heartbeat(
         group,
         member,
         epoch,
@@ -152,12 +155,12 @@ def test_offset_commits_carry_the_member_epoch():
     async def scenario():
         await hb(c, "a", 0, names=["t"])
         offsets = {("t", 0): (5, -1, "")}
-        assert await c.commit_offsets("g", 1, "a", None, offsets) == {("t", 0): 0}
-        assert await c.commit_offsets("g", 0, "a", None, offsets) == {("t", 0): ErrorCode.STALE_MEMBER_EPOCH}
-        assert await c.commit_offsets("g", 1, "zz", None, offsets) == {("t", 0): ErrorCode.UNKNOWN_MEMBER_ID}
-        assert await c.commit_offsets("g", -1, "", None, offsets) == {("t", 0): ErrorCode.UNKNOWN_MEMBER_ID}
-        assert c.fetch_offsets("g", [("t", 0)])[1][("t", 0)].offset == 5
-        assert await c.delete_offsets("g", [("t", 0)]) == (0, {("t", 0): ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC})
+        assert await c.offsets.commit_offsets("g", 1, "a", None, offsets) == {("t", 0): 0}
+        assert await c.offsets.commit_offsets("g", 0, "a", None, offsets) == {("t", 0): ErrorCode.STALE_MEMBER_EPOCH}
+        assert await c.offsets.commit_offsets("g", 1, "zz", None, offsets) == {("t", 0): ErrorCode.UNKNOWN_MEMBER_ID}
+        assert await c.offsets.commit_offsets("g", -1, "", None, offsets) == {("t", 0): ErrorCode.UNKNOWN_MEMBER_ID}
+        assert c.offsets.fetch_offsets("g", [("t", 0)])[1][("t", 0)].offset == 5
+        assert await c.offsets.delete_offsets("g", [("t", 0)]) == (0, {("t", 0): ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC})
         assert c.consumer.validate_fetch("g", "a", 1) == 0 and c.consumer.validate_fetch("g", None, -1) == 0
         assert c.consumer.validate_fetch("g", "a", 0) == ErrorCode.STALE_MEMBER_EPOCH
         assert c.consumer.validate_fetch("g", "zz", 1) == ErrorCode.UNKNOWN_MEMBER_ID

@@ -11,12 +11,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from strom.group import coordinator as coordinator_module
 from strom.group import group as group_module
+from strom.group import offset_commits as offsets_module
 from strom.group import records as schema
-from strom.group.coordinator import GroupCoordinator, JoinRequest
+from strom.group.coordinator import GroupCoordinator
 from strom.group.group import GroupState
+from strom.group.join import JoinRequest
 from strom.group.offset_store import OFFSETS_TOPIC, OffsetStore, StoredBatch
+from strom.group.rebalance import cancel_session
 from strom.protocol.errors import ErrorCode
 from strom.server.config import BrokerConfig
 
@@ -42,8 +44,8 @@ async def no_transaction_coordinator(transactional_id, producer_id, producer_epo
 class RecordingStore(OffsetStore):
     """Remembers every write (key/value bytes) instead of appending to __consumer_offsets."""
 
-    def __init__(self, coordinator: GroupCoordinator):
-        super().__init__(coordinator.replicas, coordinator.metadata, coordinator.config)
+    def __init__(self, replicas, metadata, config):
+        super().__init__(replicas, metadata, config)
         self.writes: list[list[tuple[bytes, bytes | None]]] = []
         self.error = ErrorCode.NONE
         self.before_write = None  # an async hook that runs while a write is "in flight"
@@ -66,7 +68,7 @@ class RecordingStore(OffsetStore):
 @pytest.fixture
 def clock(monkeypatch):
     fake = FakeClock()
-    monkeypatch.setattr(coordinator_module, "wall_ms", lambda: fake.now_ms)  # the broker's wall clock (strom.clock)
+    monkeypatch.setattr(offsets_module, "wall_ms", lambda: fake.now_ms)  # the broker's wall clock (strom.clock)
     monkeypatch.setattr(group_module, "wall_ms", lambda: fake.now_ms)
     return fake
 
@@ -74,14 +76,17 @@ def clock(monkeypatch):
 def make_coordinator(**config) -> GroupCoordinator:
     settings = {"offsets.retention.minutes": "10", "group.initial.rebalance.delay.ms": "0"}
     settings.update({key: str(value) for key, value in config.items()})
+    broker_config = BrokerConfig.from_mapping(settings)
+    metadata = SimpleNamespace(topics={OFFSETS_TOPIC: SimpleNamespace(partition_count=50)})
+    replicas = SimpleNamespace(fenced=False)  # the replica manager; fenced: cut off from ZooKeeper
     coordinator = GroupCoordinator(
-        BrokerConfig.from_mapping(settings),
-        SimpleNamespace(topics={OFFSETS_TOPIC: SimpleNamespace(partition_count=50)}),
-        SimpleNamespace(fenced=False),  # the replica manager; fenced: cut off from ZooKeeper
+        broker_config,
+        metadata,
+        replicas,
         verify_txn_partitions=no_transaction_coordinator,
+        store=RecordingStore(replicas, metadata, broker_config),
     )
-    coordinator.store = RecordingStore(coordinator)
-    coordinator.owned_partitions = set(range(50))
+    coordinator.owned_partitions.update(range(50))
     return coordinator
 
 
@@ -90,7 +95,7 @@ def run(coro):
 
 
 async def commit(coordinator, group_id, offsets: dict[tuple[str, int], int], generation=-1, member_id=""):
-    return await coordinator.commit_offsets(
+    return await coordinator.offsets.commit_offsets(
         group_id, generation, member_id, None, {tp: (offset, -1, "") for tp, offset in offsets.items()}
     )
 
@@ -104,13 +109,16 @@ def test_offsets_of_an_empty_group_expire_after_the_retention(clock):
     async def scenario():
         assert await commit(coordinator, "g", {("t", 0): 5, ("t", 1): 7}) == {("t", 0): 0, ("t", 1): 0}
         clock.advance(10 * MINUTE - 1)
-        assert await coordinator.expire_offsets() == 0
-        assert coordinator.fetch_offsets("g", [("t", 0)])[1][("t", 0)].offset == 5
+        assert await coordinator.offsets.expire_offsets() == 0
+        assert coordinator.offsets.fetch_offsets("g", [("t", 0)])[1][("t", 0)].offset == 5
         clock.advance(1)
-        assert await coordinator.expire_offsets() == 2
+        assert await coordinator.offsets.expire_offsets() == 2
 
     run(scenario())
-    assert coordinator.fetch_offsets("g", [("t", 0), ("t", 1)]) == (ErrorCode.NONE, {("t", 0): None, ("t", 1): None})
+    assert coordinator.offsets.fetch_offsets("g", [("t", 0), ("t", 1)]) == (
+        ErrorCode.NONE,
+        {("t", 0): None, ("t", 1): None},
+    )
     assert "g" not in coordinator.groups and coordinator.list_groups() == []
     assert set(coordinator.store.tombstones()) == {
         schema.OffsetKey("g", "t", 0),
@@ -128,9 +136,9 @@ def test_retention_counts_from_when_the_group_became_empty(clock):
         clock.advance(30 * MINUTE)
         group.transition(GroupState.EMPTY)  # e.g. its last member left only now
         clock.advance(10 * MINUTE - 1)
-        assert await coordinator.expire_offsets() == 0
+        assert await coordinator.offsets.expire_offsets() == 0
         clock.advance(1)
-        assert await coordinator.expire_offsets() == 1
+        assert await coordinator.offsets.expire_offsets() == 1
 
     run(scenario())
 
@@ -143,11 +151,11 @@ def test_only_offsets_older_than_the_retention_expire(clock):
         clock.advance(5 * MINUTE)
         await commit(coordinator, "g", {("t", 1): 2})
         clock.advance(5 * MINUTE)
-        assert await coordinator.expire_offsets() == 1
+        assert await coordinator.offsets.expire_offsets() == 1
         assert schema.GroupKey("g") not in coordinator.store.tombstones()  # it still has an offset
-        assert coordinator.fetch_offsets("g", None)[1].keys() == {("t", 1)}
+        assert coordinator.offsets.fetch_offsets("g", None)[1].keys() == {("t", 1)}
         clock.advance(5 * MINUTE)
-        assert await coordinator.expire_offsets() == 1
+        assert await coordinator.offsets.expire_offsets() == 1
         assert "g" not in coordinator.groups
 
     run(scenario())
@@ -160,8 +168,8 @@ def test_a_failed_tombstone_write_keeps_the_offsets(clock):
         await commit(coordinator, "g", {("t", 0): 1})
         clock.advance(11 * MINUTE)
         coordinator.store.error = ErrorCode.NOT_COORDINATOR
-        assert await coordinator.expire_offsets() == 0
-        assert coordinator.fetch_offsets("g", None)[1][("t", 0)].offset == 1
+        assert await coordinator.offsets.expire_offsets() == 0
+        assert coordinator.offsets.fetch_offsets("g", None)[1][("t", 0)].offset == 1
 
     run(scenario())
 
@@ -178,8 +186,8 @@ def test_an_offset_committed_again_during_expiry_survives(clock):
             await commit(coordinator, "g", {("t", 0): 9})
 
         coordinator.store.before_write = recommit
-        await coordinator.expire_offsets()
-        assert coordinator.fetch_offsets("g", None)[1][("t", 0)].offset == 9
+        await coordinator.offsets.expire_offsets()
+        assert coordinator.offsets.fetch_offsets("g", None)[1][("t", 0)].offset == 9
 
     run(scenario())
 
@@ -189,11 +197,11 @@ def test_an_empty_group_without_offsets_is_removed(clock):
 
     async def scenario():
         member, generation = await join_and_sync(coordinator, "g", assignment=b"a")
-        assert coordinator.leave_group("g", [(member, None)]) == (ErrorCode.NONE, [ErrorCode.NONE])
+        assert coordinator.classic.leave_group("g", [(member, None)]) == (ErrorCode.NONE, [ErrorCode.NONE])
         await asyncio.sleep(0.05)  # the rebalance with no members left completes on the loop
         assert coordinator.groups["g"].state == GroupState.EMPTY
         clock.advance(6_000)
-        assert await coordinator.expire_offsets() == 0
+        assert await coordinator.offsets.expire_offsets() == 0
         assert "g" not in coordinator.groups
         assert schema.GroupKey("g") in coordinator.store.tombstones()
 
@@ -207,11 +215,11 @@ def test_a_stable_group_expires_offsets_of_topics_it_no_longer_reads(clock):
         member, generation = await join_and_sync(coordinator, "g", topics=["reads"])
         await commit(coordinator, "g", {("reads", 0): 3, ("old", 0): 4}, generation, member)
         clock.advance(10 * MINUTE)
-        assert await coordinator.expire_offsets() == 1
-        assert coordinator.fetch_offsets("g", None)[1].keys() == {("reads", 0)}
+        assert await coordinator.offsets.expire_offsets() == 1
+        assert coordinator.offsets.fetch_offsets("g", None)[1].keys() == {("reads", 0)}
         assert coordinator.groups["g"].state == GroupState.STABLE
         assert schema.GroupKey("g") not in coordinator.store.tombstones()
-        coordinator.leave_group("g", [(member, None)])
+        coordinator.classic.leave_group("g", [(member, None)])
 
     run(scenario())
 
@@ -313,7 +321,7 @@ def test_two_members_rebalance_and_receive_the_leaders_assignment():
         assert (await b_sync)[:2] == (ErrorCode.NONE, b"second half")
         assert coordinator.heartbeat("g", generation, a, None) == ErrorCode.ILLEGAL_GENERATION
         assert coordinator.groups["g"].state == GroupState.STABLE
-        coordinator.leave_group("g", [(a, None), (b_joined.member_id, None)])
+        coordinator.classic.leave_group("g", [(a, None), (b_joined.member_id, None)])
 
     run(scenario())
 
@@ -334,7 +342,7 @@ def test_members_joining_during_the_initial_delay_form_one_generation():
         assert [r.error_code for r in results] == [ErrorCode.NONE] * 3
         assert {r.generation for r in results} == {1}
         assert sorted(len(r.members) for r in results) == [0, 0, 3]
-        coordinator.leave_group("g", [(member_id, None) for member_id in ids])
+        coordinator.classic.leave_group("g", [(member_id, None) for member_id in ids])
 
     run(scenario())
 
@@ -358,7 +366,7 @@ def test_a_static_member_rejoining_keeps_generation_and_assignment():
         # the old incarnation is fenced
         assert coordinator.heartbeat("g", first.generation, first.member_id, "i-1") == ErrorCode.FENCED_INSTANCE_ID
         assert coordinator.groups["g"].state == GroupState.STABLE
-        coordinator.leave_group("g", [("", "i-1")])
+        coordinator.classic.leave_group("g", [("", "i-1")])
 
     run(scenario())
 
@@ -386,11 +394,11 @@ def test_loading_replays_records_with_tombstones_and_keeps_state_timestamps(monk
     monkeypatch.setattr(OffsetStore, "replay", staticmethod(lambda partition: iter(batches)))
 
     async def scenario():
-        coordinator.owned_partitions = set()
+        coordinator.owned_partitions.clear()
         coordinator.on_leadership_change(SimpleNamespace(topic=OFFSETS_TOPIC, index=7), True)
         for group in coordinator.groups.values():  # no timers left behind
             for m in group.members.values():
-                coordinator._cancel_session(m)
+                cancel_session(m)
 
     run(scenario())
     # a group tombstone removes the group's metadata only; its offsets are records of their own
@@ -421,7 +429,7 @@ def test_a_static_rejoin_that_cannot_be_stored_is_an_error():
         retry = await join(coordinator, "g", again.member_id, instance_id="i-1")
         assert retry.error_code == ErrorCode.NONE and retry.member_id == again.member_id  # (a leader rejoining
         # a stable group makes it rebalance, as in Kafka, so the generation may move on)
-        coordinator.leave_group("g", [("", "i-1")])
+        coordinator.classic.leave_group("g", [("", "i-1")])
 
     run(scenario())
 
@@ -435,7 +443,7 @@ def test_list_groups_filters_states_case_insensitively(clock):
         assert [g.group_id for g in coordinator.list_groups({"Stable"})] == ["busy"]
         assert [g.group_id for g in coordinator.list_groups({"empty"})] == ["idle"]
         assert sorted(g.group_id for g in coordinator.list_groups(set())) == ["busy", "idle"]
-        coordinator.leave_group("busy", [(member, None)])
+        coordinator.classic.leave_group("busy", [(member, None)])
 
     run(scenario())
 
@@ -450,13 +458,13 @@ def offset_record(group: str, topic: str, partition: int, offset: int | None, ti
 
 def load(monkeypatch, coordinator, batches, index=7) -> None:
     monkeypatch.setattr(OffsetStore, "replay", staticmethod(lambda partition: iter(batches)))
-    coordinator.owned_partitions = set()
+    coordinator.owned_partitions.clear()
     coordinator.on_leadership_change(SimpleNamespace(topic=OFFSETS_TOPIC, index=index), True)
-    coordinator.owned_partitions = set(range(50))  # whatever partition the test's group ids hash to
+    coordinator.owned_partitions.update(range(50))  # whatever partition the test's group ids hash to
 
 
 def committed_offsets(coordinator, group_id) -> dict:
-    return {tp: c.offset for tp, c in coordinator.fetch_offsets(group_id, None)[1].items()}
+    return {tp: c.offset for tp, c in coordinator.offsets.fetch_offsets(group_id, None)[1].items()}
 
 
 def test_loading_settles_transactional_offsets_at_their_markers(monkeypatch, clock):
@@ -476,14 +484,17 @@ def test_loading_settles_transactional_offsets_at_their_markers(monkeypatch, clo
     load(monkeypatch, coordinator, batches)
     assert committed_offsets(coordinator, "g") == {("t", 0): 10, ("t", 1): 5, ("t", 3): 1}
     assert committed_offsets(coordinator, "h") == {}  # a group known only from an open transaction
-    assert coordinator.unstable_offsets("g", [("t", p) for p in range(4)]) == {("t", 3)}
-    assert coordinator.unstable_offsets("h", [("t", 0)]) == {("t", 0)}
-    assert coordinator.unstable_offsets("g", None) == {("t", 3)}  # only partitions with a committed offset
+    assert coordinator.offsets.unstable_offsets("g", [("t", p) for p in range(4)]) == {("t", 3)}
+    assert coordinator.offsets.unstable_offsets("h", [("t", 0)]) == {("t", 0)}
+    assert coordinator.offsets.unstable_offsets("g", None) == {("t", 3)}  # only partitions with a committed offset
 
-    coordinator.complete_txn(7, 9, commit=True)  # producer 9's marker, written after the load
+    coordinator.offsets.complete_txn(7, 9, commit=True)  # producer 9's marker, written after the load
     assert committed_offsets(coordinator, "g") == {("t", 0): 10, ("t", 1): 5, ("t", 3): 30}
     assert committed_offsets(coordinator, "h") == {("t", 0): 31}
-    assert coordinator.unstable_offsets("g", None) == set() and coordinator.unstable_offsets("h", None) == set()
+    assert (
+        coordinator.offsets.unstable_offsets("g", None) == set()
+        and coordinator.offsets.unstable_offsets("h", None) == set()
+    )
 
 
 def test_an_abort_marker_after_loading_drops_the_pending_offsets(monkeypatch, clock):
@@ -496,11 +507,11 @@ def test_an_abort_marker_after_loading_drops_the_pending_offsets(monkeypatch, cl
             StoredBatch(1, 4, records=[offset_record("g", "t", 0, 2)]),
         ],
     )
-    coordinator.complete_txn(8, 4, commit=True)  # another partition's marker: not this group's
-    assert coordinator.unstable_offsets("g", [("t", 0)]) == {("t", 0)}
-    coordinator.complete_txn(7, 4, commit=False)
+    coordinator.offsets.complete_txn(8, 4, commit=True)  # another partition's marker: not this group's
+    assert coordinator.offsets.unstable_offsets("g", [("t", 0)]) == {("t", 0)}
+    coordinator.offsets.complete_txn(7, 4, commit=False)
     assert committed_offsets(coordinator, "g") == {("t", 0): 1}
-    assert coordinator.unstable_offsets("g", [("t", 0)]) == set()
+    assert coordinator.offsets.unstable_offsets("g", [("t", 0)]) == set()
 
 
 def test_offsets_and_groups_of_open_transactions_do_not_expire(monkeypatch, clock):
@@ -520,10 +531,10 @@ def test_offsets_and_groups_of_open_transactions_do_not_expire(monkeypatch, cloc
     async def scenario():
         clock.advance(11 * MINUTE)
         # t-1 expires; t-0 would take producer 5's pending offset with it; both groups stay
-        assert await coordinator.expire_offsets() == 1
+        assert await coordinator.offsets.expire_offsets() == 1
         assert committed_offsets(coordinator, "g") == {("t", 0): 1}
         assert {"g", "pending-only"} <= set(coordinator.groups)
-        coordinator.complete_txn(7, 5, commit=True)
+        coordinator.offsets.complete_txn(7, 5, commit=True)
         assert committed_offsets(coordinator, "pending-only") == {("t", 0): 3}
 
     run(scenario())
@@ -536,9 +547,9 @@ def test_a_broker_fenced_from_zookeeper_stops_answering_as_coordinator():
     fenced one answers NOT_COORDINATOR rather than offsets from a cache that may be stale (found
     by the chaos campaign's group checker: committed offsets read back going backwards)."""
     c = make_coordinator()
-    assert c.fetch_offsets("g", None)[0] == ErrorCode.NONE
+    assert c.offsets.fetch_offsets("g", None)[0] == ErrorCode.NONE
     c.replicas.fenced = True
     assert c.coordinator_error("g") == ErrorCode.NOT_COORDINATOR
-    assert c.fetch_offsets("g", None)[0] == ErrorCode.NOT_COORDINATOR
+    assert c.offsets.fetch_offsets("g", None)[0] == ErrorCode.NOT_COORDINATOR
     c.replicas.fenced = False
-    assert c.fetch_offsets("g", None)[0] == ErrorCode.NONE
+    assert c.offsets.fetch_offsets("g", None)[0] == ErrorCode.NONE

@@ -29,7 +29,7 @@ def coordinator_over(replicas: Replicas, verified: list | None = None) -> GroupC
 
 
 def offsets_of(coordinator: GroupCoordinator, group_id: str, partitions):
-    code, found = coordinator.fetch_offsets(group_id, partitions)
+    code, found = coordinator.offsets.fetch_offsets(group_id, partitions)
     return code, {tp: None if committed is None else committed.offset for tp, committed in found.items()}
 
 
@@ -41,7 +41,9 @@ def test_committed_offsets_are_in_the_log_and_a_new_coordinator_loads_them(tmp_p
     assert first.owned_partitions == {0, 1, 2} and first.coordinator_error("g") == ErrorCode.NONE
 
     async def commit() -> dict:
-        return await first.commit_offsets("g", -1, "", None, {("orders", 0): (41, -1, ""), ("orders", 1): (7, -1, "")})
+        return await first.offsets.commit_offsets(
+            "g", -1, "", None, {("orders", 0): (41, -1, ""), ("orders", 1): (7, -1, "")}
+        )
 
     assert asyncio.run(commit()) == {("orders", 0): ErrorCode.NONE, ("orders", 1): ErrorCode.NONE}
     wanted = [("orders", 0), ("orders", 1)]
@@ -65,7 +67,9 @@ def test_a_txn_offset_commit_outside_an_open_transaction_asks_the_transaction_co
     replicas.lead(OFFSETS_TOPIC, partitions=3)
 
     async def commit() -> dict:
-        return await coordinator.commit_txn_offsets("g", "tx", 4000, 2, "", -1, None, {("orders", 0): (5, -1, "")})
+        return await coordinator.offsets.commit_txn_offsets(
+            "g", "tx", 4000, 2, "", -1, None, {("orders", 0): (5, -1, "")}
+        )
 
     # the transaction coordinator answers PRODUCER_FENCED, which the client gets as Kafka's does
     assert asyncio.run(commit()) == {("orders", 0): ErrorCode.INVALID_PRODUCER_EPOCH}

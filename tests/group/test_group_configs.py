@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from strom.group.consumer_state import cancel_timers
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode
 from tests.broker_process import BrokerProcess
@@ -137,6 +138,6 @@ def test_a_member_is_timed_out_by_its_groups_session_timeout():
             await asyncio.sleep(0.05)
         assert "a" not in c.consumer.groups["g"].members and "b" in c.consumer.groups["other"].members
         for member in c.consumer.groups["other"].members.values():
-            c.consumer.cancel_timers(member)
+            cancel_timers(member)
 
     asyncio.run(scenario())

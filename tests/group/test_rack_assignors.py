@@ -7,6 +7,7 @@ import asyncio
 from types import SimpleNamespace
 
 from strom.group.assignors import AssignmentSpec, range_, uniform
+from strom.group.consumer_state import cancel_timers
 from tests.group.test_consumer_group import T, make
 
 
@@ -60,7 +61,9 @@ def test_a_group_assigns_by_the_racks_of_its_members_and_the_brokers():
     c.metadata.topics["t"].replicas = {0: [1], 1: [1], 2: [2], 3: [2]}
 
     async def heartbeat(member: str, rack: str):
-        return await c.consumer.heartbeat("g", member, 0, None, rack, 30000, ["t"], None, None, {}, "client", "/h", 1)
+        return await c.consumer.heartbeats.heartbeat(
+            "g", member, 0, None, rack, 30000, ["t"], None, None, {}, "client", "/h", 1
+        )
 
     async def scenario():
         await heartbeat("x", "b")
@@ -68,6 +71,6 @@ def test_a_group_assigns_by_the_racks_of_its_members_and_the_brokers():
         group = c.consumer.groups["g"]
         assert group.target == {"x": {T: frozenset({2, 3})}, "y": {T: frozenset({0, 1})}}
         for member in group.members.values():
-            c.consumer.cancel_timers(member)
+            cancel_timers(member)
 
     asyncio.run(scenario())

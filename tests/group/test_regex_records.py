@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 from strom.group import consumer_records as rec
 from strom.group import records as schema
+from strom.group.consumer_state import cancel_timers
 from tests.group.test_consumer_group import T, U, hb, make
 
 V = uuid.UUID(int=9)
@@ -50,7 +51,7 @@ def test_a_resolution_is_stored_reloaded_refreshed_and_deleted():
         a = await hb(c, "a", 0, regex="t.*")
         assert a.error_code == 0 and a.assignment is not None and set(a.assignment) == {T, U}
         for member in c.consumer.groups["g"].members.values():
-            c.consumer.cancel_timers(member)
+            cancel_timers(member)
 
     asyncio.run(joined())
     assert [(r, v.topics) for r, v in regex_records(c) if v] == [("t.*", frozenset({"t1", "t2"}))]
@@ -76,7 +77,7 @@ def test_a_resolution_is_stored_reloaded_refreshed_and_deleted():
         assert left.error_code == 0 and regex_records(c)[-1] == ("t.*", None)
         assert "t.*" not in c.consumer.groups["g"].regexes
         for member in c.consumer.groups["g"].members.values():
-            c.consumer.cancel_timers(member)
+            cancel_timers(member)
 
     asyncio.run(changes())
 
@@ -85,12 +86,12 @@ def test_a_regex_matches_only_topics_the_member_may_describe():
     c = make(topics={"t1": (T, 2), "t2": (U, 2)})
 
     async def scenario():
-        a = await c.consumer.heartbeat(
+        a = await c.consumer.heartbeats.heartbeat(
             "g", "a", 0, None, None, 30000, None, "t.*", None, {}, "client", "/h", 1, lambda topic: topic != "t2"
         )
         assert a.error_code == 0 and set(a.assignment or {}) == {T}
         assert c.consumer.groups["g"].regexes["t.*"].topics == frozenset({"t1"})
         for member in c.consumer.groups["g"].members.values():
-            c.consumer.cancel_timers(member)
+            cancel_timers(member)
 
     asyncio.run(scenario())

@@ -52,7 +52,7 @@ def _describe(ctx, group_id: str, include_operations: bool) -> dict:
         if error == ErrorCode.GROUP_ID_NOT_FOUND:
             entry["error_message"] = f"Group {group_id} is not a consumer group."
         return entry
-    names = consumer.topic_names()
+    names = consumer.assignment.topic_names()
     seen = {t for m in group.members.values() for t in m.subscribed_topic_names}
     seen |= {names[t] for m in group.members.values() for t in m.assigned if t in names}
     seen |= {names[t] for target in group.target.values() for t in target if t in names}
@@ -65,7 +65,7 @@ def _describe(ctx, group_id: str, include_operations: bool) -> dict:
         group_state=group.state,
         group_epoch=group.group_epoch,
         assignment_epoch=group.assignment_epoch,
-        assignor_name=max(sorted(set(votes)), key=votes.count) if votes else consumer.assignors[0],
+        assignor_name=max(sorted(set(votes)), key=votes.count) if votes else consumer.assignment.assignors[0],
     )
     entry["members"] = [
         {

@@ -25,7 +25,7 @@ async def _heartbeat(ctx, request):
         def describable(topic: str) -> bool:
             return allowed(ctx, Operation.DESCRIBE, TOPIC, topic, log_denied=False)
 
-    result = await ctx.broker.group_coordinator.consumer.heartbeat(
+    result = await ctx.broker.group_coordinator.consumer.heartbeats.heartbeat(
         request.group_id,
         request.member_id,
         request.member_epoch,

@@ -6,7 +6,7 @@ DescribeGroups returns and kafka-consumer-groups.sh prints under HOST.
 
 from __future__ import annotations
 
-from strom.group.coordinator import JoinRequest
+from strom.group.join import JoinRequest
 from strom.protocol.api import ApiKey, response_class_for
 from strom.protocol.entities import build, field_value, millis
 from strom.protocol.errors import ErrorCode

@@ -64,7 +64,7 @@ async def _commit(ctx, request):
         results[tp] = code
     if offsets or not denied:
         results.update(
-            await ctx.broker.group_coordinator.commit_offsets(
+            await ctx.broker.group_coordinator.offsets.commit_offsets(
                 request.group_id,
                 field_value(request, "generation_id_or_member_epoch", -1),
                 field_value(request, "member_id", ""),

@@ -21,7 +21,7 @@ async def _delete(ctx, request):
             {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "throttle_time": 0, "topics": []},
         )
     denied = denied_topics(ctx, Operation.READ, (t for t, _ in wanted))
-    error, results = await ctx.broker.group_coordinator.delete_offsets(
+    error, results = await ctx.broker.group_coordinator.offsets.delete_offsets(
         request.group_id, [tp for tp in wanted if tp[0] not in denied]
     )
     results = {**results, **{tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED for tp in wanted if tp[0] in denied}}

@@ -27,8 +27,8 @@ def _group_result(coordinator, group_id: str, topics, require_stable: bool, ctx=
     wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
     if ctx is not None and ctx.broker.authorizer is not None:
         return _authorized_result(ctx, coordinator, group_id, topics, wanted, require_stable)
-    error, offsets = coordinator.fetch_offsets(group_id, wanted)
-    unstable = coordinator.unstable_offsets(group_id, wanted) if require_stable and not error else set()
+    error, offsets = coordinator.offsets.fetch_offsets(group_id, wanted)
+    unstable = coordinator.offsets.unstable_offsets(group_id, wanted) if require_stable and not error else set()
     by_topic: dict[str, list[dict]] = defaultdict(list)
     for (topic, partition), committed in sorted(offsets.items()):
         if (topic, partition) in unstable:

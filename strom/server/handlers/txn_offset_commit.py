@@ -28,7 +28,7 @@ async def _commit(ctx, request):
         results[tp] = code
     if offsets:
         results.update(
-            await ctx.broker.group_coordinator.commit_txn_offsets(
+            await ctx.broker.group_coordinator.offsets.commit_txn_offsets(
                 request.group_id,
                 request.transactional_id,
                 request.producer_id,

@@ -26,7 +26,7 @@ async def _marker_result(broker, marker) -> dict:
         *(
             write_marker(
                 broker.replica_manager,
-                broker.group_coordinator.complete_txn,
+                broker.group_coordinator.offsets.complete_txn,
                 t,
                 p,
                 marker.producer_id,

@@ -1,0 +1,33 @@
+"""The broker configs the group coordinators follow, as a Protocol (``BrokerConfig`` has them all):
+the group modules read configs through it and never import the server's config."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from strom.group.offset_store import OffsetStoreConfig
+
+
+class GroupCoordinatorConfig(OffsetStoreConfig, Protocol):
+    """The broker configs the group coordinators follow (``BrokerConfig`` has them all)."""
+
+    @property
+    def group_min_session_timeout_ms(self) -> int: ...
+    @property
+    def group_max_session_timeout_ms(self) -> int: ...
+    @property
+    def group_initial_rebalance_delay_ms(self) -> int: ...
+    @property
+    def group_max_size(self) -> int: ...
+    @property
+    def offsets_retention_minutes(self) -> int: ...
+    @property
+    def group_consumer_session_timeout_ms(self) -> int: ...
+    @property
+    def group_consumer_heartbeat_interval_ms(self) -> int: ...
+    @property
+    def group_consumer_max_size(self) -> int: ...
+    @property
+    def group_consumer_assignors(self) -> tuple[str, ...]: ...
+    @property
+    def group_consumer_migration_policy(self) -> str: ...
