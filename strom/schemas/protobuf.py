@@ -10,21 +10,11 @@ ANTLR grammar of Buf's) into an AST, which is turned here into a ``FileDescripto
 types, ...). Imports resolve to schema references (by their name, as Confluent's clients name
 them) and to the well-known types ``google/protobuf/*.proto``, which need no reference.
 
-The canonical text, stored and answered, is the descriptor rendered back to ``.proto`` (fully
-qualified type names, declaration order kept; options other than ``default``, ``packed`` and
-``allow_alias`` dropped; services and extensions dropped), so that the same schema sent as text
-or as a descriptor gets one id, as Confluent's registry stores its canonical rendering.
-``?format=serialized`` answers base64 of the descriptor of that text, which is what
-confluent-kafka's deserializers ask for.
-
-Compatibility follows Confluent's Protobuf rules (read_problems(reader, writer); they are nearly
-symmetric): a changed package, a removed message, a field number whose kind (scalar, message,
-enum) or type changes (scalar changes within Confluent's wire-compatible groups are fine:
-int32/uint32/int64/uint64/bool, sint32/sint64, fixed32/sfixed32, fixed64/sfixed64,
-string/bytes), a field of another message or enum type, a string, bytes or message field turning
-repeated or singular, a required field added or removed, and fields moved into an existing oneof
-or several into a new one are problems; fields and messages added, fields removed and enum
-changes are not.
+The canonical text, stored and answered, is the descriptor rendered back to ``.proto``
+(strom.schemas.protobuf_text), so that the same schema sent as text or as a descriptor gets one
+id, as Confluent's registry stores its canonical rendering. ``?format=serialized`` answers base64
+of the descriptor, which is what confluent-kafka's deserializers ask for. Compatibility is
+Confluent's Protobuf rules (strom.schemas.protobuf_compatibility).
 """
 
 from __future__ import annotations
@@ -43,7 +33,8 @@ from google.protobuf.message import DecodeError
 from proto_schema_parser import ast
 from proto_schema_parser.parser import Parser
 
-from strom.schemas import compatibility
+from strom.schemas import compatibility, protobuf_compatibility
+from strom.schemas.protobuf_text import render
 
 FDP = descriptor_pb2.FileDescriptorProto
 FieldProto = descriptor_pb2.FieldDescriptorProto
@@ -66,14 +57,6 @@ SCALARS = {
     "sint32": FieldProto.TYPE_SINT32,
     "sint64": FieldProto.TYPE_SINT64,
 }
-SCALAR_NAMES = {number: name for name, number in SCALARS.items()}
-_WIRE_GROUPS = [
-    {"int32", "uint32", "int64", "uint64", "bool"},
-    {"sint32", "sint64"},
-    {"fixed32", "sfixed32"},
-    {"fixed64", "sfixed64"},
-    {"string", "bytes"},
-]
 _WELL_KNOWN_MODULES = (
     "any",
     "api",
@@ -397,226 +380,9 @@ class _Builder:
             raise InvalidSchemaError(f"Invalid schema: enum {enum.name} reuses a number without allow_alias")
 
 
-# -- rendering ------------------------------------------------------------------------------------
-def _quote(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
-
-
-def render(file: Any) -> str:
-    """The descriptor as ``.proto`` text: the canonical form the registry stores."""
-    lines = [f"syntax = {_quote(file.syntax or 'proto2')};"]
-    if file.package:
-        lines.append(f"package {file.package};")
-    public = set(file.public_dependency)
-    for index, name in enumerate(file.dependency):
-        lines.append(f"import {'public ' if index in public else ''}{_quote(name)};")
-    for message in file.message_type:
-        lines += _render_message(message, file.syntax or "proto2", "")
-    for enum in file.enum_type:
-        lines += _render_enum(enum, "")
-    return "\n".join(lines) + "\n"
-
-
-def _type_name(field: Any) -> str:
-    if field.type in (FieldProto.TYPE_MESSAGE, FieldProto.TYPE_ENUM, FieldProto.TYPE_GROUP):
-        return field.type_name
-    return SCALAR_NAMES[field.type]
-
-
-def _render_field(field: Any, syntax: str, entries: dict[str, Any], in_oneof: bool) -> str:
-    entry = entries.get(field.type_name.rsplit(".", 1)[-1]) if field.type == FieldProto.TYPE_MESSAGE else None
-    if entry is not None and field.label == FieldProto.LABEL_REPEATED:
-        key, value = sorted(entry.field, key=lambda f: f.number)[:2]
-        kind = f"map<{_type_name(key)}, {_type_name(value)}>"
-        label = ""
-    else:
-        kind = _type_name(field)
-        if in_oneof:
-            label = ""
-        elif field.label == FieldProto.LABEL_REPEATED:
-            label = "repeated "
-        elif field.label == FieldProto.LABEL_REQUIRED:
-            label = "required "
-        elif syntax == "proto2" or field.proto3_optional:
-            label = "optional "
-        else:
-            label = ""
-    options = []
-    if field.HasField("default_value"):
-        text = field.default_value
-        quoted = field.type in (FieldProto.TYPE_STRING, FieldProto.TYPE_BYTES)
-        options.append(f"default = {_quote(text) if quoted else text}")
-    if field.options.HasField("packed"):
-        options.append(f"packed = {'true' if field.options.packed else 'false'}")
-    suffix = f" [{', '.join(options)}]" if options else ""
-    return f"{label}{kind} {field.name} = {field.number}{suffix};"
-
-
-def _render_message(message: Any, syntax: str, indent: str) -> list[str]:
-    inner = indent + "  "
-    entries = {n.name: n for n in message.nested_type if n.options.map_entry}
-    lines = [f"{indent}message {message.name} {{"]
-    real_oneofs = {f.oneof_index for f in message.field if f.HasField("oneof_index") and not f.proto3_optional}
-    done: set[int] = set()
-    for field in message.field:
-        if field.HasField("oneof_index") and field.oneof_index in real_oneofs:
-            index = field.oneof_index
-            if index in done:
-                continue
-            done.add(index)
-            lines.append(f"{inner}oneof {message.oneof_decl[index].name} {{")
-            for member in message.field:
-                if member.HasField("oneof_index") and member.oneof_index == index:
-                    lines.append(f"{inner}  {_render_field(member, syntax, entries, True)}")
-            lines.append(f"{inner}}}")
-        else:
-            lines.append(f"{inner}{_render_field(field, syntax, entries, False)}")
-    for nested in message.nested_type:
-        if not nested.options.map_entry:
-            lines += _render_message(nested, syntax, inner)
-    for enum in message.enum_type:
-        lines += _render_enum(enum, inner)
-    for reserved in message.reserved_range:
-        end = reserved.end - 1
-        lines.append(f"{inner}reserved {reserved.start}{'' if end == reserved.start else f' to {end}'};")
-    if message.reserved_name:
-        lines.append(f"{inner}reserved {', '.join(_quote(n) for n in message.reserved_name)};")
-    lines.append(f"{indent}}}")
-    return lines
-
-
-def _render_enum(enum: Any, indent: str) -> list[str]:
-    inner = indent + "  "
-    lines = [f"{indent}enum {enum.name} {{"]
-    if enum.options.allow_alias:
-        lines.append(f"{inner}option allow_alias = true;")
-    lines += [f"{inner}{value.name} = {value.number};" for value in enum.value]
-    for reserved in enum.reserved_range:
-        lines.append(
-            f"{inner}reserved {reserved.start}{'' if reserved.end == reserved.start else f' to {reserved.end}'};"
-        )
-    if enum.reserved_name:
-        lines.append(f"{inner}reserved {', '.join(_quote(n) for n in enum.reserved_name)};")
-    lines.append(f"{indent}}}")
-    return lines
-
-
-# -- compatibility --------------------------------------------------------------------------------
-def _messages(file: Any) -> dict[str, Any]:
-    """Messages by their name relative to the package (``Outer.Inner``); map entries left out."""
-    out: dict[str, Any] = {}
-
-    def walk(messages: Any, prefix: str) -> None:
-        for message in messages:
-            if message.options.map_entry:
-                continue
-            name = f"{prefix}{message.name}"
-            out[name] = message
-            walk(message.nested_type, f"{name}.")
-
-    walk(file.message_type, "")
-    return out
-
-
-def _kind(field: Any) -> str:
-    if field.type == FieldProto.TYPE_MESSAGE:
-        return "message"
-    if field.type == FieldProto.TYPE_ENUM:
-        return "enum"
-    return "scalar"
-
-
-def _relative(type_name: str, package: str) -> str:
-    prefix = f".{package}." if package else "."
-    return type_name[len(prefix) :] if type_name.startswith(prefix) else type_name.lstrip(".")
-
-
-def read_problems(reader: ParsedProto, writer: ParsedProto) -> list[str]:
-    """Why data written with ``writer`` may not be read with ``reader`` (Confluent's Protobuf
-    differences that are incompatible); empty if none."""
-    problems: list[str] = []
-    r_file, w_file = reader.file, writer.file
-    if r_file.package != w_file.package:
-        problems.append(f"PACKAGE_CHANGED: {w_file.package!r} -> {r_file.package!r}")
-    r_messages, w_messages = _messages(r_file), _messages(w_file)
-    for name, w_message in w_messages.items():
-        r_message = r_messages.get(name)
-        if r_message is None:
-            problems.append(f"#/{name}: MESSAGE_REMOVED")
-            continue
-        problems += _message_problems(name, r_message, w_message, r_file.package, w_file.package)
-    return problems
-
-
-def _message_problems(name: str, reader: Any, writer: Any, r_package: str, w_package: str) -> list[str]:
-    problems: list[str] = []
-    r_fields = {f.number: f for f in reader.field}
-    w_fields = {f.number: f for f in writer.field}
-    r_entries = {n.name: n for n in reader.nested_type if n.options.map_entry}
-    w_entries = {n.name: n for n in writer.nested_type if n.options.map_entry}
-    for number, w_field in w_fields.items():
-        where = f"#/{name}/{number}"
-        r_field = r_fields.get(number)
-        if r_field is None:
-            if w_field.label == FieldProto.LABEL_REQUIRED:
-                problems.append(f"{where}: REQUIRED_FIELD_REMOVED")
-            continue
-        if _kind(r_field) != _kind(w_field):
-            problems.append(f"{where}: FIELD_KIND_CHANGED ({_kind(w_field)} -> {_kind(r_field)})")
-            continue
-        if _kind(r_field) == "scalar" and r_field.type != w_field.type:
-            old, new = SCALAR_NAMES[w_field.type], SCALAR_NAMES[r_field.type]
-            if not any(old in group and new in group for group in _WIRE_GROUPS):
-                problems.append(f"{where}: FIELD_SCALAR_KIND_CHANGED ({old} -> {new})")
-        elif _kind(r_field) != "scalar":
-            r_entry = r_entries.get(r_field.type_name.rsplit(".", 1)[-1])
-            w_entry = w_entries.get(w_field.type_name.rsplit(".", 1)[-1])
-            if r_entry is not None and w_entry is not None:  # maps: key and value types
-                old_map = [(f.type, _relative(f.type_name, w_package)) for f in w_entry.field]
-                new_map = [(f.type, _relative(f.type_name, r_package)) for f in r_entry.field]
-                if old_map != new_map:
-                    problems.append(f"{where}: FIELD_NAMED_TYPE_CHANGED (map types)")
-            elif _relative(r_field.type_name, r_package) != _relative(w_field.type_name, w_package):
-                problems.append(
-                    f"{where}: FIELD_NAMED_TYPE_CHANGED ({_relative(w_field.type_name, w_package)} -> "
-                    f"{_relative(r_field.type_name, r_package)})"
-                )
-        r_repeated = r_field.label == FieldProto.LABEL_REPEATED
-        if r_repeated != (w_field.label == FieldProto.LABEL_REPEATED):
-            if r_field.type in (FieldProto.TYPE_STRING, FieldProto.TYPE_BYTES, FieldProto.TYPE_MESSAGE):
-                problems.append(f"{where}: FIELD_STRING_OR_BYTES_OR_MESSAGE_LABEL_CHANGED")
-            else:
-                problems.append(f"{where}: FIELD_NUMERIC_LABEL_CHANGED")
-    for number, r_field in r_fields.items():
-        if number not in w_fields and r_field.label == FieldProto.LABEL_REQUIRED:
-            problems.append(f"#/{name}/{number}: REQUIRED_FIELD_ADDED")
-    problems += _oneof_problems(name, reader, writer, w_fields)
-    return problems
-
-
-def _oneof_problems(name: str, reader: Any, writer: Any, w_fields: dict[int, Any]) -> list[str]:
-    """Fields moved into a oneof: into one the writer had, or several into a new one."""
-    problems = []
-    w_oneof_names = {o.name for o in writer.oneof_decl}
-    moved: dict[str, list[int]] = {}
-    for field in reader.field:
-        if not field.HasField("oneof_index") or field.proto3_optional:
-            continue
-        old = w_fields.get(field.number)
-        if old is None or (old.HasField("oneof_index") and not old.proto3_optional):
-            continue
-        moved.setdefault(reader.oneof_decl[field.oneof_index].name, []).append(field.number)
-    for oneof, numbers in moved.items():
-        if oneof in w_oneof_names:
-            problems.append(f"#/{name}/{oneof}: FIELD_MOVED_TO_EXISTING_ONEOF {numbers}")
-        elif len(numbers) > 1:
-            problems.append(f"#/{name}/{oneof}: MULTIPLE_FIELDS_MOVED_TO_ONEOF {numbers}")
-    return problems
-
-
 def compatibility_problems(level: str, new: ParsedProto, previous: list[ParsedProto]) -> list[str]:
     """The problems of registering ``new`` under ``level`` given the live versions ``previous``."""
-    return compatibility.problems(level, new, previous, read_problems)
+    return compatibility.problems(level, new, previous, protobuf_compatibility.read_problems)
 
 
 def record_name(schema: str) -> str | None:

@@ -16,7 +16,7 @@ import struct
 
 import pytest
 from confluent_kafka import KafkaError
-from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient, record_subject_name_strategy
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
 from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
@@ -252,3 +252,27 @@ def test_json_and_protobuf_over_https(tmp_path):
         reading = reading_class()
         proto_bytes = ProtobufSerializer(reading, client)(reading(sensor="t", value=1.5), context)
         assert ProtobufDeserializer(reading, {}, client)(proto_bytes, context) == reading(sensor="t", value=1.5)
+
+
+def test_record_name_strategy_names_a_json_title_and_a_protobuf_message(broker):
+    """RecordNameStrategy on produce: a JSON schema's subject is its title, a Protobuf schema's its
+    message's full name, as confluent-kafka's serializers name them."""
+    client = SchemaRegistryClient({"url": registry_url(broker)})
+    topic = create_topic(
+        broker.bootstrap,
+        {
+            "confluent.value.schema.validation": "true",
+            "confluent.value.subject.name.strategy": "io.confluent.kafka.serializers.subject.RecordNameStrategy",
+        },
+    )
+    context = SerializationContext(topic, MessageField.VALUE)
+    by_record = {"subject.name.strategy": record_subject_name_strategy}
+    order = JSONSerializer(json.dumps(ORDER_V1), client, conf=by_record)({"id": 1, "item": "x"}, context)
+    reading = reading_class()
+    proto = ProtobufSerializer(reading, client, conf=by_record)(reading(sensor="r", value=2.0), context)
+    assert sorted(client.get_subjects()) == ["Order", "example.Reading"]
+    assert produce(broker.bootstrap, topic, [(None, order), (None, proto)]) == [None, None]
+    # under TopicNameStrategy the same ids are not registered under <topic>-value
+    by_topic = create_topic(broker.bootstrap, {"confluent.value.schema.validation": "true"})
+    assert codes(produce(broker.bootstrap, by_topic, [(None, order)])) == [KafkaError.INVALID_RECORD]
+    assert [m.value for m in confluent_consume(broker.bootstrap, topic, 2)] == [order, proto]
