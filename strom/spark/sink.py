@@ -3,7 +3,9 @@
 Columns as in Spark's Kafka sink: ``value`` (string or binary, required), ``key`` (string or
 binary), ``headers`` (array<struct<key:string,value:binary>>), ``topic`` (string) and
 ``partition`` (int), all optional; the ``topic`` option, when given, wins over the column.
-``kafka.*`` options go to the producer. Batch writes need ``.mode("append")``: Spark refuses its
+``kafka.*`` options go to the producer. With ``value.format=avro`` (``key.format``) the column is
+a struct written as Confluent-framed Avro, its schema registered in a Schema Registry
+(``strom.spark.typed``). Batch writes need ``.mode("append")``: Spark refuses its
 default ErrorIfExists mode for Python data sources, and Overwrite is rejected (a topic only grows).
 
 **At least once** (``deliveryGuarantee=at-least-once``, the default, as Spark's Kafka sink).
@@ -67,6 +69,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
 
+from strom.spark.avro_columns import AvroRowEncoder
 from strom.spark.options import (
     SinkDelivery,
     StromOptionError,
@@ -74,6 +77,7 @@ from strom.spark.options import (
     connection_config,
 )
 from strom.spark.schema import HEADERS_TYPE
+from strom.spark.typed import TypedOptions, writer_schema
 
 log = logging.getLogger("strom.spark")
 
@@ -117,12 +121,24 @@ class _Producing:
             raise StromOptionError("option 'kafka.bootstrap.servers' is required")
         self.topic = opts.get("topic")
         fields = {f.name.lower(): f.dataType for f in schema.fields}
-        _check(fields, "value", (StringType(), BinaryType()), required=True)
-        _check(fields, "key", (StringType(), BinaryType()))
+        self.typed = TypedOptions.parse(opts)
+        typed = {side.side for side in self.typed.sides()}
+        if "value" not in fields:
+            raise StromOptionError("the strom sink needs a 'value' column")
+        if "value" not in typed:
+            _check(fields, "value", (StringType(), BinaryType()), required=True)
+        if "key" not in typed:
+            _check(fields, "key", (StringType(), BinaryType()))
         _check(fields, "topic", (StringType(),), required=self.topic is None, why="(or set the 'topic' option)")
         _check(fields, "partition", (IntegerType(),))
         _check(fields, "headers", (HEADERS_TYPE,))
         self.columns = set(fields)
+        # (schema id, schema text) of each Avro side: chosen, and registered, once, here on the driver
+        self.avro = {
+            side.side: writer_schema(self.typed, side, fields.get(side.side), self.topic)
+            for side in self.typed.sides()
+            if side.side in fields
+        }
         self.delivery = SinkDelivery.parse(opts)
         client = client_config_from_options(opts)
         self.bootstrap = str(bootstrap)
@@ -281,14 +297,25 @@ class _Producing:
                 col = col.cast(pa.binary())
             return col.to_pylist()
 
-        values = column("value")
-        keys = column("key") or [None] * n
+        values = None if "value" in self.avro else column("value")
+        keys = (None if "key" in self.avro else column("key")) or [None] * n
+        for side, (schema_id, text) in self.avro.items():
+            encode = AvroRowEncoder(text, schema_id)
+            try:
+                encoded = [encode(row) for row in batch.column(names[side]).to_pylist()]
+            except (ValueError, TypeError, KeyError, AttributeError) as exc:
+                raise RuntimeError(f"strom sink: a {side} does not fit Avro schema {schema_id}: {exc}") from None
+            if side == "value":
+                values = encoded
+            else:
+                keys = encoded
         if self.topic is not None:
             topics = [self.topic] * n
         else:
             topics = [t.decode() if t is not None else None for t in column("topic")]
         partitions = [-1 if p is None else p for p in (column("partition") or [None] * n)]
         headers = batch.column(names["headers"]).to_pylist() if "headers" in names else [None] * n
+        assert values is not None  # the value column is required, typed or not
         for i in range(n):
             if topics[i] is None:
                 raise RuntimeError("strom sink: a row has a null topic and no 'topic' option is set")

@@ -35,6 +35,8 @@ from strom.spark.options import (
     Offsets,
     SourceOptions,
     StromOptionError,
+    Subscription,
+    _parse_assign,
     offsets_from_json,
     offsets_to_json,
     rate_limit,
@@ -44,6 +46,7 @@ from strom.spark.schema import kafka_schema
 
 if TYPE_CHECKING:
     from strom.spark.kafka_io import Admin
+    from strom.spark.typed import TypedOptions
 
 log = logging.getLogger("strom.spark")
 
@@ -62,14 +65,23 @@ class StromDataSource(DataSource):
         return "strom"
 
     def schema(self) -> StructType:
-        include = str(self.options.get("includeHeaders", "false")).strip().lower() == "true"
-        return kafka_schema(include)
+        """Spark's Kafka columns; with ``value.format=avro`` (``key.format``) the decoded record's
+        type, resolved here, on the driver, once per query (``strom.spark.typed``)."""
+        from strom.spark.typed import TypedOptions, source_schema
+
+        options = {str(k).lower(): v for k, v in dict(self.options).items()}
+        include = str(options.get("includeheaders", "false")).strip().lower() == "true"
+        base = kafka_schema(include)
+        typed = TypedOptions.parse(options)
+        if not typed.typed:
+            return base
+        return source_schema(base, typed, _named_topics(options))
 
     def reader(self, schema: StructType) -> StromBatchReader:
-        return StromBatchReader(SourceOptions.parse(dict(self.options), streaming=False), schema)
+        return StromBatchReader(SourceOptions.parse(dict(self.options), streaming=False), schema, dict(self.options))
 
     def streamReader(self, schema: StructType) -> StromStreamReader:
-        return StromStreamReader(SourceOptions.parse(dict(self.options), streaming=True), schema)
+        return StromStreamReader(SourceOptions.parse(dict(self.options), streaming=True), schema, dict(self.options))
 
     def writer(self, schema: StructType, overwrite: bool):
         from strom.spark.sink import StromBatchWriter
@@ -82,21 +94,44 @@ class StromDataSource(DataSource):
         return StromStreamWriter(dict(self.options), schema, overwrite)
 
 
+def _named_topics(options: dict) -> list[str]:
+    """The topics ``subscribe`` or ``assign`` name (none for a pattern): the default subjects' topics."""
+    if options.get("subscribe"):
+        return sorted({t.strip() for t in str(options["subscribe"]).split(",") if t.strip()})
+    if options.get("assign"):
+        return sorted({t for t, _ in Subscription(assign=_parse_assign(options["assign"])).assign})
+    return []
+
+
 class _RangeReader:
     """``read`` for batch and streaming: executor-side, stateless, from the partition alone."""
 
     opts: SourceOptions
     spark_schema: StructType
+    typed: TypedOptions
+
+    def _typed_options(self, options: dict) -> None:
+        from strom.spark.typed import TypedOptions
+
+        self.typed = TypedOptions.parse(options)
 
     def read(self, partition: InputPartition):
         from pyspark.sql.pandas.types import to_arrow_schema
 
         from strom.spark.kafka_io import read_range
+        from strom.spark.typed import TypedBatches, schema_ids
 
         if not isinstance(partition, KafkaInputPartition):
             return iter(())  # Spark's stand-in when nothing was planned: no partition to read
         arrow_schema = to_arrow_schema(self.spark_schema, timezone="UTC")
-        return read_range(self.opts, partition.range, arrow_schema)
+        ids = schema_ids(self.spark_schema)
+        if not ids:
+            return read_range(self.opts, partition.range, arrow_schema)
+        # read as Spark's Kafka columns, then decode keys and values batch by batch
+        binary = to_arrow_schema(kafka_schema(self.opts.include_headers), timezone="UTC")
+        convert = TypedBatches(self.typed, ids, arrow_schema)
+        r = partition.range
+        return (convert(batch, r.topic, r.partition) for batch in read_range(self.opts, r, binary))
 
     def _plan(self, start: Offsets, end: Offsets) -> list[KafkaInputPartition]:
         ranges = [OffsetRange(t, p, start.get((t, p), 0), e) for (t, p), e in sorted(end.items())]
@@ -105,9 +140,10 @@ class _RangeReader:
 
 
 class StromBatchReader(_RangeReader, DataSourceReader):
-    def __init__(self, opts: SourceOptions, schema: StructType):
+    def __init__(self, opts: SourceOptions, schema: StructType, options: dict):
         self.opts = opts
         self.spark_schema = schema
+        self._typed_options(options)
 
     def partitions(self) -> list[KafkaInputPartition]:
         from strom.spark.kafka_io import Admin, data_loss
@@ -141,9 +177,10 @@ class StromBatchReader(_RangeReader, DataSourceReader):
 class StromStreamReader(_RangeReader, DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batch reader. It lives in one driver-side Python process for the whole query."""
 
-    def __init__(self, opts: SourceOptions, schema: StructType):
+    def __init__(self, opts: SourceOptions, schema: StructType, options: dict):
         self.opts = opts
         self.spark_schema = schema
+        self._typed_options(options)
         self._admin: Admin | None = None
         self._available_now_target: Offsets | None = None
 

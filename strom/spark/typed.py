@@ -1,0 +1,342 @@
+"""Typed keys and values in the ``strom`` source and sink: Avro with a Confluent-compatible Schema Registry.
+
+Source options (``value.`` shown; ``key.`` alike):
+
+- ``value.format``: ``binary`` (the default: Spark's Kafka columns) or ``avro``: the ``value``
+  column is the decoded record, its Spark type derived from the reader schema
+  (``strom.spark.avro_types``);
+- ``schema.registry.url`` (required for avro), and any other ``schema.registry.*`` key of
+  confluent-kafka's ``SchemaRegistryClient`` (``schema.registry.basic.auth.user.info``,
+  ``schema.registry.ssl.ca.location`` ...);
+- ``value.subject`` (default ``<topic>-value``, so one topic must be subscribed), and
+  ``value.schema.id`` or ``value.schema.version`` to pin the reader schema; by default it is the
+  subject's latest version when the query starts. Records written with other (compatible)
+  versions are read with it as Avro resolution says;
+- ``mode``: ``FAILFAST`` (default: a record that does not decode fails the query, naming its
+  topic, partition and offset) or ``PERMISSIVE`` (its ``value`` is null and its bytes are in a
+  ``_corrupt_value`` column, ``_corrupt_key`` for keys).
+
+The reader schema is chosen once, on the driver, and travels to the executors as its schema id
+in the column's metadata, so every task of a query decodes with the same schema even if a new
+version is registered meanwhile. Executors fetch schemas by id through one client per Python
+worker (confluent-kafka's, which caches them).
+
+Sink options: ``value.format=avro`` makes the ``value`` column (a struct, or any type Avro can
+hold) Confluent-framed Avro. Its schema is ``value.schema`` (Avro JSON) or, without it, derived
+from the column's Spark type as Spark's ``to_avro`` does. With ``auto.register.schemas=true``
+(the default, as Confluent's serializers) it is registered under ``value.subject`` (default
+``<topic>-value``) when the write starts (an identical schema keeps its id); with ``false`` the
+subject's latest version is used and nothing is registered.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, field
+
+from strom.spark.options import StromOptionError
+
+BINARY = "binary"
+AVRO = "avro"
+FORMATS = (BINARY, AVRO)
+FAILFAST = "FAILFAST"
+PERMISSIVE = "PERMISSIVE"
+SCHEMA_ID_KEY = "strom.avro.schema.id"
+SIDES = ("key", "value")
+_REGISTRY_PREFIX = "schema.registry."
+
+
+@dataclass(frozen=True)
+class SideFormat:
+    """How one of key and value is read or written."""
+
+    side: str
+    format: str = BINARY
+    subject: str | None = None
+    schema_id: int | None = None
+    schema_version: int | None = None
+    schema_text: str | None = None  # the sink's value.schema
+
+    @property
+    def typed(self) -> bool:
+        return self.format != BINARY
+
+
+@dataclass(frozen=True)
+class TypedOptions:
+    key: SideFormat
+    value: SideFormat
+    registry: dict = field(default_factory=dict)  # confluent-kafka SchemaRegistryClient config
+    mode: str = FAILFAST
+    auto_register: bool = True
+
+    @property
+    def typed(self) -> bool:
+        return self.key.typed or self.value.typed
+
+    def sides(self) -> list[SideFormat]:
+        return [s for s in (self.key, self.value) if s.typed]
+
+    @classmethod
+    def parse(cls, options: dict) -> TypedOptions:
+        opts = {str(k).lower(): v for k, v in options.items()}
+        sides = {}
+        for side in SIDES:
+            fmt = str(opts.get(f"{side}.format", BINARY)).strip().lower()
+            if fmt not in FORMATS:
+                raise StromOptionError(f"option '{side}.format' must be one of {', '.join(FORMATS)}, got {fmt!r}")
+            schema_id = _int_option(opts, f"{side}.schema.id")
+            version = _int_option(opts, f"{side}.schema.version")
+            if schema_id is not None and version is not None:
+                raise StromOptionError(f"options '{side}.schema.id' and '{side}.schema.version' exclude each other")
+            text = opts.get(f"{side}.schema")
+            if text is not None:
+                try:
+                    json.loads(str(text))
+                except ValueError as exc:
+                    raise StromOptionError(f"option '{side}.schema' is not JSON: {exc}") from None
+            subject = opts.get(f"{side}.subject")
+            sides[side] = SideFormat(
+                side, fmt, None if subject is None else str(subject), schema_id, version, text and str(text)
+            )
+        mode = str(opts.get("mode", FAILFAST)).strip().upper()
+        if mode not in (FAILFAST, PERMISSIVE):
+            raise StromOptionError(f"option 'mode' must be FAILFAST or PERMISSIVE, got {opts.get('mode')!r}")
+        auto = str(opts.get("auto.register.schemas", "true")).strip().lower()
+        if auto not in ("true", "false"):
+            raise StromOptionError(f"option 'auto.register.schemas' must be true or false, got {auto!r}")
+        registry = {key[len(_REGISTRY_PREFIX) :]: str(v) for key, v in opts.items() if key.startswith(_REGISTRY_PREFIX)}
+        parsed = cls(sides["key"], sides["value"], registry, mode, auto == "true")
+        if parsed.typed and not registry.get("url"):
+            typed = [s.side for s in parsed.sides()]
+            raise StromOptionError(f"option '{typed[0]}.format=avro' needs option 'schema.registry.url'")
+        return parsed
+
+
+def _int_option(opts: dict, name: str) -> int | None:
+    raw = opts.get(name)
+    if raw is None:
+        return None
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        raise StromOptionError(f"option {name!r} must be an integer, got {raw!r}") from None
+    if value <= 0:
+        raise StromOptionError(f"option {name!r} must be positive, got {raw!r}")
+    return value
+
+
+# -- the registry ---------------------------------------------------------------------------------
+
+_clients: dict[tuple, object] = {}
+_clients_lock = threading.Lock()
+
+
+def registry_client(config: dict):
+    """One confluent-kafka SchemaRegistryClient per configuration and process (it caches schemas)."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+
+    key = tuple(sorted(config.items()))
+    with _clients_lock:
+        client = _clients.get(key)
+        if client is None:
+            try:
+                client = SchemaRegistryClient(dict(config))
+            except (ValueError, TypeError) as exc:
+                raise StromOptionError(f"schema.registry.* options: {exc}") from None
+            _clients[key] = client
+        return client
+
+
+def _registry_error(exc: Exception, what: str) -> StromOptionError:
+    return StromOptionError(f"Schema Registry: {what}: {exc}")
+
+
+def subject_of(side: SideFormat, topics: list[str]) -> str:
+    if side.subject:
+        return side.subject
+    if len(topics) != 1:
+        raise StromOptionError(
+            f"{side.side}.format=avro with {len(topics)} topics: name the schema's subject with option '{side.side}.subject'"
+        )
+    return f"{topics[0]}-{side.side}"
+
+
+def reader_schema(opts: TypedOptions, side: SideFormat, topics: list[str]) -> tuple[int, str]:
+    """(schema id, schema text) the source reads ``side`` with: pinned by id or version, else the latest."""
+    from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+    client = registry_client(opts.registry)
+    try:
+        if side.schema_id is not None:
+            schema = client.get_schema(side.schema_id)
+            schema_id, text, kind = side.schema_id, schema.schema_str, schema.schema_type
+        else:
+            subject = subject_of(side, topics)
+            registered = (
+                client.get_version(subject, side.schema_version)
+                if side.schema_version is not None
+                else client.get_latest_version(subject)
+            )
+            schema_id, text, kind = registered.schema_id, registered.schema.schema_str, registered.schema.schema_type
+    except SchemaRegistryError as exc:
+        raise _registry_error(exc, f"the {side.side} schema") from None
+    except OSError as exc:
+        raise _registry_error(exc, f"cannot reach {opts.registry.get('url')}") from None
+    if (kind or "AVRO") != "AVRO":
+        raise StromOptionError(f"{side.side}.format=avro, but schema {schema_id} is of type {kind}")
+    return schema_id, text
+
+
+def writer_schema_text(opts: TypedOptions, schema_id: int) -> str:
+    """The text of a writer schema by id; LookupError when the registry does not know the id."""
+    from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+    try:
+        schema = registry_client(opts.registry).get_schema(schema_id)
+    except SchemaRegistryError as exc:
+        if exc.http_status_code == 404:
+            raise LookupError(schema_id) from None
+        raise
+    if (schema.schema_type or "AVRO") != "AVRO":
+        raise LookupError(schema_id)
+    return schema.schema_str
+
+
+# -- the source -----------------------------------------------------------------------------------
+
+
+def source_schema(base, opts: TypedOptions, topics: list[str]):
+    """Spark's Kafka columns with typed key/value columns (schema id in their metadata) and, in
+    PERMISSIVE mode, the corrupt-bytes columns."""
+    from pyspark.sql.types import BinaryType, StructField, StructType
+
+    from strom.spark.avro_types import AvroTypeError, spark_type
+
+    fields = list(base.fields)
+    for side in opts.sides():
+        schema_id, text = reader_schema(opts, side, topics)
+        try:
+            data_type, _ = spark_type(json.loads(text))
+        except (AvroTypeError, ValueError, KeyError) as exc:
+            raise StromOptionError(f"the {side.side} schema (id {schema_id}) has no Spark type: {exc}") from None
+        at = [f.name for f in fields].index(side.side)
+        fields[at] = StructField(side.side, data_type, True, {SCHEMA_ID_KEY: schema_id})
+    if opts.mode == PERMISSIVE:
+        fields += [StructField(f"_corrupt_{side.side}", BinaryType(), True) for side in opts.sides()]
+    return StructType(fields)
+
+
+def schema_ids(schema) -> dict[str, int]:
+    """{side: reader schema id} from the metadata of a source schema's typed columns."""
+    return {f.name: int(f.metadata[SCHEMA_ID_KEY]) for f in schema.fields if SCHEMA_ID_KEY in (f.metadata or {})}
+
+
+class DecodeError(RuntimeError):
+    """A record that does not decode, in FAILFAST mode."""
+
+
+_decoders: dict[tuple, object] = {}
+
+
+def _decoder(opts: TypedOptions, schema_id: int, arrow_type):
+    from strom.spark.avro_columns import AvroColumnDecoder
+
+    key = (tuple(sorted(opts.registry.items())), schema_id, str(arrow_type))
+    with _clients_lock:
+        found = _decoders.get(key)
+    if found is None:
+        text = writer_schema_text(opts, schema_id)
+        found = AvroColumnDecoder(text, arrow_type, lambda i: writer_schema_text(opts, i))
+        with _clients_lock:
+            _decoders[key] = found
+    return found
+
+
+class TypedBatches:
+    """Executor side: Kafka-column RecordBatches (binary key and value) to the typed source schema."""
+
+    def __init__(self, opts: TypedOptions, ids: dict[str, int], arrow_schema):
+        self.opts = opts
+        self.ids = ids
+        self.arrow_schema = arrow_schema
+
+    def __call__(self, batch, topic: str, partition: int):
+        import pyarrow as pa
+
+        columns = {name: batch.column(name) for name in batch.schema.names}
+        for side, schema_id in self.ids.items():
+            raw = columns[side]
+            decoded = _decoder(self.opts, schema_id, self.arrow_schema.field(side).type).decode(raw)
+            if decoded.bad.any():
+                if self.opts.mode == FAILFAST:
+                    offsets = batch.column("offset").to_numpy()
+                    row = int(decoded.bad.argmax())
+                    why = decoded.reasons.get(row, "does not decode")
+                    raise DecodeError(
+                        f"the {side} at topic {topic} partition {partition} offset {int(offsets[row])} "
+                        f"does not decode as Avro (reader schema id {schema_id}): {why}. "
+                        f"{int(decoded.bad.sum())} such record(s) in this batch; option mode=PERMISSIVE "
+                        f"reads them as a null {side} with the bytes in _corrupt_{side}"
+                    )
+                columns[f"_corrupt_{side}"] = (
+                    pa.array(raw)
+                    .filter(pa.array(decoded.bad))
+                    .take(pa.array(_positions(decoded.bad), mask=~decoded.bad))
+                )
+            elif self.opts.mode == PERMISSIVE:
+                columns[f"_corrupt_{side}"] = pa.nulls(len(raw), pa.binary())
+            columns[side] = decoded.column
+        return pa.RecordBatch.from_arrays([columns[f.name] for f in self.arrow_schema], schema=self.arrow_schema)
+
+
+def _positions(mask):
+    import numpy as np
+
+    out = np.zeros(len(mask), np.int64)
+    out[mask] = np.arange(int(mask.sum()))
+    return out
+
+
+# -- the sink -------------------------------------------------------------------------------------
+
+
+def writer_schema(opts: TypedOptions, side: SideFormat, data_type, topic: str | None) -> tuple[int, str]:
+    """(id, text) of the schema the sink writes ``side`` with: registered now if auto.register.schemas."""
+    from confluent_kafka.schema_registry import Schema
+    from confluent_kafka.schema_registry.error import SchemaRegistryError
+    from pyspark.sql.types import StructType
+
+    from strom.spark.avro_types import AvroTypeError, avro_schema
+
+    if side.subject is None and topic is None:
+        raise StromOptionError(f"{side.side}.format=avro needs the 'topic' option or option '{side.side}.subject'")
+    subject = side.subject or f"{topic}-{side.side}"
+    client = registry_client(opts.registry)
+    try:
+        if not opts.auto_register and side.schema_text is None:
+            latest = client.get_latest_version(subject)
+            return latest.schema_id, latest.schema.schema_str
+        text = side.schema_text
+        if text is None:
+            if not isinstance(data_type, StructType):
+                raise StromOptionError(
+                    f"column {side.side!r} must be a struct for {side.side}.format=avro, or give option '{side.side}.schema'"
+                )
+            text = json.dumps(avro_schema(data_type))
+        from strom.spark.avro_columns import parse
+
+        try:
+            parse(text)
+        except (ValueError, TypeError, KeyError) as exc:
+            raise StromOptionError(f"option '{side.side}.schema' is not an Avro schema: {exc}") from None
+        if opts.auto_register:
+            return client.register_schema(subject, Schema(text, "AVRO")), text
+        return client.lookup_schema(subject, Schema(text, "AVRO")).schema_id, text
+    except AvroTypeError as exc:
+        raise StromOptionError(f"column {side.side!r}: {exc}") from None
+    except SchemaRegistryError as exc:
+        raise _registry_error(exc, f"subject {subject}") from None
+    except OSError as exc:
+        raise _registry_error(exc, f"cannot reach {opts.registry.get('url')}") from None

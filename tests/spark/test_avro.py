@@ -1,0 +1,338 @@
+"""Typed records in Spark without jars: the strom source and sink with value.format=avro, against a
+real broker serving its Schema Registry, with records written and read by confluent-kafka's own
+Avro serializer and deserializer."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import json
+import time
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+
+from tests.broker_process import BrokerProcess
+from tests.integration.test_schema_registry import registry_url
+from tests.spark.conftest import WAIT_S, create_topic, strom_reader
+
+EVENT_V1 = {
+    "type": "record",
+    "name": "Event",
+    "namespace": "shop",
+    "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "user", "type": "string"},
+        {"name": "price", "type": "double"},
+        {"name": "paid", "type": "boolean"},
+        {"name": "kind", "type": {"type": "enum", "name": "Kind", "symbols": ["VIEW", "BUY", "RETURN"]}},
+        {"name": "coupon", "type": ["null", "string"], "default": None},
+        {"name": "day", "type": {"type": "int", "logicalType": "date"}},
+        {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {"name": "amount", "type": {"type": "bytes", "logicalType": "decimal", "precision": 12, "scale": 2}},
+        {
+            "name": "where",
+            "type": {"type": "record", "name": "Where", "fields": [{"name": "shop", "type": "int"}]},
+        },
+    ],
+}
+# version 2: a field with a default (BACKWARD compatible), so v1 records read with v2 get it
+EVENT_V2 = {**EVENT_V1, "fields": [*EVENT_V1["fields"], {"name": "channel", "type": "string", "default": "web"}]}
+UTC = dt.UTC
+
+
+def event(i: int, version: int) -> dict:
+    record = {
+        "id": i,
+        "user": f"user-{i % 7}-ü",
+        "price": i * 1.25,
+        "paid": i % 2 == 0,
+        "kind": ["VIEW", "BUY", "RETURN"][i % 3],
+        "coupon": None if i % 4 else f"C{i}",
+        "day": dt.date(2026, 1, 1) + dt.timedelta(days=i % 30),
+        "at": dt.datetime(2026, 3, 1, tzinfo=UTC) + dt.timedelta(milliseconds=1000 * i + 7),
+        "amount": decimal.Decimal(i * 101 - 500) / 100,
+        "where": {"shop": i % 5},
+    }
+    if version == 2:
+        record["channel"] = "app" if i % 2 else "store"
+    return record
+
+
+@pytest.fixture
+def broker(tmp_path):
+    with BrokerProcess(tmp_path / "broker", {"schema.registry.listeners": "http://127.0.0.1:0"}) as process:
+        yield process
+
+
+def produce_avro(bootstrap: str, url: str, topic: str, schema: dict, records: list[dict], partition_of) -> list:
+    """Records through confluent-kafka's AvroSerializer (auto-registering ``schema``); [(partition, offset)]."""
+    serializer = AvroSerializer(SchemaRegistryClient({"url": url}), json.dumps(schema))
+    context = SerializationContext(topic, MessageField.VALUE)
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+    placed: list = [None] * len(records)
+
+    def report(i):
+        return lambda err, msg: placed.__setitem__(i, err if err else (msg.partition(), msg.offset()))
+
+    for i, record in enumerate(records):
+        producer.produce(
+            topic,
+            serializer(record, context),
+            key=b"k%d" % record["id"],
+            partition=partition_of(i),
+            on_delivery=report(i),
+        )
+    assert producer.flush(WAIT_S) == 0
+    assert all(isinstance(p, tuple) for p in placed), placed
+    return placed
+
+
+def produce_raw(bootstrap: str, topic: str, values: list[bytes], partition: int) -> list[int]:
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    offsets: list[int] = []
+    for value in values:
+        producer.produce(topic, value, partition=partition, on_delivery=lambda err, msg: offsets.append(msg.offset()))
+    assert producer.flush(WAIT_S) == 0
+    return offsets
+
+
+def as_spark(record: dict) -> dict:
+    """What a Spark Row of the decoded value holds for ``record`` (timestamps compared as instants)."""
+    return {**record, "at": record["at"].timestamp(), "where": dict(record["where"])}
+
+
+def row_dict(row) -> dict:
+    value = row.asDict(recursive=True)
+    value["at"] = value["at"].replace(tzinfo=UTC).timestamp() if value["at"].tzinfo is None else value["at"]
+    return value
+
+
+def test_streaming_read_of_two_schema_versions_as_typed_columns(spark, broker, tmp_path):
+    """v1 and v2 records, written by AvroSerializer, come out as columns of the latest (v2) schema,
+    row by row as produced; v1 records get the new field's default."""
+    spark.conf.set("spark.sql.session.timeZone", "UTC")
+    url = registry_url(broker)
+    create_topic(broker.bootstrap, "events", 2)
+    v1 = [event(i, 1) for i in range(150)]
+    v2 = [event(i, 2) for i in range(150, 300)]
+    placed = produce_avro(broker.bootstrap, url, "events", EVENT_V1, v1, lambda i: i % 2)
+    placed += produce_avro(broker.bootstrap, url, "events", EVENT_V2, v2, lambda i: i % 2)
+    assert SchemaRegistryClient({"url": url}).get_versions("events-value") == [1, 2]
+
+    source = strom_reader(
+        spark,
+        broker.bootstrap,
+        streaming=True,
+        subscribe="events",
+        startingOffsets="earliest",
+        maxOffsetsPerTrigger="120",  # several micro-batches
+        **{"value.format": "avro", "schema.registry.url": url},
+    )
+    value_type = dict(source.dtypes)["value"]
+    assert value_type.startswith("struct<id:bigint,user:string,price:double,paid:boolean,kind:string,")
+    assert value_type.endswith("amount:decimal(12,2),where:struct<shop:int>,channel:string>")
+    assert dict(source.dtypes)["key"] == "binary"  # key.format defaults to binary
+    query = (
+        source.selectExpr("partition", "offset", "key", "value")
+        .writeStream.format("memory")
+        .queryName("avro_events")
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(180) and query.exception() is None
+    rows = spark.sql("SELECT * FROM avro_events").collect()
+    expected = {pl: {**r, "channel": r.get("channel", "web")} for pl, r in zip(placed, v1 + v2)}
+    assert len(rows) == 300
+    for row in rows:
+        want = expected[(row.partition, row.offset)]
+        assert row.key == b"k%d" % want["id"]
+        assert row_dict(row.value) == as_spark(want), (row.partition, row.offset)
+
+
+def test_batch_read_pins_a_version_and_reads_keys(spark, broker):
+    """value.schema.version=1 reads v2 records with v1 (the new field dropped); Avro keys decode too,
+    and nested arrays, maps and a union of several types take the per-record path."""
+    spark.conf.set("spark.sql.session.timeZone", "UTC")
+    url = registry_url(broker)
+    client = SchemaRegistryClient({"url": url})
+    create_topic(broker.bootstrap, "pinned", 1)
+    produce_avro(broker.bootstrap, url, "pinned", EVENT_V1, [event(0, 1)], lambda i: 0)
+    produce_avro(broker.bootstrap, url, "pinned", EVENT_V2, [event(1, 2)], lambda i: 0)
+    rows = strom_reader(
+        spark,
+        broker.bootstrap,
+        subscribe="pinned",
+        **{"value.format": "avro", "schema.registry.url": url, "value.schema.version": "1"},
+    ).collect()
+    assert [row_dict(r.value) for r in rows] == [as_spark(event(0, 1)), as_spark(event(1, 1))]
+
+    nested = {
+        "type": "record",
+        "name": "Basket",
+        "fields": [
+            {"name": "items", "type": {"type": "array", "items": "string"}},
+            {"name": "counts", "type": {"type": "map", "values": "long"}},
+            {"name": "either", "type": ["null", "int", "string"]},
+        ],
+    }
+    key_schema = {"type": "string"}
+    create_topic(broker.bootstrap, "baskets", 1)
+    value_ser = AvroSerializer(client, json.dumps(nested))
+    key_ser = AvroSerializer(client, json.dumps(key_schema))
+    baskets = [
+        {"items": ["a", "b"], "counts": {"a": 1}, "either": 3},
+        {"items": [], "counts": {}, "either": "x"},
+        {"items": ["c"], "counts": {"c": 2, "d": 3}, "either": None},
+    ]
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for i, basket in enumerate(baskets):
+        producer.produce(
+            "baskets",
+            value_ser(basket, SerializationContext("baskets", MessageField.VALUE)),
+            key=key_ser(f"basket-{i}", SerializationContext("baskets", MessageField.KEY)),
+        )
+    assert producer.flush(WAIT_S) == 0
+    df = strom_reader(
+        spark,
+        broker.bootstrap,
+        subscribe="baskets",
+        **{"value.format": "avro", "key.format": "avro", "schema.registry.url": url},
+    )
+    assert dict(df.dtypes)["key"] == "string"
+    assert dict(df.dtypes)["value"] == (
+        "struct<items:array<string>,counts:map<string,bigint>,either:struct<member0:int,member1:string>>"
+    )
+    got = [(r.key, r.value.asDict(recursive=True)) for r in df.orderBy("offset").collect()]
+    assert got == [
+        ("basket-0", {"items": ["a", "b"], "counts": {"a": 1}, "either": {"member0": 3, "member1": None}}),
+        ("basket-1", {"items": [], "counts": {}, "either": {"member0": None, "member1": "x"}}),
+        ("basket-2", {"items": ["c"], "counts": {"c": 2, "d": 3}, "either": None}),
+    ]
+
+
+def test_failfast_names_the_record_and_permissive_keeps_its_bytes(spark, broker):
+    url = registry_url(broker)
+    create_topic(broker.bootstrap, "dirty", 1)
+    produce_avro(broker.bootstrap, url, "dirty", EVENT_V1, [event(i, 1) for i in range(40)], lambda i: 0)
+    corrupt = [
+        b"not avro at all",
+        b"\x00\x00\x00\x27\x0fpadding",
+        b"\x00\x00\x00\x01\x02",
+    ]  # no prefix, id 39, cut short
+    offsets = produce_raw(broker.bootstrap, "dirty", corrupt, 0)
+    produce_avro(broker.bootstrap, url, "dirty", EVENT_V1, [event(i, 1) for i in range(40, 50)], lambda i: 0)
+    options = {"subscribe": "dirty", "value.format": "avro", "schema.registry.url": url}
+
+    with pytest.raises(Exception) as failed:
+        strom_reader(spark, broker.bootstrap, **options).collect()
+    message = str(failed.value)
+    assert f"topic dirty partition 0 offset {offsets[0]}" in message, message
+    assert "no Confluent schema id prefix" in message and "mode=PERMISSIVE" in message
+
+    df = strom_reader(spark, broker.bootstrap, mode="PERMISSIVE", **options)
+    assert df.columns[-1] == "_corrupt_value"
+    rows = {r.offset: r for r in df.collect()}
+    assert len(rows) == 53
+    for offset, raw in zip(offsets, corrupt):
+        assert rows[offset].value is None and rows[offset]._corrupt_value == raw
+    good = [r for o, r in sorted(rows.items()) if o not in offsets]
+    assert [r.value.id for r in good] == list(range(50)) and all(r._corrupt_value is None for r in good)
+
+
+def test_exactly_once_sink_writes_avro_that_confluent_deserializer_reads_once(spark, broker, tmp_path):
+    """A streaming query reads typed events and writes a typed projection, exactly once; the schema
+    is derived from the struct and registered on the first write; AvroDeserializer reads it back."""
+    from pyspark.sql import functions as F
+
+    url = registry_url(broker)
+    create_topic(broker.bootstrap, "orders", 2)
+    create_topic(broker.bootstrap, "receipts", 2)
+    produce_avro(broker.bootstrap, url, "orders", EVENT_V1, [event(i, 1) for i in range(200)], lambda i: i % 2)
+    source = strom_reader(
+        spark,
+        broker.bootstrap,
+        streaming=True,
+        subscribe="orders",
+        startingOffsets="earliest",
+        maxOffsetsPerTrigger="70",
+        **{"value.format": "avro", "schema.registry.url": url},
+    )
+    receipts = source.select(
+        F.col("partition"),
+        F.struct(
+            F.col("value.id").alias("order"),
+            F.col("value.user").alias("user"),
+            F.col("value.amount").alias("amount"),
+            F.col("value.coupon").alias("coupon"),
+            F.col("value.at").alias("at"),
+        ).alias("value"),
+    )
+    query = (
+        receipts.writeStream.format("strom")
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("topic", "receipts")
+        .option("deliveryGuarantee", "exactly-once")
+        .option("value.format", "avro")
+        .option("schema.registry.url", url)
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(240) and query.exception() is None
+
+    client = SchemaRegistryClient({"url": url})
+    registered = client.get_latest_version("receipts-value")
+    schema = json.loads(registered.schema.schema_str)
+    assert [f["name"] for f in schema["fields"]] == ["order", "user", "amount", "coupon", "at"]
+    deserializer = AvroDeserializer(SchemaRegistryClient({"url": url}))
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": "receipts-check",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
+    consumer.assign([TopicPartition("receipts", p, 0) for p in range(2)])
+    got, at_end = [], set()
+    deadline = time.monotonic() + WAIT_S
+    while len(at_end) < 2:
+        assert time.monotonic() < deadline, f"read {len(got)} receipts"
+        for msg in consumer.consume(500, 0.5):
+            if msg.error() is not None:
+                at_end.add(msg.partition())  # _PARTITION_EOF: the end of what is committed
+                continue
+            assert msg.value()[:5] == b"\x00" + registered.schema_id.to_bytes(4, "big")
+            got.append(deserializer(msg.value(), SerializationContext("receipts", MessageField.VALUE)))
+    consumer.close()
+    want = {}
+    for i in range(200):
+        e = event(i, 1)
+        want[i] = {"order": i, "user": e["user"], "amount": e["amount"], "coupon": e["coupon"], "at": e["at"]}
+    assert sorted(g["order"] for g in got) == list(range(200))  # each exactly once
+    for g in got:
+        assert g == want[g["order"]]
+
+    # auto.register.schemas=false with a schema that is not registered: refused when the write starts
+    df = spark.createDataFrame([(1,)], "n int").select(F.struct("n").alias("value"))
+    with pytest.raises(Exception, match="receipts-value|40403|not found"):
+        (
+            df.write.format("strom")
+            .mode("append")
+            .option("kafka.bootstrap.servers", broker.bootstrap)
+            .option("topic", "receipts")
+            .option("value.format", "avro")
+            .option("schema.registry.url", url)
+            .option("auto.register.schemas", "false")
+            .option(
+                "value.schema", json.dumps({"type": "record", "name": "N", "fields": [{"name": "n", "type": "int"}]})
+            )
+            .save()
+        )
+    assert client.get_versions("receipts-value") == [registered.version]
