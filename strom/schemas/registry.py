@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -103,7 +104,8 @@ class SchemaRegistry:
         self.next_offset = 0  # the next offset of _schemas the view reads
         self._partition: Partition | None = None
         self._write_lock = asyncio.Lock()
-        self._parsed: dict[tuple, formats.Parsed] = {}
+        self._parsed: dict[tuple, formats.Parsed | str] = {}  # (type, text, references) -> parsed or why not
+        self._parser: ThreadPoolExecutor | None = None
 
     # -- reading ------------------------------------------------------------------------------------
     def catch_up(self) -> int:
@@ -258,7 +260,8 @@ class SchemaRegistry:
             raise RegistryError(422, 42205, f"{where} is in {mode} mode")
 
     # -- schemas ------------------------------------------------------------------------------------
-    def _parse(self, schema: str, schema_type: str, references: list) -> tuple[formats.Parsed, StoredSchema]:
+    def _resolve(self, schema: str, schema_type: str, references: list) -> tuple[tuple, tuple]:
+        """(the parse cache's key, the references) of a schema: its references' texts looked up."""
         if schema_type not in SCHEMA_TYPES:
             raise RegistryError(
                 422, 42201, f"Invalid schema: schemaType {schema_type} is not one of {list(SCHEMA_TYPES)}"
@@ -275,17 +278,47 @@ class SchemaRegistry:
                     422, 42201, f"Invalid schema: reference {name} ({ref_subject} v{ref_version}) not found"
                 )
             texts.append((name, found.schema))
-        key = (schema_type, schema, tuple(texts))
+        return (schema_type, schema, tuple(texts)), refs
+
+    def _parse_now(self, key: tuple) -> formats.Parsed | str:
+        """Parse and remember (a schema, or why it does not parse); pure, so it may run in the
+        parsing thread."""
+        schema_type, schema, texts = key
+        try:
+            result: formats.Parsed | str = formats.parse(schema_type, schema, list(texts))[0]
+        except formats.InvalidSchemaError as exc:
+            result = str(exc)
+        if len(self._parsed) >= PARSED_CACHE:
+            self._parsed.clear()
+        self._parsed[key] = result
+        return result
+
+    def _parse(self, schema: str, schema_type: str, references: list) -> tuple[formats.Parsed, StoredSchema]:
+        key, refs = self._resolve(schema, schema_type, references)
         parsed = self._parsed.get(key)
         if parsed is None:
-            try:
-                parsed, _ = formats.parse(schema_type, schema, texts)
-            except formats.InvalidSchemaError as exc:
-                raise RegistryError(422, 42201, str(exc)) from None
-            if len(self._parsed) >= PARSED_CACHE:
-                self._parsed.clear()
-            self._parsed[key] = parsed
+            parsed = self._parse_now(key)
+        if isinstance(parsed, str):
+            raise RegistryError(422, 42201, parsed)
         return parsed, StoredSchema(parsed.canonical, schema_type, refs)
+
+    async def parse_ahead(self, schemas: list[tuple[str, str, list]], subject: str | None = None) -> None:
+        """Parse ``schemas`` ((text, type, references)) and the live versions of ``subject`` in the
+        registry's parsing thread, so that the call that follows finds them cached: parsing is pure
+        Python (a 1 MB .proto takes seconds) and must not stall the loop that serves produce and
+        fetch. One thread: the .proto parser's caches are not made for concurrent use."""
+        if subject is not None:
+            schemas = schemas + [(v.schema, v.schema_type, v.references) for v in self.state.versions(subject)]
+        loop = asyncio.get_running_loop()
+        for schema, schema_type, references in schemas:
+            try:
+                key, _ = self._resolve(schema, schema_type, references)
+            except RegistryError:
+                continue  # the call that follows says why
+            if key not in self._parsed:
+                if self._parser is None:
+                    self._parser = ThreadPoolExecutor(max_workers=1, thread_name_prefix="strom-schema-parse")
+                await loop.run_in_executor(self._parser, self._parse_now, key)
 
     def serialized(self, stored: StoredSchema) -> str:
         """``format=serialized``: a Protobuf schema as base64 of its FileDescriptorProto (what
@@ -324,6 +357,7 @@ class SchemaRegistry:
         self, subject: str, schema: str, schema_type: str, references: list, normalize: bool
     ) -> Registered:
         self.readable()
+        await self.parse_ahead([(schema, schema_type, references)], subject)
         parsed, stored = self._prepare(schema, schema_type, references, normalize)
         found = self._existing(subject, stored)
         if found is not None:  # already there: any broker answers from its view

@@ -64,7 +64,7 @@ from strom.security.credentials import CredentialCache
 from strom.security.delegation_tokens import DelegationTokenManager
 from strom.security.delegation_tokens import manager_for as delegation_token_manager
 from strom.security.listeners import ListenerSecurity, inter_broker_security, listener_security
-from strom.server import parent_watch
+from strom.server import dynamic_broker_config, parent_watch, reconfiguration
 from strom.server.config import BrokerConfig
 from strom.server.connection import Connection, close_departed_connections, close_idle_connections
 from strom.server.connection_limits import ConnectionLimits
@@ -76,6 +76,7 @@ from strom.server.secure_connection import SecureConnection
 from strom.startup import StartupError, bind_failure, check_log_dirs
 from strom.storage import dir_lock
 from strom.storage.cleaner import CleanerSettings
+from strom.storage.log_config import ConfigError
 from strom.storage.log_manager import LogManager, SchedulerIntervals
 from strom.txn.coordinator import TRANSACTION_STATE_TOPIC, TransactionCoordinator
 from strom.txn.markers import MarkerChannel
@@ -117,7 +118,9 @@ class Broker:
     def __init__(self, config: BrokerConfig):
         from strom.server.handlers import HANDLERS
 
-        self.config = config
+        self.config = config  # the effective config: server.properties with the dynamic configs laid over it
+        self.static_config = config  # server.properties (and --override) alone
+        self._applied_broker_configs: dict[str, dict[str, str]] = {}  # the dynamic configs self.config has
         self.broker_id = config.broker_id
         self.metadata = MetadataCache()
         # KIP-227 fetch sessions, and topic id -> name for Fetch v13+ (strom.replication.fetch_session)
@@ -362,6 +365,8 @@ class Broker:
 
         loop = asyncio.get_running_loop()
         for name, sock in sockets.items():
+            # the context served now hands each handshake to the listener's current one (dynamic configs)
+            reconfiguration.serve_current_context(self.listener_security, name)
             security = self.listener_security[name]
             self._servers.append(
                 await loop.create_server(
@@ -579,8 +584,8 @@ class Broker:
 
     def _connection_factory(self, security: ListenerSecurity):
         dispatcher = self.dispatchers[security.name]
-        if security.protocol != "PLAINTEXT":
-            return lambda: SecureConnection(self, security, dispatcher)
+        if security.protocol != "PLAINTEXT":  # the listener's current security: dynamic configs may replace it
+            return lambda: SecureConnection(self, self.listener_security[security.name], dispatcher)
         if dispatcher is self.dispatcher:
             return lambda: Connection(self)
 
@@ -919,6 +924,8 @@ class Broker:
         else:
             delta = self.metadata.apply_changes(source, changed, watch)
         self._forget_offsets_of_deleted_topics(known)
+        if self.metadata.broker_configs != self._applied_broker_configs:
+            self._apply_dynamic_configs()
         read = time.monotonic()
         written: list[str] = []
         if not self.controller.is_active and self.metadata.controller_id == -1:
@@ -946,6 +953,45 @@ class Broker:
                 "all" if delta.full or delta.topics_removed else len(delta.partitions),
                 time.monotonic() - decided,
             )
+
+    def dynamic_config(self, broker_configs: dict[str, dict[str, str]]) -> BrokerConfig:
+        """The config this broker would run with under these dynamic configs, and the listeners it
+        would build anew for it; ConfigError names the key at fault (a keystore that does not load)."""
+        default, own = dynamic_broker_config.stored_configs(broker_configs, self.broker_id)
+        config = dynamic_broker_config.effective_config(self.static_config, default, own)
+        reconfiguration.new_listener_security(self.config, config, listener_security)  # builds: checks certificates
+        return config
+
+    def _apply_dynamic_configs(self) -> None:
+        """The dynamic broker configs changed (here or on another broker): run with the new layers.
+
+        A layer that no longer makes a valid config (written by a broker with other files, or a
+        secret this broker cannot decode) is logged and the broker keeps its current config, as Kafka does.
+        """
+        configs = {entity: dict(values) for entity, values in self.metadata.broker_configs.items()}
+        default, own = dynamic_broker_config.stored_configs(configs, self.broker_id)
+        try:
+            config = dynamic_broker_config.effective_config(self.static_config, default, own)
+            securities = reconfiguration.new_listener_security(self.config, config, listener_security)
+        except ConfigError as exc:
+            log.error("dynamic broker configs not applied, the broker keeps its current config: %s", exc)
+            self._applied_broker_configs = configs
+            return
+        old, self.config = self.config, config
+        self._applied_broker_configs = configs
+
+        def set_default_log_config(defaults) -> None:
+            self.controller.default_log_config = defaults
+
+        reconfiguration.apply(
+            old,
+            config,
+            log_manager=self.log_manager,
+            set_default_log_config=set_default_log_config,
+            connection_limits=self.connection_limits,
+            listener_security=self.listener_security,
+            securities=securities,
+        )
 
     def _elect(self) -> None:
         """Stand for controller (the office is empty); with ZooKeeper on the controller writer thread.

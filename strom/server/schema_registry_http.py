@@ -342,19 +342,20 @@ class SchemaRegistryHttp:
         done = await self.registry.register(subject, schema, schema_type, references, request.flag("normalize"))
         return Reply(200, {"id": done.schema_id, "version": done.version}, offset=done.offset)
 
-    def _text(self, request: Request, stored: StoredSchema) -> str:
+    async def _text(self, request: Request, stored: StoredSchema) -> str:
         """The schema's text in the asked ``format`` (``serialized``: a Protobuf descriptor in base64)."""
         if request.query.get("format") == "serialized":
+            await self.registry.parse_ahead([(stored.schema, stored.schema_type, stored.references_json())])
             return self.registry.serialized(stored)
         return stored.schema
 
     async def _version(self, request: Request, subject: str, version: str) -> Reply:
         found = self.registry.version(subject, version, request.flag("deleted"))
-        return Reply(200, _schema_reply(found, self._text(request, RegistryState.stored(found))))
+        return Reply(200, _schema_reply(found, await self._text(request, RegistryState.stored(found))))
 
     async def _version_schema(self, request: Request, subject: str, version: str) -> Reply:
         found = self.registry.version(subject, version, request.flag("deleted"))
-        return Reply(200, None, raw=self._text(request, RegistryState.stored(found)).encode())
+        return Reply(200, None, raw=(await self._text(request, RegistryState.stored(found))).encode())
 
     async def _delete_version(self, request: Request, subject: str, version: str) -> Reply:
         done = await self.registry.delete_version(subject, version, request.flag("permanent"))
@@ -362,10 +363,11 @@ class SchemaRegistryHttp:
 
     async def _lookup(self, request: Request, subject: str) -> Reply:
         schema, schema_type, references = request.schema_body()
+        await self.registry.parse_ahead([(schema, schema_type, references)])
         found = self.registry.lookup(
             subject, schema, schema_type, references, request.flag("normalize"), request.flag("deleted")
         )
-        return Reply(200, _schema_reply(found, self._text(request, RegistryState.stored(found))))
+        return Reply(200, _schema_reply(found, await self._text(request, RegistryState.stored(found))))
 
     async def _delete_subject(self, request: Request, subject: str) -> Reply:
         versions, offset = await self.registry.delete_subject(subject, request.flag("permanent"))
@@ -385,11 +387,12 @@ class SchemaRegistryHttp:
             out["schemaType"] = found.schema_type
         if found.references:
             out["references"] = found.references_json()
-        out["schema"] = self._text(request, found)
+        out["schema"] = await self._text(request, found)
         return Reply(200, out)
 
     async def _by_id_schema(self, request: Request, schema_id: str) -> Reply:
-        return Reply(200, None, raw=self._text(request, self.registry.schema_by_id(self._id(schema_id))).encode())
+        stored = self.registry.schema_by_id(self._id(schema_id))
+        return Reply(200, None, raw=(await self._text(request, stored)).encode())
 
     async def _id_subjects(self, request: Request, schema_id: str) -> Reply:
         used = self.registry.usages(self._id(schema_id), request.flag("deleted"))
@@ -433,6 +436,7 @@ class SchemaRegistryHttp:
 
     async def _check(self, request: Request, subject: str, version: str | None = None) -> Reply:
         schema, schema_type, references = request.schema_body()
+        await self.registry.parse_ahead([(schema, schema_type, references)], subject)
         problems = self.registry.check(subject, version, schema, schema_type, references, request.flag("normalize"))
         out: dict[str, Any] = {"is_compatible": not problems}
         if request.flag("verbose"):

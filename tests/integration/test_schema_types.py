@@ -276,3 +276,33 @@ def test_record_name_strategy_names_a_json_title_and_a_protobuf_message(broker):
     by_topic = create_topic(broker.bootstrap, {"confluent.value.schema.validation": "true"})
     assert codes(produce(broker.bootstrap, by_topic, [(None, order)])) == [KafkaError.INVALID_RECORD]
     assert [m.value for m in confluent_consume(broker.bootstrap, topic, 2)] == [order, proto]
+
+
+def test_a_large_schema_is_parsed_off_the_brokers_loop(broker):
+    """A .proto of 470 KB takes seconds to parse in pure Python: while it is parsed, the broker goes on
+    answering (the registry's other requests and the Kafka listener), and then registers it (its
+    canonical text still fits a record of _schemas)."""
+    import threading
+    import time
+
+    url = registry_url(broker)
+    messages = "".join(f"message M{i} {{ string a = 1; int64 b = 2; double c = 3; }}\n" for i in range(8000))
+    big = 'syntax = "proto3";\npackage big;\n' + messages
+    assert 400_000 < len(json.dumps({"schema": big, "schemaType": "PROTOBUF"})) < 1024 * 1024
+    answer: list = []
+    posting = threading.Thread(
+        target=lambda: answer.append(
+            call(url, "POST", "/subjects/big-value/versions", {"schema": big, "schemaType": "PROTOBUF"}, timeout_s=120)
+        )
+    )
+    posting.start()
+    time.sleep(0.5)  # let the registration reach the parser (if it were on the loop, it would stall)
+    answered_during = 0
+    while posting.is_alive() and answered_during < 2:
+        assert call(url, "GET", "/schemas/types")[0] == 200
+        assert produce(broker.bootstrap, "during-parse", [(None, b"x")]) == [None]
+        answered_during += 1
+    posting.join(120)
+    assert answered_during == 2, "the registration ended before the broker answered twice"
+    status, _, body = answer[0]
+    assert status == 200 and body["id"] >= 1, body
