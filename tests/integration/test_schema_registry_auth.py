@@ -116,3 +116,27 @@ def test_strom_schemas_sends_credentials(url):
     assert listed.returncode == 0, listed.stderr
     from_env = strom("schemas", "--registry-url", url, "list", env={"SCHEMA_REGISTRY_USER_INFO": "alice:alice-secret"})
     assert from_env.stdout == listed.stdout
+
+
+def test_json_and_protobuf_serializers_log_in(url):
+    """confluent-kafka's JSON and Protobuf serializers with basic.auth.user.info: registration,
+    and the Protobuf deserializer's ?format=serialized read, as a SCRAM user."""
+    from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
+    from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    from tests.integration.test_schema_types import ORDER_V1, reading_class
+
+    alice = SchemaRegistryClient({"url": url, "basic.auth.user.info": "alice:alice-secret"})
+    context = SerializationContext("auth-typed", MessageField.VALUE)
+    order = {"id": 7, "item": "book"}
+    data = JSONSerializer(json.dumps(ORDER_V1), alice)(order, context)
+    assert JSONDeserializer(json.dumps(ORDER_V1), schema_registry_client=alice)(data, context) == order
+    reading = reading_class()
+    context = SerializationContext("auth-proto", MessageField.VALUE)
+    data = ProtobufSerializer(reading, alice)(reading(sensor="a", value=1.0), context)
+    assert ProtobufDeserializer(reading, {}, alice)(data, context) == reading(sensor="a", value=1.0)
+    nobody = SchemaRegistryClient({"url": url})
+    with pytest.raises(SchemaRegistryError) as unauthorized:
+        nobody.get_schema(alice.get_latest_version("auth-proto-value").schema_id, fmt="serialized")
+    assert unauthorized.value.http_status_code == 401
