@@ -2,7 +2,7 @@
 and the sink's exactly-once delivery against its at-least-once delivery.
 
     python -m strom.bench.spark [--records 2000000] [--size 100] [--partitions 4] [--master local[*]]
-                                [--sink-records 500000] [--only source|sink]
+                                [--sink-records 500000] [--avro-records 1000000] [--only source|sink|avro]
 
 Starts a broker (``strom server-start`` subprocess), produces RECORDS values of SIZE bytes across
 PARTITIONS partitions, then times ``groupBy("partition").count()`` over
@@ -16,6 +16,12 @@ PARTITIONS partitions, then times ``groupBy("partition").count()`` over
 Then the sink: ``df.write.format("strom")`` of SINK_RECORDS cached rows (a key and a SIZE-byte
 value) in PARTITIONS tasks, at-least-once and exactly-once (a transaction per task), and the
 same for a write of 100 rows, whose time is mostly the fixed cost per write and task.
+
+Then typed records (``value.format=avro``): AVRO_RECORDS records of a 10-field Avro schema
+(registered in the broker's Schema Registry, Confluent-framed) read by the source into typed
+columns against the same topic read as binary, by ``count`` and by a query that reads a field
+(``sum(value.id)``, against ``sum(length(value))`` for binary), with the ready-made Arrow ceiling
+for scale; and the decoder alone on one batch of 20,000 values, columnar against fastavro per record.
 
 Each query runs ``--repeat`` times after one warm-up and the best time counts. Prints rows/s and
 ratios; asserts nothing (the machine is shared and noisy).
@@ -281,6 +287,164 @@ def sink_figures(spark, bootstrap: str, records: int, size: int, partitions: int
     )
 
 
+AVRO_SCHEMA = {
+    "type": "record",
+    "name": "BenchEvent",
+    "namespace": "strom.bench",
+    "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "user_id", "type": "int"},
+        {"name": "user", "type": "string"},
+        {"name": "url", "type": "string"},
+        {"name": "price", "type": "double"},
+        {"name": "ratio", "type": "float"},
+        {"name": "paid", "type": "boolean"},
+        {"name": "kind", "type": {"type": "enum", "name": "Kind", "symbols": ["VIEW", "CART", "BUY"]}},
+        {"name": "coupon", "type": ["null", "string"], "default": None},
+        {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+    ],
+}
+
+
+def avro_values(count: int) -> list[bytes]:
+    """``count`` distinct BenchEvent bodies (fastavro), without the 5-byte prefix."""
+    import datetime as dt
+    import io
+
+    import fastavro
+
+    parsed = fastavro.parse_schema(AVRO_SCHEMA)
+    start = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    bodies = []
+    for i in range(count):
+        out = io.BytesIO()
+        record = {
+            "id": i * 7919,
+            "user_id": i % 5000,
+            "user": f"user-{i % 5000}",
+            "url": f"/shop/item/{i % 997}?ref=bench",
+            "price": (i % 1000) * 0.99,
+            "ratio": (i % 100) / 100,
+            "paid": i % 3 == 0,
+            "kind": ("VIEW", "CART", "BUY")[i % 3],
+            "coupon": None if i % 4 else f"C{i % 100}",
+            "at": start + dt.timedelta(milliseconds=37 * i),
+        }
+        fastavro.schemaless_writer(out, parsed, record)
+        bodies.append(out.getvalue())
+    return bodies
+
+
+def avro_figures(spark, bootstrap: str, registry: str, args) -> None:
+    """The source reading 10-field Avro records as typed columns against reading them as binary."""
+    import json
+
+    import pyarrow as pa
+    from confluent_kafka import Producer
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    from strom.cli.demo import create_topics
+    from strom.spark.avro_columns import AvroColumnDecoder
+    from strom.spark.avro_types import spark_type
+
+    topic, n, partitions = "bench-avro", args.avro_records, args.partitions
+    create_topics(bootstrap, {topic: partitions})
+    schema_id = SchemaRegistryClient({"url": registry}).register_schema(
+        f"{topic}-value", Schema(json.dumps(AVRO_SCHEMA), "AVRO")
+    )
+    prefix = b"\x00" + schema_id.to_bytes(4, "big")
+    values = [prefix + body for body in avro_values(10_000)]
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "1",
+            "linger.ms": 50,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.messages": 1_000_000,
+        }
+    )
+    started = time.perf_counter()
+    for i in range(n):
+        value = values[i % len(values)]
+        try:
+            producer.produce(topic, value, partition=i % partitions)
+        except BufferError:
+            producer.poll(0.05)
+            producer.produce(topic, value, partition=i % partitions)
+    if producer.flush(300) != 0:
+        raise RuntimeError("records not acknowledged")
+    size = sum(map(len, values)) / len(values)
+    print(
+        f"produced {n:,} Avro records of 10 fields (~{size:.0f} B) in {time.perf_counter() - started:.1f}s",
+        flush=True,
+    )
+
+    def reader(**options):
+        df = spark.read.format("strom").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+        for key, value in options.items():
+            df = df.option(key, value)
+        return df.load()
+
+    binary = reader()
+    typed = reader(**{"value.format": "avro", "schema.registry.url": registry})
+
+    def count(df):
+        def run():
+            total = sum(r["count"] for r in df.groupBy("partition").count().collect())
+            if total != n:
+                raise RuntimeError(f"counted {total} rows, expected {n}")
+
+        return run
+
+    def field_sum(df, column):
+        return lambda: df.groupBy("partition").agg(F.sum(column)).collect()
+
+    spark.dataSource.register(replay_source_class())
+    replay = (
+        spark.read.format("strom_bench_replay")
+        .option("partitions", partitions)
+        .option("rows", n // partitions)
+        .option("size", int(size))
+        .load()
+    )
+    counts = best_times({"binary": count(binary), "typed": count(typed), "replay": count(replay)}, args.repeat)
+    sums = best_times(
+        {"binary": field_sum(binary, F.length("value")), "typed": field_sum(typed, F.col("value.id"))}, args.repeat
+    )
+    cores = spark.sparkContext.defaultParallelism
+    print(f"typed source: {n:,} Avro records, {partitions} partitions, {cores} cores, best of {args.repeat}")
+    for name, label in (("binary", "as binary"), ("typed", "as typed columns (value.format=avro)")):
+        print(f"  count  {label:40s} {counts[name]:6.2f}s  {n / counts[name]:12,.0f} rows/s")
+    print(
+        f"  count  ready-made Arrow batches (no broker)   {counts['replay']:6.2f}s  {n / counts['replay']:12,.0f} rows/s"
+    )
+    print(f"  sum(length(value)) as binary                  {sums['binary']:6.2f}s  {n / sums['binary']:12,.0f} rows/s")
+    print(f"  sum(value.id) as typed columns                {sums['typed']:6.2f}s  {n / sums['typed']:12,.0f} rows/s")
+    print(
+        f"  ratio typed/binary: count {counts['binary'] / counts['typed']:.2f}, "
+        f"reading a field {sums['binary'] / sums['typed']:.2f}   target >= 0.5; "
+        f"typed/ready-made Arrow (count) {counts['replay'] / counts['typed']:.2f}"
+    )
+
+    # the decoder alone, in this process: one source batch of 20,000 values
+    data_type, _ = spark_type(AVRO_SCHEMA)
+    batch = pa.array([values[i % len(values)] for i in range(20_000)], pa.binary())
+    per_path = {}
+    for path in ("columnar", "fastavro per record"):
+        decoder = AvroColumnDecoder(
+            json.dumps(AVRO_SCHEMA), to_arrow_type(data_type, timezone="UTC"), lambda _: json.dumps(AVRO_SCHEMA)
+        )
+        if path != "columnar":
+            decoder._columnar[schema_id] = False
+        per_path[path] = best_time(lambda d=decoder: d.decode(batch), args.repeat)
+    print(
+        "  decoding 20,000 values in one process: "
+        + ", ".join(f"{path} {t / 20_000 * 1e6:.2f} µs/record" for path, t in per_path.items())
+    )
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m strom.bench.spark", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -291,7 +455,8 @@ def main(argv=None) -> int:
     parser.add_argument("--master", default="local[*]")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--sink-records", type=int, default=500_000)
-    parser.add_argument("--only", choices=("source", "sink"), default=None, help="run one half only")
+    parser.add_argument("--avro-records", type=int, default=1_000_000)
+    parser.add_argument("--only", choices=("source", "sink", "avro"), default=None, help="run one part only")
     parser.add_argument("--dir", default=None, help="work directory (default: a temporary one)")
     args = parser.parse_args(argv)
 
@@ -302,7 +467,7 @@ def main(argv=None) -> int:
     os.makedirs(work, exist_ok=True)
     use_this_python()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    broker = EmbeddedBroker(os.path.join(work, "data")).start()
+    broker = EmbeddedBroker(os.path.join(work, "data"), {"schema.registry.listeners": "http://127.0.0.1:0"}).start()
     spark = None
     try:
         from pyspark.sql import SparkSession
@@ -317,11 +482,14 @@ def main(argv=None) -> int:
         )
         spark.sparkContext.setLogLevel("ERROR")
         register(spark)
-        if args.only != "sink":
+        if args.only in (None, "source"):
             assert broker.process is not None  # started above
             source_figures(spark, broker.bootstrap, args, work, broker.process.pid)
-        if args.only != "source":
+        if args.only in (None, "sink"):
             sink_figures(spark, broker.bootstrap, args.sink_records, args.size, args.partitions, args.repeat)
+        if args.only in (None, "avro"):
+            registry = (broker.data_dir / "strom.schema-registry").read_text().strip()
+            avro_figures(spark, broker.bootstrap, registry, args)
     finally:
         if spark is not None:
             spark.stop()

@@ -7,6 +7,9 @@ Options and columns are those of Spark's Kafka source (``kafka.bootstrap.servers
 partition per topic-partition offset range (more with minPartitions); executors read their range
 with ``strom.spark.kafka_io.read_range``. The streaming offsets are the JSON Spark's Kafka source
 checkpoints, ``{"topic": {"0": 23}}``, so the offset log reads the same.
+
+With ``value.format=avro`` (``key.format``) and ``schema.registry.url`` the value (key) column is
+the decoded record, typed from the registered schema; ``strom.spark.typed`` has those options.
 """
 
 from __future__ import annotations
