@@ -9,8 +9,9 @@
 --describe prints Kafka's layout: ``Dynamic configs for topic orders are:`` (``All configs`` with
 --all) and one ``  name=value sensitive=false synonyms={SOURCE:name=value, ...}`` line per entry,
 sorted by name. Without --all only the entity's dynamic entries are shown (DYNAMIC_TOPIC_CONFIG for a
-topic, DYNAMIC_BROKER_CONFIG for a broker). The cluster-default broker entity (Kafka's
---entity-default) is refused: librdkafka cannot address a config resource with an empty name.
+topic, DYNAMIC_BROKER_CONFIG for a broker). The cluster-default broker entity (--entity-default,
+--broker-defaults: KIP-226's cluster-wide dynamic configs) goes over strom's own client, since
+librdkafka cannot address a config resource with an empty name (strom.cli.broker_defaults).
 --alter uses IncrementalAlterConfigs (SET for --add-config, DELETE for --delete-config); a value
 holding commas is grouped in square brackets. Uses the DescribeConfigs and IncrementalAlterConfigs APIs.
 When no broker answers within --timeout (default 10 s) it fails with one line naming the servers.
@@ -93,11 +94,20 @@ def run(args: argparse.Namespace) -> int:
         if target is not None:
             return users_and_clients(args, *target)
         entity_type, entity_name = resolve_entity(args)
+        if entity_name == DEFAULT_ENTITY:
+            return broker_defaults(args)
         overrides = load_properties(args.command_config) if args.command_config else {}
         admin = AdminClient(client_config(args.bootstrap_server, overrides=overrides))
         timeout = args.timeout / 1000
         ensure_reachable(admin, args.bootstrap_server, timeout)
-        if args.describe:
+        if args.describe and entity_type == "brokers":
+            names = (
+                [entity_name]
+                if entity_name is not None
+                else [str(b) for b in sorted(admin.list_topics(timeout=timeout).brokers)]
+            )
+            describe_brokers(admin, names, args, timeout)
+        elif args.describe:
             describe(admin, entity_type, entity_name, args.all, timeout)
         else:
             assert entity_name is not None  # resolve_entity requires one with --alter
@@ -135,12 +145,6 @@ def resolve_entity(args: argparse.Namespace) -> tuple[str, str | None]:
         raise ToolError("--entity-default is only valid with --entity-type brokers")
     if args.entity_default and args.entity_name is not None:
         raise ToolError("--entity-name and --entity-default cannot be used together")
-    if name == DEFAULT_ENTITY:
-        # librdkafka refuses a config resource with an empty name, which is how Kafka addresses it.
-        raise ToolError(
-            "The cluster-wide default broker entity (--entity-default, --broker-defaults) cannot be "
-            "addressed through librdkafka; describe or alter a broker by id instead"
-        )
     if entity_type == "brokers" and name:
         try:
             int(name)
@@ -289,6 +293,43 @@ def quota_entity(args: argparse.Namespace) -> tuple[Any, Any] | None:
     elif args.add_config or args.add_config_file or args.delete_config:
         raise ToolError("--add-config, --add-config-file and --delete-config are only valid with --alter")
     return user, client
+
+
+def broker_defaults(args: argparse.Namespace) -> int:
+    """The cluster-wide dynamic broker configs (strom.cli.broker_configs: librdkafka cannot name them)."""
+    from strom.cli import broker_configs, client_quotas
+
+    to_add = load_properties(args.add_config_file) if args.add_config_file else {}
+    to_add.update(parse_add_config(args.add_config))
+    to_delete = [key.strip() for item in args.delete_config for key in item.split(",") if key.strip()]
+    client = client_quotas.QuotaClient(
+        args.bootstrap_server, command_properties(args.command_config), args.timeout / 1000
+    )
+    try:
+        if args.describe:
+            broker_configs.describe(client)
+        else:
+            broker_configs.alter(client, to_add, to_delete)
+    finally:
+        client.close()
+    return 0
+
+
+def describe_brokers(admin, names: list[str], args: argparse.Namespace, timeout: float) -> None:
+    """Each broker described by itself, over strom's client (every synonym kept: see strom.cli.broker_configs)."""
+    from strom.cli import broker_configs, client_quotas
+
+    brokers = admin.list_topics(timeout=timeout).brokers
+    for name in names:
+        found = brokers.get(int(name))
+        if found is None:
+            raise ToolError(f"Broker {name} is not in the cluster (brokers: {', '.join(map(str, sorted(brokers)))})")
+        address = f"{found.host}:{found.port}"
+        client = client_quotas.QuotaClient(address, command_properties(args.command_config), timeout)
+        try:
+            broker_configs.describe(client, name, args.all)
+        finally:
+            client.close()
 
 
 def ip_quotas(args: argparse.Namespace) -> int:

@@ -158,6 +158,14 @@ def _issue_broker_keystore(path: str, broker_id: int, ca_key, ca_cert) -> None:
     )
 
 
+def reissue_keystore(secret_dir: str, broker_id: int, path: str) -> None:
+    """A new key and certificate for a broker, from the cluster's CA, at ``path`` (certificate rotation:
+    ``strom configs --entity-type brokers --entity-name ID --alter --add-config
+    listener.name.<listener>.ssl.keystore.location=PATH`` puts it in service without a restart)."""
+    ca_key, ca_cert = _load_ca(secret_dir)
+    _issue_broker_keystore(path, broker_id, ca_key, ca_cert)
+
+
 def prepare(directory: str, broker_ids: list[int]) -> Secrets:
     """The cluster's CA, a keystore per broker and the two users' passwords; what exists is kept."""
     secret_dir = os.path.join(directory, "secrets")

@@ -209,7 +209,7 @@ def _pair_or_text(item: object) -> str:
 
 
 def broker_configs_page() -> str:
-    from strom.replication.throttle import DYNAMIC_BROKER_KEYS
+    from strom.server.dynamic_config_keys import READ_ONLY_MODE, update_mode
 
     fields = _broker_fields()
     out = [
@@ -218,7 +218,8 @@ def broker_configs_page() -> str:
         GENERATED_NOTE.format(source="`BrokerConfig`'s key table (`strom/server/config.py`)"),
         "Brokers read Kafka's `server.properties` keys with Kafka's defaults (see "
         "[Configuration](../guides/configuration.md)). Keys are grouped by their first word; "
-        "*dynamic* keys can be changed on a running broker with `strom configs --entity-type brokers`. "
+        "*dynamic* keys can be changed on a running broker with `strom configs --entity-type brokers` "
+        "(KIP-226: *per-broker* on one broker, *cluster-wide* on one or as the cluster default). "
         f"{len(fields)} keys.",
         "",
     ]
@@ -233,8 +234,9 @@ def broker_configs_page() -> str:
             if f.metadata.get("ignored"):
                 meaning += " *Accepted and ignored:* " + text(f.metadata["ignored"])
             notes = []
-            if key in DYNAMIC_BROKER_KEYS:
-                notes.append("dynamic")
+            mode = update_mode(key)
+            if mode is not None and mode != READ_ONLY_MODE:
+                notes.append(f"dynamic ({mode})")
             if f.metadata.get("sensitive"):
                 notes.append("secret")
             rows.append(

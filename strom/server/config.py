@@ -91,6 +91,16 @@ def _choice(*choices: str) -> Parser:
     return lambda key, raw: parse_choice(key, raw, choices)
 
 
+def _choice_int(*choices: int) -> Parser:
+    def parse(key: str, raw: str) -> int:
+        value = parse_int(key, raw)
+        if value not in choices:
+            raise ConfigError(key, f"{value} is not one of {', '.join(map(str, choices))}")
+        return value
+
+    return parse
+
+
 def _text(key: str, raw: str) -> str:
     text = str(raw).strip()
     if not text:
@@ -412,6 +422,39 @@ class BrokerConfig:
         "DEFAULT",
         _mapping_rules,
         "Rules from a client certificate's DN to a user name: RULE:pattern/replacement/[LU], ..., DEFAULT.",
+    )
+    # --- dynamic broker configs (KIP-226): how secrets set at run time are stored (strom.security.password_encoder)
+    password_encoder_secret: str | None = _key(
+        "password.encoder.secret",
+        None,
+        _optional_text,
+        "Secret that encodes the secrets of dynamic broker configs in the metadata store; the same on every broker.",
+        sensitive=True,
+    )
+    password_encoder_old_secret: str | None = _key(
+        "password.encoder.old.secret",
+        None,
+        _optional_text,
+        "The previous password.encoder.secret: stored secrets encoded with it are read, then re-encoded.",
+        sensitive=True,
+    )
+    password_encoder_keyfactory_algorithm: str = _key(
+        "password.encoder.keyfactory.algorithm",
+        "PBKDF2WithHmacSHA512",
+        _choice("PBKDF2WithHmacSHA512", "PBKDF2WithHmacSHA256", "PBKDF2WithHmacSHA1"),
+        "Key derivation of the password encoder.",
+    )
+    password_encoder_cipher_algorithm: str = _key(
+        "password.encoder.cipher.algorithm",
+        "AES/CBC/PKCS5Padding",
+        _choice("AES/CBC/PKCS5Padding"),
+        "Cipher of the password encoder (strom has Kafka's default only).",
+    )
+    password_encoder_key_length: int = _key(
+        "password.encoder.key.length", 128, _choice_int(128, 192, 256), "Key length of the password encoder, in bits."
+    )
+    password_encoder_iterations: int = _key(
+        "password.encoder.iterations", 4096, _int(1024), "PBKDF2 iterations of the password encoder."
     )
     # --- security: SASL (listener.name.<listener>.<mechanism>.sasl.jaas.config holds the users)
     sasl_enabled_mechanisms: tuple[str, ...] = _key(
@@ -1147,6 +1190,9 @@ class BrokerConfig:
     # listener name -> {key: (value, the key it came from)}: the listener.name.<listener>.* values, which
     # from_mapping sets (they are not keys of their own, so not fields: DescribeConfigs lists fields)
     listener_overrides: ClassVar[Mapping[str, Mapping[str, tuple[Any, str]]]] = MappingProxyType({})
+    # the raw key -> value mapping the config was built from (from_mapping sets it): the dynamic
+    # broker configs are laid over it (strom.server.dynamic_broker_config)
+    originals: ClassVar[Mapping[str, str]] = MappingProxyType({})
 
     def _check_cross_key_rules(self) -> None:
         _require(
@@ -1247,6 +1293,7 @@ class BrokerConfig:
         config = cls(**values)
         if per_listener:
             object.__setattr__(config, "listener_overrides", MappingProxyType(per_listener))
+        object.__setattr__(config, "originals", MappingProxyType({key: str(raw) for key, raw in mapping.items()}))
         config.check_security()
         return config
 
@@ -1421,6 +1468,20 @@ class BrokerConfig:
 
 
 _FIELDS_BY_KEY: dict[str, dataclasses.Field] = {f.metadata["key"]: f for f in dataclasses.fields(BrokerConfig)}
+
+
+def accepts_key(key: str) -> bool:
+    """Whether ``from_mapping`` takes ``key``: a field's key, or a listener's value of a key it
+    takes per listener (other keys it would warn about and ignore)."""
+    if key in _FIELDS_BY_KEY:
+        return True
+    prefixed = _LISTENER_KEY.match(key)
+    if prefixed is None:
+        return False
+    rest = prefixed.group(2)
+    if rest in _FIELDS_BY_KEY:
+        return rest.startswith(("ssl.", "sasl.")) or rest in LISTENER_LIMIT_KEYS
+    return bool(_JAAS_KEY.match(rest) or _OAUTHBEARER_KEY.match(rest) or _REAUTH_KEY.match(rest))
 
 
 def _to_text(value: Any) -> str | None:

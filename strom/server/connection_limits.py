@@ -109,6 +109,20 @@ class ConnectionLimits:
         self._listener_rates: dict[str, Rate] = {}
         self._refusals: dict[tuple[str, str], _Refusals] = {}
 
+    def reconfigure(
+        self,
+        config: LimitsConfig,
+        listener_limit: Callable[[str, str], int | None],
+        resolve: Callable[[str], str] = socket.gethostbyname,
+    ) -> None:
+        """New limits (dynamic broker configs): the connections open now stay counted, and a limit
+        lowered below them refuses new connections until enough have closed, as in Kafka."""
+        self.config = config
+        self.listener_limit = listener_limit
+        self.per_ip_overrides = {resolve(host): count for host, count in config.max_connections_per_ip_overrides}
+        if config.max_connection_creation_rate >= UNLIMITED:
+            self._broker_rate = None
+
     def limit_of(self, ip: str) -> int:
         return self.per_ip_overrides.get(ip, self.config.max_connections_per_ip)
 

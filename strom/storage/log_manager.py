@@ -114,6 +114,7 @@ class LogManager:
         self._cleaner_stopped = False
         self._cleaner_pool: ProcessPoolExecutor | None = None
         self._cleaner_pool_stop: object | None = None  # the pool's multiprocessing Event
+        self._pool_stale = False  # the cleaner settings changed: a new pool once no round runs
         self._cleaning: dict[TopicPartition, Log] = {}  # rounds in a cleaner process now
         self._checkpoint_lock = threading.Lock()  # cleaner checkpoints written off the event loop
         self.had_clean_shutdown = True
@@ -326,6 +327,20 @@ class LogManager:
 
     def log_dir_of(self, tp: TopicPartition) -> str:
         return self._log_dir_of[tp]
+
+    def reconfigure(self, default_config: LogConfig, cleaner_settings: cleaner.CleanerSettings) -> None:
+        """New broker-wide topic defaults and cleaner settings (dynamic broker configs, KIP-226).
+
+        Every log takes the new defaults at once for the keys its topic does not override. New
+        cleaner settings (log.cleaner.threads, the I/O rate) start a new pool of cleaner processes
+        once no round is under way in the old one: a round is never cut short.
+        """
+        self.default_config = default_config
+        for (topic, _), partition_log in self.logs.items():
+            partition_log.config = self.config_for(topic)
+        if cleaner_settings != self.cleaner_settings:
+            self.cleaner_settings = cleaner_settings
+            self._pool_stale = self._cleaner_pool is not None
 
     def update_topic_config(self, topic: str) -> None:
         config = self.config_for(topic)
@@ -645,6 +660,10 @@ class LogManager:
         return started
 
     def _pool(self) -> ProcessPoolExecutor:
+        if self._pool_stale and not self._cleaning and self._cleaner_pool is not None:
+            retired, self._cleaner_pool = self._cleaner_pool, None  # sized for the old settings
+            retired.shutdown(wait=False, cancel_futures=True)
+            self._pool_stale = False
         if self._cleaner_pool is None:
             settings = self.cleaner_settings
             context = multiprocessing.get_context("spawn")  # never fork a process that runs an event loop

@@ -157,3 +157,19 @@ def test_a_failed_write_takes_only_its_log_dir_offline_until_a_restart(tmp_path)
     assert again.logs[("t", 0)].log_end_offset == 3  # the unwritten append is gone, the written one stays
     assert again.logs[("t", 1)].log_end_offset == 5
     again.shutdown()
+
+
+def test_reconfigure_gives_every_log_the_new_defaults_under_its_topics_overrides(tmp_path):
+    """Dynamic broker configs (KIP-226): new log.* defaults reach open logs, a topic's own key wins."""
+    from strom.storage.cleaner import CleanerSettings
+
+    overrides = {"kept": {"retention.ms": "1000"}}
+    manager = LogManager([str(tmp_path)], LogConfig(), topic_overrides=lambda topic: overrides.get(topic, {}))
+    manager.startup()
+    plain, kept = manager.get_or_create_log(("plain", 0)), manager.get_or_create_log(("kept", 0))
+    manager.reconfigure(LogConfig(retention_ms=3_600_000, segment_bytes=2048), CleanerSettings(threads=2))
+    assert (plain.config.retention_ms, plain.config.segment_bytes) == (3_600_000, 2048)
+    assert (kept.config.retention_ms, kept.config.segment_bytes) == (1000, 2048)
+    assert manager.cleaner_settings.threads == 2
+    assert manager.get_or_create_log(("new", 0)).config.retention_ms == 3_600_000
+    manager.shutdown()

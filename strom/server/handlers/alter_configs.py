@@ -4,11 +4,11 @@ Keys the request does not name go back to their defaults, and a null value means
 as in Kafka. The controller validates every key and value (INVALID_CONFIG, the message names the
 key) and writes the overrides; refreshing the metadata gives the logs their new LogConfig.
 
-Broker resources: the replication throttle rates are strom's dynamic broker configs (see
-server/dynamic_broker_config.py); every other broker key is what Kafka calls "not dynamically
-updatable". Kafka answers that case with INVALID_REQUEST and "Cannot update these configs
-dynamically: ...", so strom answers the same (POLICY_VIOLATION would suggest a configurable
-policy, INVALID_CONFIG a bad value; neither is the case).
+Broker resources are KIP-226's dynamic broker configs: every key Kafka 3.9 documents as per-broker
+or cluster-wide, set on one broker (its id) or as the cluster default (""), checked and refused as
+Kafka does (server/dynamic_broker_config.py): INVALID_REQUEST "Invalid config value for resource
+ConfigResource(type=BROKER, name='0'): Cannot update these configs dynamically: Set(broker.id)"
+for a read-only key, the same error code for a bad value (Kafka's, KAFKA-13609).
 
 ZooKeeper not answering is REQUEST_TIMED_OUT for that resource, not a dropped connection: a
 resource's configs are one znode, so they were written whole or not at all, and a retry is safe.
@@ -24,8 +24,10 @@ from strom.protocol.api import ApiKey, response_class_for
 from strom.protocol.entities import build
 from strom.protocol.errors import ErrorCode, InvalidRequestError, KafkaError
 from strom.security.acl import Operation
+from strom.server import dynamic_broker_config
 from strom.server.authorization import config_denial, refusal_message
-from strom.server.handlers.describe_configs import BROKER, TOPIC, topic_overrides
+from strom.server.handlers.describe_configs import BROKER, TOPIC, local_broker_id, topic_overrides
+from strom.storage.log_config import ConfigError
 
 API_KEY = ApiKey.ALTER_CONFIGS
 MIN_VERSION = 0
@@ -40,11 +42,34 @@ def set_topic_overrides(broker, name: str, overrides: dict[str, str], validate_o
 
 
 def alter_broker_configs(broker, name: str, changes: dict[str, str | None], replace: bool, validate_only: bool) -> None:
-    """The dynamic broker configs (one znode): a store that stops answering is REQUEST_TIMED_OUT."""
-    from strom.server import dynamic_broker_config
-
+    """A broker's (or, named "", the cluster default's) dynamic configs, checked as Kafka checks
+    them (strom.server.dynamic_broker_config), then written as one znode: every broker's watch
+    applies them. A store that stops answering is REQUEST_TIMED_OUT."""
+    per_broker = local_broker_id(broker, name, allow_default=True)
+    entity = str(broker.broker_id) if per_broker else dynamic_broker_config.DEFAULT_ENTITY
     with store_failures_as_errors(f"the dynamic configs of broker '{name}' were being written", CONFIG_RETRY):
-        dynamic_broker_config.alter(broker, name, changes, replace=replace, validate_only=validate_only)
+        found = broker.store.get_or_none(model.broker_config_path(entity))
+        current = model.parse_topic_config(found[0]) if found else {}
+        try:
+            configs, _ = dynamic_broker_config.prepare(
+                broker.static_config,
+                broker.metadata.broker_configs,
+                broker.broker_id,
+                entity,
+                current,
+                changes,
+                replace,
+            )
+            layers = {**broker.metadata.broker_configs, entity: configs}
+            broker.dynamic_config(layers)  # the whole config, and any new TLS context, as this broker would run it
+        except dynamic_broker_config.DynamicConfigRefused as exc:
+            raise dynamic_broker_config.refusal(name, str(exc)) from None
+        except ConfigError as exc:
+            raise dynamic_broker_config.refusal(name, str(exc)) from None
+        if validate_only:
+            return
+        path = dynamic_broker_config.write(broker.store, entity, configs)
+    broker.read_back({path})
 
 
 def check_duplicates(resources) -> Counter:
@@ -64,7 +89,7 @@ def alter(broker, resource, validate_only: bool) -> None:
     if resource.resource_type == TOPIC:
         overrides = {c.name: c.value for c in resource.configs if c.value is not None}
         set_topic_overrides(broker, resource.resource_name, overrides, validate_only)
-    elif resource.resource_type == BROKER:  # the replication throttles are dynamic; the rest is refused
+    elif resource.resource_type == BROKER:  # KIP-226: the whole set replaces the stored one
         changes = {c.name: c.value for c in resource.configs}
         alter_broker_configs(broker, resource.resource_name, changes, replace=True, validate_only=validate_only)
     else:

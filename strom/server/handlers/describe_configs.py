@@ -2,12 +2,13 @@
 
 Topic entries are every topic key strom knows, with the effective value (broker ``log.*`` default
 overlaid with the topic's override). Their source and synonyms follow Kafka (KIP-226): an override
-is DYNAMIC_TOPIC_CONFIG (1), then come the broker keys that set the default: STATIC_BROKER_CONFIG
+is DYNAMIC_TOPIC_CONFIG (1), then come the broker keys that set the default: DYNAMIC_BROKER_CONFIG
+(2) and DYNAMIC_DEFAULT_BROKER_CONFIG (3) for those set at run time (KIP-226), STATIC_BROKER_CONFIG
 (4) for those set in server.properties, DEFAULT_CONFIG (5) for built-in defaults. The entry's
-source is its first synonym's. Broker entries are every server.properties key (read-only), then
-the dynamic ones set on this broker (DYNAMIC_BROKER_CONFIG) or on all (DYNAMIC_DEFAULT_BROKER_CONFIG):
-the replication throttle rates. The broker resource named "" is Kafka's cluster-wide dynamic
-default: its entries are those set on <default>. Another broker's id is INVALID_REQUEST (each
+source is its first synonym's. Broker entries are every key with its effective value (read-only
+unless Kafka can change it at run time), then the dynamic keys strom has no field for (listener-
+prefixed and custom ones); secrets are null and sensitive. The broker resource named "" is Kafka's
+cluster-wide dynamic default: its entries are those set on <default>. Another broker's id is INVALID_REQUEST (each
 broker describes itself).
 """
 
@@ -31,6 +32,7 @@ from strom.protocol.errors import (
 from strom.security.acl import Operation
 from strom.server.authorization import config_denial, refusal_message
 from strom.server.config import BrokerConfig
+from strom.server.dynamic_config_keys import DYNAMIC_TYPES, READ_ONLY_MODE, base_key, is_password, update_mode
 from strom.storage.log_config import TOPIC_KEYS, ConfigError
 
 API_KEY = ApiKey.DESCRIBE_CONFIGS
@@ -76,6 +78,7 @@ _BROKER_CHAINS = (
 BROKER_SYNONYMS: dict[str, tuple[str, ...]] = {key: chain for chain in _BROKER_CHAINS for key in chain}
 
 _FIELDS = {f.metadata["key"]: f for f in dataclasses.fields(BrokerConfig)}
+DEFAULT_ENTITY = "<default>"  # /config/brokers/<default>: the cluster-wide dynamic configs
 _LEVELS = {"DEBUG": "DEBUG", "INFO": "INFO", "WARNING": "WARN", "ERROR": "ERROR", "CRITICAL": "FATAL"}
 
 
@@ -115,14 +118,30 @@ def _values(config: BrokerConfig) -> dict[str, str | None]:
     return config.items()  # read-only: shared between calls
 
 
-def broker_synonyms(config: BrokerConfig, chain: tuple[str, ...]) -> list[dict]:
-    """Kafka's order: every statically set key of the chain, then every built-in default."""
+def broker_synonyms(
+    config: BrokerConfig, chain: tuple[str, ...], dynamic: tuple[tuple[dict[str, str | None], int], ...] = ()
+) -> list[dict]:
+    """Kafka's order (ConfigHelper.configSynonyms): source by source, this broker's dynamic configs,
+    the cluster default, server.properties, the built-in defaults; within each, the chain's order.
+    ``dynamic``: (configs, source) layers, highest first."""
     values = _values(config)
     explicit = explicit_keys(config)
     defaults = _builtin_defaults()
-    out = [{"name": k, "value": values[k], "source": STATIC_BROKER_CONFIG} for k in chain if k in explicit]
+    out = [{"name": k, "value": layer[k], "source": source} for layer, source in dynamic for k in chain if k in layer]
+    out += [{"name": k, "value": values[k], "source": STATIC_BROKER_CONFIG} for k in chain if k in explicit]
     out += [{"name": k, "value": defaults[k], "source": DEFAULT_CONFIG} for k in chain if defaults.get(k) is not None]
     return out
+
+
+def dynamic_layers(broker, entities: tuple[str, ...]) -> tuple[tuple[dict[str, str | None], int], ...]:
+    """The dynamic configs of these entities ("<id>", "<default>"), secrets as null, with their sources."""
+    sources = {DEFAULT_ENTITY: DYNAMIC_DEFAULT_BROKER_CONFIG}
+    layers = []
+    for entity in entities:
+        configs = broker.metadata.broker_configs.get(entity, {})
+        shown = {key: (None if is_password(key) else value) for key, value in configs.items()}
+        layers.append((shown, sources.get(entity, DYNAMIC_BROKER_CONFIG)))
+    return tuple(layers)
 
 
 def broker_config_type(key: str) -> int:
@@ -147,11 +166,12 @@ def broker_doc(key: str) -> str | None:
 # -- entries -----------------------------------------------------------------------------------------
 def topic_entries(broker, name: str, overrides: dict[str, str], wanted, synonyms: bool, docs: bool) -> list[dict]:
     effective = broker.config.log_config().with_overrides(overrides).to_topic_configs()
+    layers = dynamic_layers(broker, (str(broker.broker_id), DEFAULT_ENTITY))
     entries = []
     for key, value in effective.items():
         if wanted is not None and key not in wanted:
             continue
-        chain = broker_synonyms(broker.config, TOPIC_SYNONYMS.get(key, ()))
+        chain = broker_synonyms(broker.static_config, TOPIC_SYNONYMS.get(key, ()), layers)
         if key in overrides:
             chain.insert(0, {"name": key, "value": value, "source": DYNAMIC_TOPIC_CONFIG})
         first_broker_key = next(iter(TOPIC_SYNONYMS.get(key, ())), None)
@@ -171,50 +191,46 @@ def topic_entries(broker, name: str, overrides: dict[str, str], wanted, synonyms
     return entries
 
 
+def _entry(key: str, value, chain: list[dict], synonyms: bool, config_type: int, docs: str | None) -> dict:
+    return {
+        "name": key,
+        "value": None if is_password(key) else value,  # a secret's value is null, as Kafka's
+        "read_only": update_mode(key) == READ_ONLY_MODE,
+        "is_sensitive": is_password(key),
+        "config_source": chain[0]["source"] if chain else DEFAULT_CONFIG,
+        "synonyms": chain if synonyms else [],
+        "config_type": config_type,
+        "documentation": docs,
+    }
+
+
 def broker_entries(broker, wanted, synonyms: bool, docs: bool) -> list[dict]:
+    """Every key of this broker with its effective value, then the dynamic keys it has no field for."""
+    layers = dynamic_layers(broker, (str(broker.broker_id), DEFAULT_ENTITY))
     entries = []
     for key, value in _values(broker.config).items():
         if wanted is not None and key not in wanted:
             continue
-        chain = broker_synonyms(broker.config, BROKER_SYNONYMS.get(key, (key,)))
+        chain = broker_synonyms(broker.static_config, BROKER_SYNONYMS.get(key, (key,)), layers)
         while chain and chain[0]["name"] != key:  # as Kafka: the chain starts at the described key
             chain.pop(0)
-        entries.append(
-            {
-                "name": key,
-                "value": value,
-                "read_only": True,
-                "is_sensitive": _FIELDS[key].metadata["sensitive"],  # a secret's value is null, as Kafka's
-                "config_source": chain[0]["source"] if chain else DEFAULT_CONFIG,
-                "synonyms": chain if synonyms else [],
-                "config_type": broker_config_type(key),
-                "documentation": broker_doc(key) if docs else None,
-            }
-        )
+        entries.append(_entry(key, value, chain, synonyms, broker_config_type(key), broker_doc(key) if docs else None))
+    return entries + dynamic_entries(layers, wanted, synonyms, skip=_FIELDS.keys())
+
+
+def dynamic_entries(layers, wanted, synonyms: bool, skip=frozenset()) -> list[dict]:
+    """Keys set dynamically that are not among ``skip``: listener-prefixed keys ([the key, its base
+    key] as Kafka's synonyms) and custom ones; the cluster default's alone for the resource ""."""
+    keys = sorted({key for layer, _ in layers for key in layer} - set(skip))
+    entries = []
+    for key in keys:
+        if wanted is not None and key not in wanted:
+            continue
+        chain = [{"name": key, "value": layer[key], "source": source} for layer, source in layers if key in layer]
+        kind = DYNAMIC_TYPES.get(base_key(key))
+        config_type = broker_config_type(key) if key in _FIELDS else _KINDS.get(kind or "string", STRING)
+        entries.append(_entry(key, chain[0]["value"], chain, synonyms, config_type, None))
     return entries
-
-
-def dynamic_entries(broker, entities: tuple[str, ...], wanted, synonyms: bool) -> list[dict]:
-    """Dynamic broker configs (/config/brokers/<id>, then <default>): the replication throttle rates."""
-    sources = {str(broker.broker_id): DYNAMIC_BROKER_CONFIG, "<default>": DYNAMIC_DEFAULT_BROKER_CONFIG}
-    chains: dict[str, list[dict]] = {}
-    for entity in entities:
-        for key, value in sorted(broker.metadata.broker_configs.get(entity, {}).items()):
-            if wanted is None or key in wanted:
-                chains.setdefault(key, []).append({"name": key, "value": value, "source": sources[entity]})
-    return [
-        {
-            "name": key,
-            "value": chain[0]["value"],
-            "read_only": False,
-            "is_sensitive": False,
-            "config_source": chain[0]["source"],
-            "synonyms": chain if synonyms else [],
-            "config_type": LONG,
-            "documentation": None,
-        }
-        for key, chain in chains.items()
-    ]
 
 
 def logger_entries(wanted) -> list[dict]:
@@ -274,10 +290,8 @@ def describe(broker, resource, synonyms: bool, docs: bool) -> list[dict]:
         return topic_entries(broker, name, topic_overrides(broker, name), wanted, synonyms, docs)
     if kind == BROKER:
         if not local_broker_id(broker, name, allow_default=True):
-            return dynamic_entries(broker, ("<default>",), wanted, synonyms)
-        return broker_entries(broker, wanted, synonyms, docs) + dynamic_entries(
-            broker, (str(broker.broker_id), "<default>"), wanted, synonyms
-        )
+            return dynamic_entries(dynamic_layers(broker, (DEFAULT_ENTITY,)), wanted, synonyms)
+        return broker_entries(broker, wanted, synonyms, docs)
     if kind == BROKER_LOGGER:
         local_broker_id(broker, name, allow_default=False)
         return logger_entries(wanted)

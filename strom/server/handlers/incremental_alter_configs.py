@@ -4,7 +4,7 @@ The new overrides are the topic's current ones with each operation applied, then
 written as a whole by the controller (so an invalid value changes nothing). APPEND and SUBTRACT
 work on list keys only (cleanup.policy), starting from the effective value when the topic has no
 override; on any other key they are INVALID_CONFIG, as in Kafka. Broker resources take SET and
-DELETE of the dynamic keys only, as in AlterConfigs (see alter_configs.py).
+DELETE of their dynamic keys (KIP-226), checked as in AlterConfigs (see alter_configs.py).
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def alter(broker, resource, validate_only: bool) -> None:
     if resource.resource_type == TOPIC:
         overrides = apply_operations(broker, resource.resource_name, resource.configs)
         set_topic_overrides(broker, resource.resource_name, overrides, validate_only)
-    elif resource.resource_type == BROKER:  # the replication throttles are dynamic; the rest is refused
+    elif resource.resource_type == BROKER:  # KIP-226 dynamic broker configs, key by key
         for config in resource.configs:
             if config.config_operation not in (SET, DELETE):
                 raise InvalidRequestError(

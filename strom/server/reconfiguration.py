@@ -1,0 +1,90 @@
+"""Applying a new effective broker config without a restart (KIP-226's reconfigurables).
+
+Each service that has a concept behind a dynamic key is told, with the collaborators it needs and
+nothing else:
+
+- the log manager: the cluster-wide topic defaults (``log.retention.ms``, ``log.segment.bytes``,
+  ``message.max.bytes`` ...) for every topic without its own override, and the cleaner's settings
+  (``log.cleaner.threads``, its I/O rate and buffers);
+- the controller: the same topic defaults, against which it validates topic configs;
+- the connection limits: ``max.connections*`` and ``listener.name.<l>.max.connection*``;
+- each TLS or SASL listener whose settings changed: a new ``ListenerSecurity`` (a new SSLContext
+  from the new keystore, new SASL users). New connections take it; connections already open keep
+  the context they were accepted with (certificate rotation).
+
+Everything else reads ``broker.config`` when it needs a value, so it sees the new one at once.
+Keys that strom accepts but has nothing behind (thread counts: a strom broker is one asyncio
+process) are stored and described only; docs/ says which.
+"""
+
+from __future__ import annotations
+
+import logging
+import ssl
+from collections.abc import Callable, MutableMapping
+
+from strom.security.listeners import ListenerSecurity
+from strom.server.config import BrokerConfig
+from strom.server.connection_limits import ConnectionLimits
+from strom.server.dynamic_broker_config import listeners_changed
+from strom.storage.cleaner import CleanerSettings
+from strom.storage.log_config import LogConfig
+
+log = logging.getLogger("strom.config")
+
+
+def cleaner_settings(config: BrokerConfig) -> CleanerSettings:
+    return CleanerSettings(
+        threads=config.log_cleaner_threads,
+        io_max_bytes_per_second=config.log_cleaner_io_max_bytes_per_second,
+        dedupe_buffer_size=config.log_cleaner_dedupe_buffer_size,
+        io_buffer_size=config.log_cleaner_io_buffer_size,
+        io_buffer_load_factor=config.log_cleaner_io_buffer_load_factor,
+    )
+
+
+def new_listener_security(
+    old: BrokerConfig, new: BrokerConfig, build: Callable[[BrokerConfig, str], ListenerSecurity]
+) -> dict[str, ListenerSecurity]:
+    """The listeners whose TLS or SASL settings changed, built anew (ConfigError names a bad key)."""
+    return {name: build(new, name) for name in listeners_changed(old, new) if new.protocol_of(name) != "PLAINTEXT"}
+
+
+def serve_current_context(listener_security: MutableMapping[str, ListenerSecurity], name: str) -> None:
+    """Make the listener's first SSLContext hand each new handshake to the listener's current one.
+
+    asyncio serves a listener with the context it was started with; its SNI callback runs before
+    the certificate is chosen, for every client hello (with or without a server name), and may swap
+    the connection's context. A connection keeps the context it was accepted with.
+    """
+    first = listener_security[name].ssl_context
+    if first is None:
+        return
+
+    def current(connection: ssl.SSLObject, _server_name: str | None, context: ssl.SSLContext) -> None:
+        latest = listener_security[name].ssl_context
+        if latest is not None and latest is not context:
+            connection.context = latest
+
+    first.sni_callback = current
+
+
+def apply(
+    old: BrokerConfig,
+    new: BrokerConfig,
+    *,
+    log_manager,
+    set_default_log_config: Callable[[LogConfig], None],
+    connection_limits: ConnectionLimits,
+    listener_security: MutableMapping[str, ListenerSecurity],
+    securities: dict[str, ListenerSecurity],
+) -> None:
+    """Tell each service its part of ``new``; ``securities`` are the listeners built anew for it."""
+    defaults = new.log_config()
+    if defaults != old.log_config() or cleaner_settings(new) != cleaner_settings(old):
+        log_manager.reconfigure(defaults, cleaner_settings(new))
+        set_default_log_config(defaults)
+    connection_limits.reconfigure(new, new.listener_limit)
+    for name, security in securities.items():
+        listener_security[name] = security
+        log.info("listener %s: new connections use its new TLS/SASL settings; open ones keep theirs", name)

@@ -1,0 +1,267 @@
+"""KIP-226 dynamic broker configs on one broker, through real clients.
+
+Kafka 3.9's whole list of broker keys is walked with confluent-kafka's incremental_alter_configs
+on the broker (validate_only, so the broker keeps running as it was) and with raw requests on the
+cluster default (librdkafka cannot name the resource ""): each key is accepted or refused exactly
+as Kafka's update mode says. Then keys are set for real and what a user notices is checked: a
+producer's record refused by a lowered message.max.bytes, a third connection refused by
+max.connections.per.ip, a topic's retention.ms following the cluster default, secrets stored
+encoded and described as null.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import socket
+import time
+
+import pytest
+from confluent_kafka import KafkaException, Producer
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
+
+from strom.bench.connections import api_versions_frame
+from strom.protocol.api import ApiKey
+from strom.protocol.errors import ErrorCode
+from strom.server.dynamic_config_keys import (
+    CLUSTER_WIDE,
+    DYNAMIC_TYPES,
+    KNOWN_KEYS,
+    LISTENER_ONLY_KEYS,
+    PER_BROKER,
+    QUOTA_KEYS,
+    READ_ONLY,
+    update_mode,
+)
+from tests.broker_process import BrokerProcess
+from tests.server.test_admin_apis import create_topic, raw
+
+WAIT_S = 15
+SECRET = "dynamic-config-secret"
+SAMPLES = {"int": "1", "long": "1", "short": "1", "double": "0.5", "boolean": "true", "list": "a", "string": "x"}
+SAMPLES |= {"class": "org.example.Plugin", "password": "p4ss"}
+
+
+@pytest.fixture
+def broker(tmp_path):
+    with BrokerProcess(tmp_path / "data", {"password.encoder.secret": SECRET}) as process:
+        yield process
+
+
+@pytest.fixture
+def admin(broker):
+    return AdminClient({"bootstrap.servers": broker.bootstrap})
+
+
+def alter(admin, name: str, values: dict[str, str | None], validate_only: bool = False):
+    """IncrementalAlterConfigs on broker ``name``: None if accepted, else the KafkaError."""
+    entries = [
+        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET if v is not None else AlterConfigOpType.DELETE)
+        for k, v in values.items()
+    ]
+    resource = ConfigResource("broker", name, incremental_configs=entries)
+    [future] = admin.incremental_alter_configs([resource], validate_only=validate_only).values()
+    try:
+        future.result(WAIT_S)
+    except KafkaException as exc:
+        return exc.args[0]
+    return None
+
+
+def alter_default(broker, values: dict[str, str | None], validate_only: bool = False) -> tuple[int, str | None]:
+    """IncrementalAlterConfigs on the cluster default (resource name "") as a raw request."""
+    configs = [{"name": k, "config_operation": 0 if v is not None else 1, "value": v} for k, v in values.items()]
+    body = {
+        "resources": [{"resource_type": 4, "resource_name": "", "configs": configs}],
+        "validate_only": validate_only,
+    }
+    [result] = raw(broker, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, body).responses
+    return result.error_code, result.error_message
+
+
+def describe(admin, name: str = "0") -> dict:
+    [future] = admin.describe_configs([ConfigResource("broker", name)], request_timeout=WAIT_S).values()
+    return future.result(WAIT_S)
+
+
+def sample(key: str, described: dict) -> str:
+    """A value the key takes: the broker's own where it has one, else one of the key's type."""
+    entry = described.get(key)
+    if entry is not None and entry.value is not None:
+        return entry.value
+    return SAMPLES.get(DYNAMIC_TYPES.get(key, "string"), "x")
+
+
+def test_the_table_is_kafka_3_9s():
+    """Spot checks against Kafka 3.9's broker config reference, so the walk below walks Kafka's list."""
+    assert (len(READ_ONLY), len(PER_BROKER), len(CLUSTER_WIDE)) == (225, 37, 52)
+    assert update_mode("sasl.kerberos.min.time.before.relogin") == "per-broker"
+    assert update_mode("log.cleaner.threads") == update_mode("log.retention.ms") == "cluster-wide"
+    assert update_mode("broker.id") == update_mode("log.dirs") == update_mode("zookeeper.connect") == "read-only"
+    assert update_mode("listener.name.client.ssl.keystore.location") == "per-broker"
+    assert update_mode("listener.name.client.max.connections") == "cluster-wide"
+    assert update_mode("my.plugin.setting") is None
+
+
+def test_every_kafka_key_is_accepted_or_refused_as_kafka_does(broker, admin):
+    described = describe(admin)
+    on_broker, on_default = {}, {}
+    for key in sorted(KNOWN_KEYS | QUOTA_KEYS):
+        value = sample(key, described)
+        found = alter(admin, "0", {key: value}, validate_only=True)
+        on_broker[key] = None if found is None else (found.code(), found.str())
+        on_default[key] = alter_default(broker, {key: value}, validate_only=True)
+    for key in sorted(KNOWN_KEYS | QUOTA_KEYS):
+        if key in READ_ONLY:
+            message = f"Cannot update these configs dynamically: Set({key})"
+            assert on_broker[key] is not None and on_broker[key][0] == ErrorCode.INVALID_REQUEST, key
+            assert message in on_broker[key][1] and message in on_default[key][1], key
+            assert on_default[key][0] == ErrorCode.INVALID_REQUEST, key
+        elif key in LISTENER_ONLY_KEYS:
+            message = f"can be dynamically updated only per-listener using the listener prefix: Set({key})"
+            assert on_broker[key] is not None and message in on_broker[key][1], key
+            assert on_default[key][0] == ErrorCode.INVALID_REQUEST and message in on_default[key][1], key
+        elif key in PER_BROKER:
+            assert on_broker[key] is None, (key, on_broker[key])
+            message = f"Cannot update these configs at default cluster level, broker id must be specified: Set({key})"
+            assert on_default[key][0] == ErrorCode.INVALID_REQUEST and message in on_default[key][1], key
+        else:  # cluster-wide and the replication quotas: on a broker and as the default
+            assert on_broker[key] is None, (key, on_broker[key])
+            assert on_default[key] == (ErrorCode.NONE, None), (key, on_default[key])
+    # every answer came with the resource named as Kafka names it
+    refused = next(found for found in on_broker.values() if found is not None)
+    assert "Invalid config value for resource ConfigResource(type=BROKER, name='0'): " in refused[1]
+    assert all(entry.source != ConfigSource.DYNAMIC_BROKER_CONFIG.value for entry in describe(admin).values())
+
+
+def test_a_per_broker_sasl_setting_as_in_the_client_test(broker, admin):
+    """The admin test from the issue: sasl.kerberos.min.time.before.relogin on one broker."""
+    key = "sasl.kerberos.min.time.before.relogin"
+    assert alter(admin, "0", {key: "120000"}) is None
+    entry = describe(admin)[key]
+    assert (entry.value, entry.source, entry.is_read_only) == (
+        "120000",
+        ConfigSource.DYNAMIC_BROKER_CONFIG.value,
+        False,
+    )
+    bad = alter(admin, "0", {key: "soon"})
+    assert bad.code() == ErrorCode.INVALID_REQUEST
+    assert f"Invalid value soon for configuration {key}: Not a number of type LONG" in bad.str()
+    code, message = alter_default(broker, {key: "1000"})
+    assert code == ErrorCode.INVALID_REQUEST and "broker id must be specified" in message
+    assert alter(admin, "0", {key: None}) is None
+    assert key not in describe(admin)
+    body = {"resources": [{"resource_type": 4, "resource_name": "1", "configs": []}], "validate_only": False}
+    [other] = raw(broker, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, body).responses  # another broker's id, sent here
+    assert (other.error_code, other.error_message) == (
+        ErrorCode.INVALID_REQUEST,
+        "unexpected broker id, expected 0 or empty string, but received 1",
+    )
+
+
+def accepted_connections(broker, count: int) -> list[bool]:
+    """Open ``count`` connections at once; which of them an ApiVersions request is answered on."""
+    host, port = broker.bootstrap.rsplit(":", 1)
+    sockets = [socket.create_connection((host, int(port)), timeout=WAIT_S) for _ in range(count)]
+    try:
+        answered = []
+        for i, sock in enumerate(sockets):
+            try:
+                sock.sendall(api_versions_frame(i))
+                answered.append(bool(sock.recv(4)))
+            except OSError:  # reset: refused
+                answered.append(False)
+        return answered
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def test_limits_and_topic_defaults_apply_without_a_restart(broker, admin):
+    assert accepted_connections(broker, 3) == [True, True, True]
+    code, _ = alter_default(broker, {"max.connections.per.ip": "2"})
+    assert code == ErrorCode.NONE
+    # librdkafka's own connection counts too: wait for the admin client's to be the only other one
+    deadline = time.monotonic() + WAIT_S
+    while accepted_connections(broker, 3).count(True) != 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert accepted_connections(broker, 3).count(True) <= 2
+    assert alter_default(broker, {"max.connections.per.ip": None})[0] == ErrorCode.NONE
+    assert accepted_connections(broker, 3) == [True, True, True]
+
+    create_topic(broker, "defaults")
+    assert alter(admin, "0", {"message.max.bytes": "1000"}) is None
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0, "message.max.bytes": 100_000})
+    errors = []
+    producer.produce("defaults", value=b"x" * 5000, on_delivery=lambda err, msg: errors.append(err))
+    assert producer.flush(WAIT_S) == 0
+    assert errors and errors[0] is not None and errors[0].code() == ErrorCode.MESSAGE_TOO_LARGE
+    assert alter(admin, "0", {"message.max.bytes": None}) is None
+    errors.clear()
+    producer.produce("defaults", value=b"x" * 5000, on_delivery=lambda err, msg: errors.append(err))
+    assert producer.flush(WAIT_S) == 0 and errors == [None]
+
+    assert alter_default(broker, {"log.retention.ms": "3600000"})[0] == ErrorCode.NONE
+    [future] = admin.describe_configs([ConfigResource("topic", "defaults")], request_timeout=WAIT_S).values()
+    retention = future.result(WAIT_S)["retention.ms"]
+    assert (retention.value, retention.source) == ("3600000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)
+    assert [s.source for s in retention.synonyms.values()][:1] == [ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value]
+
+
+def test_synonyms_in_kafkas_order_with_kafka_python(broker):
+    """kafka-python (which, like librdkafka, cannot name the default entity) on the broker, raw requests on ""."""
+    from kafka.admin import ConfigResource as KPConfigResource
+    from kafka.admin import ConfigResourceType, KafkaAdminClient
+
+    assert alter_default(broker, {"log.cleaner.threads": "2"}) == (ErrorCode.NONE, None)
+    client = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=WAIT_S * 1000)
+    try:
+        result = client.alter_configs(
+            [KPConfigResource(ConfigResourceType.BROKER, "0", {"log.cleaner.threads": "3"})], incremental=True
+        )
+        assert result["broker"]["0"] == "OK", result
+        found = client.describe_configs(
+            [KPConfigResource(ConfigResourceType.BROKER, "0", ["log.cleaner.threads"])],
+            include_synonyms=True,
+            config_filter="all",
+        )
+        entry = found["broker"]["0"]["log.cleaner.threads"]
+        assert (entry["value"], entry["config_source"], entry["read_only"]) == ("3", "DYNAMIC_BROKER_CONFIG", False)
+        assert [(s["value"], s["source"]) for s in entry["synonyms"]] == [
+            ("3", "DYNAMIC_BROKER_CONFIG"),
+            ("2", "DYNAMIC_DEFAULT_BROKER_CONFIG"),
+            ("1", "DEFAULT_CONFIG"),
+        ]
+    finally:
+        client.close()
+    body = {
+        "resources": [{"resource_type": 4, "resource_name": "", "configuration_keys": None}],
+        "include_synonyms": True,
+        "include_documentation": False,
+    }
+    [resource] = raw(broker, ApiKey.DESCRIBE_CONFIGS, 4, body).results
+    assert [(c.name, c.value, c.config_source, [s.source for s in c.synonyms]) for c in resource.configs] == [
+        ("log.cleaner.threads", "2", 3, [3])  # the default's synonyms leave out DYNAMIC_BROKER_CONFIG, as Kafka's
+    ]
+
+
+def test_secrets_are_stored_encoded_and_described_as_null(broker, admin, tmp_path):
+    key = "listener.name.plaintext.plain.sasl.jaas.config"
+    jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";'
+    assert alter(admin, "0", {key: jaas}) is None
+    entry = describe(admin)[key]
+    assert (entry.value, entry.is_sensitive, entry.source) == (None, True, ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+    nodes = json.loads((broker.data_dir / "__cluster_metadata.json").read_text())  # the embedded store's file
+    stored = json.loads(base64.b64decode(nodes["/config/brokers/0"]["data"]))["config"][key]
+    assert "alice-secret" not in stored and "encryptedPassword:" in stored
+    code, message = alter_default(broker, {"sasl.jaas.config": jaas})
+    assert code == ErrorCode.INVALID_REQUEST and "broker id must be specified" in message
+
+
+def test_a_secret_needs_password_encoder_secret(tmp_path):
+    with BrokerProcess(tmp_path / "data") as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        refused = alter(admin, "0", {"listener.name.plaintext.ssl.key.password": "k3y"})
+        assert refused.code() == ErrorCode.INVALID_REQUEST
+        assert refused.str().endswith("Password encoder secret not configured")
+        assert alter(admin, "0", {"log.cleaner.backoff.ms": "1000"}) is None  # anything else is fine
