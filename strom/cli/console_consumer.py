@@ -16,9 +16,9 @@ print.offset, print.headers, print.key, print.value, print.delivery, key.separat
 headers.separator, null.literal. It stops after --max-messages, or when --timeout-ms pass without a
 message, and then prints ``Processed a total of N messages`` on stderr. It first fetches metadata:
 when no broker answers within --connect-timeout-ms (default 10000) it exits 1 with one line naming
-the bootstrap servers. With ``--value-format avro`` (and ``--key-format avro``) and ``--property
-schema.registry.url=URL`` each value is printed as JSON in Avro's JSON encoding, decoded with the
-schema its id names, as kafka-avro-console-consumer (strom.cli.typed_records).
+the bootstrap servers. With ``--value-format avro|json|protobuf`` (and ``--key-format``) and
+``--property schema.registry.url=URL`` each value is printed as JSON, decoded with the schema its id
+names, as kafka-avro-console-consumer and its JSON Schema and Protobuf twins (strom.cli.typed_records).
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ class Formatter:
         self.line_separator = text("line.separator", "\n")
         self.headers_separator = text("headers.separator", ",")
         self.null_literal = text("null.literal", "null")
-        # --key-format/--value-format avro: the record's bytes -> its JSON (strom.cli.typed_records)
+        # --key-format/--value-format avro|json|protobuf: the record's bytes -> its JSON (strom.cli.typed_records)
         self.decode_key: Callable[[bytes], bytes] | None = None
         self.decode_value: Callable[[bytes], bytes] | None = None
 
@@ -274,12 +274,12 @@ def run(args: argparse.Namespace) -> int:
         formatter_props = load_properties(args.formatter_config) if args.formatter_config else {}
         formatter_props.update(parse_key_values(args.property, "formatter property"))
         formatter = Formatter(formatter_props)
-        if args.key_format == "avro" or args.value_format == "avro":
+        if args.key_format != "string" or args.value_format != "string":
             from strom.cli.typed_records import decoder
 
-            if args.key_format == "avro":
+            if args.key_format != "string":
                 formatter.decode_key = decoder(formatter_props, "key")
-            if args.value_format == "avro":
+            if args.value_format != "string":
                 formatter.decode_value = decoder(formatter_props, "value")
         config, group = consumer_config(args)
         check_args(args, group)

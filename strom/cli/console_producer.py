@@ -7,9 +7,10 @@ Reader properties (``--property``) are Kafka's LineMessageReader's: parse.key, k
 parse.headers, headers.delimiter (tab), headers.separator (``,``, a regex), headers.key.separator
 (``:``), null.marker, ignore.error. A line with headers reads ``h1:v1,h2:v2<TAB>key<TAB>value``.
 Producer settings come from --producer.config, then --producer-property, then the explicit options.
-With ``--value-format avro`` (and ``--key-format avro``) and ``--property schema.registry.url=URL``,
-``--property value.schema=JSON`` (or ``value.schema.id=N``), each value is JSON in Avro's JSON
-encoding, sent in Confluent's wire format, as kafka-avro-console-producer (strom.cli.typed_records).
+With ``--value-format avro|json|protobuf`` (and ``--key-format``) and ``--property
+schema.registry.url=URL``, ``--property value.schema=TEXT`` (or ``value.schema.id=N``), each value
+is JSON sent in Confluent's wire format, as kafka-avro-console-producer and its JSON Schema and
+Protobuf twins (strom.cli.typed_records).
 Keys are partitioned with murmur2, as Kafka's Java producer does, so keys land where Kafka puts them.
 All messages are flushed at end of input; the exit code is 1 if any message was not delivered.
 It first fetches metadata: when no broker answers within --connect-timeout-ms (default 10000) it
@@ -207,14 +208,14 @@ def run(args: argparse.Namespace) -> int:
         reader_props.update(parse_key_values(args.property, "reader property"))
         reader = LineReader(reader_props)
         encode_key = encode_value = None
-        if args.key_format == "avro":
+        if args.key_format != "string":
             from strom.cli.typed_records import encoder
 
-            encode_key = encoder(reader_props, args.topic, "key")
-        if args.value_format == "avro":
+            encode_key = encoder(reader_props, args.topic, "key", args.key_format)
+        if args.value_format != "string":
             from strom.cli.typed_records import encoder
 
-            encode_value = encoder(reader_props, args.topic, "value")
+            encode_value = encoder(reader_props, args.topic, "value", args.value_format)
         config = producer_config(args)
         producer = Producer(config)
         ensure_reachable(producer, config["bootstrap.servers"], args.connect_timeout_ms / 1000)

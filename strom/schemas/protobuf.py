@@ -71,7 +71,7 @@ _WELL_KNOWN_MODULES = (
     "wrappers",
 )
 # google/protobuf/<name>.proto -> its descriptor, as the protobuf package ships it
-_WELL_KNOWN = {
+WELL_KNOWN = {
     module.DESCRIPTOR.name: module.DESCRIPTOR
     for module in (importlib.import_module(f"google.protobuf.{name}_pb2") for name in _WELL_KNOWN_MODULES)
 }
@@ -107,7 +107,7 @@ _PARSER = Parser(setup_lexer=_quiet, setup_parser=_quiet)
 
 
 def _well_known(name: str) -> Any | None:
-    found = _WELL_KNOWN.get(name)
+    found = WELL_KNOWN.get(name)
     if found is None:
         return None
     proto = FDP()
