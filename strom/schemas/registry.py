@@ -349,9 +349,23 @@ class SchemaRegistry:
 
     def _existing(self, subject: str, stored: StoredSchema, deleted: bool = False) -> rec.SchemaValue | None:
         for value in reversed(self.state.versions(subject, deleted)):
-            if self.state.stored(value) == stored:
+            if self.state.stored(value) == stored or self._same_protobuf(value, stored):
                 return value
         return None
+
+    def _same_protobuf(self, value: rec.SchemaValue, stored: StoredSchema) -> bool:
+        """A Protobuf version whose text is not strom's canonical rendering (a ``_schemas`` topic
+        copied from Confluent's registry, which keeps type names as written) is the same schema
+        when its rendering is."""
+        if value.schema_type != "PROTOBUF" or stored.schema_type != "PROTOBUF" or value.schema == stored.schema:
+            return False
+        if references_of(value.references) != stored.references:
+            return False
+        try:
+            parsed, _ = self._parse(value.schema, value.schema_type, value.references)
+        except RegistryError:
+            return False
+        return parsed.canonical == stored.schema
 
     async def register(
         self, subject: str, schema: str, schema_type: str, references: list, normalize: bool

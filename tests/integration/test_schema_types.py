@@ -306,3 +306,39 @@ def test_a_large_schema_is_parsed_off_the_brokers_loop(broker):
     assert answered_during == 2, "the registration ended before the broker answered twice"
     status, _, body = answer[0]
     assert status == 200 and body["id"] >= 1, body
+
+
+def test_a_protobuf_schema_copied_from_confluents_registry_keeps_its_id(tmp_path):
+    """A _schemas topic copied from Confluent's registry holds Protobuf text as Confluent renders it
+    (type names as written, blank lines): the same schema registered again is found, not given a
+    new id, and confluent-kafka's deserializer reads records written with it (?format=serialized)."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from tests.integration.clients import WAIT_S, wait_until
+
+    with BrokerProcess(tmp_path / "broker", {"schema.registry.listeners": "http://127.0.0.1:0"}) as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.create_topics([NewTopic("_schemas", 1, 1, config={"cleanup.policy": "compact"})])["_schemas"].result(
+            WAIT_S
+        )
+        confluent_text = (
+            'syntax = "proto3";\npackage example;\n\nmessage Reading {\n  string sensor = 1;\n  double value = 2;\n}\n'
+        )
+        key = '{"keytype":"SCHEMA","subject":"copied-value","version":1,"magic":1}'
+        value = json.dumps(
+            {"subject": "copied-value", "version": 1, "id": 41, "schemaType": "PROTOBUF", "schema": confluent_text}
+        )
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all"})
+        producer.produce("_schemas", key=key.encode(), value=value.encode())
+        assert producer.flush(WAIT_S) == 0
+
+        client = SchemaRegistryClient({"url": registry_url(broker)})
+        context = SerializationContext("copied", MessageField.VALUE)
+        reading = reading_class()
+        wait_until(lambda: client.get_subjects() == ["copied-value"], what="the registry's view reads the record")
+        data = ProtobufSerializer(reading, client)(reading(sensor="c", value=1.0), context)
+        assert data[1:5] == struct.pack(">I", 41)
+        assert client.get_versions("copied-value") == [1]
+        assert client.get_schema(41).schema_str == confluent_text  # answered as it is stored
+        assert ProtobufDeserializer(reading, {}, client)(data, context) == reading(sensor="c", value=1.0)
