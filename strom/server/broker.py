@@ -33,12 +33,13 @@ import signal
 import socket
 import time
 import uuid
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from strom.cluster import model
 from strom.cluster.controller import Controller, Election, ReconcilePlan
+from strom.cluster.features import FeatureLevels
 from strom.cluster.local_store import DamagedStoreError, LocalStore
 from strom.cluster.metadata_cache import MetadataCache, MetadataDelta, state_key
 from strom.cluster.model import Broker as BrokerInfo
@@ -138,6 +139,7 @@ class Broker:
         self.authorizer: AclAuthorizer | None = None
         self.delegation_tokens: DelegationTokenManager | None = None  # with delegation.token.secret.key
         self.quotas = QuotaManager(window_num=config.quota_window_num, window_size_s=config.quota_window_size_seconds)
+        self.features = FeatureLevels()  # /feature (KIP-584), read by ApiVersions, written by UpdateFeatures
         self.sasl_decoy_key = os.urandom(32)  # unknown SCRAM users get salts derived from it
         self.bound: dict[str, tuple[str, int]] = {}  # listener name -> bound (host, port)
         self.connections: set[Connection] = set()
@@ -329,6 +331,7 @@ class Broker:
         self.credentials = CredentialCache(self.store, self._loop)
         step("reading SCRAM credentials", self.credentials.load)
         step("reading client quotas", lambda: self.quotas.start(self.store, self._loop))
+        step("reading the feature levels", lambda: self.features.start(self.store, self._loop))
         # /config/groups (KIP-848 group configs)
         step("reading group configs", lambda: self.group_coordinator.configs.start(self.store, self._loop))
         if config.authorizer_class_name:
@@ -954,13 +957,23 @@ class Broker:
                 time.monotonic() - decided,
             )
 
-    def dynamic_config(self, broker_configs: dict[str, dict[str, str]]) -> BrokerConfig:
+    def dynamic_config(self, broker_configs: dict[str, dict[str, str]], reread: Iterable[str] = ()) -> BrokerConfig:
         """The config this broker would run with under these dynamic configs, and the listeners it
-        would build anew for it; ConfigError names the key at fault (a keystore that does not load)."""
+        would build anew for it (those of ``reread`` too); ConfigError names the key at fault (a
+        keystore that does not load)."""
         default, own = dynamic_broker_config.stored_configs(broker_configs, self.broker_id)
         config = dynamic_broker_config.effective_config(self.static_config, default, own)
         reconfiguration.new_listener_security(self.config, config, listener_security)  # builds: checks certificates
+        for name in reread:
+            listener_security(config, name)
         return config
+
+    def reread_listener_files(self, names: Iterable[str]) -> None:
+        """Kafka's reloadUpdatedFilesWithoutConfigChange: a keystore or truststore location set again
+        to the same path reads the file again (a certificate renewed in place)."""
+        for name in names:
+            self.listener_security[name] = listener_security(self.config, name)
+            log.info("listener %s: its keystore and truststore files were read again for new connections", name)
 
     def _apply_dynamic_configs(self) -> None:
         """The dynamic broker configs changed (here or on another broker): run with the new layers.
@@ -1317,6 +1330,7 @@ class Broker:
         if self.credentials is not None:
             self.credentials.stop()
         self.quotas.stop()
+        self.features.stop()
         if self.group_coordinator is not None:  # None when start() failed before making it
             self.group_coordinator.configs.stop()
         if self.authorizer is not None:
