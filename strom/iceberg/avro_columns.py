@@ -3,8 +3,10 @@
 The mapping (as Redpanda's Iceberg topics map Avro): a record becomes a struct, an array a list, a
 map a map with string keys, a union of null and one type that type made optional, an enum a
 string, fixed a fixed, bytes binary; the logical types date, time-millis/-micros,
-timestamp-millis/-micros (an instant: timestamptz), local-timestamp-millis/-micros (timestamp),
-decimal and uuid their Iceberg types. Every value column is optional, however the Avro field is
+timestamp-millis/-micros (an instant: timestamptz), local-timestamp-millis/-micros (timestamp)
+and decimal their Iceberg types; uuid is a string column in its canonical text form, not
+Iceberg's uuid: Spark's own Parquet reader, which ``strom.spark.read_topic`` scans the files with,
+refuses Parquet's UUID type (PARQUET_TYPE_ILLEGAL). Every value column is optional, however the Avro field is
 declared: a column added by a newer schema version has no value in the records of the older ones.
 
 A union of several non-null types and a recursive record have no Iceberg type: such a schema is
@@ -74,7 +76,7 @@ class _Walk:
         if logical == "decimal" and kind in ("bytes", "fixed"):
             return t.DecimalType(int(schema["precision"]), int(schema.get("scale", 0)))
         if logical == "uuid" and kind in ("string", "fixed"):
-            return t.UUIDType()
+            return t.StringType()  # not UUIDType: Spark's Parquet reader refuses it (module docstring)
         if logical == "date" and kind == "int":
             return t.DateType()
         if logical in ("time-millis", "time-micros"):
@@ -157,7 +159,7 @@ Convert = Callable[[Any], Any]
 
 def converter(parsed: Any) -> Convert | None:
     """A function from fastavro's decoded value to the value pyarrow takes for its column, or None
-    when they are the same (the usual case: only uuids, as bytes, need converting)."""
+    when they are the same (the usual case: only uuids, as their text, need converting)."""
     named: dict[str, Any] = {}
 
     def walk(schema: Any, depth: int) -> Convert | None:
@@ -177,7 +179,7 @@ def converter(parsed: Any) -> Convert | None:
         if isinstance(kind, (dict, list)):
             return walk(kind, depth + 1)
         if schema.get("logicalType") == "uuid":
-            return lambda v: None if v is None else (v.bytes if hasattr(v, "bytes") else bytes(v))
+            return lambda v: None if v is None else str(v)
         if kind == "array":
             item = walk(schema["items"], depth + 1)
             return None if item is None else (lambda v: None if v is None else [item(x) for x in v])

@@ -152,3 +152,18 @@ class Decoder:
                 inner = convert
                 convert = self._convert[schema_id] = lambda v: {"value": inner(v) if inner else v}
         return convert(decoded) if convert is not None else decoded
+
+
+def value_names(arrow_schema: Any) -> list[str]:
+    """The value's columns of a schema-mode table: all but ``kafka`` and ``key``."""
+    return [f.name for f in arrow_schema if f.name not in ("kafka", "key")]
+
+
+def value_arrays(arrow_schema: Any, values: list[Any]) -> list[Any]:
+    """One Arrow array per value column of ``arrow_schema`` from decoded values (dicts by column;
+    a column a value lacks is null). Raises pyarrow's errors for a value that does not fit."""
+    import pyarrow as pa
+
+    return [
+        pa.array([v.get(name) for v in values], arrow_schema.field(name).type) for name in value_names(arrow_schema)
+    ]

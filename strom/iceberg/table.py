@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 NAMESPACE = "strom"
 OFFSET_PREFIX = "strom.offsets."
+MODE_PROPERTY = "strom.iceberg.mode"  # the topic's iceberg.mode, as its last translation round had it
 CATALOG_NAME = "strom"
 # pyiceberg's automatic commit retry re-applies an append onto a newer snapshot: never for ours
 NO_RETRY = {"commit.retry.num-retries": "0"}
@@ -175,6 +176,18 @@ def _without_retries(table: Table) -> Table:
     with table.transaction() as transaction:
         transaction.set_properties(NO_RETRY)
     return table
+
+
+def table_mode(table: Table) -> str:
+    """The iceberg.mode a table was last written in (key_value for tables made before it was kept)."""
+    return str(table.properties.get(MODE_PROPERTY, "key_value"))
+
+
+def keep_mode(table: Table, mode: str) -> None:
+    """Record ``mode`` in the table's properties (readers such as read_topic decode by it)."""
+    if table.properties.get(MODE_PROPERTY) != mode:
+        with table.transaction() as transaction:
+            transaction.set_properties({MODE_PROPERTY: mode})
 
 
 def committed_offsets(table: Table) -> dict[int, int]:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from strom.iceberg import table as tables
-from strom.iceberg.schema_modes import Decoded, Decoder, SchemaSet, Wait
+from strom.iceberg.schema_modes import Decoded, Decoder, SchemaSet, Wait, value_arrays
 from strom.iceberg.segments import Aborted, committed_records
 from strom.protocol.records import BatchHeader, Record
 
@@ -163,11 +163,9 @@ def _typed_rows(table: Any, good: list[tuple[Row, Decoded]]) -> tuple[Any, list[
     import pyarrow as pa
 
     arrow_schema = table.schema().as_arrow()
-    names = [f.name for f in arrow_schema if f.name not in ("kafka", "key")]
 
     def build(part: list[tuple[Row, Decoded]]) -> Any:
-        values = [decoded.value for _, decoded in part]
-        columns = [pa.array([v.get(name) for v in values], arrow_schema.field(name).type) for name in names]
+        columns = value_arrays(arrow_schema, [decoded.value for _, decoded in part])
         return pa.Table.from_arrays(
             [*_kafka_columns(arrow_schema, [r for r, _ in part]), *columns], schema=arrow_schema
         )
@@ -222,6 +220,7 @@ def _translate_typed(job: TopicJob) -> TopicResult:
         table = tables.load_or_create(
             catalog, job.topic, job.catalog.target_file_size_bytes, schema=tables.typed_schema(base)
         )
+        tables.keep_mode(table, job.mode)
         committed = tables.committed_offsets(table)
         dlq = tables.load_existing(catalog, tables.dlq_identifier(job.topic))
         dlq_committed = tables.committed_offsets(dlq) if dlq is not None else {}

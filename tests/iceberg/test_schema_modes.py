@@ -53,7 +53,7 @@ def test_id_prefix_mode_types_evolves_and_sends_bad_records_to_the_dead_letter_t
             "date",
             "timestamptz",
             "decimal(10, 2)",
-            "uuid",
+            "string",  # not Iceberg's uuid: Spark's Parquet reader refuses it
         )
         assert types["tags"].startswith("list<") and types["attributes"].startswith("map<")
         # the second version: the table gains its column and widens two, old rows keep theirs
