@@ -5,7 +5,9 @@ each record in one of the two tables once (kill -9 included)."""
 
 from __future__ import annotations
 
+import json
 import random
+import struct
 import time
 
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -119,3 +121,47 @@ def test_kill_9_neither_loses_nor_duplicates_rows_or_dead_letters(tmp_path):
         assert_exactly_once(rows, dead, every)
     finally:
         broker.stop()
+
+
+def test_schemas_with_no_iceberg_columns_send_their_records_to_the_dead_letter_table(tmp_path):
+    """A union of two non-null types, a field named like strom's own column, a type the table's
+    column cannot widen to (registered under other subjects, so no compatibility check stops them):
+    their records are dead letters with the reason, and the good records around them still land."""
+    from confluent_kafka import Producer
+    from confluent_kafka.schema_registry import Schema
+
+    from tests.iceberg.avro_support import ORDER_V1, order
+
+    data = tmp_path / "data"
+    with BrokerProcess(data, ICEBERG) as broker:
+        create_topic(broker.bootstrap, "odd", "value_schema_id_prefix", partitions=1)
+        producer = AvroProducer(broker.bootstrap, registry_url(data), "odd")
+        producer.orders(10, version=1)
+        producer.flush()
+        wait_for_tables(catalog_of(data), "odd", 10, 0)
+        client = producer.client
+        union = {"type": "record", "name": "U", "fields": [{"name": "u", "type": ["int", "string"]}]}
+        named = {"type": "record", "name": "N", "fields": [{"name": "kafka", "type": "string"}]}
+        narrowed = {**ORDER_V1, "fields": [{"name": "quantity", "type": "string"}]}  # int column, string value
+        cases = []
+        for subject, schema, body, reason in (
+            ("u-value", union, b"\x00\x02", "a union of several non-null types has no Iceberg type"),
+            ("n-value", named, b"\x02a", "the field kafka has the name of a column strom writes itself"),
+            ("q-value", narrowed, b"\x02a", "does not fit the table's columns"),
+        ):
+            schema_id = client.register_schema(subject, Schema(json.dumps(schema), "AVRO"))
+            cases.append((b"\x00" + struct.pack(">I", schema_id) + body, reason))
+        raw = Producer({"bootstrap.servers": broker.bootstrap})
+        acked = {}
+        for value, reason in cases:
+            raw.produce("odd", value=value, on_delivery=lambda e, m, r=reason: acked.__setitem__(m.offset(), r))
+        assert raw.flush(30) == 0
+        producer.orders(5, version=1, start=10)
+        producer.flush()
+        rows, dead = wait_for_tables(catalog_of(data), "odd", 15, 3)
+        assert sorted(r["id"] for r in rows) == sorted(order(i, 1)["id"] for i in range(15))
+        reasons = {row["kafka"]["offset"]: row["reason"] for row in dead}
+        assert set(reasons) == set(acked)
+        for offset, reason in acked.items():
+            assert reason in reasons[offset], (reasons[offset], reason)
+        assert column_types(catalog_of(data), "odd")["quantity"] == "int"
