@@ -228,6 +228,19 @@ def listeners_changed(old: BrokerConfig, new: BrokerConfig) -> list[str]:
     return [listener.name for listener in new.listeners if everyone or listener.name in prefixed]
 
 
-def described_prefixed_keys(configs: Mapping[str, str]) -> list[str]:
-    """Keys set dynamically that are not fields of BrokerConfig (listener-prefixed or custom)."""
-    return sorted(k for k in configs if listener_key(k) is not None or update_mode(k) is None)
+def listener_files(changes: Mapping[str, str | None], config: BrokerConfig) -> list[str]:
+    """The TLS listeners whose keystore or truststore location a change sets: their files are read
+    again even when the path stays the same (Kafka's ReloadableFileConfigs)."""
+    names = set()
+    for key, value in changes.items():
+        found = listener_key(key)
+        if value is not None and found is not None and found[1] in _RELOADABLE_FILES:
+            names.add(found[0].upper())
+    return sorted(
+        n
+        for n in names
+        if any(n == listener.name for listener in config.listeners) and config.protocol_of(n).endswith("SSL")
+    )
+
+
+_RELOADABLE_FILES = ("ssl.keystore.location", "ssl.truststore.location")

@@ -14,13 +14,17 @@ from __future__ import annotations
 import base64
 import json
 import socket
+import ssl
 import time
 
 import pytest
+import trustme
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
+from cryptography import x509
 
 from strom.bench.connections import api_versions_frame
+from strom.cluster.zookeeper_server import free_port
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode
 from strom.server.dynamic_config_keys import (
@@ -265,3 +269,44 @@ def test_a_secret_needs_password_encoder_secret(tmp_path):
         assert refused.code() == ErrorCode.INVALID_REQUEST
         assert refused.str().endswith("Password encoder secret not configured")
         assert alter(admin, "0", {"log.cleaner.backoff.ms": "1000"}) is None  # anything else is fine
+
+
+def test_a_keystore_renewed_in_place_is_read_again(tmp_path):
+    """Setting a listener's keystore location again, to the same path, reads the file again (as Kafka's
+    reloadUpdatedFilesWithoutConfigChange): a certificate renewed in place goes into service."""
+    ca = trustme.CA()
+    keystore = tmp_path / "keystore.pem"
+
+    def issue() -> int:
+        cert = ca.issue_cert("127.0.0.1")
+        cert.private_key_and_cert_chain_pem.write_to_path(str(keystore))
+        return x509.load_pem_x509_certificate(cert.cert_chain_pems[0].bytes()).serial_number
+
+    def served() -> int:
+        context = ssl.create_default_context()
+        ca.configure_trust(context)
+        with socket.create_connection(("127.0.0.1", tls_port), timeout=WAIT_S) as sock:
+            with context.wrap_socket(sock, server_hostname="127.0.0.1") as tls:
+                return x509.load_der_x509_certificate(tls.getpeercert(binary_form=True)).serial_number
+
+    first = issue()
+    plain_port, tls_port = free_port(), free_port()
+    overrides = {
+        "listeners": f"PLAINTEXT://127.0.0.1:{plain_port},SSL://127.0.0.1:{tls_port}",
+        "ssl.keystore.location": str(keystore),
+    }
+    with BrokerProcess(tmp_path / "data", overrides) as broker:
+        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{plain_port}"})
+        key = "listener.name.ssl.ssl.keystore.location"
+        assert served() == first
+        assert alter(admin, "0", {key: str(keystore)}) is None
+        assert served() == first
+        second = issue()  # renewed in place: nothing reads it yet
+        assert served() == first
+        assert alter(admin, "0", {key: str(keystore)}) is None
+        assert served() == second
+        keystore.write_text("not a key")
+        refused = alter(admin, "0", {key: str(keystore)})
+        assert refused.code() == ErrorCode.INVALID_REQUEST and key in refused.str(), refused
+        assert served() == second
+        assert broker.process.poll() is None

@@ -61,7 +61,8 @@ def alter_broker_configs(broker, name: str, changes: dict[str, str | None], repl
                 replace,
             )
             layers = {**broker.metadata.broker_configs, entity: configs}
-            broker.dynamic_config(layers)  # the whole config, and any new TLS context, as this broker would run it
+            reread = dynamic_broker_config.listener_files(changes, broker.config) if per_broker else []
+            broker.dynamic_config(layers, reread)  # the whole config and any new TLS context, as it would run
         except dynamic_broker_config.DynamicConfigRefused as exc:
             raise dynamic_broker_config.refusal(name, str(exc)) from None
         except ConfigError as exc:
@@ -70,6 +71,7 @@ def alter_broker_configs(broker, name: str, changes: dict[str, str | None], repl
             return
         path = dynamic_broker_config.write(broker.store, entity, configs)
     broker.read_back({path})
+    broker.reread_listener_files(reread)
 
 
 def check_duplicates(resources) -> Counter:
