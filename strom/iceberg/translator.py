@@ -167,6 +167,14 @@ class IcebergTranslator:
             self.dead_letters += result.dead_letters
             if result.dead_letters:
                 log.info("iceberg: %d records of %s went to its dead-letter table", result.dead_letters, job.topic)
+            for partition, offset in result.waiting.items():
+                log.warning(
+                    "iceberg: %s-%d waits at offset %d for a schema id this broker's view of _schemas has not "
+                    "read (a registration in flight, or no replica of _schemas here to read it from)",
+                    job.topic,
+                    partition,
+                    offset,
+                )
         self.rounds += 1
 
     async def run(self, stop: asyncio.Event) -> None:

@@ -59,6 +59,7 @@ class TopicResult:
     rows: int = 0  # rows this round committed
     commits_lost: int = 0  # commits that lost a race and were planned again
     dead_letters: int = 0  # rows this round committed to the dead-letter table
+    waiting: dict[int, int] = field(default_factory=dict)  # partition -> offset whose schema id is not known yet
 
 
 Row = tuple[int, BatchHeader, Record]  # (partition, batch header, record)
@@ -227,6 +228,7 @@ def _translate_typed(job: TopicJob) -> TopicResult:
         offsets, dlq_offsets = dict(committed), dict(dlq_committed)
         good: list[tuple[Row, Decoded]] = []
         dead: list[tuple[Row, str]] = []
+        waiting: dict[int, int] = {}
         for part in job.partitions:
             start = max(committed.get(part.partition, 0), part.log_start_offset)
             if start < part.aborted_from or start >= part.upper:
@@ -238,6 +240,7 @@ def _translate_typed(job: TopicJob) -> TopicResult:
                 verdict = decoder.decode(record.value)
                 if isinstance(verdict, Wait):
                     resume = record.offset  # its schema is registered but not read here yet
+                    waiting[part.partition] = record.offset
                     break
                 row = (part.partition, header, record)
                 if isinstance(verdict, Decoded):
@@ -246,7 +249,7 @@ def _translate_typed(job: TopicJob) -> TopicResult:
                     dead.append((row, verdict))
             offsets[part.partition] = resume
         if offsets == committed:
-            return TopicResult(committed, 0, lost)
+            return TopicResult(committed, 0, lost, waiting=waiting)
         try:
             ids = sorted({decoder.columns_id(d.schema_id) for _, d in good})
             refused = _evolve(table, decoder, ids)
@@ -279,7 +282,7 @@ def _translate_typed(job: TopicJob) -> TopicResult:
             lost += 1
             log.info("%s: a commit lost a race (%s); planning again from the tables' offsets", job.topic, exc)
             continue
-        return TopicResult(offsets, rows.num_rows, lost, len(dead))
+        return TopicResult(offsets, rows.num_rows, lost, len(dead), waiting)
     raise RuntimeError(f"{job.topic}: {COMMIT_ATTEMPTS} commits in a row lost their race")
 
 
