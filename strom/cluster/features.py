@@ -38,9 +38,9 @@ GROUP_VERSION = "group.version"
 
 # name -> (min, max) level this broker supports
 SUPPORTED: dict[str, tuple[int, int]] = {GROUP_VERSION: (0, 1), TRANSACTION_VERSION: (0, 2)}
-# A new cluster has the consumer group protocol (KIP-848) on, as a new Kafka 4.1 cluster has, and
-# transactions v2 off until strom serves them (Kafka 4.1 turns it on).
-DEFAULT_LEVELS: dict[str, int] = {GROUP_VERSION: 1, TRANSACTION_VERSION: 0}
+# A new cluster starts where a new Kafka 4.1 cluster starts: the consumer group protocol
+# (KIP-848) and transactions v2 (KIP-890 part 2) on.
+DEFAULT_LEVELS: dict[str, int] = {GROUP_VERSION: 1, TRANSACTION_VERSION: 2}
 
 
 class UpgradeType:

@@ -10,6 +10,14 @@ Commit and abort are two-phase, as in Kafka: EndTxn writes PrepareCommit/Prepare
 answered; the markers are then written to every partition of the transaction, and the
 CompleteCommit/CompleteAbort record ends it. Until then the id answers
 CONCURRENT_TRANSACTIONS, which clients retry.
+
+Transactions v2 (KIP-890 part 2, a client on EndTxn v5): the partitions are added by the writes
+themselves (Produce v12 and TxnOffsetCommit v5 ask the coordinator to add their partition, not
+to verify it), and every EndTxn bumps the producer epoch: PrepareCommit/PrepareAbort are written
+with the next epoch, the markers carry it, so a zombie of the old epoch is fenced on every
+partition the transaction touched, and the client is answered the new epoch (or, when the epoch
+is exhausted, a new producer id with epoch 0). A transaction that added nothing may be aborted,
+which only bumps the epoch.
 """
 
 from __future__ import annotations
@@ -47,6 +55,9 @@ STATE_WRITE_TIMEOUT_S = 10.0
 SETTLE_WAIT_S = 1.0
 VERIFY_TIMEOUT_S = 5.0
 ADD_PARTITIONS_TO_TXN_VERIFY_VERSION = 4
+# a broker adding a partition for a transactions-v2 write (verify_only false from a broker)
+ADD_PARTITIONS_TO_TXN_ADD_VERSION = 5
+TRANSACTION_VERSION_2 = 2
 
 _RETRIABLE_WRITE_ERRORS = {
     ErrorCode.NOT_ENOUGH_REPLICAS,
@@ -290,9 +301,15 @@ class TransactionCoordinator:
         return ErrorCode.NONE, meta
 
     async def add_partitions(
-        self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: Iterable[tuple[str, int]]
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[tuple[str, int]],
+        tv2: bool = False,
     ) -> int:
-        """Add partitions to the producer's transaction, starting one if none is open."""
+        """Add partitions to the producer's transaction, starting one if none is open (``tv2``: a
+        write of a transactions-v2 client adding its own partition)."""
         error, meta = self._check_producer(transactional_id, producer_id, producer_epoch)
         if error:
             return error
@@ -308,7 +325,9 @@ class TransactionCoordinator:
         if meta.state == TxnState.ONGOING and wanted <= meta.partitions:
             return ErrorCode.NONE
         try:
-            transition = meta.prepare(TxnState.ONGOING, _now_ms(), add=wanted)
+            transition = meta.prepare(
+                TxnState.ONGOING, _now_ms(), add=wanted, client_version=TRANSACTION_VERSION_2 if tv2 else None
+            )
         except IllegalTransition:
             return ErrorCode.INVALID_TXN_STATE
         return await self._write(meta, transition)
@@ -327,14 +346,23 @@ class TransactionCoordinator:
         return {tp: ErrorCode.NONE if tp in meta.partitions else ErrorCode.INVALID_TXN_STATE for tp in partitions}
 
     async def verify_partitions(
-        self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: list[tuple[str, int]]
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: list[tuple[str, int]],
+        add: bool = False,
     ) -> dict[tuple[str, int], int]:
-        """KIP-890 part 1 for a partition leader: ask the coordinator whether the transaction added these."""
+        """KIP-890 part 1 for a partition leader: ask the coordinator whether the transaction added
+        these; with ``add`` (part 2, transactions v2) ask it to add them."""
         if TRANSACTION_STATE_TOPIC not in self.metadata.topics:
             return {tp: ErrorCode.COORDINATOR_NOT_AVAILABLE for tp in partitions}
         index = self.partition_for(transactional_id)
         leader = self.metadata.leader_of(TRANSACTION_STATE_TOPIC, index)
         if leader == self.broker_id:
+            if add:
+                code = await self.add_partitions(transactional_id, producer_id, producer_epoch, partitions, tv2=True)
+                return dict.fromkeys(partitions, code)
             return self.check_partitions(transactional_id, producer_id, producer_epoch, partitions)
         if leader < 0:
             return {tp: ErrorCode.COORDINATOR_NOT_AVAILABLE for tp in partitions}
@@ -347,14 +375,15 @@ class TransactionCoordinator:
                     "transactional_id": transactional_id,
                     "producer_id": producer_id,
                     "producer_epoch": producer_epoch,
-                    "verify_only": True,
+                    "verify_only": not add,
                     "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
                 }
             ]
         }
+        version = ADD_PARTITIONS_TO_TXN_ADD_VERSION if add else ADD_PARTITIONS_TO_TXN_VERIFY_VERSION
         try:
             response = await self.markers.peers.request(
-                leader, ApiKey.ADD_PARTITIONS_TO_TXN, ADD_PARTITIONS_TO_TXN_VERIFY_VERSION, request, VERIFY_TIMEOUT_S
+                leader, ApiKey.ADD_PARTITIONS_TO_TXN, version, request, VERIFY_TIMEOUT_S
             )
         except BrokerConnectionError as exc:
             log.info("verifying %s with coordinator %d: %s", transactional_id, leader, exc)
@@ -374,7 +403,15 @@ class TransactionCoordinator:
         return OFFSETS_TOPIC, self._offsets_partition_for(group_id)
 
     # -- ending transactions -----------------------------------------------------------------------
-    async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> int:
+    async def end_txn(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool, tv2: bool = False
+    ) -> InitResult:
+        """EndTxn: the error code, and for transactions v2 the producer id and epoch to go on with."""
+        if tv2:
+            return await self._end_txn_v2(transactional_id, producer_id, producer_epoch, commit)
+        return InitResult(await self._end_txn_v1(transactional_id, producer_id, producer_epoch, commit))
+
+    async def _end_txn_v1(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> int:
         error, meta = self._check_producer(transactional_id, producer_id, producer_epoch)
         if error:
             return error
@@ -395,9 +432,70 @@ class TransactionCoordinator:
             return ErrorCode.CONCURRENT_TRANSACTIONS
         return ErrorCode.INVALID_TXN_STATE
 
-    async def _prepare_end(self, meta: TxnMetadata, commit: bool, epoch: int, fencing: bool = False) -> int:
+    async def _end_txn_v2(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool
+    ) -> InitResult:
+        error = self.coordinator_error(transactional_id)
+        if error:
+            return InitResult(error)
+        meta = self.txns.get(transactional_id)
+        if meta is None:
+            return InitResult(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        await self._settle(meta)
+        if self.txns.get(transactional_id) is not meta:
+            return InitResult(ErrorCode.NOT_COORDINATOR)
+        if meta.pending is not None:
+            return InitResult(ErrorCode.CONCURRENT_TRANSACTIONS)
+        done, preparing = (
+            (TxnState.COMPLETE_COMMIT, TxnState.PREPARE_COMMIT)
+            if commit
+            else (TxnState.COMPLETE_ABORT, TxnState.PREPARE_ABORT)
+        )
+        # a retry whose answer was lost: the client still has the epoch (or id) before the bump
+        retried = (producer_id == meta.producer_id and producer_epoch == meta.last_producer_epoch >= 0) or (
+            producer_id == meta.previous_producer_id >= 0 and meta.producer_epoch == 0
+        )
+        if retried and meta.state in (done, preparing):
+            if meta.state == preparing:
+                return InitResult(ErrorCode.CONCURRENT_TRANSACTIONS)
+            return InitResult(ErrorCode.NONE, meta.producer_id, meta.producer_epoch)
+        if producer_id != meta.producer_id:
+            return InitResult(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        if producer_epoch != meta.producer_epoch:
+            return InitResult(ErrorCode.PRODUCER_FENCED)
+        idle = (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
+        if meta.state == TxnState.ONGOING or (not commit and meta.state in idle):
+            epoch, next_id = min(producer_epoch + 1, MAX_EPOCH), -1
+            if epoch >= MAX_EPOCH - 1:  # the epochs are running out: the markers take the last, then a new id
+                next_id = self._next_producer_id()
+            code = await self._prepare_end(
+                meta, commit, epoch, next_producer_id=next_id, client_version=TRANSACTION_VERSION_2
+            )
+            if code:
+                return InitResult(code)
+            if meta.next_producer_id >= 0:
+                return InitResult(ErrorCode.NONE, meta.next_producer_id, 0)
+            return InitResult(ErrorCode.NONE, meta.producer_id, meta.producer_epoch)
+        if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            return InitResult(ErrorCode.CONCURRENT_TRANSACTIONS)
+        return InitResult(ErrorCode.INVALID_TXN_STATE)
+
+    async def _prepare_end(
+        self,
+        meta: TxnMetadata,
+        commit: bool,
+        epoch: int,
+        fencing: bool = False,
+        next_producer_id: int | None = None,
+        client_version: int | None = None,
+    ) -> int:
         transition = meta.prepare(
-            TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT, _now_ms(), epoch=epoch, fencing=fencing
+            TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT,
+            _now_ms(),
+            epoch=epoch,
+            fencing=fencing,
+            next_producer_id=next_producer_id,
+            client_version=client_version,
         )
         code = await self._write(meta, transition)
         if code == ErrorCode.NONE:
@@ -434,9 +532,18 @@ class TransactionCoordinator:
             backoff = 0.05
             while written and still_coordinator():
                 if meta.pending is None:
-                    transition = meta.prepare(
-                        TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT, _now_ms()
-                    )
+                    state = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+                    if meta.next_producer_id >= 0:  # the epoch is exhausted: go on under the new id
+                        transition = meta.prepare(
+                            state,
+                            _now_ms(),
+                            producer_id=meta.next_producer_id,
+                            epoch=0,
+                            previous_producer_id=meta.producer_id,
+                            next_producer_id=-1,
+                        )
+                    else:
+                        transition = meta.prepare(state, _now_ms())
                     if await self._write(meta, transition) == ErrorCode.NONE:
                         return
                 await asyncio.sleep(backoff)

@@ -16,12 +16,13 @@ from strom.txn.records import TxnLogValue, TxnState
 
 # Kafka's TransactionState.validPreviousStates, less PrepareEpochFence: that is Kafka's in-memory
 # step before the PrepareAbort of a fenced epoch, never written; strom prepares that PrepareAbort
-# (with the bumped epoch) directly from Ongoing.
+# (with the bumped epoch) directly from Ongoing. PrepareAbort from Empty and the Complete states
+# is transactions v2's abort of a transaction that added nothing (it still bumps the epoch).
 VALID_PREVIOUS = {
     TxnState.EMPTY: {TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT},
     TxnState.ONGOING: {TxnState.ONGOING, TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT},
     TxnState.PREPARE_COMMIT: {TxnState.ONGOING},
-    TxnState.PREPARE_ABORT: {TxnState.ONGOING},
+    TxnState.PREPARE_ABORT: {TxnState.ONGOING, TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT},
     TxnState.COMPLETE_COMMIT: {TxnState.PREPARE_COMMIT},
     TxnState.COMPLETE_ABORT: {TxnState.PREPARE_ABORT},
     TxnState.DEAD: {TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT},
@@ -46,13 +47,25 @@ class TxnTransition:
     partitions: set[tuple[str, int]]
     start_ms: int
     update_ms: int
+    client_version: int = 0
+    previous_producer_id: int = -1
+    next_producer_id: int = -1
 
     def log_value(self) -> TxnLogValue:
         by_topic: dict[str, list[int]] = {}
         for topic, index in self.partitions:
             by_topic.setdefault(topic, []).append(index)
         return TxnLogValue(
-            self.producer_id, self.producer_epoch, self.timeout_ms, self.state, by_topic, self.update_ms, self.start_ms
+            self.producer_id,
+            self.producer_epoch,
+            self.timeout_ms,
+            self.state,
+            by_topic,
+            self.update_ms,
+            self.start_ms,
+            self.previous_producer_id,
+            self.next_producer_id,
+            self.client_version,
         )
 
 
@@ -71,6 +84,12 @@ class TxnMetadata:
     last_producer_epoch: int = -1
     pending: TxnState | None = None
     coordinator_partition: int = 0
+    # transactions v2 (KIP-890 part 2): the client's transaction version (2: the epoch is bumped
+    # by every EndTxn), and the producer ids around an epoch exhausted by those bumps: the id the
+    # ending transaction hands over to (next) and the one it came from (previous, for a retry)
+    client_version: int = 0
+    next_producer_id: int = -1
+    previous_producer_id: int = -1
     # monotonic seconds: the transaction timeout and transactional.id.expiration.ms are durations,
     # so a step of the wall clock neither aborts open transactions nor expires idle ids
     started_at: float = field(default_factory=time.monotonic)
@@ -91,6 +110,9 @@ class TxnMetadata:
             value.start_ms,
             value.last_update_ms,
             coordinator_partition=coordinator_partition,
+            client_version=value.client_transaction_version,
+            next_producer_id=value.next_producer_id,
+            previous_producer_id=value.previous_producer_id,
             started_at=now - max(0, now_ms - value.start_ms) / 1000,
             updated_at=now - max(0, now_ms - value.last_update_ms) / 1000,
         )
@@ -105,6 +127,9 @@ class TxnMetadata:
         timeout_ms: int | None = None,
         add: set[tuple[str, int]] | None = None,
         fencing: bool = False,
+        client_version: int | None = None,
+        next_producer_id: int | None = None,
+        previous_producer_id: int | None = None,
     ) -> TxnTransition:
         """Check the move to ``state`` and mark it pending; the caller writes it, then completes or aborts it."""
         if self.pending is not None:
@@ -138,6 +163,9 @@ class TxnMetadata:
             partitions,
             start,
             now_ms,
+            self.client_version if client_version is None else client_version,
+            self.previous_producer_id if previous_producer_id is None else previous_producer_id,
+            self.next_producer_id if next_producer_id is None else next_producer_id,
         )
         self.pending = state
         return transition
@@ -155,6 +183,9 @@ class TxnMetadata:
         self.partitions = transition.partitions
         self.start_ms = transition.start_ms
         self.update_ms = transition.update_ms
+        self.client_version = transition.client_version
+        self.previous_producer_id = transition.previous_producer_id
+        self.next_producer_id = transition.next_producer_id
         self.pending = None
 
     def abandon(self) -> None:

@@ -8,8 +8,10 @@ Kafka's tools (and ``strom dump-log``) decode these, so the layouts are Kafka's 
                              last_update_timestamp_ms int64, start_timestamp_ms int64
 
 A null value is a tombstone: the transactional id expired. Strings are classic (int16 length),
-arrays int32-counted with -1 for null. Value v1 (flexible, Kafka 4's tagged fields for
-KIP-890 part 2) is read as well, since a log written by a newer Kafka may hold it.
+arrays int32-counted with -1 for null. Value v1 is flexible (compact strings and arrays, tagged
+fields) and adds, for transactions v2 (KIP-890 part 2), the tagged fields PreviousProducerId
+(tag 0), NextProducerId (tag 1) and ClientTransactionVersion (tag 2). As Kafka 4 does, strom
+writes v1 for an id whose client speaks transactions v2 and v0 otherwise, and reads both.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ _I64 = struct.Struct(">q")
 
 KEY_VERSION = 0
 VALUE_VERSION = 0
+FLEXIBLE_VALUE_VERSION = 1
+_TAG_PREVIOUS_PRODUCER_ID, _TAG_NEXT_PRODUCER_ID, _TAG_CLIENT_TRANSACTION_VERSION = 0, 1, 2
 
 
 class TxnState(IntEnum):
@@ -69,6 +73,10 @@ class TxnLogValue:
     partitions: dict[str, list[int]] = field(default_factory=dict)
     last_update_ms: int = -1
     start_ms: int = -1
+    # transactions v2 (value v1's tagged fields)
+    previous_producer_id: int = -1
+    next_producer_id: int = -1
+    client_transaction_version: int = 0
 
 
 def encode_key(transactional_id: str) -> bytes:
@@ -87,6 +95,8 @@ def decode_key(data: bytes) -> str:
 
 
 def encode_value(value: TxnLogValue) -> bytes:
+    if value.client_transaction_version >= 2:
+        return _encode_flexible(value)
     out = [
         _I16.pack(VALUE_VERSION),
         _I64.pack(value.producer_id),
@@ -101,6 +111,50 @@ def encode_value(value: TxnLogValue) -> bytes:
         out.extend(_I32.pack(p) for p in sorted(partitions))
     out.append(_I64.pack(value.last_update_ms))
     out.append(_I64.pack(value.start_ms))
+    return b"".join(out)
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _encode_flexible(value: TxnLogValue) -> bytes:
+    out = [
+        _I16.pack(FLEXIBLE_VALUE_VERSION),
+        _I64.pack(value.producer_id),
+        _I16.pack(value.producer_epoch),
+        _I32.pack(value.timeout_ms),
+        _I8.pack(int(value.state)),
+        _uvarint(len(value.partitions) + 1),
+    ]
+    for topic, partitions in sorted(value.partitions.items()):
+        name = topic.encode()
+        out += [_uvarint(len(name) + 1), name, _uvarint(len(partitions) + 1)]
+        out.extend(_I32.pack(p) for p in sorted(partitions))
+        out.append(b"\x00")  # no tagged fields
+    out.append(_I64.pack(value.last_update_ms))
+    out.append(_I64.pack(value.start_ms))
+    tags = [
+        (tag, raw)
+        for tag, raw, default in (
+            (_TAG_PREVIOUS_PRODUCER_ID, _I64.pack(value.previous_producer_id), value.previous_producer_id == -1),
+            (_TAG_NEXT_PRODUCER_ID, _I64.pack(value.next_producer_id), value.next_producer_id == -1),
+            (
+                _TAG_CLIENT_TRANSACTION_VERSION,
+                _I16.pack(value.client_transaction_version),
+                value.client_transaction_version == 0,
+            ),
+        )
+        if not default
+    ]
+    out.append(_uvarint(len(tags)))
+    for tag, raw in tags:
+        out += [_uvarint(tag), _uvarint(len(raw)), raw]
     return b"".join(out)
 
 
@@ -124,11 +178,23 @@ def decode_value(data: bytes) -> TxnLogValue:
             reader.skip_tags()
     last_update = reader.i64()
     start = reader.i64()
+    tagged = reader.tags() if flexible else {}
     try:
         status = TxnState(state)
     except ValueError:
         raise RecordFormatError(f"unknown transaction state {state}") from None
-    return TxnLogValue(producer_id, epoch, timeout, status, partitions, last_update, start)
+    return TxnLogValue(
+        producer_id,
+        epoch,
+        timeout,
+        status,
+        partitions,
+        last_update,
+        start,
+        _I64.unpack(tagged[_TAG_PREVIOUS_PRODUCER_ID])[0] if _TAG_PREVIOUS_PRODUCER_ID in tagged else -1,
+        _I64.unpack(tagged[_TAG_NEXT_PRODUCER_ID])[0] if _TAG_NEXT_PRODUCER_ID in tagged else -1,
+        _I16.unpack(tagged[_TAG_CLIENT_TRANSACTION_VERSION])[0] if _TAG_CLIENT_TRANSACTION_VERSION in tagged else 0,
+    )
 
 
 class _FlexReader(_Reader):
@@ -156,3 +222,15 @@ class _FlexReader(_Reader):
         for _ in range(self.uvarint()):
             self.uvarint()
             self._take(self.uvarint())
+
+    def tags(self) -> dict[int, bytes]:
+        """The tagged fields of a structure: tag -> raw bytes (checked against the known widths)."""
+        out = {}
+        for _ in range(self.uvarint()):
+            tag = self.uvarint()
+            out[tag] = bytes(self._take(self.uvarint()))
+        widths = {_TAG_PREVIOUS_PRODUCER_ID: 8, _TAG_NEXT_PRODUCER_ID: 8, _TAG_CLIENT_TRANSACTION_VERSION: 2}
+        for tag, raw in out.items():
+            if tag in widths and len(raw) != widths[tag]:
+                raise RecordFormatError(f"tagged field {tag} has {len(raw)} bytes, expected {widths[tag]}")
+        return out

@@ -34,13 +34,13 @@ def test_an_update_on_one_broker_reaches_all(cluster):
     assert json.loads(data) == {
         "version": 2,
         "status": 1,
-        "features": {"group.version": {"max_version_level": 1}},
+        "features": {"group.version": {"max_version_level": 1}, "transaction.version": {"max_version_level": 2}},
     }
     bootstraps = {i: b.bootstrap for i, b in cluster.brokers.items()}
     for bootstrap in bootstraps.values():
-        assert finalized(bootstrap) == ({"group.version": 1}, stat.version)
+        assert finalized(bootstrap) == ({"group.version": 1, "transaction.version": 2}, stat.version)
 
-    assert set_level(bootstraps[1], "transaction.version", 1, 1) == 0
+    assert set_level(bootstraps[1], "transaction.version", 1, 2) == 0
     data, stat = cluster.zk.get("/feature")
     assert json.loads(data)["features"]["transaction.version"] == {"max_version_level": 1}
     want = ({"group.version": 1, "transaction.version": 1}, stat.version)

@@ -1,8 +1,8 @@
 """Feature levels (KIP-584) on one broker: ApiVersions v3+ reports them, UpdateFeatures changes them,
 kafka-python's describe_features/update_features and ``strom features`` see the same.
 
-A new cluster finalizes group.version 1 (as a new Kafka 4.1 cluster does) and leaves
-transaction.version at 0. Each test leaves the levels as it found them.
+A new cluster finalizes what a new Kafka 4.1 cluster does: group.version 1 and
+transaction.version 2. Each test leaves the levels as it found them.
 The multi-broker side (an update on one broker reaching the others, the znode's layout) is in
 tests/cluster/test_features_cluster.py.
 """
@@ -21,7 +21,7 @@ from strom.protocol.errors import ErrorCode
 from tests.broker_process import BrokerProcess
 from tests.integration.clients import WAIT_S, RawClient
 
-DEFAULT = {"group.version": (1, 1)}
+DEFAULT = {"group.version": (1, 1), "transaction.version": (2, 2)}
 
 
 @pytest.fixture(scope="module")
@@ -69,11 +69,9 @@ def test_kafka_python_downgrades_and_upgrades_transaction_version(shared_broker)
     admin = KafkaAdminClient(bootstrap_servers=shared_broker.bootstrap, request_timeout_ms=WAIT_S * 1000)
     try:
         before = admin.describe_features()
-        assert before["transaction.version"] == {"supported": (0, 2)}  # not finalized
-        assert admin.update_features({"transaction.version": 2}) == {"transaction.version": "OK"}
-        upgraded = admin.describe_features()
-        assert upgraded["transaction.version"]["finalized"] == (2, 2)
-        epoch = upgraded["transaction.version"]["finalized_epoch"]
+        assert before["transaction.version"]["supported"] == (0, 2)
+        assert before["transaction.version"]["finalized"] == (2, 2)
+        epoch = before["transaction.version"]["finalized_epoch"]
         assert admin.update_features({"transaction.version": ("SAFE_DOWNGRADE", 1)}) == {"transaction.version": "OK"}
         after = admin.describe_features()
         assert after["transaction.version"]["finalized"] == (1, 1)
@@ -83,9 +81,8 @@ def test_kafka_python_downgrades_and_upgrades_transaction_version(shared_broker)
         assert "finalized" not in admin.describe_features()["transaction.version"]
         with pytest.raises(InvalidUpdateVersionError):
             admin.update_features({"transaction.version": 3})  # beyond what the broker supports
-        admin.update_features({"transaction.version": 1})
-        assert admin.describe_features()["transaction.version"]["finalized"] == (1, 1)
-        admin.update_features({"transaction.version": ("UNSAFE_DOWNGRADE", 0)})
+        assert admin.update_features({"transaction.version": 2}) == {"transaction.version": "OK"}
+        assert admin.describe_features()["transaction.version"]["finalized"] == (2, 2)
     finally:
         admin.close()
 
@@ -101,7 +98,7 @@ def test_update_features_refusals_name_the_reason(shared_broker, version):
         return response.error_code, response.error_message
 
     kind = {"upgrade_type": 1} if version >= 1 else {"allow_downgrade": False}
-    code, message = refused([{"feature": "group.version", "max_version_level": 0, **kind}])
+    code, message = refused([{"feature": "transaction.version", "max_version_level": 1, **kind}])
     assert code == ErrorCode.INVALID_UPDATE_VERSION
     assert "without setting the upgrade type" in message
     code, message = refused([{"feature": "metadata.version", "max_version_level": 20, **kind}])
@@ -115,13 +112,21 @@ def test_update_features_refusals_name_the_reason(shared_broker, version):
     assert code == ErrorCode.INVALID_REQUEST and "more than once" in message
     if version >= 1:
         down = {"upgrade_type": 2}
+        assert (
+            update(
+                shared_broker.bootstrap, version, [{"feature": "transaction.version", "max_version_level": 1, **down}]
+            ).error_code
+            == 0
+        )
         code, message = refused([{"feature": "transaction.version", "max_version_level": 2, **down}])
         assert code == ErrorCode.INVALID_UPDATE_VERSION
         assert message.endswith("Can't downgrade to a newer version.")
+        up = {"feature": "transaction.version", "max_version_level": 2, "upgrade_type": 1}
+        assert update(shared_broker.bootstrap, version, [up]).error_code == 0
         # the first update is fine, the second is not: neither is applied
         code, message = refused(
             [
-                {"feature": "transaction.version", "max_version_level": 2, "upgrade_type": 1},
+                {"feature": "transaction.version", "max_version_level": 1, "upgrade_type": 2},
                 {"feature": "group.version", "max_version_level": 2, "upgrade_type": 1},
             ]
         )
@@ -148,13 +153,11 @@ def test_strom_features_describe_upgrade_downgrade(shared_broker):
     lines = described.stdout.splitlines()
     assert lines[0].startswith("Feature: group.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\t")
     assert lines[1].startswith("Feature: transaction.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 2\t")
-    assert "FinalizedVersionLevel: 0\tEpoch: " in lines[1]
+    assert "FinalizedVersionLevel: 2\tEpoch: " in lines[1]
 
-    dry = strom(*bootstrap, "upgrade", "--feature", "transaction.version=2", "--dry-run")
-    assert (dry.returncode, dry.stdout) == (0, "transaction.version can be upgraded to 2.\n")
-    assert "FinalizedVersionLevel: 0\t" in strom(*bootstrap, "describe").stdout.splitlines()[1]
-    up = strom(*bootstrap, "upgrade", "--feature", "transaction.version=2")
-    assert (up.returncode, up.stdout) == (0, "transaction.version was upgraded to 2.\n")
+    dry = strom(*bootstrap, "downgrade", "--feature", "transaction.version=1", "--dry-run")
+    assert (dry.returncode, dry.stdout) == (0, "transaction.version can be downgraded to 1.\n")
+    assert "FinalizedVersionLevel: 2\t" in strom(*bootstrap, "describe").stdout.splitlines()[1]
 
     down = strom(*bootstrap, "downgrade", "--feature", "transaction.version=1")
     assert (down.returncode, down.stdout) == (0, "transaction.version was downgraded to 1.\n")
@@ -171,3 +174,6 @@ def test_strom_features_describe_upgrade_downgrade(shared_broker):
     off = strom(*bootstrap, "disable", "--feature", "transaction.version")
     assert (off.returncode, off.stdout) == (0, "transaction.version was disabled.\n")
     assert "FinalizedVersionLevel: 0\t" in strom(*bootstrap, "describe").stdout.splitlines()[1]
+    up = strom(*bootstrap, "upgrade", "--feature", "transaction.version=2")
+    assert (up.returncode, up.stdout) == (0, "transaction.version was upgraded to 2.\n")
+    assert "FinalizedVersionLevel: 2\t" in strom(*bootstrap, "describe").stdout.splitlines()[1]

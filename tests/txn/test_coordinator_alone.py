@@ -90,7 +90,7 @@ def test_a_committed_transaction_writes_its_markers_and_settles_its_offsets(tmp_
         added = await coordinator.add_partitions("tx", pid, epoch, [("orders", 0)])
         offsets = coordinator.offsets_partition("g")  # AddOffsetsToTxn
         added_offsets = await coordinator.add_partitions("tx", pid, epoch, [offsets])
-        ended = await coordinator.end_txn("tx", pid, epoch, commit=True)
+        ended = (await coordinator.end_txn("tx", pid, epoch, commit=True)).error_code
         for _ in range(200):  # the markers and CompleteCommit are written after EndTxn is answered
             if coordinator.txns["tx"].state == TxnState.COMPLETE_COMMIT:
                 break

@@ -49,6 +49,30 @@ def test_flexible_v1_value_written_by_kafka_4_is_read():
     assert (decoded.last_update_ms, decoded.start_ms) == (11, 10)
 
 
+def test_a_transactions_v2_value_is_written_as_v1_with_its_tagged_fields():
+    value = TxnLogValue(
+        9, 4, 1000, TxnState.PREPARE_COMMIT, {"t": [5]}, 11, 10, next_producer_id=12, client_transaction_version=2
+    )
+    data = records.encode_value(value)
+    # Kafka's layout: tags in order, only the ones that differ from their default (-1, -1, 0)
+    assert data == (
+        struct.pack(">hqhib", 1, 9, 4, 1000, 2)
+        + bytes([2, 2])
+        + b"t"
+        + bytes([2])
+        + struct.pack(">i", 5)
+        + bytes([0])
+        + struct.pack(">qq", 11, 10)
+        + bytes([2, 1, 8])
+        + struct.pack(">q", 12)
+        + bytes([2, 2])
+        + struct.pack(">h", 2)
+    )
+    decoded = records.decode_value(data)
+    assert decoded == value
+    assert records.encode_value(TxnLogValue(9, 4, 1000, TxnState.EMPTY))[:2] == b"\x00\x00"  # v0 without v2
+
+
 @pytest.mark.parametrize(
     "data", [b"", b"\x00\x07", struct.pack(">hqhib", 0, 1, 1, 1, 42) + struct.pack(">iqq", -1, 0, 0)]
 )

@@ -3,7 +3,8 @@
 Versions 0–3 come from producers, one transaction each. Version 4 comes from brokers (KIP-890
 part 1): batches of transactions, and ``verify_only`` asks whether a partition is already in
 the transaction, so that a partition leader can refuse a transactional write the coordinator
-does not know about.
+does not know about. With ``verify_only`` false, a broker adds the partition for a write of a
+transactions-v2 client (KIP-890 part 2: Produce v12 and TxnOffsetCommit v5 add their own partition).
 """
 
 from __future__ import annotations
@@ -49,7 +50,8 @@ async def _add(ctx, transactional_id, producer_id, producer_epoch, topics, verif
     elif verify_only:
         codes = coordinator.check_partitions(transactional_id, producer_id, producer_epoch, codes)
     else:
-        code = await coordinator.add_partitions(transactional_id, producer_id, producer_epoch, codes)
+        tv2 = ctx.api_version >= BROKER_BATCH_VERSION  # a broker adding for a transactions-v2 write
+        code = await coordinator.add_partitions(transactional_id, producer_id, producer_epoch, codes, tv2=tv2)
         if code == ErrorCode.PRODUCER_FENCED and ctx.api_version < FENCED_SINCE_VERSION:
             code = ErrorCode.INVALID_PRODUCER_EPOCH
         codes = dict.fromkeys(codes, code)

@@ -10,6 +10,11 @@ transaction of the producer asks the transaction coordinator whether the transac
 it. Without that check, a batch sent after its transaction ended (a late retry, a zombie)
 would silently open a transaction no coordinator knows, which blocks read_committed consumers
 (the "hanging transaction").
+
+From v12 a transactional batch adds its own partition (KIP-890 part 2, transactions v2): where
+the partition holds no open transaction of the producer *at this epoch* (every EndTxn of v2 bumps
+it), the leader asks the coordinator to add the partition instead of whether it was added; a
+fenced epoch is refused there, with INVALID_PRODUCER_EPOCH.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import functools
 import struct
 import time
 
+from strom.cluster.features import TRANSACTION_VERSION
 from strom.protocol.api import ApiKey
 from strom.protocol.codec import read_uvarint
 from strom.protocol.entities import millis
@@ -37,9 +43,17 @@ API_KEY = ApiKey.PRODUCE
 MIN_VERSION = 0  # v0-2 carry message sets (magic 0/1), converted by strom.server.legacy
 # v10-12 are v9 on the wire. v10 (KIP-951): NOT_LEADER_OR_FOLLOWER carries the current leader and its
 # endpoint in tagged fields (strom.server.leader_hints), so the client skips a Metadata. v11 may answer
-# TRANSACTION_ABORTABLE; v12 adds partitions to a transaction implicitly only with transaction.version 2
-# finalized (KIP-890), which strom does not advertise, so a transactional v12 is served as v11.
+# TRANSACTION_ABORTABLE; a transactional v12 adds its partitions to the transaction (KIP-890 part 2)
+# where transaction.version 2 is finalized (clients send it in a transaction only then); below that
+# it is served as v11, verified, as a client that added its partitions first expects.
 MAX_VERSION = 12
+IMPLICIT_ADD_SINCE_VERSION = 12
+
+
+def adds_partitions(ctx) -> bool:
+    """Whether this transactional write adds its own partition (transactions v2)."""
+    return ctx.api_version >= IMPLICIT_ADD_SINCE_VERSION and ctx.broker.features.level(TRANSACTION_VERSION) >= 2
+
 
 _PARTITION_V3 = struct.Struct(">ihqq")
 _PARTITION_V5 = struct.Struct(">ihqqq")
@@ -96,7 +110,7 @@ def _handle_now(ctx, request):
     if ctx.api_version < 3 and request.refused:  # message sets that failed their CRC or framing
         denied = {**request.refused, **(denied or {})}
     if request.transactional_id is not None:
-        unverified = _unverified_partitions(ctx.broker, request)
+        unverified = _unverified_partitions(ctx.broker, request, adds_partitions(ctx))
         if denied:
             unverified = {tp: header for tp, header in unverified.items() if tp not in denied}
         if unverified:
@@ -138,8 +152,10 @@ _VERIFICATION_MESSAGES: dict[int, str] = {
 }
 
 
-def _unverified_partitions(broker, request) -> dict[tuple[str, int], BatchHeader]:
-    """Partitions whose transactional batch would start a transaction this leader has not seen."""
+def _unverified_partitions(broker, request, same_epoch: bool = False) -> dict[tuple[str, int], BatchHeader]:
+    """Partitions whose transactional batch would start a transaction this leader has not seen
+    (``same_epoch``, transactions v2: one open at an older epoch is an earlier transaction, whose
+    markers are still on their way)."""
     found = {}
     partitions = broker.replica_manager.partitions
     for name, partition_data in request.topic_data:
@@ -152,8 +168,13 @@ def _unverified_partitions(broker, request) -> dict[tuple[str, int], BatchHeader
             partition = partitions.get((name, index))
             if partition is None or not partition.is_leader:
                 continue
-            if header.producer_id not in partition.log.producer_state.ongoing:
+            state = partition.log.producer_state
+            if header.producer_id not in state.ongoing:
                 found[(name, index)] = header
+            elif same_epoch:
+                entry = state.producers.get(header.producer_id)
+                if entry is None or entry.epoch != header.producer_epoch:
+                    found[(name, index)] = header
     return found
 
 
@@ -162,7 +183,11 @@ async def _verify_then_append(
 ):
     first = next(iter(unverified.values()))
     codes = await ctx.broker.transaction_coordinator.verify_partitions(
-        request.transactional_id, first.producer_id, first.producer_epoch, list(unverified)
+        request.transactional_id,
+        first.producer_id,
+        first.producer_epoch,
+        list(unverified),
+        add=adds_partitions(ctx),
     )
     rejected = dict(denied) if denied else {}
     for tp, code in codes.items():
