@@ -35,6 +35,9 @@ class ListenerSecurity:
     principal_mapper: PrincipalMapper = DEFAULT_MAPPER
     max_reauth_ms: dict[str, int] = field(default_factory=dict)  # mechanism -> session lifetime (KIP-368), 0: none
     oauthbearer: Validator | None = None  # OAUTHBEARER's token validator (strom.security.oauthbearer)
+    # the subject and alternative names of the certificate served (tls.keystore_identity): a
+    # certificate put in service at run time must keep them, as in Kafka
+    certificate: tuple[str, tuple[str, ...]] | None = None
 
     @property
     def tls(self) -> bool:
@@ -65,7 +68,8 @@ def listener_security(config: ListenerConfig, name: str) -> ListenerSecurity:
         log.warning(
             "listener %s accepts unsigned OAUTHBEARER tokens (Kafka's unsecured validator): not for production", name
         )
-    return ListenerSecurity(name, protocol, context, mechanisms, users, mapper, reauth, oauthbearer)
+    certificate = tls.keystore_identity(setting) if context is not None else None
+    return ListenerSecurity(name, protocol, context, mechanisms, users, mapper, reauth, oauthbearer, certificate)
 
 
 def inter_broker_security(config: ListenerConfig) -> ClientSecurity | None:

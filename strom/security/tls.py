@@ -227,3 +227,37 @@ def client_context(setting: Setting) -> ssl.SSLContext:
     _load_keystore(context, setting, required=False)
     _protocols(context, setting)
     return context
+
+
+def keystore_identity(setting: Setting) -> tuple[str, tuple[str, ...]] | None:
+    """The subject and subject alternative names of the keystore's certificate (the first of its
+    chain), as Kafka's CertificateEntries compares them; None without a keystore. A certificate put
+    in service at run time must keep both, so clients that check them keep connecting."""
+    from cryptography import x509
+
+    location, location_key = setting("ssl.keystore.location")
+    chain, _ = setting("ssl.keystore.certificate.chain")
+    if location:
+        try:
+            with open(location, "rb") as handle:
+                data = handle.read()
+        except OSError as exc:
+            raise ConfigError(location_key, f"cannot read {location}: {exc.strerror or exc}") from None
+    elif chain:
+        data = _pem_text(chain).encode()
+    else:
+        return None
+    try:
+        certificate = x509.load_pem_x509_certificates(data)[0]
+    except ValueError:
+        raise ConfigError(location_key, f"no certificate in {location or 'the inline chain'}") from None
+    try:
+        names = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        alternatives = tuple(sorted(f"{type(name).__name__}:{name.value}" for name in names))
+    except x509.ExtensionNotFound:
+        alternatives = ()
+    return certificate.subject.rfc4514_string(), alternatives
+
+
+def has_truststore(setting: Setting) -> bool:
+    return bool(setting("ssl.truststore.location")[0] or setting("ssl.truststore.certificates")[0])

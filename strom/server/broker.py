@@ -964,6 +964,7 @@ class Broker:
         default, own = dynamic_broker_config.stored_configs(broker_configs, self.broker_id)
         config = dynamic_broker_config.effective_config(self.static_config, default, own)
         reconfiguration.new_listener_security(self.config, config, listener_security)  # builds: checks certificates
+        reconfiguration.check_compatible(self.listener_security, self.config, config, reread)
         for name in reread:
             listener_security(config, name)
         return config

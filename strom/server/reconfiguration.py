@@ -21,14 +21,15 @@ from __future__ import annotations
 
 import logging
 import ssl
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable, Iterable, Mapping, MutableMapping
 
+from strom.security import tls
 from strom.security.listeners import ListenerSecurity
 from strom.server.config import BrokerConfig
 from strom.server.connection_limits import ConnectionLimits
 from strom.server.dynamic_broker_config import listeners_changed
 from strom.storage.cleaner import CleanerSettings
-from strom.storage.log_config import LogConfig
+from strom.storage.log_config import ConfigError, LogConfig
 
 log = logging.getLogger("strom.config")
 
@@ -48,6 +49,39 @@ def new_listener_security(
 ) -> dict[str, ListenerSecurity]:
     """The listeners whose TLS or SASL settings changed, built anew (ConfigError names a bad key)."""
     return {name: build(new, name) for name in listeners_changed(old, new) if new.protocol_of(name) != "PLAINTEXT"}
+
+
+def check_compatible(
+    current: Mapping[str, ListenerSecurity], old: BrokerConfig, new: BrokerConfig, reread: Iterable[str] = ()
+) -> None:
+    """Kafka's SslFactory.validateReconfiguration for the TLS listeners a change touches (and those
+    whose files are read again): the new keystore's certificate keeps the subject and alternative
+    names of the one in service, and a listener without a truststore does not get one.
+    ConfigError names the key."""
+    for name in sorted(set(listeners_changed(old, new)) | set(reread)):
+        serving = current.get(name)
+        if serving is None or serving.certificate is None or new.protocol_of(name) not in ("SSL", "SASL_SSL"):
+            continue
+
+        def before(key: str, name: str = name):
+            return old.listener_setting(name, key)
+
+        def after(key: str, name: str = name):
+            return new.listener_setting(name, key)
+
+        if tls.keystore_identity(after) != serving.certificate:
+            raise ConfigError(
+                after("ssl.keystore.location")[1],
+                f"{_SSL_FACTORY}: Keystore DistinguishedName or SubjectAltNames do not match",
+            )
+        if not tls.has_truststore(before) and tls.has_truststore(after):
+            raise ConfigError(
+                after("ssl.truststore.location")[1],
+                f"{_SSL_FACTORY}: Cannot add SSL truststore to an existing listener for which no truststore was configured.",
+            )
+
+
+_SSL_FACTORY = "Validation of dynamic config update of SSLFactory failed"
 
 
 def serve_current_context(listener_security: MutableMapping[str, ListenerSecurity], name: str) -> None:

@@ -277,8 +277,8 @@ def test_a_keystore_renewed_in_place_is_read_again(tmp_path):
     ca = trustme.CA()
     keystore = tmp_path / "keystore.pem"
 
-    def issue() -> int:
-        cert = ca.issue_cert("127.0.0.1")
+    def issue(name: str = "broker-0") -> int:
+        cert = ca.issue_cert("127.0.0.1", common_name=name, organization_unit_name="brokers")
         cert.private_key_and_cert_chain_pem.write_to_path(str(keystore))
         return x509.load_pem_x509_certificate(cert.cert_chain_pems[0].bytes()).serial_number
 
@@ -304,6 +304,11 @@ def test_a_keystore_renewed_in_place_is_read_again(tmp_path):
         second = issue()  # renewed in place: nothing reads it yet
         assert served() == first
         assert alter(admin, "0", {key: str(keystore)}) is None
+        assert served() == second
+        issue("another-broker")  # Kafka keeps the subject and alternative names of the certificate in service
+        refused = alter(admin, "0", {key: str(keystore)})
+        assert refused.code() == ErrorCode.INVALID_REQUEST and key in refused.str(), refused
+        assert "Keystore DistinguishedName or SubjectAltNames do not match" in refused.str()
         assert served() == second
         keystore.write_text("not a key")
         refused = alter(admin, "0", {key: str(keystore)})
