@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     from strom.server.config import BrokerConfig
     from strom.startup import StartupError
     from strom.storage.log_config import ConfigError
-    from strom.storage.log_manager import LogDirError
+    from strom.storage.log_dir_error import LogDirError
 
     logs.configure(args.log_level, args.log_format)
     try:

@@ -90,7 +90,8 @@ class StorageTarget:
 
     def check(self, data: bytes) -> None:
         from strom.storage.log_config import LogConfig
-        from strom.storage.log_manager import LogDirError, LogManager
+        from strom.storage.log_dir_error import LogDirError
+        from strom.storage.log_manager import LogManager
 
         if self.dir is None:
             self.setup()

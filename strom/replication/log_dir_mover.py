@@ -1,6 +1,6 @@
 """Copies replicas into other log dirs of this broker (Kafka's ReplicaAlterLogDirsThread).
 
-AlterReplicaLogDirs makes an empty future log in the destination dir (LogManager.alter_log_dir);
+AlterReplicaLogDirs makes an empty future log in the destination dir (LogDirMoves.alter_log_dir in strom.storage.log_dir_moves);
 this task fills it from the current log, batch by batch up to the current log end, while the
 partition keeps serving reads and writes from the current log. When a step finds the copy at the
 current log end it swaps it in on the spot: the step is synchronous on the event loop, so no
@@ -53,14 +53,14 @@ class LogDirMover:
         stopping = asyncio.ensure_future(stop.wait())
         try:
             while not stop.is_set():
-                if not self.log_manager.future_logs:
+                if not self.log_manager.moves.future_logs:
                     self._copying.clear()
                     self._wake.clear()
                     waking = asyncio.ensure_future(self._wake.wait())
                     await asyncio.wait((stopping, waking), return_when=asyncio.FIRST_COMPLETED)
                     waking.cancel()
                     continue
-                if self.step() or not self.log_manager.future_logs:
+                if self.step() or not self.log_manager.moves.future_logs:
                     await asyncio.sleep(0)  # let requests in between chunks
                 else:
                     await asyncio.wait((stopping,), timeout=THROTTLED_WAIT_S)
@@ -83,7 +83,7 @@ class LogDirMover:
         """One round over the moving replicas; whether any copied a batch or was swapped in."""
         self._update_rate()
         progressed = False
-        for tp in list(self.log_manager.future_logs):
+        for tp in list(self.log_manager.moves.future_logs):
             allowance = self.quota.allowance()
             if allowance <= 0:
                 break
@@ -95,7 +95,7 @@ class LogDirMover:
 
     def _step(self, tp: tuple[str, int], max_bytes: int) -> bool:
         manager = self.log_manager
-        current, future = manager.logs.get(tp), manager.future_logs.get(tp)
+        current, future = manager.logs.get(tp), manager.moves.future_logs.get(tp)
         if current is None or future is None:
             return False
         began = self._copying.get(tp)
@@ -105,11 +105,11 @@ class LogDirMover:
             current.log_start_offset <= future.log_end_offset <= current.log_end_offset
         ):
             log.info("%s-%d changed under its copy: copying it again from offset %d", *tp, current.log_start_offset)
-            self._guard_future(tp, lambda: manager.restart_future_log(tp))
+            self._guard_future(tp, lambda: manager.moves.restart_future_log(tp))
             self._copying[tp] = (current, future, current.truncations)
         if future.log_end_offset >= current.log_end_offset:
             self._copying.pop(tp, None)
-            moved = manager.replace_current_with_future(tp)
+            moved = manager.moves.replace_current_with_future(tp)
             partition = self.replicas.partitions.get(tp)
             if partition is not None:
                 partition.log = moved
@@ -130,7 +130,7 @@ class LogDirMover:
         except KafkaError as exc:  # what the current log holds does not fit the copy: start it again
             log.warning("%s-%d: copy to %s failed (%s); starting it again", *tp, future.directory, exc)
             self._copying.pop(tp, None)
-            self._guard_future(tp, lambda: manager.restart_future_log(tp))
+            self._guard_future(tp, lambda: manager.moves.restart_future_log(tp))
             return False
         self.quota.record(whole)
         return True
@@ -140,7 +140,7 @@ class LogDirMover:
         try:
             action()
         except OSError as exc:
-            log_dir = self.log_manager.future_log_dir_of(tp)
+            log_dir = self.log_manager.moves.future_log_dir_of(tp)
             if log_dir is None:
                 raise
-            raise self.log_manager.future_storage_error(log_dir, exc, f"copying {tp[0]}-{tp[1]}") from exc
+            raise self.log_manager.moves.future_storage_error(log_dir, exc, f"copying {tp[0]}-{tp[1]}") from exc

@@ -1355,7 +1355,7 @@ class Broker:
             self.replica_manager.close()
         if self.log_manager is not None:
             if crash:
-                for partition_log in [*self.log_manager.logs.values(), *self.log_manager.future_logs.values()]:
+                for partition_log in [*self.log_manager.logs.values(), *self.log_manager.moves.future_logs.values()]:
                     partition_log.close_crashlike()
             else:
                 self.log_manager.shutdown()

@@ -82,15 +82,10 @@ def _from_table(spark, topic: str, files: list[str], arrow_schema: Any = None, m
     )
 
 
-def _partitions(bootstrap_servers: str, topic: str, options: dict[str, str] | None = None) -> list[int]:
-    """The topic's partitions, asked with the connection and security settings of the ``kafka.*``
-    options (a SASL_SSL listener's, say), as the strom source's own clients take them."""
+def _partitions(bootstrap_servers: str, topic: str) -> list[int]:
     from confluent_kafka.admin import AdminClient
 
-    from strom.spark.options import client_config_from_options, connection_config
-
-    config = connection_config(client_config_from_options(options or {}))
-    metadata = AdminClient({**config, "bootstrap.servers": bootstrap_servers}).list_topics(topic, timeout=30)
+    metadata = AdminClient({"bootstrap.servers": bootstrap_servers}).list_topics(topic, timeout=30)
     found = metadata.topics[topic]
     if found.error is not None:
         raise ValueError(f"topic {topic}: {found.error}")
@@ -105,13 +100,10 @@ def read_topic(
     bootstrap_servers: str | None = None,
     options: dict[str, str] | None = None,
     schema_registry_url: str | None = None,
-    schema_registry_config: dict[str, str] | None = None,
 ):
     """The topic's committed records as one DataFrame: the table's, plus (with ``bootstrap_servers``)
     the log's past the table's offsets. ``options`` go to the ``strom`` source (``kafka.*`` client
-    settings); ``schema_registry_url`` decodes the log's records of a schema-mode topic, with
-    ``schema_registry_config`` any other setting of confluent-kafka's SchemaRegistryClient
-    (``basic.auth.user.info``, ``ssl.ca.location``...)."""
+    settings); ``schema_registry_url`` decodes the log's records of a schema-mode topic."""
     files, offsets, arrow_schema, mode = _plan(catalog_uri, topic)
     df = _from_table(spark, topic, files, arrow_schema, mode)
     if bootstrap_servers is None:
@@ -124,7 +116,7 @@ def read_topic(
     from strom.spark import register
 
     register(spark)
-    starting = {str(p): offsets.get(p, -2) for p in _partitions(bootstrap_servers, topic, options)}
+    starting = {str(p): offsets.get(p, -2) for p in _partitions(bootstrap_servers, topic)}
     reader = (
         spark.read.format("strom")
         .option("kafka.bootstrap.servers", bootstrap_servers)
@@ -139,13 +131,11 @@ def read_topic(
     live = reader.load()
     if is_typed:
         assert schema_registry_url is not None
-        live = _decoded(
-            live, df.schema, arrow_schema, mode, _registry_schemas(schema_registry_url, topic, schema_registry_config)
-        )
+        live = _decoded(live, df.schema, arrow_schema, mode, _registry_schemas(schema_registry_url, topic))
     return df.unionByName(live)
 
 
-def _registry_schemas(url: str, topic: str, config: dict[str, str] | None = None):
+def _registry_schemas(url: str, topic: str):
     """Every schema of the registry by id, and the latest of ``<topic>-value``, read on the driver
     (confluent-kafka's client): what the brokers' translation is given (a SchemaSet)."""
     from confluent_kafka.schema_registry import SchemaRegistryClient
@@ -153,7 +143,7 @@ def _registry_schemas(url: str, topic: str, config: dict[str, str] | None = None
 
     from strom.iceberg.schema_modes import RegisteredSchema, SchemaSet
 
-    client = SchemaRegistryClient({**(config or {}), "url": url})
+    client = SchemaRegistryClient({"url": url})
     by_id: dict[int, RegisteredSchema] = {}
     latest = None
     subject_name = f"{topic}-value"

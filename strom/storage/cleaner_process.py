@@ -4,7 +4,7 @@ A spawned cleaner process imports the storage modules (about 0.08 s of CPU here)
 initializer; with the priority lowered first, that start-up runs at the cleaner's priority. Kept
 free of strom imports for that reason. (A low priority alone does not make the kernel run a woken
 broker thread at once, see below, which is why the processes start with the broker and not
-with the first round: LogManager._start_cleaner_processes.)
+with the first round: CompactionRounds.start_processes in strom.storage.compaction_rounds.)
 
 Why SCHED_IDLE and not only a nice value: the cleaner decodes records in Python and keeps a CPU
 busy for the whole round (about 40 MB/s here). At nice 10 it gets a small *share* of a contended

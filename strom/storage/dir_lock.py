@@ -24,7 +24,7 @@ import fcntl
 import os
 import time
 
-from strom.storage.log_manager import LogDirError
+from strom.storage.log_dir_error import LogDirError
 
 LOCK_FILE = ".lock"
 

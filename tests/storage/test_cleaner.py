@@ -176,14 +176,14 @@ def test_max_compaction_lag_rolls_and_cleans_below_the_dirty_ratio_unless_min_la
             log.update_high_watermark(log.log_end_offset)
 
     feed(t0, b"x")
-    assert manager.clean_logs() == 3
+    assert manager.compaction.clean_logs() == 3
     assert all(cleaner.dirty_ratio(log, 15) == 0.0 for log in logs.values())
     feed(t0 + 61_001, b"y")
     assert all(cleaner.dirty_ratio(log, 15) < 0.99 for log in logs.values())
     assert cleaner.max_compaction_delay(logs["plain"], 15) == 0
     assert cleaner.max_compaction_delay(logs["lagged"], 15) == NOW_MS - 60_000 - (t0 + 61_000)
     assert cleaner.max_compaction_delay(logs["held"], 15) > 0
-    assert manager.clean_logs() == 1
+    assert manager.compaction.clean_logs() == 1
 
     keys = [(key, value) for _, key, value in contents(logs["lagged"])]
     assert keys == [(b"x", b""), (b"a", b"a-4"), (b"b", b"b-4"), (b"c", b"c-4"), (b"y", b"")]

@@ -4,7 +4,8 @@ import os
 import pytest
 
 from strom.storage.log_config import LogConfig
-from strom.storage.log_manager import LogDirError, LogManager, SchedulerIntervals
+from strom.storage.log_dir_error import LogDirError
+from strom.storage.log_manager import LogManager, SchedulerIntervals
 from tests.storage.helpers import make_batch
 
 
@@ -170,6 +171,6 @@ def test_reconfigure_gives_every_log_the_new_defaults_under_its_topics_overrides
     manager.reconfigure(LogConfig(retention_ms=3_600_000, segment_bytes=2048), CleanerSettings(threads=2))
     assert (plain.config.retention_ms, plain.config.segment_bytes) == (3_600_000, 2048)
     assert (kept.config.retention_ms, kept.config.segment_bytes) == (1000, 2048)
-    assert manager.cleaner_settings.threads == 2
+    assert manager.compaction.settings.threads == 2
     assert manager.get_or_create_log(("new", 0)).config.retention_ms == 3_600_000
     manager.shutdown()

@@ -38,7 +38,7 @@ def handle(ctx, request):
             code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         else:
             try:  # compared as given, as Kafka does: a relative path or a trailing slash is no configured dir
-                started |= broker.log_manager.alter_log_dir(tp, path) is not None
+                started |= broker.log_manager.moves.alter_log_dir(tp, path) is not None
             except KafkaError as exc:
                 code = exc.error_code
         results.setdefault(tp[0], []).append({"partition_index": tp[1], "error_code": code})

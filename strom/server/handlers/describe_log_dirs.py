@@ -55,11 +55,11 @@ def handle(ctx, request):
                 "is_future_key": False,
             }
         )
-    for tp, future in sorted(manager.future_logs.items()):
+    for tp, future in sorted(manager.moves.future_logs.items()):
         current = manager.logs.get(tp)
         if (wanted is not None and tp not in wanted) or current is None:
             continue
-        by_dir.setdefault(manager.future_log_dir_of(tp), {}).setdefault(tp[0], []).append(
+        by_dir.setdefault(manager.moves.future_log_dir_of(tp), {}).setdefault(tp[0], []).append(
             {
                 "partition_index": tp[1],
                 "partition_size": future.size_in_bytes,
