@@ -82,10 +82,15 @@ def _from_table(spark, topic: str, files: list[str], arrow_schema: Any = None, m
     )
 
 
-def _partitions(bootstrap_servers: str, topic: str) -> list[int]:
+def _partitions(bootstrap_servers: str, topic: str, options: dict[str, str] | None = None) -> list[int]:
+    """The topic's partitions, asked with the connection and security settings of the ``kafka.*``
+    options (a SASL_SSL listener's, say), as the strom source's own clients take them."""
     from confluent_kafka.admin import AdminClient
 
-    metadata = AdminClient({"bootstrap.servers": bootstrap_servers}).list_topics(topic, timeout=30)
+    from strom.spark.options import client_config_from_options, connection_config
+
+    config = connection_config(client_config_from_options(options or {}))
+    metadata = AdminClient({**config, "bootstrap.servers": bootstrap_servers}).list_topics(topic, timeout=30)
     found = metadata.topics[topic]
     if found.error is not None:
         raise ValueError(f"topic {topic}: {found.error}")
@@ -100,10 +105,13 @@ def read_topic(
     bootstrap_servers: str | None = None,
     options: dict[str, str] | None = None,
     schema_registry_url: str | None = None,
+    schema_registry_config: dict[str, str] | None = None,
 ):
     """The topic's committed records as one DataFrame: the table's, plus (with ``bootstrap_servers``)
     the log's past the table's offsets. ``options`` go to the ``strom`` source (``kafka.*`` client
-    settings); ``schema_registry_url`` decodes the log's records of a schema-mode topic."""
+    settings); ``schema_registry_url`` decodes the log's records of a schema-mode topic, with
+    ``schema_registry_config`` any other setting of confluent-kafka's SchemaRegistryClient
+    (``basic.auth.user.info``, ``ssl.ca.location``...)."""
     files, offsets, arrow_schema, mode = _plan(catalog_uri, topic)
     df = _from_table(spark, topic, files, arrow_schema, mode)
     if bootstrap_servers is None:
@@ -116,7 +124,7 @@ def read_topic(
     from strom.spark import register
 
     register(spark)
-    starting = {str(p): offsets.get(p, -2) for p in _partitions(bootstrap_servers, topic)}
+    starting = {str(p): offsets.get(p, -2) for p in _partitions(bootstrap_servers, topic, options)}
     reader = (
         spark.read.format("strom")
         .option("kafka.bootstrap.servers", bootstrap_servers)
@@ -131,11 +139,13 @@ def read_topic(
     live = reader.load()
     if is_typed:
         assert schema_registry_url is not None
-        live = _decoded(live, df.schema, arrow_schema, mode, _registry_schemas(schema_registry_url, topic))
+        live = _decoded(
+            live, df.schema, arrow_schema, mode, _registry_schemas(schema_registry_url, topic, schema_registry_config)
+        )
     return df.unionByName(live)
 
 
-def _registry_schemas(url: str, topic: str):
+def _registry_schemas(url: str, topic: str, config: dict[str, str] | None = None):
     """Every schema of the registry by id, and the latest of ``<topic>-value``, read on the driver
     (confluent-kafka's client): what the brokers' translation is given (a SchemaSet)."""
     from confluent_kafka.schema_registry import SchemaRegistryClient
@@ -143,7 +153,7 @@ def _registry_schemas(url: str, topic: str):
 
     from strom.iceberg.schema_modes import RegisteredSchema, SchemaSet
 
-    client = SchemaRegistryClient({"url": url})
+    client = SchemaRegistryClient({**(config or {}), "url": url})
     by_id: dict[int, RegisteredSchema] = {}
     latest = None
     subject_name = f"{topic}-value"

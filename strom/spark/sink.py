@@ -69,7 +69,6 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
 
-from strom.spark.avro_columns import AvroRowEncoder
 from strom.spark.options import (
     SinkDelivery,
     StromOptionError,
@@ -77,7 +76,7 @@ from strom.spark.options import (
     connection_config,
 )
 from strom.spark.schema import HEADERS_TYPE
-from strom.spark.typed import TypedOptions, writer_schema
+from strom.spark.typed import TypedOptions, row_encoder, writer_schema
 
 log = logging.getLogger("strom.spark")
 
@@ -133,7 +132,7 @@ class _Producing:
         _check(fields, "partition", (IntegerType(),))
         _check(fields, "headers", (HEADERS_TYPE,))
         self.columns = set(fields)
-        # (schema id, schema text) of each Avro side: chosen, and registered, once, here on the driver
+        # (schema id, schema text) of each typed side (Avro or JSON): chosen, and registered, once, here on the driver
         self.avro = {
             side.side: writer_schema(self.typed, side, fields.get(side.side), self.topic)
             for side in self.typed.sides()
@@ -300,11 +299,14 @@ class _Producing:
         values = None if "value" in self.avro else column("value")
         keys = (None if "key" in self.avro else column("key")) or [None] * n
         for side, (schema_id, text) in self.avro.items():
-            encode = AvroRowEncoder(text, schema_id)
+            form = self.typed.key if side == "key" else self.typed.value
+            encode = row_encoder(form, text, schema_id)
             try:
                 encoded = [encode(row) for row in batch.column(names[side]).to_pylist()]
             except (ValueError, TypeError, KeyError, AttributeError) as exc:
-                raise RuntimeError(f"strom sink: a {side} does not fit Avro schema {schema_id}: {exc}") from None
+                raise RuntimeError(
+                    f"strom sink: a {side} does not fit the {form.format} schema {schema_id}: {exc}"
+                ) from None
             if side == "value":
                 values = encoded
             else:

@@ -1,10 +1,12 @@
-"""Typed keys and values in the ``strom`` source and sink: Avro with a Confluent-compatible Schema Registry.
+"""Typed keys and values in the ``strom`` source and sink: Avro and JSON Schema with a
+Confluent-compatible Schema Registry.
 
 Source options (``value.`` shown; ``key.`` alike):
 
-- ``value.format``: ``binary`` (the default: Spark's Kafka columns) or ``avro``: the ``value``
-  column is the decoded record, its Spark type derived from the reader schema
-  (``strom.spark.avro_types``);
+- ``value.format``: ``binary`` (the default: Spark's Kafka columns), ``avro`` or ``json``: the
+  ``value`` column is the decoded record, its Spark type derived from the reader schema
+  (``strom.spark.avro_types``, ``strom.spark.json_types``); JSON documents are read by property
+  name whatever version wrote them (JSON Schema has no resolution rules);
 - ``schema.registry.url`` (required for avro), and any other ``schema.registry.*`` key of
   confluent-kafka's ``SchemaRegistryClient`` (``schema.registry.basic.auth.user.info``,
   ``schema.registry.ssl.ca.location`` ...);
@@ -21,9 +23,9 @@ in the column's metadata, so every task of a query decodes with the same schema 
 version is registered meanwhile. Executors fetch schemas by id through one client per Python
 worker (confluent-kafka's, which caches them).
 
-Sink options: ``value.format=avro`` makes the ``value`` column (a struct, or any type Avro can
-hold) Confluent-framed Avro. Its schema is ``value.schema`` (Avro JSON) or, without it, derived
-from the column's Spark type as Spark's ``to_avro`` does. With ``auto.register.schemas=true``
+Sink options: ``value.format=avro`` (``json``) makes the ``value`` column (a struct)
+Confluent-framed Avro (JSON). Its schema is ``value.schema`` or, without it, derived from the
+column's Spark type (for Avro as Spark's ``to_avro`` does). With ``auto.register.schemas=true``
 (the default, as Confluent's serializers) it is registered under ``value.subject`` (default
 ``<topic>-value``) when the write starts (an identical schema keeps its id); with ``false`` the
 subject's latest version is used and nothing is registered.
@@ -39,7 +41,9 @@ from strom.spark.options import StromOptionError
 
 BINARY = "binary"
 AVRO = "avro"
-FORMATS = (BINARY, AVRO)
+JSON = "json"
+FORMATS = (BINARY, AVRO, JSON)
+_SCHEMA_TYPES = {AVRO: "AVRO", JSON: "JSON"}  # the registry's schemaType of each format
 FAILFAST = "FAILFAST"
 PERMISSIVE = "PERMISSIVE"
 SCHEMA_ID_KEY = "strom.avro.schema.id"
@@ -109,8 +113,8 @@ class TypedOptions:
         registry = {key[len(_REGISTRY_PREFIX) :]: str(v) for key, v in opts.items() if key.startswith(_REGISTRY_PREFIX)}
         parsed = cls(sides["key"], sides["value"], registry, mode, auto == "true")
         if parsed.typed and not registry.get("url"):
-            typed = [s.side for s in parsed.sides()]
-            raise StromOptionError(f"option '{typed[0]}.format=avro' needs option 'schema.registry.url'")
+            first = parsed.sides()[0]
+            raise StromOptionError(f"option '{first.side}.format={first.format}' needs option 'schema.registry.url'")
         return parsed
 
 
@@ -184,13 +188,14 @@ def reader_schema(opts: TypedOptions, side: SideFormat, topics: list[str]) -> tu
         raise _registry_error(exc, f"the {side.side} schema") from None
     except OSError as exc:
         raise _registry_error(exc, f"cannot reach {opts.registry.get('url')}") from None
-    if (kind or "AVRO") != "AVRO":
-        raise StromOptionError(f"{side.side}.format=avro, but schema {schema_id} is of type {kind}")
+    if (kind or "AVRO") != _SCHEMA_TYPES[side.format]:
+        raise StromOptionError(f"{side.side}.format={side.format}, but schema {schema_id} is of type {kind}")
     return schema_id, text
 
 
-def writer_schema_text(opts: TypedOptions, schema_id: int) -> str:
-    """The text of a writer schema by id; LookupError when the registry does not know the id."""
+def writer_schema_text(opts: TypedOptions, schema_id: int, schema_type: str = "AVRO") -> str:
+    """The text of a writer schema by id; LookupError when the registry does not know the id
+    or it is not of ``schema_type``."""
     from confluent_kafka.schema_registry.error import SchemaRegistryError
 
     try:
@@ -199,7 +204,7 @@ def writer_schema_text(opts: TypedOptions, schema_id: int) -> str:
         if exc.http_status_code == 404:
             raise LookupError(schema_id) from None
         raise
-    if (schema.schema_type or "AVRO") != "AVRO":
+    if (schema.schema_type or "AVRO") != schema_type:
         raise LookupError(schema_id)
     return schema.schema_str
 
@@ -212,14 +217,17 @@ def source_schema(base, opts: TypedOptions, topics: list[str]):
     PERMISSIVE mode, the corrupt-bytes columns."""
     from pyspark.sql.types import BinaryType, StructField, StructType
 
-    from strom.spark.avro_types import AvroTypeError, spark_type
+    from strom.spark import avro_types, json_types
 
     fields = list(base.fields)
     for side in opts.sides():
         schema_id, text = reader_schema(opts, side, topics)
         try:
-            data_type, _ = spark_type(json.loads(text))
-        except (AvroTypeError, ValueError, KeyError) as exc:
+            if side.format == AVRO:
+                data_type, _ = avro_types.spark_type(json.loads(text))
+            else:
+                data_type = json_types.spark_type(json.loads(text))
+        except (ValueError, KeyError) as exc:  # AvroTypeError and JsonTypeError are ValueErrors
             raise StromOptionError(f"the {side.side} schema (id {schema_id}) has no Spark type: {exc}") from None
         at = [f.name for f in fields].index(side.side)
         fields[at] = StructField(side.side, data_type, True, {SCHEMA_ID_KEY: schema_id})
@@ -240,15 +248,27 @@ class DecodeError(RuntimeError):
 _decoders: dict[tuple, object] = {}
 
 
-def _decoder(opts: TypedOptions, schema_id: int, arrow_type):
+def _decoder(opts: TypedOptions, side: SideFormat, schema_id: int, arrow_type):
     from strom.spark.avro_columns import AvroColumnDecoder
+    from strom.spark.json_columns import JsonColumnDecoder
 
-    key = (tuple(sorted(opts.registry.items())), schema_id, str(arrow_type))
+    key = (tuple(sorted(opts.registry.items())), side.format, schema_id, str(arrow_type))
     with _clients_lock:
         found = _decoders.get(key)
     if found is None:
-        text = writer_schema_text(opts, schema_id)
-        found = AvroColumnDecoder(text, arrow_type, lambda i: writer_schema_text(opts, i))
+        if side.format == JSON:
+
+            def known(i: int) -> bool:
+                try:
+                    writer_schema_text(opts, i, "JSON")
+                    return True
+                except LookupError:
+                    return False
+
+            found = JsonColumnDecoder(arrow_type, known)
+        else:
+            text = writer_schema_text(opts, schema_id)
+            found = AvroColumnDecoder(text, arrow_type, lambda i: writer_schema_text(opts, i))
         with _clients_lock:
             _decoders[key] = found
     return found
@@ -268,7 +288,8 @@ class TypedBatches:
         columns = {name: batch.column(name) for name in batch.schema.names}
         for side, schema_id in self.ids.items():
             raw = columns[side]
-            decoded = _decoder(self.opts, schema_id, self.arrow_schema.field(side).type).decode(raw)
+            form = self.opts.key if side == "key" else self.opts.value
+            decoded = _decoder(self.opts, form, schema_id, self.arrow_schema.field(side).type).decode(raw)
             if decoded.bad.any():
                 if self.opts.mode == FAILFAST:
                     offsets = batch.column("offset").to_numpy()
@@ -276,7 +297,7 @@ class TypedBatches:
                     why = decoded.reasons.get(row, "does not decode")
                     raise DecodeError(
                         f"the {side} at topic {topic} partition {partition} offset {int(offsets[row])} "
-                        f"does not decode as Avro (reader schema id {schema_id}): {why}. "
+                        f"does not decode as {_SCHEMA_TYPES[form.format]} (reader schema id {schema_id}): {why}. "
                         f"{int(decoded.bad.sum())} such record(s) in this batch; option mode=PERMISSIVE "
                         f"reads them as a null {side} with the bytes in _corrupt_{side}"
                     )
@@ -308,35 +329,56 @@ def writer_schema(opts: TypedOptions, side: SideFormat, data_type, topic: str | 
     from confluent_kafka.schema_registry.error import SchemaRegistryError
     from pyspark.sql.types import StructType
 
-    from strom.spark.avro_types import AvroTypeError, avro_schema
+    from strom.spark import avro_types, json_types
 
     if side.subject is None and topic is None:
-        raise StromOptionError(f"{side.side}.format=avro needs the 'topic' option or option '{side.side}.subject'")
+        raise StromOptionError(
+            f"{side.side}.format={side.format} needs the 'topic' option or option '{side.side}.subject'"
+        )
     subject = side.subject or f"{topic}-{side.side}"
+    schema_type = _SCHEMA_TYPES[side.format]
     client = registry_client(opts.registry)
     try:
         if not opts.auto_register and side.schema_text is None:
             latest = client.get_latest_version(subject)
+            if (latest.schema.schema_type or "AVRO") != schema_type:
+                raise StromOptionError(
+                    f"{side.side}.format={side.format}, but the latest {subject} is of type {latest.schema.schema_type}"
+                )
             return latest.schema_id, latest.schema.schema_str
         text = side.schema_text
         if text is None:
             if not isinstance(data_type, StructType):
                 raise StromOptionError(
-                    f"column {side.side!r} must be a struct for {side.side}.format=avro, or give option '{side.side}.schema'"
+                    f"column {side.side!r} must be a struct for {side.side}.format={side.format}, "
+                    f"or give option '{side.side}.schema'"
                 )
-            text = json.dumps(avro_schema(data_type))
-        from strom.spark.avro_columns import parse
+            derived = avro_types.avro_schema(data_type) if side.format == AVRO else json_types.json_schema(data_type)
+            text = json.dumps(derived)
+        if side.format == AVRO:
+            from strom.spark.avro_columns import parse
 
-        try:
-            parse(text)
-        except (ValueError, TypeError, KeyError) as exc:
-            raise StromOptionError(f"option '{side.side}.schema' is not an Avro schema: {exc}") from None
+            try:
+                parse(text)
+            except (ValueError, TypeError, KeyError) as exc:
+                raise StromOptionError(f"option '{side.side}.schema' is not an Avro schema: {exc}") from None
         if opts.auto_register:
-            return client.register_schema(subject, Schema(text, "AVRO")), text
-        return client.lookup_schema(subject, Schema(text, "AVRO")).schema_id, text
-    except AvroTypeError as exc:
+            return client.register_schema(subject, Schema(text, schema_type)), text
+        return client.lookup_schema(subject, Schema(text, schema_type)).schema_id, text
+    except (avro_types.AvroTypeError, json_types.JsonTypeError) as exc:
         raise StromOptionError(f"column {side.side!r}: {exc}") from None
     except SchemaRegistryError as exc:
         raise _registry_error(exc, f"subject {subject}") from None
     except OSError as exc:
         raise _registry_error(exc, f"cannot reach {opts.registry.get('url')}") from None
+
+
+def row_encoder(side: SideFormat, schema_text: str, schema_id: int):
+    """The sink's encoder of one side's rows: Python values of the column to framed bytes."""
+    if side.format == JSON:
+        from strom.spark.json_columns import JsonRowEncoder
+
+        return JsonRowEncoder(schema_id)
+    from strom.spark.avro_columns import AvroRowEncoder
+
+    return AvroRowEncoder(schema_text, schema_id)

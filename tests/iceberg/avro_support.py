@@ -87,9 +87,9 @@ class AvroProducer:
     """An idempotent producer of Avro values through confluent-kafka's AvroSerializer, remembering
     what each acknowledged (partition, offset) holds: a decoded dict, or the reason it is bad."""
 
-    def __init__(self, bootstrap: str, url: str, topic: str, **extra):
+    def __init__(self, bootstrap: str, url: str, topic: str, registry: dict | None = None, **extra):
         self.topic = topic
-        self.client = SchemaRegistryClient({"url": url})
+        self.client = SchemaRegistryClient({"url": url, **(registry or {})})
         self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5, **extra})
         self.good: dict[tuple[int, int], dict] = {}
         self.bad: dict[tuple[int, int], tuple[bytes | None, str]] = {}

@@ -20,7 +20,14 @@ import time
 import pytest
 import trustme
 from confluent_kafka import KafkaException, Producer
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewTopic,
+)
 from cryptography import x509
 
 from strom.bench.connections import api_versions_frame
@@ -315,3 +322,52 @@ def test_a_keystore_renewed_in_place_is_read_again(tmp_path):
         assert refused.code() == ErrorCode.INVALID_REQUEST and key in refused.str(), refused
         assert served() == second
         assert broker.process.poll() is None
+
+
+def test_a_sasl_listeners_users_change_for_new_connections(tmp_path):
+    """listener.name.<l>.plain.sasl.jaas.config set at run time: a new user logs in on a new
+    connection, and a producer logged in before keeps producing on its connection."""
+    plain_port, sasl_port = free_port(), free_port()
+    module = "org.apache.kafka.common.security.plain.PlainLoginModule required"
+    overrides = {
+        "listeners": f"PLAINTEXT://127.0.0.1:{plain_port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": f'{module} user_alice="alice-secret";',
+        "password.encoder.secret": SECRET,
+    }
+    with BrokerProcess(tmp_path / "data", overrides):
+        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{plain_port}"})
+        [future] = admin.create_topics([NewTopic("users", 1, 1)], request_timeout=WAIT_S).values()
+        future.result(WAIT_S)
+
+        def producer(user: str, **extra) -> Producer:
+            return Producer(
+                {
+                    "bootstrap.servers": f"127.0.0.1:{sasl_port}",
+                    "security.protocol": "SASL_PLAINTEXT",
+                    "sasl.mechanism": "PLAIN",
+                    "sasl.username": user,
+                    "sasl.password": f"{user}-secret",
+                    "linger.ms": 0,
+                    **extra,
+                }
+            )
+
+        def delivered(client: Producer, value: bytes) -> list:
+            errors: list = []
+            client.produce("users", value=value, on_delivery=lambda err, msg: errors.append(err))
+            client.flush(WAIT_S)
+            return errors
+
+        alice = producer("alice")
+        assert delivered(alice, b"a1") == [None]
+        stranger = producer("bob", **{"message.timeout.ms": 2000})
+        [refused] = delivered(stranger, b"b0")  # not a user yet
+        assert refused is not None  # (not `!= [None]`: KafkaError's == against None leaves a TypeError set)
+        key = "listener.name.sasl_plaintext.plain.sasl.jaas.config"
+        jaas = f'{module} user_alice="alice-secret" user_bob="bob-secret";'
+        assert alter(admin, "0", {key: jaas}) is None
+        assert delivered(producer("bob"), b"b1") == [None]
+        assert delivered(alice, b"a2") == [None]  # the connection made before carries on
+        entry = describe(admin)[key]
+        assert (entry.value, entry.is_sensitive) == (None, True)

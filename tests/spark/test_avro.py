@@ -487,3 +487,102 @@ def test_typed_pipeline_on_three_brokers(spark, cluster_factory, tmp_path):
             got.append(deserializer(msg.value(), SerializationContext("c-out", MessageField.VALUE)))
     consumer.close()
     assert sorted((g["id"], g["channel"]) for g in got) == [(r["id"], r.get("channel", "web")) for r in records]
+
+
+ORDER_JSON = {
+    "$schema": "http://json-schema.org/draft-07/schema#",
+    "title": "Order",
+    "type": "object",
+    "properties": {
+        "id": {"type": "integer"},
+        "item": {"type": "string"},
+        "price": {"type": "number"},
+        "paid": {"type": "boolean"},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "at": {"type": "string", "format": "date-time"},
+        "note": {"type": ["string", "null"]},
+        "ship": {"$ref": "#/definitions/Ship"},
+    },
+    "required": ["id", "item"],
+    "definitions": {"Ship": {"type": "object", "properties": {"city": {"type": "string"}}}},
+}
+
+
+def test_json_format_reads_and_writes_typed_columns(spark, broker):
+    """value.format=json: documents written by confluent-kafka's JSONSerializer as typed columns,
+    corrupt ones per mode; the sink derives and registers a JSON schema and JSONDeserializer reads
+    what it wrote."""
+    from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
+    from pyspark.sql import functions as F
+
+    url = registry_url(broker)
+    client = SchemaRegistryClient({"url": url})
+    create_topic(broker.bootstrap, "orders-json", 1)
+    serializer = JSONSerializer(json.dumps(ORDER_JSON), client)
+    context = SerializationContext("orders-json", MessageField.VALUE)
+    orders = [
+        {
+            "id": i,
+            "item": f"item-{i}",
+            "price": i * 0.5,
+            "paid": i % 2 == 0,
+            "tags": [f"t{i}"] * (i % 3),
+            "at": f"2026-03-01T00:00:{i % 60:02d}Z",
+            "note": None if i % 2 else f"n{i}",
+            "ship": {"city": f"c{i % 4}"},
+            "extra": "ignored",
+        }
+        for i in range(30)
+    ]
+    offsets = produce_raw(broker.bootstrap, "orders-json", [serializer(o, context) for o in orders], 0)
+    schema_id = client.get_latest_version("orders-json-value").schema_id
+    corrupt = [b"\x00" + schema_id.to_bytes(4, "big") + b"{not json", b'{"id": 1}']
+    offsets += produce_raw(broker.bootstrap, "orders-json", corrupt, 0)
+    options = {"subscribe": "orders-json", "value.format": "json", "schema.registry.url": url}
+
+    df = strom_reader(spark, broker.bootstrap, mode="PERMISSIVE", **options)
+    assert dict(df.dtypes)["value"] == (
+        "struct<id:bigint,item:string,price:double,paid:boolean,tags:array<string>,at:timestamp,"
+        "note:string,ship:struct<city:string>>"
+    )
+    rows = df.orderBy("offset").collect()
+    for row, order in zip(rows[:30], orders):
+        value = row.value.asDict(recursive=True)
+        assert value["at"].replace(tzinfo=UTC).timestamp() == dt.datetime.fromisoformat(order["at"]).timestamp()
+        assert {k: v for k, v in value.items() if k != "at"} == {
+            k: v for k, v in order.items() if k not in ("at", "extra")
+        }
+    assert [(r.value, r._corrupt_value) for r in rows[30:]] == [(None, raw) for raw in corrupt]
+    with pytest.raises(Exception, match=f"topic orders-json partition 0 offset {offsets[30]}"):
+        strom_reader(spark, broker.bootstrap, **options).collect()
+
+    create_topic(broker.bootstrap, "orders-json-out", 1)
+    good = strom_reader(spark, broker.bootstrap, mode="PERMISSIVE", **options).where("value IS NOT NULL")
+    (
+        good.select(F.struct("value.id", "value.item", "value.tags", "value.at").alias("value"))
+        .write.format("strom")
+        .mode("append")
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("topic", "orders-json-out")
+        .option("value.format", "json")
+        .option("schema.registry.url", url)
+        .save()
+    )
+    registered = client.get_latest_version("orders-json-out-value")
+    assert registered.schema.schema_type == "JSON"
+    deserializer = JSONDeserializer(registered.schema.schema_str, schema_registry_client=client)
+    consumer = Consumer(
+        {"bootstrap.servers": broker.bootstrap, "group.id": "json-check", "auto.offset.reset": "earliest"}
+    )
+    consumer.subscribe(["orders-json-out"])
+    got = []
+    deadline = time.monotonic() + WAIT_S
+    while len(got) < 30 and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None and msg.error() is None:
+            got.append(deserializer(msg.value(), SerializationContext("orders-json-out", MessageField.VALUE)))
+    consumer.close()
+    assert sorted((g["id"], g["item"], tuple(g["tags"])) for g in got) == [
+        (o["id"], o["item"], tuple(o["tags"])) for o in orders
+    ]
+    assert all(dt.datetime.fromisoformat(g["at"]).tzinfo is not None for g in got)

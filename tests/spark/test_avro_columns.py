@@ -173,3 +173,46 @@ def test_sink_schema_from_a_spark_struct_round_trips():
     }
     back = decoder(schema, {3: schema}).decode(pa.array([encode(value)], pa.binary())).column.to_pylist()[0]
     assert back == {**value, "counts": [("k", None)]}
+
+
+def test_json_schema_types_and_the_sinks_json_schema():
+    from pyspark.sql.types import ArrayType, LongType, StringType, StructField, StructType, TimestampType
+
+    from strom.spark.json_types import JsonTypeError, json_schema
+    from strom.spark.json_types import spark_type as json_spark_type
+
+    nullable_object = {"oneOf": [{"type": "null"}, {"type": "object", "properties": {"x": {"type": "integer"}}}]}
+    schema = {
+        "type": "object",
+        "properties": {
+            "n": {"type": ["integer", "null"]},
+            "at": {"type": "string", "format": "date-time"},
+            "kind": {"enum": ["a", "b"]},
+            "inner": nullable_object,
+            "list": {"type": "array", "items": {"$ref": "#/$defs/Tag"}},
+        },
+        "$defs": {"Tag": {"type": "string"}},
+    }
+    assert json_spark_type(schema) == StructType(
+        [
+            StructField("n", LongType()),
+            StructField("at", TimestampType()),
+            StructField("kind", StringType()),
+            StructField("inner", StructType([StructField("x", LongType())])),
+            StructField("list", ArrayType(StringType())),
+        ]
+    )
+    loop = {"type": "object", "properties": {"next": {"$ref": "#"}}}
+    for refused, why in [
+        (loop, "contains itself"),
+        ({"type": ["integer", "string"]}, "several non-null types"),
+        ({"type": "object"}, "without properties"),
+        ({"type": "object", "properties": {"r": {"$ref": "other.json"}}}, "only local references"),
+    ]:
+        with pytest.raises(JsonTypeError, match=why):
+            json_spark_type(refused)
+    struct = StructType([StructField("id", LongType(), False), StructField("tags", ArrayType(StringType()), True)])
+    derived = json_schema(struct)
+    assert derived["required"] == ["id"] and json_spark_type(derived) == StructType(
+        [StructField("id", LongType()), StructField("tags", ArrayType(StringType()))]
+    )
