@@ -1,4 +1,4 @@
-"""Typed records in Spark without jars: the strom source and sink with value.format=avro, against a
+"""Typed records in Spark without jars: the strom source and sink with value.format=avro and json, against a
 real broker serving its Schema Registry, with records written and read by confluent-kafka's own
 Avro serializer and deserializer."""
 
@@ -99,6 +99,36 @@ def produce_raw(bootstrap: str, topic: str, values: list[bytes], partition: int)
         producer.produce(topic, value, partition=partition, on_delivery=lambda err, msg: offsets.append(msg.offset()))
     assert producer.flush(WAIT_S) == 0
     return offsets
+
+
+def read_back(bootstrap: str, topic: str, partitions: int, deserializer, prefix: bytes | None = None) -> list:
+    """Every committed record of ``topic`` through a read_committed consumer, deserialized; each
+    value's first 5 bytes checked against ``prefix`` when given."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"{topic}-check",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    got, at_end = [], set()
+    deadline = time.monotonic() + WAIT_S
+    try:
+        while len(at_end) < partitions:
+            assert time.monotonic() < deadline, f"read {len(got)} records of {topic}"
+            for msg in consumer.consume(500, 0.5):
+                if msg.error() is not None:
+                    at_end.add(msg.partition())  # _PARTITION_EOF: the end of what is committed
+                    continue
+                if prefix is not None:
+                    assert msg.value()[:5] == prefix
+                got.append(deserializer(msg.value(), SerializationContext(topic, MessageField.VALUE)))
+    finally:
+        consumer.close()
+    return got
 
 
 def as_spark(record: dict) -> dict:
@@ -291,27 +321,8 @@ def test_exactly_once_sink_writes_avro_that_confluent_deserializer_reads_once(sp
     schema = json.loads(registered.schema.schema_str)
     assert [f["name"] for f in schema["fields"]] == ["order", "user", "amount", "coupon", "at"]
     deserializer = AvroDeserializer(SchemaRegistryClient({"url": url}))
-    consumer = Consumer(
-        {
-            "bootstrap.servers": broker.bootstrap,
-            "group.id": "receipts-check",
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-        }
-    )
-    consumer.assign([TopicPartition("receipts", p, 0) for p in range(2)])
-    got, at_end = [], set()
-    deadline = time.monotonic() + WAIT_S
-    while len(at_end) < 2:
-        assert time.monotonic() < deadline, f"read {len(got)} receipts"
-        for msg in consumer.consume(500, 0.5):
-            if msg.error() is not None:
-                at_end.add(msg.partition())  # _PARTITION_EOF: the end of what is committed
-                continue
-            assert msg.value()[:5] == b"\x00" + registered.schema_id.to_bytes(4, "big")
-            got.append(deserializer(msg.value(), SerializationContext("receipts", MessageField.VALUE)))
-    consumer.close()
+    prefix = b"\x00" + registered.schema_id.to_bytes(4, "big")
+    got = read_back(broker.bootstrap, "receipts", 2, deserializer, prefix)
     want = {}
     for i in range(200):
         e = event(i, 1)
@@ -401,18 +412,7 @@ def test_sasl_ssl_broker_and_a_registry_that_asks_for_credentials(spark, tmp_pat
         for key, value in {**kafka, **typed, **alice}.items():
             writer = writer.option(key, value)
         writer.save()
-        deserializer = AvroDeserializer(client)
-        consumer = Consumer(
-            {"bootstrap.servers": broker.bootstrap, "group.id": "secure-check", "auto.offset.reset": "earliest"}
-        )
-        consumer.subscribe(["secure-out"])
-        got = []
-        deadline = time.monotonic() + WAIT_S
-        while len(got) < 20 and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is not None and msg.error() is None:
-                got.append(deserializer(msg.value(), SerializationContext("secure-out", MessageField.VALUE)))
-        consumer.close()
+        got = read_back(broker.bootstrap, "secure-out", 1, AvroDeserializer(client))
         assert sorted(g["id"] for g in got) == list(range(20))
         assert got[0]["user"] == event(got[0]["id"], 1)["user"]
 
@@ -466,26 +466,7 @@ def test_typed_pipeline_on_three_brokers(spark, cluster_factory, tmp_path):
         .start()
     )
     assert query.awaitTermination(240) and query.exception() is None
-    deserializer = AvroDeserializer(SchemaRegistryClient({"url": urls[0]}))
-    consumer = Consumer(
-        {
-            "bootstrap.servers": cluster.bootstrap,
-            "group.id": "c-check",
-            "isolation.level": "read_committed",
-            "enable.partition.eof": True,
-        }
-    )
-    consumer.assign([TopicPartition("c-out", p, 0) for p in range(3)])
-    got, at_end = [], set()
-    deadline = time.monotonic() + WAIT_S
-    while len(at_end) < 3:
-        assert time.monotonic() < deadline, f"read {len(got)} records"
-        for msg in consumer.consume(500, 0.5):
-            if msg.error() is not None:
-                at_end.add(msg.partition())
-                continue
-            got.append(deserializer(msg.value(), SerializationContext("c-out", MessageField.VALUE)))
-    consumer.close()
+    got = read_back(cluster.bootstrap, "c-out", 3, AvroDeserializer(SchemaRegistryClient({"url": urls[0]})))
     assert sorted((g["id"], g["channel"]) for g in got) == [(r["id"], r.get("channel", "web")) for r in records]
 
 
@@ -571,17 +552,7 @@ def test_json_format_reads_and_writes_typed_columns(spark, broker):
     registered = client.get_latest_version("orders-json-out-value")
     assert registered.schema.schema_type == "JSON"
     deserializer = JSONDeserializer(registered.schema.schema_str, schema_registry_client=client)
-    consumer = Consumer(
-        {"bootstrap.servers": broker.bootstrap, "group.id": "json-check", "auto.offset.reset": "earliest"}
-    )
-    consumer.subscribe(["orders-json-out"])
-    got = []
-    deadline = time.monotonic() + WAIT_S
-    while len(got) < 30 and time.monotonic() < deadline:
-        msg = consumer.poll(0.5)
-        if msg is not None and msg.error() is None:
-            got.append(deserializer(msg.value(), SerializationContext("orders-json-out", MessageField.VALUE)))
-    consumer.close()
+    got = read_back(broker.bootstrap, "orders-json-out", 1, deserializer)
     assert sorted((g["id"], g["item"], tuple(g["tags"])) for g in got) == [
         (o["id"], o["item"], tuple(o["tags"])) for o in orders
     ]
