@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import json
+import re
 import time
 
 import pytest
@@ -557,3 +558,41 @@ def test_json_format_reads_and_writes_typed_columns(spark, broker):
         (o["id"], o["item"], tuple(o["tags"])) for o in orders
     ]
     assert all(dt.datetime.fromisoformat(g["at"]).tzinfo is not None for g in got)
+
+
+def test_bad_typed_options_are_refused_by_name():
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    from strom.spark.options import StromOptionError
+    from strom.spark.sink import _Producing
+    from strom.spark.typed import SideFormat, TypedOptions, subject_of
+
+    registry = {"schema.registry.url": "http://127.0.0.1:1"}
+    for options, message in [
+        ({"value.format": "xml"}, "'value.format' must be one of binary, avro, json"),
+        ({"value.format": "avro"}, "'value.format=avro' needs option 'schema.registry.url'"),
+        ({"key.format": "json"}, "'key.format=json' needs option 'schema.registry.url'"),
+        ({**registry, "value.format": "avro", "value.schema.id": "3", "value.schema.version": "1"}, "exclude"),
+        ({**registry, "value.format": "avro", "value.schema.id": "x"}, "'value.schema.id' must be an integer"),
+        ({**registry, "value.format": "avro", "value.schema.version": "0"}, "must be positive"),
+        ({**registry, "value.format": "avro", "mode": "DROPMALFORMED"}, "FAILFAST or PERMISSIVE"),
+        ({**registry, "value.format": "avro", "auto.register.schemas": "yes"}, "true or false"),
+        ({**registry, "value.format": "avro", "value.schema": "{nope"}, "'value.schema' is not JSON"),
+    ]:
+        with pytest.raises(StromOptionError, match=re.escape(message)):
+            TypedOptions.parse(options)
+    parsed = TypedOptions.parse({**registry, "Value.Format": "AVRO", "schema.registry.basic.auth.user.info": "a:b"})
+    assert parsed.value.format == "avro" and parsed.registry == {
+        "url": "http://127.0.0.1:1",
+        "basic.auth.user.info": "a:b",
+    }
+    with pytest.raises(StromOptionError, match="2 topics: name the schema's subject with option 'value.subject'"):
+        subject_of(SideFormat("value", "avro"), ["a", "b"])
+    assert subject_of(SideFormat("value", "avro", subject="s"), ["a", "b"]) == "s"
+
+    sink = {"kafka.bootstrap.servers": "127.0.0.1:1", **registry, "value.format": "avro"}
+    with pytest.raises(StromOptionError, match="needs the 'topic' option or option 'value.subject'"):
+        routed = [StructField("value", StructType([StructField("n", LongType())])), StructField("topic", StringType())]
+        _Producing(sink, StructType(routed), False)  # a topic per row, so no subject to derive
+    with pytest.raises(StromOptionError, match="column 'value' must be a struct"):
+        _Producing({**sink, "topic": "t"}, StructType([StructField("value", LongType())]), False)
