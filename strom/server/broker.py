@@ -65,7 +65,7 @@ from strom.security.credentials import CredentialCache
 from strom.security.delegation_tokens import DelegationTokenManager
 from strom.security.delegation_tokens import manager_for as delegation_token_manager
 from strom.security.listeners import ListenerSecurity, inter_broker_security, listener_security
-from strom.server import dynamic_broker_config, parent_watch, reconfiguration
+from strom.server import dynamic_broker_config, dynamic_listeners, parent_watch, reconfiguration
 from strom.server.config import BrokerConfig
 from strom.server.connection import Connection, close_departed_connections, close_idle_connections
 from strom.server.connection_limits import ConnectionLimits
@@ -156,6 +156,7 @@ class Broker:
         self.host = ""
         self.port = 0
         self._servers: list[asyncio.AbstractServer] = []
+        self._listener_servers: dict[str, asyncio.AbstractServer] = {}  # listener name -> its server
         self._stop = asyncio.Event()  # set once shutdown has begun: background work ends
         self._shutdown_requested = asyncio.Event()  # SIGTERM/SIGINT
         self._background: list[asyncio.Task] = []
@@ -371,15 +372,17 @@ class Broker:
             # the context served now hands each handshake to the listener's current one (dynamic configs)
             reconfiguration.serve_current_context(self.listener_security, name)
             security = self.listener_security[name]
-            self._servers.append(
-                await loop.create_server(
-                    # listens again: without backlog= asyncio and uvloop would shrink the queue to 100
-                    self._connection_factory(security),
-                    sock=sock,
-                    ssl=security.ssl_context,
-                    backlog=LISTEN_BACKLOG,
-                )
+            server = await loop.create_server(
+                # listens again: without backlog= asyncio and uvloop would shrink the queue to 100
+                self._connection_factory(security),
+                sock=sock,
+                ssl=security.ssl_context,
+                backlog=LISTEN_BACKLOG,
             )
+            self._servers.append(server)
+            self._listener_servers[name] = server
+        if self._listeners_differ(self.static_config, self.config):  # dynamic listener configs read at startup
+            await self._change_listeners(self.static_config, self.config)
         self._in_background(self.log_manager.run_scheduler(self._stop))
         if config.iceberg_enabled:
             self._start_iceberg(config)
@@ -965,6 +968,9 @@ class Broker:
         config = dynamic_broker_config.effective_config(self.static_config, default, own)
         reconfiguration.new_listener_security(self.config, config, listener_security)  # builds: checks certificates
         reconfiguration.check_compatible(self.listener_security, self.config, config, reread)
+        dynamic_listeners.check(self.config, config)
+        for listener in dynamic_listeners.added(self.config, config):
+            listener_security(config, listener.name)  # a new TLS listener's keystore loads
         for name in reread:
             listener_security(config, name)
         return config
@@ -1004,8 +1010,60 @@ class Broker:
             set_default_log_config=set_default_log_config,
             connection_limits=self.connection_limits,
             listener_security=self.listener_security,
-            securities=securities,
+            securities={name: s for name, s in securities.items() if name in self.listener_security},
         )
+        if not self._starting and self._listeners_differ(old, config):  # at startup: once the others serve
+            self._in_background(self._change_listeners(old, config))
+
+    @staticmethod
+    def _listeners_differ(old: BrokerConfig, new: BrokerConfig) -> bool:
+        names = lambda config: [listener.name for listener in config.listeners]  # noqa: E731
+        return names(old) != names(new) or old.advertised_listeners != new.advertised_listeners
+
+    async def _change_listeners(self, old: BrokerConfig, new: BrokerConfig) -> None:
+        """Listeners added and removed at run time, then the registration with the new endpoints
+        (strom.server.dynamic_listeners)."""
+        from strom.server.handlers import HANDLERS
+
+        for name in dynamic_listeners.removed(old, new):
+            server = self._listener_servers.pop(name, None)
+            if server is not None:
+                server.close()
+            for connection in [c for c in self.connections if c.listener == name]:
+                if connection.transport is not None:
+                    connection.transport.close()
+            self.bound.pop(name, None)
+            log.info("listener %s removed: it accepts no connections, and those it had are closed", name)
+        for listener in dynamic_listeners.added(old, new):
+            try:
+                sock = dynamic_listeners.bind(listener)
+            except OSError as exc:
+                log.error("listener %s could not be added: %s", listener, exc)
+                continue
+            self.bound[listener.name] = (listener.host, sock.getsockname()[1])
+            self.dispatchers[listener.name] = Dispatcher(self, HANDLERS, listener.name)
+            self.listener_security[listener.name] = listener_security(new, listener.name)
+            reconfiguration.serve_current_context(self.listener_security, listener.name)
+            security = self.listener_security[listener.name]
+            server = await self._loop.create_server(
+                self._connection_factory(security), sock=sock, ssl=security.ssl_context, backlog=LISTEN_BACKLOG
+            )
+            self._servers.append(server)
+            self._listener_servers[listener.name] = server
+            log.info("listener %s added on port %d", listener, self.bound[listener.name][1])
+        published = tuple(dynamic_listeners.endpoints(new, self.bound))
+        if published == self._info.endpoints:
+            return
+        protocols = tuple((name, new.protocol_of(name)) for name, _, _ in published)
+        self._info = dataclasses.replace(self._info, endpoints=published, protocols=protocols)
+        self._registration = self._info.to_json()
+        path = model.broker_path(self.broker_id)
+        try:
+            self.store.set(path, self._registration)
+        except StoreError as exc:  # a new session registers again with these endpoints
+            log.warning("could not publish the new endpoints of broker %d (%s)", self.broker_id, exc)
+            return
+        self.read_back({path})
 
     def _elect(self) -> None:
         """Stand for controller (the office is empty); with ZooKeeper on the controller writer thread.

@@ -371,3 +371,63 @@ def test_a_sasl_listeners_users_change_for_new_connections(tmp_path):
         assert delivered(alice, b"a2") == [None]  # the connection made before carries on
         entry = describe(admin)[key]
         assert (entry.value, entry.is_sensitive) == (None, True)
+
+
+def test_a_listener_added_and_removed_at_run_time(tmp_path):
+    """listeners and listener.security.protocol.map set on a running broker: the new listener serves
+    and is published in the registration (a client bootstrapping from it is told its address); taken
+    away, it accepts nothing more and its connections are closed."""
+    plain_port, extra_port = free_port(), free_port()
+    with BrokerProcess(tmp_path / "data", {"listeners": f"PLAINTEXT://127.0.0.1:{plain_port}"}) as broker:
+        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{plain_port}"})
+        added = {
+            "listeners": f"PLAINTEXT://127.0.0.1:{plain_port},EXTRA://127.0.0.1:{extra_port}",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,EXTRA:PLAINTEXT",
+        }
+        assert alter(admin, "0", added) is None
+        extra = AdminClient({"bootstrap.servers": f"127.0.0.1:{extra_port}"})
+        assert [(b.host, b.port) for b in extra.list_topics(timeout=WAIT_S).brokers.values()] == [
+            ("127.0.0.1", extra_port)
+        ]
+        producer = Producer({"bootstrap.servers": f"127.0.0.1:{extra_port}", "linger.ms": 0})
+        errors: list = []
+        producer.produce("through-extra", value=b"v", on_delivery=lambda err, msg: errors.append(err))
+        assert producer.flush(WAIT_S) == 0 and errors == [None]
+        broker.stop()  # started again, the broker reads its dynamic configs and serves the listener again
+        broker.start()
+        extra = AdminClient({"bootstrap.servers": f"127.0.0.1:{extra_port}"})
+        assert [b.port for b in extra.list_topics(timeout=WAIT_S).brokers.values()] == [extra_port]
+        held = socket.create_connection(("127.0.0.1", extra_port), timeout=WAIT_S)
+
+        assert alter(admin, "0", {"listeners": None, "listener.security.protocol.map": None}) is None
+        assert held.recv(1) == b""  # closed by the broker
+        held.close()
+        deadline = time.monotonic() + WAIT_S
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", extra_port), timeout=1).close()
+            except OSError:
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError("the removed listener still accepts connections")
+        assert list(admin.list_topics(timeout=WAIT_S).brokers.values())[0].port == plain_port
+
+
+def test_a_listener_keeps_its_security_protocol():
+    from strom.server import dynamic_listeners
+    from strom.server.config import BrokerConfig
+    from strom.storage.log_config import ConfigError
+
+    base = {"listeners": "A://127.0.0.1:0,B://127.0.0.1:0", "listener.security.protocol.map": "A:PLAINTEXT,B:PLAINTEXT"}
+    old = BrokerConfig.from_mapping(base)
+    changed = BrokerConfig.from_mapping(
+        {
+            **base,
+            "listener.security.protocol.map": "A:PLAINTEXT,B:SASL_PLAINTEXT",
+            "sasl.enabled.mechanisms": "SCRAM-SHA-256",
+        }
+    )
+    with pytest.raises(ConfigError, match="Security protocol cannot be updated for existing listener B"):
+        dynamic_listeners.check(old, changed)
+    dynamic_listeners.check(old, BrokerConfig.from_mapping({**base, "listeners": "A://127.0.0.1:0"}))
