@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs everything strom needs on a fresh Debian machine (Java is already there):
-# Debian packages (ZooKeeper for clusters, kcat as a real client, chromium for the console's browser tests) and a virtualenv in .venv
+# Debian packages (ZooKeeper for clusters, kcat as a real client, chromium for the console's browser tests, nftables for network faults) and a virtualenv in .venv
 # with strom and its test dependencies. Idempotent: a second run only checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,6 +12,8 @@ command -v kcat >/dev/null 2>&1 || need_apt+=(kcat)
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 # Burrow (sarama, old API versions: ListOffsets v0, Fetch v2) reads consumer lag from strom in a test
 command -v Burrow >/dev/null 2>&1 || need_apt+=(burrow)
+# nft cuts links between brokers in network namespaces (strom.chaos.netns, the fenced-leader tests)
+command -v nft >/dev/null 2>&1 || need_apt+=(nftables)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "setup: installing Debian packages: ${need_apt[*]}"
     export DEBIAN_FRONTEND=noninteractive

@@ -23,7 +23,7 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 JARS = [
@@ -123,31 +123,41 @@ def popen_dying_with_this_process(command: list[str], **kwargs) -> subprocess.Po
     return _spawner.submit(popen).result()
 
 
-def write_config(directory: str, port: int) -> str:
+def write_config(directory: str, port: int, host: str = "127.0.0.1") -> str:
     data_dir = os.path.join(directory, "data")
     os.makedirs(data_dir, exist_ok=True)
     path = os.path.join(directory, "zoo.cfg")
     with open(path, "w") as handle:
         handle.write(
-            f"dataDir={data_dir}\nclientPort={port}\nclientPortAddress=127.0.0.1\ntickTime=500\n"
+            f"dataDir={data_dir}\nclientPort={port}\nclientPortAddress={host}\ntickTime=500\n"
             "initLimit=10\nsyncLimit=5\nmaxSessionTimeout=60000\nminSessionTimeout=1000\n"
             "admin.enableServer=false\n4lw.commands.whitelist=ruok,srvr\n"
         )
     return path
 
 
-def start(directory: str, port: int = 0, timeout_s: float = 30.0) -> tuple[subprocess.Popen, int]:
-    """Start a server in ``directory``; returns (process, port) once it accepts connections."""
+def start(
+    directory: str,
+    port: int = 0,
+    timeout_s: float = 30.0,
+    host: str = "127.0.0.1",
+    prefix: Sequence[str] = (),
+) -> tuple[subprocess.Popen, int]:
+    """Start a server in ``directory``; returns (process, port) once it accepts connections.
+
+    ``host`` is the address it listens on; ``prefix`` goes before the java command line, for a
+    server started inside a network namespace (``ip netns exec NS``, which execs java in place,
+    so the process and its parent-death signal are java's)."""
     missing = [jar for jar in JARS if not os.path.exists(os.path.join(JAVA_DIR, jar))]
     if missing:
         raise RuntimeError(f"ZooKeeper jars missing ({', '.join(missing)}): apt-get install zookeeper")
     port = port or free_port()
-    config = write_config(directory, port)
+    config = write_config(directory, port, host)
     classpath = ":".join(os.path.join(JAVA_DIR, jar) for jar in JARS)
     log = open(os.path.join(directory, "zookeeper.log"), "ab")
     try:
         process = popen_dying_with_this_process(
-            ["java", "-Xmx256m", "-cp", classpath, MAIN_CLASS, config],
+            [*prefix, "java", "-Xmx256m", "-cp", classpath, MAIN_CLASS, config],
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -159,7 +169,7 @@ def start(directory: str, port: int = 0, timeout_s: float = 30.0) -> tuple[subpr
         if process.poll() is not None:
             raise RuntimeError(f"ZooKeeper exited with {process.returncode}; see {directory}/zookeeper.log")
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
+            with socket.create_connection((host, port), timeout=1) as sock:
                 sock.sendall(b"ruok")
                 if sock.recv(4) == b"imok":
                     return process, port

@@ -57,6 +57,8 @@ class ProcessNode:
         self.process: subprocess.Popen | None = None
         self.port = 0
         self.env: dict[str, str] = {}  # added to this process's environment (strom.clock's offset file, say)
+        self.prefix: list[str] = []  # before the command line: ``ip netns exec NS`` (strom.chaos.netns)
+        self.host = "127.0.0.1"  # the listener's address, kept across restarts with its port
 
     @property
     def alive(self) -> bool:
@@ -69,7 +71,7 @@ class ProcessNode:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         (self.data_dir / PORT_FILE).unlink(missing_ok=True)
         # stops by itself if this process dies without stopping it (strom.server.parent_watch)
-        cmd = [sys.executable, "-m", "strom.cli.main", "server-start", "--parent-pid", str(os.getpid())]
+        cmd = [*self.prefix, sys.executable, "-m", "strom.cli.main", "server-start", "--parent-pid", str(os.getpid())]
         for key, value in self.overrides.items():
             cmd += ["--override", f"{key}={value}"]
         with open(self.log_path, "ab") as log:
@@ -94,7 +96,7 @@ class ProcessNode:
             return False
         self.port = int(text)
         # come back on the same port after a kill or a restart
-        self.overrides["listeners"] = f"PLAINTEXT://127.0.0.1:{self.port}"
+        self.overrides["listeners"] = f"PLAINTEXT://{self.host}:{self.port}"
         return True
 
     def start(self, timeout: float = START_TIMEOUT_S) -> None:
