@@ -206,6 +206,11 @@ def _evolve(table: Any, decoder: Decoder, schema_ids: list[int]) -> dict[int, st
     return refused
 
 
+def _snapshot_id(table: Any) -> int | None:
+    snapshot = table.current_snapshot()
+    return None if snapshot is None else snapshot.snapshot_id
+
+
 def _translate_typed(job: TopicJob) -> TopicResult:
     """One round of a schema mode: the table's rows and the dead-letter table's (see the module docstring)."""
     from pyiceberg.exceptions import CommitFailedException
@@ -223,6 +228,7 @@ def _translate_typed(job: TopicJob) -> TopicResult:
         )
         tables.keep_mode(table, job.mode)
         committed = tables.committed_offsets(table)
+        planned_from = _snapshot_id(table)
         dlq = tables.load_existing(catalog, tables.dlq_identifier(job.topic))
         dlq_committed = tables.committed_offsets(dlq) if dlq is not None else {}
         offsets, dlq_offsets = dict(committed), dict(dlq_committed)
@@ -253,6 +259,10 @@ def _translate_typed(job: TopicJob) -> TopicResult:
         try:
             ids = sorted({decoder.columns_id(d.schema_id) for _, d in good})
             refused = _evolve(table, decoder, ids)
+            if _snapshot_id(table) != planned_from:
+                # evolving reloaded the table, and another broker's commit came with it: the append
+                # would now be checked against that snapshot, not the one the offsets were read from
+                raise CommitFailedException("the table moved on while its schema evolved")
             if refused:
                 dead += [
                     (row, refused[decoder.columns_id(d.schema_id)])
@@ -268,13 +278,16 @@ def _translate_typed(job: TopicJob) -> TopicResult:
             if dead:
                 for partition in {row[0] for row, _ in dead}:
                     dlq_offsets[partition] = offsets[partition]
-                dlq = dlq or tables.load_or_create(
-                    catalog,
-                    job.topic,
-                    job.catalog.target_file_size_bytes,
-                    schema=tables.dead_letter_schema(),
-                    name=tables.dlq_identifier(job.topic),
-                )
+                if dlq is None:
+                    dlq = tables.load_or_create(
+                        catalog,
+                        job.topic,
+                        job.catalog.target_file_size_bytes,
+                        schema=tables.dead_letter_schema(),
+                        name=tables.dlq_identifier(job.topic),
+                    )
+                    if _snapshot_id(dlq) is not None:  # another broker made it and committed to it first
+                        raise CommitFailedException("the dead-letter table was made and written meanwhile")
                 dead.sort(key=lambda item: (item[0][0], item[0][2].offset))
                 dlq.append(_dead_letter_rows(dlq, dead), snapshot_properties=tables.offset_properties(dlq_offsets))
             table.append(rows, snapshot_properties=tables.offset_properties(offsets))

@@ -102,3 +102,67 @@ def test_a_round_that_dies_between_its_two_commits_leaves_no_dead_letter_twice(t
     assert sorted(r["kafka"]["offset"] for r in rows) == [i for i in range(9) if i % 3]
     assert sorted(d["kafka"]["offset"] for d in dead) == [0, 3, 6]
     log.close()
+
+
+def test_a_commit_made_while_the_schema_evolves_is_not_overwritten(tmp_path, monkeypatch):
+    """Two leaders of two partitions: while one evolves the table's schema, the other commits its
+    round. Evolving reloads the table, so the first round must plan again rather than append on
+    top of a snapshot it did not read (which would drop the other partition's offsets)."""
+    import strom.iceberg.worker as worker
+    from strom.iceberg.table import committed_offsets
+
+    catalog = CatalogSettings("sqlite:///" + str(tmp_path / "c.db"), "file://" + str(tmp_path / "w"))
+    point3 = {**POINT, "fields": [*POINT["fields"], {"name": "z", "type": ["null", "int"], "default": None}]}
+    schemas = SchemaSet(
+        {1: RegisteredSchema("AVRO", json.dumps(POINT)), 2: RegisteredSchema("AVRO", json.dumps(point3))}
+    )
+    logs = []
+    for partition, schema_id in ((0, 1), (1, 1)):
+        log = Log(str(tmp_path / f"race-{partition}"), LogConfig())
+        value = framed(schema_id, {"x": partition, "y": 0})
+        log.append_as_leader(build_batch([NewRecord(value, timestamp=int(time.time() * 1000))] * 3), 0)
+        log.flush()
+        log.update_high_watermark(log.log_end_offset)
+        logs.append(log)
+
+    def job(partition: int) -> TopicJob:
+        log = logs[partition]
+        part = PartitionJob(partition, log.directory, 0, log.last_stable_offset, 0, ())
+        return TopicJob("race", catalog, (part,), "value_schema_id_prefix", schemas)
+
+    translate_topic(job(0))  # the table exists with x and y
+    # partition 0 gets records of a new version (a column z), partition 1 more of the old one
+    body = io.BytesIO()
+    body.write(struct.pack(">bI", 0, 2))
+    schemaless_writer(body, parse_schema(point3), {"x": 7, "y": 7, "z": 7})
+    logs[0].append_as_leader(build_batch([NewRecord(body.getvalue(), timestamp=int(time.time() * 1000))]), 0)
+    logs[0].flush()
+    logs[0].update_high_watermark(logs[0].log_end_offset)
+    real_evolve = worker._evolve
+    interleaved = []
+
+    def evolve_while_the_other_commits(table, decoder, ids):
+        if not interleaved:
+            interleaved.append(None)
+            interleaved[0] = translate_topic(job(1))  # the other leader's round lands now
+        return real_evolve(table, decoder, ids)
+
+    monkeypatch.setattr(worker, "_evolve", evolve_while_the_other_commits)
+    result = translate_topic(job(0))
+    assert result.commits_lost == 1 and interleaved[0].rows == 3
+    monkeypatch.setattr(worker, "_evolve", real_evolve)
+    table = open_catalog(catalog).load_table(identifier("race"))
+    assert committed_offsets(table) == {0: 4, 1: 3}
+    assert translate_topic(job(1)).rows == 0  # its offsets survived: nothing again
+    rows = open_catalog(catalog).load_table(identifier("race")).scan().to_arrow().to_pylist()
+    assert sorted((r["kafka"]["partition"], r["kafka"]["offset"], r["z"]) for r in rows) == [
+        (0, 0, None),
+        (0, 1, None),
+        (0, 2, None),
+        (0, 3, 7),
+        (1, 0, None),
+        (1, 1, None),
+        (1, 2, None),
+    ]
+    for log in logs:
+        log.close()
