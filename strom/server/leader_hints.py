@@ -10,6 +10,17 @@ the metadata cache's; -1 when unknown, with no endpoint.
 
 Only error answers pay for this: the hot paths encode ``NO_TAGS`` as before and call in here
 only for a partition whose error asks for a hint.
+
+A fenced broker (one that cannot confirm its ZooKeeper session, see ReplicaManager.fenced)
+names, for a partition it led, the replica the controller will elect in its place
+(``fenced_successor``), here and in Metadata. Answering "no leader" (-1) strands a client
+that has no connection to another broker, as librdkafka's sparse connections leave a producer
+that writes only to this broker's partitions: it asks this broker's Metadata again and again,
+since it is the only one it talks to, and hears -1 each time (measured: no write acknowledged in
+a 20 s cut, strom.chaos.netns). Named a successor, the client connects to it, and from then on
+hears the truth from a broker that has it. If the guess is wrong, or the election has not happened
+yet, the successor answers NOT_LEADER_OR_FOLLOWER with its own view and the client asks again;
+leadership itself is decided only by the controller, so a guess costs a retry, never a write.
 """
 
 from __future__ import annotations
@@ -45,10 +56,24 @@ def current_leader(broker: Any, topic: str, index: int) -> tuple[int, int]:
             return -1, -1
         leader, epoch = state.leader, state.leader_epoch
     if leader == broker.broker_id and replicas.fenced:
-        leader = -1  # a fenced broker claims no leadership, as in Metadata
+        info = broker.metadata.topics.get(topic)
+        state = info.states.get(index) if info is not None else None
+        assigned = info.replicas.get(index, []) if info is not None else []
+        leader = fenced_successor(broker, assigned, state.isr if state is not None else [])
     elif leader not in broker.metadata.brokers:
         leader = -1
     return leader, epoch
+
+
+def fenced_successor(broker: Any, replicas: list[int], isr: list[int]) -> int:
+    """Where a fenced broker sends the clients of a partition it led: the first other live replica,
+    in preference order, in the ISR it last knew; the controller elects the same one unless the ISR
+    changed meanwhile (strom.cluster.controller's ``_elect``). -1 when there is none."""
+    live = broker.metadata.brokers
+    for candidate in replicas:
+        if candidate != broker.broker_id and candidate in isr and candidate in live:
+            return candidate
+    return -1
 
 
 class LeaderHints:

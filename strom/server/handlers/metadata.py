@@ -15,6 +15,7 @@ from strom.server.authorization import (
     create_topic_allowed,
     denied_topics,
 )
+from strom.server.leader_hints import fenced_successor
 
 API_KEY = ApiKey.METADATA
 MIN_VERSION = 0
@@ -32,7 +33,10 @@ def partition_entries(broker, info) -> list[dict]:
         replicas = info.replicas[index]
         lost = offline.get((info.name, index), ()) if offline else ()
         state = info.states.get(index)
-        leader = state.leader if state and state.leader in live and state.leader != fenced_self else -1
+        leader = state.leader if state and state.leader in live else -1
+        if state is not None and leader >= 0 and leader == fenced_self:
+            # it claims no leadership and names its likely successor (strom.server.leader_hints)
+            leader = fenced_successor(broker, replicas, state.isr)
         entries.append(
             {
                 "error_code": ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
