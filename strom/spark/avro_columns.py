@@ -7,16 +7,16 @@ do not decode marked, so that the source can fail the query or keep their bytes 
 
 Rows are grouped by writer schema id; each group is decoded in one of two ways:
 
-* **columnar** (records of primitives, strings, enums, fixed, nested records, unions, the
-  logical types): the fields are decoded one after the other for all rows of the group at once
-  with numpy (each row's read position in an array, varints a few array operations a byte
-  width), so a 10-field record costs a few dozen numpy calls per batch instead of a Python call
-  per field per row. The writer's columns are then conformed to the reader's schema as Avro
+* **columnar** (every type but arrays of nulls and recursive records): the fields are decoded
+  one after the other for all rows of the group at once with numpy (each row's read position in
+  an array, varints a few array operations a byte width), so a 10-field record costs a few dozen
+  numpy calls per batch instead of a Python call per field per row. Arrays and maps are decoded
+  item position by item position (item k of every row that has one, at once), then put in row
+  order. The writer's columns are then conformed to the reader's schema as Avro
   resolution says (fields matched by name or alias, missing ones from their defaults, int read
   as long, float as double ...).
-* **per record with fastavro** (arrays and maps, which the columnar decoder does not do, and
-  any group the columnar path cannot take: a string that is not UTF-8, an enum symbol the
-  reader lacks, bytes left over): ``fastavro.schemaless_reader`` with the writer and reader
+* **per record with fastavro** (any group the columnar path cannot take: a string that is not
+  UTF-8, an enum symbol the reader lacks, a record default, a corrupt value): ``fastavro.schemaless_reader`` with the writer and reader
   schemas, which also tells which rows are corrupt and why.
 
 A record is corrupt when its prefix is missing, its id is not registered, its body runs past
@@ -291,9 +291,59 @@ class _Cursor:
             return _decimal(self.fixed_bytes(rows, np.full(len(rows), int(schema["size"]))), schema)
         if kind in NAMED:
             return self._named(schema, rows, namespace, names, defined=False)
-        if kind in ("array", "map"):
-            raise _SchemaUnsupported(kind)
+        if kind == "array":
+            return self._blocks(schema["items"], rows, namespace, names, keyed=False)
+        if kind == "map":
+            return self._blocks(schema["values"], rows, namespace, names, keyed=True)
         return self.decode(kind, rows, namespace, names)
+
+    def _blocks(self, items: Any, rows: np.ndarray, namespace, names: Names, keyed: bool) -> pa.Array:
+        """An array (or map) for every row: blocks of a count (negative: then a byte size too)
+        and that many items (map entries: a key string first), until a count of 0.
+
+        Item k of the current block is decoded for all rows that have one at once, so the work is
+        a numpy pass per item position, not per item; the items are then put in row order.
+        """
+        if items == "null" or (isinstance(items, dict) and items.get("type") == "null"):
+            raise _SchemaUnsupported("an array of nulls")  # items of no bytes: counts cannot be checked
+        n = len(rows)
+        counts = np.zeros(n, np.int64)
+        pieces = [(np.zeros(0, np.int64), np.zeros(0, np.int64), self.decode(items, rows[:0], namespace, names))]
+        key_pieces = [_string(self, rows[:0])] if keyed else []
+        active = np.arange(n)
+        while active.size:
+            count = self.varint(rows[active])
+            sized = count < 0
+            if sized.any():
+                count = np.abs(count)
+                self.varint(rows[active[sized]])  # the block's byte size, not needed
+            room = self.end[rows[active]] - self.pos[rows[active]]
+            over = count > np.maximum(room, 0)  # every item takes a byte at least
+            if over.any():
+                self.bad[rows[active[over]]] = True
+                count[over] = 0
+            going = count > 0
+            active, count = active[going], count[going]
+            base = counts[active]
+            for k in range(int(count.max()) if count.size else 0):
+                chosen = count > k
+                sub = active[chosen]
+                if keyed:
+                    key_pieces.append(_string(self, rows[sub]))
+                pieces.append((sub, base[chosen] + k, self.decode(items, rows[sub], namespace, names)))
+            counts[active] += count
+        offsets = np.zeros(n + 1, np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        if offsets[-1] >= 2**31:
+            raise _Unsupported("more than 2**31 array items in one batch")
+        where = np.concatenate([offsets[sub] + index for sub, index, _ in pieces])
+        order = pa.array(np.argsort(where, kind="stable"))
+        values = pa.concat_arrays([column for _, _, column in pieces]).take(order)
+        bounds = pa.array(offsets.astype(np.int32))
+        if keyed:
+            keys = pa.concat_arrays(key_pieces).take(order)
+            return pa.MapArray.from_arrays(bounds, keys, values)
+        return pa.ListArray.from_arrays(bounds, values)
 
     def _named(self, schema: dict, rows, namespace, names: Names, defined: bool) -> pa.Array:
         key, space = full_name(schema, namespace)

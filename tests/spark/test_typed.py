@@ -188,7 +188,7 @@ def test_streaming_read_of_two_schema_versions_as_typed_columns(spark, broker, t
 
 def test_batch_read_pins_a_version_and_reads_keys(spark, broker):
     """value.schema.version=1 reads v2 records with v1 (the new field dropped); Avro keys decode too,
-    and nested arrays, maps and a union of several types take the per-record path."""
+    and arrays, maps and a union of several types come out in Spark's shapes."""
     spark.conf.set("spark.sql.session.timeZone", "UTC")
     url = registry_url(broker)
     client = SchemaRegistryClient({"url": url})
