@@ -70,13 +70,13 @@ from strom.server.config import BrokerConfig
 from strom.server.connection import Connection, close_departed_connections, close_idle_connections
 from strom.server.connection_limits import ConnectionLimits
 from strom.server.dispatcher import Dispatcher
+from strom.server.dynamic_listeners import LISTEN_BACKLOG
 from strom.server.periodic import log_if_failed, run_every
 from strom.server.quotas import QuotaManager
 from strom.server.refused_batches import RefusedBatches
 from strom.server.secure_connection import SecureConnection
 from strom.startup import StartupError, bind_failure, check_log_dirs
 from strom.storage import dir_lock
-from strom.storage.cleaner import CleanerSettings
 from strom.storage.log_config import ConfigError
 from strom.storage.log_manager import LogManager, SchedulerIntervals
 from strom.txn.coordinator import TRANSACTION_STATE_TOPIC, TransactionCoordinator
@@ -110,9 +110,6 @@ RELOAD_CHUNK = 1000
 # a registration (after a session expiry, or listing offline replicas) that ZooKeeper did not
 # answer is tried again this often
 REREGISTER_RETRY_S = 1.0
-# accept queue: a burst of clients connecting at once (thousands after a restart) must not
-# overflow it, or the kernel drops their handshakes (a retry a second later) or resets them
-LISTEN_BACKLOG = 512
 
 
 class Broker:
@@ -217,15 +214,10 @@ class Broker:
         sockets = {}
         try:
             for listener in config.listeners:
-                sock = socket.socket(socket.AF_INET6 if ":" in listener.host else socket.AF_INET, socket.SOCK_STREAM)
-                sockets[listener.name] = sock
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 try:
-                    sock.bind((listener.host or "0.0.0.0", listener.port))
-                    sock.listen(LISTEN_BACKLOG)
+                    sock = sockets[listener.name] = dynamic_listeners.bind(listener)
                 except OSError as exc:  # a port in use, or an address not of this host: one line naming the key
                     raise bind_failure("listeners", listener.host, listener.port, exc) from exc
-                sock.setblocking(False)
                 self.bound[listener.name] = (listener.host, sock.getsockname()[1])
         except BaseException:
             for sock in sockets.values():
@@ -233,12 +225,7 @@ class Broker:
             raise
         listener = config.listeners[0]
         self.port = self.bound[listener.name][1]
-        endpoints = []  # (listener, host, port) as published: advertised.listeners, ports filled in once bound
-        for advertised in config.advertised_listeners:
-            bound_host, bound_port = self.bound[advertised.name]
-            endpoints.append(
-                (advertised.name, advertised.host or bound_host or socket.gethostname(), advertised.port or bound_port)
-            )
+        endpoints = dynamic_listeners.endpoints(config, self.bound)  # advertised.listeners, ports filled in once bound
         _, self.host, advertised_port = next((e for e in endpoints if e[0] == listener.name), endpoints[0])
 
         try:
@@ -267,13 +254,7 @@ class Broker:
                 cleaner_enabled=config.log_cleaner_enable,
             ),
             topic_overrides=self._topic_overrides,
-            cleaner_settings=CleanerSettings(
-                threads=config.log_cleaner_threads,
-                io_max_bytes_per_second=config.log_cleaner_io_max_bytes_per_second,
-                dedupe_buffer_size=config.log_cleaner_dedupe_buffer_size,
-                io_buffer_size=config.log_cleaner_io_buffer_size,
-                io_buffer_load_factor=config.log_cleaner_io_buffer_load_factor,
-            ),
+            cleaner_settings=reconfiguration.cleaner_settings(config),
         )
         if isinstance(self.store, LocalStore):  # its file lives in the first log dir
             self.log_manager.failure_listeners.append(self.store.on_log_dir_failure)

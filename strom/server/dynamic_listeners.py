@@ -19,7 +19,9 @@ import socket
 from strom.server.config import BrokerConfig, Listener
 from strom.storage.log_config import ConfigError
 
-LISTEN_BACKLOG = 512  # as the broker's listeners at startup: a burst of clients must not overflow it
+# accept queue: a burst of clients connecting at once (thousands after a restart) must not
+# overflow it, or the kernel drops their handshakes (a retry a second later) or resets them
+LISTEN_BACKLOG = 512
 
 
 def check(old: BrokerConfig, new: BrokerConfig) -> None:

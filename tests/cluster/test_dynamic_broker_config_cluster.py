@@ -13,7 +13,6 @@ configs are read at startup.
 from __future__ import annotations
 
 import json
-import re
 import socket
 import ssl
 import subprocess
@@ -26,12 +25,12 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, New
 from cryptography import x509
 from kazoo.client import KazooClient
 
-from strom.cli.client_props import from_java_keys, load_properties
 from strom.cli.secure_cluster import reissue_keystore
 from strom.cluster import model
 from strom.protocol.errors import ErrorCode
-from tests.cluster.conftest import LAG_TIME_MAX_MS, SESSION_TIMEOUT_MS, wait_until
-from tests.cluster.test_cluster_cli import bootstrap_of, cleanup, pids, strom
+from tests.cluster.conftest import wait_until
+from tests.cluster.test_cluster_cli import cleanup, pids, strom
+from tests.cluster.test_secure_cluster_cli import start_secure_cluster
 from tests.cluster.workload import Workload, verify
 
 WAIT_S = 30
@@ -126,27 +125,7 @@ def test_rotating_a_tls_listeners_certificate_with_strom_configs(tmp_path, zooke
     chroot = f"/rotate-{uuid.uuid4().hex[:8]}"
     zk = KazooClient(hosts=zookeeper + chroot, timeout=10)
     try:
-        started = strom(
-            "cluster",
-            "start",
-            "--secure",
-            "--brokers",
-            "3",
-            "--dir",
-            str(directory),
-            "--zookeeper",
-            zookeeper + chroot,
-            "--override",
-            f"zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}",
-            "--override",
-            f"replica.lag.time.max.ms={LAG_TIME_MAX_MS}",
-        )
-        assert started.returncode == 0, started.stderr
-        bootstrap = bootstrap_of(started.stdout)
-        properties = re.search(r"^Client properties \(admin, SASL_SSL\): (\S+)$", started.stdout, re.MULTILINE)[1]
-        java = load_properties(properties)
-        secure = from_java_keys(dict(java))
-        secure.pop("bootstrap.servers")
+        _, bootstrap, properties, java, secure = start_secure_cluster(directory, zookeeper + chroot)
         ca = java["ssl.truststore.location"]
         admin = AdminClient({"bootstrap.servers": bootstrap, **secure})
         for future in admin.create_topics(

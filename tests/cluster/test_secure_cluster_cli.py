@@ -44,39 +44,46 @@ def batches(directory: Path, broker_id: int, partition: int, topic: str = TOPIC)
     return found
 
 
+def start_secure_cluster(directory: Path, connect: str) -> tuple[str, str, str, dict, dict]:
+    """``strom cluster start --secure`` with three brokers on ZooKeeper ``connect``: its output, the
+    bootstrap servers, the admin's client properties file, and those properties as written (Java's
+    keys) and as librdkafka takes them (without bootstrap.servers)."""
+    started = strom(
+        "cluster",
+        "start",
+        "--secure",
+        "--brokers",
+        "3",
+        "--dir",
+        str(directory),
+        "--zookeeper",
+        connect,
+        "--override",
+        f"zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}",
+        "--override",
+        f"replica.lag.time.max.ms={LAG_TIME_MAX_MS}",
+    )
+    assert started.returncode == 0, started.stderr
+    found = re.search(r"^Client properties \(admin, SASL_SSL\): (\S+)$", started.stdout, re.MULTILINE)
+    assert found, started.stdout
+    java = load_properties(found[1])
+    secure = from_java_keys(dict(java))
+    secure.pop("bootstrap.servers")
+    return started.stdout, bootstrap_of(started.stdout), found[1], java, secure
+
+
 def test_kill_the_leader_on_a_secure_cluster(tmp_path, zookeeper):
     directory = tmp_path / "cluster"
     chroot = f"/secure-{uuid.uuid4().hex[:8]}"
     zk = KazooClient(hosts=zookeeper + chroot, timeout=10)
     try:
-        started = strom(
-            "cluster",
-            "start",
-            "--secure",
-            "--brokers",
-            "3",
-            "--dir",
-            str(directory),
-            "--zookeeper",
-            zookeeper + chroot,
-            "--override",
-            f"zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}",
-            "--override",
-            f"replica.lag.time.max.ms={LAG_TIME_MAX_MS}",
-        )
-        assert started.returncode == 0, started.stderr
-        bootstrap = bootstrap_of(started.stdout)
-        found = re.search(r"^Client properties \(admin, SASL_SSL\): (\S+)$", started.stdout, re.MULTILINE)
-        assert found, started.stdout
-        java = load_properties(found[1])
+        output, bootstrap, properties, java, secure = start_secure_cluster(directory, zookeeper + chroot)
         assert java["security.protocol"] == "SASL_SSL" and java["sasl.mechanism"] == "SCRAM-SHA-512"
-        secure = from_java_keys(dict(java))
-        secure.pop("bootstrap.servers")
-        assert oct(os.stat(found[1]).st_mode & 0o777) == "0o600"
+        assert oct(os.stat(properties).st_mode & 0o777) == "0o600"
 
         # the Schema Registry: https with the cluster's CA, HTTP Basic with the SCRAM users
-        registries = re.search(r"^Schema Registry: (\S+)$", started.stdout, re.MULTILINE)
-        assert registries, started.stdout
+        registries = re.search(r"^Schema Registry: (\S+)$", output, re.MULTILINE)
+        assert registries, output
         urls = registries[1].split(",")
         assert len(urls) == 3 and all(url.startswith("https://127.0.0.1:") for url in urls)
         password = re.search(r'password="([^"]+)"', java["sasl.jaas.config"])[1]
