@@ -21,19 +21,19 @@ too (``read_problems(reader=new, writer=old)``), FORWARD the other way round. Ch
   closed model is fine; a property on both sides is checked recursively; a property the reader
   requires and the writer did not is REQUIRED_ATTRIBUTE_ADDED (fine with a ``default``); closing
   an open model is ADDITIONAL_PROPERTIES_REMOVED;
-- arrays by ``items``; ``enum`` values the writer allows must stay (ENUM_ARRAY_NARROWED);
-  ``const`` must not change;
+- arrays by ``items``, tuples (``prefixItems``, draft 7's list ``items``) position by position;
+  ``enum`` values the writer allows must stay (ENUM_ARRAY_NARROWED); ``const`` must not change;
 - bounds may widen but not narrow: ``maxLength``/``maximum``/``exclusiveMaximum``/``maxItems``/
-  ``maxProperties`` added or lowered, their minimum twins added or raised, and ``pattern`` added
-  or changed are problems;
+  ``maxProperties`` added or lowered, their minimum twins added or raised, ``pattern`` added or
+  changed, ``multipleOf`` added or changed to a step that does not divide the old one,
+  ``uniqueItems`` added, and ``dependentRequired``/``dependencies`` added or changed are problems;
 - ``anyOf``/``oneOf``: each writer branch must be read by some reader branch (adding a branch is
   fine, removing one is not); ``allOf``: each reader branch must read the whole writer;
 - local ``$ref`` (``#/definitions/x``, ``#/$defs/x``) is followed, once per pair (recursion).
 
-Not checked (Confluent checks them; documented as a difference): ``patternProperties``,
-``dependencies``/``dependentRequired``, ``not``, ``if``/``then``/``else``, ``uniqueItems``,
-``multipleOf``, ``format``, tuple ``items``, and ``$ref`` to other documents (schema
-references are accepted and stored, their contents not followed by the check).
+Not checked (Confluent checks them; documented as a difference): ``patternProperties``, ``not``,
+``if``/``then``/``else``, ``format``, ``dependentSchemas``, and ``$ref`` to other documents
+(schema references are accepted and stored, their contents not followed by the check).
 """
 
 from __future__ import annotations
@@ -171,9 +171,29 @@ class _Checker:
         if _allows(w_types, "object") and _allows(r_types, "object"):
             problems += self._object(reader, writer, path)
         if _allows(w_types, "array") and _allows(r_types, "array"):
-            r_items, w_items = reader.get("items"), writer.get("items")
-            if isinstance(r_items, (dict, bool)):
-                problems += self.check(r_items, w_items if isinstance(w_items, (dict, bool)) else True, f"{path}/items")
+            problems += self._items(reader, writer, path)
+        return problems
+
+    def _items(self, reader: dict, writer: dict, path: str) -> list[str]:
+        """``items`` (one schema for every item) or a tuple (``prefixItems``, or draft 7's list
+        ``items``), position by position; past a tuple, ``items``/``additionalItems``."""
+
+        def layout(schema: dict) -> tuple[list, Any]:
+            if isinstance(schema.get("prefixItems"), list):
+                return schema["prefixItems"], schema.get("items", True)
+            if isinstance(schema.get("items"), list):
+                return schema["items"], schema.get("additionalItems", True)
+            return [], schema.get("items", True)
+
+        r_tuple, r_rest = layout(reader)
+        w_tuple, w_rest = layout(writer)
+        problems: list[str] = []
+        for index in range(max(len(r_tuple), len(w_tuple))):
+            r_item = r_tuple[index] if index < len(r_tuple) else r_rest
+            w_item = w_tuple[index] if index < len(w_tuple) else w_rest
+            problems += self.check(r_item, w_item, f"{path}/items/{index}")
+        if isinstance(r_rest, (dict, bool)):
+            problems += self.check(r_rest, w_rest if isinstance(w_rest, (dict, bool)) else True, f"{path}/items")
         return problems
 
     def _combined(self, keyword: str, reader: dict, writer: dict, path: str) -> list[str]:
@@ -207,6 +227,19 @@ class _Checker:
                     problems.append(f"{path}: {keyword} added or increased ({old} -> {reader[keyword]})")
         if "pattern" in reader and writer.get("pattern") != reader["pattern"]:
             problems.append(f"{path}: pattern added or changed")
+        multiple, old_multiple = reader.get("multipleOf"), writer.get("multipleOf")
+        if isinstance(multiple, (int, float)) and multiple > 0:
+            # the writer's multiples are the reader's when the reader's step divides the writer's
+            if not isinstance(old_multiple, (int, float)) or (old_multiple / multiple) % 1 != 0:
+                problems.append(f"{path}: multipleOf added or changed ({old_multiple} -> {multiple})")
+        if reader.get("uniqueItems") is True and writer.get("uniqueItems") is not True:
+            problems.append(f"{path}: uniqueItems added")
+        for keyword in ("dependentRequired", "dependencies"):
+            old_rules, rules = writer.get(keyword) or {}, reader.get(keyword) or {}
+            if isinstance(rules, dict) and isinstance(old_rules, dict):
+                added = sorted(k for k, v in rules.items() if old_rules.get(k) != v)
+                if added:
+                    problems.append(f"{path}: {keyword} added or changed for {added}")
         return problems
 
     def _object(self, reader: dict, writer: dict, path: str) -> list[str]:

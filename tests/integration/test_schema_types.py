@@ -113,6 +113,8 @@ def exercise_json(bootstrap: str, url: str, topic: str) -> None:
     assert [m.value for m in consumed] == encoded  # byte-exact
     deserializer = JSONDeserializer(json.dumps(ORDER_V1), schema_registry_client=client)
     assert [deserializer(m.value, context) for m in consumed] == orders
+    by_id = JSONDeserializer(None, schema_registry_client=client)  # the writer's schema, fetched by id
+    assert [by_id(m.value, context) for m in consumed] == orders
     assert confluent_consume(bootstrap, topic, 1, offset=3, timeout=1.0) == []
 
 

@@ -73,6 +73,32 @@ CASES = [
     ),
     ("BACKWARD", obj({"u": {"anyOf": [STRING, INT]}}), obj({"u": {"anyOf": [STRING, INT, NUMBER]}}), True, None),
     ("BACKWARD", obj({"u": {"anyOf": [STRING, INT]}}), obj({"u": {"anyOf": [STRING]}}), False, "anyOf"),
+    # multipleOf: a step dividing the old one is fine; uniqueItems and dependentRequired added are not
+    ("BACKWARD", obj({"n": {**INT, "multipleOf": 4}}), obj({"n": {**INT, "multipleOf": 2}}), True, None),
+    ("BACKWARD", obj({"n": {**INT, "multipleOf": 2}}), obj({"n": {**INT, "multipleOf": 4}}), False, "multipleOf"),
+    (
+        "BACKWARD",
+        obj({"l": {"type": "array"}}),
+        obj({"l": {"type": "array", "uniqueItems": True}}),
+        False,
+        "uniqueItems",
+    ),
+    ("BACKWARD", obj({"a": STRING}), obj({"a": STRING}, dependentRequired={"a": ["b"]}), False, "dependentRequired"),
+    # tuples position by position, draft 2020-12's prefixItems and draft 7's list items
+    (
+        "BACKWARD",
+        obj({"t": {"type": "array", "prefixItems": [INT, STRING]}}),
+        obj({"t": {"type": "array", "prefixItems": [NUMBER, STRING]}}),
+        True,
+        None,
+    ),
+    (
+        "BACKWARD",
+        obj({"t": {"type": "array", "items": [NUMBER, STRING]}}),
+        obj({"t": {"type": "array", "items": [INT, STRING]}}),
+        False,
+        "items/0",
+    ),
     # FORWARD is BACKWARD turned round; FULL is both
     ("FORWARD", obj({"a": STRING, "b": INT}), obj({"a": STRING}), False, "PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL"),
     ("FORWARD", obj({"a": NUMBER}), obj({"a": INT}), True, None),
