@@ -1,13 +1,16 @@
-"""The versions Kafka 4.0 added to APIs strom already served, each with what the new version changes.
+"""The versions Kafka 4.0 and later added to APIs strom already served, each with what it changes.
 
-ListOffsets v8-v10 (-4 earliest local, -5 latest tiered), Metadata v13 (top-level error code),
-DescribeGroups v6 (GROUP_ID_NOT_FOUND, KIP-1043), FindCoordinator v6 (share groups' key type),
-Produce v10-v12 and InitProducerId v5 (same wire as before), Fetch v18 (Kafka 4.1: a follower's high
-watermark in the request, which a consumer leaves unset). Every advertised version also
-round-trips a zero-valued request in tests/integration/test_malformed.py.
+ListOffsets v8-v11 (-4 earliest local, -5 latest tiered, -6 earliest pending upload), Metadata v13
+(top-level error code), DescribeGroups v6 (GROUP_ID_NOT_FOUND, KIP-1043), FindCoordinator v6 (share
+groups' key type), Produce v10-v12 and InitProducerId v5 (same wire as before), Fetch v18 (Kafka
+4.1: a follower's high watermark in the request, which a consumer leaves unset), Produce v13 (Kafka
+4.1: topics named by id). Every advertised version also round-trips a zero-valued request in
+tests/integration/test_malformed.py.
 """
 
 from __future__ import annotations
+
+import uuid
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
@@ -49,7 +52,7 @@ def test_list_offsets_earliest_local_and_latest_tiered(shared_broker):
     admin = AdminClient({"bootstrap.servers": shared_broker.bootstrap})
     admin.delete_records([TopicPartition(topic, 0, 2)])[TopicPartition(topic, 0, 2)].result(WAIT_S)
     with RawClient(shared_broker.bootstrap) as client:
-        for version in (8, 9, 10):
+        for version in (8, 9, 10, 11):
 
             def offset(timestamp: int, version: int = version) -> tuple[int, int, int]:
                 values = {
@@ -69,6 +72,8 @@ def test_list_offsets_earliest_local_and_latest_tiered(shared_broker):
             assert offset(-2) == (ErrorCode.NONE, 2, -1)
             assert offset(-4) == (ErrorCode.NONE, 2, -1)  # every segment is local: the log start offset
             assert offset(-5) == (ErrorCode.NONE, -1, -1)  # nothing tiered, as Kafka answers without remote storage
+            if version >= 11:
+                assert offset(-6) == (ErrorCode.NONE, -1, -1)  # nothing pending upload (KIP-1023), as above
             assert offset(-1) == (ErrorCode.NONE, 5, -1)
             assert offset(-3) == (ErrorCode.NONE, 4, TS_BASE + 4)
             assert offset(TS_BASE + 3) == (ErrorCode.NONE, 3, TS_BASE + 3)
@@ -200,3 +205,47 @@ def test_produce_v10_to_v12_and_fetch_v18(shared_broker):
             fetched = client.request(ApiKey.FETCH, 18, body).responses[0].partitions[0]
             assert (fetched.error_code, fetched.high_watermark) == (ErrorCode.NONE, 3)
             assert b"v11" in bytes(fetched.records) and b"v12" in bytes(fetched.records)
+
+
+def test_produce_v13_names_topics_by_id(shared_broker):
+    """Kafka 4.1 (KIP-516): the request and the response carry topic ids; an unknown id is
+    answered UNKNOWN_TOPIC_ID for each of its partitions, and the rest of the request is written."""
+    topic = unique_topic("p13")
+    create(shared_broker.bootstrap, topic, 2)
+    unknown = uuid.uuid4()
+    with RawClient(shared_broker.bootstrap) as client:
+        topic_id = client.request(ApiKey.METADATA, 13, {"topics": [{"name": topic}]}).topics[0].topic_id
+
+        def batch(value: bytes) -> bytes:
+            return build_batch([NewRecord(value, timestamp=TS_BASE)])
+
+        body = {
+            "transactional_id": None,
+            "acks": -1,
+            "timeout": 5000,
+            "topic_data": [
+                {
+                    "topic_id": topic_id,
+                    "partition_data": [{"index": 0, "records": batch(b"a")}, {"index": 1, "records": batch(b"b")}],
+                },
+                {"topic_id": unknown, "partition_data": [{"index": 0, "records": batch(b"lost")}]},
+            ],
+        }
+        for acks in (-1, 1):
+            answer = client.request(ApiKey.PRODUCE, 13, {**body, "acks": acks})
+            got = {
+                (t.topic_id, p.index): (p.error_code, p.base_offset)
+                for t in answer.responses
+                for p in t.partition_responses
+            }
+            offset = 0 if acks == -1 else 1
+            assert got == {
+                (topic_id, 0): (ErrorCode.NONE, offset),
+                (topic_id, 1): (ErrorCode.NONE, offset),
+                (unknown, 0): (ErrorCode.UNKNOWN_TOPIC_ID, -1),
+            }
+            unknown_answer = next(t for t in answer.responses if t.topic_id == unknown).partition_responses[0]
+            assert unknown_answer.error_message == "this server does not host this topic ID"
+    for partition, value in ((0, b"a"), (1, b"b")):
+        got = confluent_consume(shared_broker.bootstrap, topic, 2, partition=partition)
+        assert [m.value for m in got] == [value, value]

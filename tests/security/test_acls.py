@@ -558,7 +558,10 @@ def topic_refusals(hidden: str, seen: str, seen_id) -> dict:
             {
                 "acks": 1,
                 "timeout": 5000,
-                "topic_data": [{"name": hidden, "partition_data": [{"index": 0, "records": records}]}],
+                # v13 names the topic by id: seen's, which may be described but not written
+                "topic_data": [
+                    {"name": hidden, "topic_id": seen_id, "partition_data": [{"index": 0, "records": records}]}
+                ],
             },
             TOPIC_DENIED,
         ),

@@ -3,6 +3,8 @@
 v8 adds the earliest local offset (-4) and v9 the latest tiered offset (-5) of tiered storage (KIP-405,
 KIP-1005): strom keeps every segment local, so -4 is the log start offset and -5 finds nothing (offset
 -1), as Kafka answers for a topic without remote storage. v10's timeout bounds remote lookups only.
+v11 (KIP-1023) adds the earliest offset pending upload to remote storage (-6): nothing is ever
+pending here, so it finds nothing either (offset -1), Kafka's answer without remote storage.
 """
 
 from __future__ import annotations
@@ -20,10 +22,11 @@ from strom.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
 API_KEY = ApiKey.LIST_OFFSETS
 MIN_VERSION = 0  # v0 (a list of offsets per partition) is answered by strom.server.legacy
-MAX_VERSION = 10
+MAX_VERSION = 11
 EARLIEST_LOCAL_TIMESTAMP = -4
 CONSUMER_REPLICA_ID = -1  # a follower or a debugging tool sends its own id
 LATEST_TIERED_TIMESTAMP = -5
+EARLIEST_PENDING_UPLOAD_TIMESTAMP = -6
 
 
 def _not_available(partition) -> KafkaError:
@@ -47,7 +50,7 @@ def lookup(partition, timestamp: int, read_committed: bool = False, client: bool
         # last stable offset for read_committed consumers
         offset = log_.last_stable_offset if read_committed else log_.high_watermark
         return {"timestamp": -1, "offset": offset, "leader_epoch": log_.leader_epoch_cache.latest_epoch}
-    if timestamp == LATEST_TIERED_TIMESTAMP:
+    if timestamp in (LATEST_TIERED_TIMESTAMP, EARLIEST_PENDING_UPLOAD_TIMESTAMP):
         return {"timestamp": -1, "offset": -1, "leader_epoch": -1}
     if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
         offset = log_.log_start_offset

@@ -15,6 +15,9 @@ From v12 a transactional batch adds its own partition (KIP-890 part 2, transacti
 the partition holds no open transaction of the producer *at this epoch* (every EndTxn of v2 bumps
 it), the leader asks the coordinator to add the partition instead of whether it was added; a
 fenced epoch is refused there, with INVALID_PRODUCER_EPOCH.
+
+v13 (Kafka 4.1, KIP-516) names topics by id, in the request and the response: an id this broker
+does not know is answered UNKNOWN_TOPIC_ID for each of its partitions, as Kafka answers.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from __future__ import annotations
 import functools
 import struct
 import time
+import uuid
 
 from strom.cluster.features import TRANSACTION_VERSION
 from strom.protocol.api import ApiKey
@@ -46,8 +50,13 @@ MIN_VERSION = 0  # v0-2 carry message sets (magic 0/1), converted by strom.serve
 # TRANSACTION_ABORTABLE; a transactional v12 adds its partitions to the transaction (KIP-890 part 2)
 # where transaction.version 2 is finalized (clients send it in a transaction only then); below that
 # it is served as v11, verified, as a client that added its partitions first expects.
-MAX_VERSION = 12
+MAX_VERSION = 13
 IMPLICIT_ADD_SINCE_VERSION = 12
+TOPIC_IDS_SINCE_VERSION = 13
+# An id nobody knows still needs a name on the way through the handler: one no topic can have
+# (NUL is not a legal topic character), from which the response gets the id back.
+_UNKNOWN_ID_PREFIX = "\x00topic-id:"
+_NO_TOPIC_ID = bytes(16)
 
 
 def adds_partitions(ctx) -> bool:
@@ -99,16 +108,42 @@ class PartitionResult:
 
 
 def handle(ctx, request):
+    if ctx.api_version >= TOPIC_IDS_SINCE_VERSION:
+        _name_topics(ctx, request)
     pending = ctx.broker.replica_manager.epochs_pending
     if pending and any((name, index) in pending for name, data in request.topic_data for index, _ in data):
         return _after_epochs_durable(ctx, request)
     return _handle_now(ctx, request)
 
 
+def _name_topics(ctx, request) -> None:
+    """v13: each topic id becomes its name; an unknown one a placeholder refused UNKNOWN_TOPIC_ID."""
+    names = ctx.broker.topic_name_by_id
+    named = []
+    for topic_id, partitions in request.topic_data:
+        name = names(topic_id)
+        if name is None:
+            name = _UNKNOWN_ID_PREFIX + str(topic_id)
+            for index, _ in partitions:
+                request.refused[(name, index)] = ErrorCode.UNKNOWN_TOPIC_ID
+        named.append((name, partitions))
+    request.topic_data = named
+
+
+def _topic_id(ctx, name: str) -> bytes:
+    """The 16 bytes naming ``name`` in a v13 response."""
+    if name.startswith(_UNKNOWN_ID_PREFIX):
+        return uuid.UUID(name[len(_UNKNOWN_ID_PREFIX) :]).bytes
+    info = ctx.broker.metadata.topics.get(name) if ctx is not None else None
+    return info.topic_id.bytes if info is not None else _NO_TOPIC_ID  # deleted meanwhile
+
+
 def _handle_now(ctx, request):
     denied = produce_denials(ctx, request) if ctx.broker.authorizer is not None else None
     if ctx.api_version < 3 and request.refused:  # message sets that failed their CRC or framing
         denied = {**request.refused, **(denied or {})}
+    elif request.refused:  # v13: topic ids nobody knows, answered so whatever the ACLs (no name to check)
+        denied = {**(denied or {}), **request.refused}
     if request.transactional_id is not None:
         unverified = _unverified_partitions(ctx.broker, request, adds_partitions(ctx))
         if denied:
@@ -149,6 +184,7 @@ _VERIFICATION_MESSAGES: dict[int, str] = {
     ErrorCode.INVALID_PRODUCER_ID_MAPPING: "the transaction coordinator does not know this producer id",
     ErrorCode.TOPIC_AUTHORIZATION_FAILED: "not authorized to write to this topic",
     ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: "not authorized to write with this transactional id",
+    ErrorCode.UNKNOWN_TOPIC_ID: "this server does not host this topic ID",
 }
 
 
@@ -328,8 +364,9 @@ def encode_response(results: list[tuple[str, list[PartitionResult]]], version: i
         return _encode_one_partition(results[0][0], results[0][1][0], version)
     parts = [wire.array_length(len(results), flexible)]
     hints = None
+    ids = version >= TOPIC_IDS_SINCE_VERSION
     for name, partitions in results:
-        parts.append(wire.string(name, flexible))
+        parts.append(_topic_id(ctx, name) if ids else wire.string(name, flexible))
         parts.append(wire.array_length(len(partitions), flexible))
         for r in partitions:
             if version >= 5:
@@ -398,15 +435,18 @@ _ONE_TOPIC = b"\x00\x00\x00\x01"
 
 
 class Request:
-    """A decoded Produce request; ``topic_data`` is ``[(topic, [(partition, records view), ...]), ...]``."""
+    """A decoded Produce request; ``topic_data`` is ``[(topic, [(partition, records view), ...]), ...]``
+    (v13: the topic is a UUID until the handler names it). ``refused``: partitions answered
+    without an append, and why."""
 
-    __slots__ = ("transactional_id", "acks", "timeout", "topic_data")
+    __slots__ = ("transactional_id", "acks", "timeout", "topic_data", "refused")
 
     def __init__(self, transactional_id, acks, timeout, topic_data):
         self.transactional_id = transactional_id
         self.acks = acks
         self.timeout = timeout
         self.topic_data = topic_data
+        self.refused: dict[tuple[str, int], int] = {}
 
 
 def decode(body, offset: int, version: int) -> Request | legacy.LegacyProduceRequest:
@@ -417,7 +457,7 @@ def decode(body, offset: int, version: int) -> Request | legacy.LegacyProduceReq
     """
     try:
         if version >= 9:
-            return _decode_flexible(body, offset)
+            return _decode_flexible(body, offset, version >= TOPIC_IDS_SINCE_VERSION)
         if version < 3:
             return legacy.decode_produce(body, offset, version)
         return _decode_classic(body, offset)
@@ -480,7 +520,7 @@ def _skip_tags(body, pos: int, end: int) -> int:
     return pos
 
 
-def _decode_flexible(body, pos: int) -> Request:
+def _decode_flexible(body, pos: int, topic_ids: bool = False) -> Request:
     end = len(body)
     length, pos = read_uvarint(body, pos)
     transactional_id = None
@@ -495,11 +535,17 @@ def _decode_flexible(body, pos: int) -> Request:
         raise DecodeError(f"{topic_count - 1} topics cannot fit in {end - pos} bytes")
     topics = []
     for _ in range(max(0, topic_count - 1)):
-        length, pos = read_uvarint(body, pos)
-        size = max(0, length - 1)
-        _check(pos + size, end)
-        name = str(body[pos : pos + size], "utf-8", "replace")
-        pos += size
+        name: str | uuid.UUID
+        if topic_ids:
+            _check(pos + 16, end)
+            name = uuid.UUID(bytes=bytes(body[pos : pos + 16]))
+            pos += 16
+        else:
+            length, pos = read_uvarint(body, pos)
+            size = max(0, length - 1)
+            _check(pos + size, end)
+            name = str(body[pos : pos + size], "utf-8", "replace")
+            pos += size
         partition_count, pos = read_uvarint(body, pos)
         if partition_count - 1 > (end - pos) // 5:
             raise DecodeError(f"{partition_count - 1} partitions cannot fit in {end - pos} bytes")
