@@ -6,6 +6,8 @@ Everything lives in the cluster's directory, made once and reused by later start
     secrets/ca.key              the CA's private key (0600; only needed to issue more certificates)
     secrets/broker-<id>.pem     a broker's PEM keystore: private key, certificate, CA (0600)
     secrets/users.json          the admin and inter-broker passwords (0600)
+    secrets/password-encoder.secret  every broker's password.encoder.secret (0600): secrets set
+                                as dynamic broker configs (KIP-226) are stored encoded with it
     config/client.properties    Kafka client properties for the admin user (--command-config)
 
 Every broker has two SASL_SSL listeners: CLIENT (the port printed in the bootstrap) and INTERNAL
@@ -38,6 +40,7 @@ VALID_DAYS = 825  # the longest validity clients (Apple's, browsers') still acce
 class Secrets:
     directory: str
     passwords: dict[str, str]
+    encoder_secret: str = ""  # password.encoder.secret, the same on every broker
 
     @property
     def ca(self) -> str:
@@ -185,7 +188,12 @@ def prepare(directory: str, broker_ids: list[int]) -> Secrets:
     else:
         passwords = {ADMIN_USER: secrets.token_urlsafe(18), BROKER_USER: secrets.token_urlsafe(18)}
         _write_private(users_path, (json.dumps(passwords, indent=2) + "\n").encode())
-    return Secrets(secret_dir, passwords)
+    encoder_path = os.path.join(secret_dir, "password-encoder.secret")
+    if not os.path.exists(encoder_path):  # a cluster made before it existed gets one too
+        _write_private(encoder_path, (secrets.token_urlsafe(32) + "\n").encode())
+    with open(encoder_path) as handle:
+        encoder_secret = handle.read().strip()
+    return Secrets(secret_dir, passwords, encoder_secret)
 
 
 def broker_overrides(made: Secrets, broker_id: int, port: int, internal_port: int) -> dict[str, str]:
@@ -204,6 +212,7 @@ def broker_overrides(made: Secrets, broker_id: int, port: int, internal_port: in
         "ssl.truststore.location": made.ca,
         "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
         "super.users": f"User:{BROKER_USER};User:{ADMIN_USER}",
+        "password.encoder.secret": made.encoder_secret,
     }
 
 

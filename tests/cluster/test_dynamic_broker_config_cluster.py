@@ -182,11 +182,29 @@ def test_rotating_a_tls_listeners_certificate_with_strom_configs(tmp_path, zooke
         assert missing.returncode == 1 and key in missing.stderr and "does not exist" in missing.stderr, missing.stderr
         assert serial_of(client, ca) == new_serial
 
+        # a secret: --secure clusters have a password.encoder.secret, so it is stored encoded
+        jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="x" password="s3cr3t";'
+        secret = configs(
+            "--bootstrap-server",
+            bootstrap,
+            "--command-config",
+            properties,
+            "--broker",
+            str(victim),
+            "--alter",
+            "--add-config",
+            f"sasl.jaas.config=[{jaas}]",  # brackets keep its = signs in the value, as kafka-configs.sh
+        )
+        assert secret.returncode == 0, secret.stderr
+        assert b"s3cr3t" not in zk.get(model.broker_config_path(str(victim)))[0]
         shown = configs(
             "--bootstrap-server", bootstrap, "--command-config", properties, "--broker", str(victim), "--describe"
         )
         assert shown.returncode == 0, shown.stderr
         assert f"  {key}={rotated} sensitive=false synonyms={{DYNAMIC_BROKER_CONFIG:{key}={rotated}}}" in shown.stdout
+        assert "  sasl.jaas.config=null sensitive=true synonyms={DYNAMIC_BROKER_CONFIG:sasl.jaas.config=null}" in (
+            shown.stdout
+        )
 
         # the broker started again serves the rotated certificate (its dynamic configs are read at startup)
         subprocess.run(["kill", str(pids(directory)[f"server-{victim}"])], check=True, timeout=10)
