@@ -68,7 +68,14 @@ def _from_table(spark, topic: str, files: list[str], arrow_schema: Any = None, m
         if mode in SCHEMA_MODES:
             raise ValueError(f"the table of {topic} has no data files yet: nothing tells the value's Spark type")
         return spark.createDataFrame([], kafka_schema(include_headers=True))
-    df = spark.read.parquet(*files)
+    if mode in SCHEMA_MODES:
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        # the table's current schema, not one file's: files written before the schema evolved lack
+        # its newer columns (read as nulls) and hold narrower types (widened by the reader)
+        df = spark.read.schema(from_arrow_schema(arrow_schema)).parquet(*files)
+    else:
+        df = spark.read.parquet(*files)
     value = _value_column(arrow_schema) if mode in SCHEMA_MODES else F.col("value")
     return df.select(
         F.col("key"),

@@ -69,6 +69,8 @@ def test_read_topic_of_a_schema_mode_topic_has_typed_values_from_the_table_and_t
         create_typed(broker.bootstrap, "typed", "value_schema_id_prefix")
         producer = AvroProducer(broker.bootstrap, registry_url(data), "typed")
         producer.orders(60, version=1)
+        producer.flush()
+        wait_for_tables(catalog, "typed", 60, 0)  # files of the first version alone, then of the second
         producer.orders(40, version=2, start=60)
         producer.flush()
         producer.bad_records(producer.client.get_version("typed-value", 1).schema_id)
