@@ -104,3 +104,63 @@ def test_a_committed_transaction_writes_its_markers_and_settles_its_offsets(tmp_
     [(header, chunk)] = list(replicas.manager.partitions[("orders", 0)].log.iter_batches())
     assert header.is_control and header.producer_id == 4000
     assert read_control_record(chunk, header)[0] is True  # COMMIT
+
+
+def test_transactions_v2_hands_over_to_a_new_producer_id_when_the_epochs_run_out(tmp_path):
+    """EndTxn v5 bumps the epoch; at the last epochs the markers take the last one and the client is
+    answered a new producer id with epoch 0, which a coordinator taking over also knows (v1 records)."""
+    from strom.txn.metadata import MAX_EPOCH
+
+    replicas = make_replicas(tmp_path)
+    setup = Setup(replicas)
+    replicas.lead(TRANSACTION_STATE_TOPIC, partitions=2)
+    replicas.lead("orders", partitions=1)
+    coordinator = setup.coordinator
+
+    async def until_complete() -> None:
+        for _ in range(200):
+            if coordinator.txns["tx"].state in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
+                return
+            await asyncio.sleep(0.01)
+
+    async def run():
+        init = await coordinator.init_producer_id("tx", 60_000)
+        pid = init.producer_id
+        # an id far into its life (as 32,764 transactions would leave it): white-box, the log is the same
+        coordinator.txns["tx"].producer_epoch = MAX_EPOCH - 3
+        epoch = MAX_EPOCH - 3
+        added = await coordinator.add_partitions("tx", pid, epoch, [("orders", 0)], tv2=True)
+        first = await coordinator.end_txn("tx", pid, epoch, commit=True, tv2=True)
+        await until_complete()
+        second_add = await coordinator.add_partitions("tx", pid, first.producer_epoch, [("orders", 0)], tv2=True)
+        second = await coordinator.end_txn("tx", pid, first.producer_epoch, commit=False, tv2=True)
+        await until_complete()
+        retried = await coordinator.end_txn("tx", pid, first.producer_epoch, commit=False, tv2=True)
+        return pid, added, first, second_add, second, retried
+
+    pid, added, first, second_add, second, retried = asyncio.run(run())
+    assert (added, second_add) == (ErrorCode.NONE, ErrorCode.NONE)
+    assert (first.error_code, first.producer_id, first.producer_epoch) == (ErrorCode.NONE, pid, MAX_EPOCH - 2)
+    assert (second.error_code, second.producer_id, second.producer_epoch) == (ErrorCode.NONE, pid + 1, 0)
+    assert (retried.error_code, retried.producer_id, retried.producer_epoch) == (ErrorCode.NONE, pid + 1, 0)
+    meta = coordinator.txns["tx"]
+    assert (meta.state, meta.producer_id, meta.producer_epoch, meta.previous_producer_id) == (
+        TxnState.COMPLETE_ABORT,
+        pid + 1,
+        0,
+        pid,
+    )
+    # the markers carried the old id at the last epoch: a zombie of the old id is fenced there
+    markers = [h for h, _ in replicas.manager.partitions[("orders", 0)].log.iter_batches() if h.is_control]
+    assert [(h.producer_id, h.producer_epoch) for h in markers] == [(pid, MAX_EPOCH - 2), (pid, MAX_EPOCH - 1)]
+
+    taken_over = Setup(replicas, first_id=9000)
+    for partition in [p for key, p in replicas.manager.partitions.items() if key[0] == TRANSACTION_STATE_TOPIC]:
+        taken_over.coordinator.on_leadership_change(partition, True)
+    loaded = taken_over.coordinator.txns["tx"]
+    assert (loaded.producer_id, loaded.producer_epoch, loaded.client_version, loaded.previous_producer_id) == (
+        pid + 1,
+        0,
+        2,
+        pid,
+    )
