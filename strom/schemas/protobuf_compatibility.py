@@ -1,14 +1,17 @@
 """Confluent's Protobuf compatibility rules, on descriptors (``read_problems(reader, writer)``).
 
-The differences Confluent's registry calls incompatible: PACKAGE_CHANGED, MESSAGE_REMOVED,
-FIELD_KIND_CHANGED (scalar, message, enum), FIELD_SCALAR_KIND_CHANGED outside the wire-compatible
-groups (int32/uint32/int64/uint64/bool, sint32/sint64, fixed32/sfixed32, fixed64/sfixed64,
-string/bytes), FIELD_NAMED_TYPE_CHANGED (another message or enum, a map's key or value type), a
-string, bytes or message field turned repeated or singular (and a numeric one), REQUIRED_FIELD_ADDED,
-REQUIRED_FIELD_REMOVED, FIELD_MOVED_TO_EXISTING_ONEOF and MULTIPLE_FIELDS_MOVED_TO_ONEOF. Fields
-are matched by number (a renamed field is the same field); messages by their name relative to the
-package. Fields and messages added, fields removed and enum changes are compatible. The rules are
-nearly symmetric, so FORWARD is the same check turned round.
+The differences Confluent's registry calls incompatible (its diff-schema examples): PACKAGE_CHANGED,
+MESSAGE_REMOVED, FIELD_KIND_CHANGED (scalar, message, enum; but an enum and the varint scalars
+int32/uint32/int64/uint64/bool read each other), FIELD_SCALAR_KIND_CHANGED outside the
+wire-compatible groups (int32/uint32/int64/uint64/bool, sint32/sint64, fixed32/sfixed32,
+fixed64/sfixed64, string/bytes), FIELD_NAMED_TYPE_CHANGED (another message or enum, a map's key
+or value type), FIELD_NUMERIC_LABEL_CHANGED (a number turned repeated or singular; string, bytes
+and message fields may change), REQUIRED_FIELD_ADDED, REQUIRED_FIELD_REMOVED, ONEOF_FIELD_REMOVED,
+FIELD_MOVED_TO_EXISTING_ONEOF (a oneof of the same name, or one holding fields that were in a
+oneof) and MULTIPLE_FIELDS_MOVED_TO_ONEOF. Fields are matched by number (a renamed field is the
+same field, a renumbered one a field removed and one added); messages by their name relative to
+the package, wherever they are declared. Fields and messages added, fields removed and enum
+changes are compatible. The rules are nearly symmetric, so FORWARD is the same check turned round.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from google.protobuf import descriptor_pb2
 from strom.schemas.protobuf_text import scalar_name
 
 FieldProto = descriptor_pb2.FieldDescriptorProto
+_LENGTH_DELIMITED = (FieldProto.TYPE_STRING, FieldProto.TYPE_BYTES, FieldProto.TYPE_MESSAGE)
 _WIRE_GROUPS = [
     {"int32", "uint32", "int64", "uint64", "bool"},
     {"sint32", "sint64"},
@@ -87,15 +91,20 @@ def _message_problems(name: str, reader: Any, writer: Any, r_package: str, w_pac
         if r_field is None:
             if w_field.label == FieldProto.LABEL_REQUIRED:
                 problems.append(f"{where}: REQUIRED_FIELD_REMOVED")
+            elif _in_oneof(w_field):
+                problems.append(f"{where}: ONEOF_FIELD_REMOVED")
             continue
-        if _kind(r_field) != _kind(w_field):
-            problems.append(f"{where}: FIELD_KIND_CHANGED ({_kind(w_field)} -> {_kind(r_field)})")
+        r_kind, w_kind = _kind(r_field), _kind(w_field)
+        if r_kind != w_kind and not (_varint(r_field) and _varint(w_field)):  # an enum is a varint
+            problems.append(f"{where}: FIELD_KIND_CHANGED ({w_kind} -> {r_kind})")
             continue
-        if _kind(r_field) == "scalar" and r_field.type != w_field.type:
+        if r_kind != w_kind:
+            pass  # an enum read as a varint scalar or the other way round
+        elif r_kind == "scalar" and r_field.type != w_field.type:
             old, new = scalar_name(w_field.type), scalar_name(r_field.type)
             if not any(old in group and new in group for group in _WIRE_GROUPS):
                 problems.append(f"{where}: FIELD_SCALAR_KIND_CHANGED ({old} -> {new})")
-        elif _kind(r_field) != "scalar":
+        elif r_kind != "scalar":
             r_entry = r_entries.get(r_field.type_name.rsplit(".", 1)[-1])
             w_entry = w_entries.get(w_field.type_name.rsplit(".", 1)[-1])
             if r_entry is not None and w_entry is not None:  # maps: key and value types
@@ -109,11 +118,10 @@ def _message_problems(name: str, reader: Any, writer: Any, r_package: str, w_pac
                     f"{_relative(r_field.type_name, r_package)})"
                 )
         r_repeated = r_field.label == FieldProto.LABEL_REPEATED
-        if r_repeated != (w_field.label == FieldProto.LABEL_REPEATED):
-            if r_field.type in (FieldProto.TYPE_STRING, FieldProto.TYPE_BYTES, FieldProto.TYPE_MESSAGE):
-                problems.append(f"{where}: FIELD_STRING_OR_BYTES_OR_MESSAGE_LABEL_CHANGED")
-            else:
-                problems.append(f"{where}: FIELD_NUMERIC_LABEL_CHANGED")
+        if r_repeated != (w_field.label == FieldProto.LABEL_REPEATED) and r_field.type not in _LENGTH_DELIMITED:
+            # singular and repeated read each other for string, bytes and messages (protobuf's
+            # guide), not for numbers: repeated numbers are packed
+            problems.append(f"{where}: FIELD_NUMERIC_LABEL_CHANGED")
     for number, r_field in r_fields.items():
         if number not in w_fields and r_field.label == FieldProto.LABEL_REQUIRED:
             problems.append(f"#/{name}/{number}: REQUIRED_FIELD_ADDED")
@@ -121,21 +129,32 @@ def _message_problems(name: str, reader: Any, writer: Any, r_package: str, w_pac
     return problems
 
 
+def _in_oneof(field: Any) -> bool:
+    """In a real oneof (proto3 ``optional``'s synthetic oneof is none)."""
+    return field.HasField("oneof_index") and not field.proto3_optional
+
+
+def _varint(field: Any) -> bool:
+    return field.type == FieldProto.TYPE_ENUM or scalar_name(field.type) in _WIRE_GROUPS[0]
+
+
 def _oneof_problems(name: str, reader: Any, writer: Any, w_fields: dict[int, Any]) -> list[str]:
-    """Fields moved into a oneof: into one the writer had, or several into a new one."""
+    """Fields moved into a oneof: into one the writer had (by its name, or because it holds
+    fields that were in a oneof of the writer), or several into a new one."""
     problems = []
     w_oneof_names = {o.name for o in writer.oneof_decl}
-    moved: dict[str, list[int]] = {}
+    members: dict[int, list[Any]] = {}
     for field in reader.field:
-        if not field.HasField("oneof_index") or field.proto3_optional:
+        if _in_oneof(field):
+            members.setdefault(field.oneof_index, []).append(field)
+    for index, fields in members.items():
+        oneof = reader.oneof_decl[index].name
+        old = [w_fields[f.number] for f in fields if f.number in w_fields]
+        moved = [f.number for f in old if not _in_oneof(f)]
+        if not moved:
             continue
-        old = w_fields.get(field.number)
-        if old is None or (old.HasField("oneof_index") and not old.proto3_optional):
-            continue
-        moved.setdefault(reader.oneof_decl[field.oneof_index].name, []).append(field.number)
-    for oneof, numbers in moved.items():
-        if oneof in w_oneof_names:
-            problems.append(f"#/{name}/{oneof}: FIELD_MOVED_TO_EXISTING_ONEOF {numbers}")
-        elif len(numbers) > 1:
-            problems.append(f"#/{name}/{oneof}: MULTIPLE_FIELDS_MOVED_TO_ONEOF {numbers}")
+        if oneof in w_oneof_names or any(_in_oneof(f) for f in old):
+            problems.append(f"#/{name}/{oneof}: FIELD_MOVED_TO_EXISTING_ONEOF {moved}")
+        elif len(moved) > 1:
+            problems.append(f"#/{name}/{oneof}: MULTIPLE_FIELDS_MOVED_TO_ONEOF {moved}")
     return problems

@@ -101,7 +101,29 @@ CASES = [
         False,
         "FIELD_NAMED_TYPE_CHANGED",
     ),
-    (message("string a = 1;"), message("repeated string a = 1;"), False, "LABEL_CHANGED"),
+    # singular and repeated: fine for string, bytes and messages, not for numbers (packed)
+    (message("string a = 1;"), message("repeated string a = 1;"), True, None),
+    (message("optional bytes a = 1;"), message("repeated bytes a = 1;"), True, None),
+    (
+        message("N a = 1;", "message N { int32 x = 1; }"),
+        message("repeated N a = 1;", "message N { int32 x = 1; }"),
+        True,
+        None,
+    ),
+    (message("int32 a = 1;"), message("repeated int32 a = 1;"), False, "FIELD_NUMERIC_LABEL_CHANGED"),
+    # an enum is a varint on the wire: read as int32 and the other way round
+    (message("int32 a = 1;"), message("E a = 1;", "enum E { X = 0; }"), True, None),
+    (message("E a = 1;", "enum E { X = 0; }"), message("int64 a = 1;"), True, None),
+    (message("E a = 1;", "enum E { X = 0; }"), message("string a = 1;"), False, "FIELD_KIND_CHANGED"),
+    # a field number reused for another field of the same type is a rename; renumbered is removed + added
+    (message("string a = 1;"), message("string a = 2;"), True, None),
+    # messages matched by name, wherever they are declared
+    (
+        message("string a = 1;", extra="message Z { int32 x = 1; }\n"),
+        message("string a = 1;").replace("message M {", "message Z { int32 x = 1; }\nmessage M {"),
+        True,
+        None,
+    ),
     (message("string a = 1;"), message("string a = 1;"), True, None),
     (
         message("string a = 1;", extra="message Gone { int32 x = 1; }\n"),
@@ -119,11 +141,32 @@ CASES = [
         "MULTIPLE_FIELDS_MOVED_TO_ONEOF",
     ),
     (message("string a = 1;"), message("oneof o { string a = 1; }"), True, None),  # one field into a new oneof
+    # ... with a new field beside it
+    (message("string a = 1;"), message("oneof o { string a = 1; int32 n = 9; }"), True, None),
+    (message("oneof o { string a = 1; }"), message("oneof o { string a = 1; int32 n = 2; }"), True, None),
+    (
+        message("oneof o { string a = 1; int32 n = 2; }"),
+        message("oneof o { string a = 1; }"),
+        False,
+        "ONEOF_FIELD_REMOVED",
+    ),
+    (
+        message("string a = 1;", "oneof o { string b = 2; string c = 3; }"),
+        message("oneof renamed { string a = 1; string b = 2; string c = 3; }"),
+        False,
+        "FIELD_MOVED_TO_EXISTING_ONEOF",
+    ),
     (
         message("string a = 1;", "oneof o { string b = 2; }"),
         message("oneof o { string a = 1; string b = 2; }"),
         False,
         "FIELD_MOVED_TO_EXISTING_ONEOF",
+    ),
+    (
+        message("map<string, N> m = 2;", "message N { int32 x = 1; }"),
+        message("map<string, M.N> m = 2;", "message N { int32 x = 1; }"),
+        True,
+        None,
     ),
     (
         message("string a = 1;", "map<string, int32> m = 2;"),
