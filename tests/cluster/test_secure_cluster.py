@@ -17,6 +17,8 @@ from strom.cluster import model, zookeeper_server
 from strom.security.scram import ScramCredential
 from tests.cluster.conftest import Cluster, wait_until
 from tests.integration.clients import assert_same, confluent_consume, confluent_produce, sample_messages
+from tests.integration.tv2_support import TxnProducer
+from tests.integration.txn_support import read_confluent
 from tests.tls_certs import make_certificates
 
 SCRAM_JAAS = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="admin" password="{}";'
@@ -95,6 +97,7 @@ def test_replication_and_failover_over_a_sasl_ssl_inter_broker_listener(tmp_path
         cluster.wait_full_isr("replicated", 30)
         cluster.wait_logs_equal("replicated")
         _transaction_across_three_leaders(cluster)
+        _transactions_v2_across_three_leaders(cluster)
 
         leader = cluster.leader("replicated", 0)
         cluster.kill(leader)  # the kill-the-leader scenario: the others take over
@@ -186,3 +189,20 @@ def _transaction_across_three_leaders(cluster: Cluster) -> None:
     finally:
         consumer.close()
     assert got == {b"committed-0", b"committed-1", b"committed-2"}
+
+
+def _transactions_v2_across_three_leaders(cluster: Cluster) -> None:
+    """Transactions v2 (KIP-890 part 2): each leader asks the coordinator over the INTERNAL listener
+    to add its partition (AddPartitionsToTxn v5), and the markers carry the bumped epoch."""
+    producer = TxnProducer(cluster.bootstrap, "secure-tv2")
+    try:
+        for partition in range(3):
+            assert producer.produce("txn", partition, [f"tv2-{partition}".encode()])[0] == 0
+        answer = producer.end(commit=True)
+        assert answer.error_code == 0
+    finally:
+        producer.close()
+    rows = read_confluent(cluster.bootstrap, {("txn", p): 2 for p in range(3)}, "read_committed")
+    assert {(p, v) for (_, p), items in rows.items() for _, v in items} == {
+        (p, v) for p in range(3) for v in (f"committed-{p}".encode(), f"tv2-{p}".encode())
+    }

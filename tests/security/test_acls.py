@@ -505,6 +505,15 @@ REFUSALS = {
         31,
     ),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: ({"timeout": 1000, "topics": None}, 31),
+    ApiKey.UPDATE_FEATURES: (  # Alter on the cluster
+        {
+            "timeout": 1000,
+            "feature_updates": [
+                {"feature": "transaction.version", "max_version_level": 1, "allow_downgrade": True, "upgrade_type": 2}
+            ],
+        },
+        31,
+    ),
 }
 
 
