@@ -1470,6 +1470,11 @@ class BrokerConfig:
 _FIELDS_BY_KEY: dict[str, dataclasses.Field] = {f.metadata["key"]: f for f in dataclasses.fields(BrokerConfig)}
 
 
+def broker_field(key: str) -> dataclasses.Field | None:
+    """The BrokerConfig field of a Kafka key, or None for a key strom has no field for."""
+    return _FIELDS_BY_KEY.get(key)
+
+
 def accepts_key(key: str) -> bool:
     """Whether ``from_mapping`` takes ``key``: a field's key, or a listener's value of a key it
     takes per listener (other keys it would warn about and ignore)."""

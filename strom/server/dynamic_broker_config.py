@@ -31,9 +31,9 @@ from collections.abc import Mapping
 
 from strom.cluster import model
 from strom.cluster.store import NodeExistsError
-from strom.protocol.errors import InvalidRequestError
+from strom.protocol.errors import InvalidConfigError, InvalidRequestError
 from strom.security.password_encoder import PasswordEncoder, PasswordEncoderError
-from strom.server.config import BrokerConfig, accepts_key
+from strom.server.config import BrokerConfig, accepts_key, broker_field
 from strom.server.dynamic_config_keys import (
     DYNAMIC_TYPES,
     LISTENER_ONLY_KEYS,
@@ -100,6 +100,47 @@ def check_keys(changes: Mapping[str, str | None], per_broker: bool) -> None:
                 "Cannot update these configs at default cluster level, broker id must be specified: "
                 + _scala_set(per_broker_keys)
             )
+
+
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3  # IncrementalAlterConfigs' operations
+
+
+def apply_operations(current: Mapping[str, str], operations) -> dict[str, str | None]:
+    """IncrementalAlterConfigs on a broker's stored configs, as Kafka's prepareIncrementalConfigs:
+    SET and DELETE any key, APPEND and SUBTRACT list keys only (INVALID_CONFIG otherwise), starting
+    from the stored value or else the key's default. ``operations``: (key, operation, value)."""
+    changes: dict[str, str | None] = {}
+    for key, op, value in operations:
+        if op == DELETE:
+            changes[key] = None
+            continue
+        if op == SET:
+            changes[key] = value
+            continue
+        verb = "append" if op == APPEND else "subtract"
+        if _kind_of(key) != "list":
+            raise InvalidConfigError(f"Config value {verb} is not allowed for config key: {key}")
+        before = changes.get(key, current.get(key, _default_text(key)))
+        items = [item for item in (before or "").split(",") if item]
+        given = [item for item in (value or "").split(",") if item]
+        if op == APPEND:
+            items += [item for item in given if item not in items]
+        else:
+            items = [item for item in items if item not in given]
+        changes[key] = ",".join(items)
+    return changes
+
+
+def _kind_of(key: str) -> str | None:
+    base = base_key(key)
+    field = broker_field(base)
+    if field is not None and str(field.type).startswith("tuple"):
+        return "list"
+    return DYNAMIC_TYPES.get(base)
+
+
+def _default_text(key: str) -> str | None:
+    return BrokerConfig().items().get(base_key(key))
 
 
 def encoder_of(config: BrokerConfig, old: bool = False) -> PasswordEncoder | None:

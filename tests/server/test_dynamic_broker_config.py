@@ -431,3 +431,28 @@ def test_a_listener_keeps_its_security_protocol():
     with pytest.raises(ConfigError, match="Security protocol cannot be updated for existing listener B"):
         dynamic_listeners.check(old, changed)
     dynamic_listeners.check(old, BrokerConfig.from_mapping({**base, "listeners": "A://127.0.0.1:0"}))
+
+
+def test_append_and_subtract_on_a_brokers_list_keys(broker, admin):
+    """As Kafka's prepareIncrementalConfigs: list keys only, from the stored value or the default."""
+
+    def operate(key: str, value: str, op: AlterConfigOpType):
+        resource = ConfigResource(
+            "broker", "0", incremental_configs=[ConfigEntry(key, value, incremental_operation=op)]
+        )
+        [future] = admin.incremental_alter_configs([resource]).values()
+        try:
+            future.result(WAIT_S)
+        except KafkaException as exc:
+            return exc.args[0]
+        return None
+
+    assert operate("log.cleanup.policy", "compact", AlterConfigOpType.APPEND) is None
+    appended = describe(admin)["log.cleanup.policy"].value.split(",")  # to the default (shown in strom's order)
+    assert sorted(appended) == ["compact", "delete"]
+    assert operate("log.cleanup.policy", "delete", AlterConfigOpType.SUBTRACT) is None
+    entry = describe(admin)["log.cleanup.policy"]
+    assert (entry.value, entry.source) == ("compact", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+    refused = operate("log.cleaner.threads", "2", AlterConfigOpType.APPEND)
+    assert refused.code() == ErrorCode.INVALID_CONFIG
+    assert refused.str() == "Config value append is not allowed for config key: log.cleaner.threads"

@@ -17,6 +17,7 @@ resource's configs are one znode, so they were written whole or not at all, and 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 
 from strom.cluster import model
 from strom.cluster.controller import CONFIG_RETRY, store_failures_as_errors
@@ -41,15 +42,18 @@ def set_topic_overrides(broker, name: str, overrides: dict[str, str], validate_o
         broker.read_back({model.topic_config_path(name)})
 
 
-def alter_broker_configs(broker, name: str, changes: dict[str, str | None], replace: bool, validate_only: bool) -> None:
+def alter_broker_configs(broker, name: str, changes: Changes, replace: bool, validate_only: bool) -> None:
     """A broker's (or, named "", the cluster default's) dynamic configs, checked as Kafka checks
     them (strom.server.dynamic_broker_config), then written as one znode: every broker's watch
-    applies them. A store that stops answering is REQUEST_TIMED_OUT."""
+    applies them. ``changes`` may be worked out from the stored configs (APPEND and SUBTRACT). A
+    store that stops answering is REQUEST_TIMED_OUT."""
     per_broker = local_broker_id(broker, name, allow_default=True)
     entity = str(broker.broker_id) if per_broker else dynamic_broker_config.DEFAULT_ENTITY
     with store_failures_as_errors(f"the dynamic configs of broker '{name}' were being written", CONFIG_RETRY):
         found = broker.store.get_or_none(model.broker_config_path(entity))
         current = model.parse_topic_config(found[0]) if found else {}
+        if callable(changes):
+            changes = changes(current)
         try:
             configs, _ = dynamic_broker_config.prepare(
                 broker.static_config,
@@ -72,6 +76,10 @@ def alter_broker_configs(broker, name: str, changes: dict[str, str | None], repl
         path = dynamic_broker_config.write(broker.store, entity, configs)
     broker.read_back({path})
     broker.reread_listener_files(reread)
+
+
+# key -> value (None: delete), or how to work them out from the entity's stored configs
+Changes = dict[str, str | None] | Callable[[dict[str, str]], dict[str, str | None]]
 
 
 def check_duplicates(resources) -> Counter:

@@ -3,8 +3,9 @@
 The new overrides are the topic's current ones with each operation applied, then validated and
 written as a whole by the controller (so an invalid value changes nothing). APPEND and SUBTRACT
 work on list keys only (cleanup.policy), starting from the effective value when the topic has no
-override; on any other key they are INVALID_CONFIG, as in Kafka. Broker resources take SET and
-DELETE of their dynamic keys (KIP-226), checked as in AlterConfigs (see alter_configs.py).
+override; on any other key they are INVALID_CONFIG, as in Kafka. Broker resources take every
+operation on their dynamic keys (KIP-226; APPEND and SUBTRACT on list keys, as in Kafka),
+checked as in AlterConfigs (see alter_configs.py).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from strom.cluster.controller import CONFIG_RETRY, store_failures_as_errors
 from strom.group.group_config import GROUP_RESOURCE
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import InvalidConfigError, InvalidRequestError
+from strom.server import dynamic_broker_config
 from strom.server.handlers.alter_configs import alter_broker_configs, check_keys, respond, set_topic_overrides
 from strom.server.handlers.describe_configs import BROKER, LIST, TOPIC, TOPIC_TYPES, topic_overrides
 from strom.storage.log_config import LogConfig, aliases_of, did_you_mean
@@ -70,13 +72,14 @@ def alter(broker, resource, validate_only: bool) -> None:
         overrides = apply_operations(broker, resource.resource_name, resource.configs)
         set_topic_overrides(broker, resource.resource_name, overrides, validate_only)
     elif resource.resource_type == BROKER:  # KIP-226 dynamic broker configs, key by key
-        for config in resource.configs:
-            if config.config_operation not in (SET, DELETE):
-                raise InvalidRequestError(
-                    f"{_OP_NAMES.get(config.config_operation, config.config_operation)} "
-                    f"is not allowed on broker config {config.name}"
-                )
-        changes = {c.name: (c.value if c.config_operation == SET else None) for c in resource.configs}
+        operations = [(c.name, c.config_operation, c.value) for c in resource.configs]
+        for key, op, _ in operations:
+            if op not in _OP_NAMES:
+                raise InvalidRequestError(f"unknown config operation {op} for {key}")
+
+        def changes(current: dict[str, str]) -> dict[str, str | None]:
+            return dynamic_broker_config.apply_operations(current, operations)
+
         alter_broker_configs(broker, resource.resource_name, changes, replace=False, validate_only=validate_only)
     elif resource.resource_type == GROUP_RESOURCE:  # KIP-848 group configs
         operations = [(c.name, c.config_operation, c.value) for c in resource.configs]
