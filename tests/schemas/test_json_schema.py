@@ -99,6 +99,54 @@ CASES = [
         False,
         "items/0",
     ),
+    # patternProperties read a property the closed model no longer names; a property that accepts
+    # anything may be added to an open model; one the writer had false may go
+    (
+        "BACKWARD",
+        obj({"a": STRING, "n_1": INT}, closed=True),
+        obj({"a": STRING}, closed=True, patternProperties={"^n_": NUMBER}),
+        True,
+        None,
+    ),
+    (
+        "BACKWARD",
+        obj({"a": STRING, "n_1": NUMBER}, closed=True),
+        obj({"a": STRING}, closed=True, patternProperties={"^n_": INT}),
+        False,
+        "TYPE_NARROWED",
+    ),
+    ("BACKWARD", obj({"a": STRING}), obj({"a": STRING, "any": {}}), True, None),
+    ("BACKWARD", obj({"a": STRING, "gone": False}, closed=True), obj({"a": STRING}, closed=True), True, None),
+    # required names that are no property of the reader's are not counted (as Confluent)
+    ("BACKWARD", obj({"a": STRING}, ["a"]), obj({"a": STRING}, ["b"]), True, None),
+    # not: refusing more is a problem, refusing less is fine
+    ("BACKWARD", json.dumps({"not": NUMBER}), json.dumps({"not": INT}), True, None),
+    ("BACKWARD", json.dumps({"not": INT}), json.dumps({"not": NUMBER}), False, "NOT_TYPE_NARROWED"),
+    ("BACKWARD", json.dumps({}), json.dumps({"not": INT}), False, "NOT_TYPE_ADDED"),
+    # allOf against the writer's allOf branches and a writer's single oneOf branch
+    (
+        "BACKWARD",
+        json.dumps({"allOf": [STRING, {"enum": ["r"]}]}),
+        json.dumps({"allOf": [{"enum": ["r", "b"]}, STRING]}),
+        True,
+        None,
+    ),
+    ("BACKWARD", json.dumps({"oneOf": [STRING]}), json.dumps({"allOf": [STRING]}), True, None),
+    # additionalItems compared as they are; dependentSchemas added or changed
+    (
+        "BACKWARD",
+        json.dumps({"additionalItems": True}),
+        json.dumps({"additionalItems": False}),
+        False,
+        "additionalItems",
+    ),
+    (
+        "BACKWARD",
+        json.dumps({"dependentSchemas": {"a": STRING}}),
+        json.dumps({"dependentSchemas": {"a": NUMBER}}),
+        False,
+        "dependentSchemas",
+    ),
     # FORWARD is BACKWARD turned round; FULL is both
     ("FORWARD", obj({"a": STRING, "b": INT}), obj({"a": STRING}), False, "PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL"),
     ("FORWARD", obj({"a": NUMBER}), obj({"a": INT}), True, None),
