@@ -202,6 +202,24 @@ def test_batch_read_pins_a_version_and_reads_keys(spark, broker):
         **{"value.format": "avro", "schema.registry.url": url, "value.schema.version": "1"},
     ).collect()
     assert [row_dict(r.value) for r in rows] == [as_spark(event(0, 1)), as_spark(event(1, 1))]
+    v2_id = client.get_version("pinned-value", 2).schema_id
+    by_id = strom_reader(
+        spark,
+        broker.bootstrap,
+        subscribe="pinned",
+        **{"value.format": "avro", "schema.registry.url": url, "value.schema.id": str(v2_id)},
+    )
+    assert [row_dict(r.value) for r in by_id.collect()] == [
+        as_spark({**event(0, 2), "channel": "web"}),
+        as_spark(event(1, 2)),
+    ]
+    with pytest.raises(Exception, match="Schema Registry: the value schema"):
+        strom_reader(
+            spark,
+            broker.bootstrap,
+            subscribe="pinned",
+            **{"value.format": "avro", "schema.registry.url": url, "value.schema.version": "9"},
+        )
 
     nested = {
         "type": "record",
