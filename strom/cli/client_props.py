@@ -357,3 +357,17 @@ def client_security(props: dict[str, str]):
         if mechanism not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
             raise ToolError(f"sasl.mechanism {mechanism} is not supported (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)")
     return ClientSecurity(context, mechanism, username, password)
+
+
+def bootstrap_broker_client(bootstrap_server: str, timeout_s: float, props: dict[str, str], client_id: str):
+    """strom's own client connection (``strom.replication.client.BrokerClient``) to the first
+    --bootstrap-server, for the requests librdkafka has no API for (delegation tokens, features);
+    TLS and SASL from the client properties (``command_properties``)."""
+    from strom.replication.client import BrokerClient
+
+    host, _, port = bootstrap_server.split(",")[0].strip().rpartition(":")
+    if not host or not port.isdigit():
+        raise ToolError(f"Invalid bootstrap server {bootstrap_server!r}: expected HOST:PORT")
+    return BrokerClient(
+        host.strip("[]"), int(port), props.get("client.id", client_id), timeout_s, client_security(props)
+    )

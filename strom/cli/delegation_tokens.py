@@ -26,7 +26,7 @@ from strom.cli.client_props import (
     ToolError,
     add_command_config_argument,
     add_timeout_argument,
-    client_security,
+    bootstrap_broker_client,
     command_properties,
     exits_quietly_on_broken_pipe,
 )
@@ -133,19 +133,10 @@ def _print_tokens(tokens: list[dict[str, Any]]) -> None:
 
 
 async def _run(args: argparse.Namespace, props: dict[str, str]) -> None:
-    from strom.replication.client import BrokerClient, BrokerConnectionError
+    from strom.replication.client import BrokerConnectionError
 
-    host, _, port = args.bootstrap_server.split(",")[0].strip().rpartition(":")
-    if not host or not port.isdigit():
-        raise ToolError(f"Invalid bootstrap server {args.bootstrap_server!r}: expected HOST:PORT")
     timeout_s = args.timeout / 1000
-    client = BrokerClient(
-        host.strip("[]"),
-        int(port),
-        props.get("client.id", "strom-delegation-tokens"),
-        timeout_s,
-        client_security(props),
-    )
+    client = bootstrap_broker_client(args.bootstrap_server, timeout_s, props, "strom-delegation-tokens")
 
     async def request(api_key: ApiKey, values: dict[str, Any]) -> Any:
         try:

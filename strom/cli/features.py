@@ -23,7 +23,7 @@ from strom.cli.client_props import (
     ToolError,
     add_command_config_argument,
     add_timeout_argument,
-    client_security,
+    bootstrap_broker_client,
     command_properties,
 )
 from strom.protocol.api import ApiKey
@@ -121,15 +121,10 @@ async def _update(args: argparse.Namespace, request) -> int:
 
 
 async def _run(args: argparse.Namespace, props: dict[str, str]) -> int:
-    from strom.replication.client import BrokerClient, BrokerConnectionError
+    from strom.replication.client import BrokerConnectionError
 
-    host, _, port = args.bootstrap_server.split(",")[0].strip().rpartition(":")
-    if not host or not port.isdigit():
-        raise ToolError(f"Invalid bootstrap server {args.bootstrap_server!r}: expected HOST:PORT")
     timeout_s = args.timeout / 1000
-    client = BrokerClient(
-        host.strip("[]"), int(port), props.get("client.id", "strom-features"), timeout_s, client_security(props)
-    )
+    client = bootstrap_broker_client(args.bootstrap_server, timeout_s, props, "strom-features")
 
     async def request(api_key: ApiKey, version: int, values: dict[str, Any]) -> Any:
         try:
