@@ -62,11 +62,26 @@ class CompactionRounds:
         self._checkpoint_lock = threading.Lock()  # cleaner checkpoints written off the event loop
 
     def reconfigure(self, settings: cleaner.CleanerSettings) -> None:
-        """New cleaner settings start a new pool of cleaner processes once no round is under way
-        in the old one: a round is never cut short."""
-        if settings != self.settings:
-            self.settings = settings
-            self._pool_stale = self._executor is not None
+        """New cleaner settings (dynamic broker configs) start a new pool of cleaner processes: at
+        once when no round is under way, else with the next round once the old pool's are done
+        (a round is never cut short)."""
+        if settings == self.settings:
+            return
+        self.settings = settings
+        if self._executor is None:
+            return
+        if self._cleaning:
+            self._pool_stale = True
+            return
+        self._retire_pool()
+        if not self.stopped:
+            self.start_processes()
+
+    def _retire_pool(self) -> None:
+        retired, self._executor = self._executor, None  # sized for the old settings: its processes end
+        if retired is not None:
+            retired.shutdown(wait=False, cancel_futures=True)
+        self._pool_stale = False
 
     def clean_logs(self, skip: TopicPartition | None = None) -> int:
         """Start a round in a free cleaner process for each of the dirtiest compacted logs whose dirty
@@ -142,10 +157,8 @@ class CompactionRounds:
         return started
 
     def _pool(self) -> ProcessPoolExecutor:
-        if self._pool_stale and not self._cleaning and self._executor is not None:
-            retired, self._executor = self._executor, None  # sized for the old settings
-            retired.shutdown(wait=False, cancel_futures=True)
-            self._pool_stale = False
+        if self._pool_stale and not self._cleaning:
+            self._retire_pool()
         if self._executor is None:
             settings = self.settings
             context = multiprocessing.get_context("spawn")  # never fork a process that runs an event loop

@@ -16,6 +16,7 @@ import json
 import socket
 import ssl
 import time
+from pathlib import Path
 
 import pytest
 import trustme
@@ -45,6 +46,7 @@ from strom.server.dynamic_config_keys import (
     update_mode,
 )
 from tests.broker_process import BrokerProcess
+from tests.processes import alive, children_by_parent
 from tests.server.test_admin_apis import create_topic, raw
 
 WAIT_S = 15
@@ -456,3 +458,36 @@ def test_append_and_subtract_on_a_brokers_list_keys(broker, admin):
     refused = operate("log.cleaner.threads", "2", AlterConfigOpType.APPEND)
     assert refused.code() == ErrorCode.INVALID_CONFIG
     assert refused.str() == "Config value append is not allowed for config key: log.cleaner.threads"
+
+
+def test_log_cleaner_threads_resizes_the_cleaner_processes(tmp_path):
+    """log.cleaner.threads set at run time: as many cleaner processes as it says, without a restart."""
+
+    def cleaners(pid: int) -> list[int]:
+        found = []
+        for child in children_by_parent().get(pid, []):
+            try:
+                if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes() and alive(child):
+                    found.append(child)
+            except OSError:
+                continue
+        return found
+
+    def wait_for(pid: int, count: int) -> list[int]:
+        deadline = time.monotonic() + WAIT_S
+        found = cleaners(pid)
+        while len(found) != count and time.monotonic() < deadline:
+            time.sleep(0.05)
+            found = cleaners(pid)
+        return found
+
+    with BrokerProcess(tmp_path / "data", {"log.cleaner.threads": "1"}) as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        pid = broker.process.pid
+        first = wait_for(pid, 1)
+        assert len(first) == 1
+        assert alter_default(broker, {"log.cleaner.threads": "3"}) == (ErrorCode.NONE, None)
+        resized = wait_for(pid, 3)
+        assert len(resized) == 3 and not set(first) & set(resized)
+        assert alter(admin, "0", {"log.cleaner.threads": "2"}) is None  # the broker's own wins over the default
+        assert len(wait_for(pid, 2)) == 2
