@@ -21,13 +21,14 @@ from strom.testing import Cluster
 from tests.integration.clients import TS_BASE, WAIT_S, RawClient, wait_until
 
 
-def _produce_body(topic: str) -> dict:
+def _produce_body(topic: str, topic_id=None) -> dict:
+    """Names the topic, and gives its id for v13 (KIP-516)."""
     batch = build_batch([NewRecord(b"v", key=b"k", timestamp=TS_BASE)])
     return {
         "transactional_id": None,
         "acks": 1,
         "timeout": 5000,
-        "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}],
+        "topic_data": [{"name": topic, "topic_id": topic_id, "partition_data": [{"index": 0, "records": batch}]}],
     }
 
 
@@ -92,8 +93,10 @@ def test_not_leader_answers_name_the_leader(tmp_path):
         assert _state(cluster, topic, _address(cluster, follower)) == (leader, epoch)
         with RawClient(_address(cluster, follower)) as client:
             topic_id = client.request(ApiKey.METADATA, 12, {"topics": [{"name": topic}]}).topics[0].topic_id
-            for version in (10, 11, 12):
-                answer = client.request(ApiKey.PRODUCE, version, _produce_body(topic))
+            for version in (10, 11, 12, 13):
+                answer = client.request(ApiKey.PRODUCE, version, _produce_body(topic, topic_id))
+                if version >= 13:
+                    assert answer.responses[0].topic_id == topic_id
                 partition = answer.responses[0].partition_responses[0]
                 assert partition.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
                 assert (partition.current_leader.leader_id, partition.current_leader.leader_epoch) == (leader, epoch)
