@@ -125,6 +125,8 @@ class FeatureLevels(WatchedView):
         self.store = store
         self.finalized: dict[str, int] = {}
         self.epoch = -1
+        # (epoch, levels), hashable: what ApiVersions keys its encoded answers by
+        self.snapshot: tuple[int, tuple[tuple[str, int], ...]] = (-1, ())
 
     def start(self, store: MetadataStore, loop: asyncio.AbstractEventLoop | None) -> None:
         """Create ``/feature`` with the defaults if no broker has yet, then read and watch it."""
@@ -153,6 +155,7 @@ class FeatureLevels(WatchedView):
                 return
             epoch = version
         self.finalized, self.epoch = finalized, epoch
+        self.snapshot = (epoch, tuple(sorted(finalized.items())))
 
     def level(self, name: str) -> int:
         return self.finalized.get(name, 0)

@@ -21,22 +21,23 @@ MAX_VERSION = 4
 # Every client opens every connection with ApiVersions, and the answer never changes (the handler
 # table is fixed at import): building and encoding it took ~0.4 ms, most of what a new connection
 # costs the broker (a storm of 5,000 reconnecting clients: 2 s of CPU). Encoded once per version
-# and feature epoch (the finalized levels change only through UpdateFeatures).
-_BODIES: dict[tuple[int, bool], bytes] = {}  # (version, delegation tokens enabled) -> body
-_EPOCH = [-1]  # the feature epoch the cached bodies carry
+# and feature levels (they change only through UpdateFeatures; keyed by them, not cleared, since
+# brokers of different clusters may share this process in tests).
+_BODIES: dict[tuple, bytes] = {}  # (version, delegation tokens enabled, feature snapshot) -> body
+_MAX_BODIES = 64
 ZERO_MIN_SINCE_VERSION = 4
 
 
 def handle(ctx, request):
     tokens = ctx.broker.delegation_tokens is not None
     features = ctx.broker.features
-    if features.epoch != _EPOCH[0]:
-        _BODIES.clear()
-        _EPOCH[0] = features.epoch
-    body = _BODIES.get((ctx.api_version, tokens))
+    key = (ctx.api_version, tokens, features.snapshot)
+    body = _BODIES.get(key)
     if body is None:
+        if len(_BODIES) >= _MAX_BODIES:
+            _BODIES.clear()
         response = _response(ctx.api_version, tokens, features.finalized, features.epoch)
-        body = _BODIES[(ctx.api_version, tokens)] = encode(response)
+        body = _BODIES[key] = encode(response)
     return RawResponse([body], len(body))
 
 
