@@ -467,6 +467,34 @@ DYNAMIC_TYPES: dict[str, str] = {
     "replica.alter.log.dirs.io.max.bytes.per.second": "long",
 }
 
+# Kafka 3.9's defaults of the dynamic keys strom has no field for (nothing behind them here, or
+# served another way): DescribeConfigs lists them with these values, as Kafka does. None: null.
+UNSERVED_DEFAULTS: dict[str, str | None] = {
+    "metric.reporters": "",
+    "principal.builder.class": "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder",
+    "remote.fetch.max.wait.ms": "500",
+    "remote.log.index.file.cache.total.size.bytes": "1073741824",
+    "remote.log.manager.copy.max.bytes.per.second": "9223372036854775807",
+    "remote.log.manager.fetch.max.bytes.per.second": "9223372036854775807",
+    "sasl.jaas.config": None,
+    "sasl.kerberos.kinit.cmd": "/usr/bin/kinit",
+    "sasl.kerberos.min.time.before.relogin": "60000",
+    "sasl.kerberos.principal.to.local.rules": "DEFAULT",
+    "sasl.kerberos.service.name": None,
+    "sasl.kerberos.ticket.renew.jitter": "0.05",
+    "sasl.kerberos.ticket.renew.window.factor": "0.8",
+    "sasl.login.refresh.buffer.seconds": "300",
+    "sasl.login.refresh.min.period.seconds": "60",
+    "sasl.login.refresh.window.factor": "0.8",
+    "sasl.login.refresh.window.jitter": "0.05",
+    "ssl.engine.factory.class": None,
+    "ssl.keymanager.algorithm": "SunX509",
+    "ssl.provider": None,
+    "ssl.secure.random.implementation": None,
+    "ssl.trustmanager.algorithm": "PKIX",
+    "transaction.partition.verification.enable": "true",
+}
+
 # Listener-prefixed keys that may still be set as the cluster default (Kafka's ClusterLevelListenerConfigs)
 CLUSTER_LEVEL_LISTENER_KEYS = frozenset(("max.connections", "max.connection.creation.rate", "num.network.threads"))
 # Set only with the listener prefix (Kafka's DynamicSecurityConfigs = SslConfigs.RECONFIGURABLE_CONFIGS)

@@ -162,8 +162,18 @@ def test_a_per_broker_sasl_setting_as_in_the_client_test(broker, admin):
     assert f"Invalid value soon for configuration {key}: Not a number of type LONG" in bad.str()
     code, message = alter_default(broker, {key: "1000"})
     assert code == ErrorCode.INVALID_REQUEST and "broker id must be specified" in message
+    body = {
+        "resources": [{"resource_type": 4, "resource_name": "0", "configuration_keys": [key]}],
+        "include_synonyms": True,
+        "include_documentation": False,
+    }
+    [result] = raw(broker, ApiKey.DESCRIBE_CONFIGS, 4, body).results  # every synonym (librdkafka keeps one a name)
+    [described] = result.configs
+    assert [(s.value, s.source) for s in described.synonyms] == [("120000", 2), ("60000", 5)]
+    assert (described.read_only, described.config_type) == (False, 5)  # LONG
     assert alter(admin, "0", {key: None}) is None
-    assert key not in describe(admin)
+    entry = describe(admin)[key]  # listed with Kafka's default, as Kafka lists it
+    assert (entry.value, entry.source) == ("60000", ConfigSource.DEFAULT_CONFIG.value)
     body = {"resources": [{"resource_type": 4, "resource_name": "1", "configs": []}], "validate_only": False}
     [other] = raw(broker, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, body).responses  # another broker's id, sent here
     assert (other.error_code, other.error_message) == (

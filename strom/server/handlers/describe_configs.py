@@ -32,7 +32,14 @@ from strom.protocol.errors import (
 from strom.security.acl import Operation
 from strom.server.authorization import config_denial, refusal_message
 from strom.server.config import BrokerConfig
-from strom.server.dynamic_config_keys import DYNAMIC_TYPES, READ_ONLY_MODE, base_key, is_password, update_mode
+from strom.server.dynamic_config_keys import (
+    DYNAMIC_TYPES,
+    READ_ONLY_MODE,
+    UNSERVED_DEFAULTS,
+    base_key,
+    is_password,
+    update_mode,
+)
 from strom.storage.log_config import TOPIC_KEYS, ConfigError
 
 API_KEY = ApiKey.DESCRIBE_CONFIGS
@@ -53,9 +60,11 @@ DEFAULT_CONFIG = 5
 DYNAMIC_BROKER_LOGGER_CONFIG = 6
 
 # DescribeConfigsResponse.ConfigType (KIP-569)
-BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST = 1, 2, 3, 4, 5, 6, 7
+BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST, CLASS, PASSWORD = 1, 2, 3, 4, 5, 6, 7, 8, 9
 
 _KINDS = {
+    "class": CLASS,
+    "password": PASSWORD,
     "boolean": BOOLEAN,
     "string": STRING,
     "int": INT,
@@ -215,7 +224,22 @@ def broker_entries(broker, wanted, synonyms: bool, docs: bool) -> list[dict]:
         while chain and chain[0]["name"] != key:  # as Kafka: the chain starts at the described key
             chain.pop(0)
         entries.append(_entry(key, value, chain, synonyms, broker_config_type(key), broker_doc(key) if docs else None))
-    return entries + dynamic_entries(layers, wanted, synonyms, skip=_FIELDS.keys())
+    entries += unserved_entries(layers, wanted, synonyms)
+    return entries + dynamic_entries(layers, wanted, synonyms, skip=_FIELDS.keys() | UNSERVED_DEFAULTS.keys())
+
+
+def unserved_entries(layers, wanted, synonyms: bool) -> list[dict]:
+    """Kafka's dynamic keys that strom has no field for, with Kafka's defaults (as Kafka lists them)."""
+    entries = []
+    for key, default in UNSERVED_DEFAULTS.items():
+        if key in _FIELDS or (wanted is not None and key not in wanted):
+            continue
+        chain = [{"name": key, "value": layer[key], "source": source} for layer, source in layers if key in layer]
+        if default is not None:
+            chain.append({"name": key, "value": None if is_password(key) else default, "source": DEFAULT_CONFIG})
+        value = chain[0]["value"] if chain else None
+        entries.append(_entry(key, value, chain, synonyms, _KINDS.get(DYNAMIC_TYPES.get(key, ""), STRING), None))
+    return entries
 
 
 def dynamic_entries(layers, wanted, synonyms: bool, skip=frozenset()) -> list[dict]:
