@@ -109,7 +109,7 @@ class GroupOffsets:
             error = validate_member(group, member_id, instance_id, generation)
             if error:
                 return everywhere(error)
-            assert group is not None  # _validate_member answers UNKNOWN_MEMBER_ID for no group
+            assert group is not None  # validate_member answers UNKNOWN_MEMBER_ID for no group
             if group.state == GroupState.COMPLETING_REBALANCE:
                 return everywhere(ErrorCode.REBALANCE_IN_PROGRESS)
             self.rebalancer.schedule_session_expiry(group, group.members[member_id])
