@@ -35,7 +35,7 @@ def parse(schema_type: str, text: str, referenced: list[tuple[str, str]]) -> tup
             value: Any
             value, canonical = avro.parse(text, [t for _, t in referenced])
         elif schema_type == "JSON":
-            value, canonical = json_schema.parse(text, [t for _, t in referenced])
+            value, canonical = json_schema.parse(text, referenced)
         elif schema_type == "PROTOBUF":
             value, canonical = protobuf.parse(text, referenced)
         else:

@@ -34,11 +34,13 @@ too (``read_problems(reader=new, writer=old)``), FORWARD the other way round. Ch
 - ``anyOf``/``oneOf``: each writer branch must be read by some reader branch (adding a branch is
   fine, removing one is not); ``allOf``: each reader branch must read the writer, one of the
   writer's ``allOf`` branches, or every branch of its ``anyOf``/``oneOf``;
-- local ``$ref`` (``#/definitions/x``, ``#/$defs/x``) is followed, once per pair (recursion).
+- ``$ref`` is followed, once per pair (recursion): local ones (``#/definitions/x``,
+  ``#/$defs/x``), and ones to another document (``address.json#/...``) into the schema the
+  reference of that name holds (its own local refs resolving in it).
 
 Run (outside the test suite) against the 205 draft 7 and 2020-12 cases of Confluent's JSON
-Schema diff examples, the verdicts agree on every one. Not checked: ``if``/``then``/``else``, ``format``, and ``$ref`` to other
-documents (schema references are accepted and stored, their contents not followed by the check).
+Schema diff examples, the verdicts agree on every one. Not checked: ``if``/``then``/``else`` and
+``format``; a ``$ref`` to a document no reference names is taken to accept anything.
 ``patternProperties`` patterns are matched with RE2 (linear time; one it cannot compile is left out).
 """
 
@@ -64,25 +66,29 @@ class InvalidSchemaError(ValueError):
 
 
 class ParsedJson:
-    """A parsed schema: the decoded JSON (a dict, or a boolean schema)."""
+    """A parsed schema: the decoded JSON (a dict, or a boolean schema), and the documents its
+    references name (reference name -> decoded JSON), where a ``$ref`` to another document leads."""
 
-    def __init__(self, schema: Any):
+    def __init__(self, schema: Any, documents: dict[str, Any] | None = None):
         self.schema = schema
+        self.documents = documents or {}
 
 
-def parse(text: str, referenced: Iterable[str] = ()) -> tuple[ParsedJson, str]:
-    """(the parsed schema, its canonical text), or InvalidSchemaError saying why."""
+def parse(text: str, referenced: Iterable[tuple[str, str]] = ()) -> tuple[ParsedJson, str]:
+    """(the parsed schema, its canonical text), or InvalidSchemaError saying why; ``referenced``
+    are (name, text) of the schemas its references name."""
     try:
         raw = json.loads(text)
     except ValueError as exc:
         raise InvalidSchemaError(f"Invalid schema: not JSON: {exc}") from None
     if not isinstance(raw, (dict, bool)):
         raise InvalidSchemaError("Invalid schema: a JSON Schema is an object or a boolean")
-    for other in referenced:
+    documents = {}
+    for name, other in referenced:
         try:
-            json.loads(other)
+            documents[name] = json.loads(other)
         except ValueError as exc:
-            raise InvalidSchemaError(f"Invalid schema: a referenced schema is not JSON: {exc}") from None
+            raise InvalidSchemaError(f"Invalid schema: the referenced schema {name} is not JSON: {exc}") from None
     try:
         default = validators.validator_for({"$schema": _DRAFT7})
         cls = validators.validator_for(raw, default=default) if isinstance(raw, dict) else default
@@ -92,7 +98,7 @@ def parse(text: str, referenced: Iterable[str] = ()) -> tuple[ParsedJson, str]:
         raise InvalidSchemaError(f"Invalid schema: at {where}: {exc.message}") from None
     except Exception as exc:  # a malformed $schema, a metaschema that cannot be built
         raise InvalidSchemaError(f"Invalid schema: {exc}") from None
-    return ParsedJson(raw), json.dumps(raw, separators=(",", ":"), ensure_ascii=False)
+    return ParsedJson(raw, documents), json.dumps(raw, separators=(",", ":"), ensure_ascii=False)
 
 
 def normalized(text: str) -> str:
@@ -112,35 +118,58 @@ def _allows(types: set[str] | None, kind: str) -> bool:
     return types is None or kind in types or (kind == "integer" and "number" in types)
 
 
-class _Checker:
-    def __init__(self, reader: Any, writer: Any):
-        self.reader_root = reader
-        self.writer_root = writer
-        self.seen: set[tuple[int, int]] = set()
+class _Side:
+    """One side of a check: the document a local ``$ref`` resolves in, and the referenced ones."""
 
-    @staticmethod
-    def _deref(schema: Any, root: Any) -> Any:
-        for _ in range(32):  # a chain of refs, bounded
+    def __init__(self, root: Any, documents: dict[str, Any]):
+        self.root = root
+        self.documents = documents
+
+    def deref(self, schema: Any) -> tuple[Any, _Side]:
+        """The schema a ``$ref`` leads to (followed in a chain, bounded), and the side whose root
+        its own local refs resolve in; an unknown target accepts anything."""
+        side = self
+        for _ in range(32):
             if not isinstance(schema, dict) or not isinstance(schema.get("$ref"), str):
-                return schema
-            ref = schema["$ref"]
-            if not ref.startswith("#"):
-                return True  # another document's: not followed (see the module's docstring)
-            node = root
-            for part in [p for p in ref[1:].split("/") if p]:
+                return schema, side
+            name, _, fragment = schema["$ref"].partition("#")
+            if name:  # another document: a reference, by its name or the name's last segment
+                found = side.documents.get(name)
+                if found is None:
+                    found = next((d for n, d in side.documents.items() if n.rsplit("/", 1)[-1] == name), None)
+                if found is None:
+                    return True, side
+                side = _Side(found, side.documents)
+            node = side.root
+            for part in [p for p in fragment.split("/") if p]:
                 part = part.replace("~1", "/").replace("~0", "~")
                 if isinstance(node, dict) and part in node:
                     node = node[part]
                 elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
                     node = node[int(part)]
                 else:
-                    return True
+                    return True, side
             schema = node
-        return schema
+        return schema, side
+
+
+class _Checker:
+    def __init__(self, reader: _Side, writer: _Side):
+        self.reader_side = reader
+        self.writer_side = writer
+        self.seen: set[tuple[int, int]] = set()
 
     def check(self, reader: Any, writer: Any, path: str) -> list[str]:
-        reader = self._deref(reader, self.reader_root)
-        writer = self._deref(writer, self.writer_root)
+        reader, r_side = self.reader_side.deref(reader)
+        writer, w_side = self.writer_side.deref(writer)
+        saved = self.reader_side, self.writer_side
+        self.reader_side, self.writer_side = r_side, w_side  # refs inside resolve where they were found
+        try:
+            return self._check(reader, writer, path)
+        finally:
+            self.reader_side, self.writer_side = saved
+
+    def _check(self, reader: Any, writer: Any, path: str) -> list[str]:
         if reader is True or reader == {} or writer is False:
             return []
         if reader is False:
@@ -158,7 +187,7 @@ class _Checker:
         if "not" in reader:  # the reader refuses what its ``not`` accepts: the writer must refuse it too
             if "not" not in writer:
                 problems.append(f"{path}: NOT_TYPE_ADDED")
-            elif self._fresh().check(writer["not"], reader["not"], ""):
+            elif _Checker(self.writer_side, self.reader_side).check(writer["not"], reader["not"], ""):
                 problems.append(f"{path}: NOT_TYPE_NARROWED: the reader's not accepts what the writer's does not")
         r_types, w_types = _types(reader), _types(writer)
         if r_types is not None:
@@ -240,7 +269,7 @@ class _Checker:
         return problems
 
     def _fresh(self) -> _Checker:
-        return _Checker(self.reader_root, self.writer_root)
+        return _Checker(self.reader_side, self.writer_side)
 
     @staticmethod
     def _bounds(reader: dict, writer: dict, path: str) -> list[str]:
@@ -293,7 +322,7 @@ class _Checker:
             elif isinstance(r_additional, dict):
                 problems += self.check(r_additional, schema, where)
         for name, schema in r_props.items():
-            if name in w_props or schema is True or schema == {}:
+            if name in w_props or self.reader_side.deref(schema)[0] in (True, {}):
                 continue  # a property any value satisfies changes nothing
             where = f"{path}/properties/{name}"
             covered = _matching(w_patterns, name)
@@ -338,7 +367,8 @@ def _matching(patterns: list[tuple[Any, Any]], name: str) -> Any | None:
 
 def read_problems(reader: ParsedJson, writer: ParsedJson) -> list[str]:
     """Why a document valid under ``writer`` may be invalid under ``reader``; empty if none."""
-    return _Checker(reader.schema, writer.schema).check(reader.schema, writer.schema, "#")
+    checker = _Checker(_Side(reader.schema, reader.documents), _Side(writer.schema, writer.documents))
+    return checker.check(reader.schema, writer.schema, "#")
 
 
 def compatibility_problems(level: str, new: ParsedJson, previous: list[ParsedJson]) -> list[str]:

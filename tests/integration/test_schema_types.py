@@ -344,3 +344,33 @@ def test_a_protobuf_schema_copied_from_confluents_registry_keeps_its_id(tmp_path
         assert client.get_versions("copied-value") == [1]
         assert client.get_schema(41).schema_str == confluent_text  # answered as it is stored
         assert ProtobufDeserializer(reading, {}, client)(data, context) == reading(sensor="c", value=1.0)
+
+
+def test_json_schema_references(broker):
+    """A JSON schema referencing another subject's schema ($ref by the reference's name): the
+    check follows it (a referenced version whose property changed type is refused), and
+    confluent-kafka's JSONSerializer and JSONDeserializer resolve it through the registry."""
+    from confluent_kafka.schema_registry import SchemaReference
+
+    client = SchemaRegistryClient({"url": registry_url(broker)})
+    address = {"type": "object", "properties": {"zip": {"type": "integer"}}, "required": ["zip"]}
+    retyped = {**address, "properties": {"zip": {"type": "string"}}}
+    client.register_schema("address", Schema(json.dumps(address), "JSON"))
+    client.set_compatibility("address", "NONE")
+    client.register_schema("address", Schema(json.dumps(retyped), "JSON"))
+    order = {"type": "object", "properties": {"ship_to": {"$ref": "address.json"}}, "required": ["ship_to"]}
+    first = Schema(json.dumps(order), "JSON", [SchemaReference("address.json", "address", 1)])
+    schema_id = client.register_schema("ref-orders-value", first)
+    assert client.get_schema(schema_id).references[0].name == "address.json"
+    second = Schema(json.dumps(order), "JSON", [SchemaReference("address.json", "address", 2)])
+    with pytest.raises(SchemaRegistryError) as refused:
+        client.register_schema("ref-orders-value", second)
+    assert refused.value.http_status_code == 409 and "ship_to" in str(refused.value)
+
+    context = SerializationContext("ref-orders", MessageField.VALUE)
+    serializer = JSONSerializer(first, client, conf={"auto.register.schemas": False, "use.latest.version": True})
+    data = serializer({"ship_to": {"zip": 12345}}, context)
+    assert data[1:5] == struct.pack(">I", schema_id)
+    with pytest.raises(SerializationError):
+        serializer({"ship_to": {"zip": "not a number"}}, context)  # validated through the reference
+    assert JSONDeserializer(None, schema_registry_client=client)(data, context) == {"ship_to": {"zip": 12345}}

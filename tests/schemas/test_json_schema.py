@@ -199,3 +199,24 @@ def test_parse_checks_the_metaschema_and_keeps_a_canonical_text():
             json_schema.parse(bad)
     assert json_schema.record_name('{"title": "Order", "type": "object"}') == "Order"
     assert json_schema.record_name('{"type": "object"}') is None
+
+
+def test_refs_to_referenced_documents_are_followed():
+    """A $ref to another document leads into the schema the reference of that name holds (by its
+    name or the name's last segment), its own local refs resolving in it."""
+    address_v1 = json.dumps(
+        {"definitions": {"zip": INT}, "type": "object", "properties": {"zip": {"$ref": "#/definitions/zip"}}}
+    )
+    address_v2 = json.dumps(
+        {"definitions": {"zip": STRING}, "type": "object", "properties": {"zip": {"$ref": "#/definitions/zip"}}}
+    )
+    order = json.dumps({"type": "object", "properties": {"ship_to": {"$ref": "address.json"}}})
+
+    def parsed(address):
+        return json_schema.parse(order, [("schemas/address.json", address)])[0]
+
+    found = json_schema.compatibility_problems("BACKWARD", parsed(address_v2), [parsed(address_v1)])
+    assert any("ship_to" in p and "TYPE_CHANGED" in p for p in found), found
+    assert not json_schema.compatibility_problems("BACKWARD", parsed(address_v1), [parsed(address_v1)])
+    unknown = json_schema.parse(json.dumps({"properties": {"x": {"$ref": "nowhere.json"}}}))[0]
+    assert not json_schema.compatibility_problems("BACKWARD", unknown, [parsed(address_v1)])
