@@ -158,6 +158,11 @@ def exercise_protobuf(bootstrap: str, url: str, topic: str) -> None:
     assert [deserializer(m.value, context) for m in consumed[:3]] == readings
     newer = ProtobufDeserializer(added, {}, client)
     assert newer(consumed[3].value, context) == added(sensor="s-9", value=9.5, unit="C")
+    # soft delete of version 2, then permanent: version 1 and its id stay readable
+    assert client.delete_version(subject, 2) == 2
+    assert client.get_versions(subject) == [1]
+    assert client.delete_version(subject, 2, permanent=True) == 2
+    assert client.get_schema(v1.schema_id, fmt="serialized").schema_type == "PROTOBUF"
     # a record naming the id of another subject's schema is refused
     status_id = client.register_schema("status-value", Schema(READING_V1.replace("Reading", "Status2"), "PROTOBUF"))
     stray = b"\x00" + struct.pack(">I", status_id) + b"\x00" + readings[0].SerializeToString()
@@ -347,12 +352,16 @@ def test_a_protobuf_schema_copied_from_confluents_registry_keeps_its_id(tmp_path
 
 
 def test_json_schema_references(broker):
+    exercise_json_references(registry_url(broker))
+
+
+def exercise_json_references(url: str) -> None:
     """A JSON schema referencing another subject's schema ($ref by the reference's name): the
     check follows it (a referenced version whose property changed type is refused), and
     confluent-kafka's JSONSerializer and JSONDeserializer resolve it through the registry."""
     from confluent_kafka.schema_registry import SchemaReference
 
-    client = SchemaRegistryClient({"url": registry_url(broker)})
+    client = SchemaRegistryClient({"url": url})
     address = {"type": "object", "properties": {"zip": {"type": "integer"}}, "required": ["zip"]}
     retyped = {**address, "properties": {"zip": {"type": "string"}}}
     client.register_schema("address", Schema(json.dumps(address), "JSON"))
