@@ -122,7 +122,12 @@ class IcebergTranslator:
             mode = modes[topic]
             schemas = None
             if mode in SCHEMA_MODES:
-                schemas = self._schemas(topic) if self._schemas is not None else SchemaSet(settled=False)
+                try:
+                    schemas = self._schemas(topic) if self._schemas is not None else SchemaSet(settled=False)
+                except Exception as exc:  # the registry's view failed: this topic waits, the others go on
+                    self.failures += 1
+                    log.warning("iceberg: the schemas for %s could not be read, next round tries again: %r", topic, exc)
+                    continue
             jobs.append(TopicJob(topic, self.catalog, tuple(parts), mode, schemas))
         return jobs
 
