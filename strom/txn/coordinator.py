@@ -502,16 +502,25 @@ class TransactionCoordinator:
             self._complete_later(meta, commit)
         return code
 
-    async def _fence_and_abort(self, meta: TxnMetadata) -> int:
-        """Abort an open transaction under the next epoch, so that its producer is fenced everywhere."""
+    async def _fence_and_abort(self, meta: TxnMetadata, timed_out: bool = False) -> int:
+        """Abort an open transaction under the next epoch, so that its producer is fenced everywhere.
+
+        A transactions-v2 client whose transaction ``timed_out`` is not fenced for good, as in
+        Kafka 4: its writes of the old epoch are refused (INVALID_PRODUCER_EPOCH, abortable to it),
+        and its EndTxn(abort) with that epoch is taken as a retry of this abort and answered the
+        new epoch, so the producer carries on. A new instance (InitProducerId) fences outright.
+        """
         epoch = meta.producer_epoch + 1 if meta.producer_epoch + 1 < MAX_EPOCH else meta.producer_epoch
+        fencing = not (timed_out and meta.client_version >= TRANSACTION_VERSION_2)
         log.info(
-            "aborting the open transaction of %s (producer %d) and fencing epoch %d",
+            "aborting the open transaction of %s (producer %d)%s and %s epoch %d",
             meta.transactional_id,
             meta.producer_id,
+            " that timed out" if timed_out else "",
+            "fencing" if fencing else "bumping",
             meta.producer_epoch,
         )
-        return await self._prepare_end(meta, False, epoch, fencing=True)
+        return await self._prepare_end(meta, False, epoch, fencing=fencing)
 
     def _complete_later(self, meta: TxnMetadata, commit: bool) -> None:
         task = asyncio.get_running_loop().create_task(self._send_markers_and_complete(meta, commit))
@@ -563,7 +572,7 @@ class TransactionCoordinator:
                 and meta.pending is None
                 and now > meta.started_at + meta.timeout_ms / 1000
             ):
-                await self._fence_and_abort(meta)
+                await self._fence_and_abort(meta, timed_out=True)
 
     async def expire_transactional_ids(self) -> None:
         """Forget ids idle for transactional.id.expiration.ms: a tombstone, then gone from memory."""

@@ -99,6 +99,28 @@ def test_a_zombie_with_the_epoch_before_the_bump_is_fenced(tv2_broker):
     assert values(rows) == {0: [b"ok"], 1: [b"live"]}
 
 
+def test_a_timed_out_transaction_is_aborted_and_its_producer_carries_on(tv2_broker):
+    """Transactions v2: the coordinator aborts a transaction past its timeout under the next epoch;
+    the producer's writes of the old epoch are refused, and its abort is answered the new epoch
+    (in transactions v1 the producer is fenced for good)."""
+    topic = unique_topic("tv2t")
+    create(tv2_broker.bootstrap, topic, 1)
+    producer = TxnProducer(tv2_broker.bootstrap, txn_id("tv2t"), timeout_ms=1000)
+    try:
+        old = producer.epoch
+        assert producer.produce(topic, 0, [b"timed-out"])[0] == ErrorCode.NONE
+        producer.wait_markers()  # the coordinator's own abort, a second later
+        assert producer.produce(topic, 0, [b"late"])[0] == ErrorCode.INVALID_PRODUCER_EPOCH
+        aborted = producer.end(commit=False)
+        assert (aborted.error_code, aborted.producer_epoch) == (ErrorCode.NONE, old + 1)
+        assert producer.produce(topic, 0, [b"next"])[0] == ErrorCode.NONE
+        assert producer.end(commit=True).error_code == ErrorCode.NONE
+    finally:
+        producer.close()
+    rows = read_confluent(tv2_broker.bootstrap, {(topic, 0): 1}, "read_committed")
+    assert values(rows) == {0: [b"next"]}
+
+
 def test_txn_offset_commit_v5_adds_the_group_partition_itself(tv2_broker):
     from confluent_kafka import Consumer
 

@@ -25,7 +25,7 @@ RETRIABLE = {
 class TxnProducer:
     """The requests of a transactions-v2 producer: one connection per broker, every retry bounded."""
 
-    def __init__(self, bootstrap: str, transactional_id: str):
+    def __init__(self, bootstrap: str, transactional_id: str, timeout_ms: int = 60000):
         self.bootstrap = RawClient(bootstrap.split(",")[0])
         self.clients: dict[int, RawClient] = {}
         self.transactional_id = transactional_id
@@ -37,7 +37,7 @@ class TxnProducer:
                 5,
                 {
                     "transactional_id": transactional_id,
-                    "transaction_timeout": 60000,
+                    "transaction_timeout": timeout_ms,
                     "producer_id": -1,
                     "producer_epoch": -1,
                 },
