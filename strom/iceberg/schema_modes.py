@@ -66,7 +66,7 @@ class Decoder:
         self.mode, self.schemas = mode, schemas
         self._parsed: dict[int, Any] = {}  # id -> fastavro's parsed schema, or the reason it has none
         self._fields: dict[int, list[Any] | str] = {}
-        self._convert: dict[int, Any] = {}
+        self._routes: dict[int, tuple[Any, Any, Any] | str] = {}
         self.reader_id = schemas.latest_id if mode == "value_schema_latest" else None
         from fastavro import schemaless_reader  # imported once a round, not once a record
 
@@ -108,6 +108,30 @@ class Decoder:
                     self._fields[schema_id] = f"schema id {schema_id}: {exc}"
         return self._fields[schema_id]
 
+    def _route(self, schema_id: int) -> tuple[Any, Any, Any] | str | Wait:
+        """How a value of ``schema_id`` is read: (writer schema, reader schema or None, converter),
+        or why it cannot be; worked out once an id (a batch mostly repeats one or two)."""
+        found = self._routes.get(schema_id)
+        if found is not None:
+            return found
+        writer = self.parsed(schema_id)
+        if isinstance(writer, (str, Wait)):
+            return writer  # not kept: a Wait ends the partition's round anyway
+        reader = None
+        if self.mode == "value_schema_latest":
+            if self.reader_id is None:
+                found = f"the subject {self.schemas.subject} has no schema"
+            else:
+                reader = self.parsed(self.reader_id)
+                if isinstance(reader, (str, Wait)):
+                    why = reader if isinstance(reader, str) else "unknown"
+                    found = f"the latest schema of {self.schemas.subject}: {why}"
+        if found is None:
+            columns = self.fields(self.columns_id(schema_id))
+            found = columns if isinstance(columns, str) else (writer, reader, self._converter(schema_id))
+        self._routes[schema_id] = found
+        return found
+
     def decode(self, value: bytes | None) -> Decoded | str | Wait:
         """The record's schema id and its value as its columns take it, or why it cannot be translated."""
         if value is None:
@@ -115,22 +139,10 @@ class Decoder:
         if len(value) < PREFIX.size or value[0] != MAGIC:
             return "no schema id prefix (magic byte 0 and a 4-byte schema id)"
         schema_id = PREFIX.unpack_from(value)[1]
-        writer = self.parsed(schema_id)
-        if isinstance(writer, (str, Wait)):
-            return writer
-        if self.mode == "value_schema_latest":
-            if self.reader_id is None:
-                return f"the subject {self.schemas.subject} has no schema"
-            reader = self.parsed(self.reader_id)
-            if isinstance(reader, (str, Wait)):
-                return (
-                    f"the latest schema of {self.schemas.subject}: {reader if isinstance(reader, str) else 'unknown'}"
-                )
-        else:
-            reader = None
-        columns = self.fields(self.columns_id(schema_id))
-        if isinstance(columns, str):
-            return columns
+        route = self._route(schema_id)
+        if isinstance(route, (str, Wait)):
+            return route
+        writer, reader, convert = route
         buffer = io.BytesIO(value)
         buffer.seek(PREFIX.size)
         try:
@@ -141,17 +153,15 @@ class Decoder:
         left = len(value) - buffer.tell()
         if left:
             return f"{left} bytes left over after decoding with schema id {schema_id}"
-        return Decoded(schema_id, self._as_columns(self.columns_id(schema_id), decoded))
+        return Decoded(schema_id, convert(decoded) if convert is not None else decoded)
 
-    def _as_columns(self, schema_id: int, decoded: Any) -> Any:
-        convert = self._convert.get(schema_id, False)
-        if convert is False:
-            parsed = self.parsed(schema_id)
-            convert = self._convert[schema_id] = avro_columns.converter(parsed)
-            if not avro_columns.is_record(parsed):
-                inner = convert
-                convert = self._convert[schema_id] = lambda v: {"value": inner(v) if inner else v}
-        return convert(decoded) if convert is not None else decoded
+    def _converter(self, writer_id: int) -> Any:
+        """From fastavro's value to the columns' (None: the same), for the schema whose columns it fills."""
+        parsed = self.parsed(self.columns_id(writer_id))
+        convert = avro_columns.converter(parsed)
+        if avro_columns.is_record(parsed):
+            return convert
+        return lambda v: {"value": convert(v) if convert else v}
 
 
 def value_names(arrow_schema: Any) -> list[str]:
