@@ -164,7 +164,8 @@ class FeatureLevels(WatchedView):
         """Check every update against the levels in the store, then write them all or none.
 
         A compare-and-set on the znode's version: two brokers updating at once cannot lose one
-        another's change; the loser re-reads and checks again.
+        another's change; the loser re-reads and checks again. Store calls only (a caller may run
+        it off the event loop); ``load`` then takes the new levels in, as the watch would.
         """
         updates = list(updates)
         names = [u.name for u in updates]
@@ -196,5 +197,4 @@ class FeatureLevels(WatchedView):
             except (BadVersionError, NodeExistsError):
                 continue
             log.info("feature levels %s -> %s", levels, {k: v for k, v in new.items() if v > 0})
-            self.load()
             return

@@ -10,6 +10,8 @@ Requires ALTER on the cluster.
 
 from __future__ import annotations
 
+import asyncio
+
 from strom.cluster.features import FeatureUpdate, FeatureUpdateError, UpgradeType
 from strom.cluster.store import StoreError
 from strom.protocol.api import ApiKey, response_class_for
@@ -31,7 +33,19 @@ def _update(key) -> FeatureUpdate:
     return FeatureUpdate(key.feature, int(key.max_version_level), int(upgrade_type))
 
 
-def handle(ctx, request):
+async def _apply(ctx, updates: list[FeatureUpdate], validate_only: bool) -> None:
+    """Write the levels, off the event loop when the store is ZooKeeper (a call may wait on it for
+    as long as its session timeout), then answer with them in place on this broker."""
+    features = ctx.broker.features
+    if features.store is not None and features.store.remote:
+        await asyncio.get_running_loop().run_in_executor(None, features.update, updates, validate_only)
+    else:
+        features.update(updates, validate_only)
+    if not validate_only:
+        features.load()
+
+
+async def _handle(ctx, request):
     code: int = ErrorCode.NONE
     message: str | None = None
     if not cluster_allowed(ctx, Operation.ALTER):
@@ -40,8 +54,8 @@ def handle(ctx, request):
         code, message = ErrorCode.INVALID_REQUEST, "The request must contain at least one feature update."
     else:
         try:
-            ctx.broker.features.update(
-                [_update(key) for key in request.feature_updates], field_value(request, "validate_only", False)
+            await _apply(
+                ctx, [_update(key) for key in request.feature_updates], field_value(request, "validate_only", False)
             )
         except FeatureUpdateError as exc:
             code, message = exc.error_code, exc.message
@@ -53,3 +67,7 @@ def handle(ctx, request):
             {"feature": key.feature, "error_code": code, "error_message": message} for key in request.feature_updates
         ]
     return build(response_class_for(API_KEY, ctx.api_version), values)
+
+
+def handle(ctx, request):
+    return _handle(ctx, request)
