@@ -23,12 +23,19 @@ AUTHENTICATE_VERSION = 2
 Send = Callable[[int, int, dict[str, Any]], Awaitable[Any]]
 
 
-@dataclass(frozen=True)
+@dataclass
 class ClientSecurity:
+    """Shared by every client a broker makes towards the others; ``take`` replaces it in place when
+    the dynamic broker configs change it, so each holder's next connection uses the new one."""
+
     ssl_context: ssl.SSLContext | None = None
     mechanism: str | None = None
     username: str = ""
     password: str = ""
+
+    def take(self, other: ClientSecurity) -> None:
+        for name in ("ssl_context", "mechanism", "username", "password"):
+            setattr(self, name, getattr(other, name))
 
     def __repr__(self) -> str:  # never the password, not even in a traceback
         return f"ClientSecurity(tls={self.ssl_context is not None}, mechanism={self.mechanism}, user={self.username})"

@@ -949,6 +949,7 @@ class Broker:
         config = dynamic_broker_config.effective_config(self.static_config, default, own)
         reconfiguration.new_listener_security(self.config, config, listener_security)  # builds: checks certificates
         reconfiguration.check_compatible(self.listener_security, self.config, config, reread)
+        reconfiguration.new_inter_broker_security(self.config, config)  # its truststore loads
         dynamic_listeners.check(self.config, config)
         for listener in dynamic_listeners.added(self.config, config):
             listener_security(config, listener.name)  # a new TLS listener's keystore loads
@@ -974,6 +975,7 @@ class Broker:
         try:
             config = dynamic_broker_config.effective_config(self.static_config, default, own)
             securities = reconfiguration.new_listener_security(self.config, config, listener_security)
+            inter_broker = reconfiguration.new_inter_broker_security(self.config, config)
         except ConfigError as exc:
             log.error("dynamic broker configs not applied, the broker keeps its current config: %s", exc)
             self._applied_broker_configs = configs
@@ -992,6 +994,7 @@ class Broker:
             connection_limits=self.connection_limits,
             listener_security=self.listener_security,
             securities={name: s for name, s in securities.items() if name in self.listener_security},
+            inter_broker=(self.inter_broker_security, inter_broker),
         )
         if not self._starting and self._listeners_differ(old, config):  # at startup: once the others serve
             self._in_background(self._change_listeners(old, config))

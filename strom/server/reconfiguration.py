@@ -10,7 +10,10 @@ nothing else:
 - the connection limits: ``max.connections*`` and ``listener.name.<l>.max.connection*``;
 - each TLS or SASL listener whose settings changed: a new ``ListenerSecurity`` (a new SSLContext
   from the new keystore, new SASL users). New connections take it; connections already open keep
-  the context they were accepted with (certificate rotation).
+  the context they were accepted with (certificate rotation);
+- the broker's client side towards the other brokers (replica fetchers, transaction markers),
+  when the inter-broker listener's settings changed: its truststore and login, for the
+  connections it makes from then on.
 
 Everything else reads ``broker.config`` when it needs a value, so it sees the new one at once.
 Keys that strom accepts but has nothing behind (thread counts: a strom broker is one asyncio
@@ -24,7 +27,8 @@ import ssl
 from collections.abc import Callable, Iterable, Mapping, MutableMapping
 
 from strom.security import tls
-from strom.security.listeners import ListenerSecurity
+from strom.security.client import ClientSecurity
+from strom.security.listeners import ListenerSecurity, inter_broker_security
 from strom.server.config import BrokerConfig
 from strom.server.connection_limits import ConnectionLimits
 from strom.server.dynamic_broker_config import listeners_changed
@@ -112,8 +116,11 @@ def apply(
     connection_limits: ConnectionLimits,
     listener_security: MutableMapping[str, ListenerSecurity],
     securities: dict[str, ListenerSecurity],
+    inter_broker: tuple[ClientSecurity | None, ClientSecurity | None] = (None, None),
 ) -> None:
-    """Tell each service its part of ``new``; ``securities`` are the listeners built anew for it."""
+    """Tell each service its part of ``new``; ``securities`` are the listeners built anew for it,
+    ``inter_broker`` the broker's client side towards the others and what replaces it in place
+    (None: unchanged)."""
     defaults = new.log_config()
     if defaults != old.log_config() or cleaner_settings(new) != cleaner_settings(old):
         log_manager.reconfigure(defaults, cleaner_settings(new))
@@ -122,3 +129,15 @@ def apply(
     for name, security in securities.items():
         listener_security[name] = security
         log.info("listener %s: new connections use its new TLS/SASL settings; open ones keep theirs", name)
+    current, rebuilt = inter_broker
+    if current is not None and rebuilt is not None:
+        current.take(rebuilt)
+        log.info("connections to other brokers made from now on use the new inter-broker TLS/SASL settings")
+
+
+def new_inter_broker_security(old: BrokerConfig, new: BrokerConfig) -> ClientSecurity | None:
+    """The client side towards the other brokers built anew when the inter-broker listener's
+    settings changed (its truststore, this broker's login); None when they did not."""
+    if new.inter_broker_listener_name not in listeners_changed(old, new):
+        return None
+    return inter_broker_security(new)

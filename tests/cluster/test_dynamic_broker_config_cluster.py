@@ -207,27 +207,8 @@ def test_rotating_a_tls_listeners_certificate_with_strom_configs(tmp_path, zooke
         )
 
         # the broker started again serves the rotated certificate (its dynamic configs are read at startup)
-        subprocess.run(["kill", str(pids(directory)[f"server-{victim}"])], check=True, timeout=10)
-        wait_until(lambda: _refused(client), WAIT_S, f"broker {victim} stopped")
-        with open(directory / "logs" / f"server-{victim}.log", "ab") as log:
-            process = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "strom.cli.main",
-                    "server-start",
-                    str(directory / "config" / f"server-{victim}.properties"),
-                ],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        (directory / "pids" / f"server-{victim}.pid").write_text(f"{process.pid}\n")
-        wait_until(
-            lambda: not _refused(client) and serial_of(client, ca) == new_serial,
-            WAIT_S,
-            "the rotated certificate after a restart",
-        )
+        restart(directory, victim, client)
+        wait_until(lambda: serial_of(client, ca) == new_serial, WAIT_S, "the rotated certificate after a restart")
         workload.wait_progress(range(3), 20, WAIT_S)
         workload.stop()
         verify(bootstrap, workload, extra=secure)  # every acknowledged record, once, at its offset
@@ -247,3 +228,92 @@ def _refused(address: str) -> bool:
     except OSError:
         return True
     return False
+
+
+def restart(directory: Path, broker_id: int, address: str) -> None:
+    """Stop a ``strom cluster`` broker (SIGTERM) and start it as a supervisor would; back once ``address`` accepts."""
+    subprocess.run(["kill", str(pids(directory)[f"server-{broker_id}"])], check=True, timeout=10)
+    wait_until(lambda: _refused(address), WAIT_S, f"broker {broker_id} stopped")
+    config = directory / "config" / f"server-{broker_id}.properties"
+    with open(directory / "logs" / f"server-{broker_id}.log", "ab") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "strom.cli.main", "server-start", str(config)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    (directory / "pids" / f"server-{broker_id}.pid").write_text(f"{process.pid}\n")
+    wait_until(lambda: not _refused(address), WAIT_S, f"broker {broker_id} serving again")
+
+
+def test_a_new_ca_for_the_inter_broker_listener_without_a_restart_of_the_others(tmp_path, zookeeper):
+    """CA rotation on the INTERNAL listener: every broker is told to trust the old and the new CA
+    (listener.name.internal.ssl.truststore.location, which also rebuilds its client side towards the
+    other brokers), then broker 2 serves a certificate of the new CA. Once it restarts, brokers 1
+    and 3 connect to it again: acks=all with min.insync.replicas=3 on a partition it leads succeeds
+    only if they trust the new CA without having been restarted."""
+    from strom.cli.secure_cluster import _make_ca
+
+    directory = tmp_path / "cluster"
+    chroot = f"/ca-{uuid.uuid4().hex[:8]}"
+    zk = KazooClient(hosts=zookeeper + chroot, timeout=10)
+    try:
+        _, bootstrap, properties, java, secure = start_secure_cluster(directory, zookeeper + chroot)
+        zk.start(timeout=30)
+        new_ca = tmp_path / "new-ca"
+        new_ca.mkdir()
+        _make_ca(str(new_ca))
+        bundle = tmp_path / "both-cas.pem"
+        bundle.write_bytes(Path(java["ssl.truststore.location"]).read_bytes() + (new_ca / "ca.pem").read_bytes())
+        for broker_id in (1, 2, 3):
+            trusted = configs(
+                "--bootstrap-server",
+                bootstrap,
+                "--command-config",
+                properties,
+                "--broker",
+                str(broker_id),
+                "--alter",
+                "--add-config",
+                f"listener.name.internal.ssl.truststore.location={bundle}",
+            )
+            assert trusted.returncode == 0, trusted.stderr
+        keystore = tmp_path / "broker-2-new-ca.pem"
+        reissue_keystore(str(new_ca), 2, str(keystore))
+        served = configs(
+            "--bootstrap-server",
+            bootstrap,
+            "--command-config",
+            properties,
+            "--broker",
+            "2",
+            "--alter",
+            "--add-config",
+            f"listener.name.internal.ssl.keystore.location={keystore}",
+        )
+        assert served.returncode == 0, served.stderr
+        endpoints = json.loads(zk.get(model.broker_path(2))[0])["endpoints"]
+        internal = next(e.split("//")[1] for e in endpoints if e.startswith("INTERNAL://"))
+        assert serial_of(internal, str(bundle)) == keystore_serial(keystore)
+
+        restart(directory, 2, internal)
+        wait_until(lambda: zk.exists(model.broker_path(2)), WAIT_S, "broker 2 registered again")
+        admin = AdminClient({"bootstrap.servers": bootstrap, **secure})
+        topic = NewTopic(
+            "led-by-2", num_partitions=1, replica_assignment=[[2, 1, 3]], config={"min.insync.replicas": "3"}
+        )
+        for future in admin.create_topics([topic], request_timeout=WAIT_S).values():
+            future.result(WAIT_S)
+        producer = Producer({"bootstrap.servers": bootstrap, **secure, "acks": "all", "message.timeout.ms": 20000})
+        outcome: list = []
+        for i in range(20):
+            producer.produce("led-by-2", value=b"%d" % i, on_delivery=lambda err, msg: outcome.append(err))
+        assert producer.flush(WAIT_S) == 0
+        failed = [str(e) for e in outcome if e is not None]  # (no == on KafkaError against None)
+        assert len(outcome) == 20 and not failed, failed[:3]
+        stopped = strom("cluster", "stop", "--dir", str(directory))
+        assert stopped.returncode == 0, stopped.stderr
+    finally:
+        zk.stop()
+        zk.close()
+        cleanup(directory)
