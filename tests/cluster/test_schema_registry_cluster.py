@@ -9,7 +9,9 @@ import threading
 
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 
+from strom.protocol.api import ApiKey
 from tests.cluster.conftest import wait_until
+from tests.integration.clients import RawClient
 from tests.integration.test_schema_registry import call, registry_url
 
 ROUNDS = 8
@@ -25,8 +27,17 @@ def register(url: str, subject: str, text: str) -> int:
     return body["id"]
 
 
+def brokers_seen_by(bootstrap: str) -> int:
+    with RawClient(bootstrap) as client:
+        return len(client.request(ApiKey.METADATA, 9, {"topics": []}).brokers)
+
+
 def test_concurrent_registrations_on_two_brokers_and_a_killed_writer(cluster_factory):
     cluster = cluster_factory(overrides={"schema.registry.listeners": "http://127.0.0.1:0"})
+    # _schemas is replicated on as many brokers as its creator sees alive: each must see all three
+    # (registered in ZooKeeper is not yet seen by every broker; under load that once gave it 2 replicas)
+    for process in cluster.brokers.values():
+        wait_until(lambda process=process: brokers_seen_by(process.bootstrap) == 3, 20, "3 brokers in metadata")
     urls = {broker_id: registry_url(process) for broker_id, process in cluster.brokers.items()}
     assert call(urls[0], "GET", "/subjects")[2] == []  # before _schemas exists: an empty registry
 
