@@ -1,4 +1,5 @@
-"""Confluent-framed Avro values to one Arrow column, in bulk; and rows back to framed Avro (the sink).
+"""Confluent-framed Avro values to one Arrow column, in bulk (the sink's way back is
+``strom.spark.avro_encoding``).
 
 A value in Confluent's wire format is the magic byte 0, the writer schema's id (4 bytes,
 big-endian) and the Avro binary body. ``AvroColumnDecoder.decode`` turns a binary column of them
@@ -683,25 +684,3 @@ def _python_matches(value: Any, schema: Any, namespace, names: Names) -> bool:
     }
     check = checks.get(kind) if isinstance(kind, str) else None
     return bool(check and check(value))
-
-
-# -- rows to framed Avro (the sink) ---------------------------------------------------------------
-
-
-class AvroRowEncoder:
-    """Rows (Python values of a Spark struct, as Arrow's to_pylist gives them) to Confluent's
-    framed Avro with the schema registered under ``schema_id``."""
-
-    def __init__(self, schema_text: str, schema_id: int):
-        self.parsed = parse(schema_text)
-        self.prefix = b"\x00" + int(schema_id).to_bytes(4, "big")
-
-    def __call__(self, row: Any) -> bytes | None:
-        from fastavro import schemaless_writer
-
-        if row is None:
-            return None
-        out = io.BytesIO()
-        out.write(self.prefix)
-        schemaless_writer(out, self.parsed, row)
-        return out.getvalue()

@@ -76,7 +76,7 @@ from strom.spark.options import (
     connection_config,
 )
 from strom.spark.schema import HEADERS_TYPE
-from strom.spark.typed import TypedOptions, row_encoder, writer_schema
+from strom.spark.typed import TypedOptions, column_encoder, writer_schema
 
 log = logging.getLogger("strom.spark")
 
@@ -300,9 +300,9 @@ class _Producing:
         keys = (None if "key" in self.avro else column("key")) or [None] * n
         for side, (schema_id, text) in self.avro.items():
             form = self.typed.key if side == "key" else self.typed.value
-            encode = row_encoder(form, text, schema_id)
+            encode = column_encoder(form, text, schema_id)
             try:
-                encoded = [encode(row) for row in batch.column(names[side]).to_pylist()]
+                encoded = encode(batch.column(names[side]))
             except (ValueError, TypeError, KeyError, AttributeError) as exc:
                 raise RuntimeError(
                     f"strom sink: a {side} does not fit the {form.format} schema {schema_id}: {exc}"

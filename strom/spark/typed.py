@@ -373,12 +373,13 @@ def writer_schema(opts: TypedOptions, side: SideFormat, data_type, topic: str | 
         raise _registry_error(exc, f"cannot reach {opts.registry.get('url')}") from None
 
 
-def row_encoder(side: SideFormat, schema_text: str, schema_id: int):
-    """The sink's encoder of one side's rows: Python values of the column to framed bytes."""
+def column_encoder(side: SideFormat, schema_text: str, schema_id: int):
+    """The sink's encoder of one side: an Arrow column of Spark rows to a list of framed bytes."""
     if side.format == JSON:
         from strom.spark.json_columns import JsonRowEncoder
 
-        return JsonRowEncoder(schema_id)
-    from strom.spark.avro_columns import AvroRowEncoder
+        encode = JsonRowEncoder(schema_id)
+        return lambda column: [encode(row) for row in column.to_pylist()]
+    from strom.spark.avro_encoding import AvroColumnEncoder
 
-    return AvroRowEncoder(schema_text, schema_id)
+    return AvroColumnEncoder(schema_text, schema_id).encode
