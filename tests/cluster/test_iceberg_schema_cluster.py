@@ -1,7 +1,8 @@
 """An Iceberg topic in value_schema_id_prefix mode on a 3-broker cluster (RF=3) sharing one SQL
-catalog, fed by confluent-kafka's AvroSerializer with two schema versions and some bad records:
-after the leader of a partition is killed with kill -9 mid-way and restarted, the table holds each
-good record once with its typed columns and ``<topic>~dlq`` each bad one once with its reason."""
+catalog, fed by confluent-kafka's AvroSerializer with two schema versions and some bad records,
+idempotently and in committed and aborted transactions: after the leader of a partition is killed
+with kill -9 mid-way and restarted, the table holds each good committed record once with its typed
+columns, ``<topic>~dlq`` each bad committed one once with its reason, and neither an aborted one."""
 
 from __future__ import annotations
 
@@ -33,6 +34,8 @@ def test_a_new_leader_continues_both_tables_without_gap_or_duplicate(cluster_fac
     v1 = producer.client.get_version("typed-value", 1).schema_id
     producer.bad_records(v1)
     producer.flush()
+    producer.transaction(True, 30, 2, 1000, v1)  # committed: its good and bad records count
+    producer.transaction(False, 30, 1, 2000, v1)  # aborted: in neither table
     # the first leader has committed part of typed-0, so its successor must resume mid-partition
     wait_until(
         lambda: any(r["kafka"]["partition"] == 0 for r in scan(catalog, identifier("typed"))), 30, "rows of typed-0"
@@ -42,6 +45,8 @@ def test_a_new_leader_continues_both_tables_without_gap_or_duplicate(cluster_fac
     producer.orders(200, version=2, start=400)
     producer.bad_records(v1)
     producer.flush()
+    producer.transaction(False, 20, 2, 3000, v1)
+    producer.transaction(True, 20, 1, 4000, v1)
     cluster.restart(victim)
     producer.orders(100, version=1, start=600)
     producer.flush()
@@ -49,4 +54,4 @@ def test_a_new_leader_continues_both_tables_without_gap_or_duplicate(cluster_fac
     time.sleep(1.5)  # a few more rounds on every leader: nothing more may arrive
     rows, dead = wait_for_tables(catalog, "typed", 0, 0)
     assert_exactly_once(rows, dead, producer)
-    assert {r["kafka"]["partition"] for r in rows} == {0, 1, 2}
+    assert {r["kafka"]["partition"] for r in rows} == {0, 1, 2} and len(producer.aborted) == 2 * 4 + 50

@@ -88,11 +88,12 @@ class AvroProducer:
     what each acknowledged (partition, offset) holds: a decoded dict, or the reason it is bad."""
 
     def __init__(self, bootstrap: str, url: str, topic: str, registry: dict | None = None, **extra):
-        self.topic = topic
+        self.topic, self.bootstrap, self.extra = topic, bootstrap, extra
         self.client = SchemaRegistryClient({"url": url, **(registry or {})})
         self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5, **extra})
         self.good: dict[tuple[int, int], dict] = {}
         self.bad: dict[tuple[int, int], tuple[bytes | None, str]] = {}
+        self.aborted: set[tuple[int, int]] = set()  # written in aborted transactions: in neither table
         self.serializers = {v: AvroSerializer(self.client, json.dumps(s)) for v, s in ((1, ORDER_V1), (2, ORDER_V2))}
 
     def _send(self, value: bytes | None, key: bytes, on_ack) -> None:
@@ -123,6 +124,29 @@ class AvroProducer:
 
     def flush(self) -> None:
         assert self.producer.flush(30) == 0
+
+    def transaction(self, commit: bool, count: int, version: int, start: int, schema_id: int) -> None:
+        """``count`` orders and the bad records in one transaction, committed or aborted."""
+        plain, good, bad = self.producer, self.good, self.bad
+        self.producer = Producer(
+            {"bootstrap.servers": self.bootstrap, "transactional.id": f"avro-{uuid.uuid4()}", **self.extra}
+        )
+        self.good, self.bad = {}, {}
+        try:
+            self.producer.init_transactions(30)
+            self.producer.begin_transaction()
+            self.orders(count, version, start)
+            self.bad_records(schema_id)
+            self.flush()
+            if commit:
+                self.producer.commit_transaction(30)
+                good |= self.good
+                bad |= self.bad
+            else:
+                self.producer.abort_transaction(30)
+                self.aborted |= set(self.good) | set(self.bad)
+        finally:
+            self.producer, self.good, self.bad = plain, good, bad
 
 
 def scan(catalog: CatalogSettings, name: tuple[str, str]) -> list[dict]:
@@ -160,6 +184,7 @@ def assert_exactly_once(rows: list[dict], dead: list[dict], producer: AvroProduc
     at = coordinates(rows)
     assert len(set(at)) == len(at), "a record twice in the table"
     assert set(at) == set(producer.good), (set(producer.good) - set(at), set(at) - set(producer.good))
+    assert not (set(at) | set(coordinates(dead))) & producer.aborted, "an aborted record in a table"
     dead_at = coordinates(dead)
     assert len(set(dead_at)) == len(dead_at), "a record twice in the dead-letter table"
     assert set(dead_at) == set(producer.bad), (set(producer.bad) - set(dead_at), set(dead_at) - set(producer.bad))
