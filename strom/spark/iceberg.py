@@ -210,7 +210,13 @@ def _decoded(live, spark_schema, table_arrow: Any, mode: str, schemas):
                     keep.append(index)
                     decoded.append(verdict.value)
             rows = batch.take(pa.array(keep, pa.int64()))
-            arrays = value_arrays(table_arrow, decoded)
+            try:
+                arrays = value_arrays(table_arrow, decoded)
+            except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
+                raise ValueError(
+                    "records in the log past the table's snapshot do not fit the table's columns (written with "
+                    f"a schema version the table has not evolved to yet; its next translation round will): {exc}"
+                ) from None
             names = value_names(table_arrow)
             if single:
                 column = arrays[0].cast(value_type)

@@ -195,3 +195,38 @@ def test_read_topic_of_a_schema_mode_topic_over_sasl_ssl_with_registry_credentia
         assert_typed(df, in_table | later.good, topic="guarded")
     finally:
         broker.stop()
+
+
+def test_read_topic_of_a_latest_mode_topic_resolves_the_logs_records_to_the_latest_version(spark, tmp_path):
+    from tests.iceberg.avro_support import AvroProducer, registry_url, wait_for_tables
+    from tests.iceberg.test_schema_modes import ICEBERG as SCHEMA_ICEBERG
+    from tests.iceberg.test_schema_modes import create_topic as create_typed
+
+    data = tmp_path / "data"
+    catalog = catalog_of(data)
+    broker = BrokerProcess(data, SCHEMA_ICEBERG).start()
+    try:
+        create_typed(broker.bootstrap, "newest", "value_schema_latest", partitions=1)
+        producer = AvroProducer(broker.bootstrap, registry_url(data), "newest")
+        producer.orders(20, version=1)
+        producer.orders(20, version=2, start=20)
+        producer.flush()
+        wait_for_tables(catalog, "newest", 40, 0)
+        time.sleep(1.0)
+        broker.stop()
+        broker.overrides["iceberg.enabled"] = "false"
+        broker.start()
+        later = AvroProducer(broker.bootstrap, registry_url(data), "newest")
+        later.orders(10, version=1, start=40)  # read as the latest: coupon takes its default, null
+        later.orders(10, version=2, start=50)
+        later.flush()
+        df = read_topic(
+            spark,
+            "newest",
+            catalog_uri=catalog.uri,
+            bootstrap_servers=broker.bootstrap,
+            schema_registry_url=registry_url(data),
+        )
+        assert_typed(df, producer.good | later.good, topic="newest")
+    finally:
+        broker.stop()
