@@ -37,7 +37,7 @@ import json
 import threading
 from dataclasses import dataclass, field
 
-from strom.spark.options import StromOptionError
+from strom.spark.options import StromOptionError, _bool, _positive_int
 
 BINARY = "binary"
 AVRO = "avro"
@@ -90,8 +90,8 @@ class TypedOptions:
             fmt = str(opts.get(f"{side}.format", BINARY)).strip().lower()
             if fmt not in FORMATS:
                 raise StromOptionError(f"option '{side}.format' must be one of {', '.join(FORMATS)}, got {fmt!r}")
-            schema_id = _int_option(opts, f"{side}.schema.id")
-            version = _int_option(opts, f"{side}.schema.version")
+            schema_id = _positive_int(opts, f"{side}.schema.id")
+            version = _positive_int(opts, f"{side}.schema.version")
             if schema_id is not None and version is not None:
                 raise StromOptionError(f"options '{side}.schema.id' and '{side}.schema.version' exclude each other")
             text = opts.get(f"{side}.schema")
@@ -107,28 +107,13 @@ class TypedOptions:
         mode = str(opts.get("mode", FAILFAST)).strip().upper()
         if mode not in (FAILFAST, PERMISSIVE):
             raise StromOptionError(f"option 'mode' must be FAILFAST or PERMISSIVE, got {opts.get('mode')!r}")
-        auto = str(opts.get("auto.register.schemas", "true")).strip().lower()
-        if auto not in ("true", "false"):
-            raise StromOptionError(f"option 'auto.register.schemas' must be true or false, got {auto!r}")
+        auto = _bool(opts, "auto.register.schemas", True)
         registry = {key[len(_REGISTRY_PREFIX) :]: str(v) for key, v in opts.items() if key.startswith(_REGISTRY_PREFIX)}
-        parsed = cls(sides["key"], sides["value"], registry, mode, auto == "true")
+        parsed = cls(sides["key"], sides["value"], registry, mode, auto)
         if parsed.typed and not registry.get("url"):
             first = parsed.sides()[0]
             raise StromOptionError(f"option '{first.side}.format={first.format}' needs option 'schema.registry.url'")
         return parsed
-
-
-def _int_option(opts: dict, name: str) -> int | None:
-    raw = opts.get(name)
-    if raw is None:
-        return None
-    try:
-        value = int(str(raw).strip())
-    except ValueError:
-        raise StromOptionError(f"option {name!r} must be an integer, got {raw!r}") from None
-    if value <= 0:
-        raise StromOptionError(f"option {name!r} must be positive, got {raw!r}")
-    return value
 
 
 # -- the registry ---------------------------------------------------------------------------------
