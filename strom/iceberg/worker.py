@@ -96,8 +96,25 @@ def _arrow_rows(schema: Any, partition: int, records: list[tuple[BatchHeader, Re
 
     arrow_schema = schema.as_arrow()
     rows = [(partition, header, record) for header, record in records]
+    kafka, key = _kafka_columns(arrow_schema, rows)
     value = pa.array([record.value for _, record in records], arrow_schema.field("value").type)
-    return pa.Table.from_arrays([*_kafka_columns(arrow_schema, rows), value], schema=arrow_schema)
+    given = {"kafka": kafka, "key": key, "value": value}
+    # a table that was in a schema mode before keeps its typed columns: null in these rows
+    columns = [given[f.name] if f.name in given else pa.nulls(len(rows), f.type) for f in arrow_schema]
+    return pa.Table.from_arrays(columns, schema=arrow_schema)
+
+
+def _back_to_key_value(table: Any) -> None:
+    """A topic switched from a schema mode to ``key_value``: its table gets a binary ``value``
+    column again if it has none (before the offsets are read: this commit reloads the table)."""
+    from pyiceberg.types import BinaryType
+
+    if tables.table_mode(table) == "key_value":
+        return
+    if "value" not in table.schema().column_names:
+        with table.update_schema() as update:
+            update.add_column("value", BinaryType())
+    tables.keep_mode(table, "key_value")
 
 
 def translate_topic(job: TopicJob) -> TopicResult:
@@ -111,6 +128,7 @@ def translate_topic(job: TopicJob) -> TopicResult:
     lost = 0
     for _attempt in range(COMMIT_ATTEMPTS):
         table = tables.load_or_create(catalog, job.topic, job.catalog.target_file_size_bytes)
+        _back_to_key_value(table)
         committed = tables.committed_offsets(table)
         offsets = dict(committed)
         pieces = []

@@ -165,3 +165,57 @@ def test_schemas_with_no_iceberg_columns_send_their_records_to_the_dead_letter_t
         for offset, reason in acked.items():
             assert reason in reasons[offset], (reasons[offset], reason)
         assert column_types(catalog_of(data), "odd")["quantity"] == "int"
+
+
+def test_switching_modes_keeps_one_table_going(tmp_path):
+    """value_schema_id_prefix -> key_value -> value_schema_id_prefix on a live topic: each mode's
+    records land in the one table (the other mode's columns null; key_value's binary value column is
+    added to the typed table), and no round gets stuck on the columns it finds."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+    from strom.iceberg.table import table_mode
+
+    data = tmp_path / "data"
+
+    def switch(mode: str) -> None:
+        resource = ConfigResource(
+            "topic",
+            "switched",
+            incremental_configs=[ConfigEntry("iceberg.mode", mode, incremental_operation=AlterConfigOpType.SET)],
+        )
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})  # kept until the answer came
+        for future in admin.incremental_alter_configs([resource]).values():
+            future.result(30)
+
+    def plain(count: int, prefix: str) -> None:
+        producer = Producer({"bootstrap.servers": broker.bootstrap})
+        for i in range(count):
+            producer.produce("switched", value=f"{prefix}{i}".encode(), key=b"p")
+        assert producer.flush(30) == 0
+
+    with BrokerProcess(data, ICEBERG) as broker:
+        create_topic(broker.bootstrap, "switched", "value_schema_id_prefix", partitions=1)
+        producer = AvroProducer(broker.bootstrap, registry_url(data), "switched")
+        producer.orders(5, version=1)
+        producer.flush()
+        wait_for_tables(catalog_of(data), "switched", 5, 0)
+        assert "value" not in column_types(catalog_of(data), "switched")
+        switch("key_value")
+        plain(5, "b")
+        wait_for_tables(catalog_of(data), "switched", 10, 0)
+        switch("value_schema_id_prefix")
+        producer.orders(5, version=1, start=5)
+        producer.flush()
+        rows, dead = wait_for_tables(catalog_of(data), "switched", 15, 0)
+        table = open_catalog(catalog_of(data)).load_table(identifier("switched"))
+        assert table_mode(table) == "value_schema_id_prefix" and dead == []
+        assert column_types(catalog_of(data), "switched")["value"] == "binary"
+        by_offset = {r["kafka"]["offset"]: r for r in rows}
+        assert sorted(by_offset) == list(range(15))
+        typed = [(by_offset[o]["id"], by_offset[o]["value"]) for o in (*range(5), *range(10, 15))]
+        assert typed == [(f"o-1-{i}", None) for i in range(10)]  # typed rows: no raw value
+        assert [(by_offset[o]["value"], by_offset[o]["id"]) for o in range(5, 10)] == [
+            (b"b%d" % i, None) for i in range(5)
+        ]
+    assert "translating switched failed" not in broker.read_log()
