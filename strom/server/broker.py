@@ -975,6 +975,7 @@ class Broker:
         try:
             config = dynamic_broker_config.effective_config(self.static_config, default, own)
             securities = reconfiguration.new_listener_security(self.config, config, listener_security)
+            securities = reconfiguration.keep_validators(self.listener_security, self.config, config, securities)
             inter_broker = reconfiguration.new_inter_broker_security(self.config, config)
         except ConfigError as exc:
             log.error("dynamic broker configs not applied, the broker keeps its current config: %s", exc)
@@ -982,6 +983,7 @@ class Broker:
             return
         old, self.config = self.config, config
         self._applied_broker_configs = configs
+        old_securities = dict(self.listener_security)
 
         def set_default_log_config(defaults) -> None:
             self.controller.default_log_config = defaults
@@ -996,6 +998,10 @@ class Broker:
             securities={name: s for name, s in securities.items() if name in self.listener_security},
             inter_broker=(self.inter_broker_security, inter_broker),
         )
+        for security in securities.values():  # a new OAUTHBEARER validator's JWKS, fetched off the event loop
+            keys = security.oauthbearer.keys if security.oauthbearer is not None else None
+            if keys is not None and not any(s.oauthbearer is security.oauthbearer for s in old_securities.values()):
+                self._in_background(keys.run(self._stop))
         if not self._starting and self._listeners_differ(old, config):  # at startup: once the others serve
             self._in_background(self._change_listeners(old, config))
 

@@ -22,6 +22,7 @@ process) are stored and described only; docs/ says which.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import ssl
 from collections.abc import Callable, Iterable, Mapping, MutableMapping
@@ -53,6 +54,30 @@ def new_listener_security(
 ) -> dict[str, ListenerSecurity]:
     """The listeners whose TLS or SASL settings changed, built anew (ConfigError names a bad key)."""
     return {name: build(new, name) for name in listeners_changed(old, new) if new.protocol_of(name) != "PLAINTEXT"}
+
+
+def keep_validators(
+    current: Mapping[str, ListenerSecurity], old: BrokerConfig, new: BrokerConfig, built: dict[str, ListenerSecurity]
+) -> dict[str, ListenerSecurity]:
+    """``built`` with each listener's OAUTHBEARER validator kept where its settings did not change:
+    the validator in service holds the JWKS keys its refresher has read (a new one starts empty)."""
+    kept = {}
+    for name, security in built.items():
+        serving = current.get(name)
+        unchanged = _oauthbearer_settings(old, name) == _oauthbearer_settings(new, name)
+        if serving is not None and serving.oauthbearer is not None and security.oauthbearer is not None and unchanged:
+            security = dataclasses.replace(security, oauthbearer=serving.oauthbearer)
+        kept[name] = security
+    return kept
+
+
+def _oauthbearer_settings(config: BrokerConfig, name: str) -> dict[str, str]:
+    prefix = f"listener.name.{name.lower()}."
+    return {
+        key: value
+        for key, value in config.originals.items()
+        if "oauthbearer" in key.lower() and (not key.startswith("listener.name.") or key.lower().startswith(prefix))
+    }
 
 
 def check_compatible(

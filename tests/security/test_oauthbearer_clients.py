@@ -544,3 +544,29 @@ def test_the_secured_validator_without_a_jwks_url_stops_startup_naming_the_key(t
         BrokerProcess(tmp_path / "data", overrides).start()
     assert "broker exited with 2" in str(info.value)
     assert "sasl.oauthbearer.jwks.endpoint.url" in str(info.value)
+
+
+def test_signed_logins_go_on_after_the_listener_is_rebuilt_by_a_dynamic_config(secured):
+    """A dynamic config that rebuilds the SECURED listener (KIP-226) keeps its OAUTHBEARER validator,
+    with the JWKS keys it has read: signed tokens are accepted on new connections as before."""
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+
+    admin = AdminClient({"bootstrap.servers": secured.address("PLAINTEXT")})
+    key = "listener.name.secured.sasl.enabled.mechanisms"
+
+    def alter(op: AlterConfigOpType, value: str | None) -> None:
+        resource = ConfigResource(
+            "broker", "0", incremental_configs=[ConfigEntry(key, value, incremental_operation=op)]
+        )
+        for future in admin.incremental_alter_configs([resource]).values():
+            future.result(WAIT_S)
+
+    alter(AlterConfigOpType.SET, "OAUTHBEARER")
+    try:
+        assert "listener SECURED: new connections use its new TLS/SASL settings" in secured.log()
+        topic = create_topic(secured)
+        config = secured.signed()
+        sent = sample_messages(3)
+        assert confluent_produce(config["bootstrap.servers"], topic, sent, **without_servers(config)) == [0, 1, 2]
+    finally:
+        alter(AlterConfigOpType.DELETE, None)
