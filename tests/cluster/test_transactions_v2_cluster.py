@@ -1,12 +1,15 @@
 """Transactions v2 (KIP-890 part 2) on three brokers and ZooKeeper, with raw requests (see
 tests/integration/tv2_support.py): the partitions' leaders are not the coordinator, so each write
 asks the coordinator on another broker to add its partition (AddPartitionsToTxn v5, verify_only
-false), and the coordinator is killed between EndTxn's answer and its markers: the new one loads
-the transaction with its bumped epoch (a v1 __transaction_state record), finishes it, and the
-producer goes on with the epoch it was answered.
+false); the group's offsets are committed by TxnOffsetCommit v5 alone; and the coordinator is
+killed after EndTxn's answer, maybe before its markers: the new one loads the transaction with
+its bumped epoch (a v1 __transaction_state record), finishes it, and the producer goes on with
+the epoch it was answered.
 """
 
 from __future__ import annotations
+
+from confluent_kafka import Consumer, TopicPartition
 
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode
@@ -28,6 +31,7 @@ def test_writes_add_their_partitions_across_brokers_and_survive_a_coordinator_ki
     topic = "tv2-cluster"
     create_topic(cluster, topic, partitions=3, replication_factor=3)
     producer = TxnProducer(cluster.bootstrap, txn_id("tv2c"))
+    group = txn_id("tv2c-group")
     try:
         coordinator = next(i for i, c in producer.clients.items() if c is producer.client)
         leaders = {p: producer.leader(topic, p) for p in range(3)}
@@ -35,6 +39,8 @@ def test_writes_add_their_partitions_across_brokers_and_survive_a_coordinator_ki
         epoch = producer.epoch
         for p in range(3):
             assert producer.produce(topic, p, [b"c1-%d" % p])[0] == ErrorCode.NONE
+        # TxnOffsetCommit v5 to the group's coordinator, which adds its partition itself
+        assert producer.commit_offsets(group, topic, 5) == ErrorCode.NONE
         assert producer.end(commit=True).producer_epoch == epoch + 1
         producer.wait_markers()
         for p in range(3):
@@ -91,3 +97,11 @@ def test_writes_add_their_partitions_across_brokers_and_survive_a_coordinator_ki
     for p in range(3):
         expected = [b"c1-%d" % p, b"c3-%d" % p] + ([b"c4"] if p == survivor_partition else [])
         assert [v for _, v in rows[(topic, p)]] == expected
+    consumer = Consumer(
+        {"bootstrap.servers": ",".join(cluster.brokers[i].bootstrap for i in survivors), "group.id": group}
+    )
+    try:
+        [committed] = consumer.committed([TopicPartition(topic, 0)], timeout=30)
+        assert committed.offset == 5
+    finally:
+        consumer.close()
