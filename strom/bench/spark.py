@@ -21,7 +21,8 @@ Then typed records (``value.format=avro``): AVRO_RECORDS records of a 10-field A
 (registered in the broker's Schema Registry, Confluent-framed) read by the source into typed
 columns against the same topic read as binary, by ``count`` and by a query that reads a field
 (``sum(value.id)``, against ``sum(length(value))`` for binary), with the ready-made Arrow ceiling
-for scale; and the decoder alone on one batch of 20,000 values, columnar against fastavro per record.
+for scale; the decoder alone on one batch of 20,000 values, columnar against fastavro per record;
+and the sink writing 200,000 of those rows back as typed records against writing their bytes.
 
 Each query runs ``--repeat`` times after one warm-up and the best time counts. Prints rows/s and
 ratios; asserts nothing (the machine is shared and noisy).
@@ -442,6 +443,40 @@ def avro_figures(spark, bootstrap: str, registry: str, args) -> None:
     print(
         "  decoding 20,000 values in one process: "
         + ", ".join(f"{path} {t / 20_000 * 1e6:.2f} µs/record" for path, t in per_path.items())
+    )
+
+    # the sink: the same rows written back as typed records (encoded, registered) and as bytes
+    create_topics(bootstrap, {f"{topic}-out": partitions})
+    sink_rows = min(n, 200_000)
+    typed_rows = typed.select("value").limit(sink_rows).repartition(partitions).cache()
+    binary_rows = binary.select("value").limit(sink_rows).repartition(partitions).cache()
+    typed_rows.count(), binary_rows.count()
+
+    def write(df, **options):
+        def run():
+            writer = (
+                df.write.format("strom")
+                .mode("append")
+                .option("kafka.bootstrap.servers", bootstrap)
+                .option("topic", f"{topic}-out")
+            )
+            for key, value in options.items():
+                writer = writer.option(key, value)
+            writer.save()
+
+        return run
+
+    writes = best_times(
+        {
+            "binary": write(binary_rows),
+            "typed": write(typed_rows, **{"value.format": "avro", "schema.registry.url": registry}),
+        },
+        args.repeat,
+    )
+    print(
+        f"  sink df.write of {sink_rows:,} rows: binary {sink_rows / writes['binary']:,.0f} rows/s, "
+        f"typed (value.format=avro) {sink_rows / writes['typed']:,.0f} rows/s, "
+        f"ratio {writes['binary'] / writes['typed']:.2f}"
     )
 
 
