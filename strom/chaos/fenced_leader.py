@@ -70,12 +70,12 @@ class Outcome:
 class TimedProducer:
     """One idempotent acks=all producer writing ``<sequence>`` to partition 0, timing every ack."""
 
-    def __init__(self, bootstrap: str):
+    def __init__(self, bootstrap: str, client: dict[str, str]):
         from confluent_kafka import Producer
 
         # librdkafka's defaults but for the idempotence and acks the scenario is about
         self.producer = Producer(
-            {"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all", "logger": _quiet()}
+            {"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all", "logger": _quiet(), **client}
         )
         self.lock = threading.Lock()
         self.acks: list[tuple[float, int, str]] = []  # (monotonic time, offset, value)
@@ -135,17 +135,17 @@ def _quiet():  # noqa: ANN202
     return logger
 
 
-def _metadata(address: str):  # noqa: ANN202
+def _admin(bootstrap: str, client: dict[str, str]):  # noqa: ANN202
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": address, "logger": _quiet()})
-    return admin.list_topics(TOPIC, timeout=5)
+    return AdminClient({"bootstrap.servers": bootstrap, "logger": _quiet(), **client})
 
 
-def _partition_seen_by(cluster: NetnsCluster, broker_id: int) -> tuple[int, int]:
+def _partition_seen_by(cluster: NetnsCluster, broker_id: int, client: dict[str, str]) -> tuple[int, int]:
     """(leader, ISR size) of the partition in ``broker_id``'s Metadata; (-1, 0) if it cannot say."""
     try:
-        partition = _metadata(f"{cluster.address(broker_id)}:{BROKER_PORT}").topics[TOPIC].partitions[0]
+        admin = _admin(f"{cluster.address(broker_id)}:{BROKER_PORT}", client)
+        partition = admin.list_topics(TOPIC, timeout=5).topics[TOPIC].partitions[0]
     except Exception:  # a broker still reloading, a topic not yet known
         return -1, 0
     return partition.leader, len(partition.isrs)
@@ -178,16 +178,28 @@ def longest_silence(times: list[float], since: float, until: float) -> float:
     return max(b - a for a, b in zip(edges, edges[1:], strict=False))
 
 
-def run(root: Path, shape: str, cut_s: float = 15.0) -> Outcome:
-    """Start the cluster, cut ``shape`` for ``cut_s`` seconds under the producer, heal, read back."""
-    from confluent_kafka.admin import AdminClient, NewTopic
+def run(
+    root: Path,
+    shape: str,
+    cut_s: float = 15.0,
+    listener: str = "PLAINTEXT",
+    broker_overrides: dict[str, str] | None = None,
+    client: dict[str, str] | None = None,
+) -> Outcome:
+    """Start the cluster, cut ``shape`` for ``cut_s`` seconds under the producer, heal, read back.
+
+    ``listener`` is the brokers' one listener (clients and brokers use it alike), with what it
+    needs in ``broker_overrides`` and what every client needs in ``client`` (SASL_SSL's, say)."""
+    from confluent_kafka.admin import NewTopic
 
     if shape not in SHAPES:
         raise ValueError(f"unknown shape {shape!r} (shapes: {', '.join(SHAPES)})")
-    cluster = NetnsCluster(root, overrides={"min.insync.replicas": "2"}).start()
+    client = dict(client or {})
+    overrides = {"min.insync.replicas": "2", **(broker_overrides or {})}
+    cluster = NetnsCluster(root, overrides=overrides, listener=listener).start()
     producer: TimedProducer | None = None
     try:
-        admin = AdminClient({"bootstrap.servers": cluster.bootstrap, "logger": _quiet()})
+        admin = _admin(cluster.bootstrap, client)
         controller = admin.list_topics(timeout=10).controller_id
         victim = controller if shape == "controller" else min(b for b in cluster.nodes if b != controller)
         others = [b for b in cluster.nodes if b != victim]
@@ -196,8 +208,8 @@ def run(root: Path, shape: str, cut_s: float = 15.0) -> Outcome:
             TOPIC, num_partitions=1, replica_assignment=[[victim, *others]], config={"min.insync.replicas": "2"}
         )
         admin.create_topics([topic])[TOPIC].result(SETTLE_S)
-        _wait(lambda: _partition_seen_by(cluster, victim) == (victim, 3), f"broker {victim} leading {TOPIC}-0")
-        producer = TimedProducer(f"{cluster.address(victim)}:{BROKER_PORT}").start()
+        _wait(lambda: _partition_seen_by(cluster, victim, client) == (victim, 3), f"broker {victim} leading {TOPIC}-0")
+        producer = TimedProducer(f"{cluster.address(victim)}:{BROKER_PORT}", client).start()
         if producer.wait_acks(50, time.monotonic(), SETTLE_S) is None:
             raise RuntimeError(f"the producer got no acknowledgements before the cut: {producer.failed[:3]}")
 
@@ -205,12 +217,14 @@ def run(root: Path, shape: str, cut_s: float = 15.0) -> Outcome:
         cut_at = time.monotonic()
         time.sleep(cut_s)
         healed_at = time.monotonic()
-        leader_during = _partition_seen_by(cluster, others[0])[0]
+        leader_during = _partition_seen_by(cluster, others[0], client)[0]
         cluster.heal_all()
         during = producer.ack_times(cut_at, healed_at)
         resumed = producer.wait_acks(1, healed_at, SETTLE_S)
 
-        _wait(lambda: all(_partition_seen_by(cluster, b)[1] == 3 for b in cluster.nodes), "a full ISR again", 60)
+        _wait(
+            lambda: all(_partition_seen_by(cluster, b, client)[1] == 3 for b in cluster.nodes), "a full ISR again", 60
+        )
         producer.stop()
         outcome = Outcome(
             shape,
@@ -222,7 +236,7 @@ def run(root: Path, shape: str, cut_s: float = 15.0) -> Outcome:
             leader_during,
             "fenced:" in cluster.log_tail(victim, 1_000_000),
         )
-        _check(cluster, producer, outcome)
+        _check(cluster, producer, outcome, client)
         return outcome
     finally:
         if producer is not None:
@@ -230,8 +244,8 @@ def run(root: Path, shape: str, cut_s: float = 15.0) -> Outcome:
         cluster.stop()
 
 
-def _check(cluster: NetnsCluster, producer: TimedProducer, outcome: Outcome) -> None:
-    read = read_everything(cluster.bootstrap, TOPIC, 1, 60)[0]
+def _check(cluster: NetnsCluster, producer: TimedProducer, outcome: Outcome, client: dict[str, str]) -> None:
+    read = read_everything(cluster.bootstrap, TOPIC, 1, 60, extra=client)[0]
     at = dict(read)
     values = [v for _, v in read]
     with producer.lock:

@@ -220,9 +220,10 @@ class Network:
 class NetnsCluster:
     """ZooKeeper and ``size`` brokers (ids 1..size), each in its own namespace; the client in the root one."""
 
-    def __init__(self, root: Path, size: int = 3, overrides: dict[str, str] | None = None):
+    def __init__(self, root: Path, size: int = 3, overrides: dict[str, str] | None = None, listener: str = "PLAINTEXT"):
         self.root = Path(root)
         self.size = size
+        self.listener = listener  # the one listener's name and protocol, for clients and brokers alike
         self.overrides = dict(overrides or {})
         self.network = Network([ZOOKEEPER, *(_name(b) for b in range(1, size + 1))])
         self.nodes: dict[int, ProcessNode] = {}
@@ -258,7 +259,7 @@ class NetnsCluster:
                     broker_id,
                     self.root / f"broker-{broker_id}",
                     {
-                        "listeners": f"PLAINTEXT://{self.address(broker_id)}:{BROKER_PORT}",
+                        "listeners": f"{self.listener}://{self.address(broker_id)}:{BROKER_PORT}",
                         "zookeeper.connect": self.zookeeper_address,
                         "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
                         "replica.lag.time.max.ms": str(LAG_TIME_MAX_MS),
@@ -309,7 +310,7 @@ class NetnsCluster:
         self.drop(b, a)
 
     def cut_from_zookeeper(self, broker_id: int, direction: str = "both") -> None:
-        """ "both", "to_target" (only the broker's packets to ZooKeeper vanish) or "from_target"."""
+        """``direction``: "both", "to_target" (only the broker's packets to ZooKeeper vanish) or "from_target"."""
         if direction in ("both", "to_target"):
             self.drop(broker_id, ZOOKEEPER)
         if direction in ("both", "from_target"):

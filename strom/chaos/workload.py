@@ -287,9 +287,15 @@ def log_end_offsets(
 
 
 def read_everything(
-    bootstrap: str, topic: str, partitions: int, timeout_s: float = 90.0, isolation: str = "read_uncommitted"
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    timeout_s: float = 90.0,
+    isolation: str = "read_uncommitted",
+    extra: dict | None = None,
 ) -> dict[int, list[tuple[int, str]]]:
-    """Every (offset, value) of every partition, from the start to the end as of now."""
+    """Every (offset, value) of every partition, from the start to the end as of now (``extra``:
+    more librdkafka settings, a secured listener's, say)."""
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer(
@@ -300,6 +306,7 @@ def read_everything(
             "enable.partition.eof": True,
             "isolation.level": isolation,
             "logger": _quiet_logger(),
+            **(extra or {}),
         }
     )
     got: dict[int, list[tuple[int, str]]] = {p: [] for p in range(partitions)}

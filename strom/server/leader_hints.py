@@ -17,7 +17,7 @@ names, for a partition it led, the replica the controller will elect in its plac
 that has no connection to another broker, as librdkafka's sparse connections leave a producer
 that writes only to this broker's partitions: it asks this broker's Metadata again and again,
 since it is the only one it talks to, and hears -1 each time (measured: no write acknowledged in
-a 20 s cut, strom.chaos.netns). Named a successor, the client connects to it, and from then on
+a 15 s cut, strom.chaos.fenced_leader). Named a successor, the client connects to it, and from then on
 hears the truth from a broker that has it. If the guess is wrong, or the election has not happened
 yet, the successor answers NOT_LEADER_OR_FOLLOWER with its own view and the client asks again;
 leadership itself is decided only by the controller, so a guess costs a retry, never a write.

@@ -96,7 +96,8 @@ class ProcessNode:
             return False
         self.port = int(text)
         # come back on the same port after a kill or a restart
-        self.overrides["listeners"] = f"PLAINTEXT://{self.host}:{self.port}"
+        name = self.overrides["listeners"].split("://", 1)[0]  # the listener's name (SASL_SSL, say) is kept
+        self.overrides["listeners"] = f"{name}://{self.host}:{self.port}"
         return True
 
     def start(self, timeout: float = START_TIMEOUT_S) -> None:

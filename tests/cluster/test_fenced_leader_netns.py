@@ -19,6 +19,9 @@ import pytest
 
 from strom.chaos import fenced_leader
 from strom.testing.cluster import LAG_TIME_MAX_MS, SESSION_TIMEOUT_MS
+from tests.tls_certs import make_certificates
+
+PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule required"
 
 CUT_S = 12.0
 RESUME_BOUND_S = SESSION_TIMEOUT_MS / 1000 + 3
@@ -27,9 +30,7 @@ RESUME_BOUND_S = SESSION_TIMEOUT_MS / 1000 + 3
 FOLLOWERS_BACK_S = 30 + 0.5 + 5
 
 
-@pytest.mark.parametrize("shape", ["zookeeper-and-followers", "zookeeper", "one-way-to-zookeeper", "controller"])
-def test_writes_leave_a_leader_cut_from_zookeeper_within_the_session_timeout(tmp_path, shape):
-    outcome = fenced_leader.run(tmp_path, shape, CUT_S)
+def assert_moved(outcome: fenced_leader.Outcome) -> None:
     print(outcome.summary())
     assert outcome.victim_fenced, outcome.summary()
     assert outcome.leader_during_cut not in (outcome.victim, -1), outcome.summary()
@@ -39,6 +40,36 @@ def test_writes_leave_a_leader_cut_from_zookeeper_within_the_session_timeout(tmp
     )
     assert not outcome.lost, outcome.lost[:5]
     assert not outcome.duplicated, outcome.duplicated[:5]
+
+
+@pytest.mark.parametrize("shape", ["zookeeper-and-followers", "zookeeper", "one-way-to-zookeeper", "controller"])
+def test_writes_leave_a_leader_cut_from_zookeeper_within_the_session_timeout(tmp_path, shape):
+    assert_moved(fenced_leader.run(tmp_path, shape, CUT_S))
+
+
+def test_over_sasl_ssl_writes_leave_a_leader_cut_from_zookeeper_and_its_followers(tmp_path):
+    """The issue's shape with clients and brokers on one SASL_SSL listener (PLAIN), replication too."""
+    certs = make_certificates(tmp_path / "certs")
+    users = 'user_admin="admin-secret" user_alice="alice-secret"'
+    brokers = {
+        "security.inter.broker.protocol": "SASL_SSL",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "listener.name.sasl_ssl.plain.sasl.jaas.config": f'{PLAIN} username="admin" password="admin-secret" {users};',
+        "ssl.keystore.location": str(certs.broker),
+        "ssl.truststore.location": str(certs.ca),
+        "ssl.endpoint.identification.algorithm": "",  # the certificate names 127.0.0.1, not 10.77.N.x
+    }
+    client = {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": "alice",
+        "sasl.password": "alice-secret",
+        "ssl.ca.location": str(certs.ca),
+        "ssl.endpoint.identification.algorithm": "none",
+    }
+    outcome = fenced_leader.run(tmp_path / "cluster", "zookeeper-and-followers", CUT_S, "SASL_SSL", brokers, client)
+    assert_moved(outcome)
 
 
 def test_a_leader_cut_from_its_followers_keeps_leading_and_takes_writes_again_once_healed(tmp_path):
