@@ -40,7 +40,8 @@ log = logging.getLogger("strom.schemas")
 TOPIC = rec.SCHEMAS_TOPIC
 KEY = (TOPIC, 0)
 SCHEMA_TYPES = formats.SCHEMA_TYPES
-MODES = ("READWRITE", "READONLY", "READONLY_OVERRIDE")
+MODES = ("READWRITE", "READONLY", "READONLY_OVERRIDE", "IMPORT")
+READ_ONLY = ("READONLY", "READONLY_OVERRIDE")
 READ_CHUNK = 1024 * 1024
 PARSED_CACHE = 1024  # parsed schemas kept (a registration checks every live version of its subject)
 
@@ -254,10 +255,23 @@ class SchemaRegistry:
         return info.last_offset + 1
 
     def _writable(self, subject: str | None) -> None:
+        """Deletes and config changes are refused only in a read-only mode (IMPORT allows them, as in
+        Confluent's registry, so that a failed import can be cleaned up)."""
         mode = self.state.mode(subject)
-        if mode != "READWRITE":
+        if mode in READ_ONLY:
             where = f"Subject {subject}" if subject is not None else "The registry"
             raise RegistryError(422, 42205, f"{where} is in {mode} mode")
+
+    def _may_register(self, subject: str, schema_id: int | None) -> str:
+        """Confluent's rules: a given id needs IMPORT mode, no id needs READWRITE; returns the mode."""
+        mode = self.state.mode(subject)
+        if mode in READ_ONLY:
+            raise RegistryError(422, 42205, f"Subject {subject} is in read-only mode")
+        if schema_id is not None and mode != "IMPORT":
+            raise RegistryError(422, 42205, f"Subject {subject} is not in import mode")
+        if schema_id is None and mode != "READWRITE":
+            raise RegistryError(422, 42205, f"Subject {subject} is not in read-write mode")
+        return mode
 
     # -- schemas ------------------------------------------------------------------------------------
     def _resolve(self, schema: str, schema_type: str, references: list) -> tuple[tuple, tuple]:
@@ -368,37 +382,57 @@ class SchemaRegistry:
         return parsed.canonical == stored.schema
 
     async def register(
-        self, subject: str, schema: str, schema_type: str, references: list, normalize: bool
+        self,
+        subject: str,
+        schema: str,
+        schema_type: str,
+        references: list,
+        normalize: bool,
+        schema_id: int | None = None,
+        version: int | None = None,
     ) -> Registered:
+        """Register ``schema`` under ``subject``. With ``schema_id`` (IMPORT mode only, as Confluent's
+        registry) the schema takes that id, and ``version`` that version: how a registry is migrated
+        with its ids, so that records already written still name the right schema. An imported id
+        raises ``max_id`` like any other, so the ids handed out later are above it."""
         self.readable()
         await self.parse_ahead([(schema, schema_type, references)], subject)
         parsed, stored = self._prepare(schema, schema_type, references, normalize)
         found = self._existing(subject, stored)
-        if found is not None:  # already there: any broker answers from its view
-            return Registered(found.id, found.version, self.next_offset)
+        if found is not None and version is None and schema_id in (None, found.id):
+            return Registered(found.id, found.version, self.next_offset)  # any broker answers from its view
         async with self._write_lock:
             await self._leader_partition()
             found = self._existing(subject, stored)
-            if found is not None:
+            if found is not None and version is None and schema_id in (None, found.id):
                 return Registered(found.id, found.version, self.next_offset)
-            self._writable(subject)
-            problems = self._problems(subject, parsed)
-            if problems:
-                raise RegistryError(
-                    409,
-                    409,
-                    f'Schema being registered is incompatible with an earlier schema for subject "{subject}", '
-                    f"details: {problems}",
-                )
-            schema_id = self.state.id_of(stored) or self.state.max_id + 1
-            version = max(self.state.subjects.get(subject, {0: None}), default=0) + 1
+            mode = self._may_register(subject, schema_id)
+            next_version = max(self.state.subjects.get(subject, {0: None}), default=0) + 1
+            if mode != "IMPORT":
+                problems = self._problems(subject, parsed)
+                if problems:
+                    raise RegistryError(
+                        409,
+                        409,
+                        f'Schema being registered is incompatible with an earlier schema for subject "{subject}", '
+                        f"details: {problems}",
+                    )
+                if version is not None and version != next_version:
+                    raise RegistryError(422, 42201, "Invalid schema: version is not one more than previous version")
+            if schema_id is not None:
+                taken = self.state.schema_by_id(schema_id)
+                if taken is not None and taken != stored:
+                    raise RegistryError(422, 42205, f"Overwrite new schema with id {schema_id} is not permitted.")
+            else:
+                schema_id = self.state.id_of(stored) or self.state.max_id + 1
+            version = version or next_version
             value = rec.SchemaValue(
                 subject, version, schema_id, stored.schema, schema_type, stored.references_json(), False
             )
             offset = await self._write(
                 [(rec.encode_key(rec.SchemaKey(subject, version)), rec.encode_schema_value(value))]
             )
-            log.info("registered schema %d as version %d of %s", schema_id, version, subject)
+            log.info("registered schema %d as version %d of %s (%s)", schema_id, version, subject, mode)
             return Registered(schema_id, version, offset)
 
     def lookup(
@@ -570,15 +604,26 @@ class SchemaRegistry:
             raise RegistryError(404, 40409, f"Subject '{subject}' does not have subject-level mode configured")
         return self.state.mode(subject)
 
-    async def set_mode(self, subject: str | None, mode: str) -> int:
+    async def set_mode(self, subject: str | None, mode: str, force: bool = False) -> int:
+        """Entering IMPORT mode needs an empty scope (no live version in the subject, or in the
+        registry for the global mode) unless ``force``; what is left soft-deleted there is then
+        deleted for good, as Confluent's registry does, so that imported versions do not meet it."""
         if mode not in MODES:
-            raise RegistryError(
-                422, 42204, f"Invalid mode. Valid values are {list(MODES)} (IMPORT is not supported yet)"
-            )
+            raise RegistryError(422, 42204, f"Invalid mode. Valid values are {list(MODES)}")
         self.readable()
         async with self._write_lock:
             await self._leader_partition()
-            return await self._write([(rec.encode_key(rec.ModeKey(subject)), rec.encode_mode_value(mode))])
+            entries: list[tuple[bytes, bytes | None]] = []
+            if mode == "IMPORT" and self.state.mode(subject) != "IMPORT" and not force:
+                scope = [subject] if subject is not None else list(self.state.subjects)
+                if any(self.state.versions(s) for s in scope):
+                    raise RegistryError(422, 42205, "Cannot import since found existing subjects")
+                going = [v for s in scope for v in self.state.versions(s, True)]
+                entries = [(rec.encode_key(rec.SchemaKey(v.subject, v.version)), None) for v in going]
+                entries += [(rec.encode_key(rec.DeleteSubjectKey(s)), None) for s in sorted({v.subject for v in going})]
+                entries += self._keep_max_id(going)
+            entries.append((rec.encode_key(rec.ModeKey(subject)), rec.encode_mode_value(mode)))
+            return await self._write(entries)
 
     async def delete_mode(self, subject: str) -> tuple[str, int]:
         self.readable()

@@ -117,6 +117,17 @@ class Request:
         return schema, schema_type.upper(), references
 
 
+def _optional_int(body: dict[str, Any], name: str) -> int | None:
+    """A register request's ``id`` or ``version`` (IMPORT mode): absent, null, 0 or -1 mean none, as
+    in Confluent's registry; otherwise 1 .. 2^31-1."""
+    value = body.get(name)
+    if value is None or value in (0, -1):
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 2**31 - 1:
+        raise RegistryError(422, 42201, f"Invalid schema: {name} must be an integer between 1 and 2^31-1")
+    return value
+
+
 def _schema_reply(value: Any, text: str) -> dict[str, Any]:
     out = {"subject": value.subject, "version": value.version, "id": value.id}
     if value.schema_type != "AVRO":
@@ -339,7 +350,11 @@ class SchemaRegistryHttp:
 
     async def _register(self, request: Request, subject: str) -> Reply:
         schema, schema_type, references = request.schema_body()
-        done = await self.registry.register(subject, schema, schema_type, references, request.flag("normalize"))
+        body = request.json()
+        schema_id, version = _optional_int(body, "id"), _optional_int(body, "version")
+        done = await self.registry.register(
+            subject, schema, schema_type, references, request.flag("normalize"), schema_id, version
+        )
         return Reply(200, {"id": done.schema_id, "version": done.version}, offset=done.offset)
 
     async def _text(self, request: Request, stored: StoredSchema) -> str:
@@ -427,7 +442,7 @@ class SchemaRegistryHttp:
         mode = request.json().get("mode")
         if not isinstance(mode, str):
             raise RegistryError(422, 42204, "Invalid mode: the body has no mode")
-        offset = await self.registry.set_mode(subject, mode.upper())
+        offset = await self.registry.set_mode(subject, mode.upper(), request.flag("force"))
         return Reply(200, {"mode": mode.upper()}, offset=offset)
 
     async def _delete_mode(self, request: Request, subject: str) -> Reply:
