@@ -215,7 +215,7 @@ def broker_configs_page() -> str:
     out = [
         "# Broker configs",
         "",
-        GENERATED_NOTE.format(source="`BrokerConfig`'s key table (`strom/server/config.py`)"),
+        GENERATED_NOTE.format(source="`BrokerConfig`'s key table (`strom/server/config_*.py`)"),
         "Brokers read Kafka's `server.properties` keys with Kafka's defaults (see "
         "[Configuration](../guides/configuration.md)). Keys are grouped by their first word; "
         "*dynamic* keys can be changed on a running broker with `strom configs --entity-type brokers` "

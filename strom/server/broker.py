@@ -11,7 +11,7 @@ election → metadata → replicas → accept connections → print the bound po
 line by ``strom server-start``.
 
 The broker composes; the services never see it. Each takes the collaborators it uses (objects,
-callables such as ``ensure_offsets_topic``, a config Protocol that ``BrokerConfig`` satisfies),
+callables such as ``internal_topics.ensure_offsets_topic``, a config Protocol that ``BrokerConfig`` satisfies),
 and what is made later in this order (the controller, the producer id blocks, the transaction
 coordinator) reaches an earlier service as a callable. ``lint-imports`` keeps it so: no module
 below ``strom.server`` imports it.
@@ -47,14 +47,12 @@ from strom.cluster.read_ahead import ReadAheadStore
 from strom.cluster.store import MetadataStore, NodeExistsError, StoreError
 from strom.cluster.store_retry import retry_unavailable
 from strom.group.coordinator import GroupCoordinator
-from strom.group.offset_store import OFFSETS_TOPIC
 from strom.loop_handoff import handoff_loop, on_loop_when_done
 from strom.metrics.stats import BrokerStats, RequestMetrics
 from strom.protocol.errors import (
     KafkaStorageError,
     RequestTimedOutError,
     ResourceExhaustedError,
-    TopicAlreadyExistsError,
 )
 from strom.replication.fetch_session import FetchSessionCache, TopicNames
 from strom.replication.log_dir_mover import LogDirMover
@@ -71,6 +69,8 @@ from strom.server.connection import Connection, close_departed_connections, clos
 from strom.server.connection_limits import ConnectionLimits
 from strom.server.dispatcher import Dispatcher
 from strom.server.dynamic_listeners import LISTEN_BACKLOG
+from strom.server.handlers import fetch
+from strom.server.internal_topics import InternalTopics
 from strom.server.periodic import log_if_failed, run_every
 from strom.server.quotas import QuotaManager
 from strom.server.refused_batches import RefusedBatches
@@ -79,7 +79,7 @@ from strom.startup import StartupError, bind_failure, check_log_dirs
 from strom.storage import dir_lock
 from strom.storage.log_config import ConfigError
 from strom.storage.log_manager import LogManager, SchedulerIntervals
-from strom.txn.coordinator import TRANSACTION_STATE_TOPIC, TransactionCoordinator
+from strom.txn.coordinator import TransactionCoordinator
 from strom.txn.markers import MarkerChannel
 from strom.txn.producer_ids import ProducerIdManager
 
@@ -126,6 +126,9 @@ class Broker:
             config.max_incremental_fetch_session_cache_slots, config.min_incremental_fetch_session_eviction_ms
         )
         self.topic_name_by_id = TopicNames(self.metadata)
+        self.internal_topics = InternalTopics(
+            lambda: self.config, self.metadata, self.create_topic, self.refresh_metadata
+        )
         # one dispatcher per listener: a request's context names the listener it came in on
         self.dispatchers = {listener.name: Dispatcher(self, HANDLERS, listener.name) for listener in config.listeners}
         self.dispatcher = self.dispatchers[config.listeners[0].name]
@@ -135,7 +138,11 @@ class Broker:
         # None unless authorizer.class.name is set: handlers then test this one attribute and move on
         self.authorizer: AclAuthorizer | None = None
         self.delegation_tokens: DelegationTokenManager | None = None  # with delegation.token.secret.key
-        self.quotas = QuotaManager(window_num=config.quota_window_num, window_size_s=config.quota_window_size_seconds)
+        self.quotas = QuotaManager(
+            window_num=config.quota_window_num,
+            window_size_s=config.quota_window_size_seconds,
+            empty_fetch=lambda version: fetch.encode_response([], version),
+        )
         self.features = FeatureLevels()  # /feature (KIP-584), read by ApiVersions, written by UpdateFeatures
         self.sasl_decoy_key = os.urandom(32)  # unknown SCRAM users get salts derived from it
         self.bound: dict[str, tuple[str, int]] = {}  # listener name -> bound (host, port)
@@ -298,7 +305,7 @@ class Broker:
             self.replica_manager,
             markers,
             next_producer_id=lambda: self.producer_ids.next_id(),  # its id blocks are read after the election
-            ensure_offsets_topic=self.ensure_offsets_topic,
+            ensure_offsets_topic=self.internal_topics.ensure_offsets_topic,
             offsets_partition_for=lambda group_id: self.group_coordinator.store.partition_for(group_id),
             stopping=lambda: self.stopping,
         )
@@ -523,7 +530,7 @@ class Broker:
                 self.broker_id,
                 self.replica_manager,
                 self.metadata,
-                ensure_topic=self.ensure_schemas_topic,
+                ensure_topic=self.internal_topics.ensure_schemas_topic,
                 write_timeout_s=self.config.offsets_commit_timeout_ms / 1000,
             )
             self.schema_registry.catch_up()
@@ -1231,69 +1238,6 @@ class Broker:
         """auto.create.topics.enable: a topic first named by Metadata gets the broker defaults."""
         factor = min(self.config.default_replication_factor, max(1, len(self.metadata.brokers)))
         return self.create_topic(name, self.config.num_partitions, factor)
-
-    def ensure_offsets_topic(self) -> None:
-        """Create __consumer_offsets on first use, as Kafka does.
-
-        Its replication factor is offsets.topic.replication.factor, capped at the number of live
-        brokers (Kafka instead refuses to create it until that many brokers are up, which
-        leaves a fresh single-broker or two-broker cluster without consumer groups).
-        """
-        if OFFSETS_TOPIC in self.metadata.topics:
-            return
-        factor = max(1, min(self.config.offsets_topic_replication_factor, len(self.metadata.brokers)))
-        try:
-            self.create_topic(
-                OFFSETS_TOPIC,
-                self.config.offsets_topic_num_partitions,
-                factor,
-                {
-                    "cleanup.policy": "compact",
-                    "compression.type": "producer",
-                    "segment.bytes": str(self.config.offsets_topic_segment_bytes),
-                },
-            )
-        except TopicAlreadyExistsError:
-            self.refresh_metadata({model.BROKERS_TOPICS})
-
-    def ensure_schemas_topic(self) -> None:
-        """Create _schemas on the registry's first write: one compacted partition, replicated as
-        __consumer_offsets is (offsets.topic.replication.factor, capped at the live brokers)."""
-        from strom.schemas.records import SCHEMAS_TOPIC
-
-        if SCHEMAS_TOPIC in self.metadata.topics:
-            return
-        factor = max(1, min(self.config.offsets_topic_replication_factor, len(self.metadata.brokers)))
-        try:
-            self.create_topic(
-                SCHEMAS_TOPIC,
-                1,
-                factor,
-                {"cleanup.policy": "compact", "unclean.leader.election.enable": "false"},
-            )
-        except TopicAlreadyExistsError:
-            self.refresh_metadata({model.BROKERS_TOPICS})
-
-    def ensure_transaction_state_topic(self) -> None:
-        """Create __transaction_state on first use, capped at the live brokers like __consumer_offsets."""
-        if TRANSACTION_STATE_TOPIC in self.metadata.topics:
-            return
-        factor = max(1, min(self.config.transaction_state_log_replication_factor, len(self.metadata.brokers)))
-        try:
-            self.create_topic(
-                TRANSACTION_STATE_TOPIC,
-                self.config.transaction_state_log_num_partitions,
-                factor,
-                {
-                    "cleanup.policy": "compact",
-                    "compression.type": "uncompressed",
-                    "min.insync.replicas": str(min(self.config.transaction_state_log_min_isr, factor)),
-                    "unclean.leader.election.enable": "false",
-                    "segment.bytes": str(self.config.transaction_state_log_segment_bytes),
-                },
-            )
-        except TopicAlreadyExistsError:
-            self.refresh_metadata({model.BROKERS_TOPICS})
 
     async def _verify_txn_partitions(
         self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: list[tuple[str, int]]

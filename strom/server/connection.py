@@ -14,6 +14,10 @@ round trip, so a producer's five in-flight requests replicate one after another.
 Fetch bodies are file slices: once the transport's buffer is empty they go from the segment
 file to the socket with ``os.sendfile`` (no copy through Python); if the socket would block,
 the rest is copied through the transport instead.
+
+A connection takes the services it uses from a ``ConnectionServices`` (the Broker is one) and
+answers frames through a ``FrameHandler`` (a listener's Dispatcher, or a SASL listener's gate
+until the login); it imports neither the broker nor the SASL code.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import select
 from collections import deque
 from collections.abc import Iterable
 from time import monotonic, perf_counter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from strom.protocol.errors import DecodeError
 from strom.protocol.frame import FrameDecoder, FrameError
@@ -34,15 +38,68 @@ from strom.server.dispatcher import CloseConnection, RawResponse, Replicating
 from strom.storage.segment import FileSlice
 
 if TYPE_CHECKING:
-    from strom.server.broker import Broker
-    from strom.server.dispatcher import Dispatcher
-    from strom.server.secure_connection import SaslGate
+    from strom.metrics.stats import BrokerStats, RequestMetrics
+    from strom.protocol.frame import RequestHeader
+    from strom.server.config import BrokerConfig
+    from strom.storage.log_manager import LogManager
 
 log = logging.getLogger("strom.server")
 
 # acks=all produces of one connection waiting for their replicas at once; more stop its reading.
 # librdkafka and the Java client keep at most 5 requests in flight with idempotence.
 PIPELINED_ANSWERS = 16
+
+
+class FrameHandler(Protocol):
+    """What answers a connection's frames: a listener's Dispatcher, or a SASL listener's gate."""
+
+    @property
+    def listener(self) -> str: ...
+    def handle_frame(self, frame: Any, peer: str) -> tuple[RequestHeader | None, Any]: ...
+    def encode(self, header: Any, response: Any) -> list[Any]: ...
+
+
+class Admission(Protocol):
+    @property
+    def refused(self) -> str | None: ...
+    @property
+    def delay_s(self) -> float: ...
+
+
+class ConnectionLimiter(Protocol):
+    """strom.server.connection_limits.ConnectionLimits: whether a new connection is taken, and when."""
+
+    def admit(self, listener: str, ip: str) -> Admission: ...
+    def release(self, listener: str, ip: str) -> None: ...
+
+
+class FrameQuotas(Protocol):
+    """strom.server.quotas.QuotaManager: consulted for each frame only while some quota exists."""
+
+    @property
+    def active(self) -> bool: ...
+    def handle_frame(self, connection: Connection, frame: Any) -> tuple[Any, Any]: ...
+
+
+class ConnectionServices(Protocol):
+    """What a connection uses of the broker that accepted it (strom.server.broker.Broker is one)."""
+
+    @property
+    def config(self) -> BrokerConfig: ...
+    @property
+    def dispatcher(self) -> FrameHandler: ...
+    @property
+    def log_manager(self) -> LogManager: ...
+    @property
+    def request_metrics(self) -> RequestMetrics | None: ...
+    @property
+    def quotas(self) -> FrameQuotas: ...
+    @property
+    def connections(self) -> set[Connection]: ...
+    @property
+    def stats(self) -> BrokerStats: ...
+    @property
+    def connection_limits(self) -> ConnectionLimiter: ...
 
 
 class _Answer:
@@ -60,9 +117,9 @@ class _Answer:
 
 
 class Connection(asyncio.Protocol):
-    def __init__(self, broker: Broker):
+    def __init__(self, broker: ConnectionServices):
         self.broker = broker
-        self.dispatcher: Dispatcher | SaslGate = broker.dispatcher  # a SASL listener's gate until login
+        self.dispatcher: FrameHandler = broker.dispatcher  # a SASL listener's gate until login
         self.decoder = FrameDecoder(broker.config.socket_request_max_bytes)
         self.transport: asyncio.Transport = None  # type: ignore[assignment]  # set in asyncio's first callback
         self.peer = "?"

@@ -4,6 +4,10 @@ Handlers are small functions keyed by API in ``strom.server.handlers.HANDLERS``.
 returns its response directly, or an awaitable when it has to wait (long-poll Fetch, acks=all),
 or None when no response is sent (acks=0). Most requests never wait, so the common path makes
 no coroutine at all. Exceptions become error codes here, in one place.
+
+The dispatcher hands each handler the broker whose services it serves with (``ctx.broker``)
+without using it itself, so it does not import the broker: the broker is typed ``Any`` here
+(``Services``), as handlers take their context untyped.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import logging
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from strom.protocol import api
 from strom.protocol.codec import decode_request, encode
@@ -20,10 +24,10 @@ from strom.protocol.errors import DecodeError, ErrorCode, KafkaError
 from strom.protocol.frame import RequestHeader, parse_request_header, response_header
 from strom.storage.segment import FileSlice
 
-if TYPE_CHECKING:
-    from strom.server.broker import Broker
-
 log = logging.getLogger("strom.server")
+
+# the broker (strom.server.broker.Broker) whose services the handlers use; only handed on here
+Services = Any
 
 
 class RawResponse:
@@ -71,7 +75,7 @@ class RequestContext:
 
     def __init__(
         self,
-        broker: Broker,
+        broker: Services,
         header: RequestHeader,
         peer: str,
         listener: str = "PLAINTEXT",
@@ -115,7 +119,7 @@ class Dispatcher:
 
     def __init__(
         self,
-        broker: Broker,
+        broker: Services,
         handlers: dict[int, HandlerSpec],
         listener: str = "PLAINTEXT",
         principal: str = "User:ANONYMOUS",

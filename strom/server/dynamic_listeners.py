@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import socket
 
-from strom.server.config import BrokerConfig, Listener
+from strom.server.config import BrokerConfig
+from strom.server.config_listeners import Listener
 from strom.storage.log_config import ConfigError
 
 # accept queue: a burst of clients connecting at once (thousands after a restart) must not

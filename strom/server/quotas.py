@@ -23,6 +23,9 @@ and, for a handler that goes on asynchronously, every later step of it until the
 waits in the purgatory do not occupy either). Broker-to-broker fetches and the login APIs are exempt.
 
 When no quota is configured anywhere, ``active`` is False and the connection never calls in.
+
+The empty Fetch response is the Fetch handler's encoding (``empty_fetch``, given by the broker),
+so this module does not import the handlers, which import it for the quota APIs.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ import datetime
 import logging
 import struct
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
@@ -166,10 +169,12 @@ class QuotaManager(WatchedView):
         *,
         window_num: int = 11,
         window_size_s: int = 1,
+        empty_fetch: Callable[[int], RawResponse],
     ):
         self.store: MetadataStore = store  # type: ignore[assignment]  # None until start(), before any read
         super().__init__(loop)
         self.window_num, self.window_ms = window_num, window_size_s * 1000
+        self.empty_fetch = empty_fetch  # version -> a Fetch response with no partitions
         self.max_throttle_ms = window_num * window_size_s * 1000
         self.entities: dict[Entity, dict[str, float]] = {}
         self.ip_rates: dict[str, float] = {}  # ip or DEFAULT -> connection_creation_rate
@@ -383,9 +388,7 @@ class QuotaManager(WatchedView):
         if byte_ms:
             # Kafka answers a throttled fetch empty and does not count what it did not send
             self.unrecord(CONSUMER_BYTE_RATE, user, client, response.size, now_ms)
-            from strom.server.handlers.fetch import encode_response
-
-            response = encode_response([], header.api_version)
+            response = self.empty_fetch(header.api_version)
         if later:
             connection.throttle_after_response(throttle)
         else:

@@ -14,7 +14,7 @@ Connections on listeners without a lifetime never see this class, so they pay no
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from strom.protocol.api import ApiKey
 from strom.protocol.frame import parse_request_header
@@ -22,11 +22,17 @@ from strom.server.dispatcher import Dispatcher
 
 if TYPE_CHECKING:
     from strom.protocol.frame import RequestHeader
-    from strom.server.secure_connection import SecureConnection
+
+
+class SessionConnection(Protocol):
+    """What a session asks of its connection (strom.server.secure_connection.SecureConnection)."""
+
+    def reauthenticate(self, frame: Any, peer: str) -> Any: ...
+    def refuse(self, reason: str) -> None: ...
 
 
 class SessionDispatcher(Dispatcher):
-    def __init__(self, inner: Dispatcher, connection: SecureConnection, expires_at: float):
+    def __init__(self, inner: Dispatcher, connection: SessionConnection, expires_at: float):
         super().__init__(inner.broker, inner.handlers, inner.listener, inner.principal)
         self._response_header_versions = inner._response_header_versions
         self.connection = connection

@@ -26,7 +26,7 @@ import asyncio
 import logging
 import struct
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from strom.protocol.api import ApiKey, response_class_for
 from strom.protocol.codec import decode_request
@@ -39,12 +39,13 @@ from strom.security.oauthbearer import OAuthBearerExchange
 from strom.security.plain import authenticate_plain
 from strom.security.principal import ANONYMOUS, distinguished_name, user
 from strom.security.scram import AuthenticationFailed, ScramServerExchange
-from strom.server.connection import Connection
+from strom.server.connection import Connection, ConnectionServices
 from strom.server.dispatcher import Dispatcher
 from strom.server.sasl_session import SessionDispatcher
 
 if TYPE_CHECKING:
-    from strom.server.broker import Broker
+    from strom.security.credentials import CredentialCache
+    from strom.security.delegation_tokens import DelegationTokenManager
 
 log = logging.getLogger("strom.security")
 
@@ -55,8 +56,22 @@ _SIZE = struct.Struct(">i")
 _VERSIONS: dict[int, tuple[int, int]] = {ApiKey.SASL_HANDSHAKE: (0, 1), ApiKey.SASL_AUTHENTICATE: (0, 2)}
 
 
+class SaslServices(ConnectionServices, Protocol):
+    """What a TLS or SASL connection uses of its broker besides a connection's services: the logins'
+    credentials (strom.server.broker.Broker is one)."""
+
+    @property
+    def credentials(self) -> CredentialCache: ...
+    @property
+    def delegation_tokens(self) -> DelegationTokenManager | None: ...
+    @property
+    def sasl_decoy_key(self) -> bytes: ...
+
+
 class SecureConnection(Connection):
-    def __init__(self, broker: Broker, security: ListenerSecurity, dispatcher: Dispatcher):
+    broker: SaslServices
+
+    def __init__(self, broker: SaslServices, security: ListenerSecurity, dispatcher: Dispatcher):
         super().__init__(broker)
         self.security = security
         self.listener_dispatcher = dispatcher

@@ -293,7 +293,7 @@ def test_a_member_without_heartbeats_is_removed_after_the_session_timeout():
 def test_broker_configs_of_the_consumer_protocol():
     import pytest
 
-    from strom.server.config import ConfigError
+    from strom.storage.log_config import ConfigError
 
     config = BrokerConfig.from_mapping({})
     assert (config.group_consumer_session_timeout_ms, config.group_consumer_heartbeat_interval_ms) == (45000, 5000)

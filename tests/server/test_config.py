@@ -3,12 +3,9 @@ import logging
 
 import pytest
 
-from strom.server.config import (
-    BrokerConfig,
-    Listener,
-    config_reference_markdown,
-    parse_properties,
-)
+from strom.server.config import BrokerConfig, config_reference_markdown
+from strom.server.config_listeners import Listener
+from strom.server.config_properties import parse_properties
 from strom.storage.log_config import LONG_MAX, ConfigError, LogConfig
 
 KAFKA_DEFAULTS = {

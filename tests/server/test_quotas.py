@@ -11,7 +11,13 @@ import pytest
 from strom.cluster.local_store import LocalStore
 from strom.security.credentials import CredentialCache
 from strom.security.scram import ScramCredential
+from strom.server.handlers.fetch import encode_response
 from strom.server.quotas import DEFAULT, PRODUCER_BYTE_RATE, LoopTime, QuotaManager, Rate
+
+
+def empty_fetch(version):
+    return encode_response([], version)
+
 
 LEVELS = [  # Kafka's order, most specific first, and who shares the rate at that level
     (("alice", "app"), ("alice", "app")),
@@ -26,7 +32,7 @@ LEVELS = [  # Kafka's order, most specific first, and who shares the rate at tha
 
 
 def test_the_most_specific_configured_entity_wins_in_kafkas_order():
-    quotas = QuotaManager(LocalStore(None))
+    quotas = QuotaManager(LocalStore(None), empty_fetch=empty_fetch)
     quotas.load()
     for i, (entity, _) in enumerate(LEVELS):
         quotas.alter(entity, {PRODUCER_BYTE_RATE: 1000.0 + i})
@@ -40,7 +46,7 @@ def test_the_most_specific_configured_entity_wins_in_kafkas_order():
 
 def test_user_quotas_share_the_node_with_scram_credentials():
     store = LocalStore(None)
-    credentials, quotas = CredentialCache(store), QuotaManager(store)
+    credentials, quotas = CredentialCache(store), QuotaManager(store, empty_fetch=empty_fetch)
     credentials.alter("alice", {"SCRAM-SHA-256": ScramCredential.from_password("SCRAM-SHA-256", "pw", 4096)}, set())
     quotas.alter(("alice", None), {PRODUCER_BYTE_RATE: 1048576.0, "request_percentage": 12.5})
     quotas.alter(("alice", "app"), {"consumer_byte_rate": 10.0})
@@ -67,7 +73,7 @@ def test_rate_and_throttle_follow_kafkas_formulas():
     rate.record(5000, 0)
     assert rate.window(0) == 10_000  # padded to (samples - 1) windows while young
     assert rate.measure(0) == 500.0
-    quotas = QuotaManager(LocalStore(None))
+    quotas = QuotaManager(LocalStore(None), empty_fetch=empty_fetch)
     quotas.entities, quotas.active = {(None, "c"): {PRODUCER_BYTE_RATE: 100.0}}, True
     assert quotas.record(PRODUCER_BYTE_RATE, "u", "c", 1000, 0) == 0  # 1000 B / 10 s = the bound
     # 2000 B over 10 s: (200 - 100) / 100 x 10 s

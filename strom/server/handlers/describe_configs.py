@@ -32,6 +32,7 @@ from strom.protocol.errors import (
 from strom.security.acl import Operation
 from strom.server.authorization import config_denial, refusal_message
 from strom.server.config import BrokerConfig
+from strom.server.config_keys import is_long
 from strom.server.dynamic_config_keys import (
     DYNAMIC_TYPES,
     READ_ONLY_MODE,
@@ -163,7 +164,7 @@ def broker_config_type(key: str) -> int:
     if annotation.startswith("tuple"):
         return LIST
     if annotation.startswith("int"):
-        return LONG if f.metadata["parse"].__qualname__.startswith("_long") else INT
+        return LONG if is_long(f.metadata["parse"]) else INT
     return STRING
 
 

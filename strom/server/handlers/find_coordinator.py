@@ -39,10 +39,10 @@ def coordinator_for(broker, key: str, key_type: int, listener: str = "PLAINTEXT"
         )
     try:
         if key_type == GROUP_KEY_TYPE:
-            broker.ensure_offsets_topic()
+            broker.internal_topics.ensure_offsets_topic()
             topic, partition = OFFSETS_TOPIC, broker.group_coordinator.store.partition_for(key)
         else:
-            broker.ensure_transaction_state_topic()
+            broker.internal_topics.ensure_transaction_state_topic()
             topic, partition = TRANSACTION_STATE_TOPIC, broker.transaction_coordinator.partition_for(key)
     except KafkaError as exc:
         return _error(key, ErrorCode.COORDINATOR_NOT_AVAILABLE, exc.message)
