@@ -1,8 +1,8 @@
 """The Iceberg tables of a topic: their schemas, their catalog, and their offsets.
 
 Columns in ``key_value`` mode: ``kafka`` (a struct of partition, offset, timestamp, timestamp_type
-and headers, a list of key/value structs), ``key`` and ``value`` as binary; partitioned by
-``hour(kafka.timestamp)``. In the schema modes ``kafka`` and ``key`` are followed by the value's
+and headers, a list of key/value structs), ``key`` and ``value`` as binary; partitioned by the topic's
+``iceberg.partition.spec`` (strom.iceberg.partition_spec), by default ``hour(kafka.timestamp)``. In the schema modes ``kafka`` and ``key`` are followed by the value's
 columns (strom.iceberg.avro_columns), and the records that cannot be translated go to the
 dead-letter table ``<topic>~dlq``: the ``key_value`` columns and a ``reason``.
 
@@ -20,6 +20,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from strom.storage.iceberg_spec import DEFAULT_PARTITION_SPEC
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -128,13 +130,6 @@ def typed_schema(value_fields: list[Any]) -> Any:
     return Schema(_kafka_field(), NestedField(10, "key", BinaryType(), required=False), *value_fields)
 
 
-def hour_spec() -> Any:
-    from pyiceberg.partitioning import PartitionField, PartitionSpec
-    from pyiceberg.transforms import HourTransform
-
-    return PartitionSpec(PartitionField(source_id=4, field_id=1000, transform=HourTransform(), name="kafka_hour"))
-
-
 def load_existing(catalog: Catalog, name: tuple[str, str]) -> Table | None:
     from pyiceberg.exceptions import NoSuchTableError
 
@@ -145,11 +140,19 @@ def load_existing(catalog: Catalog, name: tuple[str, str]) -> Table | None:
 
 
 def load_or_create(
-    catalog: Catalog, topic: str, target_file_size_bytes: int, schema: Any = None, name: tuple[str, str] | None = None
+    catalog: Catalog,
+    topic: str,
+    target_file_size_bytes: int,
+    schema: Any = None,
+    name: tuple[str, str] | None = None,
+    partition_spec: str = DEFAULT_PARTITION_SPEC,
 ) -> Table:
     """The topic's table (``name``: another of its tables), made with ``schema`` (``key_value``'s by
-    default) on first use; brokers racing to make it all end with the one that won."""
+    default) and the fields of ``partition_spec`` its columns take, on first use; brokers racing to
+    make it all end with the one that won."""
     from pyiceberg.exceptions import NamespaceAlreadyExistsError, TableAlreadyExistsError
+
+    from strom.iceberg.partition_spec import build
 
     name = name or identifier(topic)
     found = load_existing(catalog, name)
@@ -160,10 +163,10 @@ def load_or_create(
     except NamespaceAlreadyExistsError:
         pass
     properties = {**NO_RETRY, "write.target-file-size-bytes": str(target_file_size_bytes)}
+    schema = schema or key_value_schema()
+    spec, _left_out = build(schema, partition_spec)  # the round's evolve() reports what was left out
     try:
-        return catalog.create_table(
-            name, schema=schema or key_value_schema(), partition_spec=hour_spec(), properties=properties
-        )
+        return catalog.create_table(name, schema=schema, partition_spec=spec, properties=properties)
     except TableAlreadyExistsError:
         return catalog.load_table(name)
 

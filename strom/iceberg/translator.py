@@ -16,10 +16,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import multiprocessing
+import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from typing import Protocol
 
+from strom.iceberg.maintenance import MaintenanceJob, MaintenanceResult, maintain_topic
 from strom.iceberg.schema_modes import MODES as SCHEMA_MODES
 from strom.iceberg.schema_modes import SchemaSet
 from strom.iceberg.segments import Aborted
@@ -62,6 +64,18 @@ class TopicSettings(Protocol):
     def iceberg_mode(self) -> str: ...
     @property
     def iceberg_delete(self) -> bool: ...
+    @property
+    def iceberg_partition_spec(self) -> str: ...
+    @property
+    def iceberg_maintenance_interval_ms(self) -> int: ...
+    @property
+    def iceberg_compaction_enabled(self) -> bool: ...
+    @property
+    def iceberg_compaction_min_input_files(self) -> int: ...
+    @property
+    def history_expire_max_snapshot_age_ms(self) -> int: ...
+    @property
+    def history_expire_min_snapshots_to_keep(self) -> int: ...
 
 
 class IcebergTranslator:
@@ -88,8 +102,13 @@ class IcebergTranslator:
         self._translated: dict[
             str, bool
         ] = {}  # Iceberg topics led here -> their iceberg.delete  # topics whose table offsets a round read back
+        self._maintainer: dict[str, TopicSettings] = {}  # topics whose partition 0 is led here: their configs
+        self._maintained: dict[str, float] = {}  # topic -> when its table was last maintained (monotonic)
+        self._spec_notes: dict[str, tuple[str, ...]] = {}  # the partition-spec fields last reported left out
         self.rounds = 0
         self.rows = 0
+        self.compactions = 0
+        self.snapshots_expired = 0
         self.failures = 0
         self.dead_letters = 0
 
@@ -103,10 +122,15 @@ class IcebergTranslator:
         """One job per Iceberg topic, from what the logs know in memory (on the event loop)."""
         by_topic: dict[str, list[PartitionJob]] = {}
         modes: dict[str, str] = {}
+        specs: dict[str, str] = {}
+        self._maintainer = {}
         for topic, partition, settings, log_ in self._leaders():
             if settings.iceberg_mode not in TRANSLATED_MODES:
                 continue
             modes[topic] = settings.iceberg_mode
+            specs[topic] = settings.iceberg_partition_spec
+            if partition == 0:  # one broker per table maintains it: the leader of partition 0
+                self._maintainer[topic] = settings
             self._translated[topic] = settings.iceberg_delete
             log_.active_segment.write_pending()  # everything below the high watermark is in the file
             upper = log_.last_stable_offset
@@ -128,7 +152,7 @@ class IcebergTranslator:
                     self.failures += 1
                     log.warning("iceberg: the schemas for %s could not be read, next round tries again: %r", topic, exc)
                     continue
-            jobs.append(TopicJob(topic, self.catalog, tuple(parts), mode, schemas))
+            jobs.append(TopicJob(topic, self.catalog, tuple(parts), mode, schemas, specs[topic]))
         return jobs
 
     def lag(self) -> list[tuple[str, int, int]]:
@@ -172,6 +196,20 @@ class IcebergTranslator:
             self.dead_letters += result.dead_letters
             if result.dead_letters:
                 log.info("iceberg: %d records of %s went to its dead-letter table", result.dead_letters, job.topic)
+            if result.commits_lost:
+                log.info(
+                    "iceberg: %d commits of %s lost a race to another writer and were planned again",
+                    result.commits_lost,
+                    job.topic,
+                )
+            if result.spec_left_out != self._spec_notes.get(job.topic, ()):
+                self._spec_notes[job.topic] = result.spec_left_out
+                for note in result.spec_left_out:
+                    log.warning(
+                        "iceberg: %s's iceberg.partition.spec field %s; the table is partitioned without it",
+                        job.topic,
+                        note,
+                    )
             for partition, offset in result.waiting.items():
                 log.warning(
                     "iceberg: %s-%d waits at offset %d for a schema id this broker's view of _schemas has not "
@@ -180,7 +218,44 @@ class IcebergTranslator:
                     partition,
                     offset,
                 )
+        await self._maintain(loop)
         self.rounds += 1
+
+    async def _maintain(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Compact and expire the tables of the topics whose partition 0 this broker leads, each
+        every ``iceberg.maintenance.interval.ms`` (the first one interval after it is first led here)."""
+        now = time.monotonic()
+        for topic, settings in sorted(self._maintainer.items()):
+            last = self._maintained.setdefault(topic, now)
+            if now - last < settings.iceberg_maintenance_interval_ms / 1000:
+                continue
+            self._maintained[topic] = now
+            job = MaintenanceJob(
+                topic,
+                self.catalog,
+                settings.iceberg_compaction_enabled,
+                settings.iceberg_compaction_min_input_files,
+                settings.history_expire_max_snapshot_age_ms,
+                settings.history_expire_min_snapshots_to_keep,
+            )
+            try:
+                result: MaintenanceResult = await loop.run_in_executor(self._executor(), maintain_topic, job)
+            except Exception as exc:  # the next interval tries again; the table is as it was
+                self.failures += 1
+                log.warning(
+                    "iceberg: maintaining the table of %s failed, the next interval tries again: %r", topic, exc
+                )
+                continue
+            self.compactions += result.files_rewritten > 0
+            self.snapshots_expired += result.snapshots_expired
+            if result.files_rewritten or result.snapshots_expired:
+                log.info(
+                    "iceberg: %s's table: %d small files compacted into %d, %d snapshots expired",
+                    topic,
+                    result.files_rewritten,
+                    result.files_written,
+                    result.snapshots_expired,
+                )
 
     async def run(self, stop: asyncio.Event) -> None:
         """A round every target lag until ``stop`` (the broker runs a last one before it gives up

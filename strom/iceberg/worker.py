@@ -23,6 +23,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from strom.iceberg import partition_spec
 from strom.iceberg import table as tables
 from strom.iceberg.schema_modes import Decoded, Decoder, SchemaSet, Wait, value_arrays
 from strom.iceberg.segments import Aborted, committed_records
@@ -51,6 +52,7 @@ class TopicJob:
     partitions: tuple[PartitionJob, ...] = field(default_factory=tuple)
     mode: str = "key_value"
     schemas: SchemaSet | None = None  # the schema modes: the registry as the broker's view knows it
+    partition_spec: str = tables.DEFAULT_PARTITION_SPEC  # the topic's iceberg.partition.spec
 
 
 @dataclass
@@ -60,6 +62,7 @@ class TopicResult:
     commits_lost: int = 0  # commits that lost a race and were planned again
     dead_letters: int = 0  # rows this round committed to the dead-letter table
     waiting: dict[int, int] = field(default_factory=dict)  # partition -> offset whose schema id is not known yet
+    spec_left_out: tuple[str, ...] = ()  # fields of iceberg.partition.spec the table cannot take, with why
 
 
 Row = tuple[int, BatchHeader, Record]  # (partition, batch header, record)
@@ -127,8 +130,15 @@ def translate_topic(job: TopicJob) -> TopicResult:
     catalog = tables.open_catalog(job.catalog)
     lost = 0
     for _attempt in range(COMMIT_ATTEMPTS):
-        table = tables.load_or_create(catalog, job.topic, job.catalog.target_file_size_bytes)
+        table = tables.load_or_create(
+            catalog, job.topic, job.catalog.target_file_size_bytes, partition_spec=job.partition_spec
+        )
         _back_to_key_value(table)
+        try:
+            left_out = tuple(partition_spec.evolve(table, job.partition_spec))
+        except CommitFailedException:
+            lost += 1  # another broker changed the table's spec or schema first
+            continue
         committed = tables.committed_offsets(table)
         offsets = dict(committed)
         pieces = []
@@ -147,7 +157,7 @@ def translate_topic(job: TopicJob) -> TopicResult:
                 pieces.append(_arrow_rows(table.schema(), part.partition, records))
             offsets[part.partition] = resume
         if offsets == committed:
-            return TopicResult(committed, 0, lost)  # nothing new: no snapshot
+            return TopicResult(committed, 0, lost, spec_left_out=left_out)  # nothing new: no snapshot
         # no rows but offsets moved (past aborted records or markers): a snapshot of offsets only,
         # so that the table's offsets reach the last stable offset
         rows = pa.concat_tables(pieces) if pieces else table.schema().as_arrow().empty_table()
@@ -157,7 +167,7 @@ def translate_topic(job: TopicJob) -> TopicResult:
             lost += 1
             log.info("%s: a commit lost a race (%s); planning again from the table's offsets", job.topic, exc)
             continue
-        return TopicResult(offsets, rows.num_rows, lost)
+        return TopicResult(offsets, rows.num_rows, lost, spec_left_out=left_out)
     raise RuntimeError(f"{job.topic}: {COMMIT_ATTEMPTS} commits in a row lost their race")
 
 
@@ -242,7 +252,11 @@ def _translate_typed(job: TopicJob) -> TopicResult:
         if decoder.reader_id is not None and not isinstance(decoder.fields(decoder.reader_id), str):
             base = list(decoder.fields(decoder.reader_id))
         table = tables.load_or_create(
-            catalog, job.topic, job.catalog.target_file_size_bytes, schema=tables.typed_schema(base)
+            catalog,
+            job.topic,
+            job.catalog.target_file_size_bytes,
+            schema=tables.typed_schema(base),
+            partition_spec=job.partition_spec,
         )
         tables.keep_mode(table, job.mode)
         committed = tables.committed_offsets(table)
@@ -277,6 +291,8 @@ def _translate_typed(job: TopicJob) -> TopicResult:
         try:
             ids = sorted({decoder.columns_id(d.schema_id) for _, d in good})
             refused = _evolve(table, decoder, ids)
+            # after the schema: a field on a value column the table has only now can be added
+            left_out = tuple(partition_spec.evolve(table, job.partition_spec))
             if _snapshot_id(table) != planned_from:
                 # evolving reloaded the table, and another broker's commit came with it: the append
                 # would now be checked against that snapshot, not the one the offsets were read from
@@ -313,7 +329,7 @@ def _translate_typed(job: TopicJob) -> TopicResult:
             lost += 1
             log.info("%s: a commit lost a race (%s); planning again from the tables' offsets", job.topic, exc)
             continue
-        return TopicResult(offsets, rows.num_rows, lost, len(dead), waiting)
+        return TopicResult(offsets, rows.num_rows, lost, len(dead), waiting, left_out)
     raise RuntimeError(f"{job.topic}: {COMMIT_ATTEMPTS} commits in a row lost their race")
 
 

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, NamedTuple
 
+from strom.storage.iceberg_spec import DEFAULT_PARTITION_SPEC, SpecError, parse_partition_spec
+
 
 class ConfigError(ValueError):
     """A config value is invalid; the message always names the key."""
@@ -511,6 +513,15 @@ def parse_iceberg_mode(key: str, raw: str) -> str:
     return parse_choice(key, raw, ICEBERG_MODES)
 
 
+def parse_iceberg_partition_spec(key: str, raw: str) -> str:
+    """The spec as given (stripped), once its grammar and known columns are checked."""
+    try:
+        parse_partition_spec(str(raw))
+    except SpecError as exc:
+        raise ConfigError(key, f"{str(raw)!r}: {exc}") from None
+    return str(raw).strip()
+
+
 _ICEBERG_MODE_EFFECT = (
     "Implemented (strom's own, as Redpanda's Iceberg topics): with `iceberg.enabled` on the broker, each "
     "partition's leader writes the committed records to the Iceberg table `strom.<topic>`, exactly once. "
@@ -534,6 +545,62 @@ ICEBERG_TOPIC_KEYS: dict[str, TopicKey] = {
         (),
         "Implemented (Redpanda's key): when the topic is deleted, the brokers that led its partitions drop its "
         "Iceberg table from the catalog (the data files stay in the warehouse); false keeps the table.",
+    ),
+    "iceberg.partition.spec": TopicKey(
+        "iceberg_partition_spec",
+        parse_iceberg_partition_spec,
+        "string",
+        (),
+        "Implemented (Redpanda's syntax): the Iceberg table's partition fields, e.g. `(hour(kafka.timestamp))` "
+        "(the default), `(day(kafka.timestamp), bucket(16, key))`, `(kafka.partition)`, `()` for none; "
+        "`redpanda.` is read as `kafka.`. New tables get it; altering it evolves the table's spec (files "
+        "written before keep the spec they were written with).",
+    ),
+    "redpanda.iceberg.partition.spec": TopicKey(
+        "iceberg_partition_spec",
+        parse_iceberg_partition_spec,
+        "string",
+        (),
+        "Same as `iceberg.partition.spec` (Redpanda's name for it).",
+    ),
+    "iceberg.maintenance.interval.ms": TopicKey(
+        "iceberg_maintenance_interval_ms",
+        _long(1),
+        "long",
+        (),
+        "strom's own: how often the broker leading the topic's partition 0 compacts the table's small files "
+        "and expires its old snapshots (in its translation worker).",
+    ),
+    "iceberg.compaction.enabled": TopicKey(
+        "iceberg_compaction_enabled",
+        lambda k, v: parse_bool(k, v),
+        "boolean",
+        (),
+        "strom's own: rewrite a table partition's small data files (below `iceberg.target.file.size.bytes`) "
+        "into fewer, the same rows, keeping the snapshot's offsets.",
+    ),
+    "iceberg.compaction.min-input-files": TopicKey(
+        "iceberg_compaction_min_input_files",
+        _int(2),
+        "int",
+        (),
+        "Named like Iceberg's rewrite_data_files option min-input-files: a table partition is compacted once "
+        "it has at least this many small files.",
+    ),
+    "history.expire.max-snapshot-age-ms": TopicKey(
+        "history_expire_max_snapshot_age_ms",
+        _long(0),
+        "long",
+        (),
+        "Iceberg's table property: snapshots older than this are expired by the maintenance (their data "
+        "files stay in the warehouse), keeping at least history.expire.min-snapshots-to-keep.",
+    ),
+    "history.expire.min-snapshots-to-keep": TopicKey(
+        "history_expire_min_snapshots_to_keep",
+        _int(1),
+        "int",
+        (),
+        "Iceberg's table property: the newest snapshots that are never expired, however old.",
     ),
 }
 TOPIC_KEYS.update(ICEBERG_TOPIC_KEYS)
@@ -566,6 +633,12 @@ class LogConfig:
     preallocate: bool = False
     iceberg_mode: str = "disabled"  # strom.iceberg translates key_value topics
     iceberg_delete: bool = True
+    iceberg_partition_spec: str = DEFAULT_PARTITION_SPEC
+    iceberg_maintenance_interval_ms: int = 3600 * 1000
+    iceberg_compaction_enabled: bool = True
+    iceberg_compaction_min_input_files: int = 5  # Iceberg's min-input-files default
+    history_expire_max_snapshot_age_ms: int = 5 * 24 * 3600 * 1000  # Iceberg's default: 5 days
+    history_expire_min_snapshots_to_keep: int = 1
     compression_gzip_level: int = -1
     compression_lz4_level: int = 9
     compression_zstd_level: int = 3

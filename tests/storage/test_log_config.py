@@ -184,7 +184,18 @@ def test_timestamp_bounds_fall_back_to_the_deprecated_difference():
 
 
 # strom's own beyond Kafka's: Iceberg topics (issue 31), with Redpanda's alias
-ICEBERG_TOPIC_KEYS = ["iceberg.mode", "redpanda.iceberg.mode", "iceberg.delete"]
+ICEBERG_TOPIC_KEYS = [
+    "iceberg.mode",
+    "redpanda.iceberg.mode",
+    "iceberg.delete",
+    "iceberg.partition.spec",
+    "redpanda.iceberg.partition.spec",
+    "iceberg.maintenance.interval.ms",
+    "iceberg.compaction.enabled",
+    "iceberg.compaction.min-input-files",
+    "history.expire.max-snapshot-age-ms",
+    "history.expire.min-snapshots-to-keep",
+]
 
 
 def test_iceberg_keys_their_alias_and_the_modes():
@@ -201,3 +212,36 @@ def test_iceberg_keys_their_alias_and_the_modes():
         assert LogConfig().with_overrides({"redpanda.iceberg.mode": mode}).iceberg_mode == mode
     with pytest.raises(ConfigError, match="iceberg.mode: 'columns' is not one of disabled, key_value"):
         LogConfig().with_overrides({"iceberg.mode": "columns"})
+
+
+def test_iceberg_partition_spec_its_alias_and_its_grammar():
+    shown = LogConfig().to_topic_configs()
+    assert shown["iceberg.partition.spec"] == shown["redpanda.iceberg.partition.spec"] == "(hour(kafka.timestamp))"
+    for spec in ("(day(redpanda.timestamp), bucket(16, key))", "()", "(kafka.partition)", "(truncate(4, name), value)"):
+        assert LogConfig().with_overrides({"redpanda.iceberg.partition.spec": spec}).iceberg_partition_spec == spec
+    for spec, why in [
+        ("(hour(key))", "key cannot be partitioned by hour (it takes identity, void, bucket, truncate)"),
+        ("(minute(kafka.timestamp))", "unknown transform 'minute'"),
+        ("(bucket(key))", "bucket takes a width first: bucket(N, key)"),
+        ("(bucket(0, key))", "bucket's width must be at least 1, not 0"),
+        ("(kafka.nope)", "no column 'kafka.nope'"),
+        ("hour", "a spec is a parenthesised list"),
+        ("(hour(kafka.timestamp)", "unbalanced parentheses"),
+        ("(day(kafka.timestamp),)", "an empty field"),
+        ("(key, key)", "identity(key) is in the spec twice"),
+    ]:
+        with pytest.raises(ConfigError) as refusal:
+            LogConfig().with_overrides({"iceberg.partition.spec": spec})
+        assert str(refusal.value).startswith(f"iceberg.partition.spec: {spec!r}: {why}")
+
+
+def test_iceberg_maintenance_keys_and_their_bounds():
+    config = LogConfig().with_overrides(
+        {"history.expire.min-snapshots-to-keep": "3", "iceberg.compaction.enabled": "false"}
+    )
+    assert (config.history_expire_min_snapshots_to_keep, config.iceberg_compaction_enabled) == (3, False)
+    assert LogConfig().history_expire_max_snapshot_age_ms == 5 * 24 * 3600 * 1000
+    with pytest.raises(ConfigError, match="history.expire.min-snapshots-to-keep: value 0 is below the minimum 1"):
+        LogConfig().with_overrides({"history.expire.min-snapshots-to-keep": "0"})
+    with pytest.raises(ConfigError, match="iceberg.compaction.min-input-files: value 1 is below the minimum 2"):
+        LogConfig().with_overrides({"iceberg.compaction.min-input-files": "1"})

@@ -1,0 +1,179 @@
+"""Table maintenance of an Iceberg topic: small files compacted, old snapshots expired.
+
+Translation commits a snapshot every ``iceberg.target.lag.ms`` per topic, each with files as small
+as the records of one round, so a table gathers many small files and many snapshots. Every
+``iceberg.maintenance.interval.ms`` the broker that leads the topic's partition 0 (one broker per
+table) runs this in its translation worker, off the event loop, for the table and its dead-letter table.
+
+**Compaction** (pyiceberg 0.12 has no rewrite_data_files): the small files of each table partition
+with at least ``iceberg.compaction.min-input-files`` of them are read with pyiceberg's own Arrow
+scan, sorted by (partition, offset), written as new files and swapped for the old ones in one
+overwrite snapshot. What keeps it exactly once:
+
+- the snapshot carries the ``strom.offsets.*`` of the snapshot it was planned from, so the
+  translators resume where they would have (they read only the current snapshot's summary);
+- the commit is conditional on that snapshot (pyiceberg's AssertRefSnapshotId, with the table's
+  own commit retries off): a translation that committed meanwhile makes the compaction fail, and
+  it plans again from the new snapshot; a compaction that commits first makes the translation's
+  commit fail, and the translator plans again from the compaction's offsets, which are its own;
+- the rows written are counted against the files' record counts before anything is committed.
+
+**Expiry**: snapshots older than ``history.expire.max-snapshot-age-ms`` are removed from the
+table's metadata, except the newest ``history.expire.min-snapshots-to-keep`` of the current
+snapshot's ancestry (Iceberg's table properties of those names). pyiceberg removes them from the
+metadata only: their data files stay in the warehouse, as a dropped table's do.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from strom.iceberg import table as tables
+
+log = logging.getLogger("strom.iceberg")
+
+COMMIT_ATTEMPTS = 8
+
+
+@dataclass(frozen=True)
+class MaintenanceJob:
+    topic: str
+    catalog: tables.CatalogSettings
+    compaction: bool = True
+    min_input_files: int = 5
+    max_snapshot_age_ms: int = 5 * 24 * 3600 * 1000
+    min_snapshots_to_keep: int = 1
+
+
+@dataclass
+class MaintenanceResult:
+    files_rewritten: int = 0  # small files replaced
+    files_written: int = 0  # the files that replaced them
+    snapshots_expired: int = 0
+    commits_lost: int = 0  # compactions planned again because a translation committed first
+
+
+def maintain_topic(job: MaintenanceJob) -> MaintenanceResult:
+    """Compact and expire the topic's table and its dead-letter table (in the worker process)."""
+    catalog = tables.open_catalog(job.catalog)
+    result = MaintenanceResult()
+    for name in (tables.identifier(job.topic), tables.dlq_identifier(job.topic)):
+        if tables.load_existing(catalog, name) is None:
+            continue
+        if job.compaction:
+            compact(
+                lambda name=name: catalog.load_table(name),
+                job.catalog.target_file_size_bytes,
+                job.min_input_files,
+                result,
+            )
+        expire(lambda name=name: catalog.load_table(name), job.max_snapshot_age_ms, job.min_snapshots_to_keep, result)
+    return result
+
+
+def _small_file_groups(table: Any, target_file_size_bytes: int, min_input_files: int) -> list[list[Any]]:
+    """The scan tasks of the small files, grouped by (spec, partition), of groups big enough to compact."""
+    groups: dict[tuple[int, Any], list[Any]] = {}
+    for task in table.scan().plan_files():
+        data = task.file
+        if task.delete_files or data.file_size_in_bytes >= target_file_size_bytes:
+            continue
+        groups.setdefault((data.spec_id, data.partition), []).append(task)
+    return [group for group in groups.values() if len(group) >= min_input_files]
+
+
+def _sorted_rows(rows: Any) -> Any:
+    """Rows by (partition, offset): files whose offsets are ranges prune well (read_topic's offset filters)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    kafka = rows.column("kafka").combine_chunks()
+    keys = pa.table({"p": kafka.field("partition"), "o": kafka.field("offset")})
+    return rows.take(pc.sort_indices(keys, sort_keys=[("p", "ascending"), ("o", "ascending")]))
+
+
+def compact(load: Any, target_file_size_bytes: int, min_input_files: int, result: MaintenanceResult) -> None:
+    """Rewrite the small files of a table (``load`` reads it afresh); see the module docstring."""
+    from pyiceberg.exceptions import CommitFailedException
+    from pyiceberg.expressions import AlwaysTrue
+    from pyiceberg.io.pyarrow import ArrowScan, _dataframe_to_data_files
+
+    for _attempt in range(COMMIT_ATTEMPTS):
+        table = load()
+        snapshot = table.current_snapshot()
+        if snapshot is None:
+            return
+        groups = _small_file_groups(table, target_file_size_bytes, min_input_files)
+        if not groups:
+            return
+        summary = snapshot.summary.additional_properties if snapshot.summary is not None else {}
+        offsets = {k: v for k, v in summary.items() if k.startswith(tables.OFFSET_PREFIX)}
+        transaction = table.transaction()
+        replaced = written = 0
+        scan = ArrowScan(table.metadata, table.io, table.schema(), AlwaysTrue())
+        with transaction.update_snapshot(snapshot_properties=offsets).overwrite() as rewrite:
+            for group in groups:
+                rows = scan.to_table(group)
+                expected = sum(task.file.record_count for task in group)
+                if rows.num_rows != expected:  # never commit a rewrite that would lose or add rows
+                    raise RuntimeError(f"compaction read {rows.num_rows} rows of files that hold {expected}")
+                files = list(
+                    _dataframe_to_data_files(
+                        table_metadata=transaction.table_metadata,
+                        write_uuid=rewrite.commit_uuid,
+                        df=_sorted_rows(rows),
+                        io=table.io,
+                    )
+                )
+                if sum(f.record_count for f in files) != expected:
+                    raise RuntimeError("compaction wrote a different number of rows than it read")
+                for task in group:
+                    rewrite.delete_data_file(task.file)
+                for data_file in files:
+                    rewrite.append_data_file(data_file)
+                replaced += len(group)
+                written += len(files)
+        try:
+            transaction.commit_transaction()
+        except CommitFailedException as exc:
+            result.commits_lost += 1
+            log.info("%s: a compaction lost a race (%s); planning again", table.name(), exc)
+            continue
+        result.files_rewritten += replaced
+        result.files_written += written
+        return
+
+
+def expire(load: Any, max_snapshot_age_ms: int, min_snapshots_to_keep: int, result: MaintenanceResult) -> None:
+    """Expire the snapshots older than the age, keeping the newest ``min_snapshots_to_keep`` ancestors."""
+    from pyiceberg.exceptions import CommitFailedException
+
+    for _attempt in range(COMMIT_ATTEMPTS):
+        table = load()
+        current = table.current_snapshot()
+        if current is None:
+            return
+        kept: set[int] = set()
+        snapshot = current
+        while snapshot is not None and len(kept) < min_snapshots_to_keep:
+            kept.add(snapshot.snapshot_id)
+            parent = snapshot.parent_snapshot_id
+            snapshot = table.snapshot_by_id(parent) if parent is not None else None
+        protected = {ref.snapshot_id for ref in table.metadata.refs.values()}
+        cutoff = int(time.time() * 1000) - max_snapshot_age_ms
+        old = [
+            s.snapshot_id
+            for s in table.metadata.snapshots
+            if s.timestamp_ms < cutoff and s.snapshot_id not in kept and s.snapshot_id not in protected
+        ]
+        if not old:
+            return
+        try:
+            table.maintenance.expire_snapshots().by_ids(old).commit()
+        except CommitFailedException:
+            continue
+        result.snapshots_expired += len(old)
+        return
