@@ -138,8 +138,13 @@ def parse_partition_spec(text: str) -> tuple[SpecField, ...]:
         return ()
     fields = tuple(_field(part) for part in _split_fields(body))
     seen: set[tuple[str, str]] = set()
+    timed: dict[str, SpecField] = {}
     for field in fields:
         if (field.transform, field.column) in seen:
             raise SpecError(f"{field} is in the spec twice")
         seen.add((field.transform, field.column))
+        if field.transform in TIME_TRANSFORMS:
+            if field.column in timed:  # Iceberg's "redundant partition": hour already says the day
+                raise SpecError(f"{timed[field.column]} and {field} partition one column by time twice")
+            timed[field.column] = field
     return fields

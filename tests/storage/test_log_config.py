@@ -229,6 +229,7 @@ def test_iceberg_partition_spec_its_alias_and_its_grammar():
         ("(hour(kafka.timestamp)", "unbalanced parentheses"),
         ("(day(kafka.timestamp),)", "an empty field"),
         ("(key, key)", "identity(key) is in the spec twice"),
+        ("(hour(kafka.timestamp), day(kafka.timestamp))", "hour(kafka.timestamp) and day(kafka.timestamp) partition"),
     ]:
         with pytest.raises(ConfigError) as refusal:
             LogConfig().with_overrides({"iceberg.partition.spec": spec})
