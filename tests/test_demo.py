@@ -35,7 +35,7 @@ DEMO_ARGS = [
     "--refresh",
     "5",
 ]
-STATS = r"access-stats \(read_committed\) holds (\d+) minute rows for (\d+) windows"
+STATS = r"access-stats \(read_committed\) holds (\d+) minute rows for (\d+) windows \((\d+) results read as Avro\)"
 FIRST_COMMIT_S = 150  # Spark's start and first micro-batch (about 20 s here), on a loaded 2-core machine
 GONE_WITHIN_S = 10
 
@@ -149,6 +149,11 @@ def test_demo_ingests_and_writes_window_results_and_a_killed_demo_leaves_no_brok
     stats = re.search(STATS, result.stdout)
     assert stats is not None, result.stdout[-2000:]
     assert stats[1] == stats[2], stats[0]
+    # with the embedded broker's registry the results are Avro records of access-stats-value
+    assert int(stats[3]) > 0, stats[0]
+    assert re.search(
+        r"strom console --bootstrap-server \S+ --schema-registry-url http://127\.0\.0\.1:\d+", result.stdout
+    )
 
     lines = access_log_windows(tmp_path / "access.log")
     written = parquet_windows(tmp_path)

@@ -4,8 +4,10 @@ Starts an embedded broker (a ``strom server-start`` subprocess on a free port, d
 ``DIR/data``, its Prometheus metrics and Schema Registry on free ports, their URLs printed), writes realistic nginx access-log lines to ``DIR/access.log`` (``gen-access-log``),
 tails them into the topic ``access-log`` (``ingest``, position in ``DIR/ingest.state``) and runs
 the Spark pipeline ``strom.spark.pipelines.access_log`` (checkpoints in ``DIR/checkpoints``,
-Parquet tables in ``DIR/parquet``, JSON results in the topic ``access-stats``, written exactly
-once: each batch's results in Kafka transactions, read back read_committed). A terminal table
+Parquet tables in ``DIR/parquet``, results in the topic ``access-stats``, written exactly once:
+each batch's results in Kafka transactions, read back read_committed). With the embedded broker
+the results are Avro records registered under ``access-stats-value`` in its Schema Registry (JSON
+against a cluster given with --bootstrap-server, which may have no registry). A terminal table
 shows ingestion, the queries' progress and the latest closed windows, refreshed every 2 s.
 
 Ctrl-C (or ``--duration`` seconds) stops everything in order: generator, ingest (flushed, state
@@ -162,13 +164,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 class Results:
-    """The pipeline's JSON results read back from the output topic, latest value per window.
+    """The pipeline's results read back from the output topic, latest value per window: Avro
+    records (Confluent's framing, decoded with the registry at ``registry_url``) or JSON, both
+    read, as a ``--dir`` kept from an older run may hold JSON ones.
 
     read_committed: the pipeline writes in transactions, and a transaction a crash cut short is
     aborted, never shown.
     """
 
-    def __init__(self, bootstrap: str, security: dict[str, str] | None = None):
+    def __init__(self, bootstrap: str, security: dict[str, str] | None = None, registry_url: str | None = None):
         from confluent_kafka import Consumer, TopicPartition
 
         from strom.cli.client_props import logging_config
@@ -189,14 +193,35 @@ class Results:
         self.minute_rows = 0  # with minutes: a window given twice would show here
         self.statuses: dict[str, dict[int, int]] = {}
         self.top: dict[str, dict[int, tuple[str, int]]] = {}
+        self.avro_rows = 0
+        self._avro = None
+        if registry_url:
+            from confluent_kafka.schema_registry import SchemaRegistryClient
+            from confluent_kafka.schema_registry.avro import AvroDeserializer
+            from confluent_kafka.serialization import MessageField, SerializationContext
+
+            deserialize = AvroDeserializer(SchemaRegistryClient({"url": registry_url}))
+            context = SerializationContext(OUTPUT_TOPIC, MessageField.VALUE)
+            self._avro = lambda value: deserialize(value, context)
+
+    def decode(self, value: bytes) -> dict:
+        """A result as a dict, its window start as ISO text to the second (the table's key)."""
+        if value[:1] == b"\x00" and self._avro is not None:  # the magic byte: JSON starts with '{'
+            row = dict(self._avro(value))
+            self.avro_rows += 1
+        else:
+            row = json.loads(value)
+        start = row.get("window_start", "")
+        row["window_start"] = (start if isinstance(start, str) else start.isoformat())[:19]
+        return row
 
     def poll(self) -> None:
         for msg in self.consumer.consume(10_000, 0.05):
             value = msg.value()
             if msg.error() is not None or value is None:
                 continue
-            row = json.loads(value)
-            window = row.get("window_start", "")
+            row = self.decode(value)
+            window = row["window_start"]
             if row.get("kind") == "minute":
                 self.minutes[window] = row
                 self.minute_rows += 1
@@ -410,6 +435,7 @@ def run(args: argparse.Namespace) -> int:
         )
     )
     bootstrap = external or ""
+    registry_url = None
     spark = queries = ingest = results = table = None
     threads: list[threading.Thread] = []
     generated = [0]
@@ -427,7 +453,14 @@ def run(args: argparse.Namespace) -> int:
                 print(f"strom demo: Prometheus metrics on {metrics_file.read_text().strip()}", flush=True)
             registry_file = broker.data_dir / "strom.schema-registry"
             if registry_file.exists():
-                print(f"strom demo: Schema Registry on {registry_file.read_text().strip()}", flush=True)
+                registry_url = registry_file.read_text().strip()
+                print(f"strom demo: Schema Registry on {registry_url}", flush=True)
+                print(
+                    f"strom demo: {OUTPUT_TOPIC} holds Avro records of subject {OUTPUT_TOPIC}-value; to browse "
+                    f"them decoded, in another terminal: strom console --bootstrap-server {bootstrap} "
+                    f"--schema-registry-url {registry_url}",
+                    flush=True,
+                )
         else:
             print(f"strom demo: using the cluster at {bootstrap}", flush=True)
         create_topics(bootstrap, {TOPIC: args.partitions, OUTPUT_TOPIC: 1}, security=security)
@@ -477,10 +510,11 @@ def run(args: argparse.Namespace) -> int:
             "watermark": args.watermark,
             "trigger_seconds": args.trigger_seconds,
             "kafka_options": access_log.kafka_options_from_properties(args.command_config),
+            "schema_registry_url": registry_url,
         }
         queries = access_log.start(spark, **pipeline)
         restarts = 0
-        results = Results(bootstrap, security)
+        results = Results(bootstrap, security, registry_url)
         started = time.monotonic()
         deadline = None if args.duration is None else started + args.duration
         table = LiveTable(tty, 10 * args.refresh)
@@ -511,7 +545,7 @@ def run(args: argparse.Namespace) -> int:
         print(render(started, generated[0], ingest, queries, results, notes.last), flush=True)
         print(
             f"strom demo: {OUTPUT_TOPIC} (read_committed) holds {results.minute_rows} minute rows for "
-            f"{len(results.minutes)} windows",
+            f"{len(results.minutes)} windows ({results.avro_rows} results read as Avro)",
             flush=True,
         )
         return 0

@@ -96,6 +96,7 @@ def test_the_live_table_is_alone_on_the_terminal_and_redrawn_in_place(tmp_path):
     assert "strom demo: starting Spark" in before
     registry = re.search(r"strom demo: Schema Registry on (http://127\.0\.0\.1:\d+)", before)
     assert registry is not None, before  # printed before the live table takes the screen
+    assert f"--schema-registry-url {registry[1]}" in before  # how to browse access-stats decoded
 
     screen = ANSI.sub("", live)
     assert screen.count("strom demo  (up") >= 2  # redrawn, not printed once

@@ -6,9 +6,18 @@ import collections
 import datetime as dt
 import json
 import re
+import time
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroDeserializer
+from confluent_kafka.serialization import MessageField, SerializationContext
 
 from strom.cli.gen_access_log import AccessLogGenerator
 from strom.spark.pipelines import access_log
+from tests.broker_process import BrokerProcess
+from tests.integration.test_schema_registry import registry_url
 from tests.spark.conftest import create_topic, produce, strom_reader
 
 LINE = re.compile(r'^(\S+) \S+ \S+ \[([^\]]+)\] "\S+ (\S+)[^"]*" (\d{3}) ')
@@ -36,23 +45,25 @@ def python_counts(lines):
     return minutes, statuses, top
 
 
-def test_windowed_counts_match_plain_python(spark, broker, tmp_path):
-    create_topic(broker.bootstrap, "access", 2)
-    create_topic(broker.bootstrap, "stats", 1)
+def run_pipeline(spark, bootstrap: str, tmp_path, schema_registry_url: str | None = None):
+    """(input lines, minute rows, status rows, top rows) of one AvailableNow run over five minutes."""
+    create_topic(bootstrap, "access", 2)
+    create_topic(bootstrap, "stats", 1)
     gen = AccessLogGenerator(seed=7, n_ips=300)
     lines = gen.lines(1500, BASE, per_second=5.0)  # five full minutes
     late_closer = gen.line(BASE + 900)  # moves the watermark past every window above
-    produce(broker.bootstrap, "access", [(line.encode(), None, None, None) for line in lines + [late_closer]])
+    produce(bootstrap, "access", [(line.encode(), None, None, None) for line in lines + [late_closer]])
 
     parquet = tmp_path / "parquet"
     queries = access_log.start(
         spark,
-        bootstrap=broker.bootstrap,
+        bootstrap=bootstrap,
         topic="access",
         output_topic="stats",
         parquet_dir=str(parquet),
         checkpoint_dir=str(tmp_path / "ckpt"),
         available_now=True,
+        schema_registry_url=schema_registry_url,
     )
     for query in queries:
         assert query.awaitTermination(180), f"{query.name} did not finish"
@@ -75,8 +86,74 @@ def test_windowed_counts_match_plain_python(spark, broker, tmp_path):
         ]
     finally:
         spark.conf.unset("spark.sql.session.timeZone")
+    return lines, minute_rows, status_rows, top_rows
+
+
+def test_windowed_counts_match_plain_python(spark, broker, tmp_path):
+    lines, minute_rows, status_rows, top_rows = run_pipeline(spark, broker.bootstrap, tmp_path)
     out = [json.loads(r.value) for r in strom_reader(spark, broker.bootstrap, subscribe="stats").collect()]
     check_windows(lines, minute_rows, status_rows, top_rows, out)
+
+
+@pytest.fixture
+def registry_broker(tmp_path):
+    with BrokerProcess(tmp_path / "broker", {"schema.registry.listeners": "http://127.0.0.1:0"}) as process:
+        yield process
+
+
+def test_avro_results_under_access_stats_value(spark, registry_broker, tmp_path):
+    """With a registry the results are Avro records of STATS_SCHEMA under ``stats-value``, which
+    confluent-kafka's AvroDeserializer reads (read_committed) to the same numbers."""
+    url = registry_url(registry_broker)
+    lines, minute_rows, status_rows, top_rows = run_pipeline(spark, registry_broker.bootstrap, tmp_path, url)
+    client = SchemaRegistryClient({"url": url})
+    latest = client.get_latest_version("stats-value")
+    assert latest.version == 1 and json.loads(latest.schema.schema_str)["name"] == "AccessStat"
+    deserialize = AvroDeserializer(client)
+    context = SerializationContext("stats", MessageField.VALUE)
+    out = []
+    for value in committed_values(registry_broker.bootstrap, "stats"):
+        assert value[:5] == b"\x00" + latest.schema_id.to_bytes(4, "big")
+        out.append(deserialize(value, context))
+    check_windows(lines, minute_rows, status_rows, top_rows, out)
+    for row in out:  # one schema for three kinds: each leaves the others' fields null
+        assert isinstance(row["window_start"], dt.datetime)
+        filled = {k for k in ("page_views", "unique_visitors", "status", "url", "rank") if row[k] is not None}
+        assert (
+            filled
+            == {"minute": {"page_views", "unique_visitors"}, "status": {"status"}, "top_url": {"url", "rank"}}[
+                row["kind"]
+            ]
+        )
+
+
+def committed_values(bootstrap: str, topic: str) -> list[bytes]:
+    """Every value of partition 0 of ``topic``, read_committed, up to its end."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "stats-reader",
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    values = []
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline:
+            msg = consumer.poll(1.0)
+            if msg is None:
+                continue
+            if msg.error() is not None:
+                if msg.error().code() == KafkaError._PARTITION_EOF:
+                    return values
+                raise AssertionError(msg.error())
+            values.append(msg.value())
+        raise AssertionError(f"{topic} not read to its end in 60 s")
+    finally:
+        consumer.close()
 
 
 def epoch(ts: dt.datetime) -> int:
@@ -92,7 +169,7 @@ def check_windows(lines, minute_rows, status_rows, top_rows, output) -> None:
     Rows are plain tuples, window starts in epoch seconds, so that a test whose driver is another
     process (spark-submit) checks its Parquet files the same way: minute_rows (start, requests,
     page_views, unique_visitors), status_rows (start, status, requests), top_rows (start, rank,
-    url, requests); ``output`` is the output topic's records as JSON objects.
+    url, requests); ``output`` is the output topic's records as dicts (JSON or decoded Avro).
     """
     minutes, statuses, top = python_counts(lines)
     got = {start: row for start, *row in minute_rows}
@@ -112,7 +189,7 @@ def check_windows(lines, minute_rows, status_rows, top_rows, output) -> None:
         got_top[start].append((url, requests))
     assert dict(got_top) == top
 
-    # the same results went to the output topic as JSON
+    # the same results went to the output topic
     kinds = collections.Counter(o["kind"] for o in output)
     assert kinds == {"minute": len(minutes), "status": len(statuses), "top_url": sum(len(v) for v in top.values())}
     assert sum(o["requests"] for o in output if o["kind"] == "minute") == len(lines)

@@ -14,19 +14,25 @@ watermark (default 10 s), in append mode, so each window is emitted once, when i
 * ``url_status``: requests per (window, url, status), from which each batch derives the
   requests per status code and the top 10 URLs per window.
 
-Every finished micro-batch goes to the output topic as JSON (``kind`` = minute | status |
-top_url) and to Parquet under ``<parquet-dir>/<table>/batch_id=<n>``. A replayed batch (after a
+Every finished micro-batch goes to the output topic (``kind`` = minute | status | top_url) and
+to Parquet under ``<parquet-dir>/<table>/batch_id=<n>``. A replayed batch (after a
 crash or a restart from the checkpoint) has the same id and the same rows: it overwrites its own
 Parquet directory, and the topic write is exactly once by default (``--delivery-guarantee``):
 the strom sink writes each piece of a batch in a Kafka transaction together with a marker of
 the batch id, and a replay finds the marker and writes nothing. Read the topic with
 ``isolation.level=read_committed`` to see each window once; ``at-least-once`` skips the
 transactions and may repeat a batch's rows after a crash.
+
+The output topic's values are JSON objects, or, with ``--schema-registry-url``, Confluent-framed
+Avro records of the one schema ``STATS_SCHEMA`` (registered under ``<output-topic>-value`` by the
+sink), so that any Avro consumer, the web console and Spark's ``value.format=avro`` read them as
+typed records: the three kinds share it, each leaving the fields of the others null.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 
@@ -39,6 +45,26 @@ STATIC_PREFIXES = ("/static/", "/favicon.ico")
 # HyperLogLog++ relative standard deviation of unique visitors: 2^14 registers, ~12 KB of state a window
 UNIQUES_RSD = 0.01
 TABLES = ("minute_stats", "status_counts", "top_urls")
+KINDS = {"minute_stats": "minute", "status_counts": "status", "top_urls": "top_url"}
+_TIMESTAMP = {"type": "long", "logicalType": "timestamp-micros"}
+STATS_SCHEMA = {
+    "type": "record",
+    "name": "AccessStat",
+    "namespace": "strom.demo",
+    "doc": "One result of the access-log pipeline; kind says which fields it fills",
+    "fields": [
+        {"name": "kind", "type": "string"},
+        {"name": "window_start", "type": _TIMESTAMP},
+        {"name": "window_end", "type": _TIMESTAMP},
+        {"name": "requests", "type": "long"},
+        {"name": "page_views", "type": ["null", "long"], "default": None},
+        {"name": "unique_visitors", "type": ["null", "long"], "default": None},
+        {"name": "status", "type": ["null", "int"], "default": None},
+        {"name": "url", "type": ["null", "string"], "default": None},
+        {"name": "rank", "type": ["null", "int"], "default": None},
+    ],
+}
+_OPTIONAL = {"page_views": "long", "unique_visitors": "long", "status": "int", "url": "string", "rank": "int"}
 
 
 def parse_lines(raw):
@@ -138,8 +164,10 @@ class BatchOutput:
         kind: str,
         delivery_guarantee: str = "exactly-once",
         kafka_options: dict[str, str] | None = None,
+        schema_registry_url: str | None = None,
     ):
         self.bootstrap = bootstrap
+        self.schema_registry_url = schema_registry_url
         self.kafka_options = dict(kafka_options or {})
         self.output_topic = output_topic
         self.parquet_dir = parquet_dir
@@ -166,9 +194,8 @@ class BatchOutput:
                 if self.parquet_dir:
                     path = os.path.join(self.parquet_dir, table, f"batch_id={batch_id}")
                     result.write.mode("overwrite").parquet(path)
-                kind = {"minute_stats": "minute", "status_counts": "status", "top_urls": "top_url"}[table]
-                payload = F.to_json(F.struct(F.lit(kind).alias("kind"), *[F.col(c) for c in result.columns]))
-                messages.append(result.select(F.lit(kind).alias("key"), payload.alias("value")))
+                kind = KINDS[table]
+                messages.append(result.select(F.lit(kind).alias("key"), self.value(result, kind).alias("value")))
             if self.output_topic:  # one Spark job for all tables
                 writer = (
                     reduce(lambda a, b: a.unionByName(b), messages)
@@ -179,12 +206,37 @@ class BatchOutput:
                     .option("topic", self.output_topic)
                     .option("deliveryGuarantee", self.delivery_guarantee)
                 )
+                if self.schema_registry_url:
+                    writer = (
+                        writer.option("value.format", "avro")
+                        .option("schema.registry.url", self.schema_registry_url)
+                        .option("value.schema", json.dumps(STATS_SCHEMA))
+                    )
                 if self.delivery_guarantee == "exactly-once":
                     # the query id and this batch id come from Spark; the write id names this write
                     writer = writer.option("writeId", "stats")
                 writer.save()
         finally:
             df.unpersist()
+
+    def value(self, result, kind: str):
+        """The output value of one table's rows: a JSON string, or with a registry a struct of
+        STATS_SCHEMA's fields (the sink encodes it as Avro), the other kinds' fields null."""
+        from pyspark.sql import functions as F
+
+        if not self.schema_registry_url:
+            return F.to_json(F.struct(F.lit(kind).alias("kind"), *[F.col(c) for c in result.columns]))
+        optional = [
+            (F.col(name) if name in result.columns else F.lit(None)).cast(type_).alias(name)
+            for name, type_ in _OPTIONAL.items()
+        ]
+        return F.struct(
+            F.lit(kind).alias("kind"),
+            F.col("window_start"),
+            F.col("window_end"),
+            F.col("requests").cast("long").alias("requests"),
+            *optional,
+        )
 
 
 def start(spark, **settings) -> list:
@@ -216,6 +268,7 @@ def start_query(
     starting_offsets: str = "earliest",
     delivery_guarantee: str = "exactly-once",
     kafka_options: dict[str, str] | None = None,
+    schema_registry_url: str | None = None,
 ):
     """Start one of QUERIES (on a source of its own) from its checkpoint; its StreamingQuery."""
     from strom.spark import register
@@ -241,7 +294,11 @@ def start_query(
         agg.writeStream.queryName(name)
         .outputMode("append")
         .option("checkpointLocation", os.path.join(checkpoint_dir, name))
-        .foreachBatch(BatchOutput(bootstrap, output_topic, parquet_dir, kind, delivery_guarantee, kafka_options))
+        .foreachBatch(
+            BatchOutput(
+                bootstrap, output_topic, parquet_dir, kind, delivery_guarantee, kafka_options, schema_registry_url
+            )
+        )
     )
     writer = (
         writer.trigger(availableNow=True)
@@ -316,7 +373,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="client properties (security.protocol, sasl.*, ssl.*, ...) for the source and the sink",
     )
     parser.add_argument("--topic", required=True, help="topic of access-log lines")
-    parser.add_argument("--output-topic", default=None, help="topic for the aggregated results (JSON)")
+    parser.add_argument("--output-topic", default=None, help="topic for the aggregated results (JSON, or Avro)")
+    parser.add_argument(
+        "--schema-registry-url",
+        default=None,
+        help="write the output topic as Avro records (schema STATS_SCHEMA, subject <output-topic>-value)",
+    )
     parser.add_argument("--parquet-dir", default=None, help="directory for the Parquet tables")
     parser.add_argument("--checkpoint-dir", required=True)
     parser.add_argument("--window", default="1 minute")
@@ -358,6 +420,7 @@ def main(argv=None) -> int:
         max_offsets_per_trigger=args.max_offsets_per_trigger,
         delivery_guarantee=args.delivery_guarantee,
         kafka_options=kafka_options_from_properties(args.command_config),
+        schema_registry_url=args.schema_registry_url,
     )
     try:
         for query in queries:
