@@ -15,6 +15,7 @@ from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from strom.cli.gen_access_log import AccessLogGenerator
+from strom.console.schemas import SchemaBrowser
 from strom.spark.pipelines import access_log
 from tests.broker_process import BrokerProcess
 from tests.integration.test_schema_registry import registry_url
@@ -111,10 +112,15 @@ def test_avro_results_under_access_stats_value(spark, registry_broker, tmp_path)
     assert latest.version == 1 and json.loads(latest.schema.schema_str)["name"] == "AccessStat"
     deserialize = AvroDeserializer(client)
     context = SerializationContext("stats", MessageField.VALUE)
+    console = SchemaBrowser(url, 10.0)  # what the web console's message browser shows of each record
     out = []
     for value in committed_values(registry_broker.bootstrap, "stats"):
         assert value[:5] == b"\x00" + latest.schema_id.to_bytes(4, "big")
-        out.append(deserialize(value, context))
+        row = deserialize(value, context)
+        out.append(row)
+        shown = console.decode(value)
+        assert shown is not None and (shown.kind, shown.schema_id) == ("avro", latest.schema_id)
+        assert json.loads(shown.text)["kind"] == row["kind"] and json.loads(shown.text)["requests"] == row["requests"]
     check_windows(lines, minute_rows, status_rows, top_rows, out)
     for row in out:  # one schema for three kinds: each leaves the others' fields null
         assert isinstance(row["window_start"], dt.datetime)
