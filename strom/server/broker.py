@@ -30,7 +30,6 @@ import json
 import logging
 import os
 import signal
-import socket
 import time
 import uuid
 from collections.abc import Callable, Coroutine, Iterable, Mapping
@@ -64,6 +63,7 @@ from strom.security.delegation_tokens import DelegationTokenManager
 from strom.security.delegation_tokens import manager_for as delegation_token_manager
 from strom.security.listeners import ListenerSecurity, inter_broker_security, listener_security
 from strom.server import dynamic_broker_config, dynamic_listeners, parent_watch, reconfiguration
+from strom.server.broker_schema_registry import BrokerSchemaRegistry
 from strom.server.config import BrokerConfig
 from strom.server.connection import Connection, close_departed_connections, close_idle_connections
 from strom.server.connection_limits import ConnectionLimits
@@ -86,17 +86,13 @@ from strom.txn.producer_ids import ProducerIdManager
 if TYPE_CHECKING:
     from strom.iceberg.translator import IcebergTranslator
     from strom.metrics.server import LoopLag, MetricsEndpoint
-    from strom.schemas.registry import SchemaRegistry
     from strom.security.client import ClientSecurity
-    from strom.server.schema_registry_http import SchemaRegistryHttp
-    from strom.storage.log_config import LogConfig
 
 log = logging.getLogger("strom.broker")
 
 T = TypeVar("T")
 
 PORT_FILE = "strom.port"
-SCHEMA_REGISTRY_URL_FILE = "strom.schema-registry"  # in the first log dir: the registry's URL, for tools and tests
 SHUTDOWN_GRACE_S = 5.0
 FENCE_CHECK_S = 0.2
 # how often a connection waiting on a parked request is checked for a client that has gone
@@ -197,11 +193,17 @@ class Broker:
         )
         self.loop_lag: LoopLag | None = None  # strom.metrics.server imports prometheus_client: loaded when used
         self.metrics_endpoint: MetricsEndpoint | None = None
-        # schema.registry.listeners: the registry service and its HTTP front end (made by start())
-        self.schema_registry: SchemaRegistry | None = None
-        self.schema_registry_http: SchemaRegistryHttp | None = None
-        self._schema_registry_socket: socket.socket | None = None
-        self.schema_registry_url: str | None = None
+        # the Schema Registry's view of _schemas (made on first use) and its schema.registry.listeners
+        self.schemas = BrokerSchemaRegistry(
+            self.broker_id,
+            self.metadata,
+            lambda: self.replica_manager,
+            self.internal_topics.ensure_schemas_topic,
+            lambda: self.config,
+            self._in_background,
+            lambda: self._loop,
+            self._stop,
+        )
         self.iceberg: IcebergTranslator | None = None  # iceberg.enabled: the Iceberg topics' translator
 
     # -- startup -----------------------------------------------------------------------------------
@@ -281,7 +283,7 @@ class Broker:
             request_metadata_reload=self.request_metadata_reload,
             publish_offline_replicas=self.publish_offline_replicas,
             inter_broker_security=self.inter_broker_security,
-            schema_check=self._check_schema_ids,
+            schema_check=self.schemas.check_schema_ids,
         )
         self.refused_batches = RefusedBatches()
         self.log_dir_mover = LogDirMover(self.log_manager, self.replica_manager, self.metadata, self.broker_id)
@@ -332,7 +334,7 @@ class Broker:
             "reading delegation tokens", lambda: delegation_token_manager(config, self.store, self._loop)
         )
         if config.schema_registry_listeners:  # bound before registering: the registration carries its URL
-            self._bind_schema_registry(config.schema_registry_listeners)
+            self.schemas.bind(config.schema_registry_listeners, self.host)
         self._info = BrokerInfo(
             self.broker_id,
             self.host,
@@ -340,7 +342,7 @@ class Broker:
             config.broker_rack,
             endpoints=tuple(endpoints),
             protocols=tuple((name, config.protocol_of(name)) for name, _, _ in endpoints),
-            schema_registry=self.schema_registry_url,
+            schema_registry=self.schemas.url,
         )
         self._registration = self._info.to_json()
         # from here on a session that expires takes the registration with it: be told, to make it again
@@ -436,8 +438,7 @@ class Broker:
             )
         if config.metrics_listener:
             self._start_metrics(config.metrics_listener)
-        if self._schema_registry_socket is not None:
-            await self._start_schema_registry(self._schema_registry_socket)
+        await self.schemas.serve(self.credentials.lookup)  # with schema.registry.listeners
         self._announce(listener.host, self.port)
 
     def _in_background(self, work: Coroutine[Any, Any, Any], loop: asyncio.AbstractEventLoop | None = None) -> None:
@@ -465,7 +466,7 @@ class Broker:
         def schemas(topic: str):
             from strom.server.iceberg_schemas import schema_set
 
-            return schema_set(self._schema_registry_service(), replicas, self.metadata, topic)
+            return schema_set(self.schemas.service(), replicas, self.metadata, topic)
 
         self.iceberg = IcebergTranslator(
             catalog,
@@ -501,80 +502,6 @@ class Broker:
             sources, *parse_listener("metrics.listener", listener), broker_id=self.broker_id, url_dir=log_dirs[0]
         )
         self.metrics_endpoint.start(asyncio.get_running_loop())
-
-    def _bind_schema_registry(self, listener: str) -> None:
-        from strom.server.schema_registry_http import parse_listener
-
-        scheme, host, port = parse_listener("schema.registry.listeners", listener)
-        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((host, port))
-            sock.listen(LISTEN_BACKLOG)
-            sock.setblocking(False)
-        except OSError as exc:
-            sock.close()
-            raise bind_failure("schema.registry.listeners", host, port, exc) from exc
-        self._schema_registry_socket = sock
-        shown_host = self.host if host in ("0.0.0.0", "::") else host
-        shown = f"[{shown_host}]" if ":" in shown_host else shown_host
-        self.schema_registry_url = f"{scheme}://{shown}:{sock.getsockname()[1]}"
-
-    def _schema_registry_service(self) -> SchemaRegistry:
-        """The registry's view of _schemas on this broker, made on first use: when it serves the
-        registry, or when a topic with schema id validation takes its first batch."""
-        if self.schema_registry is None:
-            from strom.schemas.registry import SchemaRegistry
-
-            self.schema_registry = SchemaRegistry(
-                self.broker_id,
-                self.replica_manager,
-                self.metadata,
-                ensure_topic=self.internal_topics.ensure_schemas_topic,
-                write_timeout_s=self.config.offsets_commit_timeout_ms / 1000,
-            )
-            self.schema_registry.catch_up()
-            self._in_background(self.schema_registry.run(self._stop), self._loop)
-        return self.schema_registry
-
-    def _check_schema_ids(self, topic: str, config: LogConfig, records: bytes) -> None:
-        from strom.schemas.validation import check_records
-
-        check_records(topic, config, records, self._schema_registry_service())
-
-    async def _start_schema_registry(self, sock: socket.socket) -> None:
-        from strom.server.schema_registry_http import SchemaRegistryHttp
-
-        def registry_url(broker_id: int) -> str | None:
-            found = self.metadata.brokers.get(broker_id)
-            return found.schema_registry if found is not None else None
-
-        registry = self._schema_registry_service()
-        config = self.config
-        scram = tuple(m for m in config.sasl_enabled_mechanisms if m.startswith("SCRAM-"))
-        authenticate = None
-        if scram and any(config.protocol_of(listener.name).startswith("SASL") for listener in config.listeners):
-            from strom.security.passwords import ScramPasswords
-
-            authenticate = ScramPasswords(self.credentials.lookup, scram).check
-        server_ssl = client_ssl = None
-        if self.schema_registry_url is not None and self.schema_registry_url.startswith("https://"):
-            from strom.security import tls
-
-            # the broker's ssl.* keys (keystore, truststore, client auth), as its TLS listeners take them
-            def setting(key: str):
-                return config.listener_setting("SCHEMA_REGISTRY", key)
-
-            server_ssl, client_ssl = tls.server_context(setting), tls.client_context(setting)
-        self.schema_registry_http = SchemaRegistryHttp(
-            registry, sock, registry_url, authenticate, frozenset(config.super_users), server_ssl, client_ssl
-        )
-        await self.schema_registry_http.start()
-        path = os.path.join(self.config.log_dirs[0], SCHEMA_REGISTRY_URL_FILE)
-        with open(path + ".tmp", "w") as handle:
-            handle.write(f"{self.schema_registry_url}\n")
-        os.replace(path + ".tmp", path)
-        log.info("broker %d serves the Schema Registry on %s", self.broker_id, self.schema_registry_url)
 
     def _connection_factory(self, security: ListenerSecurity):
         dispatcher = self.dispatchers[security.name]
@@ -659,8 +586,8 @@ class Broker:
         )
         if self.metrics_endpoint is not None:
             print(f"strom broker {self.broker_id} metrics on {self.metrics_endpoint.url}", flush=True)
-        if self.schema_registry_http is not None:
-            print(f"strom broker {self.broker_id} Schema Registry on {self.schema_registry_url}", flush=True)
+        if self.schemas.http is not None:
+            print(f"strom broker {self.broker_id} Schema Registry on {self.schemas.url}", flush=True)
 
     def _register(self, wait_s: float = 0.0) -> None:
         """The ephemeral /brokers/ids/<id>: this broker counts as alive exactly while it exists.
@@ -1316,10 +1243,7 @@ class Broker:
                 executor.shutdown(wait=False, cancel_futures=True)
         for server in self._servers:
             server.close()
-        if self.schema_registry_http is not None:
-            self.schema_registry_http.close()
-        elif self._schema_registry_socket is not None:  # bound, but start() failed before serving it
-            self._schema_registry_socket.close()
+        self.schemas.close()
         if self.credentials is not None:
             self.credentials.stop()
         self.quotas.stop()
