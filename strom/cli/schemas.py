@@ -9,6 +9,8 @@
     strom schemas --registry-url URL delete --subject users-value [--schema-version 1] [--permanent]
     strom schemas --registry-url URL config [--subject users-value] [--set FULL | --delete]
     strom schemas --registry-url URL mode [--subject users-value] [--set READONLY | --delete]
+    strom schemas --registry-url URL mode --set IMPORT [--force]      # then, to migrate a registry:
+    strom schemas --registry-url URL register --subject users-value --schema-file user.avsc --id 7 [--schema-version 3]
 
 It speaks Confluent's REST API over plain HTTP, so it works against strom's registry
 (``schema.registry.listeners``) and Confluent's alike. ``list`` prints one subject (or version)
@@ -47,9 +49,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("action", choices=ACTIONS, help="what to do")
     parser.add_argument("--subject", help="the subject (list: its versions; config, mode: its own setting)")
     parser.add_argument(
-        "--schema-version", dest="schema_version", help="a version number, or latest (get, check, delete)"
+        "--schema-version",
+        dest="schema_version",
+        help="a version number, or latest (get, check, delete); register in IMPORT mode: the version to take",
     )
-    parser.add_argument("--id", type=int, help="get: the schema with this id")
+    parser.add_argument("--id", type=int, help="get: the schema with this id; register in IMPORT mode: the id to take")
     parser.add_argument("--schema", help="register, check: the schema text (Avro JSON, a JSON Schema, .proto text)")
     parser.add_argument("--schema-file", help="register, check: a file holding the schema")
     parser.add_argument(
@@ -66,6 +70,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--verbose", action="store_true", help="check: print why a schema is incompatible")
     parser.add_argument("--set", dest="set_value", metavar="VALUE", help="config: a level; mode: a mode")
     parser.add_argument("--delete", action="store_true", help="config, mode: remove the subject's own setting")
+    parser.add_argument(
+        "--force", action="store_true", help="mode --set IMPORT: even where schemas are registered (they stay)"
+    )
 
 
 class RegistryClient:
@@ -163,7 +170,14 @@ def _run(args: argparse.Namespace, client: RegistryClient) -> int:
             _print(client.call("GET", f"{_subject(args)}/versions/{version}", query=deleted))
     elif action == "register":
         query = {"normalize": "true"} if args.normalize else None
-        _print(client.call("POST", _subject(args) + "/versions", _schema_body(args), query))
+        body = _schema_body(args)
+        if args.id is not None:  # IMPORT mode: the schema keeps the id (and version) it had elsewhere
+            body["id"] = args.id
+        if args.schema_version is not None:
+            if not args.schema_version.isdigit():
+                raise ToolError(f"register --schema-version takes a number, not {args.schema_version!r}")
+            body["version"] = int(args.schema_version)
+        _print(client.call("POST", _subject(args) + "/versions", body, query))
     elif action == "check":
         version = quote(args.schema_version or "latest", safe="")
         path = f"/compatibility{_subject(args)}/versions/{version}"
@@ -183,7 +197,8 @@ def _run(args: argparse.Namespace, client: RegistryClient) -> int:
             raise ToolError(f"{action}: --set and --delete exclude each other")
         if args.set_value:
             field = "compatibility" if action == "config" else "mode"
-            _print(client.call("PUT", path, {field: args.set_value.upper()}))
+            force = {"force": "true"} if args.force and action == "mode" else None
+            _print(client.call("PUT", path, {field: args.set_value.upper()}, force))
         elif args.delete:
             if not args.subject:
                 raise ToolError(f"{action} --delete needs --subject")

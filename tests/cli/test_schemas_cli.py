@@ -102,6 +102,30 @@ def test_config_and_mode(url):
     ok(url, "register", "--subject", "cli-mode-value", "--schema", json.dumps(USER_V2))
 
 
+def test_import_mode_keeps_ids_and_versions(url):
+    client = SchemaRegistryClient({"url": url})
+    subject = "cli-import-value"
+    assert json.loads(ok(url, "mode", "--subject", subject, "--set", "import")) == {"mode": "IMPORT"}
+    body = ok(
+        url, "register", "--subject", subject, "--schema", json.dumps(USER_V1), "--id", "700", "--schema-version", "3"
+    )
+    assert json.loads(body) == {"id": 700, "version": 3}
+    assert client.get_latest_version(subject).version == 3 and client.get_schema(700).schema_str
+    refused = strom_schemas(url, "register", "--subject", subject, "--schema", json.dumps(USER_V2))
+    assert refused.returncode == 1 and "error code 42205" in refused.stderr  # IMPORT mode: an id is needed
+    ok(url, "mode", "--subject", subject, "--delete")
+    # the registry holds subjects: the global mode becomes IMPORT only with --force
+    refused = strom_schemas(url, "mode", "--set", "IMPORT")
+    assert refused.returncode == 1 and "error code 42205" in refused.stderr
+    try:
+        assert json.loads(ok(url, "mode", "--set", "IMPORT", "--force")) == {"mode": "IMPORT"}
+    finally:
+        ok(url, "mode", "--set", "READWRITE")
+    new_schema = json.dumps({**USER_V1, "name": "AfterImport"})
+    fresh = json.loads(ok(url, "register", "--subject", "cli-after-import-value", "--schema", new_schema))
+    assert fresh["id"] > 700  # a new schema's id is above the imported one
+
+
 def test_an_unreachable_registry_is_one_line():
     done = strom_schemas("http://127.0.0.1:9", "list")
     assert done.returncode == 1
