@@ -230,3 +230,46 @@ def test_read_topic_of_a_latest_mode_topic_resolves_the_logs_records_to_the_late
         assert_typed(df, producer.good | later.good, topic="newest")
     finally:
         broker.stop()
+
+
+def test_read_topic_of_a_compacted_partitioned_table(spark, tmp_path):
+    """After the broker's maintenance compacted a (kafka.partition)-partitioned table's small files,
+    read_topic reads the compacted files: every committed record once, from the table and the log."""
+    from strom.iceberg.table import identifier, open_catalog
+
+    data = tmp_path / "data"
+    catalog = catalog_of(data)
+    configs = {
+        "iceberg.partition.spec": "(kafka.partition)",
+        "iceberg.maintenance.interval.ms": "500",
+        "iceberg.compaction.min-input-files": "2",
+    }
+    broker = BrokerProcess(data, ICEBERG).start()
+    try:
+        create_topic(broker.bootstrap, "compacted", 2, **configs)
+        committed: dict = {}
+        for round_ in range(5):
+            committed |= produce(broker.bootstrap, "compacted", 40, f"r{round_}")
+            wait_for_rows(catalog, "compacted", len(committed))
+
+        def files():
+            return list(open_catalog(catalog).load_table(identifier("compacted")).scan().plan_files())
+
+        deadline = time.monotonic() + 30
+        while len(files()) > 2:  # one file per topic partition once compacted
+            assert time.monotonic() < deadline, f"{len(files())} files, not compacted"
+            time.sleep(0.2)
+        assert sorted(task.file.partition[0] for task in files()) == [0, 1]
+
+        from_table = read_topic(spark, "compacted", catalog_uri=catalog.uri)
+        assert len(from_table.inputFiles()) == 2
+        assert_exactly(spark_rows(from_table), committed, {})
+
+        broker.stop()
+        broker.overrides["iceberg.enabled"] = "false"
+        broker.start()
+        newer = produce(broker.bootstrap, "compacted", 60, "b")
+        both = read_topic(spark, "compacted", catalog_uri=catalog.uri, bootstrap_servers=broker.bootstrap)
+        assert_exactly(spark_rows(both), committed | newer, {})
+    finally:
+        broker.stop()
