@@ -148,6 +148,10 @@ class RegistryState:
         return self.configs.get(None, DEFAULT_COMPATIBILITY)
 
     def mode(self, subject: str | None) -> str:
+        """The mode in force for ``subject``: its own, else the global one; a global
+        READONLY_OVERRIDE wins over every subject's own mode (Confluent's getModeInScope)."""
+        if self.modes.get(None) == "READONLY_OVERRIDE":
+            return "READONLY_OVERRIDE"
         if subject is not None and subject in self.modes:
             return self.modes[subject]
         return self.modes.get(None, DEFAULT_MODE)

@@ -122,3 +122,12 @@ def test_entering_import_mode_needs_an_empty_scope(broker):  # noqa: F811
     assert call(url, "PUT", "/mode?force=true", {"mode": "IMPORT"})[2] == {"mode": "IMPORT"}
     assert call(url, "GET", "/subjects")[2] == ["live-value", "new-value"]
     assert error_of(call(url, "PUT", "/mode", {"mode": "SOMETIMES"})) == (422, 42204)
+
+    # a global READONLY_OVERRIDE wins over a subject's own READWRITE (Confluent's mode in scope)
+    assert call(url, "PUT", "/mode/live-value", {"mode": "READWRITE"})[0] == 200
+    assert call(url, "PUT", "/mode", {"mode": "READONLY_OVERRIDE"})[0] == 200
+    reply = call(url, "POST", "/subjects/live-value/versions", {"schema": json.dumps(OTHER | {"name": "No"})})
+    assert error_of(reply) == (422, 42205) and "read-only" in reply[2]["message"]
+    assert call(url, "GET", "/mode/live-value")[2] == {"mode": "READONLY_OVERRIDE"}
+    assert call(url, "PUT", "/mode", {"mode": "READWRITE"})[0] == 200
+    assert call(url, "GET", "/mode/live-value")[2] == {"mode": "READWRITE"}
