@@ -26,6 +26,7 @@ metadata only: their data files stay in the warehouse, as a dropped table's do.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from dataclasses import dataclass
@@ -36,6 +37,9 @@ from strom.iceberg import table as tables
 log = logging.getLogger("strom.iceberg")
 
 COMMIT_ATTEMPTS = 8
+# one rewrite reads at most this many bytes of Parquet into memory (a bin of small files; a
+# partition with more gets several bins, each its own new file)
+MAX_REWRITE_BYTES = 128 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -74,15 +78,31 @@ def maintain_topic(job: MaintenanceJob) -> MaintenanceResult:
     return result
 
 
-def _small_file_groups(table: Any, target_file_size_bytes: int, min_input_files: int) -> list[list[Any]]:
-    """The scan tasks of the small files, grouped by (spec, partition), of groups big enough to compact."""
+def _small_file_groups(
+    table: Any, target_file_size_bytes: int, min_input_files: int, max_bytes: int = MAX_REWRITE_BYTES
+) -> list[list[Any]]:
+    """The scan tasks of the small files, grouped by (spec, partition) and packed, smallest first,
+    into bins of at most ``max_bytes`` (or the target size, if smaller); the bins of at least
+    ``min_input_files`` files, each rewritten into new files of its own."""
     groups: dict[tuple[int, Any], list[Any]] = {}
     for task in table.scan().plan_files():
         data = task.file
         if task.delete_files or data.file_size_in_bytes >= target_file_size_bytes:
             continue
         groups.setdefault((data.spec_id, data.partition), []).append(task)
-    return [group for group in groups.values() if len(group) >= min_input_files]
+    limit = min(max_bytes, target_file_size_bytes)
+    bins: list[list[Any]] = []
+    for group in groups.values():
+        current: list[Any] = []
+        size = 0
+        for task in sorted(group, key=lambda t: t.file.file_size_in_bytes):
+            if current and size + task.file.file_size_in_bytes > limit:
+                bins.append(current)
+                current, size = [], 0
+            current.append(task)
+            size += task.file.file_size_in_bytes
+        bins.append(current)
+    return [found for found in bins if len(found) >= min_input_files]
 
 
 def _sorted_rows(rows: Any) -> Any:
@@ -95,7 +115,13 @@ def _sorted_rows(rows: Any) -> Any:
     return rows.take(pc.sort_indices(keys, sort_keys=[("p", "ascending"), ("o", "ascending")]))
 
 
-def compact(load: Any, target_file_size_bytes: int, min_input_files: int, result: MaintenanceResult) -> None:
+def compact(
+    load: Any,
+    target_file_size_bytes: int,
+    min_input_files: int,
+    result: MaintenanceResult,
+    max_bytes: int = MAX_REWRITE_BYTES,
+) -> None:
     """Rewrite the small files of a table (``load`` reads it afresh); see the module docstring."""
     from pyiceberg.exceptions import CommitFailedException
     from pyiceberg.expressions import AlwaysTrue
@@ -106,7 +132,7 @@ def compact(load: Any, target_file_size_bytes: int, min_input_files: int, result
         snapshot = table.current_snapshot()
         if snapshot is None:
             return
-        groups = _small_file_groups(table, target_file_size_bytes, min_input_files)
+        groups = _small_file_groups(table, target_file_size_bytes, min_input_files, max_bytes)
         if not groups:
             return
         summary = snapshot.summary.additional_properties if snapshot.summary is not None else {}
@@ -114,6 +140,8 @@ def compact(load: Any, target_file_size_bytes: int, min_input_files: int, result
         transaction = table.transaction()
         replaced = written = 0
         scan = ArrowScan(table.metadata, table.io, table.schema(), AlwaysTrue())
+        counter = itertools.count()  # one numbering for every bin: the files' names include it
+        paths: set[str] = set()
         with transaction.update_snapshot(snapshot_properties=offsets).overwrite() as rewrite:
             for group in groups:
                 rows = scan.to_table(group)
@@ -126,8 +154,13 @@ def compact(load: Any, target_file_size_bytes: int, min_input_files: int, result
                         write_uuid=rewrite.commit_uuid,
                         df=_sorted_rows(rows),
                         io=table.io,
+                        counter=counter,
                     )
                 )
+                names = {f.file_path for f in files}
+                if len(names) != len(files) or names & paths:  # a file written over another loses its rows
+                    raise RuntimeError("compaction wrote two files to one path")
+                paths |= names
                 if sum(f.record_count for f in files) != expected:
                     raise RuntimeError("compaction wrote a different number of rows than it read")
                 for task in group:

@@ -145,3 +145,23 @@ def test_compaction_racing_translation_loses_and_duplicates_nothing(tmp_path):
         print(f"compaction calls {calls}: {results}; translation commits that lost a race: {translation_lost}")
         # the broker's translation lost races to the compactions and planned again, never gave up
         assert "commits in a row lost their race" not in broker.read_log()
+
+
+def test_a_partitions_small_files_are_packed_into_bins_of_at_most_max_bytes(tmp_path):
+    """One table partition of 8 small files, bins of about three files' bytes: several new files,
+    each from a bin of at least min-input-files, the same rows."""
+    data = tmp_path / "data"
+    with BrokerProcess(data, ICEBERG) as broker:
+        create_topic(broker.bootstrap, "binned", 1, **{"iceberg.maintenance.interval.ms": HOUR_MS})
+        committed: dict = {}
+        for round_ in range(8):
+            committed |= produce(broker.bootstrap, "binned", 25, f"r{round_}")
+            wait_for_rows(catalog_of(data), "binned", len(committed))
+        sizes = sorted(task.file.file_size_in_bytes for task in load(data, "binned").scan().plan_files())
+        assert len(sizes) == 8
+        result = MaintenanceResult()
+        catalog = open_catalog(catalog_of(data))
+        compact(lambda: catalog.load_table(identifier("binned")), 64 * 1024 * 1024, 2, result, sum(sizes[:3]))
+        assert result.files_rewritten >= 6 and 2 <= result.files_written <= 4, result
+        assert data_files(load(data, "binned")) == 8 - result.files_rewritten + result.files_written
+        assert_exactly(table_rows(catalog_of(data), "binned"), committed, {})
