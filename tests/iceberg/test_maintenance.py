@@ -158,10 +158,34 @@ def test_a_partitions_small_files_are_packed_into_bins_of_at_most_max_bytes(tmp_
             committed |= produce(broker.bootstrap, "binned", 25, f"r{round_}")
             wait_for_rows(catalog_of(data), "binned", len(committed))
         sizes = sorted(task.file.file_size_in_bytes for task in load(data, "binned").scan().plan_files())
-        assert len(sizes) == 8
+        assert len(sizes) >= 8  # a round's records in two translation rounds make one more
         result = MaintenanceResult()
         catalog = open_catalog(catalog_of(data))
         compact(lambda: catalog.load_table(identifier("binned")), 64 * 1024 * 1024, 2, result, sum(sizes[:3]))
-        assert result.files_rewritten >= 6 and 2 <= result.files_written <= 4, result
-        assert data_files(load(data, "binned")) == 8 - result.files_rewritten + result.files_written
+        assert result.files_rewritten >= 6 and 2 <= result.files_written <= len(sizes) // 2, result
+        assert data_files(load(data, "binned")) == len(sizes) - result.files_rewritten + result.files_written
         assert_exactly(table_rows(catalog_of(data), "binned"), committed, {})
+
+
+def test_files_of_an_old_partition_spec_are_compacted_into_the_current_one(tmp_path):
+    """Small files of hour(kafka.timestamp) and of () after an alter: both groups are rewritten
+    into the current (unpartitioned) spec in one commit, to distinct files, the same rows."""
+    data = tmp_path / "data"
+    with BrokerProcess(data, ICEBERG) as broker:
+        create_topic(broker.bootstrap, "respec", 1, **{"iceberg.maintenance.interval.ms": HOUR_MS})
+        committed: dict = {}
+        for round_ in range(8):
+            if round_ == 4:
+                set_topic_config(broker.bootstrap, "respec", "iceberg.partition.spec", "()")
+            committed |= produce(broker.bootstrap, "respec", 25, f"r{round_}")
+            wait_for_rows(catalog_of(data), "respec", len(committed))
+        table = load(data, "respec")
+        tasks = list(table.scan().plan_files())
+        assert {task.file.spec_id for task in tasks} == {0, table.spec().spec_id} and table.spec().fields == ()
+        result = MaintenanceResult()
+        catalog = open_catalog(catalog_of(data))
+        compact(lambda: catalog.load_table(identifier("respec")), 64 * 1024 * 1024, 2, result)
+        assert result.files_rewritten == len(tasks) and result.files_written == 2, result
+        table = load(data, "respec")
+        assert {task.file.spec_id for task in table.scan().plan_files()} == {table.spec().spec_id}
+        assert_exactly(table_rows(catalog_of(data), "respec"), committed, {})
