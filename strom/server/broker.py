@@ -40,9 +40,8 @@ from strom.cluster import model
 from strom.cluster.controller import Controller, Election, ReconcilePlan
 from strom.cluster.features import FeatureLevels
 from strom.cluster.local_store import DamagedStoreError, LocalStore
-from strom.cluster.metadata_cache import MetadataCache, MetadataDelta, state_key
+from strom.cluster.metadata_cache import MetadataCache, MetadataDelta
 from strom.cluster.model import Broker as BrokerInfo
-from strom.cluster.read_ahead import ReadAheadStore
 from strom.cluster.store import MetadataStore, NodeExistsError, StoreError
 from strom.cluster.store_retry import retry_unavailable
 from strom.group.coordinator import GroupCoordinator
@@ -71,6 +70,7 @@ from strom.server.dispatcher import Dispatcher
 from strom.server.dynamic_listeners import LISTEN_BACKLOG
 from strom.server.handlers import fetch
 from strom.server.internal_topics import InternalTopics
+from strom.server.metadata_reload import MetadataReloader
 from strom.server.periodic import log_if_failed, run_every
 from strom.server.quotas import QuotaManager
 from strom.server.refused_batches import RefusedBatches
@@ -99,10 +99,6 @@ FENCE_CHECK_S = 0.2
 # (close_departed_connections): a dead group member's session runs from when it is found
 DEPARTED_CHECK_S = 0.5
 SLOW_METADATA_PASS_S = 0.5
-# A metadata pass re-reads at most this many changed znodes (registrations and topics first), and
-# leaves the rest to a pass right after: the loop answers requests in between. A controller's own
-# elections of 10,000 partitions fire as many watches, whose re-reads held its loop for 14 s.
-RELOAD_CHUNK = 1000
 # a registration (after a session expiry, or listing offline replicas) that ZooKeeper did not
 # answer is tried again this often
 REREGISTER_RETRY_S = 1.0
@@ -161,20 +157,21 @@ class Broker:
         self._shutdown_requested = asyncio.Event()  # SIGTERM/SIGINT
         self._background: list[asyncio.Task] = []
         self._loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]  # start()'s first line
-        self._reload_handle: asyncio.TimerHandle | None = None
         self._reregister_handle: asyncio.TimerHandle | None = None
         self._publish_handle: asyncio.TimerHandle | None = None  # a retry of publish_offline_replicas
         self._published_offline: frozenset = frozenset()  # the offline replicas the registration znode lists
-        self._changed_paths: set[str] = set()  # znodes whose watches fired since the last reload
-        self._reload_everything = False
         self._reconciled_epoch = -1  # the controller epoch of the last reconcile pass over every partition
         self._registration = b""
         self._unfence_after_reload = False
-        self._reload_failing = False
-        self._metadata_reader: ThreadPoolExecutor | None = None  # reads a reload's znodes (with ZooKeeper)
-        self._read_ahead: Future | None = None  # the reads of the reload under way
-        self._reading_ahead: set[str] | None = None  # what they re-read (None: everything)
-        self._metadata_passes = 0  # refresh_metadata calls: reads made ahead of a later pass are stale
+        # re-reads the znodes whose watches fired (strom.server.metadata_reload)
+        self.reloader = MetadataReloader(
+            lambda: self.store,
+            self.metadata,
+            self.refresh_metadata,
+            lambda: self._loop,
+            self._stop,
+            after_reload=self._unfence_if_confirmed,
+        )
         self._controller_writer: ThreadPoolExecutor | None = None  # writes the controller's decisions
         self._controller_writes: Future | None = None  # the pass whose writes are under way
         self._election: Future | None = None  # this broker standing for controller
@@ -673,7 +670,7 @@ class Broker:
             self._fence(f"its ZooKeeper session is unconfirmed for {min(unconfirmed, 1e9):.1f}s")
         elif replicas.fenced and unconfirmed == 0 and not self._unfence_after_reload:
             self._unfence_after_reload = True
-            self._schedule_reload()
+            self.reloader.schedule()
 
     def _fence(self, reason: str) -> None:
         if self.replica_manager.fenced:
@@ -717,113 +714,18 @@ class Broker:
             self._reregister_handle = self._loop.call_later(REREGISTER_RETRY_S, self._reregister)
             return
         log.info("broker %d registered again", self.broker_id)
-        self._schedule_reload()
-
-    def _on_store_change(self, path: str) -> None:
-        """A metadata watch fired (maybe on kazoo's thread): reload soon, once for a burst of changes."""
-        if self._loop is not None and not self._loop.is_closed():
-            self._loop.call_soon_threadsafe(self._schedule_reload, path)
+        self.reloader.schedule()
 
     def request_metadata_reload(self, path: str | None = None) -> None:
         """Re-read the znode ``path`` soon (everything with None): the cache holds a stale copy."""
-        self._schedule_reload(path)
+        self.reloader.schedule(path)
 
-    def _schedule_reload(self, path: str | None = None) -> None:
-        """Reload soon: just the znode ``path`` (a watch fired on it), or everything (None)."""
-        if path is None:
-            self._reload_everything = True
-        else:
-            self._changed_paths.add(path)
-        self._reload_soon(0.02)
-
-    def _reload(self) -> None:
-        """Re-read what changed: with ZooKeeper, its reads first on the metadata reader thread
-        (``read_ahead``), so that a ZooKeeper that stops answering holds no request meanwhile."""
-        self._reload_handle = None
-        if self._stop.is_set() or self._read_ahead is not None:
-            return  # a reload whose reads are under way reloads again when they are in
-        changed = None if self._reload_everything else self._changed_paths
-        rest: set[str] = set()
-        if changed is not None and len(changed) > RELOAD_CHUNK:
-            ordered = sorted(changed, key=lambda path: state_key(path) is not None)
-            changed, rest = set(ordered[:RELOAD_CHUNK]), set(ordered[RELOAD_CHUNK:])
-        self._changed_paths, self._reload_everything = rest, False
-        if not self.store.remote:  # the embedded store answers at once: nothing to wait for
-            self._apply_reload(changed, None)
-            return
-        if self._metadata_reader is None:
-            self._metadata_reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="strom-metadata-reader")
-        reads = ReadAheadStore(self.store)
-        shadow, watch, passes = self.metadata.shadow(), self._on_store_change, self._metadata_passes
-
-        def read_ahead() -> None:  # on the reader thread: touches only the shadow and ``reads``
-            if changed is None:
-                shadow.load(reads, watch)
-            else:
-                shadow.apply_changes(reads, changed, watch)
-
-        self._read_ahead = self._metadata_reader.submit(read_ahead)
-        self._reading_ahead = changed
-        on_loop_when_done(self._read_ahead, self._loop, self._read_ahead_done, changed, reads, passes)
-
-    def _read_ahead_done(self, changed: set[str] | None, reads: ReadAheadStore, passes: int, future: Future) -> None:
-        self._read_ahead = self._reading_ahead = None
-        if self._stop.is_set():
-            return
-        failed = future.exception()
-        if failed is None and passes != self._metadata_passes:
-            # a request's read-back changed the cache meanwhile, from newer reads than these
-            self._requeue(changed)
-            self._reload_soon(0.01)
-            return
-        reads.start_replay()
-        self._apply_reload(changed, reads, failed)
-        if reads.missed:
-            log.debug("metadata reload: %d reads were not made ahead", reads.missed)
-
-    def _requeue(self, changed: set[str] | None) -> None:
-        if changed is None:
-            self._reload_everything = True
-        else:
-            self._changed_paths |= changed
-
-    def _apply_reload(
-        self, changed: set[str] | None, reads: ReadAheadStore | None, failed: BaseException | None = None
-    ) -> None:
-        """Apply a reload (its reads made ahead, or made now) and schedule the next, or a retry."""
-        try:
-            if failed is not None:
-                raise failed
-            self.refresh_metadata(changed, reads)
-            if self._changed_paths or self._reload_everything:
-                self._reload_soon(0.01)  # the next chunk, or what fired meanwhile
-            if self._reload_failing:
-                self._reload_failing = False
-                log.info("metadata reloaded after ZooKeeper came back")
-            if self._unfence_after_reload and self.store.unconfirmed_for() == 0:
-                self._unfence_after_reload = False
-                self.replica_manager.fenced = False
-                log.info("broker %d unfenced: ZooKeeper session confirmed and metadata reloaded", self.broker_id)
-        except StoreError as exc:  # ZooKeeper unreachable for now: expected while it is down
-            if not self._reload_failing:  # once per outage, not twice a second
-                log.warning("metadata reload failed (%s); retrying every 0.5s", exc)
-            self._reload_failing = True
-            self._reload_everything = True  # what failed to load is not known: all of it, next time
-            self._retry_reload()
-        except Exception:
-            log.exception("metadata reload failed; retrying")
-            self._reload_everything = True
-            self._retry_reload()
-
-    def _retry_reload(self) -> None:
-        if self._reload_handle is not None:
-            self._reload_handle.cancel()
-            self._reload_handle = None
-        self._reload_soon(0.5)
-
-    def _reload_soon(self, delay_s: float) -> None:
-        if self._reload_handle is None and not self._stop.is_set():
-            self._reload_handle = self._loop.call_later(delay_s, self._reload)
+    def _unfence_if_confirmed(self) -> None:
+        """After a metadata pass: a fenced broker whose session is confirmed again leads again."""
+        if self._unfence_after_reload and self.store.unconfirmed_for() == 0:
+            self._unfence_after_reload = False
+            self.replica_manager.fenced = False
+            log.info("broker %d unfenced: ZooKeeper session confirmed and metadata reloaded", self.broker_id)
 
     def refresh_metadata(self, changed: set[str] | None = None, reads: MetadataStore | None = None) -> None:
         """Re-read cluster metadata and bring local replicas in line (after any metadata change).
@@ -835,9 +737,9 @@ class Broker:
         watches cause later finds those versions and changes nothing. ``reads`` answers the
         reads instead of the store when they were made ahead on a thread.
         """
-        watch = self._on_store_change
+        watch = self.reloader.on_store_change
         started = time.monotonic()
-        self._metadata_passes += 1
+        self.reloader.passes += 1
         known = {name: info.topic_id for name, info in self.metadata.topics.items()}
         source = self.store if reads is None else reads
         if changed is None:
@@ -1010,8 +912,7 @@ class Broker:
         error = future.exception()
         if error is not None:  # the next reload stands again if the office is still empty
             log.warning("standing for controller failed (%s); reloading metadata", error)
-            self._reload_everything = True
-            self._retry_reload()
+            self.reloader.retry_everything()
             return
         if self._take_office(future.result()):
             # a new controller looks at every partition: its predecessor may have died half-way
@@ -1072,8 +973,7 @@ class Broker:
                 log.warning("the controller's writes got no answer (%s); reloading metadata", error)
             else:
                 log.error("the controller's writes failed", exc_info=error)
-            self._reload_everything = True
-            self._retry_reload()
+            self.reloader.retry_everything()
         partitions = self.metadata.take_written()
         if partitions:
             self.replica_manager.apply_metadata(partitions)
@@ -1130,7 +1030,7 @@ class Broker:
         except OSError as exc:  # the single-node store's file is in a full or failed log dir
             raise KafkaStorageError(f"topic '{name}' could not be recorded: {exc.strerror or exc}") from exc
         except RequestTimedOutError:  # ZooKeeper stopped answering midway: the topic may exist, unfinished
-            self._schedule_reload()  # everything, once it answers: the controller finishes the topic
+            self.reloader.schedule()  # everything, once it answers: the controller finishes the topic
             raise
         if not validate_only:  # the new topic alone, not every partition of the cluster again
             self.read_back({model.BROKERS_TOPICS, model.topic_path(name)})
@@ -1146,20 +1046,13 @@ class Broker:
         and those znodes are read again once ZooKeeper answers (a reload retries until it does).
         """
         try:
-            self.refresh_metadata(written | self._unapplied_changes())
+            self.refresh_metadata(written | self.reloader.unapplied_changes())
         except StoreError as exc:
             log.warning(
                 "could not read back %s after writing it (%s); reloading once ZooKeeper answers", sorted(written), exc
             )
             for path in written:
-                self._schedule_reload(path)
-
-    def _unapplied_changes(self) -> set[str]:
-        """The znodes a reload has yet to apply; where that is everything, what decides elections."""
-        everything = self._reload_everything or (self._read_ahead is not None and self._reading_ahead is None)
-        if everything:
-            return {model.BROKERS_IDS, model.CONTROLLER}
-        return self._changed_paths | (self._reading_ahead or set())
+                self.reloader.schedule(path)
 
     def auto_create_topic(self, name: str):
         """auto.create.topics.enable: a topic first named by Metadata gets the broker defaults."""
@@ -1234,13 +1127,13 @@ class Broker:
         if not crash and self.store is not None and self.replica_manager is not None and not self._stop.is_set():
             await self._controlled_shutdown()
         self._stop.set()
-        for handle in (self._reload_handle, self._reregister_handle, self._publish_handle):
+        self.reloader.close()
+        for handle in (self._reregister_handle, self._publish_handle):
             if handle is not None:
                 handle.cancel()
-        self._reload_handle = self._reregister_handle = self._publish_handle = None
-        for executor in (self._metadata_reader, self._controller_writer):
-            if executor is not None:  # calls still waiting for ZooKeeper end with the store's close
-                executor.shutdown(wait=False, cancel_futures=True)
+        self._reregister_handle = self._publish_handle = None
+        if self._controller_writer is not None:  # calls still waiting for ZooKeeper end with the store's close
+            self._controller_writer.shutdown(wait=False, cancel_futures=True)
         for server in self._servers:
             server.close()
         self.schemas.close()
