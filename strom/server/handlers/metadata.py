@@ -34,15 +34,19 @@ def partition_entries(broker, info) -> list[dict]:
         lost = offline.get((info.name, index), ()) if offline else ()
         state = info.states.get(index)
         leader = state.leader if state and state.leader in live else -1
-        if state is not None and leader >= 0 and leader == fenced_self:
-            # it claims no leadership and names its likely successor (strom.server.leader_hints)
-            leader = fenced_successor(broker, replicas, state.isr)
+        epoch = state.leader_epoch if state else -1
+        if state is not None and leader >= 0 and fenced_self is not None:
+            # it claims no leadership, names its likely successor where it led (at no epoch: a guess
+            # must not outrank the truth of the same epoch) and vouches for no other leader its
+            # stale view names (strom.server.leader_hints)
+            leader = fenced_successor(broker, replicas, state.isr) if leader == fenced_self else -1
+            epoch = -1
         entries.append(
             {
                 "error_code": ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
                 "partition_index": index,
                 "leader_id": leader,
-                "leader_epoch": state.leader_epoch if state else -1,
+                "leader_epoch": epoch,
                 "replica_nodes": replicas,
                 "isr_nodes": state.isr if state else [],
                 "offline_replicas": [b for b in replicas if b not in live or b in lost],
