@@ -33,19 +33,17 @@ import signal
 import time
 import uuid
 from collections.abc import Callable, Coroutine, Iterable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from strom.cluster import model
-from strom.cluster.controller import Controller, Election, ReconcilePlan
+from strom.cluster.controller import Controller
 from strom.cluster.features import FeatureLevels
 from strom.cluster.local_store import DamagedStoreError, LocalStore
-from strom.cluster.metadata_cache import MetadataCache, MetadataDelta
+from strom.cluster.metadata_cache import MetadataCache
 from strom.cluster.model import Broker as BrokerInfo
 from strom.cluster.store import MetadataStore, NodeExistsError, StoreError
 from strom.cluster.store_retry import retry_unavailable
 from strom.group.coordinator import GroupCoordinator
-from strom.loop_handoff import handoff_loop, on_loop_when_done
 from strom.metrics.stats import BrokerStats, RequestMetrics
 from strom.protocol.errors import (
     KafkaStorageError,
@@ -66,6 +64,7 @@ from strom.server.broker_schema_registry import BrokerSchemaRegistry
 from strom.server.config import BrokerConfig
 from strom.server.connection import Connection, close_departed_connections, close_idle_connections
 from strom.server.connection_limits import ConnectionLimits
+from strom.server.controller_role import ControllerRole
 from strom.server.dispatcher import Dispatcher
 from strom.server.dynamic_listeners import LISTEN_BACKLOG
 from strom.server.handlers import fetch
@@ -160,7 +159,6 @@ class Broker:
         self._reregister_handle: asyncio.TimerHandle | None = None
         self._publish_handle: asyncio.TimerHandle | None = None  # a retry of publish_offline_replicas
         self._published_offline: frozenset = frozenset()  # the offline replicas the registration znode lists
-        self._reconciled_epoch = -1  # the controller epoch of the last reconcile pass over every partition
         self._registration = b""
         self._unfence_after_reload = False
         # re-reads the znodes whose watches fired (strom.server.metadata_reload)
@@ -172,11 +170,17 @@ class Broker:
             self._stop,
             after_reload=self._unfence_if_confirmed,
         )
-        self._controller_writer: ThreadPoolExecutor | None = None  # writes the controller's decisions
-        self._controller_writes: Future | None = None  # the pass whose writes are under way
-        self._election: Future | None = None  # this broker standing for controller
-        self._reconcile_waiting = False  # a pass was asked for while they were
-        self._reconcile_everything = False  # ... over every partition
+        # standing for controller, and its passes while this broker holds the office
+        self.controller_role = ControllerRole(
+            lambda: self.controller,
+            self.metadata,
+            lambda: self.store,
+            lambda: self.replica_manager,
+            self._unclean_enabled,
+            self.reloader.retry_everything,
+            lambda: self._starting,
+            self._stop,
+        )
         self.started_at = time.monotonic()
         self._starting = True  # until start() has read the cluster metadata
         # metrics: counters are always kept (an addition each); request timing and the endpoint
@@ -750,15 +754,7 @@ class Broker:
         if self.metadata.broker_configs != self._applied_broker_configs:
             self._apply_dynamic_configs()
         read = time.monotonic()
-        written: list[str] = []
-        if not self.controller.is_active and self.metadata.controller_id == -1:
-            self._elect()
-        if self.controller.is_active:
-            # a new controller looks at every partition: its predecessor may have died half-way
-            everything = delta.full or self._reconciled_epoch != self.controller.epoch
-            written = self._reconcile(None if everything else delta)
-            self._reconciled_epoch = self.controller.epoch
-            delta.partitions |= self.metadata.take_written()
+        written = self.controller_role.after_metadata_pass(delta)
         decided = time.monotonic()
         # a deleted topic's stray logs are found only by a pass over everything
         self.replica_manager.apply_metadata(None if delta.full or delta.topics_removed else delta.partitions)
@@ -890,95 +886,6 @@ class Broker:
             log.warning("could not publish the new endpoints of broker %d (%s)", self.broker_id, exc)
             return
         self.read_back({path})
-
-    def _elect(self) -> None:
-        """Stand for controller (the office is empty); with ZooKeeper on the controller writer thread.
-
-        At startup the broker waits for the outcome, as for everything else it reads then.
-        """
-        loop = None if self._starting else handoff_loop(self.store)
-        if loop is None:
-            self._take_office(self.controller.campaign(self.controller.is_active))
-            return
-        if self._election is not None:
-            return  # one under way already
-        self._election = self._writer().submit(self.controller.campaign, self.controller.is_active)
-        on_loop_when_done(self._election, loop, self._elected)
-
-    def _elected(self, future: Future) -> None:
-        self._election = None
-        if self._stop.is_set():
-            return
-        error = future.exception()
-        if error is not None:  # the next reload stands again if the office is still empty
-            log.warning("standing for controller failed (%s); reloading metadata", error)
-            self.reloader.retry_everything()
-            return
-        if self._take_office(future.result()):
-            # a new controller looks at every partition: its predecessor may have died half-way
-            self._reconcile(None)
-            self._reconciled_epoch = self.controller.epoch
-
-    def _writer(self) -> ThreadPoolExecutor:
-        """The thread that stands for controller and writes its decisions, one at a time (made on first use)."""
-        if self._controller_writer is None:
-            self._controller_writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="strom-controller-writer")
-        return self._controller_writer
-
-    def _take_office(self, election: Election) -> bool:
-        self.metadata.controller_id = election.holder
-        return self.controller.take_office(election)
-
-    def _reconcile(self, delta: MetadataDelta | None) -> list[str]:
-        """The controller's pass over what changed (everything with None); returns the paths written.
-
-        With ZooKeeper its writes go to the controller writer thread, as a reload's reads go to
-        the reader: a ZooKeeper that stops answering while the controller elects leaders held
-        every request of this broker meanwhile. One pass writes at a time; a pass asked for
-        meanwhile runs when those writes are in, over the partitions it would have looked at.
-        """
-        controller = self.controller
-        if self._controller_writes is not None:
-            if delta is None:
-                self._reconcile_everything = True
-            else:
-                controller.look_again(delta.partitions | self.metadata.partitions_of_brokers(delta.brokers))
-            self._reconcile_waiting = True
-            return []
-        if self._reconcile_everything:  # a pass over everything was asked for while writes were under way
-            delta = None
-        self._reconcile_waiting = self._reconcile_everything = False
-        plan = controller.plan(self.metadata, self._unclean_enabled, delta)
-        written: list[str] = []
-        if plan:
-            loop = handoff_loop(self.store)
-            if loop is None:
-                written = controller.apply(self.metadata, plan, controller.write(plan))
-            else:
-                self._controller_writes = self._writer().submit(controller.write, plan)
-                on_loop_when_done(self._controller_writes, loop, self._plan_written, plan)
-        return written + controller.complete_reassignments(self.metadata)
-
-    def _plan_written(self, plan: ReconcilePlan, future: Future) -> None:
-        """The controller's writes are in (on the loop): into the cache, the replicas, and the next pass."""
-        self._controller_writes = None
-        if self._stop.is_set():
-            return
-        error = future.exception()
-        if error is None:  # what ZooKeeper took holds, whether or not this broker is still controller
-            self.controller.apply(self.metadata, plan, future.result())
-        else:
-            self.controller.look_again(plan.keys())
-            if isinstance(error, StoreError):  # unknown which took effect: read everything again
-                log.warning("the controller's writes got no answer (%s); reloading metadata", error)
-            else:
-                log.error("the controller's writes failed", exc_info=error)
-            self.reloader.retry_everything()
-        partitions = self.metadata.take_written()
-        if partitions:
-            self.replica_manager.apply_metadata(partitions)
-        if self._reconcile_waiting and error is None and self.controller.is_active:
-            self._reconcile(MetadataDelta())  # over what it was asked to look at meanwhile
 
     def _forget_offsets_of_deleted_topics(self, known: Mapping[str, object]) -> None:
         """Topics gone since the last load (or re-created under a new id) lose their groups' offsets."""
@@ -1132,8 +1039,7 @@ class Broker:
             if handle is not None:
                 handle.cancel()
         self._reregister_handle = self._publish_handle = None
-        if self._controller_writer is not None:  # calls still waiting for ZooKeeper end with the store's close
-            self._controller_writer.shutdown(wait=False, cancel_futures=True)
+        self.controller_role.close()
         for server in self._servers:
             server.close()
         self.schemas.close()
