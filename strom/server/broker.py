@@ -14,7 +14,11 @@ The broker composes; the services never see it. Each takes the collaborators it 
 callables such as ``internal_topics.ensure_offsets_topic``, a config Protocol that ``BrokerConfig`` satisfies),
 and what is made later in this order (the controller, the producer id blocks, the transaction
 coordinator) reaches an earlier service as a callable. ``lint-imports`` keeps it so: no module
-below ``strom.server`` imports it.
+below ``strom.server`` imports it. The broker's own parts that have a seam of their own are
+modules beside it, built the same way: its registration and ZooKeeper session
+(``registration``), the metadata reloads (``metadata_reload``), its part in the controller's work
+(``controller_role``), the internal topics (``internal_topics``) and its Schema Registry
+(``broker_schema_registry``).
 
 Shutdown (SIGTERM/SIGINT only set an event): stop accepting → let in-flight requests finish
 under a timeout → stop background tasks → flush logs and checkpoints → write the clean-shutdown
@@ -24,7 +28,6 @@ marker → leave the metadata store.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import gc
 import json
 import logging
@@ -73,6 +76,7 @@ from strom.server.metadata_reload import MetadataReloader
 from strom.server.periodic import log_if_failed, run_every
 from strom.server.quotas import QuotaManager
 from strom.server.refused_batches import RefusedBatches
+from strom.server.registration import BrokerRegistration
 from strom.server.secure_connection import SecureConnection
 from strom.startup import StartupError, bind_failure, check_log_dirs
 from strom.storage import dir_lock
@@ -98,9 +102,6 @@ FENCE_CHECK_S = 0.2
 # (close_departed_connections): a dead group member's session runs from when it is found
 DEPARTED_CHECK_S = 0.5
 SLOW_METADATA_PASS_S = 0.5
-# a registration (after a session expiry, or listing offline replicas) that ZooKeeper did not
-# answer is tried again this often
-REREGISTER_RETRY_S = 1.0
 
 
 class Broker:
@@ -156,11 +157,17 @@ class Broker:
         self._shutdown_requested = asyncio.Event()  # SIGTERM/SIGINT
         self._background: list[asyncio.Task] = []
         self._loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]  # start()'s first line
-        self._reregister_handle: asyncio.TimerHandle | None = None
-        self._publish_handle: asyncio.TimerHandle | None = None  # a retry of publish_offline_replicas
-        self._published_offline: frozenset = frozenset()  # the offline replicas the registration znode lists
-        self._registration = b""
-        self._unfence_after_reload = False
+        # /brokers/ids/<id> and the ZooKeeper session it lives in (strom.server.registration)
+        self.registration = BrokerRegistration(
+            self.broker_id,
+            lambda: self.store,
+            lambda: self.replica_manager,
+            lambda: self.controller,
+            lambda: self.config,
+            lambda: self._loop,
+            self._stop,
+            lambda: self.reloader.schedule(),
+        )
         # re-reads the znodes whose watches fired (strom.server.metadata_reload)
         self.reloader = MetadataReloader(
             lambda: self.store,
@@ -168,7 +175,7 @@ class Broker:
             self.refresh_metadata,
             lambda: self._loop,
             self._stop,
-            after_reload=self._unfence_if_confirmed,
+            after_reload=self.registration.unfence_if_confirmed,
         )
         # standing for controller, and its passes while this broker holds the office
         self.controller_role = ControllerRole(
@@ -282,7 +289,7 @@ class Broker:
             self.stats,
             controller_epoch=lambda: self.controller.epoch,  # the controller is made after the replicas
             request_metadata_reload=self.request_metadata_reload,
-            publish_offline_replicas=self.publish_offline_replicas,
+            publish_offline_replicas=self.registration.publish_offline_replicas,
             inter_broker_security=self.inter_broker_security,
             schema_check=self.schemas.check_schema_ids,
         )
@@ -336,7 +343,7 @@ class Broker:
         )
         if config.schema_registry_listeners:  # bound before registering: the registration carries its URL
             self.schemas.bind(config.schema_registry_listeners, self.host)
-        self._info = BrokerInfo(
+        self.registration.info = BrokerInfo(
             self.broker_id,
             self.host,
             advertised_port,
@@ -345,13 +352,12 @@ class Broker:
             protocols=tuple((name, config.protocol_of(name)) for name, _, _ in endpoints),
             schema_registry=self.schemas.url,
         )
-        self._registration = self._info.to_json()
         # from here on a session that expires takes the registration with it: be told, to make it again
         if hasattr(self.store, "session_listeners"):
-            self.store.session_listeners.append(self._on_session_event)
+            self.store.session_listeners.append(self.registration.on_session_event)
         # a ZooKeeper registration left by a crashed predecessor expires within the session timeout
         wait_s = config.zookeeper_session_timeout_ms / 1000 + 2 if config.zookeeper_connect else 0
-        step(f"registering broker {self.broker_id}", lambda: self._register(wait_s))
+        step(f"registering broker {self.broker_id}", lambda: self.registration.register(wait_s))
         self.controller = Controller(self.store, self.broker_id, config.log_config())
         step("electing the controller", self.controller.elect)
         self.producer_ids = ProducerIdManager(self.store, self.broker_id)
@@ -418,7 +424,9 @@ class Broker:
             self.replica_manager.stall_fence_s = config.zookeeper_session_timeout_ms / 2000
             self.replica_manager.session_checked_at = time.monotonic()
             self.replica_manager.session_checked_cpu = time.process_time()
-            self._in_background(run_every(FENCE_CHECK_S, self._check_session, self._stop, "ZooKeeper session check"))
+            self._in_background(
+                run_every(FENCE_CHECK_S, self.registration.check_session, self._stop, "ZooKeeper session check")
+            )
         if config.auto_leader_rebalance_enable:
             self._in_background(
                 run_every(
@@ -590,146 +598,9 @@ class Broker:
         if self.schemas.http is not None:
             print(f"strom broker {self.broker_id} Schema Registry on {self.schemas.url}", flush=True)
 
-    def _register(self, wait_s: float = 0.0) -> None:
-        """The ephemeral /brokers/ids/<id>: this broker counts as alive exactly while it exists.
-
-        After a crash and a quick restart the node still belongs to the dead process's session
-        until ZooKeeper expires it, so startup waits up to the session timeout for it to go
-        (Kafka does the same, KAFKA-7165); a node that outlives that belongs to a live broker.
-        """
-        path = model.broker_path(self.broker_id)
-        deadline = time.monotonic() + wait_s
-        while True:
-            try:
-                self.store.create(path, self._registration, ephemeral=True)
-                break
-            except NodeExistsError:
-                if self.store.ephemeral_owned(path):  # made by a try whose answer a dropped connection lost
-                    break
-                if time.monotonic() >= deadline:
-                    raise RuntimeError(
-                        f"broker.id={self.broker_id} is already registered by another live broker"
-                    ) from None
-                time.sleep(0.2)
-        self._published_offline = self._info.offline_replicas
-
-    def publish_offline_replicas(self) -> None:
-        """List this broker's offline replicas in its registration, so the controller moves them.
-
-        The registration is what a new ZooKeeper session re-creates, so the list outlives a
-        session expiry; a restart registers afresh, with the replicas back online. A write that
-        ZooKeeper does not answer is tried again every second until the znode lists them: within
-        one session nothing else would write it, and the controller would leave those partitions
-        led by a broker that can only answer KAFKA_STORAGE_ERROR.
-        """
-        if self._publish_handle is not None:
-            self._publish_handle.cancel()
-            self._publish_handle = None
-        if self._stop.is_set():
-            return
-        offline = frozenset(self.replica_manager.offline)
-        if offline != self._info.offline_replicas:
-            self._info = dataclasses.replace(self._info, offline_replicas=offline)
-            self._registration = self._info.to_json()
-        if offline == self._published_offline:
-            return
-        try:
-            self.store.set(model.broker_path(self.broker_id), self._registration)
-        except StoreError as exc:  # also NoNode while a new session has not registered again yet
-            log.warning(
-                "could not publish %d offline replicas (%s); trying again in %.0fs",
-                len(offline),
-                exc,
-                REREGISTER_RETRY_S,
-            )
-            self._publish_handle = self._loop.call_later(REREGISTER_RETRY_S, self.publish_offline_replicas)
-            return
-        self._published_offline = offline
-        log.info("broker %d told the controller that %d replicas are offline", self.broker_id, len(offline))
-
-    def _on_session_event(self, event: str) -> None:
-        """ZooKeeper session lost / re-established (kazoo's thread): hop to the loop."""
-        self._loop.call_soon_threadsafe(self._handle_session_event, event)
-
-    def _check_session(self) -> None:
-        """Fence this broker while its ZooKeeper session cannot be confirmed (KRaft's broker fencing).
-
-        ZooKeeper expires a silent session after zookeeper.session.timeout.ms, and the controller
-        then elects other leaders; a broker cut off from ZooKeeper but not from its clients would
-        go on answering as leader, acknowledging nothing (acks=all) or, worse, serving stale
-        reads. The client notices a dropped connection about two thirds into the timeout, so a
-        broker unconfirmed for a third of it more is fenced about when the session expires: it
-        answers NOT_LEADER_OR_FOLLOWER and claims no leadership in Metadata, and clients move.
-        It is unfenced once the session is confirmed and metadata has been reloaded.
-        """
-        replicas = self.replica_manager
-        now, cpu = time.monotonic(), time.process_time()
-        last, last_cpu = replicas.session_checked_at, replicas.session_checked_cpu
-        replicas.session_checked_at, replicas.session_checked_cpu = now, cpu
-        if last is not None and now - last > replicas.stall_fence_s and cpu - last_cpu < (now - last) / 2:
-            self._fence(f"it was stopped for {now - last:.1f}s (paused?) and must confirm its session again")
-            return
-        unconfirmed = self.store.unconfirmed_for()
-        if not replicas.fenced and unconfirmed > self.config.zookeeper_session_timeout_ms / 3000:
-            self._fence(f"its ZooKeeper session is unconfirmed for {min(unconfirmed, 1e9):.1f}s")
-        elif replicas.fenced and unconfirmed == 0 and not self._unfence_after_reload:
-            self._unfence_after_reload = True
-            self.reloader.schedule()
-
-    def _fence(self, reason: str) -> None:
-        if self.replica_manager.fenced:
-            return
-        log.warning("broker %d fenced: %s; it leads nothing until the session is confirmed", self.broker_id, reason)
-        self.replica_manager.fenced = True
-        self._unfence_after_reload = False
-        for key in list(self.replica_manager.partitions):
-            self.replica_manager.purgatory.notify(key)  # waiting produces and fetches re-check leadership
-
-    def _handle_session_event(self, event: str) -> None:
-        if self.controller is None:  # start() failed before making it: nothing to do
-            return
-        if event == "lost":
-            self._fence("its ZooKeeper session expired")
-            self.controller.resign()
-        elif event == "connected":
-            log.info("re-registering broker %d after a ZooKeeper session expiry", self.broker_id)
-            self._reregister()
-
-    def _reregister(self) -> None:
-        """Register again in a new session, and stand for controller, until ZooKeeper has answered.
-
-        The new session may lose its connection before the registration is through (a flaky
-        link drops it again at once). kazoo then reconnects to the same session and says nothing
-        more, so a registration tried once would leave the broker alive but unregistered for
-        good: no leader for its partitions, out of every ISR. It is tried again every second.
-        """
-        if self._reregister_handle is not None:
-            self._reregister_handle.cancel()
-            self._reregister_handle = None
-        if self._stop.is_set():
-            return
-        try:
-            self._register()
-            self.controller.elect()
-        except (StoreError, RuntimeError) as exc:
-            log.warning(
-                "could not re-register broker %d (%s); trying again in %.0fs", self.broker_id, exc, REREGISTER_RETRY_S
-            )
-            self._reregister_handle = self._loop.call_later(REREGISTER_RETRY_S, self._reregister)
-            return
-        log.info("broker %d registered again", self.broker_id)
-        self.reloader.schedule()
-
     def request_metadata_reload(self, path: str | None = None) -> None:
         """Re-read the znode ``path`` soon (everything with None): the cache holds a stale copy."""
         self.reloader.schedule(path)
-
-    def _unfence_if_confirmed(self) -> None:
-        """After a metadata pass: a fenced broker whose session is confirmed again leads again."""
-        if self._unfence_after_reload and self.store.unconfirmed_for() == 0:
-            self._unfence_after_reload = False
-            self.replica_manager.fenced = False
-            log.info("broker %d unfenced: ZooKeeper session confirmed and metadata reloaded", self.broker_id)
 
     def refresh_metadata(self, changed: set[str] | None = None, reads: MetadataStore | None = None) -> None:
         """Re-read cluster metadata and bring local replicas in line (after any metadata change).
@@ -874,18 +745,9 @@ class Broker:
             self._listener_servers[listener.name] = server
             log.info("listener %s added on port %d", listener, self.bound[listener.name][1])
         published = tuple(dynamic_listeners.endpoints(new, self.bound))
-        if published == self._info.endpoints:
-            return
         protocols = tuple((name, new.protocol_of(name)) for name, _, _ in published)
-        self._info = dataclasses.replace(self._info, endpoints=published, protocols=protocols)
-        self._registration = self._info.to_json()
-        path = model.broker_path(self.broker_id)
-        try:
-            self.store.set(path, self._registration)
-        except StoreError as exc:  # a new session registers again with these endpoints
-            log.warning("could not publish the new endpoints of broker %d (%s)", self.broker_id, exc)
-            return
-        self.read_back({path})
+        if self.registration.publish_endpoints(published, protocols):
+            self.read_back({model.broker_path(self.broker_id)})
 
     def _forget_offsets_of_deleted_topics(self, known: Mapping[str, object]) -> None:
         """Topics gone since the last load (or re-created under a new id) lose their groups' offsets."""
@@ -1035,10 +897,7 @@ class Broker:
             await self._controlled_shutdown()
         self._stop.set()
         self.reloader.close()
-        for handle in (self._reregister_handle, self._publish_handle):
-            if handle is not None:
-                handle.cancel()
-        self._reregister_handle = self._publish_handle = None
+        self.registration.close()
         self.controller_role.close()
         for server in self._servers:
             server.close()
