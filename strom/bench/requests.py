@@ -53,6 +53,17 @@ def start_broker(data_dir: str, overrides: dict[str, str] | None = None) -> tupl
     raise SystemExit("broker did not start within 30 s")
 
 
+def stop_broker(process: subprocess.Popen, data_dir: str) -> None:
+    """Stop a broker of ``start_broker`` (killed if it does not stop within 30 s) and remove its data."""
+    process.terminate()
+    try:
+        process.wait(30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(30)
+    shutil.rmtree(data_dir, ignore_errors=True)
+
+
 def kcat_produce(
     kcat: str,
     bootstrap: str,
@@ -97,9 +108,7 @@ def main(argv: list[str] | None = None) -> None:
         wall = produce(args.kcat, bootstrap, "requests", line * args.messages, args.acks)
         used = cpu_seconds(broker.pid) - before
     finally:
-        broker.terminate()
-        broker.wait(timeout=30)
-        shutil.rmtree(data_dir, ignore_errors=True)
+        stop_broker(broker, data_dir)
     print(f"one message per Produce request: {args.messages} x {args.size} B, acks={args.acks}")
     print(f"wall {wall:.2f} s  ({args.messages / wall:,.0f} requests/s)")
     print(f"broker CPU {used:.2f} s  ->  {args.messages / used:,.0f} requests per broker CPU-second")

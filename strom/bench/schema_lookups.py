@@ -19,7 +19,6 @@ import argparse
 import json
 import multiprocessing
 import os
-import shutil
 import statistics
 import tempfile
 import time
@@ -54,12 +53,6 @@ def look_up(url: str, ids: list[int], seconds: float, start_at: float, results) 
     results.put(latencies)
 
 
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as handle:
-        fields = handle.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--processes", type=int, default=4, help="client processes (default 4)")
@@ -70,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 
-    from strom.bench.requests import start_broker
+    from strom.bench.requests import cpu_seconds, start_broker, stop_broker
 
     data_dir = tempfile.mkdtemp(prefix="strom-bench-lookups-")
     process, _port = start_broker(data_dir, {"schema.registry.listeners": "http://127.0.0.1:0"})
@@ -110,12 +103,7 @@ def main(argv: list[str] | None = None) -> int:
                 argv,
             )
     finally:
-        process.terminate()
-        try:
-            process.wait(30)
-        except Exception:
-            process.kill()
-        shutil.rmtree(data_dir, ignore_errors=True)
+        stop_broker(process, data_dir)
     return 0
 
 

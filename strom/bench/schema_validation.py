@@ -17,7 +17,6 @@ import argparse
 import io
 import json
 import os
-import shutil
 import statistics
 import struct
 import tempfile
@@ -127,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    from strom.bench.requests import start_broker
+    from strom.bench.requests import start_broker, stop_broker
 
     data_dir = tempfile.mkdtemp(prefix="strom-bench-sv-")
     process, port = start_broker(data_dir, {"schema.registry.listeners": "http://127.0.0.1:0"})
@@ -156,12 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"median records/s: validation off {plain:,.0f}, on {validated:,.0f}")
         print(f"ratio (on / off): {validated / plain:.2f}")
     finally:
-        process.terminate()
-        try:
-            process.wait(30)
-        except Exception:
-            process.kill()
-        shutil.rmtree(data_dir, ignore_errors=True)
+        stop_broker(process, data_dir)
     return 0
 
 
