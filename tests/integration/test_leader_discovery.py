@@ -110,6 +110,13 @@ def test_not_leader_answers_name_the_leader(tmp_path):
                 assert partition.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
                 assert (partition.current_leader.leader_id, partition.current_leader.leader_epoch) == (leader, epoch)
                 assert [(n.node_id, n.host, n.port) for n in answer.node_endpoints] == [(leader, host, int(port))]
+                # no watermarks from a replica that does not lead, as Kafka: librdkafka caches those of
+                # every partition answer, so a follower's lagging one would set a consumer's back
+                assert (partition.high_watermark, partition.last_stable_offset, partition.log_start_offset) == (
+                    -1,
+                    -1,
+                    -1,
+                )
 
         cluster.restart(leader)  # controlled shutdown hands the leadership over
         cluster.wait_for_isr(topic, WAIT_S)

@@ -148,6 +148,11 @@ def _read_all(
                 log_ = replicas.partitions.get((name, wanted.partition))
                 if log_ is not None:
                     broker.stats.topic(name).failed_fetch += 1
+                if log_ is not None and data.error_code != ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                    # A replica that does not lead (a follower, or a leader fenced from ZooKeeper)
+                    # answers -1, as Kafka does: its watermark lags the leader's, and librdkafka
+                    # caches the watermark of every partition answer, errors included, so a
+                    # consumer's lag and watermark would step back.
                     data.high_watermark = log_.log.high_watermark
                     data.last_stable_offset = log_.log.last_stable_offset
                     data.log_start_offset = log_.log.log_start_offset
