@@ -226,22 +226,23 @@ def partition_lags(admin, config: dict, catalog, topic: str, timeout_s: float) -
         }
     except Exception as exc:
         raise ToolError(f"list offsets of {topic}: {error_text(exc)}") from None
+    behind = {
+        p: max(in_table.get(p, log_starts[p]), log_starts[p])
+        for p in partitions
+        if ends[p] > in_table.get(p, log_starts[p])
+    }
+    oldest = oldest_timestamps_ms(config, topic, behind, timeout_s) if behind else {}
     lags = []
     for partition in partitions:
         table_offset = in_table.get(partition, log_starts[partition])  # where translation starts
-        lag = PartitionLag(topic, partition, table_offset, ends[partition], None)
-        if lag.lag_records:
-            oldest = oldest_timestamp_ms(config, topic, partition, max(table_offset, log_starts[partition]), timeout_s)
-            if oldest is not None:
-                lag = PartitionLag(
-                    topic, partition, table_offset, ends[partition], max(0.0, time.time() - oldest / 1000)
-                )
-        lags.append(lag)
+        seconds = max(0.0, time.time() - oldest[partition] / 1000) if partition in oldest else None
+        lags.append(PartitionLag(topic, partition, table_offset, ends[partition], seconds))
     return lags
 
 
-def oldest_timestamp_ms(config: dict, topic: str, partition: int, offset: int, timeout_s: float) -> int | None:
-    """The timestamp of the first committed record at or after ``offset``."""
+def oldest_timestamps_ms(config: dict, topic: str, offsets: dict[int, int], timeout_s: float) -> dict[int, int]:
+    """Partition -> the timestamp of its first committed record at or after ``offsets[partition]``,
+    read by one consumer for all of them (a partition with none within the timeout is left out)."""
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer(
@@ -252,14 +253,18 @@ def oldest_timestamp_ms(config: dict, topic: str, partition: int, offset: int, t
             "isolation.level": "read_committed",
         }
     )
+    found: dict[int, int] = {}
     try:
-        consumer.assign([TopicPartition(topic, partition, offset)])
+        consumer.assign([TopicPartition(topic, p, o) for p, o in offsets.items()])
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        while len(found) < len(offsets) and time.monotonic() < deadline:
             message = consumer.poll(0.2)
             if message is not None and message.error() is None:
-                return message.timestamp()[1]
-        return None
+                partition = message.partition()
+                if partition is not None and partition not in found:
+                    found[partition] = message.timestamp()[1]
+                    consumer.pause([TopicPartition(topic, partition)])
+        return found
     finally:
         consumer.close()
 
