@@ -1,0 +1,423 @@
+"""Protobuf messages as Arrow columns, and Confluent-framed Protobuf values decoded into them.
+
+Shared by everything that reads Protobuf records as columns: the Spark source and sink
+(``value.format=protobuf``), the console's message browser and the Iceberg schema modes. It sits
+in the iceberg layer, below ``strom.schemas``, so that translation workers can use it; it therefore
+takes descriptors (``FileDescriptorProto``s, as ``strom.schemas.protobuf.parse`` makes them from
+``.proto`` text), never schema text.
+
+The mapping (as Spark's ``from_protobuf`` and Redpanda's Iceberg topics map Protobuf):
+
+- double/float → float64/float32; int32, sint32, sfixed32 → int32; int64, sint64, sfixed64 →
+  int64; uint32, fixed32 → int64 and uint64, fixed64 → decimal(20, 0) (Spark and Iceberg have no
+  unsigned types, and these hold values past the signed range); bool, string, bytes → themselves;
+- an enum → string, its value's name (a number the reader's enum lacks: the number as text);
+- a message → struct of its fields in declaration order; ``google.protobuf.Timestamp`` →
+  timestamp (µs, UTC); the wrappers (``google.protobuf.Int64Value`` ...) → their scalar;
+- ``repeated`` → list; ``map<K, V>`` → map;
+- presence: a field that tracks it (a message, a proto3 ``optional``, a oneof member, a proto2
+  ``optional``) is null when unset; a proto3 scalar without presence holds its default (0, "")
+  as protobuf itself reads it. Every column is nullable.
+
+A recursive message has no Arrow type (``UnsupportedMessage``).
+
+Decoding is columnar where it can be: the values of a batch are parsed by protobuf's own parser
+(upb) into messages, then each field is read for all messages at once (one list comprehension per
+field, one Arrow array per column), never a Python dict per record.
+
+Confluent's wire format: the magic byte 0, the schema id (4 bytes, big-endian), the message
+indexes (a zig-zag varint count and as many zig-zag varint indexes, the path from the file's
+top-level messages down through nested ones; a single 0 byte means ``[0]``, the first message),
+then the message's bytes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from google.protobuf import descriptor_pb2, message_factory
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf.descriptor_pool import DescriptorPool
+from google.protobuf.message import DecodeError
+
+TIMESTAMP = "google.protobuf.Timestamp"
+TIMESTAMP_TYPE = pa.timestamp("us", tz="UTC")
+_WRAPPERS = {
+    f"google.protobuf.{name}"
+    for name in (
+        "DoubleValue",
+        "FloatValue",
+        "Int64Value",
+        "UInt64Value",
+        "Int32Value",
+        "UInt32Value",
+        "BoolValue",
+        "StringValue",
+        "BytesValue",
+    )
+}
+_UINT64 = pa.decimal128(20, 0)
+_SCALARS = {
+    FieldDescriptor.TYPE_DOUBLE: pa.float64(),
+    FieldDescriptor.TYPE_FLOAT: pa.float32(),
+    FieldDescriptor.TYPE_INT32: pa.int32(),
+    FieldDescriptor.TYPE_SINT32: pa.int32(),
+    FieldDescriptor.TYPE_SFIXED32: pa.int32(),
+    FieldDescriptor.TYPE_INT64: pa.int64(),
+    FieldDescriptor.TYPE_SINT64: pa.int64(),
+    FieldDescriptor.TYPE_SFIXED64: pa.int64(),
+    FieldDescriptor.TYPE_UINT32: pa.int64(),
+    FieldDescriptor.TYPE_FIXED32: pa.int64(),
+    FieldDescriptor.TYPE_UINT64: _UINT64,
+    FieldDescriptor.TYPE_FIXED64: _UINT64,
+    FieldDescriptor.TYPE_BOOL: pa.bool_(),
+    FieldDescriptor.TYPE_STRING: pa.string(),
+    FieldDescriptor.TYPE_BYTES: pa.binary(),
+    FieldDescriptor.TYPE_ENUM: pa.string(),
+}
+
+
+class UnsupportedMessage(ValueError):
+    """A message (or part of it) with no Arrow type; the message says which part and why."""
+
+
+class ProtobufSchema:
+    """The message classes of one registered schema: ``files`` are its descriptors, the files it
+    imports first and its own last (``FileDescriptorProto``s or their serialized bytes)."""
+
+    def __init__(self, files: Sequence[Any]):
+        self.pool = DescriptorPool()
+        protos = []
+        for file in files:
+            if isinstance(file, bytes):
+                file = descriptor_pb2.FileDescriptorProto.FromString(file)
+            protos.append(file)
+        for proto in protos:
+            self.pool.Add(proto)
+        self.file = self.pool.FindFileByName(protos[-1].name)
+        prefix = f"{protos[-1].package}." if protos[-1].package else ""
+        # top-level messages in declaration order (what the first message index counts)
+        self.top = [self.pool.FindMessageTypeByName(prefix + m.name) for m in protos[-1].message_type]
+
+    def message(self, path: Sequence[int] = (0,)) -> Descriptor:
+        """The message a value's indexes name; IndexError when the file has no such message."""
+        if not path:
+            raise IndexError("no message index")
+        found = self.top[path[0]]
+        for index in path[1:]:
+            found = found.nested_types[index]
+        return found
+
+    def path_of(self, descriptor: Descriptor) -> tuple[int, ...]:
+        """The message indexes of ``descriptor`` in this file (the inverse of ``message``)."""
+        path: list[int] = []
+        while descriptor.containing_type is not None:
+            parent = descriptor.containing_type
+            path.append(list(parent.nested_types).index(descriptor))
+            descriptor = parent
+        path.append(self.top.index(descriptor))
+        return tuple(reversed(path))
+
+
+def message_class(descriptor: Descriptor) -> Any:
+    return message_factory.GetMessageClass(descriptor)
+
+
+# -- the Arrow type of a message ------------------------------------------------------------------
+
+
+def _is_map(field: FieldDescriptor) -> bool:
+    return field.message_type is not None and field.message_type.GetOptions().map_entry
+
+
+def _is_repeated(field: FieldDescriptor) -> bool:
+    return bool(field.is_repeated)
+
+
+def arrow_type(descriptor: Descriptor) -> pa.StructType:
+    """The Arrow struct of a message (module docstring)."""
+    return _struct(descriptor, descriptor.full_name, ())
+
+
+def _struct(descriptor: Descriptor, path: str, open_: tuple[str, ...]) -> pa.StructType:
+    if descriptor.full_name in open_:
+        raise UnsupportedMessage(f"{path}: the message {descriptor.full_name} contains itself")
+    inner = (*open_, descriptor.full_name)
+    return pa.struct(
+        [pa.field(f.name, _field_type(f, f"{path}.{f.name}", inner), nullable=True) for f in descriptor.fields]
+    )
+
+
+def _field_type(field: FieldDescriptor, path: str, open_: tuple[str, ...]) -> pa.DataType:
+    if _is_map(field):
+        key, value = field.message_type.fields_by_number[1], field.message_type.fields_by_number[2]
+        return pa.map_(_single_type(key, path, open_), _single_type(value, path, open_))
+    single = _single_type(field, path, open_)
+    return pa.list_(single) if _is_repeated(field) else single
+
+
+def _single_type(field: FieldDescriptor, path: str, open_: tuple[str, ...]) -> pa.DataType:
+    if field.type in (FieldDescriptor.TYPE_MESSAGE, FieldDescriptor.TYPE_GROUP):
+        name = field.message_type.full_name
+        if name == TIMESTAMP:
+            return TIMESTAMP_TYPE
+        if name in _WRAPPERS:
+            return _SCALARS[field.message_type.fields_by_name["value"].type]
+        return _struct(field.message_type, path, open_)
+    return _SCALARS[field.type]
+
+
+# -- decoding -------------------------------------------------------------------------------------
+
+
+def read_varint(data: bytes, at: int) -> tuple[int, int]:
+    """(the varint at ``at``, the position after it); IndexError past the end."""
+    shift = result = 0
+    while True:
+        byte = data[at]
+        at += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return result, at
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint longer than 10 bytes")
+
+
+def _zigzag(n: int) -> int:
+    return (n >> 1) ^ -(n & 1)
+
+
+def message_indexes(value: bytes, at: int = 5) -> tuple[tuple[int, ...], int]:
+    """(the message indexes after the schema id, the position of the message's bytes)."""
+    raw, at = read_varint(value, at)
+    count = _zigzag(raw)
+    if count == 0:
+        return (0,), at
+    if count < 0 or count > 64:
+        raise ValueError(f"{count} message indexes")
+    path = []
+    for _ in range(count):
+        raw, at = read_varint(value, at)
+        path.append(_zigzag(raw))
+    return tuple(path), at
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        low = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(low | 0x80)
+        else:
+            out.append(low)
+            return bytes(out)
+
+
+def frame(schema_id: int, path: Sequence[int] = (0,)) -> bytes:
+    """The prefix of a value of message ``path`` in schema ``schema_id`` (as Confluent's serializer writes it)."""
+    head = b"\x00" + int(schema_id).to_bytes(4, "big")
+    if tuple(path) == (0,):
+        return head + b"\x00"
+    return head + b"".join(_varint((i << 1) ^ (i >> 63)) for i in (len(path), *path))
+
+
+class Parsed:
+    """What ``parse`` makes of a column of framed values."""
+
+    def __init__(self, n: int):
+        self.messages: list[Any] = []
+        self.rows: list[int] = []  # the row of each message
+        self.bad = np.zeros(n, bool)
+        self.reasons: dict[int, str] = {}
+
+    def fail(self, row: int, why: str) -> None:
+        self.bad[row] = True
+        if len(self.reasons) < 5:
+            self.reasons.setdefault(row, why)
+
+
+def parse(values: Sequence[bytes | None], cls: Any, path: tuple[int, ...], known: Callable[[int], bool]) -> Parsed:
+    """Framed values to messages of ``cls`` (the reader's message, at ``path`` in its file): the
+    bytes are read with the reader's descriptor whatever version wrote them (Protobuf resolves by
+    field number: unknown fields are skipped, missing ones are unset). A value is bad when it lacks
+    the prefix, names an id ``known`` refuses, names another message or does not parse."""
+    out = Parsed(len(values))
+    for row, value in enumerate(values):
+        if value is None:
+            continue
+        if len(value) < 6 or value[0] != 0:
+            out.fail(row, "no Confluent schema id prefix (magic byte 0, a 4-byte id and message indexes)")
+            continue
+        schema_id = int.from_bytes(value[1:5], "big")
+        if not known(schema_id):
+            out.fail(row, f"schema id {schema_id} is not a registered PROTOBUF schema")
+            continue
+        try:
+            indexes, at = message_indexes(value)
+        except (IndexError, ValueError) as exc:
+            out.fail(row, f"message indexes do not decode: {exc}")
+            continue
+        if indexes != path:
+            out.fail(row, f"message indexes {list(indexes)} name another message than the reader's {list(path)}")
+            continue
+        message = cls()
+        try:
+            message.ParseFromString(value[at:])
+        except (DecodeError, RuntimeError, ValueError) as exc:
+            out.fail(row, f"not a {cls.DESCRIPTOR.full_name}: {exc}")
+            continue
+        out.messages.append(message)
+        out.rows.append(row)
+    return out
+
+
+def decode(values: pa.Array, descriptor: Descriptor, path: tuple[int, ...], known: Callable[[int], bool]):
+    """(a column of ``arrow_type(descriptor)``, bad rows, row → reason) for a binary column of framed values."""
+    raw = values.to_pylist()
+    parsed = parse(raw, message_class(descriptor), path, known)
+    struct = columns(parsed.messages, descriptor)
+    index = np.full(len(raw), len(parsed.messages), np.int64)
+    index[parsed.rows] = np.arange(len(parsed.rows))
+    whole = pa.concat_arrays([struct, pa.nulls(1, struct.type)])
+    return whole.take(pa.array(index)), parsed.bad, dict(sorted(parsed.reasons.items()))
+
+
+def columns(messages: Sequence[Any], descriptor: Descriptor, valid: list[bool] | None = None) -> pa.StructArray:
+    """The messages as one struct array (``valid``: which are set; the others are null)."""
+    type_ = arrow_type(descriptor)
+    children = [_column(messages, f, type_.field(f.name).type) for f in descriptor.fields]
+    mask = None if valid is None else pa.array([not v for v in valid], pa.bool_())
+    if not descriptor.fields:
+        return pa.array([{} if v else None for v in (valid or [True] * len(messages))], type_)
+    return pa.StructArray.from_arrays(children, fields=list(type_), mask=mask)
+
+
+def _column(messages: Sequence[Any], field: FieldDescriptor, type_: pa.DataType) -> pa.Array:
+    name = field.name
+    if _is_map(field):
+        return _map_column(messages, field, type_)
+    if _is_repeated(field):
+        lists = [getattr(m, name) for m in messages]
+        offsets = np.zeros(len(lists) + 1, np.int32)
+        np.cumsum([len(x) for x in lists], out=offsets[1:])
+        flat = [x for items in lists for x in items]
+        values = _values(flat, field, type_.value_type, None)
+        return pa.ListArray.from_arrays(pa.array(offsets), values)
+    present = [m.HasField(name) for m in messages] if field.has_presence else None
+    return _values([getattr(m, name) for m in messages], field, type_, present)
+
+
+def _map_column(messages: Sequence[Any], field: FieldDescriptor, type_: pa.MapType) -> pa.Array:
+    entry = field.message_type
+    key_field, value_field = entry.fields_by_number[1], entry.fields_by_number[2]
+    maps = [getattr(m, field.name) for m in messages]
+    offsets = np.zeros(len(maps) + 1, np.int32)
+    np.cumsum([len(x) for x in maps], out=offsets[1:])
+    keys = [k for found in maps for k in found]
+    items = [found[k] for found in maps for k in found]
+    key_array = _values(keys, key_field, type_.key_type, None)
+    item_array = _values(items, value_field, type_.item_type, None)
+    return pa.MapArray.from_arrays(pa.array(offsets), key_array, item_array)
+
+
+def _values(values: list[Any], field: FieldDescriptor, type_: pa.DataType, present: list[bool] | None) -> pa.Array:
+    """One column of single values of ``field`` (``present``: which rows hold one; None: all do)."""
+    if field.type in (FieldDescriptor.TYPE_MESSAGE, FieldDescriptor.TYPE_GROUP):
+        name = field.message_type.full_name
+        if name == TIMESTAMP:
+            micros = [v.seconds * 1_000_000 + v.nanos // 1000 for v in values]
+            return pa.array(micros, pa.int64(), mask=_mask(present)).cast(TIMESTAMP_TYPE)
+        if name in _WRAPPERS:
+            inner = field.message_type.fields_by_name["value"]
+            return _values([v.value for v in values], inner, type_, present)
+        return columns(values, field.message_type, present)
+    if field.type == FieldDescriptor.TYPE_ENUM:
+        names = {v.number: v.name for v in field.enum_type.values}
+        values = [names.get(v, str(v)) for v in values]
+    elif type_ == _UINT64:
+        values = [decimal.Decimal(v) for v in values]
+    return pa.array(values, type_, mask=_mask(present))
+
+
+def _mask(present: list[bool] | None) -> pa.Array | None:
+    return None if present is None else pa.array([not p for p in present], pa.bool_())
+
+
+# -- encoding (the sink) --------------------------------------------------------------------------
+
+
+def to_message(row: dict, cls: Any) -> Any:
+    """A message of ``cls`` from a row of its Arrow/Spark struct (as ``to_pylist`` gives it):
+    the inverse of ``columns``. Raises ValueError or TypeError naming the field that does not fit."""
+    message = cls()
+    _fill(message, row, cls.DESCRIPTOR.full_name)
+    return message
+
+
+def _fill(message: Any, row: dict, path: str) -> None:
+    for field in message.DESCRIPTOR.fields:
+        value = row.get(field.name)
+        if value is None:
+            continue
+        where = f"{path}.{field.name}"
+        try:
+            if _is_map(field):
+                target = getattr(message, field.name)
+                value_field = field.message_type.fields_by_number[2]
+                pairs = value.items() if isinstance(value, dict) else value
+                for key, item in pairs:
+                    if value_field.message_type is not None:
+                        _set_message(target[key], value_field, item, where)
+                    else:
+                        target[key] = _scalar(value_field, item)
+            elif _is_repeated(field):
+                target = getattr(message, field.name)
+                for item in value:
+                    if field.message_type is not None:
+                        _set_message(target.add(), field, item, where)
+                    else:
+                        target.append(_scalar(field, item))
+            elif field.message_type is not None:
+                _set_message(getattr(message, field.name), field, value, where)
+            else:
+                setattr(message, field.name, _scalar(field, value))
+        except (TypeError, ValueError, KeyError) as exc:
+            raise ValueError(f"{where}: {exc}") from None
+
+
+def _set_message(target: Any, field: FieldDescriptor, value: Any, path: str) -> None:
+    name = field.message_type.full_name
+    if name == TIMESTAMP:
+        if isinstance(value, dt.datetime):
+            if value.tzinfo is None:
+                value = value.replace(tzinfo=dt.UTC)
+            micros = (value - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)) // dt.timedelta(microseconds=1)
+        else:
+            micros = int(value)
+        target.seconds, rest = divmod(micros, 1_000_000)
+        target.nanos = rest * 1000
+    elif name in _WRAPPERS:
+        target.value = _scalar(field.message_type.fields_by_name["value"], value)
+    else:
+        target.SetInParent()
+        _fill(target, value, path)
+
+
+def _scalar(field: FieldDescriptor, value: Any) -> Any:
+    if field.type == FieldDescriptor.TYPE_ENUM:
+        if isinstance(value, str):
+            found = field.enum_type.values_by_name.get(value)
+            if found is None:
+                raise ValueError(f"{value!r} is not a value of enum {field.enum_type.full_name}")
+            return found.number
+        return int(value)
+    if isinstance(value, decimal.Decimal):
+        return int(value)
+    return value
