@@ -17,8 +17,10 @@ coordinator) reaches an earlier service as a callable. ``lint-imports`` keeps it
 below ``strom.server`` imports it. The broker's own parts that have a seam of their own are
 modules beside it, built the same way: its registration and ZooKeeper session
 (``registration``), the metadata reloads (``metadata_reload``), its part in the controller's work
-(``controller_role``), the internal topics (``internal_topics``) and its Schema Registry
-(``broker_schema_registry``).
+(``controller_role``), the internal topics (``internal_topics``), its Schema Registry
+(``broker_schema_registry``), its listeners' sockets, servers and TLS/SASL settings
+(``listener_servers``) and its effective config under the dynamic broker configs
+(``dynamic_config_application``).
 
 Shutdown (SIGTERM/SIGINT only set an event): stop accepting → let in-flight requests finish
 under a timeout → stop background tasks → flush logs and checkpoints → write the clean-shutdown
@@ -35,7 +37,7 @@ import os
 import signal
 import time
 import uuid
-from collections.abc import Callable, Coroutine, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from strom.cluster import model
@@ -61,26 +63,27 @@ from strom.security.authorizer import AclAuthorizer
 from strom.security.credentials import CredentialCache
 from strom.security.delegation_tokens import DelegationTokenManager
 from strom.security.delegation_tokens import manager_for as delegation_token_manager
-from strom.security.listeners import ListenerSecurity, inter_broker_security, listener_security
-from strom.server import dynamic_broker_config, dynamic_listeners, parent_watch, reconfiguration
+from strom.security.listeners import ListenerSecurity, inter_broker_security
+from strom.server import dynamic_listeners, parent_watch, reconfiguration
 from strom.server.broker_schema_registry import BrokerSchemaRegistry
 from strom.server.config import BrokerConfig
 from strom.server.connection import Connection, close_departed_connections, close_idle_connections
 from strom.server.connection_limits import ConnectionLimits
 from strom.server.controller_role import ControllerRole
 from strom.server.dispatcher import Dispatcher
-from strom.server.dynamic_listeners import LISTEN_BACKLOG
+from strom.server.dynamic_config_application import DynamicConfigApplication
 from strom.server.handlers import fetch
 from strom.server.internal_topics import InternalTopics
+from strom.server.listener_servers import Endpoints, ListenerServers, Protocols
 from strom.server.metadata_reload import MetadataReloader
 from strom.server.periodic import log_if_failed, run_every
 from strom.server.quotas import QuotaManager
 from strom.server.refused_batches import RefusedBatches
 from strom.server.registration import BrokerRegistration
 from strom.server.secure_connection import SecureConnection
-from strom.startup import StartupError, bind_failure, check_log_dirs
+from strom.startup import StartupError, check_log_dirs
 from strom.storage import dir_lock
-from strom.storage.log_config import ConfigError
+from strom.storage.log_config import LogConfig
 from strom.storage.log_manager import LogManager, SchedulerIntervals
 from strom.txn.coordinator import TransactionCoordinator
 from strom.txn.markers import MarkerChannel
@@ -108,9 +111,7 @@ class Broker:
     def __init__(self, config: BrokerConfig):
         from strom.server.handlers import HANDLERS
 
-        self.config = config  # the effective config: server.properties with the dynamic configs laid over it
         self.static_config = config  # server.properties (and --override) alone
-        self._applied_broker_configs: dict[str, dict[str, str]] = {}  # the dynamic configs self.config has
         self.broker_id = config.broker_id
         self.metadata = MetadataCache()
         # KIP-227 fetch sessions, and topic id -> name for Fetch v13+ (strom.replication.fetch_session)
@@ -121,10 +122,23 @@ class Broker:
         self.internal_topics = InternalTopics(
             lambda: self.config, self.metadata, self.create_topic, self.refresh_metadata
         )
-        # one dispatcher per listener: a request's context names the listener it came in on
-        self.dispatchers = {listener.name: Dispatcher(self, HANDLERS, listener.name) for listener in config.listeners}
+        self.connections: set[Connection] = set()
+        self._stop = asyncio.Event()  # set once shutdown has begun: background work ends
+        self._background: list[asyncio.Task] = []
+        # the listeners' sockets, servers and TLS/SASL settings (strom.server.listener_servers); one
+        # dispatcher per listener: a request's context names the listener it came in on
+        self.listener_servers = ListenerServers(
+            config.listeners,
+            lambda name: Dispatcher(self, HANDLERS, name),
+            self._new_connection,
+            self.connections,
+            self._in_background,
+            self._stop,
+            self._publish_endpoints,
+        )
+        self.dispatchers = self.listener_servers.dispatchers
         self.dispatcher = self.dispatchers[config.listeners[0].name]
-        self.listener_security: dict[str, ListenerSecurity] = {}
+        self.listener_security = self.listener_servers.security  # the same dict: replaced in place
         self.inter_broker_security: ClientSecurity | None = None
         self.credentials: CredentialCache = None  # type: ignore[assignment]  # made by start(), as the store below
         # None unless authorizer.class.name is set: handlers then test this one attribute and move on
@@ -137,8 +151,6 @@ class Broker:
         )
         self.features = FeatureLevels()  # /feature (KIP-584), read by ApiVersions, written by UpdateFeatures
         self.sasl_decoy_key = os.urandom(32)  # unknown SCRAM users get salts derived from it
-        self.bound: dict[str, tuple[str, int]] = {}  # listener name -> bound (host, port)
-        self.connections: set[Connection] = set()
         # Made by start(), which runs before anything that uses them (only shutdown() may see None,
         # after a failed start, and checks): typed as made, so their many readers need no checks.
         self.store: MetadataStore = None  # type: ignore[assignment]
@@ -151,11 +163,7 @@ class Broker:
         self.transaction_coordinator: TransactionCoordinator | None = None
         self.host = ""
         self.port = 0
-        self._servers: list[asyncio.AbstractServer] = []
-        self._listener_servers: dict[str, asyncio.AbstractServer] = {}  # listener name -> its server
-        self._stop = asyncio.Event()  # set once shutdown has begun: background work ends
         self._shutdown_requested = asyncio.Event()  # SIGTERM/SIGINT
-        self._background: list[asyncio.Task] = []
         self._loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]  # start()'s first line
         # /brokers/ids/<id> and the ZooKeeper session it lives in (strom.server.registration)
         self.registration = BrokerRegistration(
@@ -196,6 +204,20 @@ class Broker:
         self.connection_limits = ConnectionLimits(
             config, config.inter_broker_listener_name, config.listener_limit, self.stats, self.quotas.ip_connection_rate
         )
+        # the effective config under the dynamic broker configs (strom.server.dynamic_config_application)
+        self.dynamic_configs = DynamicConfigApplication(
+            self.broker_id,
+            config,
+            self.listener_security,
+            lambda: self.inter_broker_security,
+            lambda: self.log_manager,
+            self._set_default_log_config,
+            self.connection_limits,
+            self.listener_servers.start_key_refreshers,
+            self.listener_servers.change,
+            self._in_background,
+            lambda: self._starting,
+        )
         self.request_metrics = (
             RequestMetrics(config.metrics_request_timing_samples_per_second) if config.metrics_listener else None
         )
@@ -221,28 +243,12 @@ class Broker:
             self.dir_locks = dir_lock.acquire_all(self.config.log_dirs)
         self._loop = asyncio.get_running_loop()
         config = self.config
-        self.listener_security = {
-            listener.name: listener_security(config, listener.name) for listener in config.listeners
-        }
+        self.listener_servers.secure(config)  # a certificate that does not load stops here
         self.inter_broker_security = inter_broker_security(config)
-        for security in self.listener_security.values():  # OAUTHBEARER's JWKS, fetched off the event loop
-            if security.oauthbearer is not None and security.oauthbearer.keys is not None:
-                self._in_background(security.oauthbearer.keys.run(self._stop))
-        sockets = {}
-        try:
-            for listener in config.listeners:
-                try:
-                    sock = sockets[listener.name] = dynamic_listeners.bind(listener)
-                except OSError as exc:  # a port in use, or an address not of this host: one line naming the key
-                    raise bind_failure("listeners", listener.host, listener.port, exc) from exc
-                self.bound[listener.name] = (listener.host, sock.getsockname()[1])
-        except BaseException:
-            for sock in sockets.values():
-                sock.close()
-            raise
+        self.listener_servers.bind(config)  # a port in use stops here
         listener = config.listeners[0]
-        self.port = self.bound[listener.name][1]
-        endpoints = dynamic_listeners.endpoints(config, self.bound)  # advertised.listeners, ports filled in once bound
+        self.port = self.listener_servers.bound[listener.name][1]
+        endpoints = self.listener_servers.endpoints(config)  # advertised.listeners, ports filled in once bound
         _, self.host, advertised_port = next((e for e in endpoints if e[0] == listener.name), endpoints[0])
 
         try:
@@ -364,22 +370,9 @@ class Broker:
         step("reading the cluster metadata", self.refresh_metadata)
         self._starting = False
 
-        loop = asyncio.get_running_loop()
-        for name, sock in sockets.items():
-            # the context served now hands each handshake to the listener's current one (dynamic configs)
-            reconfiguration.serve_current_context(self.listener_security, name)
-            security = self.listener_security[name]
-            server = await loop.create_server(
-                # listens again: without backlog= asyncio and uvloop would shrink the queue to 100
-                self._connection_factory(security),
-                sock=sock,
-                ssl=security.ssl_context,
-                backlog=LISTEN_BACKLOG,
-            )
-            self._servers.append(server)
-            self._listener_servers[name] = server
-        if self._listeners_differ(self.static_config, self.config):  # dynamic listener configs read at startup
-            await self._change_listeners(self.static_config, self.config)
+        await self.listener_servers.serve()
+        if dynamic_listeners.differ(self.static_config, self.config):  # dynamic listener configs read at startup
+            await self.listener_servers.change(self.static_config, self.config)
         self._in_background(self.log_manager.run_scheduler(self._stop))
         if config.iceberg_enabled:
             self._start_iceberg(config)
@@ -504,6 +497,7 @@ class Broker:
             request_metrics=self.request_metrics,
             loop_lag=self.loop_lag,
             iceberg_lag=self.iceberg.lag if self.iceberg is not None else None,
+            iceberg_counters=self.iceberg.counters if self.iceberg is not None else None,
         )
         log_dirs = self.config.log_dirs
         assert log_dirs, "resolved from log.dir when not set"
@@ -512,19 +506,13 @@ class Broker:
         )
         self.metrics_endpoint.start(asyncio.get_running_loop())
 
-    def _connection_factory(self, security: ListenerSecurity):
-        dispatcher = self.dispatchers[security.name]
-        if security.protocol != "PLAINTEXT":  # the listener's current security: dynamic configs may replace it
-            return lambda: SecureConnection(self, self.listener_security[security.name], dispatcher)
-        if dispatcher is self.dispatcher:
-            return lambda: Connection(self)
-
-        def plain() -> Connection:
-            connection = Connection(self)
-            connection.dispatcher = dispatcher
-            return connection
-
-        return plain
+    def _new_connection(self, security: ListenerSecurity, dispatcher: Dispatcher) -> Connection:
+        """A connection accepted on a listener (strom.server.listener_servers)."""
+        if security.protocol != "PLAINTEXT":
+            return SecureConnection(self, security, dispatcher)
+        connection = Connection(self)
+        connection.dispatcher = dispatcher
+        return connection
 
     def _open_store(self) -> MetadataStore:
         if self.config.zookeeper_connect:
@@ -580,8 +568,9 @@ class Broker:
 
     def _announce(self, host: str, port: int) -> None:
         address = f"{host}:{port}"
-        if len(self.bound) > 1:
-            address = ", ".join(f"{name}://{h}:{p}" for name, (h, p) in self.bound.items())
+        bound = self.listener_servers.bound
+        if len(bound) > 1:
+            address = ", ".join(f"{name}://{h}:{p}" for name, (h, p) in bound.items())
         with open(os.path.join(self.config.log_dirs[0], PORT_FILE + ".tmp"), "w") as handle:
             handle.write(f"{port}\n")
         os.replace(
@@ -622,8 +611,7 @@ class Broker:
         else:
             delta = self.metadata.apply_changes(source, changed, watch)
         self._forget_offsets_of_deleted_topics(known)
-        if self.metadata.broker_configs != self._applied_broker_configs:
-            self._apply_dynamic_configs()
+        self.dynamic_configs.apply(self.metadata.broker_configs)
         read = time.monotonic()
         written = self.controller_role.after_metadata_pass(delta)
         decided = time.monotonic()
@@ -644,109 +632,17 @@ class Broker:
                 time.monotonic() - decided,
             )
 
-    def dynamic_config(self, broker_configs: dict[str, dict[str, str]], reread: Iterable[str] = ()) -> BrokerConfig:
-        """The config this broker would run with under these dynamic configs, and the listeners it
-        would build anew for it (those of ``reread`` too); ConfigError names the key at fault (a
-        keystore that does not load)."""
-        default, own = dynamic_broker_config.stored_configs(broker_configs, self.broker_id)
-        config = dynamic_broker_config.effective_config(self.static_config, default, own)
-        reconfiguration.new_listener_security(self.config, config, listener_security)  # builds: checks certificates
-        reconfiguration.check_compatible(self.listener_security, self.config, config, reread)
-        reconfiguration.new_inter_broker_security(self.config, config)  # its truststore loads
-        dynamic_listeners.check(self.config, config)
-        for listener in dynamic_listeners.added(self.config, config):
-            listener_security(config, listener.name)  # a new TLS listener's keystore loads
-        for name in reread:
-            listener_security(config, name)
-        return config
+    @property
+    def config(self) -> BrokerConfig:
+        """The effective config: server.properties with the dynamic configs laid over it."""
+        return self.dynamic_configs.config
 
-    def reread_listener_files(self, names: Iterable[str]) -> None:
-        """Kafka's reloadUpdatedFilesWithoutConfigChange: a keystore or truststore location set again
-        to the same path reads the file again (a certificate renewed in place)."""
-        for name in names:
-            self.listener_security[name] = listener_security(self.config, name)
-            log.info("listener %s: its keystore and truststore files were read again for new connections", name)
+    def _set_default_log_config(self, defaults: LogConfig) -> None:
+        self.controller.default_log_config = defaults
 
-    def _apply_dynamic_configs(self) -> None:
-        """The dynamic broker configs changed (here or on another broker): run with the new layers.
-
-        A layer that no longer makes a valid config (written by a broker with other files, or a
-        secret this broker cannot decode) is logged and the broker keeps its current config, as Kafka does.
-        """
-        configs = {entity: dict(values) for entity, values in self.metadata.broker_configs.items()}
-        default, own = dynamic_broker_config.stored_configs(configs, self.broker_id)
-        try:
-            config = dynamic_broker_config.effective_config(self.static_config, default, own)
-            securities = reconfiguration.new_listener_security(self.config, config, listener_security)
-            securities = reconfiguration.keep_validators(self.listener_security, self.config, config, securities)
-            inter_broker = reconfiguration.new_inter_broker_security(self.config, config)
-        except ConfigError as exc:
-            log.error("dynamic broker configs not applied, the broker keeps its current config: %s", exc)
-            self._applied_broker_configs = configs
-            return
-        old, self.config = self.config, config
-        self._applied_broker_configs = configs
-        old_securities = dict(self.listener_security)
-
-        def set_default_log_config(defaults) -> None:
-            self.controller.default_log_config = defaults
-
-        reconfiguration.apply(
-            old,
-            config,
-            log_manager=self.log_manager,
-            set_default_log_config=set_default_log_config,
-            connection_limits=self.connection_limits,
-            listener_security=self.listener_security,
-            securities={name: s for name, s in securities.items() if name in self.listener_security},
-            inter_broker=(self.inter_broker_security, inter_broker),
-        )
-        for security in securities.values():  # a new OAUTHBEARER validator's JWKS, fetched off the event loop
-            keys = security.oauthbearer.keys if security.oauthbearer is not None else None
-            if keys is not None and not any(s.oauthbearer is security.oauthbearer for s in old_securities.values()):
-                self._in_background(keys.run(self._stop))
-        if not self._starting and self._listeners_differ(old, config):  # at startup: once the others serve
-            self._in_background(self._change_listeners(old, config))
-
-    @staticmethod
-    def _listeners_differ(old: BrokerConfig, new: BrokerConfig) -> bool:
-        names = lambda config: [listener.name for listener in config.listeners]  # noqa: E731
-        return names(old) != names(new) or old.advertised_listeners != new.advertised_listeners
-
-    async def _change_listeners(self, old: BrokerConfig, new: BrokerConfig) -> None:
-        """Listeners added and removed at run time, then the registration with the new endpoints
-        (strom.server.dynamic_listeners)."""
-        from strom.server.handlers import HANDLERS
-
-        for name in dynamic_listeners.removed(old, new):
-            server = self._listener_servers.pop(name, None)
-            if server is not None:
-                server.close()
-            for connection in [c for c in self.connections if c.listener == name]:
-                if connection.transport is not None:
-                    connection.transport.close()
-            self.bound.pop(name, None)
-            log.info("listener %s removed: it accepts no connections, and those it had are closed", name)
-        for listener in dynamic_listeners.added(old, new):
-            try:
-                sock = dynamic_listeners.bind(listener)
-            except OSError as exc:
-                log.error("listener %s could not be added: %s", listener, exc)
-                continue
-            self.bound[listener.name] = (listener.host, sock.getsockname()[1])
-            self.dispatchers[listener.name] = Dispatcher(self, HANDLERS, listener.name)
-            self.listener_security[listener.name] = listener_security(new, listener.name)
-            reconfiguration.serve_current_context(self.listener_security, listener.name)
-            security = self.listener_security[listener.name]
-            server = await self._loop.create_server(
-                self._connection_factory(security), sock=sock, ssl=security.ssl_context, backlog=LISTEN_BACKLOG
-            )
-            self._servers.append(server)
-            self._listener_servers[listener.name] = server
-            log.info("listener %s added on port %d", listener, self.bound[listener.name][1])
-        published = tuple(dynamic_listeners.endpoints(new, self.bound))
-        protocols = tuple((name, new.protocol_of(name)) for name, _, _ in published)
-        if self.registration.publish_endpoints(published, protocols):
+    def _publish_endpoints(self, endpoints: Endpoints, protocols: Protocols) -> None:
+        """The registration with the endpoints of listeners changed at run time."""
+        if self.registration.publish_endpoints(endpoints, protocols):
             self.read_back({model.broker_path(self.broker_id)})
 
     def _forget_offsets_of_deleted_topics(self, known: Mapping[str, object]) -> None:
@@ -899,8 +795,7 @@ class Broker:
         self.reloader.close()
         self.registration.close()
         self.controller_role.close()
-        for server in self._servers:
-            server.close()
+        self.listener_servers.close()
         self.schemas.close()
         if self.credentials is not None:
             self.credentials.stop()

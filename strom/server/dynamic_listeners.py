@@ -35,6 +35,12 @@ def check(old: BrokerConfig, new: BrokerConfig) -> None:
             )
 
 
+def differ(old: BrokerConfig, new: BrokerConfig) -> bool:
+    """Whether ``new`` adds or removes a listener or advertises them otherwise: the listeners change."""
+    names = lambda config: [listener.name for listener in config.listeners]  # noqa: E731
+    return names(old) != names(new) or old.advertised_listeners != new.advertised_listeners
+
+
 def added(old: BrokerConfig, new: BrokerConfig) -> list[Listener]:
     names = {listener.name for listener in old.listeners}
     return [listener for listener in new.listeners if listener.name not in names]

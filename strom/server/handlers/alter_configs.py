@@ -66,7 +66,8 @@ def alter_broker_configs(broker, name: str, changes: Changes, replace: bool, val
             )
             layers = {**broker.metadata.broker_configs, entity: configs}
             reread = dynamic_broker_config.listener_files(changes, broker.config) if per_broker else []
-            broker.dynamic_config(layers, reread)  # the whole config and any new TLS context, as it would run
+            # the whole config and any new TLS context, as it would run
+            broker.dynamic_configs.candidate(layers, reread)
         except dynamic_broker_config.DynamicConfigRefused as exc:
             raise dynamic_broker_config.refusal(name, str(exc)) from None
         except ConfigError as exc:
@@ -75,7 +76,7 @@ def alter_broker_configs(broker, name: str, changes: Changes, replace: bool, val
             return
         path = dynamic_broker_config.write(broker.store, entity, configs)
     broker.read_back({path})
-    broker.reread_listener_files(reread)
+    broker.dynamic_configs.reread_listener_files(reread)
 
 
 # key -> value (None: delete), or how to work them out from the entity's stored configs
