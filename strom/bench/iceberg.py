@@ -1,6 +1,6 @@
 """Iceberg translation benchmark: committed records of one partition to an Iceberg table, per core.
 
-    python -m strom.bench.iceberg [--records 500000] [--value-bytes 100] [--avro] [--dir DIR]
+    python -m strom.bench.iceberg [--records 500000] [--value-bytes 100] [--avro] [--dir DIR] [--record]
 
 Writes a partition log of ``--records`` records (100-byte values, short keys, a header on every
 tenth, 100 records a batch) with strom's Log, then runs one translation round in this process as a
@@ -21,6 +21,7 @@ import shutil
 import tempfile
 import time
 
+from strom.bench.results import add_record_argument, record
 from strom.iceberg.schema_modes import RegisteredSchema, SchemaSet
 from strom.iceberg.table import CatalogSettings
 from strom.iceberg.worker import PartitionJob, TopicJob, translate_topic
@@ -111,6 +112,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--value-bytes", type=int, default=100)
     parser.add_argument("--avro", action="store_true", help="10-field Avro values, value_schema_id_prefix mode")
     parser.add_argument("--dir", default=None, help="scratch directory (default: a temporary one)")
+    add_record_argument(parser)
     args = parser.parse_args(argv)
     root = tempfile.mkdtemp(prefix="strom-bench-iceberg-", dir=args.dir)
     try:
@@ -138,8 +140,17 @@ def main(argv: list[str] | None = None) -> None:
         )
         started = time.perf_counter()
         again = translate_topic(job)
-        print(f"a round with nothing new: {(time.perf_counter() - started) * 1000:.0f} ms ({again.rows} rows)")
+        idle_s = time.perf_counter() - started
+        print(f"a round with nothing new: {idle_s * 1000:.0f} ms ({again.rows} rows)")
         log.close()
+        if args.record:
+            what = "10-field Avro records" if args.avro else f"{args.value_bytes}-byte records"
+            figures = {
+                f"{what}/s": (result.rows / elapsed, "records/s"),
+                f"{what} per CPU second": (result.rows / cpu, "records/s"),
+                f"a round with nothing new ({what})": (idle_s * 1000, "ms"),
+            }
+            record(args.record, "iceberg", figures, argv)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
