@@ -3,11 +3,12 @@ Confluent-compatible Schema Registry.
 
 Source options (``value.`` shown; ``key.`` alike):
 
-- ``value.format``: ``binary`` (the default: Spark's Kafka columns), ``avro`` or ``json``: the
-  ``value`` column is the decoded record, its Spark type derived from the reader schema
-  (``strom.spark.avro_types``, ``strom.spark.json_types``); JSON documents are read by property
-  name whatever version wrote them (JSON Schema has no resolution rules);
-- ``schema.registry.url`` (required for avro), and any other ``schema.registry.*`` key of
+- ``value.format``: ``binary`` (the default: Spark's Kafka columns), ``avro``, ``json`` or
+  ``protobuf``: the ``value`` column is the decoded record, its Spark type derived from the reader
+  schema (``strom.spark.avro_types``, ``strom.spark.json_types``, ``strom.spark.protobuf_types``:
+  a Protobuf schema's first message); JSON documents are read by property name whatever version
+  wrote them (JSON Schema has no resolution rules), Protobuf messages by field number;
+- ``schema.registry.url`` (required for a typed format), and any other ``schema.registry.*`` key of
   confluent-kafka's ``SchemaRegistryClient`` (``schema.registry.basic.auth.user.info``,
   ``schema.registry.ssl.ca.location`` ...);
 - ``value.subject`` (default ``<topic>-value``, so one topic must be subscribed), and
@@ -23,9 +24,10 @@ in the column's metadata, so every task of a query decodes with the same schema 
 version is registered meanwhile. Executors fetch schemas by id through one client per Python
 worker (confluent-kafka's, which caches them).
 
-Sink options: ``value.format=avro`` (``json``) makes the ``value`` column (a struct)
-Confluent-framed Avro (JSON). Its schema is ``value.schema`` or, without it, derived from the
-column's Spark type (for Avro as Spark's ``to_avro`` does). With ``auto.register.schemas=true``
+Sink options: ``value.format=avro`` (``json``, ``protobuf``) makes the ``value`` column (a
+struct) Confluent-framed Avro (JSON, Protobuf). Its schema is ``value.schema`` (``.proto`` text
+for Protobuf) or, without it, derived from the column's Spark type (for Avro as Spark's
+``to_avro`` does). With ``auto.register.schemas=true``
 (the default, as Confluent's serializers) it is registered under ``value.subject`` (default
 ``<topic>-value``) when the write starts (an identical schema keeps its id); with ``false`` the
 subject's latest version is used and nothing is registered.
@@ -42,8 +44,9 @@ from strom.spark.options import StromOptionError, _bool, _positive_int
 BINARY = "binary"
 AVRO = "avro"
 JSON = "json"
-FORMATS = (BINARY, AVRO, JSON)
-_SCHEMA_TYPES = {AVRO: "AVRO", JSON: "JSON"}  # the registry's schemaType of each format
+PROTOBUF = "protobuf"
+FORMATS = (BINARY, AVRO, JSON, PROTOBUF)
+_SCHEMA_TYPES = {AVRO: "AVRO", JSON: "JSON", PROTOBUF: "PROTOBUF"}  # the registry's schemaType of each format
 FAILFAST = "FAILFAST"
 PERMISSIVE = "PERMISSIVE"
 SCHEMA_ID_KEY = "strom.avro.schema.id"
@@ -95,7 +98,7 @@ class TypedOptions:
             if schema_id is not None and version is not None:
                 raise StromOptionError(f"options '{side}.schema.id' and '{side}.schema.version' exclude each other")
             text = opts.get(f"{side}.schema")
-            if text is not None:
+            if text is not None and fmt != PROTOBUF:  # a Protobuf schema is .proto text
                 try:
                     json.loads(str(text))
                 except ValueError as exc:
@@ -147,7 +150,7 @@ def subject_of(side: SideFormat, topics: list[str]) -> str:
         return side.subject
     if len(topics) != 1:
         raise StromOptionError(
-            f"{side.side}.format=avro with {len(topics)} topics: name the schema's subject with option '{side.side}.subject'"
+            f"{side.side}.format={side.format} with {len(topics)} topics: name the schema's subject with option '{side.side}.subject'"
         )
     return f"{topics[0]}-{side.side}"
 
@@ -202,7 +205,7 @@ def source_schema(base, opts: TypedOptions, topics: list[str]):
     PERMISSIVE mode, the corrupt-bytes columns."""
     from pyspark.sql.types import BinaryType, StructField, StructType
 
-    from strom.spark import avro_types, json_types
+    from strom.spark import avro_types, json_types, protobuf_types
 
     fields = list(base.fields)
     for side in opts.sides():
@@ -210,15 +213,25 @@ def source_schema(base, opts: TypedOptions, topics: list[str]):
         try:
             if side.format == AVRO:
                 data_type, _ = avro_types.spark_type(json.loads(text))
+            elif side.format == PROTOBUF:
+                data_type = protobuf_types.spark_type(protobuf_schema(opts, schema_id))
             else:
                 data_type = json_types.spark_type(json.loads(text))
-        except (ValueError, KeyError) as exc:  # AvroTypeError and JsonTypeError are ValueErrors
+        except (ValueError, KeyError) as exc:  # AvroTypeError, JsonTypeError, ProtobufTypeError are ValueErrors
             raise StromOptionError(f"the {side.side} schema (id {schema_id}) has no Spark type: {exc}") from None
         at = [f.name for f in fields].index(side.side)
         fields[at] = StructField(side.side, data_type, True, {SCHEMA_ID_KEY: schema_id})
     if opts.mode == PERMISSIVE:
         fields += [StructField(f"_corrupt_{side.side}", BinaryType(), True) for side in opts.sides()]
     return StructType(fields)
+
+
+def protobuf_schema(opts: TypedOptions, schema_id: int):
+    """The message classes of a registered Protobuf schema, its references fetched too."""
+    from strom.spark.protobuf_types import registered
+
+    client = registry_client(opts.registry)
+    return registered(client, client.get_schema(schema_id))
 
 
 def schema_ids(schema) -> dict[str, int]:
@@ -236,21 +249,25 @@ _decoders: dict[tuple, object] = {}
 def _decoder(opts: TypedOptions, side: SideFormat, schema_id: int, arrow_type):
     from strom.spark.avro_columns import AvroColumnDecoder
     from strom.spark.json_columns import JsonColumnDecoder
+    from strom.spark.protobuf_types import ProtobufColumnDecoder
 
     key = (tuple(sorted(opts.registry.items())), side.format, schema_id, str(arrow_type))
     with _clients_lock:
         found = _decoders.get(key)
     if found is None:
+
+        def known(i: int) -> bool:
+            """JSON and Protobuf values are read with the reader's schema: the writer's id need only be registered."""
+            try:
+                writer_schema_text(opts, i, _SCHEMA_TYPES[side.format])
+                return True
+            except LookupError:
+                return False
+
         if side.format == JSON:
-
-            def known(i: int) -> bool:
-                try:
-                    writer_schema_text(opts, i, "JSON")
-                    return True
-                except LookupError:
-                    return False
-
             found = JsonColumnDecoder(arrow_type, known)
+        elif side.format == PROTOBUF:
+            found = ProtobufColumnDecoder(protobuf_schema(opts, schema_id), arrow_type, known)
         else:
             text = writer_schema_text(opts, schema_id)
             found = AvroColumnDecoder(text, arrow_type, lambda i: writer_schema_text(opts, i))
@@ -314,7 +331,7 @@ def writer_schema(opts: TypedOptions, side: SideFormat, data_type, topic: str | 
     from confluent_kafka.schema_registry.error import SchemaRegistryError
     from pyspark.sql.types import StructType
 
-    from strom.spark import avro_types, json_types
+    from strom.spark import avro_types, json_types, protobuf_types
 
     if side.subject is None and topic is None:
         raise StromOptionError(
@@ -338,8 +355,18 @@ def writer_schema(opts: TypedOptions, side: SideFormat, data_type, topic: str | 
                     f"column {side.side!r} must be a struct for {side.side}.format={side.format}, "
                     f"or give option '{side.side}.schema'"
                 )
-            derived = avro_types.avro_schema(data_type) if side.format == AVRO else json_types.json_schema(data_type)
-            text = json.dumps(derived)
+            if side.format == PROTOBUF:
+                text = protobuf_types.proto_schema(data_type)
+            else:
+                derived = (
+                    avro_types.avro_schema(data_type) if side.format == AVRO else json_types.json_schema(data_type)
+                )
+                text = json.dumps(derived)
+        if side.format == PROTOBUF:
+            try:
+                protobuf_types.load(text)
+            except protobuf_types.ProtobufTypeError as exc:
+                raise StromOptionError(f"option '{side.side}.schema' is not a Protobuf schema: {exc}") from None
         if side.format == AVRO:
             from strom.spark.avro_columns import parse
 
@@ -350,7 +377,7 @@ def writer_schema(opts: TypedOptions, side: SideFormat, data_type, topic: str | 
         if opts.auto_register:
             return client.register_schema(subject, Schema(text, schema_type)), text
         return client.lookup_schema(subject, Schema(text, schema_type)).schema_id, text
-    except (avro_types.AvroTypeError, json_types.JsonTypeError) as exc:
+    except (avro_types.AvroTypeError, json_types.JsonTypeError, protobuf_types.ProtobufTypeError) as exc:
         raise StromOptionError(f"column {side.side!r}: {exc}") from None
     except SchemaRegistryError as exc:
         raise _registry_error(exc, f"subject {subject}") from None
@@ -365,6 +392,10 @@ def column_encoder(side: SideFormat, schema_text: str, schema_id: int):
 
         encode = JsonRowEncoder(schema_id)
         return lambda column: [encode(row) for row in column.to_pylist()]
+    if side.format == PROTOBUF:
+        from strom.spark.protobuf_types import ProtobufColumnEncoder
+
+        return ProtobufColumnEncoder(schema_text, schema_id).encode
     from strom.spark.avro_encoding import AvroColumnEncoder
 
     return AvroColumnEncoder(schema_text, schema_id).encode

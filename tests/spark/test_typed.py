@@ -587,7 +587,7 @@ def test_bad_typed_options_are_refused_by_name():
 
     registry = {"schema.registry.url": "http://127.0.0.1:1"}
     for options, message in [
-        ({"value.format": "xml"}, "'value.format' must be one of binary, avro, json"),
+        ({"value.format": "xml"}, "'value.format' must be one of binary, avro, json, protobuf"),
         ({"value.format": "avro"}, "'value.format=avro' needs option 'schema.registry.url'"),
         ({"key.format": "json"}, "'key.format=json' needs option 'schema.registry.url'"),
         ({**registry, "value.format": "avro", "value.schema.id": "3", "value.schema.version": "1"}, "exclude"),
