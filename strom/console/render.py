@@ -18,7 +18,7 @@ COLOURS = ("#2563eb", "#dc2626", "#059669", "#d97706", "#7c3aed", "#0891b2")
 
 @dataclass(frozen=True)
 class Shown:
-    kind: str  # "json", "text", "hex" or "null"; "avro" or "json" decoded with a registered schema
+    kind: str  # "json", "text", "hex" or "null"; "avro", "json" or "protobuf" decoded with a registered schema
     text: str
     size: int
     schema_id: int | None = None  # the registry's id, when the bytes were decoded with its schema

@@ -6,8 +6,11 @@ registered, so the ids the message browser meets are fetched once and kept for t
 
 A record is decoded when its bytes start with Confluent's prefix (magic byte 0 and a 4-byte id)
 and the id names a schema the registry knows: Avro bodies are read with that schema, JSON Schema
-bodies are JSON already; anything else (Protobuf, an unknown id, a body that does not decode) is
-shown as the browser shows any bytes, so a page never fails on one bad record.
+bodies are JSON already, Protobuf bodies are read as the message their indexes name (the same
+classes as ``strom console-consumer --value-format protobuf``, ``strom.cli.protobuf_messages``)
+and shown in protobuf's JSON mapping with the fields' proto names; anything else (an unknown id,
+a body that does not decode) is shown as the browser shows any bytes, so a page never fails on
+one bad record.
 """
 
 from __future__ import annotations
@@ -107,9 +110,11 @@ class SchemaBrowser:
                 text = json.dumps(record, indent=2, ensure_ascii=False, default=_plain)
             elif schema_type == "JSON":
                 text = json.dumps(json.loads(body), indent=2, ensure_ascii=False)
+            elif schema_type == "PROTOBUF" and parsed is not None:
+                text = _protobuf_json(parsed, body)
             else:
                 return None
-        except (ValueError, EOFError, IndexError, TypeError, UnicodeDecodeError):
+        except (ValueError, EOFError, IndexError, TypeError, UnicodeDecodeError, ToolError):
             return None
         return Shown(schema_type.lower(), text, len(data), schema_id)
 
@@ -125,10 +130,38 @@ class SchemaBrowser:
             known: Any = NOT_FOUND
         else:
             schema_type = found.get("schemaType", "AVRO")
-            known = (schema_type, _parse(schema_type, found["schema"]))
+            known = (
+                schema_type,
+                self._protobuf(schema_id) if schema_type == "PROTOBUF" else _parse(schema_type, found["schema"]),
+            )
         with self._lock:
             self._by_id[schema_id] = known
         return known
+
+    def _protobuf(self, schema_id: int) -> Any:
+        """The message classes of a Protobuf schema (None when they do not build: its records show as bytes)."""
+        from strom.cli.protobuf_messages import ProtobufSchema
+
+        try:
+            return ProtobufSchema(self.client, schema_id)
+        except ToolError:
+            return None
+
+
+def _protobuf_json(schema: Any, body: bytes) -> str:
+    """A Protobuf body (message indexes, then the message) in protobuf's JSON mapping."""
+    from google.protobuf import json_format
+    from google.protobuf.message import DecodeError
+
+    from strom.cli.protobuf_messages import read_indexes
+
+    indexes, position = read_indexes(body, 0)
+    message = schema.message_class(indexes)()
+    try:
+        message.ParseFromString(body[position:])
+    except DecodeError as exc:
+        raise ValueError(str(exc)) from None
+    return json_format.MessageToJson(message, indent=2, preserving_proto_field_name=True, ensure_ascii=False)
 
 
 def side_by_side(older: VersionView, newer: VersionView) -> str:

@@ -121,3 +121,66 @@ def test_subjects_versions_side_by_side_and_decoded_messages(
 def test_an_unknown_subject_is_the_registrys_error_on_the_page(page: Page) -> None:
     page.goto("/schemas/no-such-subject")
     expect(page.locator("#error")).to_contain_text("Subject 'no-such-subject' not found. (error code 40401)")
+
+
+PROTO = """
+syntax = "proto3";
+package shop;
+import "google/protobuf/timestamp.proto";
+message Order {
+  int64 id = 1;
+  string item = 2;
+  Kind kind = 3;
+  google.protobuf.Timestamp at = 4;
+  repeated string tags = 5;
+}
+message Refund { int64 order = 1; string why = 2; }
+enum Kind { VIEW = 0; BUY = 1; }
+"""
+
+
+def test_protobuf_values_are_shown_decoded_as_json(page: Page, cluster_broker: BrokerProcess) -> None:
+    """Values framed by confluent-kafka's ProtobufSerializer, of the schema's first message and of
+    its second (message indexes [1]), shown in protobuf's JSON mapping; a body that does not parse
+    is shown as bytes."""
+    from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
+
+    from strom.iceberg.protobuf_columns import message_class
+    from strom.spark.protobuf_types import load
+
+    client = SchemaRegistryClient({"url": registry_url(cluster_broker)})
+    schema = load(PROTO)
+    order, refund = message_class(schema.message((0,))), message_class(schema.message((1,)))
+    context = SerializationContext("orders-pb", MessageField.VALUE)
+    first = order(id=7, item="tea-ü", kind=1, tags=["hot", "green"])
+    first.at.seconds = 1_772_323_200
+    values = [
+        ProtobufSerializer(order, client, {"use.deprecated.format": False})(first, context),
+        ProtobufSerializer(refund, client, {"use.deprecated.format": False, "auto.register.schemas": False})(
+            refund(order=7, why="cold"), context
+        ),
+    ]
+    schema_id = struct.unpack(">I", values[0][1:5])[0]
+    values.append(values[0][:6] + b"\xff\xff\xff")  # the prefix of a known schema, a body that does not parse
+    producer = Producer({"bootstrap.servers": cluster_broker.bootstrap, "linger.ms": 0})
+    for value in values:
+        producer.produce("orders-pb", value=value, partition=0)
+    assert producer.flush(WAIT_S) == 0
+
+    page.goto("/topics/orders-pb/messages")
+    expect(page.locator("#messages tbody tr")).to_have_count(3)
+    shown = page.locator("#messages tr[data-offset='0'] td.value pre")
+    expect(shown).to_have_class("protobuf")
+    expect(shown).to_have_attribute("data-schema-id", str(schema_id))
+    # protobuf's JSON mapping: int64 as a string, enums by name, Timestamp as RFC 3339, proto field names
+    assert json.loads(shown.inner_text()) == {
+        "id": "7",
+        "item": "tea-ü",
+        "kind": "BUY",
+        "at": "2026-03-01T00:00:00Z",
+        "tags": ["hot", "green"],
+    }
+    second = page.locator("#messages tr[data-offset='1'] td.value pre")
+    expect(second).to_have_class("protobuf")
+    assert json.loads(second.inner_text()) == {"order": "7", "why": "cold"}
+    expect(page.locator("#messages tr[data-offset='2'] td.value pre")).to_have_class("hex")
