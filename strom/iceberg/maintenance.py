@@ -21,7 +21,10 @@ overwrite snapshot. What keeps it exactly once:
 **Expiry**: snapshots older than ``history.expire.max-snapshot-age-ms`` are removed from the
 table's metadata, except the newest ``history.expire.min-snapshots-to-keep`` of the current
 snapshot's ancestry (Iceberg's table properties of those names). pyiceberg removes them from the
-metadata only: their data files stay in the warehouse, as a dropped table's do.
+metadata only; then the files that only they referenced are deleted (strom.iceberg.expired_files),
+the small files a compaction replaced among them. The topic's ``write.metadata.*`` configs are
+kept as the table's properties of those names, so pyiceberg's commits delete old metadata files
+as Iceberg's do.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from strom.iceberg import table as tables
+from strom.iceberg.expired_files import delete_unreachable
 
 log = logging.getLogger("strom.iceberg")
 
@@ -50,14 +54,29 @@ class MaintenanceJob:
     min_input_files: int = 5
     max_snapshot_age_ms: int = 5 * 24 * 3600 * 1000
     min_snapshots_to_keep: int = 1
+    delete_expired_files: bool = True
+    # Iceberg's table properties, set on the table (pyiceberg's commits delete old metadata.json by them)
+    metadata_delete_after_commit: bool = False
+    metadata_previous_versions_max: int = 100
 
 
 @dataclass
 class MaintenanceResult:
+    compactions: int = 0  # compaction commits
     files_rewritten: int = 0  # small files replaced
     files_written: int = 0  # the files that replaced them
+    bytes_rewritten: int = 0
+    bytes_written: int = 0
     snapshots_expired: int = 0
-    commits_lost: int = 0  # compactions planned again because a translation committed first
+    data_files_deleted: int = 0  # files only expired snapshots referenced, deleted from the warehouse
+    data_bytes_deleted: int = 0
+    manifests_deleted: int = 0
+    manifest_lists_deleted: int = 0
+    commits_lost: int = 0  # maintenance commits planned again because another writer committed first
+
+    @property
+    def files_deleted(self) -> int:
+        return self.data_files_deleted + self.manifests_deleted + self.manifest_lists_deleted
 
 
 def maintain_topic(job: MaintenanceJob) -> MaintenanceResult:
@@ -65,8 +84,10 @@ def maintain_topic(job: MaintenanceJob) -> MaintenanceResult:
     catalog = tables.open_catalog(job.catalog)
     result = MaintenanceResult()
     for name in (tables.identifier(job.topic), tables.dlq_identifier(job.topic)):
-        if tables.load_existing(catalog, name) is None:
+        table = tables.load_existing(catalog, name)
+        if table is None:
             continue
+        keep_metadata_properties(table, job.metadata_delete_after_commit, job.metadata_previous_versions_max)
         if job.compaction:
             compact(
                 lambda name=name: catalog.load_table(name),
@@ -74,8 +95,30 @@ def maintain_topic(job: MaintenanceJob) -> MaintenanceResult:
                 job.min_input_files,
                 result,
             )
-        expire(lambda name=name: catalog.load_table(name), job.max_snapshot_age_ms, job.min_snapshots_to_keep, result)
+        expire(
+            lambda name=name: catalog.load_table(name),
+            job.max_snapshot_age_ms,
+            job.min_snapshots_to_keep,
+            result,
+            job.delete_expired_files,
+        )
     return result
+
+
+METADATA_DELETE_AFTER_COMMIT = "write.metadata.delete-after-commit.enabled"
+METADATA_PREVIOUS_VERSIONS_MAX = "write.metadata.previous-versions-max"
+
+
+def keep_metadata_properties(table: Any, delete_after_commit: bool, previous_versions_max: int) -> None:
+    """The topic's ``write.metadata.*`` as the table's properties (Iceberg's defaults, false and
+    100, need none); a property-only commit, which changes no snapshot."""
+    wanted = {METADATA_DELETE_AFTER_COMMIT: str(delete_after_commit).lower()}
+    wanted[METADATA_PREVIOUS_VERSIONS_MAX] = str(previous_versions_max)
+    defaults = {METADATA_DELETE_AFTER_COMMIT: "false", METADATA_PREVIOUS_VERSIONS_MAX: "100"}
+    if all(table.properties.get(key, defaults[key]).lower() == value for key, value in wanted.items()):
+        return
+    with table.transaction() as transaction:
+        transaction.set_properties(wanted)
 
 
 def _small_file_groups(
@@ -138,7 +181,7 @@ def compact(
         summary = snapshot.summary.additional_properties if snapshot.summary is not None else {}
         offsets = {k: v for k, v in summary.items() if k.startswith(tables.OFFSET_PREFIX)}
         transaction = table.transaction()
-        replaced = written = 0
+        replaced = written = bytes_in = bytes_out = 0
         scan = ArrowScan(table.metadata, table.io, table.schema(), AlwaysTrue())
         counter = itertools.count()  # one numbering for every bin: the files' names include it
         paths: set[str] = set()
@@ -169,19 +212,31 @@ def compact(
                     rewrite.append_data_file(data_file)
                 replaced += len(group)
                 written += len(files)
+                bytes_in += sum(task.file.file_size_in_bytes for task in group)
+                bytes_out += sum(f.file_size_in_bytes for f in files)
         try:
             transaction.commit_transaction()
         except CommitFailedException as exc:
             result.commits_lost += 1
             log.info("%s: a compaction lost a race (%s); planning again", table.name(), exc)
             continue
+        result.compactions += 1
         result.files_rewritten += replaced
         result.files_written += written
+        result.bytes_rewritten += bytes_in
+        result.bytes_written += bytes_out
         return
 
 
-def expire(load: Any, max_snapshot_age_ms: int, min_snapshots_to_keep: int, result: MaintenanceResult) -> None:
-    """Expire the snapshots older than the age, keeping the newest ``min_snapshots_to_keep`` ancestors."""
+def expire(
+    load: Any,
+    max_snapshot_age_ms: int,
+    min_snapshots_to_keep: int,
+    result: MaintenanceResult,
+    delete_files: bool = True,
+) -> None:
+    """Expire the snapshots older than the age, keeping the newest ``min_snapshots_to_keep``
+    ancestors, then (``delete_files``) delete the files only they referenced."""
     from pyiceberg.exceptions import CommitFailedException
 
     for _attempt in range(COMMIT_ATTEMPTS):
@@ -204,9 +259,22 @@ def expire(load: Any, max_snapshot_age_ms: int, min_snapshots_to_keep: int, resu
         ]
         if not old:
             return
+        expired = [s for s in table.metadata.snapshots if s.snapshot_id in set(old)]
         try:
             table.maintenance.expire_snapshots().by_ids(old).commit()
         except CommitFailedException:
+            result.commits_lost += 1
+            continue
+        except ValueError as exc:  # applied onto a newer metadata: another broker expired some of them
+            if "does not exist" not in str(exc):
+                raise
+            result.commits_lost += 1
             continue
         result.snapshots_expired += len(old)
+        if delete_files:
+            deleted = delete_unreachable(load(), expired)  # reachability as committed, read afresh
+            result.data_files_deleted += deleted.data_files
+            result.data_bytes_deleted += deleted.data_bytes
+            result.manifests_deleted += deleted.manifests
+            result.manifest_lists_deleted += deleted.manifest_lists
         return

@@ -19,6 +19,7 @@ import multiprocessing
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from strom.iceberg.maintenance import MaintenanceJob, MaintenanceResult, maintain_topic
@@ -76,6 +77,44 @@ class TopicSettings(Protocol):
     def history_expire_max_snapshot_age_ms(self) -> int: ...
     @property
     def history_expire_min_snapshots_to_keep(self) -> int: ...
+    @property
+    def write_metadata_delete_after_commit_enabled(self) -> bool: ...
+    @property
+    def write_metadata_previous_versions_max(self) -> int: ...
+
+
+@dataclass
+class TopicCounters:
+    """What this broker's translation and maintenance did to one topic's tables (its table and its
+    dead-letter table) since it started: the counters of the Prometheus metrics, never reset."""
+
+    compactions: int = 0  # compaction commits
+    files_rewritten: int = 0  # small files compacted (in)
+    files_written: int = 0  # the files written in their place (out)
+    bytes_rewritten: int = 0
+    bytes_written: int = 0
+    snapshots_expired: int = 0
+    data_files_deleted: int = 0  # files that only expired snapshots referenced
+    data_bytes_deleted: int = 0
+    manifests_deleted: int = 0
+    manifest_lists_deleted: int = 0
+    maintenance_failures: int = 0
+    translation_failures: int = 0
+    translation_conflicts: int = 0  # translation commits that lost a race and were planned again
+    maintenance_conflicts: int = 0  # maintenance commits that lost a race and were planned again
+
+    def add(self, result: MaintenanceResult) -> None:
+        self.compactions += result.compactions
+        self.files_rewritten += result.files_rewritten
+        self.files_written += result.files_written
+        self.bytes_rewritten += result.bytes_rewritten
+        self.bytes_written += result.bytes_written
+        self.snapshots_expired += result.snapshots_expired
+        self.data_files_deleted += result.data_files_deleted
+        self.data_bytes_deleted += result.data_bytes_deleted
+        self.manifests_deleted += result.manifests_deleted
+        self.manifest_lists_deleted += result.manifest_lists_deleted
+        self.maintenance_conflicts += result.commits_lost
 
 
 class IcebergTranslator:
@@ -105,12 +144,20 @@ class IcebergTranslator:
         self._maintainer: dict[str, TopicSettings] = {}  # topics whose partition 0 is led here: their configs
         self._maintained: dict[str, float] = {}  # topic -> when its table was last maintained (monotonic)
         self._spec_notes: dict[str, tuple[str, ...]] = {}  # the partition-spec fields last reported left out
+        self._counters: dict[str, TopicCounters] = {}
         self.rounds = 0
         self.rows = 0
         self.compactions = 0
         self.snapshots_expired = 0
         self.failures = 0
         self.dead_letters = 0
+
+    def counters(self) -> dict[str, TopicCounters]:
+        """A copy of every topic's counters (on the event loop, for a metrics scrape)."""
+        return {topic: replace(counters) for topic, counters in self._counters.items()}
+
+    def _of(self, topic: str) -> TopicCounters:
+        return self._counters.setdefault(topic, TopicCounters())
 
     def _executor(self) -> ProcessPoolExecutor:
         if self._pool is None:
@@ -187,12 +234,14 @@ class IcebergTranslator:
                 result: TopicResult = await loop.run_in_executor(self._executor(), translate_topic, job)
             except Exception as exc:  # a round that fails is retried by the next one, from the table's offsets
                 self.failures += 1
+                self._of(job.topic).translation_failures += 1
                 log.warning("iceberg: translating %s failed, next round tries again: %r", job.topic, exc)
                 continue
             for partition, offset in result.offsets.items():
                 self._known[(job.topic, partition)] = offset
             self._read_topics.add(job.topic)
             self.rows += result.rows
+            self._of(job.topic).translation_conflicts += result.commits_lost
             self.dead_letters += result.dead_letters
             if result.dead_letters:
                 log.info("iceberg: %d records of %s went to its dead-letter table", result.dead_letters, job.topic)
@@ -237,24 +286,31 @@ class IcebergTranslator:
                 settings.iceberg_compaction_min_input_files,
                 settings.history_expire_max_snapshot_age_ms,
                 settings.history_expire_min_snapshots_to_keep,
+                metadata_delete_after_commit=settings.write_metadata_delete_after_commit_enabled,
+                metadata_previous_versions_max=settings.write_metadata_previous_versions_max,
             )
             try:
                 result: MaintenanceResult = await loop.run_in_executor(self._executor(), maintain_topic, job)
             except Exception as exc:  # the next interval tries again; the table is as it was
                 self.failures += 1
+                self._of(topic).maintenance_failures += 1
                 log.warning(
                     "iceberg: maintaining the table of %s failed, the next interval tries again: %r", topic, exc
                 )
                 continue
             self.compactions += result.files_rewritten > 0
             self.snapshots_expired += result.snapshots_expired
+            self._of(topic).add(result)
             if result.files_rewritten or result.snapshots_expired:
                 log.info(
-                    "iceberg: %s's table: %d small files compacted into %d, %d snapshots expired",
+                    "iceberg: %s's table: %d small files compacted into %d, %d snapshots expired, "
+                    "%d files only they referenced deleted (%d data files)",
                     topic,
                     result.files_rewritten,
                     result.files_written,
                     result.snapshots_expired,
+                    result.files_deleted,
+                    result.data_files_deleted,
                 )
 
     async def run(self, stop: asyncio.Event) -> None:

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from strom.cluster.controller import Controller
     from strom.cluster.metadata_cache import MetadataCache
     from strom.group.coordinator import GroupCoordinator
+    from strom.iceberg.translator import TopicCounters
     from strom.metrics.stats import BrokerStats, RequestMetrics
     from strom.replication.replica_manager import ReplicaManager
 
@@ -92,6 +93,8 @@ class Sources:
     loop_lag: LoopLagReading | None = None
     # iceberg.enabled: (topic, partition, committed records not yet in its Iceberg table) of each led partition
     iceberg_lag: Callable[[], list[tuple[str, int, int]]] | None = None
+    # iceberg.enabled: topic -> what translation and table maintenance did on this broker (copies)
+    iceberg_counters: Callable[[], dict[str, TopicCounters]] | None = None
 
 
 def register_process_collectors(registry: CollectorRegistry) -> None:
@@ -125,6 +128,7 @@ class Snapshot:
     loop_lag_s: float
     loop_lag_max_s: float
     iceberg_lag: list[tuple[str, int, int]] = dataclasses.field(default_factory=list)
+    iceberg_counters: dict[str, TopicCounters] = dataclasses.field(default_factory=dict)
 
 
 def take_snapshot(sources: Sources) -> Snapshot:
@@ -211,6 +215,7 @@ def take_snapshot(sources: Sources) -> Snapshot:
         loop_lag_s=lag.last_s if lag else 0.0,
         loop_lag_max_s=lag.max_s if lag else 0.0,
         iceberg_lag=sources.iceberg_lag() if sources.iceberg_lag is not None else [],
+        iceberg_counters=sources.iceberg_counters() if sources.iceberg_counters is not None else {},
     )
 
 
@@ -273,8 +278,9 @@ class BrokerCollector(Collector):
         yield from cls._loop_metrics(snap.loop_lag_s, snap.loop_lag_max_s)
         yield from cls._iceberg_metrics(snap)
 
-    @staticmethod
-    def _iceberg_metrics(snap: Snapshot) -> Iterator[Metric]:
+    @classmethod
+    def _iceberg_metrics(cls, snap: Snapshot) -> Iterator[Metric]:
+        yield from cls._iceberg_counter_metrics(snap.iceberg_counters)
         if not snap.iceberg_lag:
             return
         lag = GaugeMetricFamily(
@@ -286,6 +292,53 @@ class BrokerCollector(Collector):
         for topic, partition, records in snap.iceberg_lag:
             lag.add_metric([topic, str(partition)], records)
         yield lag
+
+    @staticmethod
+    def _iceberg_counter_metrics(counters: dict[str, TopicCounters]) -> Iterator[Metric]:
+        """Per topic (its table and its dead-letter table), what this broker's translation and the
+        table maintenance it ran (as the leader of partition 0) did since the broker started."""
+        if not counters:
+            return
+        simple = [
+            ("compactions", "compactions", "Compaction commits of the topic's tables (small files rewritten)"),
+            ("compaction_input_files", "files_rewritten", "Small data files that compaction replaced"),
+            ("compaction_output_files", "files_written", "Data files that compaction wrote in their place"),
+            ("compaction_input_bytes", "bytes_rewritten", "Bytes of the small data files compaction replaced"),
+            ("compaction_output_bytes", "bytes_written", "Bytes of the data files compaction wrote"),
+            ("snapshots_expired", "snapshots_expired", "Snapshots removed by expiry (history.expire.*)"),
+            (
+                "deleted_data_bytes",
+                "data_bytes_deleted",
+                "Bytes of the data files deleted because only expired snapshots referenced them",
+            ),
+            ("maintenance_failures", "maintenance_failures", "Maintenance runs that failed (retried next interval)"),
+            ("translation_failures", "translation_failures", "Translation rounds that failed (retried next round)"),
+        ]
+        for name, field, doc in simple:
+            family = CounterMetricFamily(f"strom_iceberg_{name}", doc, labels=["topic"])
+            for topic, found in sorted(counters.items()):
+                family.add_metric([topic], getattr(found, field))
+            yield family
+        deleted = CounterMetricFamily(
+            "strom_iceberg_files_deleted",
+            "Files deleted from the warehouse because only expired snapshots referenced them, by kind "
+            "(data, manifest, manifest_list)",
+            labels=["topic", "kind"],
+        )
+        conflicts = CounterMetricFamily(
+            "strom_iceberg_commit_conflicts",
+            "Commits that lost a race to another writer of the table and were planned again, by writer "
+            "(translation, maintenance)",
+            labels=["topic", "writer"],
+        )
+        for topic, found in sorted(counters.items()):
+            deleted.add_metric([topic, "data"], found.data_files_deleted)
+            deleted.add_metric([topic, "manifest"], found.manifests_deleted)
+            deleted.add_metric([topic, "manifest_list"], found.manifest_lists_deleted)
+            conflicts.add_metric([topic, "translation"], found.translation_conflicts)
+            conflicts.add_metric([topic, "maintenance"], found.maintenance_conflicts)
+        yield deleted
+        yield conflicts
 
     @staticmethod
     def _loop_metrics(last_s: float, max_s: float) -> Iterator[Metric]:
@@ -576,6 +629,8 @@ def exported_names() -> set[str]:
 
 def _sample_snapshot() -> Snapshot:
     """A snapshot with one of everything, so that every family has its samples."""
+    from strom.iceberg.translator import TopicCounters
+
     return Snapshot(
         topics={"t": (1, 1, 1, 1, 1, 1, 1)},
         partitions=[("t", 0, True, 1, 0, 1, 1, 1, 1, 1, 1)],
@@ -599,4 +654,5 @@ def _sample_snapshot() -> Snapshot:
         loop_lag_s=0.0,
         loop_lag_max_s=0.0,
         iceberg_lag=[("t", 0, 0)],
+        iceberg_counters={"t": TopicCounters()},
     )

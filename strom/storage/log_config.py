@@ -592,8 +592,8 @@ ICEBERG_TOPIC_KEYS: dict[str, TopicKey] = {
         _long(0),
         "long",
         (),
-        "Iceberg's table property: snapshots older than this are expired by the maintenance (their data "
-        "files stay in the warehouse), keeping at least history.expire.min-snapshots-to-keep.",
+        "Iceberg's table property: snapshots older than this are expired by the maintenance, and the files "
+        "only they referenced deleted from the warehouse, keeping at least history.expire.min-snapshots-to-keep.",
     ),
     "history.expire.min-snapshots-to-keep": TopicKey(
         "history_expire_min_snapshots_to_keep",
@@ -601,6 +601,22 @@ ICEBERG_TOPIC_KEYS: dict[str, TopicKey] = {
         "int",
         (),
         "Iceberg's table property: the newest snapshots that are never expired, however old.",
+    ),
+    "write.metadata.delete-after-commit.enabled": TopicKey(
+        "write_metadata_delete_after_commit_enabled",
+        lambda k, v: parse_bool(k, v),
+        "boolean",
+        (),
+        "Iceberg's table property (and its default, false), set on the topic's tables by the maintenance: "
+        "each commit then deletes the metadata.json files beyond write.metadata.previous-versions-max.",
+    ),
+    "write.metadata.previous-versions-max": TopicKey(
+        "write_metadata_previous_versions_max",
+        _int(1),
+        "int",
+        (),
+        "Iceberg's table property (and its default, 100): the previous metadata.json files a table keeps "
+        "in its metadata log.",
     ),
 }
 TOPIC_KEYS.update(ICEBERG_TOPIC_KEYS)
@@ -639,6 +655,8 @@ class LogConfig:
     iceberg_compaction_min_input_files: int = 5  # Iceberg's min-input-files default
     history_expire_max_snapshot_age_ms: int = 5 * 24 * 3600 * 1000  # Iceberg's default: 5 days
     history_expire_min_snapshots_to_keep: int = 1
+    write_metadata_delete_after_commit_enabled: bool = False  # Iceberg's default
+    write_metadata_previous_versions_max: int = 100  # Iceberg's default
     compression_gzip_level: int = -1
     compression_lz4_level: int = 9
     compression_zstd_level: int = 3

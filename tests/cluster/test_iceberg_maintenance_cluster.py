@@ -4,6 +4,7 @@ it; the table holds every committed record once, with the partition spec the top
 
 from __future__ import annotations
 
+import re
 import time
 
 from strom.iceberg.table import CatalogSettings, committed_offsets, identifier, open_catalog
@@ -54,3 +55,12 @@ def test_the_leader_of_partition_0_alone_maintains_the_table_while_all_translate
     # maintenance ran on the leader of partition 0 only
     maintained = [b for b in cluster.brokers if "metered's table:" in cluster.brokers[b].read_log()]
     assert maintained == [leaders[0]], (maintained, leaders)
+    # expiry deleted the files only expired snapshots referenced, none a remaining snapshot reads
+    deleted = re.findall(
+        r"metered's table: .* (\d+) files only they referenced deleted", cluster.brokers[leaders[0]].read_log()
+    )
+    assert sum(int(n) for n in deleted) > 0, deleted
+    table = open_catalog(catalog).load_table(identifier("metered"))
+    for snapshot in table.metadata.snapshots:
+        table.scan(snapshot_id=snapshot.snapshot_id).to_arrow()
+    assert_exactly(table_rows(catalog, "metered"), committed, {})

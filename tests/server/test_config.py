@@ -379,7 +379,7 @@ def test_log_config_maps_broker_keys_to_topic_keys():
     shown = config.log_config().to_topic_configs()
     # strom's own topic keys (schema validation, Iceberg and its table maintenance, named as Iceberg's
     # table properties) have no broker key: Kafka's are checked here
-    own = ("confluent.", "redpanda.", "iceberg.", "history.expire.")
+    own = ("confluent.", "redpanda.", "iceberg.", "history.expire.", "write.metadata.")
     kafkas = {key: value for key, value in shown.items() if not key.startswith(own)}
     assert kafkas == {
         "segment.bytes": "1000",

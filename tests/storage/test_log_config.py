@@ -195,6 +195,8 @@ ICEBERG_TOPIC_KEYS = [
     "iceberg.compaction.min-input-files",
     "history.expire.max-snapshot-age-ms",
     "history.expire.min-snapshots-to-keep",
+    "write.metadata.delete-after-commit.enabled",
+    "write.metadata.previous-versions-max",
 ]
 
 
@@ -246,3 +248,9 @@ def test_iceberg_maintenance_keys_and_their_bounds():
         LogConfig().with_overrides({"history.expire.min-snapshots-to-keep": "0"})
     with pytest.raises(ConfigError, match="iceberg.compaction.min-input-files: value 1 is below the minimum 2"):
         LogConfig().with_overrides({"iceberg.compaction.min-input-files": "1"})
+    # Iceberg's table properties with Iceberg's defaults: old metadata files are kept unless asked
+    shown = LogConfig().to_topic_configs()
+    assert shown["write.metadata.delete-after-commit.enabled"] == "false"
+    assert shown["write.metadata.previous-versions-max"] == "100"
+    with pytest.raises(ConfigError, match="write.metadata.previous-versions-max: value 0 is below the minimum 1"):
+        LogConfig().with_overrides({"write.metadata.previous-versions-max": "0"})
