@@ -123,16 +123,22 @@ class IcebergBroker:
         with open(path) as handle:
             return handle.read().strip()
 
+    def metric(self, name: str, *labels: str) -> list[float]:
+        """The values of the broker's Prometheus metric ``name`` whose labels hold each of ``labels``
+        (``'topic="t"'``), as a scrape of its ``/metrics`` reads them."""
+        with urllib.request.urlopen(self.metrics_url(), timeout=10) as page:
+            text = page.read().decode()
+        return [
+            float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines()
+            if line.split("{", 1)[0].split(" ", 1)[0] == name and all(label in line for label in labels)
+        ]
+
     def lag_records(self, topic: str) -> int | None:
         """The broker's own ``strom_iceberg_translation_lag_records`` summed over ``topic``'s
         partitions; None before its first translation round reported any."""
-        with urllib.request.urlopen(self.metrics_url(), timeout=10) as page:
-            text = page.read().decode()
-        found = None
-        for line in text.splitlines():
-            if line.startswith(LAG_METRIC + "{") and f'topic="{topic}"' in line:
-                found = (found or 0) + int(float(line.rsplit(" ", 1)[1]))
-        return found
+        values = self.metric(LAG_METRIC, f'topic="{topic}"')
+        return int(sum(values)) if values else None
 
 
 def paced_produce(

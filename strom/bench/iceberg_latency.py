@@ -11,7 +11,9 @@ the same to ``iceberg`` (confluent-kafka, acks=all, linger.ms=1, each message ti
 ``produce()`` to its delivery report, paced one by one). After each ``iceberg`` phase the
 benchmark waits until the table holds every record, so no translation spills into the next
 ``plain`` phase. The translation worker's CPU (the broker's child process) during each phase
-shows the rounds ran while the latencies were taken.
+shows the rounds ran while the latencies were taken, and the broker's
+``strom_eventloop_lag_max_seconds`` after each (the latest timer among its checks of the last
+10 s) whether its event loop was held up.
 
 Prints p50/p99 of each phase and overall, and the ratio p99(with)/p99(without) (the issue's goal:
 at most 1.2). Asserts nothing (shared, noisy machines).
@@ -59,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     broker = IcebergBroker("strom-bench-iceberg-latency-", args.target_lag_ms, args.dir).start()
     latencies: dict[str, list[float]] = {phase: [] for phase in PHASES}
     p99s: dict[str, list[float]] = {phase: [] for phase in PHASES}
+    loop_lags: dict[str, list[float]] = {phase: [] for phase in PHASES}
     try:
         broker.create_topic("plain", 1)
         broker.create_topic("iceberg", 1, **{"iceberg.mode": "key_value"})
@@ -75,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
                 worker_before = children_cpu_seconds(broker.pid)
                 taken = produce_latencies(producer, TOPICS[phase], args.seconds, args.rate, payload)
                 worker_cpu = children_cpu_seconds(broker.pid) - worker_before
+                [loop_lag_s] = broker.metric("strom_eventloop_lag_max_seconds")  # the last 10 s
+                loop_lags[phase].append(loop_lag_s)
                 latencies[phase].extend(taken)
                 p99s[phase].append(percentile(taken, 0.99))
                 note = ""
@@ -85,7 +90,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(
                     f"round {round_ + 1} {phase:>7} translation: {len(taken):,} messages, "
                     f"p50 {percentile(taken, 0.5) * 1000:.2f} ms, p99 {p99s[phase][-1] * 1000:.2f} ms, "
-                    f"translation worker CPU {worker_cpu:.2f} s{note}",
+                    f"translation worker CPU {worker_cpu:.2f} s, broker event loop late by up to "
+                    f"{loop_lag_s * 1000:.0f} ms{note}",
                     flush=True,
                 )
         del producer
@@ -106,6 +112,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"ratio p99 with/without: {ratio:.2f}   goal <= 1.2")
     rounds = ", ".join(f"{w / wo:.2f}" for w, wo in zip(p99s["with"], p99s["without"], strict=True))
     print(f"p99 ratio of each round (with / the without just before it): {rounds}")
+    print(
+        "broker event loop late by up to: "
+        + ", ".join(f"{phase} {max(loop_lags[phase]) * 1000:.0f} ms" for phase in PHASES)
+        + " (the worst of any phase)"
+    )
     if args.record:
         figures = {
             f"p{q} {phase} translation": (v[phase] * 1000, "ms") for q, v in ((50, p50), (99, p99)) for phase in PHASES
