@@ -2,7 +2,7 @@
 
     python -m strom.bench.compaction [--size-mb 1024] [--keys 10000] [--value-size 1000]
                                      [--segment-mb 64] [--rate 2000] [--baseline-s 20]
-                                     [--threads 1] [--io-max-bytes-per-second B]
+                                     [--threads 1] [--io-max-bytes-per-second B] [--record]
 
 One broker (a child process, strom.testing.Broker). A one-partition topic is filled to
 ``--size-mb`` with records whose keys repeat (``--keys`` distinct keys, so nearly all of it is
@@ -35,6 +35,8 @@ import threading
 import time
 from array import array
 from dataclasses import dataclass, field
+
+from strom.bench.results import add_record_argument, record_if_asked
 
 TOPIC = "bench-compacted"
 STAMP = struct.Struct(">d")
@@ -249,6 +251,7 @@ def main(argv: list[str] | None = None) -> None:
         help="log.cleaner.io.max.bytes.per.second (default: Kafka's, unlimited)",
     )
     parser.add_argument("--timeout-s", type=float, default=1800.0, help="longest the compaction may take")
+    add_record_argument(parser)
     args = parser.parse_args(argv)
 
     from strom.testing import Broker
@@ -316,15 +319,18 @@ def main(argv: list[str] | None = None) -> None:
         print(f"-- {label} ({end - start:.1f} s)")
         for name, samples in (("produce", workload.produce), ("fetch", workload.fetch)):
             print("  " + report(name, samples.window(start, end)))
+    figures: dict[str, tuple[float, str]] = {"compaction": (clean_end - clean_start, "s")}
     for name, samples in (("produce", workload.produce), ("fetch", workload.fetch)):
         before = samples.window(base_start, base_end)
         without = before + samples.window(after_start, after_end)
         during = percentile(samples.window(clean_start, clean_end), 0.99)
+        figures[f"{name} p99 during compaction / without"] = (during / percentile(without, 0.99), "ratio")
         print(
             f"{name} p99 during compaction / without: {during / percentile(without, 0.99):.2f} against both "
             f"windows without, {during / percentile(before, 0.99):.2f} against the one before (goal <= 1.5)"
         )
     print("(one shared, noisy machine: figures vary from run to run)")
+    record_if_asked(args, "compaction", figures, argv)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """A connection flood from one address against a normal client on another.
 
     python -m strom.bench.connection_flood [--attempts 5000] [--per-ip 50] [--seconds 5] [--rate 500]
+        [--record]
 
 Starts a broker with ``max.connections.per.ip=--per-ip``. A normal producer (confluent-kafka,
 acks=1, one 100-byte message every 1/``--rate`` s) runs from 127.0.0.1, first alone, then while a
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 
 from strom.bench.connections import api_versions_frame, percentile, produce_latencies, settled_rss_kib
 from strom.bench.requests import start_broker
+from strom.bench.results import add_record_argument, record_if_asked
 from strom.resources import raise_open_files_limit
 
 FLOOD_ADDRESS = "127.0.0.2"
@@ -106,6 +108,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--per-ip", type=int, default=50, help="max.connections.per.ip (default 50)")
     parser.add_argument("--seconds", type=float, default=5.0, help="workload length per phase")
     parser.add_argument("--rate", type=float, default=500.0, help="messages per second")
+    add_record_argument(parser)
     args = parser.parse_args(argv)
     from confluent_kafka import Producer
 
@@ -148,6 +151,13 @@ def main(argv: list[str] | None = None) -> None:
         f"p99 ratio {p99[1] / p99[0]:.2f}"
     )
     print(f"broker RSS {rss_before / 1024:.1f} MiB before the flood, {rss_after / 1024:.1f} MiB after")
+    figures = {
+        "producer p99 alone": (p99[0] * 1000, "ms"),
+        "producer p99 under the flood": (p99[1] * 1000, "ms"),
+        "p99 under the flood / alone": (p99[1] / p99[0], "ratio"),
+        "broker RSS after the flood": (rss_after / 1024, "MiB"),
+    }
+    record_if_asked(args, "connection_flood", figures, argv)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Many idle client connections on one broker: what each one costs, and what they cost a workload.
 
-    python -m strom.bench.connections [--connections 5000] [--rounds 2] [--seconds 5] [--rate 1000]
+    python -m strom.bench.connections [--connections 5000] [--rounds 2] [--seconds 5] [--rate 1000] [--record]
 
 Starts a broker process (as strom.bench.requests does, data in a temporary directory) after
 raising this process's open-files soft limit to the hard limit (the broker inherits it). Then,
@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 
 from strom.bench.requests import cpu_seconds, start_broker
+from strom.bench.results import add_record_argument, record_if_asked
 from strom.protocol.codec import decode_response, encode
 from strom.protocol.frame import request_frame, response_body_offset
 from strom.resources import raise_open_files_limit
@@ -239,6 +240,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seconds", type=float, default=5.0, help="workload length per phase")
     parser.add_argument("--rate", type=float, default=1000.0, help="messages per second")
     parser.add_argument("--size", type=int, default=100)
+    add_record_argument(parser)
     args = parser.parse_args(argv)
     from confluent_kafka import Producer
 
@@ -327,6 +329,14 @@ def main(argv: list[str] | None = None) -> None:
         f"broker CPU per message without {statistics.median(cpu['without']) * 1e6:.0f} us, "
         f"with {statistics.median(cpu['with']) * 1e6:.0f} us"
     )
+    figures = {
+        "RSS per idle connection (first round)": (per_connection[0], "KiB"),
+        "broker CPU while they idle": (statistics.median(idle_cpu) * 100, "% of a core"),
+        "produce p99 without": (p99[0] * 1000, "ms"),
+        "produce p99 with": (p99[1] * 1000, "ms"),
+        "p99 with / without": (p99[1] / p99[0], "ratio"),
+    }
+    record_if_asked(args, "connections", figures, argv)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@ three rebalance protocols, and synchronous commit throughput.
 
     python -m strom.bench.groups [--bootstrap-server H:P] [--runs 5] [--members 10]
         [--partitions 22] [--protocols eager,cooperative,consumer] [--broker-config KEY=VALUE ...]
-        [--client-config KEY=VALUE ...] [--commit-seconds 3] [--verbose]
+        [--client-config KEY=VALUE ...] [--commit-seconds 3] [--verbose] [--record]
 
 Without --bootstrap-server it starts a throwaway broker on 127.0.0.1 (port 0, temp data dir) with
 Kafka's defaults for everything group related, unless --broker-config says otherwise:
@@ -41,6 +41,8 @@ import time
 import uuid
 from collections.abc import Callable
 from typing import Any
+
+from strom.bench.results import add_record_argument, record_if_asked
 
 PROTOCOLS = {
     "eager": {"partition.assignment.strategy": "range"},
@@ -285,6 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--client-config", action="append", default=[], metavar="KEY=VALUE", help="for every consumer")
     parser.add_argument("--commit-seconds", type=float, default=3.0, help="how long to commit for (0: skip)")
     parser.add_argument("--verbose", action="store_true", help="print every run")
+    add_record_argument(parser)
     args = parser.parse_args(argv)
     protocols = [p.strip() for p in args.protocols.split(",") if p.strip()]
     unknown = [p for p in protocols if p not in PROTOCOLS]
@@ -307,6 +310,7 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
         rows = []
+        figures: dict[str, tuple[float, str]] = {}
         for protocol in protocols:
             config = {**PROTOCOLS[protocol], **client}
             if protocol == "consumer":  # librdkafka refuses the classic-only settings here
@@ -315,6 +319,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{LABELS[protocol]}:", flush=True)
             own, whole = bench_join(bootstrap, topic, args.partitions, args.members, config, args.runs, args.verbose)
             rows.append((LABELS[protocol], own, whole))
+            figures[f"{LABELS[protocol]}: new member assigned"] = (statistics.median(own) * 1000, "ms")
+            figures[f"{LABELS[protocol]}: all settled"] = (statistics.median(whole) * 1000, "ms")
         print(table(rows, args.members, args.runs), flush=True)
         if args.commit_seconds > 0:
             latencies = bench_commits(bootstrap, topic, args.partitions, args.commit_seconds)
@@ -324,9 +330,11 @@ def main(argv: list[str] | None = None) -> int:
                 f"commits/s (latency p50 {percentile(latencies, 0.5) * 1000:.2f} ms, "
                 f"p99 {percentile(latencies, 0.99) * 1000:.2f} ms)"
             )
+            figures["synchronous commits"] = (rate, "commits/s")
     finally:
         if broker is not None:
             broker.stop()
+    record_if_asked(args, "groups", figures, argv)
     return 0
 
 

@@ -1,7 +1,7 @@
 """What serving metrics costs the produce path: broker CPU per request with metrics on and off.
 
     python -m strom.bench.metrics [--messages 50000] [--rounds 3] [--size 100] [--scrape-every 2] [--batch 1]
-                                  [--together]
+                                  [--together] [--record]
 
 Starts two brokers on 127.0.0.1, one with ``metrics.listener=http://127.0.0.1:0`` and one
 without, and sends each the same kcat workload as ``strom.bench.requests`` (one message per
@@ -31,6 +31,7 @@ import urllib.request
 
 from strom.bench import requests as requests_bench
 from strom.bench.requests import cpu_seconds, kcat_produce
+from strom.bench.results import add_record_argument, record_if_asked
 
 
 def produce(kcat: str, bootstrap: str, topic: str, lines: bytes, batch: int) -> None:
@@ -91,6 +92,7 @@ def main(argv: list[str] | None = None) -> None:
         "--together", action="store_true", help="load both brokers at once in each round (a busy machine)"
     )
     parser.add_argument("--kcat", default=shutil.which("kcat") or "kcat")
+    add_record_argument(parser)
     args = parser.parse_args(argv)
     line = b"x" * (args.size - 1) + b"\n"
     dirs = {on: tempfile.mkdtemp(prefix=f"strom-bench-metrics-{'on' if on else 'off'}-") for on in (False, True)}
@@ -151,6 +153,12 @@ def main(argv: list[str] | None = None) -> None:
         f"on/off per round: {', '.join(f'{r:.3f}' for r in ratios)}; median {ratio:.3f} "
         f"({(1 - ratio) * 100:+.1f}% cost)"
     )
+    figures = {
+        "metrics off": (off_rate, "msgs per broker CPU-s"),
+        "metrics on": (on_rate, "msgs per broker CPU-s"),
+        "on / off (median round)": (ratio, "ratio"),
+    }
+    record_if_asked(args, "metrics", figures, argv)
 
 
 if __name__ == "__main__":

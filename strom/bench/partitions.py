@@ -1,6 +1,6 @@
 """Many-partitions benchmark: a 3-broker cluster carrying thousands of RF=3 partitions.
 
-    python -m strom.bench.partitions [--partitions 10000] [--messages 20000] [--idle-s 10]
+    python -m strom.bench.partitions [--partitions 10000] [--messages 20000] [--idle-s 10] [--record]
 
 Starts ZooKeeper and three brokers with ``strom cluster start`` (as ``strom.bench.cluster`` does,
 zookeeper.session.timeout.ms=6000, but with Kafka's default replica.lag.time.max.ms=30000) and
@@ -29,6 +29,7 @@ import time
 from strom.bench.cluster import SESSION_TIMEOUT_MS, LocalCluster
 from strom.bench.connections import rss_kib
 from strom.bench.requests import cpu_seconds
+from strom.bench.results import add_record_argument, record_if_asked
 from strom.resources import raise_open_files_limit
 
 # Each broker holds every partition's replica at RF=3: a descriptor per segment, plus sockets.
@@ -140,6 +141,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--messages", type=int, default=20000, help="records spread over every partition")
     parser.add_argument("--idle-s", type=float, default=10.0, help="seconds of idle CPU measurement")
     parser.add_argument("--dir", help="where the cluster lives (default: a temporary directory, removed)")
+    add_record_argument(parser)
     args = parser.parse_args(argv)
 
     limits = raise_open_files_for_brokers()
@@ -173,9 +175,11 @@ def main(argv: list[str] | None = None) -> None:
         before = {b: cpu_seconds(pid) for b, pid in pids.items()}
         time.sleep(args.idle_s)
         print(f"  idle, {args.idle_s:.0f} s, no clients:")
+        busiest, largest = 0.0, 0.0
         for b, pid in pids.items():
-            busy = (cpu_seconds(pid) - before[b]) / args.idle_s * 100
-            print(f"    broker {b}: CPU {busy:5.1f}% of a core, RSS {rss_mib(pid):7.1f} MiB")
+            busy, rss = (cpu_seconds(pid) - before[b]) / args.idle_s * 100, rss_mib(pid)
+            busiest, largest = max(busiest, busy), max(largest, rss)
+            print(f"    broker {b}: CPU {busy:5.1f}% of a core, RSS {rss:7.1f} MiB")
 
         acked, read, produced_s, consumed_s = workload(cluster, topic, args.partitions, args.messages)
         print(
@@ -195,6 +199,15 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"    broker {b}: RSS {rss_mib(pid):7.1f} MiB")
     finally:
         cluster.stop()
+    figures = {
+        "CreateTopics answered": (created_s, "s"),
+        "every partition fully in sync": (in_sync_s, "s"),
+        "every replica log created": (logs_s, "s"),
+        "every partition led again after kill -9": (took, "s"),
+        "idle CPU, busiest broker": (busiest, "% of a core"),
+        "RSS, largest broker": (largest, "MiB"),
+    }
+    record_if_asked(args, "partitions", figures, argv)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Reassignment benchmark: grow a 3-broker cluster to 4 and move a quarter of the partitions onto it, throttled.
 
     python -m strom.bench.reassign [--partitions 8] [--mb-per-partition 8] [--throttle 1000000] [--rate 500]
+        [--record]
 
 The user's path, command by command: ``strom cluster start --brokers 3``, a topic with replication
 factor 3 filled with --mb-per-partition of data per partition, ``strom cluster add-broker``, then
@@ -29,6 +30,8 @@ import sys
 import tempfile
 import threading
 import time
+
+from strom.bench.results import add_record_argument, record_if_asked
 
 
 def strom(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
@@ -133,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--throttle", type=int, default=1_000_000, help="bytes/s")
     parser.add_argument("--rate", type=int, default=500, help="producer msg/s during the move")
     parser.add_argument("--keep", action="store_true", help="keep the cluster directory")
+    add_record_argument(parser)
     args = parser.parse_args(argv)
 
     from confluent_kafka import Producer
@@ -274,6 +278,14 @@ def main(argv: list[str] | None = None) -> int:
                 time.sleep(0.5)
             identical += all(log == logs[0] for log in logs)
         print(f"moved partitions with identical replica logs: {identical} of {len(moving)}")
+        figures = {
+            "replication rate": (rate / 1e6, "MB/s"),
+            "replication rate / throttle": (rate / args.throttle, "ratio"),
+            "producer p99 during the move": (percentile(during, 0.99) * 1000, "ms"),
+            "producer p99 before the move": (p99_before * 1000, "ms"),
+            "acknowledged messages lost": (lost, "messages"),
+        }
+        record_if_asked(args, "reassign", figures, argv)
         del admin, fill, producer  # closed before the brokers stop: no reconnect noise
     finally:
         strom("cluster", "stop", "--dir", directory)

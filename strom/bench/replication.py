@@ -1,6 +1,6 @@
 """Replication's cost on each side: one RF=3 partition under kcat, the leader's and each follower's CPU.
 
-    python -m strom.bench.replication [--messages 1000000] [--size 200] [--seconds 10] [--dir D]
+    python -m strom.bench.replication [--messages 1000000] [--size 200] [--seconds 10] [--dir D] [--record]
 
 Starts ZooKeeper and three brokers with ``strom cluster start`` (as strom.bench.cluster does) and
 creates one partition with three replicas (``min.insync.replicas=2``). kcat then produces rounds of
@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import statistics
 import time
 
 from strom.bench.cluster import LocalCluster, kcat_acks_all, kcat_line
 from strom.bench.requests import cpu_seconds, kcat_produce
+from strom.bench.results import add_record_argument, record_if_asked
 
 TOPIC = "bench-replication"
 
@@ -32,6 +34,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seconds", type=float, default=10.0, help="rounds start until this much time has passed")
     parser.add_argument("--dir", help="where the cluster lives (default: a temporary directory, removed)")
     parser.add_argument("--kcat", default=shutil.which("kcat") or "kcat")
+    add_record_argument(parser)
     args = parser.parse_args(argv)
 
     cluster = LocalCluster.under(args.dir, "replication")
@@ -49,13 +52,25 @@ def main(argv: list[str] | None = None) -> None:
         )
         per_million = 1e6 / args.messages
         end = time.monotonic() + args.seconds
+        rates: list[float] = []
+        cpu: dict[int, list[float]] = {b: [] for b in pids}
         while time.monotonic() < end:
             before = {b: cpu_seconds(p) for b, p in pids.items()}
             seconds = kcat_produce(args.kcat, cluster.bootstrap, TOPIC, data, config, partition=0, quiet=True)
             used = {b: (cpu_seconds(p) - before[b]) * per_million for b, p in pids.items()}
             print(f"  {args.messages / seconds:10,.0f} msg/s  " + "  ".join(f"{used[b]:5.2f}" for b in pids))
+            rates.append(args.messages / seconds)
+            for b in pids:
+                cpu[b].append(used[b])
     finally:
         cluster.stop()
+    followers = [statistics.median(cpu[b]) for b in pids if b != leader]
+    figures = {
+        "throughput (median round)": (statistics.median(rates), "msg/s"),
+        "leader CPU": (statistics.median(cpu[leader]), "CPU-s per 1M msgs"),
+        "follower CPU (mean of the two)": (statistics.mean(followers), "CPU-s per 1M msgs"),
+    }
+    record_if_asked(args, "replication", figures, argv)
 
 
 if __name__ == "__main__":

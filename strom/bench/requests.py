@@ -1,6 +1,6 @@
 """Requests per broker CPU-second: one message per Produce request.
 
-    python -m strom.bench.requests [--messages 100000] [--size 100] [--kcat kcat] [--acks 1]
+    python -m strom.bench.requests [--messages 100000] [--size 100] [--kcat kcat] [--acks 1] [--record]
 
 Starts a strom broker on 127.0.0.1 (port 0, data in a temporary directory), then pipes
 --messages lines into ``kcat -P`` with ``linger.ms=0`` and ``batch.num.messages=1``, so every
@@ -21,6 +21,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from strom.bench.results import add_record_argument, record_if_asked
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -97,6 +99,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--kcat", default=shutil.which("kcat") or "kcat")
     parser.add_argument("--acks", default="1")
+    add_record_argument(parser)
     args = parser.parse_args(argv)
     line = b"x" * (args.size - 1) + b"\n"
     data_dir = tempfile.mkdtemp(prefix="strom-bench-requests-")
@@ -112,6 +115,11 @@ def main(argv: list[str] | None = None) -> None:
     print(f"one message per Produce request: {args.messages} x {args.size} B, acks={args.acks}")
     print(f"wall {wall:.2f} s  ({args.messages / wall:,.0f} requests/s)")
     print(f"broker CPU {used:.2f} s  ->  {args.messages / used:,.0f} requests per broker CPU-second")
+    figures = {
+        "requests per second": (args.messages / wall, "requests/s"),
+        "requests per broker CPU-second": (args.messages / used, "requests/CPU-s"),
+    }
+    record_if_asked(args, "requests", figures, argv)
 
 
 if __name__ == "__main__":

@@ -14,8 +14,10 @@ import argparse
 import datetime
 import json
 import os
+import pkgutil
 import subprocess
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -65,6 +67,29 @@ def record(path: str, bench: str, figures: dict[str, tuple[float, str]], argv: l
     with open(path, "a", encoding="utf-8") as handle:
         handle.write(json.dumps(entry, sort_keys=True) + "\n")
     print(f"recorded in {path}")
+
+
+def record_if_asked(
+    args: argparse.Namespace, bench: str, figures: Mapping[str, tuple[float, str]], argv: list[str] | None = None
+) -> None:
+    """The last step of every benchmark command: its headline figures, (value, unit) by name,
+    appended when it was run with ``--record`` (``add_record_argument``)."""
+    if getattr(args, "record", None):
+        record(args.record, bench, dict(figures), argv)
+
+
+def benchmarks() -> list[str]:
+    """The benchmark commands under strom.bench that take ``--record`` (their module names), found
+    in their sources without importing them: the benchmarks page lists those with no run yet."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    found = []
+    for module in pkgutil.iter_modules([here]):
+        if module.ispkg:
+            continue
+        with open(os.path.join(here, f"{module.name}.py"), encoding="utf-8") as handle:
+            if module.name != "results" and "add_record_argument(parser)" in handle.read():
+                found.append(module.name)
+    return sorted(found)
 
 
 def load(path: str = RESULTS) -> list[dict[str, Any]]:

@@ -1,6 +1,6 @@
 """Produce throughput with schema id validation on against off (issue 30's goal: at least 0.9).
 
-    python -m strom.bench.schema_validation [--messages 200000] [--rounds 3] [--compression none]
+    python -m strom.bench.schema_validation [--messages 200000] [--rounds 3] [--compression none] [--record]
 
 Starts one broker serving the Schema Registry, registers a record schema of 10 fields under
 ``validated-value``, and creates two topics of one partition: ``plain`` and ``validated``
@@ -22,6 +22,8 @@ import struct
 import tempfile
 import time
 import urllib.request
+
+from strom.bench.results import add_record_argument, record_if_asked
 
 SCHEMA = {
     "type": "record",
@@ -122,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--messages", type=int, default=200_000, help="records per round and topic")
     parser.add_argument("--rounds", type=int, default=3, help="rounds, each topic once per round")
     parser.add_argument("--compression", default="none", choices=("none", "lz4", "zstd", "gzip", "snappy"))
+    add_record_argument(parser)
     args = parser.parse_args(argv)
 
     from confluent_kafka.admin import AdminClient, NewTopic
@@ -154,6 +157,12 @@ def main(argv: list[str] | None = None) -> int:
         plain, validated = statistics.median(rates["plain"]), statistics.median(rates["validated"])
         print(f"median records/s: validation off {plain:,.0f}, on {validated:,.0f}")
         print(f"ratio (on / off): {validated / plain:.2f}")
+        figures = {
+            "validation off": (plain, "records/s"),
+            "validation on": (validated, "records/s"),
+            "on / off": (validated / plain, "ratio"),
+        }
+        record_if_asked(args, "schema_validation", figures, argv)
     finally:
         stop_broker(process, data_dir)
     return 0

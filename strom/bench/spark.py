@@ -2,7 +2,7 @@
 and the sink's exactly-once delivery against its at-least-once delivery.
 
     python -m strom.bench.spark [--records 2000000] [--size 100] [--partitions 4] [--master local[*]]
-                                [--sink-records 500000] [--avro-records 1000000] [--only source|sink|avro]
+                                [--sink-records 500000] [--avro-records 1000000] [--only source|sink|avro] [--record]
 
 Starts a broker (``strom server-start`` subprocess), produces RECORDS values of SIZE bytes across
 PARTITIONS partitions, then times ``groupBy("partition").count()`` over
@@ -36,6 +36,8 @@ import shutil
 import sys
 import tempfile
 import time
+
+from strom.bench.results import add_record_argument, record_if_asked
 
 
 def produce(bootstrap: str, topic: str, records: int, size: int, partitions: int) -> float:
@@ -167,7 +169,7 @@ def with_cpu_totals(run, broker_pid: int, totals: list[float]):
     return measured
 
 
-def source_figures(spark, bootstrap: str, args, work: str, broker_pid: int) -> None:
+def source_figures(spark, bootstrap: str, args, work: str, broker_pid: int) -> dict[str, tuple[float, str]]:
     from pyspark.sql import functions as F
 
     from strom.cli.demo import create_topics
@@ -246,9 +248,17 @@ def source_figures(spark, bootstrap: str, args, work: str, broker_pid: int) -> N
         f"  ratio source/parquet (count): {t_parquet / t_source:.2f}   "
         f"(values read): {t_parquet_values / t_source_values:.2f}   target >= 0.5"
     )
+    return {
+        "source count": (n / t_source, "rows/s"),
+        "source sum(len(value))": (n / t_source_values, "rows/s"),
+        "source / ready-made Arrow (count)": (t_replay / t_source, "ratio"),
+        "source / parquet (count)": (t_parquet / t_source, "ratio"),
+    }
 
 
-def sink_figures(spark, bootstrap: str, records: int, size: int, partitions: int, repeat: int) -> None:
+def sink_figures(
+    spark, bootstrap: str, records: int, size: int, partitions: int, repeat: int
+) -> dict[str, tuple[float, str]]:
     """At-least-once against exactly-once, in the same session: rows/s, and the cost of a small write."""
     from strom.cli.demo import create_topics
 
@@ -286,6 +296,11 @@ def sink_figures(spark, bootstrap: str, records: int, size: int, partitions: int
         f"  a write of 100 rows: at-least-once {alo_small * 1000:,.0f} ms, exactly-once {eos_small * 1000:,.0f} ms "
         f"(+{(eos_small - alo_small) * 1000:,.0f} ms for {partitions} transactions)"
     )
+    return {
+        "sink at-least-once": (records / alo, "rows/s"),
+        "sink exactly-once": (records / eos, "rows/s"),
+        "sink exactly-once / at-least-once": (alo / eos, "ratio"),
+    }
 
 
 AVRO_SCHEMA = {
@@ -336,7 +351,7 @@ def avro_values(count: int) -> list[bytes]:
     return bodies
 
 
-def avro_figures(spark, bootstrap: str, registry: str, args) -> None:
+def avro_figures(spark, bootstrap: str, registry: str, args) -> dict[str, tuple[float, str]]:
     """The source reading 10-field Avro records as typed columns against reading them as binary."""
     import json
 
@@ -478,6 +493,12 @@ def avro_figures(spark, bootstrap: str, registry: str, args) -> None:
         f"typed (value.format=avro) {sink_rows / writes['typed']:,.0f} rows/s, "
         f"ratio {writes['binary'] / writes['typed']:.2f}"
     )
+    return {
+        "typed source count": (n / counts["typed"], "rows/s"),
+        "typed / binary (count)": (counts["binary"] / counts["typed"], "ratio"),
+        "typed / binary (reading a field)": (sums["binary"] / sums["typed"], "ratio"),
+        "typed sink / binary sink": (writes["binary"] / writes["typed"], "ratio"),
+    }
 
 
 def main(argv=None) -> int:
@@ -493,6 +514,7 @@ def main(argv=None) -> int:
     parser.add_argument("--avro-records", type=int, default=1_000_000)
     parser.add_argument("--only", choices=("source", "sink", "avro"), default=None, help="run one part only")
     parser.add_argument("--dir", default=None, help="work directory (default: a temporary one)")
+    add_record_argument(parser)
     args = parser.parse_args(argv)
 
     from strom.cli.demo import EmbeddedBroker
@@ -504,6 +526,7 @@ def main(argv=None) -> int:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     broker = EmbeddedBroker(os.path.join(work, "data"), {"schema.registry.listeners": "http://127.0.0.1:0"}).start()
     spark = None
+    figures: dict[str, tuple[float, str]] = {}
     try:
         from pyspark.sql import SparkSession
 
@@ -519,18 +542,19 @@ def main(argv=None) -> int:
         register(spark)
         if args.only in (None, "source"):
             assert broker.process is not None  # started above
-            source_figures(spark, broker.bootstrap, args, work, broker.process.pid)
+            figures |= source_figures(spark, broker.bootstrap, args, work, broker.process.pid)
         if args.only in (None, "sink"):
-            sink_figures(spark, broker.bootstrap, args.sink_records, args.size, args.partitions, args.repeat)
+            figures |= sink_figures(spark, broker.bootstrap, args.sink_records, args.size, args.partitions, args.repeat)
         if args.only in (None, "avro"):
             registry = (broker.data_dir / "strom.schema-registry").read_text().strip()
-            avro_figures(spark, broker.bootstrap, registry, args)
+            figures |= avro_figures(spark, broker.bootstrap, registry, args)
     finally:
         if spark is not None:
             spark.stop()
         broker.stop()
         if not args.dir:
             shutil.rmtree(work, ignore_errors=True)
+    record_if_asked(args, "spark", figures, argv)
     return 0
 
 

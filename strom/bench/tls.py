@@ -1,6 +1,6 @@
 """What TLS and SASL cost: produce and consume throughput and broker CPU per message, by listener.
 
-    python -m strom.bench.tls [--messages 500000] [--size 1000]
+    python -m strom.bench.tls [--messages 500000] [--size 1000] [--record]
 
 Starts one broker with three listeners, PLAINTEXT, SSL and SASL_SSL (SCRAM-SHA-512), on
 127.0.0.1 with a CA and certificate made on the spot (trustme, from the test extra), then for each
@@ -22,6 +22,7 @@ import tempfile
 import time
 
 from strom.bench.requests import cpu_seconds
+from strom.bench.results import add_record_argument, record_if_asked
 from strom.cluster.zookeeper_server import free_port
 
 PRODUCE_LINE = re.compile(r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\)")
@@ -47,6 +48,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--messages", type=int, default=500_000)
     parser.add_argument("--size", type=int, default=1000)
+    add_record_argument(parser)
     args = parser.parse_args(argv)
     import trustme
 
@@ -173,13 +175,20 @@ def main(argv: list[str] | None = None) -> None:
     )
     for name, ((p_rate, p_mb), p_cpu, (c_rate, c_mb), c_cpu) in results.items():
         print(f"{name:10} {p_rate:14.0f} {p_mb:7.1f} {p_cpu:10.2f} {c_rate:14.0f} {c_mb:7.1f} {c_cpu:10.2f}")
+    figures: dict[str, tuple[float, str]] = {}
     for name, ((p_rate, _), p_cpu, (c_rate, _), c_cpu) in results.items():
+        figures[f"{name} produce"] = (p_rate, "records/s")
+        figures[f"{name} consume"] = (c_rate, "records/s")
+        figures[f"{name} produce, broker CPU per message"] = (p_cpu, "µs")
+        figures[f"{name} consume, broker CPU per message"] = (c_cpu, "µs")
         if name != "PLAINTEXT":
+            figures[f"{name} / PLAINTEXT produce CPU per message"] = (p_cpu / base[1], "ratio")
             print(
                 f"{name} / PLAINTEXT: produce {p_rate / base[0][0]:.2f}x throughput, {p_cpu / base[1]:.2f}x broker "
                 f"CPU per message; consume {c_rate / base[2][0]:.2f}x throughput, {c_cpu / base[3]:.2f}x broker CPU "
                 f"per message"
             )
+    record_if_asked(args, "tls", figures, argv)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Transactions benchmark: what exactly-once costs a producer and a consumer.
 
     python -m strom.bench.txn [--bootstrap-server H:P] [--peer-bootstrap-server H:P] [--rounds 1]
-                              [--seconds 8] [--size 100] [--partitions 4]
+                              [--seconds 8] [--size 100] [--partitions 4] [--record]
 
 Without --bootstrap-server it starts a throwaway broker on 127.0.0.1 (port 0, temp data dir).
 With confluent-kafka (librdkafka) clients, each figure in the same run:
@@ -35,6 +35,7 @@ import time
 import uuid
 
 from strom.bench.groups import create_topic
+from strom.bench.results import add_record_argument, record_if_asked
 from strom.cli.demo import EmbeddedBroker
 
 
@@ -200,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=8.0, help="length of each produce run")
     parser.add_argument("--size", type=int, default=100, help="value size in bytes")
     parser.add_argument("--partitions", type=int, default=4)
+    add_record_argument(parser)
     args = parser.parse_args(argv)
     broker = None
     if args.bootstrap_server is None:
@@ -236,6 +238,15 @@ def main(argv: list[str] | None = None) -> int:
             ratio = f"{_ratio(figures, ratio_key):6.2f}" if ratio_key else " " * 6
             line += f" {text:>16} {ratio}"
         print(line)
+    recorded: dict[str, tuple[float, str]] = {}
+    for name, values in medians.items():
+        prefix = "" if name == "strom" else f"{name}: "
+        for key, label, _ in ROWS:
+            if key != "commits":
+                text, unit = label.rsplit(" (", 1) if label.endswith(")") else (label, "msgs/s")
+                recorded[prefix + text] = (values[key], unit.rstrip(")"))
+        recorded[prefix + "transactional (commit every 100 ms) / idempotent"] = (_ratio(values, "per_100ms"), "ratio")
+    record_if_asked(args, "txn", recorded, argv)
     return 0
 
 

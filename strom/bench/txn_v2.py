@@ -1,7 +1,7 @@
 """Transactions v1 against v2 (KIP-890 part 2): what a transaction costs the producer in each protocol.
 
     python -m strom.bench.txn_v2 [--bootstrap-server H:P] [--transactions 300] [--partitions 4]
-                                 [--records 10] [--size 100] [--rounds 3]
+                                 [--records 10] [--size 100] [--rounds 3] [--record]
 
 Without --bootstrap-server it starts a throwaway broker on 127.0.0.1 (port 0, temp data dir). No
 installed client speaks transactions v2, so both protocols are spoken here with raw requests over
@@ -27,6 +27,7 @@ import time
 import uuid
 
 from strom.bench.groups import create_topic
+from strom.bench.results import add_record_argument, record_if_asked
 from strom.cli.demo import EmbeddedBroker
 from strom.protocol.api import ApiKey
 from strom.protocol.errors import ErrorCode
@@ -172,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", type=int, default=10, help="records per partition per transaction")
     parser.add_argument("--size", type=int, default=100, help="value size in bytes")
     parser.add_argument("--rounds", type=int, default=3)
+    add_record_argument(parser)
     args = parser.parse_args(argv)
     broker = None
     if args.bootstrap_server is None:
@@ -193,9 +195,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"{'protocol':50} {'p50 ms':>8} {'p99 ms':>8} {'txn/s':>8}")
     labels = {1: "v1: AddPartitionsToTxn + Produce v11 + EndTxn v4", 2: "v2: Produce v12 + EndTxn v5"}
+    recorded: dict[str, tuple[float, str]] = {}
     for protocol, runs in results.items():
         figures = {key: statistics.median(r[key] for r in runs) for key in runs[0]}
         print(f"{labels[protocol]:50} {figures['p50_ms']:8.2f} {figures['p99_ms']:8.2f} {figures['txn_per_s']:8.0f}")
+        recorded[f"v{protocol} transaction p50"] = (figures["p50_ms"], "ms")
+        recorded[f"v{protocol} transaction p99"] = (figures["p99_ms"], "ms")
+        recorded[f"v{protocol} transactions per second"] = (figures["txn_per_s"], "txn/s")
+    record_if_asked(args, "txn_v2", recorded, argv)
     return 0
 
 

@@ -1,6 +1,6 @@
 """Vanished group members: the time from a consumer's SIGKILL to the next member's assignment.
 
-    python -m strom.bench.vanished_members [--security PLAINTEXT,SASL_SSL] [--rounds 1]
+    python -m strom.bench.vanished_members [--security PLAINTEXT,SASL_SSL] [--rounds 1] [--record]
 
 A consumer that dies without LeaveGroup is removed when its session times out, and the rest of
 its group carries on. This starts a 3-broker cluster with ``strom cluster start`` (``--secure`` for
@@ -41,6 +41,8 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+
+from strom.bench.results import add_record_argument, record_if_asked
 
 SESSION_TIMEOUT_MS = 6000
 INITIAL_REBALANCE_DELAY_MS = 3000
@@ -346,12 +348,14 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m strom.bench.vanished_members", description=__doc__.split("\n")[0])
     parser.add_argument("--security", default="PLAINTEXT,SASL_SSL", help="comma-separated: PLAINTEXT, SASL_SSL")
     parser.add_argument("--rounds", type=int, default=1, help="times every case runs (default 1)")
+    add_record_argument(parser)
     args = parser.parse_args(argv)
     print(
         f"session timeout {SESSION_TIMEOUT_MS / 1000:.1f} s, initial rebalance delay "
         f"{INITIAL_REBALANCE_DELAY_MS / 1000:.1f} s, bound {bound_s():.1f} s"
     )
     print(f"{'security':<9} {'case':<55} {'kill -> next assigned':>22} {'session timeout':>16}")
+    figures: dict[str, tuple[float, str]] = {}
     for security in args.security.split(","):
         root = tempfile.mkdtemp(prefix="strom-bench-vanished-")
         directory = f"{root}/cluster"
@@ -364,9 +368,12 @@ def main(argv: list[str] | None = None) -> None:
                         f"{SESSION_TIMEOUT_MS / 1000:>14.1f} s",
                         flush=True,
                     )
+                    name = f"{security} {outcome.case.name}"  # the slowest round of each case
+                    figures[name] = (max(outcome.seconds, figures.get(name, (0.0, ""))[0]), "s")
         finally:
             stop_cluster(directory)
             shutil.rmtree(root, ignore_errors=True)
+    record_if_asked(args, "vanished_members", figures, argv)
 
 
 if __name__ == "__main__":

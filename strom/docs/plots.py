@@ -12,7 +12,7 @@ from __future__ import annotations
 import io
 from typing import Any
 
-from strom.bench.results import RESULTS, load
+from strom.bench.results import RESULTS, benchmarks, load
 
 MARKER = "<!-- benchmark-plots -->"
 
@@ -81,13 +81,21 @@ def section(bench: str, runs: list[dict[str, Any]], image: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plots(path: str = RESULTS) -> tuple[dict[str, str], str]:
-    """({file under docs/: SVG text}, the Markdown that shows them) for every recorded benchmark."""
+def plots(path: str = RESULTS, commands: list[str] | None = None) -> tuple[dict[str, str], str]:
+    """({file under docs/: SVG text}, the Markdown that shows them) for every recorded benchmark,
+    then the benchmark commands (``commands``: those that take ``--record``) with no run yet."""
     files, sections = {}, []
-    for bench, runs in sorted(by_bench(load(path)).items()):
+    recorded = by_bench(load(path))
+    for bench, runs in sorted(recorded.items()):
         name = f"benchmarks/{bench}.svg"
         files[name] = svg(bench, runs)
         sections.append(section(bench, runs, name))
     if not sections:
-        return files, "No benchmark has recorded a run yet (`--record`).\n"
+        sections.append("No benchmark has recorded a run yet (`--record`).\n")
+    waiting = [bench for bench in (benchmarks() if commands is None else commands) if bench not in recorded]
+    if waiting:
+        lines = ["### Not recorded yet", "", "These take `--record` and have no recorded run: their plots appear here"]
+        lines += ["once run with it.", ""]
+        lines += [f"- `python -m strom.bench.{bench} --record`" for bench in waiting]
+        sections.append("\n".join(lines) + "\n")
     return files, "\n".join(sections)

@@ -1,8 +1,11 @@
 """--record: a benchmark's figures appended as one JSON line, with date, commit and command."""
 
 import argparse
+import importlib
+import pkgutil
 import re
 
+import strom.bench
 from strom.bench import results
 
 
@@ -28,3 +31,33 @@ def test_the_record_flag_defaults_to_the_file_the_site_plots():
     assert parser.parse_args(["--record"]).record == results.RESULTS
     assert parser.parse_args(["--record", "x.jsonl"]).record == "x.jsonl"
     assert results.RESULTS.endswith("docs/benchmarks/results.jsonl")
+
+
+def test_a_run_records_its_figures_only_when_asked(tmp_path):
+    parser = argparse.ArgumentParser()
+    results.add_record_argument(parser)
+    path = str(tmp_path / "results.jsonl")
+    results.record_if_asked(parser.parse_args([]), "requests", {"requests per second": (1.0, "requests/s")}, [])
+    assert results.load(path) == []
+    args = parser.parse_args(["--record", path])
+    results.record_if_asked(args, "requests", {"requests per second": (12345.678, "requests/s")}, ["--record", path])
+    (run,) = results.load(path)
+    assert run["bench"] == "requests" and run["command"] == f"python -m strom.bench.requests --record {path}"
+    assert run["figures"] == {"requests per second": {"value": 12345.678, "unit": "requests/s"}}
+
+
+def test_every_benchmark_command_takes_record(capsys):
+    """Each module under strom.bench with a main() is a benchmark command: its --help offers
+    --record, and results.benchmarks() (what the benchmarks page lists) finds it."""
+    commands = []
+    for module in pkgutil.iter_modules(strom.bench.__path__):
+        loaded = importlib.import_module(f"strom.bench.{module.name}")
+        if not callable(getattr(loaded, "main", None)):
+            continue
+        commands.append(module.name)
+        try:
+            loaded.main(["--help"])
+        except SystemExit as exc:
+            assert exc.code == 0, module.name
+        assert "--record" in capsys.readouterr().out, f"strom.bench.{module.name} does not take --record"
+    assert len(commands) >= 20 and results.benchmarks() == sorted(commands)

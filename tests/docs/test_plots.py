@@ -21,4 +21,16 @@ def test_each_recorded_benchmark_gets_an_svg_and_a_table_of_its_runs(tmp_path):
 
 
 def test_without_records_the_page_says_so(tmp_path):
-    assert plots.plots(str(tmp_path / "none.jsonl")) == ({}, "No benchmark has recorded a run yet (`--record`).\n")
+    assert plots.plots(str(tmp_path / "none.jsonl"), []) == ({}, "No benchmark has recorded a run yet (`--record`).\n")
+
+
+def test_benchmarks_without_a_run_are_listed_with_their_command(tmp_path):
+    path = str(tmp_path / "results.jsonl")
+    results.record(path, "storage", {"append, strom": (700.0, "MB/s")}, [])
+    files, markdown = plots.plots(path, ["requests", "storage", "tls"])
+    assert sorted(files) == ["benchmarks/storage.svg"]
+    waiting = markdown[markdown.index("### Not recorded yet") :]
+    assert "- `python -m strom.bench.requests --record`\n- `python -m strom.bench.tls --record`\n" in waiting
+    assert "strom.bench.storage" not in waiting
+    # by default: every benchmark command that takes --record
+    assert "- `python -m strom.bench.tls --record`" in plots.plots(str(tmp_path / "none.jsonl"))[1]
