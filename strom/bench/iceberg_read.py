@@ -16,7 +16,9 @@ Parquet answers a bare ``count()`` from its footers), over
   Spark's Parquet reader over them, unioned with the tail read through the ``strom`` source;
 - ``spark.read.parquet`` over the same files (planned once, before the timing), which hold every
   record but the tail;
-- the plain ``strom`` source (``spark.read.format("strom")``), every record through the broker.
+- the plain ``strom`` source (``spark.read.format("strom")``), every record through the broker;
+- and, to tell where ``read_topic``'s time goes, ``read_topic`` without ``bootstrap_servers``: its
+  planning and the table's files, no tail.
 
 After one warm-up of each, ``--repeat`` rounds run the three in turn (so a busy moment of a shared
 machine falls on all alike). Each run's row count and byte sum are checked. Prints best and median
@@ -37,7 +39,7 @@ from strom.bench.iceberg_broker import IcebergBroker, distinct_value, load_avera
 from strom.bench.results import add_record_argument, record
 
 TOPIC = "history"
-QUERIES = ("read_topic", "parquet", "strom source")
+QUERIES = ("read_topic", "parquet", "strom source", "read_topic, table only")
 
 
 def produce(broker: IcebergBroker, count: int, first: int, size: int, partitions: int) -> float:
@@ -166,6 +168,9 @@ def main(argv: list[str] | None = None) -> int:
                 args.size,
             ),
             "parquet": aggregate(lambda: spark.read.parquet(*files), "kafka.partition", in_table, args.size),
+            "read_topic, table only": aggregate(
+                lambda: read_topic(spark, TOPIC, catalog_uri=catalog_uri), "partition", in_table, args.size
+            ),
             "strom source": aggregate(
                 lambda: (
                     spark.read.format("strom")
@@ -186,7 +191,12 @@ def main(argv: list[str] | None = None) -> int:
             spark.stop()
         broker.close()
 
-    rows = {"read_topic": args.records, "parquet": in_table, "strom source": args.records}
+    rows = {
+        "read_topic": args.records,
+        "parquet": in_table,
+        "strom source": args.records,
+        "read_topic, table only": in_table,
+    }
     best = {name: min(t) for name, t in times.items()}
     speed = {name: rows[name] / best[name] for name in QUERIES}
     print(
@@ -197,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     print("query: groupBy(partition).agg(count(*), sum(length(value)))")
     for name in QUERIES:
         print(
-            f"  {name:13s} {rows[name]:>12,} rows  best {best[name]:7.2f} s  median {statistics.median(times[name]):7.2f} s  "
+            f"  {name:22s} {rows[name]:>12,} rows  best {best[name]:7.2f} s  median {statistics.median(times[name]):7.2f} s  "
             f"{speed[name]:12,.0f} rows/s"
         )
     parquet_ratio = speed["read_topic"] / speed["parquet"]
