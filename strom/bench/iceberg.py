@@ -21,7 +21,7 @@ import shutil
 import tempfile
 import time
 
-from strom.bench.results import add_record_argument, record
+from strom.bench.results import add_record_argument, record_if_asked
 from strom.iceberg.schema_modes import RegisteredSchema, SchemaSet
 from strom.iceberg.table import CatalogSettings
 from strom.iceberg.worker import PartitionJob, TopicJob, translate_topic
@@ -143,14 +143,13 @@ def main(argv: list[str] | None = None) -> None:
         idle_s = time.perf_counter() - started
         print(f"a round with nothing new: {idle_s * 1000:.0f} ms ({again.rows} rows)")
         log.close()
-        if args.record:
-            what = "10-field Avro records" if args.avro else f"{args.value_bytes}-byte records"
-            figures = {
-                f"{what}/s": (result.rows / elapsed, "records/s"),
-                f"{what} per CPU second": (result.rows / cpu, "records/s"),
-                f"a round with nothing new ({what})": (idle_s * 1000, "ms"),
-            }
-            record(args.record, "iceberg", figures, argv)
+        what = "10-field Avro records" if args.avro else f"{args.value_bytes}-byte records"
+        figures = {
+            f"{what}/s": (result.rows / elapsed, "records/s"),
+            f"{what} per CPU second": (result.rows / cpu, "records/s"),
+            f"a round with nothing new ({what})": (idle_s * 1000, "ms"),
+        }
+        record_if_asked(args, "iceberg", figures, argv)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

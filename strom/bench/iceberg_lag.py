@@ -28,7 +28,7 @@ import threading
 import time
 
 from strom.bench.iceberg_broker import IcebergBroker, distinct_value, load_average, paced_produce
-from strom.bench.results import add_record_argument, record
+from strom.bench.results import add_record_argument, record_if_asked
 
 TOPIC = "lagged"
 
@@ -166,8 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         figures["time to zero lag after the load"] = (caught_up_s, "s")
     else:
         print(f"the table had not caught up {args.catch_up_s:.0f} s after the load stopped")
-    if args.record:
-        record(args.record, "iceberg_lag", figures, argv)
+    record_if_asked(args, "iceberg_lag", figures, argv)
     return 0
 
 

@@ -27,7 +27,7 @@ import os
 from strom.bench.connections import percentile, produce_latencies
 from strom.bench.iceberg_broker import IcebergBroker, load_average
 from strom.bench.requests import cpu_seconds
-from strom.bench.results import add_record_argument, record
+from strom.bench.results import add_record_argument, record_if_asked
 
 PHASES = ("without", "with")
 TOPICS = {"without": "plain", "with": "iceberg"}
@@ -117,12 +117,11 @@ def main(argv: list[str] | None = None) -> int:
         + ", ".join(f"{phase} {max(loop_lags[phase]) * 1000:.0f} ms" for phase in PHASES)
         + " (the worst of any phase)"
     )
-    if args.record:
-        figures = {
-            f"p{q} {phase} translation": (v[phase] * 1000, "ms") for q, v in ((50, p50), (99, p99)) for phase in PHASES
-        }
-        figures["p99 ratio with/without"] = (ratio, "ratio")
-        record(args.record, "iceberg_latency", figures, argv)
+    figures = {
+        f"p{q} {phase} translation": (v[phase] * 1000, "ms") for q, v in ((50, p50), (99, p99)) for phase in PHASES
+    }
+    figures["p99 ratio with/without"] = (ratio, "ratio")
+    record_if_asked(args, "iceberg_latency", figures, argv)
     return 0
 
 

@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable
 
 from strom.bench.iceberg_broker import IcebergBroker, distinct_value, load_average, paced_produce
-from strom.bench.results import add_record_argument, record
+from strom.bench.results import add_record_argument, record_if_asked
 
 TOPIC = "history"
 QUERIES = ("read_topic", "parquet", "strom source", "read_topic, table only")
@@ -214,11 +214,10 @@ def main(argv: list[str] | None = None) -> int:
     source_ratio = speed["read_topic"] / speed["strom source"]
     print(f"ratio read_topic/parquet (rows/s): {parquet_ratio:.2f}   goal >= 0.9")
     print(f"ratio read_topic/strom source (rows/s): {source_ratio:.2f}   goal >= 3")
-    if args.record:
-        figures: dict[str, tuple[float, str]] = {f"{name} rows/s": (speed[name], "rows/s") for name in QUERIES}
-        figures["ratio read_topic/parquet"] = (parquet_ratio, "ratio")
-        figures["ratio read_topic/strom source"] = (source_ratio, "ratio")
-        record(args.record, "iceberg_read", figures, argv)
+    figures: dict[str, tuple[float, str]] = {f"{name} rows/s": (speed[name], "rows/s") for name in QUERIES}
+    figures["ratio read_topic/parquet"] = (parquet_ratio, "ratio")
+    figures["ratio read_topic/strom source"] = (source_ratio, "ratio")
+    record_if_asked(args, "iceberg_read", figures, argv)
     return 0
 
 
