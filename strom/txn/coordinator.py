@@ -528,18 +528,29 @@ class TransactionCoordinator:
         task.add_done_callback(self._completions.discard)
 
     async def _send_markers_and_complete(self, meta: TxnMetadata, commit: bool) -> None:
+        """Write the markers, then the Complete state. A new leader epoch of the state partition
+        that this broker goes on leading (a follower left its ISR) is no change of coordinator:
+        only a change of leader reloads the partition (``on_leadership_change``), so the markers
+        go on here under the new epoch; stopping at it left the transaction in PrepareX for good
+        (CONCURRENT_TRANSACTIONS to its producer, the last stable offset stuck on its partitions)."""
         index = meta.coordinator_partition
-        epoch = self.coordinator_epoch(index)
 
-        def still_coordinator() -> bool:
-            return self._owns(index, epoch) and self.txns.get(meta.transactional_id) is meta
+        def current() -> bool:
+            return index in self.owned and self.txns.get(meta.transactional_id) is meta
 
         try:
-            written = await self.markers.write(
-                meta.producer_id, meta.producer_epoch, commit, epoch, meta.sorted_partitions, still_coordinator
-            )
+            written = False
+            while not written and current() and not self._stopping():
+                epoch = self.coordinator_epoch(index)
+
+                def still_coordinator(epoch: int = epoch) -> bool:
+                    return current() and self.coordinator_epoch(index) == epoch
+
+                written = await self.markers.write(
+                    meta.producer_id, meta.producer_epoch, commit, epoch, meta.sorted_partitions, still_coordinator
+                )
             backoff = 0.05
-            while written and still_coordinator():
+            while written and current():
                 if meta.pending is None:
                     state = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
                     if meta.next_producer_id >= 0:  # the epoch is exhausted: go on under the new id
