@@ -97,8 +97,21 @@ class ProtobufSchema:
             if isinstance(file, bytes):
                 file = descriptor_pb2.FileDescriptorProto.FromString(file)
             protos.append(file)
-        for proto in protos:
+        self.files = tuple(proto.SerializeToString() for proto in protos)  # what RegisteredSchema.descriptors holds
+        by_name = {proto.name: proto for proto in protos}
+        added: set[str] = set()
+
+        def add(proto: Any) -> None:  # a file after the files it imports, as the pool requires
+            if proto.name in added:
+                return
+            added.add(proto.name)
+            for name in proto.dependency:
+                if name in by_name:
+                    add(by_name[name])
             self.pool.Add(proto)
+
+        for proto in protos:
+            add(proto)
         self.file = self.pool.FindFileByName(protos[-1].name)
         prefix = f"{protos[-1].package}." if protos[-1].package else ""
         # top-level messages in declaration order (what the first message index counts)
@@ -420,4 +433,44 @@ def _scalar(field: FieldDescriptor, value: Any) -> Any:
         return int(value)
     if isinstance(value, decimal.Decimal):
         return int(value)
+    return value
+
+
+# -- one message as Python values (the Iceberg schema modes read record by record) ---------------
+
+
+def as_dict(message: Any) -> dict:
+    """A message as the Python values pyarrow takes for ``arrow_type`` (maps as (key, value) pairs):
+    ``columns`` for one message, without building Arrow arrays."""
+    out: dict[str, Any] = {}
+    for field in message.DESCRIPTOR.fields:
+        value = getattr(message, field.name)
+        if _is_map(field):
+            value_field = field.message_type.fields_by_number[2]
+            out[field.name] = [(k, _python(value_field, value[k])) for k in value]
+        elif _is_repeated(field):
+            out[field.name] = [_python(field, item) for item in value]
+        elif field.has_presence and not message.HasField(field.name):
+            out[field.name] = None
+        else:
+            out[field.name] = _python(field, value)
+    return out
+
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+def _python(field: FieldDescriptor, value: Any) -> Any:
+    if field.message_type is not None:
+        name = field.message_type.full_name
+        if name == TIMESTAMP:
+            return _EPOCH + dt.timedelta(seconds=value.seconds, microseconds=value.nanos // 1000)
+        if name in _WRAPPERS:
+            return _python(field.message_type.fields_by_name["value"], value.value)
+        return as_dict(value)
+    if field.type == FieldDescriptor.TYPE_ENUM:
+        found = field.enum_type.values_by_number.get(value)
+        return found.name if found is not None else str(value)
+    if field.type in (FieldDescriptor.TYPE_UINT64, FieldDescriptor.TYPE_FIXED64):
+        return decimal.Decimal(value)
     return value

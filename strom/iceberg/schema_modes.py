@@ -1,11 +1,13 @@
 """The schema modes: which schema each record's value was written with, and its decoded value.
 
 ``value_schema_id_prefix``: a value starts with Confluent's wire format prefix (magic byte 0, a
-4-byte big-endian schema id) and the rest is Avro written with that schema; the table's columns
-are the union of every schema its records used (new columns added, types widened as Iceberg
-allows). ``value_schema_latest``: the same prefix names the writer's schema, and the value is
-read as the latest version of ``<topic>-value`` (Avro's schema resolution, by fastavro), so the
-columns are the latest version's.
+4-byte big-endian schema id) and the rest is Avro, JSON or Protobuf written with that schema; the
+table's columns are the union of every schema its records used (new columns added, types widened
+as Iceberg allows). ``value_schema_latest``: the same prefix names the writer's schema, and the
+value is read as the latest version of ``<topic>-value`` (Avro's schema resolution, by fastavro;
+JSON by property name; Protobuf by field number), so the columns are the latest version's.
+Avro is read by ``strom.iceberg.avro_columns``, JSON Schema and Protobuf by
+``strom.iceberg.typed_values``.
 
 The broker hands the worker the registry as it knows it (``SchemaSet``: the schema texts by id,
 the subject's latest id, and whether its view of ``_schemas`` has read everything its replica
@@ -21,7 +23,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
-from strom.iceberg import avro_columns
+from strom.iceberg import avro_columns, typed_values
 
 MAGIC = 0
 PREFIX = struct.Struct(">bI")
@@ -33,6 +35,9 @@ class RegisteredSchema:
     schema_type: str  # AVRO, JSON or PROTOBUF
     text: str
     referenced: tuple[str, ...] = ()  # the texts of the schemas it references, referenced ones first
+    # PROTOBUF: the serialized FileDescriptorProtos of the schema, the files it imports first (the
+    # broker parses .proto text; this layer is below strom.schemas)
+    descriptors: tuple[bytes, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -81,8 +86,19 @@ class Decoder:
             if not self.schemas.settled:
                 return WAIT
             found: Any = f"unknown schema id {schema_id}"
+        elif registered.schema_type in ("JSON", "PROTOBUF"):
+            try:
+                found = (
+                    typed_values.JsonReader(registered.text)
+                    if registered.schema_type == "JSON"
+                    else typed_values.ProtobufReader(registered.descriptors)
+                )
+            except Exception as exc:  # UnsupportedSchema, a descriptor the pool refuses, JSON that does not parse
+                found = f"schema id {schema_id}: {exc}"
         elif registered.schema_type != "AVRO":
-            found = f"schema id {schema_id} is a {registered.schema_type} schema; strom translates Avro"
+            found = (
+                f"schema id {schema_id} is a {registered.schema_type} schema; strom translates Avro, JSON and Protobuf"
+            )
         else:
             try:
                 found = avro_columns.parse(registered.text, registered.referenced)
@@ -103,7 +119,10 @@ class Decoder:
                 self._fields[schema_id] = parsed if isinstance(parsed, str) else f"unknown schema id {schema_id}"
             else:
                 try:
-                    self._fields[schema_id] = avro_columns.value_fields(parsed, 11)
+                    if isinstance(parsed, typed_values.TypedReader):
+                        self._fields[schema_id] = parsed.fields(11)
+                    else:
+                        self._fields[schema_id] = avro_columns.value_fields(parsed, 11)
                 except avro_columns.UnsupportedSchema as exc:
                     self._fields[schema_id] = f"schema id {schema_id}: {exc}"
         return self._fields[schema_id]
@@ -126,6 +145,14 @@ class Decoder:
                 if isinstance(reader, (str, Wait)):
                     why = reader if isinstance(reader, str) else "unknown"
                     found = f"the latest schema of {self.schemas.subject}: {why}"
+                elif _kind(reader) != _kind(writer):
+                    found = (
+                        f"schema id {schema_id} is {_kind(writer)}, the latest schema of {self.schemas.subject} "
+                        f"(id {self.reader_id}) is {_kind(reader)}"
+                    )
+        if found is None and isinstance(writer, typed_values.TypedReader):
+            columns = self.fields(self.columns_id(schema_id))
+            found = columns if isinstance(columns, str) else (writer, reader, None)
         if found is None:
             columns = self.fields(self.columns_id(schema_id))
             found = columns if isinstance(columns, str) else (writer, reader, self._converter(schema_id))
@@ -143,6 +170,12 @@ class Decoder:
         if isinstance(route, (str, Wait)):
             return route
         writer, reader, convert = route
+        if isinstance(writer, typed_values.TypedReader):
+            try:
+                return Decoded(schema_id, (reader or writer).read(value))
+            except ValueError as exc:
+                as_latest = f" as schema id {self.reader_id}" if reader is not None else ""
+                return f"bytes do not decode with schema id {schema_id}{as_latest}: {exc}"
         buffer = io.BytesIO(value)
         buffer.seek(PREFIX.size)
         try:
@@ -162,6 +195,10 @@ class Decoder:
         if avro_columns.is_record(parsed):
             return convert
         return lambda v: {"value": convert(v) if convert else v}
+
+
+def _kind(parsed: Any) -> str:
+    return parsed.schema_type if isinstance(parsed, typed_values.TypedReader) else "AVRO"
 
 
 def value_names(arrow_schema: Any) -> list[str]:

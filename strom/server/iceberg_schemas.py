@@ -9,7 +9,7 @@ later round instead of going to the dead-letter table (its registration may be i
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from strom.iceberg.schema_modes import RegisteredSchema, SchemaSet
 
@@ -37,16 +37,40 @@ def schema_set(registry: SchemaRegistry, replicas: ReplicaManager, metadata: Met
         for stored in versions.values():
             if stored.id not in by_id:
                 by_id[stored.id] = RegisteredSchema(
-                    stored.schema_type, stored.schema, tuple(_referenced(state, stored.references, set()))
+                    stored.schema_type,
+                    stored.schema,
+                    tuple(text for _, text in _referenced(state, stored.references, set())),
+                    _descriptors(state, stored) if stored.schema_type == "PROTOBUF" else (),
                 )
     subject = f"{topic}-value"
     live = state.versions(subject)
     return SchemaSet(by_id, live[-1].id if live else None, subject, settled)
 
 
-def _referenced(state: RegistryState, references: list, seen: set[tuple[str, int]]) -> list[str]:
-    """The texts of the schemas ``references`` name, each one's own references before it."""
-    out: list[str] = []
+_DESCRIPTORS: dict[tuple[int, str], tuple[bytes, ...]] = {}  # a registered schema never changes: parsed once
+
+
+def _descriptors(state: RegistryState, stored: Any) -> tuple[bytes, ...]:
+    """The serialized descriptors of a Protobuf schema, its imports first (none: it does not parse,
+    and its records go to the dead-letter table with that reason). Parsed once per schema: this
+    runs on the event loop every translation round."""
+    from strom.schemas.protobuf import InvalidSchemaError, parse
+
+    key = (stored.id, stored.schema)
+    found = _DESCRIPTORS.get(key)
+    if found is None:
+        try:
+            parsed, _ = parse(stored.schema, _referenced(state, stored.references, set()))
+            found = tuple(f.SerializeToString() for f in (*parsed.dependencies.values(), parsed.file))
+        except InvalidSchemaError:
+            found = ()
+        _DESCRIPTORS[key] = found
+    return found
+
+
+def _referenced(state: RegistryState, references: list, seen: set[tuple[str, int]]) -> list[tuple[str, str]]:
+    """(import name, text) of the schemas ``references`` name, each one's own references before it."""
+    out: list[tuple[str, str]] = []
     for reference in references:
         key = (str(reference.get("subject")), int(reference.get("version", 0)))
         found = state.subjects.get(key[0], {}).get(key[1])
@@ -54,5 +78,5 @@ def _referenced(state: RegistryState, references: list, seen: set[tuple[str, int
             continue
         seen.add(key)
         out += _referenced(state, found.references, seen)
-        out.append(found.schema)
+        out.append((str(reference.get("name")), found.schema))
     return out

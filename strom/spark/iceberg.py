@@ -170,10 +170,20 @@ def _registry_schemas(url: str, topic: str, config: dict[str, str] | None = None
             schema = registered.schema
             if registered.schema_id is None or schema is None:
                 continue
+            if registered.schema_id in by_id:
+                continue
             referenced = tuple(_text(client, r.subject, r.version) for r in schema.references or [])
-            by_id.setdefault(
-                registered.schema_id,
-                RegisteredSchema(schema.schema_type or "AVRO", schema.schema_str or "", referenced),
+            descriptors: tuple[bytes, ...] = ()
+            if schema.schema_type == "PROTOBUF":
+                from strom.spark.protobuf_types import ProtobufTypeError
+                from strom.spark.protobuf_types import registered as protobuf_schema
+
+                try:
+                    descriptors = protobuf_schema(client, schema).files
+                except ProtobufTypeError:
+                    pass  # no descriptors: its records are dead letters, as the brokers found
+            by_id[registered.schema_id] = RegisteredSchema(
+                schema.schema_type or "AVRO", schema.schema_str or "", referenced, descriptors
             )
     try:
         latest = client.get_latest_version(subject_name).schema_id

@@ -215,3 +215,10 @@ def test_confluent_serializer_values_decode_and_decoded_rows_encode_back(tmp_pat
             assert back == framed
             deserializer = ProtobufDeserializer(cls, {"use.deprecated.format": False})
             assert [deserializer(value, context) for value in back] == messages
+
+
+def test_as_dict_is_what_the_columns_hold():
+    schema = schema_of(ORDER)
+    cls = pc.message_class(schema.message())
+    messages = [order(cls, i) for i in range(12)] + [cls()]
+    assert [pc.as_dict(m) for m in messages] == pc.columns(messages, schema.message()).to_pylist()
