@@ -151,7 +151,10 @@ class Partition:
                 f"{self.topic}-{self.index}: leader epoch {current_leader_epoch} is newer than {self.leader_epoch}"
             )
 
-    def append_as_leader(self, records, required_acks: int) -> LogAppendInfo:
+    def append_as_leader(
+        self, records, required_acks: int, decompressed: dict[int, bytes] | None = None
+    ) -> LogAppendInfo:
+        """``decompressed``: records sections already decompressed, by batch position (see Log)."""
         if not self.is_leader:
             raise NotLeaderError(f"broker {self.local_broker_id} is not the leader of {self.topic}-{self.index}")
         log = self.log
@@ -161,7 +164,7 @@ class Partition:
                 f"{self.topic}-{self.index} has {len(self.isr)} in-sync replicas, min.insync.replicas is {min_isr}"
             )
         self._record_idle_fetches()
-        info = log.append_as_leader(records, self.leader_epoch)
+        info = log.append_as_leader(records, self.leader_epoch, decompressed)
         isr = self.maximal_isr
         if len(isr) == 1 and isr[0] == self.local_broker_id:  # alone in sync: all appended is committed
             log.high_watermark = log.log_end_offset

@@ -101,11 +101,12 @@ class ReplicaManager:
         request_metadata_reload: Callable[[str], None],
         publish_offline_replicas: Callable[[], None],
         inter_broker_security: ClientSecurity | None = None,
-        schema_check: Callable[[str, LogConfig, bytes], None] | None = None,
+        schema_check: Callable[[str, LogConfig, bytes], dict[int, bytes]] | None = None,
     ):
         self.broker_id = broker_id
         # topics with confluent.value/key.schema.validation: raises RecordValidationError for a batch
-        # whose records lack registered schema ids (strom.schemas.validation, composed by the broker)
+        # whose records lack registered schema ids (strom.schemas.validation, composed by the broker);
+        # returns the compressed batches' records decompressed, which the log's checks then reuse
         self._schema_check = schema_check
         self.config = config
         self.log_manager = log_manager
@@ -624,9 +625,10 @@ class ReplicaManager:
         stats.produce_requests += 1
         try:
             config = partition.log.config
+            decompressed = None
             if config.schema_validation and self._schema_check is not None:
-                self._schema_check(topic, config, records)
-            info = partition.append_as_leader(records, required_acks)
+                decompressed = self._schema_check(topic, config, records)
+            info = partition.append_as_leader(records, required_acks, decompressed)
         except OSError as exc:  # a roll, an index block, an fsync: the dir goes offline
             stats.failed_produce += 1
             raise self.log_manager.storage_error(partition.key, exc, "appending to") from exc

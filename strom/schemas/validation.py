@@ -16,6 +16,16 @@ The registry's view is this broker's (``SchemaIdView``): a dictionary of id -> s
 its replica of ``_schemas``, so a record costs a lookup, never a request. Only topics with
 validation on read their records; a compressed batch is decompressed (bounded by the topic's
 max.message.bytes, as the log validator bounds it).
+
+Two walks, because the records of a batch nearly always carry one or two prefixes and pass:
+``_scan``, the fast one, hops from record to record checking that each value (key) starts with a
+prefix already judged good in this batch, decoding only the varints between a record's start and
+its value, and stops at the first record it cannot vouch for (a new prefix, a null where it does
+not expect one, a varint longer than it unrolls, anything malformed). A new prefix that passes is
+added to the good ones and the walk goes on from that record; anything else sends the batch to
+``_prefixes``, the full walk, which names every failing record and raises the structure errors.
+The fast walk accepts only what the full one accepts, so the verdict and its messages do not
+depend on which walk ran. With 60-byte records the fast walk costs about a third of the full one.
 """
 
 from __future__ import annotations
@@ -43,36 +53,27 @@ class SchemaIdView(Protocol):
     def record_name_of_id(self, schema_id: int) -> str | None: ...
 
 
-def check_records(topic: str, config: LogConfig, records: bytes | memoryview, view: SchemaIdView) -> None:
+def check_records(topic: str, config: LogConfig, records: bytes | memoryview, view: SchemaIdView) -> dict[int, bytes]:
     """Raise RecordValidationError naming every record whose value (key) fails the topic's rule.
 
     Records are not decoded: each one's key and value are found by their lengths and only their
     first 5 bytes are kept; the verdict on each distinct prefix is computed once per batch (a
-    batch mostly repeats one or two ids), and records are named only when some prefix fails."""
+    batch mostly repeats one or two ids), and records are named only when some prefix fails.
+    Returns the records sections of the compressed batches, decompressed, by each batch's position
+    in ``records``: the log's own checks read them next and need not decompress them again."""
     errors: list[tuple[int, str | None]] = []
     failed = first_index = 0
+    decompressed: dict[int, bytes] = {}
     for header in iter_batch_headers(records):
         if header.is_control:
             continue
         payload = _payload(records, header, config)
-        keys, values = _prefixes(payload, header.records_count)
-        problems: dict[int, str] = {}  # index in the batch -> why, the value's reason before the key's
-        for side, strategy, prefixes, enabled in (
-            ("key", config.key_subject_name_strategy, keys, config.key_schema_validation),
-            ("value", config.value_subject_name_strategy, values, config.value_schema_validation),
-        ):
-            if not enabled:
-                continue
-            bad = {}
-            for prefix in set(prefixes):
-                if prefix is not None:
-                    problem = _problem(topic, side, strategy, prefix, view)
-                    if problem is not None:
-                        bad[prefix] = problem
-            if bad:
-                for index, prefix in enumerate(prefixes):
-                    if prefix in bad:
-                        problems[index] = bad[prefix]
+        if header.compression:
+            decompressed[header.position] = payload
+        if _all_pass(topic, config, payload, header.records_count, view):
+            first_index += header.records_count
+            continue
+        problems = _full_walk(topic, config, payload, header.records_count, view)
         for index in sorted(problems):
             failed += 1
             if len(errors) < MAX_NAMED:
@@ -85,6 +86,31 @@ def check_records(topic: str, config: LogConfig, records: bytes | memoryview, vi
             f"showing the first three errors at most: [{shown}]",
             errors,
         )
+    return decompressed
+
+
+def _full_walk(topic: str, config: LogConfig, payload: bytes, count: int, view: SchemaIdView) -> dict[int, str]:
+    """Every failing record of a batch: its index -> why (the value's reason before the key's).
+    Raises InvalidRecordError for a malformed record."""
+    keys, values = _prefixes(payload, count)
+    problems: dict[int, str] = {}
+    for side, strategy, prefixes, enabled in (
+        ("key", config.key_subject_name_strategy, keys, config.key_schema_validation),
+        ("value", config.value_subject_name_strategy, values, config.value_schema_validation),
+    ):
+        if not enabled:
+            continue
+        bad = {}
+        for prefix in set(prefixes):
+            if prefix is not None:
+                problem = _problem(topic, side, strategy, prefix, view)
+                if problem is not None:
+                    bad[prefix] = problem
+        if bad:
+            for index, prefix in enumerate(prefixes):
+                if prefix in bad:
+                    problems[index] = bad[prefix]
+    return problems
 
 
 def _payload(buf, header: BatchHeader, config: LogConfig) -> bytes:
@@ -98,15 +124,153 @@ def _payload(buf, header: BatchHeader, config: LogConfig) -> bytes:
         raise CorruptRecordError(f"a record batch cannot be decompressed: {exc}") from None
 
 
-def _prefixes(payload: bytes, count: int) -> tuple[list[bytes | None], list[bytes | None]]:
-    """The first 5 bytes (fewer if shorter; None if null) of each record's key and value.
+MAX_GOOD = 16  # prefixes judged good in one batch before the fast walk gives way to the full one
 
-    The hot loop of validation, unrolled: varints of one byte (most lengths and deltas of small
-    records) are read inline, longer ones by decode_varint."""
+
+def _all_pass(topic: str, config: LogConfig, payload: bytes, count: int, view: SchemaIdView) -> bool:
+    """True when every record of the batch passes, proved by the fast walk; False when the full
+    walk must decide (some record fails, or the fast walk could not vouch for one)."""
+    check_keys, check_values = config.key_schema_validation, config.value_schema_validation
+    good_keys: tuple[bytes, ...] = ()
+    good_values: tuple[bytes, ...] = ()
+    index = position = 0
+    while True:
+        index, position = _scan(
+            payload,
+            count,
+            index,
+            position,
+            good_keys if check_keys else None,
+            good_values if check_values else None,
+        )
+        if index >= count:
+            return True
+        # the record the walk stopped at: a prefix not judged yet? (its structure is the full walk's to check)
+        try:
+            (key,), (value,) = _prefixes(payload, 1, position)
+        except InvalidRecordError:
+            return False
+        learned = False
+        for side, enabled, prefix, strategy in (
+            ("key", check_keys, key, config.key_subject_name_strategy),
+            ("value", check_values, value, config.value_subject_name_strategy),
+        ):
+            good = good_keys if side == "key" else good_values
+            if not enabled or prefix is None or prefix in good:
+                continue
+            if len(good) >= MAX_GOOD or _problem(topic, side, strategy, prefix, view) is not None:
+                return False
+            if side == "key":
+                good_keys += (prefix,)
+            else:
+                good_values += (prefix,)
+            learned = True
+        if not learned:  # the walk stopped for another reason (a long varint, a malformed record)
+            return False
+
+
+def _scan(
+    p: bytes,
+    count: int,
+    index: int,
+    position: int,
+    keys: tuple[bytes, ...] | None,
+    values: tuple[bytes, ...] | None,
+) -> tuple[int, int]:
+    """Walk records ``index`` .. ``count`` - 1 from ``position`` while each one's key (value) is
+    null or starts with one of ``keys`` (``values``; None: not checked) and lies in its record;
+    returns where the walk stopped (``count`` when it went through).
+
+    The hot loop: per record, the length (one or two bytes), the attributes byte, the timestamp
+    and offset deltas (one or two bytes each), the key's length (and the key), the value's length
+    and one startswith. Anything longer or stranger stops the walk, for the full one to judge."""
+    end = len(p)
+    starts = p.startswith
+    try:
+        for index in range(index, count):  # the walk resumes where it stopped
+            byte = p[position]
+            if byte < 0x80:
+                limit = position + 1 + (byte >> 1)
+                cursor = position + 2  # past the length and the attributes byte
+            else:
+                second = p[position + 1]
+                if second >= 0x80:  # records of 8 KB and more: the full walk's per-record cost is small beside them
+                    return index, position
+                limit = position + 2 + (((byte & 0x7F) | (second << 7)) >> 1)
+                cursor = position + 3
+            if byte & 1 or limit > end:  # a negative length, or a record past the batch
+                return index, position
+            # the timestamp delta and the offset delta (three bytes: past 8,191 records), skipped
+            if p[cursor] < 0x80:
+                cursor += 1
+            elif p[cursor + 1] < 0x80:
+                cursor += 2
+            elif p[cursor + 2] < 0x80:
+                cursor += 3
+            else:
+                return index, position
+            if p[cursor] < 0x80:
+                cursor += 1
+            elif p[cursor + 1] < 0x80:
+                cursor += 2
+            elif p[cursor + 2] < 0x80:
+                cursor += 3
+            else:
+                return index, position
+            # the key
+            byte = p[cursor]
+            if byte == 1:  # null
+                cursor += 1
+            else:
+                if byte & 1:
+                    return index, position
+                if byte < 0x80:
+                    size = byte >> 1
+                    cursor += 1
+                else:
+                    second = p[cursor + 1]
+                    if second >= 0x80:
+                        return index, position
+                    size = ((byte & 0x7F) | (second << 7)) >> 1
+                    cursor += 2
+                if keys is not None and (size < 5 or not starts(keys, cursor)):
+                    return index, position
+                cursor += size
+            # the value
+            byte = p[cursor]
+            if byte == 1:  # null
+                cursor += 1
+            else:
+                if byte & 1:
+                    return index, position
+                if byte < 0x80:
+                    size = byte >> 1
+                    cursor += 1
+                else:
+                    second = p[cursor + 1]
+                    if second >= 0x80:
+                        return index, position
+                    size = ((byte & 0x7F) | (second << 7)) >> 1
+                    cursor += 2
+                if values is not None and (size < 5 or not starts(values, cursor)):
+                    return index, position
+                cursor += size
+            if cursor > limit:  # a key or value past its record
+                return index, position
+            position = limit
+    except IndexError:
+        return index, position
+    return count, position
+
+
+def _prefixes(payload: bytes, count: int, position: int = 0) -> tuple[list[bytes | None], list[bytes | None]]:
+    """The first 5 bytes (fewer if shorter; None if null) of the key and value of each of ``count``
+    records from ``position``.
+
+    The full walk: varints of one byte are read inline, longer ones by decode_varint."""
     keys: list[bytes | None] = []
     values: list[bytes | None] = []
     end = len(payload)
-    position = 0
     varint = decode_varint
     try:
         for _ in range(count):

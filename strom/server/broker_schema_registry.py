@@ -99,11 +99,12 @@ class BrokerSchemaRegistry:
             self._in_background(self.registry.run(self._stop), self._loop())
         return self.registry
 
-    def check_schema_ids(self, topic: str, config: LogConfig, records: bytes) -> None:
-        """The replica manager's check of a batch for a topic with schema id validation."""
+    def check_schema_ids(self, topic: str, config: LogConfig, records: bytes) -> dict[int, bytes]:
+        """The replica manager's check of a batch for a topic with schema id validation; returns
+        the compressed batches' records decompressed, for the log's checks to reuse."""
         from strom.schemas.validation import check_records
 
-        check_records(topic, config, records, self.service())
+        return check_records(topic, config, records, self.service())
 
     async def serve(self, credentials: Callable[[str, str], ScramCredential | None]) -> None:
         """Serve the bound listener (nothing without one). ``credentials``: the SCRAM credential of

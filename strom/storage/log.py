@@ -365,8 +365,17 @@ class Log:
         return max(0, bisect.bisect_right(self._bases, offset) - 1)
 
     # -- appends -----------------------------------------------------------------------------------
-    def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int = -1) -> LogAppendInfo:
+    def append_as_leader(
+        self,
+        records: bytes | bytearray | memoryview,
+        leader_epoch: int = -1,
+        decompressed: dict[int, bytes] | None = None,
+    ) -> LogAppendInfo:
         """Validate, assign offsets and append a producer's record set.
+
+        ``decompressed``: the records sections of compressed batches, by batch position in
+        ``records``, when a caller decompressed them already (schema id validation does), so that
+        the record checks do not decompress them a second time.
 
         Raises CorruptRecordError / InvalidRecordError / RecordTooLargeError /
         RecordValidationError before writing, so a rejected payload leaves the log untouched.
@@ -381,7 +390,7 @@ class Log:
                 raise InvalidRecordError("clients may not write control batches (transaction markers)")
         if needs_record_walk(config, headers):
             rebuilt, headers = validate_records(
-                records, headers, config, f"{self.topic}-{self.partition}", self.now_ms()
+                records, headers, config, f"{self.topic}-{self.partition}", self.now_ms(), decompressed
             )
             if rebuilt is not None:
                 records = rebuilt

@@ -56,9 +56,17 @@ def needs_record_walk(config: LogConfig, headers: list[BatchHeader]) -> bool:
 
 
 def validate_records(
-    buf: ByteSource, headers: list[BatchHeader], config: LogConfig, topic_partition: str, now_ms: int
+    buf: ByteSource,
+    headers: list[BatchHeader],
+    config: LogConfig,
+    topic_partition: str,
+    now_ms: int,
+    decompressed: dict[int, bytes] | None = None,
 ) -> tuple[bytearray | None, list[BatchHeader]]:
     """Check the records of a producer's batches; returns (rebuilt record set or None, its headers).
+
+    ``decompressed``: records sections of compressed batches that the caller has decompressed
+    already (with the same max.message.bytes bound), by the batch's position in ``buf``.
 
     Raises RecordValidationError naming the failed records of the first batch that has any,
     InvalidRecordError when records disagree with their header, CorruptRecordError when a batch
@@ -66,7 +74,8 @@ def validate_records(
     """
     rebuilt: list[bytes | None] = [None] * len(headers)
     for index, header in enumerate(headers):
-        if _validate_batch(buf, header, config, topic_partition, now_ms):
+        known = decompressed.get(header.position) if decompressed else None
+        if _validate_batch(buf, header, config, topic_partition, now_ms, known):
             records = decode_batch_records(buf, header)
             rebuilt[index] = rebuild_batch(header, [_renumbered(header, record, i) for i, record in enumerate(records)])
     if not any(rebuilt):
@@ -82,25 +91,20 @@ def _renumbered(header: BatchHeader, record: Record, index: int) -> Record:
     return record
 
 
-def _validate_batch(buf: ByteSource, header: BatchHeader, config: LogConfig, topic_partition: str, now_ms: int) -> bool:
+def _validate_batch(
+    buf: ByteSource,
+    header: BatchHeader,
+    config: LogConfig,
+    topic_partition: str,
+    now_ms: int,
+    decompressed: bytes | None = None,
+) -> bool:
     """Check one batch; True when its inner offsets must be renumbered."""
     payload: ByteSource
     log_append_time = bool(header.attributes & TIMESTAMP_TYPE_MASK)
     read_all = config.record_checks or log_append_time
     if header.compression:
-        try:
-            # A batch's records may not expand past max.message.bytes: a 1 KB zstd batch can claim
-            # gigabytes, and the bound stops the decompressor before it allocates them.
-            payload = batch_records_payload(buf, header, config.max_message_bytes)
-        except DecompressedTooLargeError as exc:
-            raise RecordTooLargeError(
-                f"record batch at offset {header.base_offset} of {topic_partition} expands "
-                f"past max.message.bytes ({config.max_message_bytes}): {exc}"
-            ) from None
-        except CompressionError as exc:
-            raise CorruptRecordError(
-                f"record batch at offset {header.base_offset} of {topic_partition} cannot be decompressed: {exc}"
-            ) from None
+        payload = decompressed if decompressed is not None else _decompress(buf, header, config, topic_partition)
         start, end = 0, len(payload)
         if not read_all:
             return first_offset_gap(payload, start, end, header.records_count) >= 0
@@ -147,6 +151,23 @@ def _validate_batch(buf: ByteSource, header: BatchHeader, config: LogConfig, top
     if header.compression:
         return any(record.offset_delta != index for index, record in enumerate(summaries))
     return False
+
+
+def _decompress(buf: ByteSource, header: BatchHeader, config: LogConfig, topic_partition: str) -> bytes:
+    """A compressed batch's records section. A batch's records may not expand past
+    max.message.bytes: a 1 KB zstd batch can claim gigabytes, and the bound stops the
+    decompressor before it allocates them."""
+    try:
+        return batch_records_payload(buf, header, config.max_message_bytes)
+    except DecompressedTooLargeError as exc:
+        raise RecordTooLargeError(
+            f"record batch at offset {header.base_offset} of {topic_partition} expands "
+            f"past max.message.bytes ({config.max_message_bytes}): {exc}"
+        ) from None
+    except CompressionError as exc:
+        raise CorruptRecordError(
+            f"record batch at offset {header.base_offset} of {topic_partition} cannot be decompressed: {exc}"
+        ) from None
 
 
 def _rejection(errors: list[tuple[int, str | None]], timestamp_errors: bool) -> RecordValidationError:

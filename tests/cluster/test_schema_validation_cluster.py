@@ -20,5 +20,5 @@ def test_validation_on_a_3_broker_cluster(cluster_factory):
     )
     cluster.wait_logs_equal(topic)
     assert {broker_id: cluster.log_end(broker_id, topic, 0) for broker_id in cluster.brokers} == {
-        broker_id: 4 for broker_id in cluster.brokers
-    }  # the refused batches reached no replica
+        broker_id: 404 for broker_id in cluster.brokers
+    }  # the refused batches reached no replica (4 valid records, then 2 compressed batches of 200)

@@ -110,6 +110,14 @@ def exercise_validation(bootstrap: str, url: str, topic: str, leader_bootstrap: 
     assert [deserializer(m.value, context) for m in consumed] == [*users, {"name": "after", "age": 9}]
     assert confluent_consume(bootstrap, topic, 1, offset=4, timeout=1.0) == []
 
+    # valid compressed batches: decompressed once for the check, the log's own checks reuse it
+    compressed = [serializer({"name": f"z-{i}", "age": i}, context) for i in range(200)]
+    for codec in ("lz4", "zstd"):
+        assert produce(bootstrap, topic, [(None, v) for v in compressed], **{"compression.type": codec}) == [None] * 200
+    consumed = confluent_consume(bootstrap, topic, 400, offset=4)
+    assert [m.offset for m in consumed] == list(range(4, 404))
+    assert [m.value for m in consumed] == compressed * 2
+
 
 def test_validation_on_one_broker(tmp_path):
     with BrokerProcess(tmp_path / "broker", {"schema.registry.listeners": "http://127.0.0.1:0"}) as broker:
