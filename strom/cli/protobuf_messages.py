@@ -20,9 +20,8 @@ from google.protobuf.message_factory import GetMessageClass
 
 from strom.cli.client_props import ToolError
 from strom.cli.schemas import RegistryClient
+from strom.iceberg.protobuf_columns import message_indexes
 from strom.schemas.protobuf import WELL_KNOWN
-
-MAX_INDEXES = 64  # message nesting deeper than this is not a real schema's
 
 
 def _descriptor(answer: dict[str, Any], name: str) -> Any:
@@ -92,29 +91,27 @@ class ProtobufSchema:
         found = self._classes[indexes] = GetMessageClass(descriptor)
         return found
 
+    def to_json(self, data: bytes, indent: int | None = None, ensure_ascii: bool = True) -> str:
+        """A record's body (message indexes, then the message) in protobuf's JSON mapping with the
+        fields' proto names: what the console consumer prints and the web console shows."""
+        from google.protobuf import json_format
+        from google.protobuf.message import DecodeError
+
+        indexes, position = read_indexes(data, 0)
+        message = self.message_class(indexes)()
+        try:
+            message.ParseFromString(data[position:])
+        except DecodeError as exc:
+            raise ToolError(str(exc)) from None
+        return json_format.MessageToJson(
+            message, indent=indent, preserving_proto_field_name=True, ensure_ascii=ensure_ascii
+        )
+
 
 def read_indexes(data: bytes, position: int) -> tuple[tuple[int, ...], int]:
-    """Confluent's message indexes at ``position``: (indexes, the position after them)."""
-
-    def varint(at: int) -> tuple[int, int]:
-        value = shift = 0
-        while True:
-            if at >= len(data) or shift > 63:
-                raise ToolError("a record's message indexes run past its end")
-            byte = data[at]
-            value |= (byte & 0x7F) << shift
-            at += 1
-            if byte < 0x80:
-                return (value >> 1) ^ -(value & 1), at
-            shift += 7
-
-    count, position = varint(position)
-    if count == 0:
-        return (0,), position
-    if not 0 < count <= MAX_INDEXES:
-        raise ToolError(f"a record names {count} message indexes")
-    indexes = []
-    for _ in range(count):
-        index, position = varint(position)
-        indexes.append(index)
-    return tuple(indexes), position
+    """Confluent's message indexes at ``position``: (indexes, the position after them); the one
+    parser of them, ``strom.iceberg.protobuf_columns.message_indexes``, with a ToolError."""
+    try:
+        return message_indexes(data, position)
+    except (IndexError, ValueError) as exc:
+        raise ToolError(f"a record's message indexes do not decode: {exc or 'they run past its end'}") from None

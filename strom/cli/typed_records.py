@@ -229,20 +229,6 @@ def _json_reader(data: bytes) -> str:
 
 
 def _protobuf_reader(registry: RegistryClient, schema_id: int) -> Callable[[bytes], str]:
-    from google.protobuf import json_format
-    from google.protobuf.message import DecodeError
+    from strom.cli.protobuf_messages import ProtobufSchema
 
-    from strom.cli.protobuf_messages import ProtobufSchema, read_indexes
-
-    schema = ProtobufSchema(registry, schema_id)
-
-    def body(data: bytes) -> str:
-        indexes, position = read_indexes(data, 0)
-        message = schema.message_class(indexes)()
-        try:
-            message.ParseFromString(data[position:])
-        except DecodeError as exc:
-            raise ToolError(str(exc)) from None
-        return json_format.MessageToJson(message, indent=None, preserving_proto_field_name=True)
-
-    return body
+    return ProtobufSchema(registry, schema_id).to_json

@@ -111,7 +111,7 @@ class SchemaBrowser:
             elif schema_type == "JSON":
                 text = json.dumps(json.loads(body), indent=2, ensure_ascii=False)
             elif schema_type == "PROTOBUF" and parsed is not None:
-                text = _protobuf_json(parsed, body)
+                text = parsed.to_json(body, indent=2, ensure_ascii=False)
             else:
                 return None
         except (ValueError, EOFError, IndexError, TypeError, UnicodeDecodeError, ToolError):
@@ -146,22 +146,6 @@ class SchemaBrowser:
             return ProtobufSchema(self.client, schema_id)
         except ToolError:
             return None
-
-
-def _protobuf_json(schema: Any, body: bytes) -> str:
-    """A Protobuf body (message indexes, then the message) in protobuf's JSON mapping."""
-    from google.protobuf import json_format
-    from google.protobuf.message import DecodeError
-
-    from strom.cli.protobuf_messages import read_indexes
-
-    indexes, position = read_indexes(body, 0)
-    message = schema.message_class(indexes)()
-    try:
-        message.ParseFromString(body[position:])
-    except DecodeError as exc:
-        raise ValueError(str(exc)) from None
-    return json_format.MessageToJson(message, indent=2, preserving_proto_field_name=True, ensure_ascii=False)
 
 
 def side_by_side(older: VersionView, newer: VersionView) -> str:

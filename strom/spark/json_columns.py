@@ -28,20 +28,14 @@ from strom.spark.avro_columns import Decoded
 
 class JsonColumnDecoder:
     """Decodes framed JSON values into ``arrow_type`` (a struct); ``known(id)`` says whether an id
-    is a registered JSON schema."""
+    is a registered JSON schema (asked once an id: ``strom.spark.typed`` caches it)."""
 
     def __init__(self, arrow_type: pa.DataType, known: Callable[[int], bool]):
         if not pa.types.is_struct(arrow_type):
             raise ValueError(f"value.format=json reads objects into a struct, not {arrow_type}")
         self.arrow_type = arrow_type
         self.schema = pa.schema(list(arrow_type))
-        self._known = known
-        self._ids: dict[int, bool] = {}
-
-    def _is_known(self, schema_id: int) -> bool:
-        if schema_id not in self._ids:
-            self._ids[schema_id] = self._known(schema_id)
-        return self._ids[schema_id]
+        self._is_known = known
 
     def decode(self, values: pa.Array) -> Decoded:
         raw = values.to_pylist()

@@ -87,18 +87,12 @@ def spark_type(schema: pc.ProtobufSchema) -> DataType:
 
 class ProtobufColumnDecoder:
     """Framed values to ``arrow_type`` (the source's column type) with ``schema``'s first message;
-    ``known(id)`` says whether an id is a registered Protobuf schema."""
+    ``known(id)`` says whether an id is a registered Protobuf schema (cached by ``strom.spark.typed``)."""
 
     def __init__(self, schema: pc.ProtobufSchema, arrow_type: pa.DataType, known: Callable[[int], bool]):
         self.descriptor = schema.message()
         self.arrow_type = arrow_type
-        self._known = known
-        self._ids: dict[int, bool] = {}
-
-    def _is_known(self, schema_id: int) -> bool:
-        if schema_id not in self._ids:
-            self._ids[schema_id] = self._known(schema_id)
-        return self._ids[schema_id]
+        self._is_known = known
 
     def decode(self, values: pa.Array) -> Decoded:
         if isinstance(values, pa.ChunkedArray):

@@ -35,6 +35,7 @@ subject's latest version is used and nothing is registered.
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 from dataclasses import dataclass, field
@@ -256,6 +257,7 @@ def _decoder(opts: TypedOptions, side: SideFormat, schema_id: int, arrow_type):
         found = _decoders.get(key)
     if found is None:
 
+        @functools.cache
         def known(i: int) -> bool:
             """JSON and Protobuf values are read with the reader's schema: the writer's id need only be registered."""
             try:

@@ -15,62 +15,17 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from strom.iceberg.protobuf_columns import frame, message_class
 from strom.spark.protobuf_types import load
 from tests.integration.test_schema_registry import registry_url
+from tests.protobuf_support import AT, ORDER_V1, ORDER_V2, expected, order, order_class
 from tests.spark.conftest import create_topic, strom_reader
 from tests.spark.test_typed import broker, produce_raw, read_back  # noqa: F401 - broker is a fixture
 
-ORDER_V1 = """
-syntax = "proto3";
-package shop;
-import "google/protobuf/timestamp.proto";
-message Order {
-  int64 id = 1;
-  string item = 2;
-  double price = 3;
-  Kind kind = 4;
-  optional string coupon = 5;
-  google.protobuf.Timestamp at = 6;
-  Ship ship = 7;
-  repeated string tags = 8;
-  map<string, int32> counts = 9;
-  message Ship { string city = 1; }
-}
-enum Kind { VIEW = 0; BUY = 1; RETURN = 2; }
-"""
-# version 2 adds a field (BACKWARD compatible): version-1 records read with it have it unset
-ORDER_V2 = ORDER_V1.replace("  message Ship", "  optional string channel = 10;\n  message Ship")
 UTC = dt.UTC
 
 
-def order(cls, i: int):
-    message = cls(id=i, item=f"item-{i}-ü", price=i * 0.5, kind=i % 3, ship={"city": f"c{i % 4}"}, tags=["t"] * (i % 3))
-    if i % 2 == 0:
-        message.coupon = f"C{i}"
-    message.at.seconds = 1_772_323_200 + i  # 2026-03-01T00:00:00Z + i s
-    message.counts["n"] = i
-    if hasattr(message, "channel") and i % 3:
-        message.channel = "app"
-    return message
-
-
-def expected(i: int, version: int) -> dict:
-    row = {
-        "id": i,
-        "item": f"item-{i}-ü",
-        "price": i * 0.5,
-        "kind": ["VIEW", "BUY", "RETURN"][i % 3],
-        "coupon": f"C{i}" if i % 2 == 0 else None,
-        "at": 1_772_323_200 + i,
-        "ship": {"city": f"c{i % 4}"},
-        "tags": ["t"] * (i % 3),
-        "counts": {"n": i},
-        "channel": "app" if version == 2 and i % 3 else None,
-    }
-    return row
-
-
 def as_expected(row) -> dict:
+    """A Row's value as ``expected`` gives it (Spark gives timestamps in the session's zone, without one)."""
     value = row.value.asDict(recursive=True)
-    return {**value, "at": value["at"].replace(tzinfo=UTC).timestamp()}
+    return {**value, "at": value["at"].replace(tzinfo=UTC)}
 
 
 def test_protobuf_format_reads_two_versions_and_writes_what_the_deserializer_reads(spark, broker):  # noqa: F811
@@ -82,7 +37,7 @@ def test_protobuf_format_reads_two_versions_and_writes_what_the_deserializer_rea
     context = SerializationContext("orders-pb", MessageField.VALUE)
     values = []
     for version, text, ids in ((1, ORDER_V1, range(0, 30)), (2, ORDER_V2, range(30, 60))):
-        cls = message_class(load(text).message())
+        cls = order_class(text)
         serializer = ProtobufSerializer(cls, client, {"use.deprecated.format": False})
         values += [serializer(order(cls, i), context) for i in ids]
     assert client.get_versions("orders-pb-value") == [1, 2]
@@ -129,7 +84,7 @@ def test_protobuf_format_reads_two_versions_and_writes_what_the_deserializer_rea
     deserializer = ProtobufDeserializer(out_cls, {"use.deprecated.format": False})
     got = read_back(broker.bootstrap, "orders-pb-out", 1, deserializer, frame(registered.schema_id)[:5])
     assert sorted((m.id, m.item, m.ship.city, m.at.seconds) for m in got) == [
-        (i, f"item-{i}-ü", f"c{i % 4}", 1_772_323_200 + i) for i in range(60)
+        (i, f"item-{i}-ü", f"c{i % 4}", AT + i) for i in range(60)
     ]
     # kind was a string column: written as a proto3 string, not an enum, and nullable (optional)
     assert sorted(m.kind for m in got)[:1] == ["BUY"] and all(m.HasField("kind") for m in got)
