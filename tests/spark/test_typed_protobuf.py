@@ -14,6 +14,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 
 from strom.iceberg.protobuf_columns import frame, message_class
 from strom.spark.protobuf_types import load
+from tests.cluster.conftest import cluster_factory, zookeeper  # noqa: F401 - fixtures of the 3-broker test
 from tests.integration.test_schema_registry import registry_url
 from tests.protobuf_support import AT, ORDER_V1, ORDER_V2, expected, order, order_class
 from tests.spark.conftest import create_topic, strom_reader
@@ -88,3 +89,189 @@ def test_protobuf_format_reads_two_versions_and_writes_what_the_deserializer_rea
     ]
     # kind was a string column: written as a proto3 string, not an enum, and nullable (optional)
     assert sorted(m.kind for m in got)[:1] == ["BUY"] and all(m.HasField("kind") for m in got)
+
+
+KEY_SCHEMA = 'syntax = "proto3";\npackage shop;\nmessage OrderKey {\n  int64 id = 1;\n  string region = 2;\n}\n'
+
+
+def read_pairs(bootstrap: str, topic: str, partitions: int, key_cls, value_cls, security: dict | None = None) -> list:
+    """Every committed (key, value) of ``topic`` through a read_committed consumer, both deserialized
+    by confluent-kafka's ProtobufDeserializer."""
+    import time
+
+    from confluent_kafka import Consumer, TopicPartition
+
+    from tests.spark.conftest import WAIT_S
+
+    keys = ProtobufDeserializer(key_cls, {"use.deprecated.format": False})
+    values = ProtobufDeserializer(value_cls, {"use.deprecated.format": False})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"{topic}-pairs",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            **(security or {}),
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    got, at_end = [], set()
+    deadline = time.monotonic() + WAIT_S
+    try:
+        while len(at_end) < partitions:
+            assert time.monotonic() < deadline, f"read {len(got)} records of {topic}"
+            for msg in consumer.consume(500, 0.5):
+                if msg.error() is not None:
+                    at_end.add(msg.partition())
+                    continue
+                got.append(
+                    (
+                        keys(msg.key(), SerializationContext(topic, MessageField.KEY)),
+                        values(msg.value(), SerializationContext(topic, MessageField.VALUE)),
+                    )
+                )
+    finally:
+        consumer.close()
+    return got
+
+
+def test_protobuf_keys_and_values_over_sasl_ssl_with_registry_credentials(spark, tmp_path):
+    """key.format and value.format protobuf through a SASL_SSL listener and a registry that asks
+    for credentials: read as two struct columns, written back as both, read by ProtobufDeserializer."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+    from pyspark.sql import functions as F
+
+    from strom.cluster.zookeeper_server import free_port
+    from tests.broker_process import BrokerProcess
+    from tests.spark.conftest import WAIT_S
+    from tests.tls_certs import make_certificates
+
+    certs = make_certificates(tmp_path / "certs")
+    plain, secure = free_port(), free_port()
+    config = {
+        "listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_SSL://127.0.0.1:{secure}",
+        "ssl.keystore.location": str(certs.broker),
+        "sasl.enabled.mechanisms": "SCRAM-SHA-256",
+        "schema.registry.listeners": "http://127.0.0.1:0",
+    }
+    with BrokerProcess(tmp_path / "secured", config) as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        upsert = UserScramCredentialUpsertion(
+            "alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"alice-secret"
+        )
+        for future in admin.alter_user_scram_credentials([upsert], request_timeout=WAIT_S).values():
+            future.result(WAIT_S)
+        url = registry_url(broker)
+        create_topic(broker.bootstrap, "secure-pb", 1)
+        create_topic(broker.bootstrap, "secure-pb-out", 1)
+        client = SchemaRegistryClient({"url": url, "basic.auth.user.info": "alice:alice-secret"})
+        key_cls, value_cls = order_class(KEY_SCHEMA), order_class(ORDER_V1)
+        key_ser = ProtobufSerializer(key_cls, client, {"use.deprecated.format": False})
+        value_ser = ProtobufSerializer(value_cls, client, {"use.deprecated.format": False})
+        producer = Producer({"bootstrap.servers": broker.bootstrap})
+        for i in range(20):
+            producer.produce(
+                "secure-pb",
+                value_ser(order(value_cls, i), SerializationContext("secure-pb", MessageField.VALUE)),
+                key=key_ser(key_cls(id=i, region=f"r{i % 2}"), SerializationContext("secure-pb", MessageField.KEY)),
+            )
+        assert producer.flush(WAIT_S) == 0
+
+        kafka = {
+            "kafka.bootstrap.servers": f"127.0.0.1:{secure}",
+            "kafka.security.protocol": "SASL_SSL",
+            "kafka.sasl.mechanism": "SCRAM-SHA-256",
+            "kafka.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required "
+            'username="alice" password="alice-secret";',
+            "kafka.ssl.truststore.type": "PEM",
+            "kafka.ssl.truststore.location": str(certs.ca),
+        }
+        typed = {
+            "key.format": "protobuf",
+            "value.format": "protobuf",
+            "schema.registry.url": url,
+            "schema.registry.basic.auth.user.info": "alice:alice-secret",
+        }
+        reader = spark.read.format("strom").option("subscribe", "secure-pb")
+        for key, value in {**kafka, **typed}.items():
+            reader = reader.option(key, value)
+        df = reader.load()
+        assert dict(df.dtypes)["key"] == "struct<id:bigint,region:string>"
+        rows = df.orderBy("offset").collect()
+        assert [r.key.asDict() for r in rows] == [{"id": i, "region": f"r{i % 2}"} for i in range(20)]
+        assert [{**as_expected(r), "channel": None} for r in rows] == [expected(i, 1) for i in range(20)]
+
+        writer = (
+            df.select("key", F.struct("value.id", "value.item").alias("value"))
+            .write.format("strom")
+            .mode("append")
+            .option("topic", "secure-pb-out")
+        )
+        for key, value in {**kafka, **typed}.items():
+            writer = writer.option(key, value)
+        writer.save()
+        out_key = message_class(load(client.get_latest_version("secure-pb-out-key").schema.schema_str).message())
+        out_value = message_class(load(client.get_latest_version("secure-pb-out-value").schema.schema_str).message())
+        got = read_pairs(broker.bootstrap, "secure-pb-out", 1, out_key, out_value)
+        assert sorted((k.id, k.region, v.id, v.item) for k, v in got) == [
+            (i, f"r{i % 2}", i, f"item-{i}-ü") for i in range(20)
+        ]
+
+
+def test_protobuf_streaming_exactly_once_on_three_brokers(spark, cluster_factory, tmp_path):  # noqa: F811
+    """A 3-broker cluster, each broker serving the registry: Protobuf records of two versions
+    serialized through broker 0's registry, read as typed columns through broker 1's, written by the
+    exactly-once sink registering through broker 2's; ProtobufDeserializer reads every record once."""
+    from confluent_kafka import Producer
+    from pyspark.sql import functions as F
+
+    from tests.cluster.conftest import create_topic as create_replicated_topic
+
+    cluster = cluster_factory(overrides={"schema.registry.listeners": "http://127.0.0.1:0"})
+    urls = [registry_url(cluster.brokers[b]) for b in sorted(cluster.brokers)]
+    create_replicated_topic(cluster, "c-pb", partitions=3, replication_factor=3)
+    create_replicated_topic(cluster, "c-pb-out", partitions=3, replication_factor=3)
+    client = SchemaRegistryClient({"url": urls[0]})
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    versions = {}
+    for version, text, ids in ((1, ORDER_V1, range(0, 60)), (2, ORDER_V2, range(60, 90))):
+        cls = order_class(text)
+        serializer = ProtobufSerializer(cls, client, {"use.deprecated.format": False})
+        for i in ids:
+            producer.produce(
+                "c-pb", serializer(order(cls, i), SerializationContext("c-pb", MessageField.VALUE)), partition=i % 3
+            )
+            versions[i] = version
+    assert producer.flush(60) == 0
+
+    source = strom_reader(
+        spark,
+        cluster.bootstrap,
+        streaming=True,
+        subscribe="c-pb",
+        startingOffsets="earliest",
+        maxOffsetsPerTrigger="40",
+        **{"value.format": "protobuf", "schema.registry.url": urls[1]},
+    )
+    out = source.select(F.struct("value.id", "value.channel", "value.at").alias("value"))
+    spark.createDataFrame([], "n int")  # the active session writeStream needs (see test_typed's 3-broker test)
+    query = (
+        out.writeStream.format("strom")
+        .option("kafka.bootstrap.servers", cluster.bootstrap)
+        .option("topic", "c-pb-out")
+        .option("deliveryGuarantee", "exactly-once")
+        .option("value.format", "protobuf")
+        .option("schema.registry.url", urls[2])
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(240) and query.exception() is None
+    registered = client.get_latest_version("c-pb-out-value")
+    out_cls = message_class(load(registered.schema.schema_str).message())
+    got = read_back(cluster.bootstrap, "c-pb-out", 3, ProtobufDeserializer(out_cls, {"use.deprecated.format": False}))
+    assert sorted((m.id, m.channel if m.HasField("channel") else None, m.at.seconds) for m in got) == [
+        (i, expected(i, versions[i])["channel"], AT + i) for i in range(90)
+    ]
