@@ -73,6 +73,7 @@ class MaintenanceResult:
     manifests_deleted: int = 0
     manifest_lists_deleted: int = 0
     commits_lost: int = 0  # maintenance commits planned again because another writer committed first
+    cleanup_failures: int = 0  # expiries whose files could not be deleted (they stay, referenced by nothing)
 
     @property
     def files_deleted(self) -> int:
@@ -272,7 +273,12 @@ def expire(
             continue
         result.snapshots_expired += len(old)
         if delete_files:
-            deleted = delete_unreachable(load(), expired)  # reachability as committed, read afresh
+            try:
+                deleted = delete_unreachable(load(), expired)  # reachability as committed, read afresh
+            except Exception as exc:  # noqa: BLE001  (the expiry stands; its files stay, unreferenced)
+                result.cleanup_failures += 1
+                log.warning("iceberg: the files of %d expired snapshots were not deleted: %r", len(expired), exc)
+                return
             result.data_files_deleted += deleted.data_files
             result.data_bytes_deleted += deleted.data_bytes
             result.manifests_deleted += deleted.manifests

@@ -115,6 +115,7 @@ class TopicCounters:
         self.manifests_deleted += result.manifests_deleted
         self.manifest_lists_deleted += result.manifest_lists_deleted
         self.maintenance_conflicts += result.commits_lost
+        self.maintenance_failures += result.cleanup_failures
 
 
 class IcebergTranslator:

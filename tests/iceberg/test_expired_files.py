@@ -41,7 +41,8 @@ def test_expired_snapshots_files_are_deleted_and_racing_commits_keep_theirs(tmp_
         small = {local(t.file.file_path) for t in before.scan().plan_files()}
         compaction = MaintenanceResult()
         compact(lambda: catalog.load_table(identifier("history")), 64 * 1024 * 1024, 2, compaction)
-        assert compaction.compactions == 1 and compaction.files_rewritten >= 6, compaction
+        # a file alone in its hour (the hour turned during the test) is not compacted
+        assert compaction.compactions == 1 and compaction.files_rewritten >= len(small) - 1 >= 5, compaction
         compacted = catalog.load_table(identifier("history"))
         live = {local(t.file.file_path) for t in compacted.scan().plan_files()}
         replaced = small - live
@@ -104,3 +105,26 @@ def test_expired_snapshots_files_are_deleted_and_racing_commits_keep_theirs(tmp_
         logged = {local(entry.metadata_file) for entry in table.metadata.metadata_log}
         assert len(logged) == 2 and metadata_files(table) == logged | {local(table.metadata_location)}
         assert_exactly(table_rows(settings, "history"), committed, {})
+
+
+def test_a_remaining_snapshot_that_cannot_be_read_stops_the_cleanup(tmp_path):
+    """The current snapshot's manifest list is gone: the expiry stands, nothing is deleted (what
+    stays cannot be known), and the failure is counted."""
+    import pyarrow as pa
+
+    from strom.iceberg.table import CatalogSettings
+
+    catalog = open_catalog(CatalogSettings(f"sqlite:///{tmp_path}/c.db", f"file://{tmp_path}/warehouse"))
+    catalog.create_namespace("strom")
+    table = catalog.create_table(("strom", "t"), schema=pa.schema([pa.field("n", pa.int64())]))
+    for n in range(3):
+        table.append(pa.table({"n": [n]}))
+    table.overwrite(pa.table({"n": [9]}))  # the first three files are referenced by older snapshots only
+    files = {os.path.join(root, name) for root, _dirs, names in os.walk(tmp_path / "warehouse") for name in names}
+    os.remove(local(table.current_snapshot().manifest_list))
+    result = MaintenanceResult()
+    expire(lambda: catalog.load_table(("strom", "t")), 0, 1, result)
+    assert result.snapshots_expired >= 3 and result.cleanup_failures == 1, result
+    assert result.files_deleted == 0
+    left = {os.path.join(root, name) for root, _dirs, names in os.walk(tmp_path / "warehouse") for name in names}
+    assert files - left == {local(table.current_snapshot().manifest_list)}
