@@ -104,7 +104,9 @@ def timed_rounds(runs: dict[str, Callable[[], None]], repeat: int) -> dict[str, 
     return times
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, spark=None) -> int:
+    """The command; ``spark``: a session to run the queries in (left running), instead of one made
+    here with ``--master`` and stopped at the end (the test suite passes its own)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=10_000_000, help="records in all (default 10,000,000)")
     parser.add_argument("--tail", type=int, default=10_000, help="of them, only in the log (default 10,000)")
@@ -125,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     use_this_python()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     broker = IcebergBroker("strom-bench-iceberg-read-", args.target_lag_ms, args.dir).start()
-    spark = None
+    own_session = spark is None
     try:
         in_table = args.records - args.tail
         broker.create_topic(TOPIC, args.partitions, **{"iceberg.mode": "key_value"})
@@ -146,18 +148,19 @@ def main(argv: list[str] | None = None) -> int:
             raise RuntimeError(f"the table holds {held} records, expected {in_table}")
         table_bytes = sum(os.path.getsize(f.removeprefix("file://")) for f in files)
 
-        from pyspark.sql import SparkSession
+        if own_session:
+            from pyspark.sql import SparkSession
 
-        spark = (
-            SparkSession.builder.master(args.master)
-            .appName("strom-bench-iceberg-read")
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.driver.host", "127.0.0.1")
-            .config("spark.sql.shuffle.partitions", str(args.partitions))
-            .getOrCreate()
-        )
-        spark.sparkContext.setLogLevel("ERROR")
+            spark = (
+                SparkSession.builder.master(args.master)
+                .appName("strom-bench-iceberg-read")
+                .config("spark.ui.enabled", "false")
+                .config("spark.ui.showConsoleProgress", "false")
+                .config("spark.driver.host", "127.0.0.1")
+                .config("spark.sql.shuffle.partitions", str(args.partitions))
+                .getOrCreate()
+            )
+            spark.sparkContext.setLogLevel("ERROR")
         register(spark)
         bootstrap = broker.bootstrap
         runs = {
@@ -184,10 +187,10 @@ def main(argv: list[str] | None = None) -> int:
             ),
         }
         times = timed_rounds(runs, args.repeat)
-        cores = spark.sparkContext.defaultParallelism
+        cores, master = spark.sparkContext.defaultParallelism, spark.sparkContext.master
         version = spark.version
     finally:
-        if spark is not None:
+        if own_session and spark is not None:
             spark.stop()
         broker.close()
 
@@ -200,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     best = {name: min(t) for name, t in times.items()}
     speed = {name: rows[name] / best[name] for name in QUERIES}
     print(
-        f"\nspark {version}, master {args.master} ({cores} cores); {args.records:,} records x {args.size} B in "
+        f"\nspark {version}, master {master} ({cores} cores); {args.records:,} records x {args.size} B in "
         f"{args.partitions} partitions, {in_table:,} in the table ({len(files)} data files, {table_bytes / 1e6:.1f} MB), "
         f"{args.tail:,} only in the log; best and median of {args.repeat}; {load_average()}"
     )
