@@ -19,8 +19,10 @@ modules beside it, built the same way: its registration and ZooKeeper session
 (``registration``), the metadata reloads (``metadata_reload``), its part in the controller's work
 (``controller_role``), the internal topics (``internal_topics``), its Schema Registry
 (``broker_schema_registry``), its listeners' sockets, servers and TLS/SASL settings
-(``listener_servers``) and its effective config under the dynamic broker configs
-(``dynamic_config_application``).
+(``listener_servers``), its effective config under the dynamic broker configs
+(``dynamic_config_application``), opening its metadata store (``metadata_store_opening``),
+creating topics and reading back what it wrote (``topic_creation``) and its background tasks
+(``periodic``).
 
 Shutdown (SIGTERM/SIGINT only set an event): stop accepting → let in-flight requests finish
 under a timeout → stop background tasks → flush logs and checkpoints → write the clean-shutdown
@@ -31,40 +33,32 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import json
 import logging
 import os
 import signal
 import time
-import uuid
-from collections.abc import Callable, Coroutine, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, TypeVar
 
 from strom.cluster import model
 from strom.cluster.controller import Controller
 from strom.cluster.features import FeatureLevels
-from strom.cluster.local_store import DamagedStoreError, LocalStore
+from strom.cluster.local_store import LocalStore
 from strom.cluster.metadata_cache import MetadataCache
 from strom.cluster.model import Broker as BrokerInfo
-from strom.cluster.store import MetadataStore, NodeExistsError, StoreError
-from strom.cluster.store_retry import retry_unavailable
+from strom.cluster.store import MetadataStore
 from strom.group.coordinator import GroupCoordinator
 from strom.metrics.stats import BrokerStats, RequestMetrics
-from strom.protocol.errors import (
-    KafkaStorageError,
-    RequestTimedOutError,
-    ResourceExhaustedError,
-)
 from strom.replication.fetch_session import FetchSessionCache, TopicNames
 from strom.replication.log_dir_mover import LogDirMover
 from strom.replication.replica_manager import ReplicaManager
-from strom.resources import descriptor_shortfall, keep_large_buffers_in_heap, raise_open_files_limit
+from strom.resources import keep_large_buffers_in_heap, raise_open_files_limit
 from strom.security.authorizer import AclAuthorizer
 from strom.security.credentials import CredentialCache
 from strom.security.delegation_tokens import DelegationTokenManager
 from strom.security.delegation_tokens import manager_for as delegation_token_manager
 from strom.security.listeners import ListenerSecurity, inter_broker_security
-from strom.server import dynamic_listeners, parent_watch, reconfiguration
+from strom.server import dynamic_listeners, metadata_store_opening, parent_watch, reconfiguration
 from strom.server.broker_schema_registry import BrokerSchemaRegistry
 from strom.server.config import BrokerConfig
 from strom.server.connection import Connection, close_departed_connections, close_idle_connections
@@ -76,11 +70,12 @@ from strom.server.handlers import fetch
 from strom.server.internal_topics import InternalTopics
 from strom.server.listener_servers import Endpoints, ListenerServers, Protocols
 from strom.server.metadata_reload import MetadataReloader
-from strom.server.periodic import log_if_failed, run_every
+from strom.server.periodic import BackgroundTasks
 from strom.server.quotas import QuotaManager
 from strom.server.refused_batches import RefusedBatches
 from strom.server.registration import BrokerRegistration
 from strom.server.secure_connection import SecureConnection
+from strom.server.topic_creation import TopicCreation
 from strom.startup import StartupError, check_log_dirs
 from strom.storage import dir_lock
 from strom.storage.log_config import LogConfig
@@ -119,12 +114,9 @@ class Broker:
             config.max_incremental_fetch_session_cache_slots, config.min_incremental_fetch_session_eviction_ms
         )
         self.topic_name_by_id = TopicNames(self.metadata)
-        self.internal_topics = InternalTopics(
-            lambda: self.config, self.metadata, self.create_topic, self.refresh_metadata
-        )
         self.connections: set[Connection] = set()
         self._stop = asyncio.Event()  # set once shutdown has begun: background work ends
-        self._background: list[asyncio.Task] = []
+        self.background = BackgroundTasks(self._stop)  # run until shutdown, or every N seconds
         # the listeners' sockets, servers and TLS/SASL settings (strom.server.listener_servers); one
         # dispatcher per listener: a request's context names the listener it came in on
         self.listener_servers = ListenerServers(
@@ -132,7 +124,7 @@ class Broker:
             lambda name: Dispatcher(self, HANDLERS, name),
             self._new_connection,
             self.connections,
-            self._in_background,
+            self.background.run,
             self._stop,
             self._publish_endpoints,
         )
@@ -185,6 +177,21 @@ class Broker:
             self._stop,
             after_reload=self.registration.unfence_if_confirmed,
         )
+        # CreateTopics, auto.create.topics.enable and the internal topics; what a handler wrote, read back
+        self.topics = TopicCreation(
+            self.broker_id,
+            self.metadata,
+            lambda: self.controller,
+            lambda: self.config,
+            self.refresh_metadata,
+            self.reloader,
+        )
+        self.create_topic = self.topics.create  # the names the handlers call them by
+        self.auto_create_topic = self.topics.auto_create
+        self.read_back = self.topics.read_back
+        self.internal_topics = InternalTopics(
+            lambda: self.config, self.metadata, self.topics.create, self.refresh_metadata
+        )
         # standing for controller, and its passes while this broker holds the office
         self.controller_role = ControllerRole(
             lambda: self.controller,
@@ -215,7 +222,7 @@ class Broker:
             self.connection_limits,
             self.listener_servers.start_key_refreshers,
             self.listener_servers.change,
-            self._in_background,
+            self.background.run,
             lambda: self._starting,
         )
         self.request_metrics = (
@@ -230,7 +237,7 @@ class Broker:
             lambda: self.replica_manager,
             self.internal_topics.ensure_schemas_topic,
             lambda: self.config,
-            self._in_background,
+            self.background.run,
             lambda: self._loop,
             self._stop,
         )
@@ -251,20 +258,7 @@ class Broker:
         endpoints = self.listener_servers.endpoints(config)  # advertised.listeners, ports filled in once bound
         _, self.host, advertised_port = next((e for e in endpoints if e[0] == listener.name), endpoints[0])
 
-        try:
-            for log_dir in config.log_dirs:
-                os.makedirs(log_dir, exist_ok=True)
-            self.store = self._open_store()
-            self._ensure_cluster_id()  # the embedded store writes its file in the first log dir
-        except OSError as exc:  # a disk that filled up since check_log_dirs, a store file's read error
-            where = f" {exc.filename}" if exc.filename else f" in {config.log_dirs[0]}"
-            raise StartupError("log.dirs", f"cannot write{where}: {exc.strerror or exc}") from exc
-        except DamagedStoreError as exc:
-            raise StartupError(
-                "log.dirs",
-                f"the embedded metadata store {exc}: restore it from a backup, or move it away to start "
-                "with empty cluster metadata",
-            ) from exc
+        self.store, self.metadata.cluster_id = metadata_store_opening.open_store(config, self.dir_locks[0])
         self.log_manager = LogManager(
             list(config.log_dirs),
             config.log_config(),
@@ -373,82 +367,49 @@ class Broker:
         await self.listener_servers.serve()
         if dynamic_listeners.differ(self.static_config, self.config):  # dynamic listener configs read at startup
             await self.listener_servers.change(self.static_config, self.config)
-        self._in_background(self.log_manager.run_scheduler(self._stop))
+        self.background.run(self.log_manager.run_scheduler(self._stop))
         if config.iceberg_enabled:
             self._start_iceberg(config)
-        self._in_background(self.log_dir_mover.run(self._stop))
-        self._in_background(
-            run_every(
-                config.offsets_retention_check_interval_ms / 1000,
-                self.group_coordinator.offsets.expire_and_log,
-                self._stop,
-                "offset expiry",
-            )
+        self.background.run(self.log_dir_mover.run(self._stop))
+        self.background.every(
+            config.offsets_retention_check_interval_ms / 1000,
+            self.group_coordinator.offsets.expire_and_log,
+            "offset expiry",
         )
-        self._in_background(self.transaction_coordinator.run_timers())
-        self._in_background(
-            run_every(
-                DEPARTED_CHECK_S,
-                lambda: close_departed_connections(self.connections),
-                self._stop,
-                "departed connection check",
-            )
+        self.background.run(self.transaction_coordinator.run_timers())
+        self.background.every(
+            DEPARTED_CHECK_S, lambda: close_departed_connections(self.connections), "departed connection check"
         )
         if config.connections_max_idle_ms > 0:
             max_idle_ms = config.connections_max_idle_ms
-            self._in_background(
-                run_every(
-                    min(30.0, max(0.1, max_idle_ms / 10_000)),  # closed within ~10% of the limit
-                    lambda: close_idle_connections(self.connections, max_idle_ms),
-                    self._stop,
-                    "idle connection check",
-                )
+            self.background.every(
+                min(30.0, max(0.1, max_idle_ms / 10_000)),  # closed within ~10% of the limit
+                lambda: close_idle_connections(self.connections, max_idle_ms),
+                "idle connection check",
             )
-        self._in_background(
-            run_every(
-                max(0.05, config.replica_lag_time_max_ms / 2000),
-                self.replica_manager.shrink_isrs,
-                self._stop,
-                "ISR check",
-            )
+        self.background.every(
+            max(0.05, config.replica_lag_time_max_ms / 2000), self.replica_manager.shrink_isrs, "ISR check"
         )
         if config.zookeeper_connect:
             # a pause of half the session may have outlasted it (the last heartbeat came before it)
             self.replica_manager.stall_fence_s = config.zookeeper_session_timeout_ms / 2000
             self.replica_manager.session_checked_at = time.monotonic()
             self.replica_manager.session_checked_cpu = time.process_time()
-            self._in_background(
-                run_every(FENCE_CHECK_S, self.registration.check_session, self._stop, "ZooKeeper session check")
-            )
+            self.background.every(FENCE_CHECK_S, self.registration.check_session, "ZooKeeper session check")
         if config.auto_leader_rebalance_enable:
-            self._in_background(
-                run_every(
-                    config.leader_imbalance_check_interval_seconds,
-                    self._rebalance_leaders,
-                    self._stop,
-                    "preferred leader rebalance",
-                )
+            self.background.every(
+                config.leader_imbalance_check_interval_seconds, self._rebalance_leaders, "preferred leader rebalance"
             )
         if self.delegation_tokens is not None:
-            self._in_background(
-                run_every(
-                    config.delegation_token_expiry_check_interval_ms / 1000,
-                    self.delegation_tokens.remove_expired,
-                    self._stop,
-                    "delegation token expiry",
-                )
+            self.background.every(
+                config.delegation_token_expiry_check_interval_ms / 1000,
+                self.delegation_tokens.remove_expired,
+                "delegation token expiry",
             )
         if config.metrics_listener:
             self._start_metrics(config.metrics_listener)
         await self.schemas.serve(self.credentials.lookup)  # with schema.registry.listeners
         self._announce(listener.host, self.port)
-
-    def _in_background(self, work: Coroutine[Any, Any, Any], loop: asyncio.AbstractEventLoop | None = None) -> None:
-        """Run ``work`` as one of the broker's background tasks, which shutdown waits for. An error
-        that ends it is logged when it ends (``log_if_failed``): shutdown's gather would drop it."""
-        task = (loop or asyncio.get_running_loop()).create_task(work)
-        task.add_done_callback(log_if_failed)
-        self._background.append(task)
 
     def _start_iceberg(self, config: BrokerConfig) -> None:
         from strom.iceberg.table import CatalogSettings
@@ -477,16 +438,16 @@ class Broker:
             topic_exists=lambda topic: topic in self.metadata.topics,
             schemas=schemas,
         )
-        self._in_background(self.iceberg.run(self._stop))
+        self.background.run(self.iceberg.run(self._stop))
 
     def _start_metrics(self, listener: str) -> None:
         from strom.metrics.collector import Sources
         from strom.metrics.server import LoopLag, MetricsEndpoint, parse_listener
 
         self.loop_lag = LoopLag()
-        self._in_background(self.loop_lag.run(self._stop))
+        self.background.run(self.loop_lag.run(self._stop))
         if self.request_metrics is not None:  # how many requests to time follows the request rate
-            self._in_background(self.request_metrics.adapt(self._stop))
+            self.background.run(self.request_metrics.adapt(self._stop))
         sources = Sources(
             stats=self.stats,
             metadata=self.metadata,
@@ -514,44 +475,8 @@ class Broker:
         connection.dispatcher = dispatcher
         return connection
 
-    def _open_store(self) -> MetadataStore:
-        if self.config.zookeeper_connect:
-            from strom.cluster.zk_store import ZkStore
-
-            return ZkStore(
-                self.config.zookeeper_connect,
-                self.config.zookeeper_session_timeout_ms,
-                self.config.zookeeper_connection_timeout_ms,
-            )
-        return LocalStore(self.config.log_dirs[0], self.dir_locks[0])
-
     def _startup_step(self, what: str, step: Callable[[], T]) -> T:
-        """A step of startup that talks to ZooKeeper, tried again while ZooKeeper does not answer
-        (its connection dropped, its session expired) for up to zookeeper.connection.timeout.ms,
-        as Kafka's broker does; past that, startup fails naming the key. The embedded store has
-        nothing to wait for."""
-        connect = self.config.zookeeper_connect
-        if not connect:
-            return step()
-        return retry_unavailable(step, what, self.config.zookeeper_connection_timeout_ms, connect)
-
-    def _ensure_cluster_id(self) -> None:
-        """Read (or create) /cluster/id; a ZooKeeper that stalls right after the session is up gets
-        zookeeper.connection.timeout.ms, as the connection did, before startup gives up."""
-        self._startup_step("reading the cluster id", self._read_cluster_id)
-
-    def _read_cluster_id(self) -> None:
-        found = self.store.get_or_none(model.CLUSTER_ID)
-        if found is None:
-            cluster_id = model.base64url_uuid(uuid.uuid4())
-            try:
-                self.store.create(
-                    model.CLUSTER_ID, json.dumps({"version": "1", "id": cluster_id}).encode(), makepath=True
-                )
-            except NodeExistsError:
-                pass
-            found = self.store.get(model.CLUSTER_ID)
-        self.metadata.cluster_id = json.loads(found[0])["id"]
+        return metadata_store_opening.startup_step(self.config, what, step)
 
     def _topic_overrides(self, topic: str) -> dict[str, str]:
         info = self.metadata.topics.get(topic)
@@ -657,8 +582,7 @@ class Broker:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # a broker driven without its event loop (the fuzz harness) writes nothing
             return
-        self._background = [t for t in self._background if not t.done()]
-        self._in_background(self.group_coordinator.offsets.remove_offsets_of_deleted_topics(deleted), loop)
+        self.background.run(self.group_coordinator.offsets.remove_offsets_of_deleted_topics(deleted), loop)
 
     def _rebalance_leaders(self) -> None:
         """auto.leader.rebalance.enable: run every leader.imbalance.check.interval.seconds (acts on the controller)."""
@@ -670,59 +594,6 @@ class Broker:
 
     def _unclean_enabled(self, topic: str) -> bool:
         return self.log_manager.config_for(topic).unclean_leader_election_enable
-
-    def create_topic(
-        self,
-        name: str,
-        partitions: int,
-        replication_factor: int,
-        configs: dict[str, str] | None = None,
-        assignment: dict[int, list[int]] | None = None,
-        validate_only: bool = False,
-    ):
-        local = (
-            sum(1 for replicas in assignment.values() if self.broker_id in replicas)
-            if assignment
-            else -(-partitions * max(1, replication_factor) // max(1, len(self.metadata.brokers)))
-        )
-        shortfall = descriptor_shortfall(local)
-        if shortfall is not None:  # refused before anything is recorded: no half-made topic
-            raise ResourceExhaustedError(f"topic '{name}' was not created: {shortfall}")
-        try:
-            created = self.controller.create_topic(
-                name, partitions, replication_factor, configs, assignment, validate_only=validate_only
-            )
-        except OSError as exc:  # the single-node store's file is in a full or failed log dir
-            raise KafkaStorageError(f"topic '{name}' could not be recorded: {exc.strerror or exc}") from exc
-        except RequestTimedOutError:  # ZooKeeper stopped answering midway: the topic may exist, unfinished
-            self.reloader.schedule()  # everything, once it answers: the controller finishes the topic
-            raise
-        if not validate_only:  # the new topic alone, not every partition of the cluster again
-            self.read_back({model.BROKERS_TOPICS, model.topic_path(name)})
-        return created
-
-    def read_back(self, written: set[str]) -> None:
-        """Show what this broker just wrote in its own metadata before it answers the request.
-
-        The znodes whose watches fired and whose reload is not applied yet are read with them:
-        the controller's pass after the write decides from this cache, and a broker registered
-        a moment ago must count as alive there (or the new topic's leaders move off it at once).
-        A store that stops answering after the write does not undo it: the request succeeded,
-        and those znodes are read again once ZooKeeper answers (a reload retries until it does).
-        """
-        try:
-            self.refresh_metadata(written | self.reloader.unapplied_changes())
-        except StoreError as exc:
-            log.warning(
-                "could not read back %s after writing it (%s); reloading once ZooKeeper answers", sorted(written), exc
-            )
-            for path in written:
-                self.reloader.schedule(path)
-
-    def auto_create_topic(self, name: str):
-        """auto.create.topics.enable: a topic first named by Metadata gets the broker defaults."""
-        factor = min(self.config.default_replication_factor, max(1, len(self.metadata.brokers)))
-        return self.create_topic(name, self.config.num_partitions, factor)
 
     async def _verify_txn_partitions(
         self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: list[tuple[str, int]]
@@ -813,10 +684,8 @@ class Broker:
         for connection in list(self.connections):
             if connection.transport is not None:
                 connection.transport.abort() if crash else connection.transport.close()
-        for task in self._background:
-            task.cancel()
         # Every step is bounded: a shutdown that hangs is worse than one that skips a courtesy.
-        await self._bounded(asyncio.gather(*self._background, return_exceptions=True), "background tasks")
+        await self._bounded(self.background.cancel(), "background tasks")
         if self.transaction_coordinator is not None:
             await self._bounded(self.transaction_coordinator.shutdown(), "transaction markers")
         if self.replica_manager is not None:

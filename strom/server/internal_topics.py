@@ -26,7 +26,7 @@ from strom.txn.coordinator import TRANSACTION_STATE_TOPIC
 
 
 class CreateTopic(Protocol):
-    """strom.server.broker.Broker.create_topic: name, partitions, replication factor, topic configs."""
+    """strom.server.topic_creation.TopicCreation.create: name, partitions, replication factor, topic configs."""
 
     def __call__(self, name: str, partitions: int, replication_factor: int, configs: dict[str, str]) -> Any: ...
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 log = logging.getLogger("strom.server")
@@ -44,3 +44,30 @@ def log_if_failed(task: asyncio.Task) -> None:
     if error is not None:
         what = getattr(task.get_coro(), "__qualname__", task.get_name())  # LogManager.run_scheduler
         log.error("background task %s stopped: %r", what, error, exc_info=error)
+
+
+class BackgroundTasks:
+    """The broker's background tasks: work that runs until shutdown (``run``) and work repeated
+    every N seconds (``every``). Each is logged if an error ends it (``log_if_failed``); shutdown
+    sets ``stop``, then ``cancel`` ends them all."""
+
+    def __init__(self, stop: asyncio.Event):
+        self._stop = stop
+        self.tasks: list[asyncio.Task] = []
+
+    def run(self, work: Coroutine[Any, Any, Any], loop: asyncio.AbstractEventLoop | None = None) -> None:
+        """Run ``work`` on ``loop`` (the running one by default) until it ends or is cancelled."""
+        task = (loop or asyncio.get_running_loop()).create_task(work)
+        task.add_done_callback(log_if_failed)
+        self.tasks = [t for t in self.tasks if not t.done()]
+        self.tasks.append(task)
+
+    def every(self, interval_s: float, task: Callable[[], Any], name: str) -> None:
+        """Call ``task`` every ``interval_s`` until ``stop`` (``run_every``)."""
+        self.run(run_every(interval_s, task, self._stop, name))
+
+    def cancel(self) -> asyncio.Future:
+        """Cancel every task; the future is done once they have all ended (shutdown bounds the wait)."""
+        for task in self.tasks:
+            task.cancel()
+        return asyncio.gather(*self.tasks, return_exceptions=True)

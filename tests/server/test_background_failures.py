@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from strom.server.periodic import log_if_failed
+from strom.server.periodic import BackgroundTasks, log_if_failed
 
 
 class Scheduler:
@@ -50,3 +50,36 @@ def test_tasks_that_end_normally_or_are_cancelled_log_nothing(caplog):
 
     asyncio.run(scenario())
     assert caplog.records == []
+
+
+def test_the_brokers_background_tasks_run_repeat_and_end_at_shutdown(caplog):
+    """BackgroundTasks, as the broker holds them: work until shutdown and work every N seconds, a
+    failing run logged and the schedule going on, every task ended by ``cancel``."""
+    caplog.set_level(logging.ERROR, logger="strom.server")
+
+    async def scenario() -> None:
+        stop = asyncio.Event()
+        tasks = BackgroundTasks(stop)
+        runs: list[int] = []
+        enough = asyncio.Event()
+
+        def check() -> None:
+            runs.append(len(runs))
+            if len(runs) == 2:
+                raise ZeroDivisionError("the second run fails")
+            if len(runs) >= 4:
+                enough.set()
+
+        tasks.every(0.01, check, "the check")
+        tasks.run(asyncio.sleep(3600))  # work that runs until shutdown
+        tasks.run(Scheduler().run())  # work that ends with an error at once
+        await asyncio.wait_for(enough.wait(), 10)
+        assert len([t for t in tasks.tasks if not t.done()]) == 2
+        stop.set()
+        await asyncio.wait_for(tasks.cancel(), 10)
+        assert all(task.done() for task in tasks.tasks)
+
+    asyncio.run(scenario())
+    messages = [record.getMessage() for record in caplog.records]
+    assert "the check failed" in messages  # the schedule went on after it
+    assert "background task Scheduler.run stopped: ZeroDivisionError('float division by zero')" in messages
