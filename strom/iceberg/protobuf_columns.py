@@ -262,21 +262,29 @@ def parse(values: Sequence[bytes | None], cls: Any, path: tuple[int, ...], known
     field number: unknown fields are skipped, missing ones are unset). A value is bad when it lacks
     the prefix, names an id ``known`` refuses, names another message or does not parse."""
     out = Parsed(len(values))
+    ids: dict[bytes, bool] = {}  # the 4 id bytes -> known: a batch repeats one or two ids
+    first = path == (0,)
     for row, value in enumerate(values):
         if value is None:
             continue
         if len(value) < 6 or value[0] != 0:
             out.fail(row, "no Confluent schema id prefix (magic byte 0, a 4-byte id and message indexes)")
             continue
-        schema_id = int.from_bytes(value[1:5], "big")
-        if not known(schema_id):
-            out.fail(row, f"schema id {schema_id} is not a registered PROTOBUF schema")
+        id_bytes = value[1:5]
+        found = ids.get(id_bytes)
+        if found is None:
+            found = ids[id_bytes] = known(int.from_bytes(id_bytes, "big"))
+        if not found:
+            out.fail(row, f"schema id {int.from_bytes(id_bytes, 'big')} is not a registered PROTOBUF schema")
             continue
-        try:
-            indexes, at = message_indexes(value)
-        except (IndexError, ValueError) as exc:
-            out.fail(row, f"message indexes do not decode: {exc}")
-            continue
+        if first and value[5] == 0:  # the usual case: the single 0 byte of the first message
+            indexes, at = path, 6
+        else:
+            try:
+                indexes, at = message_indexes(value)
+            except (IndexError, ValueError) as exc:
+                out.fail(row, f"message indexes do not decode: {exc}")
+                continue
         if indexes != path:
             out.fail(row, f"message indexes {list(indexes)} name another message than the reader's {list(path)}")
             continue
