@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -28,6 +27,7 @@ from strom.protocol.records import NewRecord, build_batch, decode_batch_records,
 from strom.schemas import formats
 from strom.schemas import records as rec
 from strom.schemas.compatibility import LEVELS
+from strom.schemas.parser_thread import STOP_WAIT_S, ParserThread, ParsingStopped
 from strom.schemas.state import RegistryState, StoredSchema, references_of
 
 if TYPE_CHECKING:
@@ -44,6 +44,7 @@ MODES = ("READWRITE", "READONLY", "READONLY_OVERRIDE", "IMPORT")
 READ_ONLY = ("READONLY", "READONLY_OVERRIDE")
 READ_CHUNK = 1024 * 1024
 PARSED_CACHE = 1024  # parsed schemas kept (a registration checks every live version of its subject)
+LARGE_SCHEMA = 100_000  # characters: a schema whose parse is logged (seconds of CPU for a .proto this size)
 
 
 class RegistryError(Exception):
@@ -106,7 +107,7 @@ class SchemaRegistry:
         self._partition: Partition | None = None
         self._write_lock = asyncio.Lock()
         self._parsed: dict[tuple, formats.Parsed | str] = {}  # (type, text, references) -> parsed or why not
-        self._parser: ThreadPoolExecutor | None = None
+        self._parser = ParserThread()  # its thread starts with the first parse; close() stops it
 
     # -- reading ------------------------------------------------------------------------------------
     def catch_up(self) -> int:
@@ -318,21 +319,29 @@ class SchemaRegistry:
 
     async def parse_ahead(self, schemas: list[tuple[str, str, list]], subject: str | None = None) -> None:
         """Parse ``schemas`` ((text, type, references)) and the live versions of ``subject`` in the
-        registry's parsing thread, so that the call that follows finds them cached: parsing is pure
-        Python (a 1 MB .proto takes seconds) and must not stall the loop that serves produce and
-        fetch. One thread: the .proto parser's caches are not made for concurrent use."""
+        registry's parsing thread (strom.schemas.parser_thread), so that the call that follows
+        finds them cached: parsing is pure Python (a 1 MB .proto takes seconds) and must not stall
+        the loop that serves produce and fetch. A parse the broker's shutdown stops is a 500."""
         if subject is not None:
             schemas = schemas + [(v.schema, v.schema_type, v.references) for v in self.state.versions(subject)]
-        loop = asyncio.get_running_loop()
         for schema, schema_type, references in schemas:
             try:
                 key, _ = self._resolve(schema, schema_type, references)
             except RegistryError:
                 continue  # the call that follows says why
             if key not in self._parsed:
-                if self._parser is None:
-                    self._parser = ThreadPoolExecutor(max_workers=1, thread_name_prefix="strom-schema-parse")
-                await loop.run_in_executor(self._parser, self._parse_now, key)
+                if len(schema) >= LARGE_SCHEMA:
+                    log.info("parsing a %s schema of %d characters in the parsing thread", schema_type, len(schema))
+                try:
+                    await asyncio.wrap_future(self._parser.submit(self._parse_now, key))
+                except ParsingStopped:
+                    raise RegistryError(500, 50001, "The Schema Registry is shutting down") from None
+
+    def close(self) -> None:
+        """Stop the parsing thread (the broker shuts down): a parse under way is interrupted, and
+        the wait for it is bounded."""
+        if not self._parser.stop():
+            log.warning("the Schema Registry's parsing thread did not end within %.0fs", STOP_WAIT_S)
 
     def serialized(self, stored: StoredSchema) -> str:
         """``format=serialized``: a Protobuf schema as base64 of its FileDescriptorProto (what

@@ -145,8 +145,12 @@ class BrokerSchemaRegistry:
         log.info("broker %d serves the Schema Registry on %s", self._broker_id, self.url)
 
     def close(self) -> None:
-        """Stop serving, or close the socket bound when start() failed before serving it."""
+        """Stop serving (or close the socket bound when start() failed before serving it) and
+        stop the registry's parsing thread, so that a large parse under way does not hold up the
+        broker's exit."""
         if self.http is not None:
             self.http.close()
         elif self._socket is not None:
             self._socket.close()
+        if self.registry is not None:
+            self.registry.close()
