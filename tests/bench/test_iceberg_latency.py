@@ -26,4 +26,5 @@ def test_the_benchmark_prints_both_phases_and_the_ratio_and_records_them(capsys,
         "p99 without translation",
         "p99 with translation",
         "p99 ratio with/without",
+        "median of the rounds' p99 ratios",
     }
