@@ -64,6 +64,15 @@ class Parts:
         )
 
 
+async def serving(config: BrokerConfig) -> Parts:
+    """Parts whose listeners serve, made in the broker's startup order."""
+    parts = Parts(config)
+    parts.servers.secure(config)
+    parts.servers.bind(config)
+    await parts.servers.serve()
+    return parts
+
+
 async def echoed(port: int, payload: bytes, tls: ssl.SSLContext | None = None) -> bytes:
     reader, writer = await asyncio.wait_for(
         asyncio.open_connection("127.0.0.1", port, ssl=tls, server_hostname="127.0.0.1" if tls else None), WAIT_S
@@ -159,11 +168,8 @@ def test_listeners_added_and_removed_at_run_time_are_served_closed_and_published
     )
 
     async def scenario() -> None:
-        parts = Parts(old)
+        parts = await serving(old)
         servers = parts.servers
-        servers.secure(old)
-        servers.bind(old)
-        await servers.serve()
         plain = servers.bound["PLAINTEXT"][1]
         try:
             await servers.change(old, new)
@@ -201,11 +207,8 @@ def test_a_tls_listeners_new_settings_serve_new_connections(tmp_path):
     renewed, renewed_tls = tls_config(tmp_path / "renewed")
 
     async def scenario() -> None:
-        parts = Parts(config)
+        parts = await serving(config)
         servers = parts.servers
-        servers.secure(config)
-        servers.bind(config)
-        await servers.serve()
         port = servers.bound["SECURE"][1]
         try:
             assert await echoed(port, b"first", client_tls) == b"first"
