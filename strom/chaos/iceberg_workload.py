@@ -30,13 +30,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from strom.chaos.txn import COMMIT_DEADLINE_S, REPLACE, abandon, end_transaction
 from strom.chaos.workload import client_logging
 
 TXN_SIZE = 10
 ABORT_EVERY = 4
 BAD_EVERY = 10  # schema mode: one record in ten cannot be translated
 UNKNOWN_ID = 987654
-COMMIT_DEADLINE_S = 60.0
 INTERVAL_S = 1.0 / 150  # the idempotent producer's pace
 
 VALUE_V1 = {
@@ -269,8 +269,8 @@ class Writers:
         while not self._stop.is_set():
             written: dict[bytes, tuple[Sent, Coordinate | None]] = {}
             outcome = self._one(producer, txn, written)
-            if outcome.endswith("!"):  # the producer cannot go on: InitProducerId of a new one fences it
-                outcome = outcome[:-1]
+            if outcome.endswith(REPLACE):  # the producer cannot go on: InitProducerId of a new one fences it
+                outcome = outcome.removesuffix(REPLACE)
                 producer = self._new_transactional()
             self._settle(f"t{txn}", outcome, written)
             txn += 1
@@ -293,7 +293,7 @@ class Writers:
                 ledger.unknown[txn] = {key: at for key, (_, at) in written.items()}
 
     def _one(self, producer, txn: int, written: dict[bytes, tuple[Sent, Coordinate | None]]) -> str:
-        """One transaction; its outcome, with "!" when the producer must be replaced."""
+        """One transaction; its outcome, ending in REPLACE when the producer must be replaced."""
         from confluent_kafka import KafkaException
 
         def report(sent: Sent):
@@ -304,7 +304,6 @@ class Writers:
 
             return done
 
-        commit_sent = False
         try:
             producer.begin_transaction()
             for i in range(TXN_SIZE):
@@ -319,27 +318,9 @@ class Writers:
                     except BufferError:
                         producer.poll(0.05)
             producer.flush(COMMIT_DEADLINE_S)  # every delivery report served before the outcome is settled
-            if txn % ABORT_EVERY == ABORT_EVERY - 1:
-                producer.abort_transaction(COMMIT_DEADLINE_S)
-                return "aborted"
-            deadline = time.monotonic() + COMMIT_DEADLINE_S
-            while True:
-                try:
-                    commit_sent = True
-                    producer.commit_transaction(max(1.0, deadline - time.monotonic()))
-                    return "committed"
-                except KafkaException as exc:
-                    if exc.args[0].retriable() and time.monotonic() < deadline:
-                        continue
-                    raise
         except KafkaException as exc:
-            if exc.args[0].txn_requires_abort():
-                try:
-                    producer.abort_transaction(COMMIT_DEADLINE_S)
-                    return "aborted"
-                except KafkaException:
-                    pass
-            return "unknown!" if commit_sent else "aborted!"
+            return abandon(producer, exc, commit_sent=False)
+        return end_transaction(producer, commit=txn % ABORT_EVERY != ABORT_EVERY - 1)
 
 
 @dataclass

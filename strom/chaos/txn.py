@@ -105,7 +105,6 @@ class TxnProducers(ProducerThreads[TxnHistory]):
         """One transaction; its outcome (raises _Replace(outcome) when the producer must be replaced)."""
         from confluent_kafka import KafkaException
 
-        commit_sent = False
         try:
             producer.begin_transaction()
             for i, value in enumerate(values):
@@ -117,29 +116,55 @@ class TxnProducers(ProducerThreads[TxnHistory]):
                     except BufferError:
                         producer.poll(0.05)
             producer.poll(0)
-            if batch % ABORT_EVERY == ABORT_EVERY - 1:
-                producer.abort_transaction(COMMIT_DEADLINE_S)
-                return "aborted"
-            deadline = time.monotonic() + COMMIT_DEADLINE_S
-            while True:
-                try:
-                    commit_sent = True
-                    producer.commit_transaction(max(1.0, deadline - time.monotonic()))
-                    return "committed"
-                except KafkaException as e:
-                    error = e.args[0]
-                    if error.retriable() and time.monotonic() < deadline:
-                        continue
-                    raise
         except KafkaException as e:
-            error = e.args[0]
-            if error.txn_requires_abort():
-                try:
-                    producer.abort_transaction(COMMIT_DEADLINE_S)
-                    return "aborted"
-                except KafkaException:
-                    pass
-            raise _Replace("unknown" if commit_sent else "aborted") from e
+            outcome = abandon(producer, e, commit_sent=False)
+        else:
+            outcome = end_transaction(producer, commit=batch % ABORT_EVERY != ABORT_EVERY - 1)
+        if outcome.endswith(REPLACE):
+            raise _Replace(outcome.removesuffix(REPLACE))
+        return outcome
+
+
+REPLACE = "!"  # ends an outcome after which the producer cannot go on: a new one must fence it
+
+
+def end_transaction(producer, commit: bool) -> str:
+    """Commit the open transaction (retriable errors retried for COMMIT_DEADLINE_S) or abort it:
+    "committed" or "aborted", or an outcome ending in REPLACE (see ``abandon``)."""
+    from confluent_kafka import KafkaException
+
+    commit_sent = False
+    try:
+        if not commit:
+            producer.abort_transaction(COMMIT_DEADLINE_S)
+            return "aborted"
+        deadline = time.monotonic() + COMMIT_DEADLINE_S
+        while True:
+            try:
+                commit_sent = True
+                producer.commit_transaction(max(1.0, deadline - time.monotonic()))
+                return "committed"
+            except KafkaException as e:
+                if e.args[0].retriable() and time.monotonic() < deadline:
+                    continue
+                raise
+    except KafkaException as e:
+        return abandon(producer, e, commit_sent)
+
+
+def abandon(producer, error, commit_sent: bool) -> str:
+    """After ``error`` in a transaction: "aborted" if an abort could end it; else the producer must
+    be replaced, and the outcome is "aborted!" (no commit was sent: the new producer's
+    InitProducerId aborts it) or "unknown!" (the coordinator may have written either marker)."""
+    from confluent_kafka import KafkaException
+
+    if error.args[0].txn_requires_abort():
+        try:
+            producer.abort_transaction(COMMIT_DEADLINE_S)
+            return "aborted"
+        except KafkaException:
+            pass
+    return ("unknown" if commit_sent else "aborted") + REPLACE
 
 
 def check_txn(history: TxnHistory, read: dict[int, list[tuple[int, str]]], replica_differences: list[str]) -> Verdict:
