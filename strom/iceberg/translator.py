@@ -146,6 +146,8 @@ class IcebergTranslator:
         self._maintained: dict[str, float] = {}  # topic -> when its table was last maintained (monotonic)
         self._spec_notes: dict[str, tuple[str, ...]] = {}  # the partition-spec fields last reported left out
         self._counters: dict[str, TopicCounters] = {}
+        # (topic, partition) -> (last stable offset, when first seen that high) not yet in the table
+        self._marks: dict[tuple[str, int], list[tuple[int, float]]] = {}
         self.rounds = 0
         self.rows = 0
         self.compactions = 0
@@ -172,9 +174,12 @@ class IcebergTranslator:
         modes: dict[str, str] = {}
         specs: dict[str, str] = {}
         self._maintainer = {}
+        now = time.monotonic()
+        led: set[tuple[str, int]] = set()
         for topic, partition, settings, log_ in self._leaders():
             if settings.iceberg_mode not in TRANSLATED_MODES:
                 continue
+            led.add((topic, partition))
             modes[topic] = settings.iceberg_mode
             specs[topic] = settings.iceberg_partition_spec
             if partition == 0:  # one broker per table maintains it: the leader of partition 0
@@ -182,6 +187,7 @@ class IcebergTranslator:
             self._translated[topic] = settings.iceberg_delete
             log_.active_segment.write_pending()  # everything below the high watermark is in the file
             upper = log_.last_stable_offset
+            self._observe((topic, partition), upper, now)
             start = max(self._known.get((topic, partition), log_.log_start_offset), log_.log_start_offset)
             aborted = tuple(
                 Aborted(a.producer_id, a.first_offset, a.last_offset) for a in log_.aborted_transactions(start, upper)
@@ -189,6 +195,8 @@ class IcebergTranslator:
             by_topic.setdefault(topic, []).append(
                 PartitionJob(partition, log_.directory, log_.log_start_offset, upper, start, aborted)
             )
+        for key in [k for k in self._marks if k not in led]:  # led elsewhere now: its marks are stale
+            del self._marks[key]
         jobs = []
         for topic, parts in sorted(by_topic.items()):
             mode = modes[topic]
@@ -203,16 +211,37 @@ class IcebergTranslator:
             jobs.append(TopicJob(topic, self.catalog, tuple(parts), mode, schemas, specs[topic]))
         return jobs
 
-    def lag(self) -> list[tuple[str, int, int]]:
-        """(topic, partition, committed records not yet in the table) of each Iceberg partition this
-        broker leads, from the table offsets the last round read back (none before it; on the event loop)."""
+    def lag(self) -> list[tuple[str, int, int, float]]:
+        """(topic, partition, committed records not yet in the table, seconds the oldest of them has
+        waited) of each Iceberg partition this broker leads, from the table offsets the last round
+        read back (none before it; on the event loop). The seconds count from when this broker first
+        saw that record committed, at a round or a scrape (see ``_observe``): at least that long."""
         found = []
+        now = time.monotonic()
         for topic, partition, settings, log_ in self._leaders():
             if settings.iceberg_mode not in TRANSLATED_MODES or topic not in self._read_topics:
                 continue
-            translated = max(self._known.get((topic, partition), 0), log_.log_start_offset)
-            found.append((topic, partition, max(0, log_.last_stable_offset - translated)))
+            key = (topic, partition)
+            translated = max(self._known.get(key, 0), log_.log_start_offset)
+            self._observe(key, log_.last_stable_offset, now)
+            found.append(
+                (topic, partition, max(0, log_.last_stable_offset - translated), self._waited(key, translated, now))
+            )
         return found
+
+    def _observe(self, key: tuple[str, int], last_stable_offset: int, now: float) -> None:
+        """Note when the last stable offset was first seen this high: the records below it were
+        committed by then. The marks rise with the offset; the table's progress drops them."""
+        marks = self._marks.setdefault(key, [])
+        if not marks or last_stable_offset > marks[-1][0]:
+            marks.append((last_stable_offset, now))
+
+    def _waited(self, key: tuple[str, int], translated: int, now: float) -> float:
+        """Seconds since the first mark above the table's offset: the record there was committed by then."""
+        marks = self._marks.get(key, [])
+        while marks and marks[0][0] <= translated:  # the table holds everything below that mark
+            marks.pop(0)
+        return now - marks[0][1] if marks else 0.0
 
     async def run_round(self) -> None:
         loop = asyncio.get_running_loop()

@@ -91,8 +91,9 @@ class Sources:
     connections: Collection[Listened] = ()
     request_metrics: RequestMetrics | None = None
     loop_lag: LoopLagReading | None = None
-    # iceberg.enabled: (topic, partition, committed records not yet in its Iceberg table) of each led partition
-    iceberg_lag: Callable[[], list[tuple[str, int, int]]] | None = None
+    # iceberg.enabled: (topic, partition, committed records not yet in its Iceberg table, seconds the
+    # oldest of them has waited) of each led partition
+    iceberg_lag: Callable[[], list[tuple[str, int, int, float]]] | None = None
     # iceberg.enabled: topic -> what translation and table maintenance did on this broker (copies)
     iceberg_counters: Callable[[], dict[str, TopicCounters]] | None = None
 
@@ -127,7 +128,7 @@ class Snapshot:
     requests: dict[int, tuple[int, list[int], tuple[float, ...]]]
     loop_lag_s: float
     loop_lag_max_s: float
-    iceberg_lag: list[tuple[str, int, int]] = dataclasses.field(default_factory=list)
+    iceberg_lag: list[tuple[str, int, int, float]] = dataclasses.field(default_factory=list)
     iceberg_counters: dict[str, TopicCounters] = dataclasses.field(default_factory=dict)
 
 
@@ -289,9 +290,18 @@ class BrokerCollector(Collector):
             "(the last stable offset minus the table's offset as the last translation round read it back)",
             labels=["topic", "partition"],
         )
-        for topic, partition, records in snap.iceberg_lag:
+        seconds = GaugeMetricFamily(
+            "strom_iceberg_translation_lag_seconds",
+            "How long the oldest committed record of a partition this broker leads has waited for its "
+            "Iceberg table, from when this broker first saw it committed (at a translation round or a "
+            "scrape, so at least this long); 0 when the table holds every committed record",
+            labels=["topic", "partition"],
+        )
+        for topic, partition, records, waited in snap.iceberg_lag:
             lag.add_metric([topic, str(partition)], records)
+            seconds.add_metric([topic, str(partition)], waited)
         yield lag
+        yield seconds
 
     @staticmethod
     def _iceberg_counter_metrics(counters: dict[str, TopicCounters]) -> Iterator[Metric]:
@@ -653,6 +663,6 @@ def _sample_snapshot() -> Snapshot:
         requests={0: (1, [1] + [0] * len(TIME_BOUNDS_S), (0.0, 0.0, 0.0, 0.0, 0.0))},
         loop_lag_s=0.0,
         loop_lag_max_s=0.0,
-        iceberg_lag=[("t", 0, 0)],
+        iceberg_lag=[("t", 0, 0, 0.0)],
         iceberg_counters={"t": TopicCounters()},
     )
