@@ -387,6 +387,57 @@ def build() -> dict[str, Any]:
         width=12,
     )
 
+    g.row("Iceberg topics")
+    g.add(
+        "timeseries",
+        "Translation lag (records)",
+        [(f"sum by (topic) (strom_iceberg_translation_lag_records{{{TOPIC_SEL}}})", "{{topic}}")],
+        width=6,
+        description="Committed records not in the topic's Iceberg table yet, summed over its partitions' leaders.",
+    )
+    g.add(
+        "timeseries",
+        "Translation lag (seconds)",
+        [(f"max by (topic) (strom_iceberg_translation_lag_seconds{{{TOPIC_SEL}}})", "{{topic}}")],
+        unit="s",
+        width=6,
+        description="How long the oldest committed record not in the table has waited, the worst partition.",
+    )
+    g.add(
+        "timeseries",
+        "Compaction (files per second)",
+        [
+            (f"sum by (topic) (rate(strom_iceberg_compaction_input_files_total{{{TOPIC_SEL}}}{RATE}))", "{{topic}} in"),
+            (
+                f"sum by (topic) (rate(strom_iceberg_compaction_output_files_total{{{TOPIC_SEL}}}{RATE}))",
+                "{{topic}} out",
+            ),
+        ],
+        width=6,
+        description="Small data files compacted (in) and the files written in their place (out).",
+    )
+    g.add(
+        "timeseries",
+        "Expiry: files deleted, failures, conflicts",
+        [
+            (
+                f"sum by (topic, kind) (increase(strom_iceberg_files_deleted_total{{{TOPIC_SEL}}}{RATE}))",
+                "{{topic}} {{kind}} deleted",
+            ),
+            (
+                f"sum by (topic) (increase(strom_iceberg_maintenance_failures_total{{{TOPIC_SEL}}}{RATE}))",
+                "{{topic}} maintenance failures",
+            ),
+            (
+                f"sum by (topic, writer) (increase(strom_iceberg_commit_conflicts_total{{{TOPIC_SEL}}}{RATE}))",
+                "{{topic}} {{writer}} conflicts",
+            ),
+        ],
+        width=6,
+        description="Files deleted because only expired snapshots referenced them, maintenance runs that failed, "
+        "and commits that lost a race and were planned again.",
+    )
+
     g.row("Connections and process")
     g.add(
         "timeseries",
