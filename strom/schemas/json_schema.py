@@ -36,11 +36,22 @@ too (``read_problems(reader=new, writer=old)``), FORWARD the other way round. Ch
   writer's ``allOf`` branches, or every branch of its ``anyOf``/``oneOf``;
 - ``$ref`` is followed, once per pair (recursion): local ones (``#/definitions/x``,
   ``#/$defs/x``), and ones to another document (``address.json#/...``) into the schema the
-  reference of that name holds (its own local refs resolving in it).
+  reference of that name holds (its own local refs resolving in it);
+- ``format`` as ``pattern``: added (FORMAT_ADDED) or changed (FORMAT_CHANGED) is a problem, removed
+  is not. Confluent's diff does not compare ``format`` (its string rules are maxLength, minLength
+  and pattern), but its Java serializers assert formats, so a reader that adds one refuses
+  documents the writer accepted;
+- ``if``/``then``/``else``, which Confluent's diff does not compare either: a writer document must
+  pass the reader's branch its condition picks. With the writer's ``if`` the same, the reader's
+  branch must read the writer's branch or the rest of the writer (CONDITIONAL_BRANCH_NARROWED
+  otherwise); with another condition or none, each branch the reader has must read the writer
+  (CONDITIONAL_ADDED_OR_CHANGED); a branch's ``required`` names of the surrounding properties are
+  REQUIRED_ATTRIBUTE_ADDED unless the writer requires them there or they have a default. A
+  conditional removed, ``if`` alone and ``then``/``else`` without ``if`` are fine.
 
 Run (outside the test suite) against the 205 draft 7 and 2020-12 cases of Confluent's JSON
-Schema diff examples, the verdicts agree on every one. Not checked: ``if``/``then``/``else`` and
-``format``; a ``$ref`` to a document no reference names is taken to accept anything.
+Schema diff examples, the verdicts agree on every one (none has ``format`` or ``if``). A ``$ref`` to
+a document no reference names is taken to accept anything.
 ``patternProperties`` patterns are matched with RE2 (linear time; one it cannot compile is left out).
 """
 
@@ -207,6 +218,7 @@ class _Checker:
         if "const" in reader and writer.get("const", object()) != reader["const"]:
             problems.append(f"{path}: CONST changed or added")
         problems += self._bounds(reader, writer, path)
+        problems += self._conditional(reader, writer, path)
         if _allows(w_types, "object") and _allows(r_types, "object"):
             problems += self._object(reader, writer, path)
         if _allows(w_types, "array") and _allows(r_types, "array"):
@@ -268,6 +280,55 @@ class _Checker:
                 )
         return problems
 
+    def _conditional(self, reader: dict, writer: dict, path: str) -> list[str]:
+        """The reader's ``if``/``then``/``else``: a writer document must pass the reader's branch
+        its condition picks. With the writer's ``if`` the same, a writer document on either side
+        of it satisfies the writer's own branch there as well as the rest of the writer, so the
+        reader's branch must read one of them; with another condition, or none, a document may
+        fall on either side, so each branch the reader has must read the writer. A branch's
+        ``required`` names the properties of the schema around it too (the usual "then: required"),
+        so those count as required properties added. ``then`` and ``else`` without ``if``
+        constrain nothing (as the specification says), nor does ``if`` alone; the writer's
+        conditional only narrows its documents, so it is never a problem."""
+        if "if" not in reader:
+            return []
+        same = "if" in writer and writer["if"] == reader["if"]
+        problems: list[str] = []
+        for branch in ("then", "else"):
+            if branch not in reader:
+                continue
+            r_branch = reader[branch]
+            w_branch = writer.get(branch, True) if same else True
+            found = self._required_in_branch(reader, r_branch, writer, w_branch, f"{path}/{branch}")
+            if not same or self._fresh().check(r_branch, w_branch, ""):  # not read by the writer's own branch
+                found += self.check(r_branch, writer, f"{path}/{branch}")
+            if found:
+                kind = "CONDITIONAL_BRANCH_NARROWED" if same else "CONDITIONAL_ADDED_OR_CHANGED"
+                problems.append(f"{path}/{branch}: {kind}: the reader's {branch} refuses documents the writer accepts")
+                problems += found
+        return problems
+
+    @staticmethod
+    def _required_in_branch(reader: dict, r_branch: Any, writer: dict, w_branch: Any, path: str) -> list[str]:
+        """REQUIRED_ATTRIBUTE_ADDED for the names a reader's branch requires among the properties
+        of the schema around it (its own properties are the recursive check's), unless the writer
+        requires them there too or they have a default."""
+        if not isinstance(r_branch, dict):
+            return []
+        around: dict[str, Any] = reader.get("properties") or {}
+        own = r_branch.get("properties") or {}
+        held = set(writer.get("required") or [])
+        if isinstance(w_branch, dict):
+            held |= set(w_branch.get("required") or [])
+        return [
+            f"{path}/required/{name}: REQUIRED_ATTRIBUTE_ADDED"
+            for name in r_branch.get("required") or []
+            if name in around
+            and name not in own
+            and name not in held
+            and not (isinstance(around[name], dict) and "default" in around[name])
+        ]
+
     def _fresh(self) -> _Checker:
         return _Checker(self.reader_side, self.writer_side)
 
@@ -286,6 +347,9 @@ class _Checker:
                     problems.append(f"{path}: {keyword} added or increased ({old} -> {reader[keyword]})")
         if "pattern" in reader and writer.get("pattern") != reader["pattern"]:
             problems.append(f"{path}: pattern added or changed")
+        if "format" in reader and writer.get("format") != reader["format"]:  # checked as pattern is
+            kind = "FORMAT_CHANGED" if "format" in writer else "FORMAT_ADDED"
+            problems.append(f"{path}: {kind} ({writer.get('format')} -> {reader['format']})")
         multiple, old_multiple = reader.get("multipleOf"), writer.get("multipleOf")
         if isinstance(multiple, (int, float)) and multiple > 0:
             # the writer's multiples are the reader's when the reader's step divides the writer's

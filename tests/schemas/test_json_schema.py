@@ -220,3 +220,113 @@ def test_refs_to_referenced_documents_are_followed():
     assert not json_schema.compatibility_problems("BACKWARD", parsed(address_v1), [parsed(address_v1)])
     unknown = json_schema.parse(json.dumps({"properties": {"x": {"$ref": "nowhere.json"}}}))[0]
     assert not json_schema.compatibility_problems("BACKWARD", unknown, [parsed(address_v1)])
+
+
+# format: checked as pattern is (Confluent's diff compares neither format nor if/then/else; a
+# reader that asserts a format refuses strings the writer accepted). if/then/else: a writer document
+# must pass the reader's branch its condition picks.
+KIND_A = {"properties": {"kind": {"const": "a"}}}
+KIND_B = {"properties": {"kind": {"const": "b"}}}
+PARENT = {"kind": STRING, "x": STRING, "y": NUMBER}
+
+CONDITIONAL_AND_FORMAT_CASES = [
+    # format added or changed narrows what the reader takes; removed or kept is fine
+    ("BACKWARD", obj({"d": STRING}), obj({"d": {**STRING, "format": "date"}}), False, "FORMAT_ADDED"),
+    ("BACKWARD", obj({"d": {**STRING, "format": "date"}}), obj({"d": STRING}), True, None),
+    (
+        "BACKWARD",
+        obj({"d": {**STRING, "format": "date"}}),
+        obj({"d": {**STRING, "format": "email"}}),
+        False,
+        "FORMAT_CHANGED",
+    ),
+    ("BACKWARD", obj({"d": {**STRING, "format": "date"}}), obj({"d": {**STRING, "format": "date"}}), True, None),
+    ("FORWARD", obj({"d": STRING}), obj({"d": {**STRING, "format": "date"}}), True, None),
+    ("FORWARD", obj({"d": {**STRING, "format": "date"}}), obj({"d": STRING}), False, "FORMAT_ADDED"),
+    # a conditional added: its then requiring a property the writer left optional refuses documents
+    (
+        "BACKWARD",
+        obj(PARENT),
+        obj(PARENT, **{"if": KIND_A, "then": {"required": ["x"]}}),
+        False,
+        "REQUIRED_ATTRIBUTE_ADDED",
+    ),
+    ("BACKWARD", obj(PARENT), obj(PARENT, **{"if": KIND_A, "then": {"required": ["x"]}}), False, "CONDITIONAL_ADDED"),
+    # ... unless the property has a default, or the writer required it already
+    (
+        "BACKWARD",
+        obj(PARENT),
+        obj({**PARENT, "x": {**STRING, "default": "-"}}, **{"if": KIND_A, "then": {"required": ["x"]}}),
+        True,
+        None,
+    ),
+    ("BACKWARD", obj(PARENT, ["x"]), obj(PARENT, ["x"], **{"if": KIND_A, "then": {"required": ["x"]}}), True, None),
+    # a branch that reads every writer document is fine; one that narrows a type is not
+    ("BACKWARD", obj({"y": INT}), obj({"y": INT}, **{"if": KIND_A, "then": {"properties": {"y": NUMBER}}}), True, None),
+    (
+        "BACKWARD",
+        obj(PARENT),
+        obj(PARENT, **{"if": KIND_A, "else": {"properties": {"y": INT}}}),
+        False,
+        "/else: CONDITIONAL_ADDED_OR_CHANGED",
+    ),
+    # a conditional removed widens the reader
+    ("BACKWARD", obj(PARENT, **{"if": KIND_A, "then": {"required": ["x"]}}), obj(PARENT), True, None),
+    # the same condition: the reader's branch may read the writer's branch
+    (
+        "BACKWARD",
+        obj(PARENT, **{"if": KIND_A, "then": {"properties": {"y": INT}}}),
+        obj(PARENT, **{"if": KIND_A, "then": {"properties": {"y": NUMBER}}}),
+        True,
+        None,
+    ),
+    (
+        "BACKWARD",
+        obj(PARENT, **{"if": KIND_A, "then": {"properties": {"y": NUMBER}}}),
+        obj(PARENT, **{"if": KIND_A, "then": {"properties": {"y": INT}}}),
+        False,
+        "CONDITIONAL_BRANCH_NARROWED",
+    ),
+    (
+        "BACKWARD",
+        obj(PARENT, **{"if": KIND_A, "then": {"required": ["x"]}}),
+        obj(PARENT, **{"if": KIND_A, "then": {"required": ["x"]}}),
+        True,
+        None,
+    ),
+    (
+        "BACKWARD",
+        obj(PARENT, **{"if": KIND_A, "then": {"required": ["x"]}}),
+        obj(PARENT, **{"if": KIND_A, "then": {"required": ["x", "y"]}}),
+        False,
+        "then/required/y: REQUIRED_ATTRIBUTE_ADDED",
+    ),
+    # another condition: the writer's documents may fall on either side of it
+    (
+        "BACKWARD",
+        obj(PARENT, **{"if": KIND_A, "then": {"required": ["x"]}}),
+        obj(PARENT, **{"if": KIND_B, "then": {"required": ["x"]}}),
+        False,
+        "CONDITIONAL_ADDED_OR_CHANGED",
+    ),
+    # then/else without if, and if alone, constrain nothing
+    ("BACKWARD", obj(PARENT), obj(PARENT, then={"required": ["x"]}, **{"else": {"required": ["y"]}}), True, None),
+    ("BACKWARD", obj(PARENT), obj(PARENT, **{"if": KIND_A}), True, None),
+    # FULL: a conditional added is fine to FORWARD (the old reader ignores it), not to BACKWARD
+    ("FORWARD", obj(PARENT), obj(PARENT, **{"if": KIND_A, "then": {"required": ["x"]}}), True, None),
+    (
+        "FULL",
+        obj(PARENT),
+        obj(PARENT, **{"if": KIND_A, "then": {"required": ["x"]}}),
+        False,
+        "REQUIRED_ATTRIBUTE_ADDED",
+    ),
+]
+
+
+@pytest.mark.parametrize(("level", "previous", "new", "compatible", "named"), CONDITIONAL_AND_FORMAT_CASES)
+def test_format_and_conditional_rules(level, previous, new, compatible, named):
+    found = problems(level, new, previous)
+    assert (not found) == compatible, found
+    if named is not None:
+        assert any(named in p for p in found), found
