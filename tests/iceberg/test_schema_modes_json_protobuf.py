@@ -142,11 +142,16 @@ def produce_protobuf(bootstrap: str, client, topic: str, text: str, ids: range) 
     return {o: (i, version) for i, o in zip(ids, offsets)}
 
 
-def check_proto_rows(rows: list[dict], good: dict) -> None:
-    """Each good record once, with its values; version-1 records have a null channel (read as version 2 or not)."""
-    assert sorted(r["kafka"]["offset"] for r in rows) == sorted(good), "each good record once"
+def offset_of(row: dict) -> int:
+    return row["kafka"]["offset"]
+
+
+def check_proto_rows(rows: list[dict], good: dict, where=offset_of) -> None:
+    """Each good record (``good`` keyed by ``where(row)``) once, with its values; version-1 records
+    have a null channel (read as version 2 or not)."""
+    assert sorted(where(r) for r in rows) == sorted(good), "each good record once"
     for row in rows:
-        i, version = good[row["kafka"]["offset"]]
+        i, version = good[where(row)]
         got = {k: row[k] for k in expected(i, version)}
         assert {**got, "counts": dict(got["counts"])} == expected(i, version), row
 
