@@ -47,3 +47,28 @@ def make_certificates(directory: Path) -> Certificates:
     stranger = leaf(trustme.CA(), "mallory")
     expired = leaf(ca, "old", not_before=now - datetime.timedelta(days=30), not_after=now - datetime.timedelta(days=1))
     return Certificates(directory / "ca.pem", directory / "broker.pem", *client, *stranger, *expired)
+
+
+PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule required"
+
+
+def sasl_ssl_plain(certs: Certificates) -> tuple[dict[str, str], dict[str, str]]:
+    """Brokers whose one SASL_SSL listener (PLAIN) also carries replication, as the broker user
+    ``admin``, and a client's librdkafka settings for it as ``alice``: (broker overrides, client)."""
+    users = 'user_admin="admin-secret" user_alice="alice-secret"'
+    brokers = {
+        "security.inter.broker.protocol": "SASL_SSL",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "listener.name.sasl_ssl.plain.sasl.jaas.config": f'{PLAIN} username="admin" password="admin-secret" {users};',
+        "ssl.keystore.location": str(certs.broker),
+        "ssl.truststore.location": str(certs.ca),
+    }
+    client = {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": "alice",
+        "sasl.password": "alice-secret",
+        "ssl.ca.location": str(certs.ca),
+    }
+    return brokers, client

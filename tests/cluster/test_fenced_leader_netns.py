@@ -19,9 +19,7 @@ import pytest
 
 from strom.chaos import fenced_leader
 from strom.testing.cluster import LAG_TIME_MAX_MS, SESSION_TIMEOUT_MS
-from tests.tls_certs import make_certificates
-
-PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule required"
+from tests.tls_certs import make_certificates, sasl_ssl_plain
 
 CUT_S = 12.0
 RESUME_BOUND_S = SESSION_TIMEOUT_MS / 1000 + 3
@@ -49,25 +47,10 @@ def test_writes_leave_a_leader_cut_from_zookeeper_within_the_session_timeout(tmp
 
 def test_over_sasl_ssl_writes_leave_a_leader_cut_from_zookeeper_and_its_followers(tmp_path):
     """The issue's shape with clients and brokers on one SASL_SSL listener (PLAIN), replication too."""
-    certs = make_certificates(tmp_path / "certs")
-    users = 'user_admin="admin-secret" user_alice="alice-secret"'
-    brokers = {
-        "security.inter.broker.protocol": "SASL_SSL",
-        "sasl.enabled.mechanisms": "PLAIN",
-        "sasl.mechanism.inter.broker.protocol": "PLAIN",
-        "listener.name.sasl_ssl.plain.sasl.jaas.config": f'{PLAIN} username="admin" password="admin-secret" {users};',
-        "ssl.keystore.location": str(certs.broker),
-        "ssl.truststore.location": str(certs.ca),
-        "ssl.endpoint.identification.algorithm": "",  # the certificate names 127.0.0.1, not 10.77.N.x
-    }
-    client = {
-        "security.protocol": "SASL_SSL",
-        "sasl.mechanism": "PLAIN",
-        "sasl.username": "alice",
-        "sasl.password": "alice-secret",
-        "ssl.ca.location": str(certs.ca),
-        "ssl.endpoint.identification.algorithm": "none",
-    }
+    brokers, client = sasl_ssl_plain(make_certificates(tmp_path / "certs"))
+    # the certificate names 127.0.0.1, not 10.77.N.x
+    brokers["ssl.endpoint.identification.algorithm"] = ""
+    client["ssl.endpoint.identification.algorithm"] = "none"
     outcome = fenced_leader.run(tmp_path / "cluster", "zookeeper-and-followers", CUT_S, "SASL_SSL", brokers, client)
     assert_moved(outcome)
 

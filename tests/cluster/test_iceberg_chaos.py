@@ -15,11 +15,10 @@ from __future__ import annotations
 import pytest
 
 from strom.chaos import iceberg
-from tests.tls_certs import make_certificates
+from tests.tls_certs import make_certificates, sasl_ssl_plain
 
 SECONDS = 16.0  # of writing under faults: the seed's schedule fits kill, move and restart in it
 SEED = 2
-PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule required"
 
 
 def assert_exactly_once(outcome: iceberg.Outcome, mode: str) -> None:
@@ -46,22 +45,6 @@ def test_the_tables_hold_exactly_the_committed_records_through_kills_moves_and_r
 
 def test_over_sasl_ssl_the_table_holds_exactly_the_committed_records(tmp_path):
     """Clients, replication and the admin calls of the faults on one SASL_SSL listener (PLAIN)."""
-    certs = make_certificates(tmp_path / "certs")
-    users = 'user_admin="admin-secret" user_alice="alice-secret"'
-    brokers = {
-        "security.inter.broker.protocol": "SASL_SSL",
-        "sasl.enabled.mechanisms": "PLAIN",
-        "sasl.mechanism.inter.broker.protocol": "PLAIN",
-        "listener.name.sasl_ssl.plain.sasl.jaas.config": f'{PLAIN} username="admin" password="admin-secret" {users};',
-        "ssl.keystore.location": str(certs.broker),
-        "ssl.truststore.location": str(certs.ca),
-    }
-    client = {
-        "security.protocol": "SASL_SSL",
-        "sasl.mechanism": "PLAIN",
-        "sasl.username": "alice",
-        "sasl.password": "alice-secret",
-        "ssl.ca.location": str(certs.ca),
-    }
+    brokers, client = sasl_ssl_plain(make_certificates(tmp_path / "certs"))
     outcome = iceberg.run(tmp_path / "run", SEED, SECONDS, "key_value", "SASL_SSL", brokers, client, catch_up_s=60)
     assert_exactly_once(outcome, "key_value")
