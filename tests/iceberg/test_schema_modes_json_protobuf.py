@@ -209,3 +209,32 @@ def test_protobuf_latest_mode_reads_every_record_as_the_latest_version(tmp_path)
         rows, dead = settled(data, "latest-pb", 40, 0)
         assert dead == [] and "channel" in column_types(catalog_of(data), "latest-pb")
         check_proto_rows(rows, good)
+
+
+def test_json_latest_mode_reads_every_document_with_the_latest_columns(tmp_path):
+    from confluent_kafka.schema_registry import Schema
+
+    data = tmp_path / "data"
+    with BrokerProcess(data, ICEBERG) as broker:
+        create_topic(broker.bootstrap, "latest-js", "value_schema_latest", partitions=1)
+        client = SchemaRegistryClient({"url": registry_url(data)})
+        client.register_schema("latest-js-value", Schema(json.dumps(ORDER_JSON_V1), "JSON"))
+        client.register_schema("latest-js-value", Schema(json.dumps(ORDER_JSON_V2), "JSON"))
+        context = SerializationContext("latest-js", MessageField.VALUE)
+        good = {}
+        for version, schema, ids in ((1, ORDER_JSON_V1, range(20)), (2, ORDER_JSON_V2, range(20, 40))):
+            serializer = JSONSerializer(json.dumps(schema), client, conf={"auto.register.schemas": False})
+            offsets = produce(broker.bootstrap, "latest-js", [serializer(json_order(i, version), context) for i in ids])
+            good.update({o: (i, version) for i, o in zip(ids, offsets)})
+        rows, dead = settled(data, "latest-js", 40, 0)
+        assert dead == [] and column_types(catalog_of(data), "latest-js")["note"] == "string"
+        assert sorted(offset_of(r) for r in rows) == sorted(good)
+        for row in rows:
+            i, version = good[offset_of(row)]
+            want = json_order(i, version)
+            assert (row["id"], row["item"], row["ship"], row["note"]) == (
+                i,
+                want["item"],
+                want["ship"],
+                want.get("note"),
+            )
