@@ -372,27 +372,11 @@ def test_exactly_once_sink_writes_avro_that_confluent_deserializer_reads_once(sp
 def test_sasl_ssl_broker_and_a_registry_that_asks_for_credentials(spark, tmp_path):
     """Kafka options of SASL_SSL reach the readers and the producer, schema.registry.basic.auth.user.info
     reaches the registry clients on the driver and the executors; a wrong password is refused by name."""
-    from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
     from pyspark.sql import functions as F
 
-    from strom.cluster.zookeeper_server import free_port
-    from tests.tls_certs import make_certificates
+    from tests.spark.secured_broker import sasl_ssl_broker
 
-    certs = make_certificates(tmp_path / "certs")
-    plain, secure = free_port(), free_port()
-    config = {
-        "listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_SSL://127.0.0.1:{secure}",
-        "ssl.keystore.location": str(certs.broker),
-        "sasl.enabled.mechanisms": "SCRAM-SHA-256",
-        "schema.registry.listeners": "http://127.0.0.1:0",
-    }
-    with BrokerProcess(tmp_path / "secured", config) as broker:
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-        upsert = UserScramCredentialUpsertion(
-            "alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"alice-secret"
-        )
-        for future in admin.alter_user_scram_credentials([upsert], request_timeout=WAIT_S).values():
-            future.result(WAIT_S)
+    with sasl_ssl_broker(tmp_path) as (broker, kafka):
         url = registry_url(broker)
         create_topic(broker.bootstrap, "secure-events", 1)
         create_topic(broker.bootstrap, "secure-out", 1)
@@ -405,15 +389,6 @@ def test_sasl_ssl_broker_and_a_registry_that_asks_for_credentials(spark, tmp_pat
             )
         assert producer.flush(WAIT_S) == 0
 
-        kafka = {
-            "kafka.bootstrap.servers": f"127.0.0.1:{secure}",
-            "kafka.security.protocol": "SASL_SSL",
-            "kafka.sasl.mechanism": "SCRAM-SHA-256",
-            "kafka.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required "
-            'username="alice" password="alice-secret";',
-            "kafka.ssl.truststore.type": "PEM",
-            "kafka.ssl.truststore.location": str(certs.ca),
-        }
         typed = {"value.format": "avro", "schema.registry.url": url}
         alice = {"schema.registry.basic.auth.user.info": "alice:alice-secret"}
         reader = spark.read.format("strom").option("subscribe", "secure-events")

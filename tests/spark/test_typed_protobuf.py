@@ -17,7 +17,7 @@ from strom.spark.protobuf_types import load
 from tests.cluster.conftest import cluster_factory, zookeeper  # noqa: F401 - fixtures of the 3-broker test
 from tests.integration.test_schema_registry import registry_url
 from tests.protobuf_support import AT, ORDER_V1, ORDER_V2, expected, order, order_class
-from tests.spark.conftest import create_topic, strom_reader
+from tests.spark.conftest import WAIT_S, create_topic, strom_reader
 from tests.spark.test_typed import broker, produce_raw, read_back  # noqa: F401 - broker is a fixture
 
 UTC = dt.UTC
@@ -101,8 +101,6 @@ def read_pairs(bootstrap: str, topic: str, partitions: int, key_cls, value_cls, 
 
     from confluent_kafka import Consumer, TopicPartition
 
-    from tests.spark.conftest import WAIT_S
-
     keys = ProtobufDeserializer(key_cls, {"use.deprecated.format": False})
     values = ProtobufDeserializer(value_cls, {"use.deprecated.format": False})
     consumer = Consumer(
@@ -140,29 +138,11 @@ def test_protobuf_keys_and_values_over_sasl_ssl_with_registry_credentials(spark,
     """key.format and value.format protobuf through a SASL_SSL listener and a registry that asks
     for credentials: read as two struct columns, written back as both, read by ProtobufDeserializer."""
     from confluent_kafka import Producer
-    from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
     from pyspark.sql import functions as F
 
-    from strom.cluster.zookeeper_server import free_port
-    from tests.broker_process import BrokerProcess
-    from tests.spark.conftest import WAIT_S
-    from tests.tls_certs import make_certificates
+    from tests.spark.secured_broker import sasl_ssl_broker
 
-    certs = make_certificates(tmp_path / "certs")
-    plain, secure = free_port(), free_port()
-    config = {
-        "listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_SSL://127.0.0.1:{secure}",
-        "ssl.keystore.location": str(certs.broker),
-        "sasl.enabled.mechanisms": "SCRAM-SHA-256",
-        "schema.registry.listeners": "http://127.0.0.1:0",
-    }
-    with BrokerProcess(tmp_path / "secured", config) as broker:
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-        upsert = UserScramCredentialUpsertion(
-            "alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"alice-secret"
-        )
-        for future in admin.alter_user_scram_credentials([upsert], request_timeout=WAIT_S).values():
-            future.result(WAIT_S)
+    with sasl_ssl_broker(tmp_path) as (broker, kafka):
         url = registry_url(broker)
         create_topic(broker.bootstrap, "secure-pb", 1)
         create_topic(broker.bootstrap, "secure-pb-out", 1)
@@ -179,15 +159,6 @@ def test_protobuf_keys_and_values_over_sasl_ssl_with_registry_credentials(spark,
             )
         assert producer.flush(WAIT_S) == 0
 
-        kafka = {
-            "kafka.bootstrap.servers": f"127.0.0.1:{secure}",
-            "kafka.security.protocol": "SASL_SSL",
-            "kafka.sasl.mechanism": "SCRAM-SHA-256",
-            "kafka.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required "
-            'username="alice" password="alice-secret";',
-            "kafka.ssl.truststore.type": "PEM",
-            "kafka.ssl.truststore.location": str(certs.ca),
-        }
         typed = {
             "key.format": "protobuf",
             "value.format": "protobuf",
