@@ -439,8 +439,12 @@ def _scalar(field: FieldDescriptor, value: Any) -> Any:
                 raise ValueError(f"{value!r} is not a value of enum {field.enum_type.full_name}")
             return found.number
         return int(value)
-    if isinstance(value, decimal.Decimal):
-        return int(value)
+    if isinstance(value, decimal.Decimal):  # a decimal(20, 0) column of a uint64, or a decimal given for a double
+        return (
+            float(value)
+            if field.cpp_type in (FieldDescriptor.CPPTYPE_DOUBLE, FieldDescriptor.CPPTYPE_FLOAT)
+            else int(value)
+        )
     return value
 
 

@@ -180,6 +180,7 @@ def test_values_framed_by_hand_decode_to_columns_and_bad_ones_are_marked():
     }
     # and back: a decoded row is the message it came from (the sink's way)
     assert [pc.to_message(row, cls) for row in rows[:50]] == [order(cls, i) for i in range(50)]
+    assert pc.to_message({"price": decimal.Decimal("2.5"), "big": decimal.Decimal(7)}, cls) == cls(price=2.5, big=7)
     with pytest.raises(ValueError, match=r"shop.Order.kind: 'LOST' is not a value of enum shop.Kind"):
         pc.to_message({"kind": "LOST"}, cls)
 
