@@ -246,3 +246,23 @@ def test_protobuf_streaming_exactly_once_on_three_brokers(spark, cluster_factory
     assert sorted((m.id, m.channel if m.HasField("channel") else None, m.at.seconds) for m in got) == [
         (i, expected(i, versions[i])["channel"], AT + i) for i in range(90)
     ]
+
+
+def test_bad_protobuf_sink_options_are_refused_by_name():
+    from pyspark.sql.types import DateType, LongType, StructField, StructType
+
+    from strom.spark.options import StromOptionError
+    from strom.spark.sink import _Producing
+
+    sink = {
+        "kafka.bootstrap.servers": "127.0.0.1:1",
+        "schema.registry.url": "http://127.0.0.1:1",
+        "topic": "t",
+        "value.format": "protobuf",
+    }
+    longs = StructType([StructField("value", StructType([StructField("n", LongType())]))])
+    with pytest.raises(StromOptionError, match=r"option 'value.schema' is not a Protobuf schema: Invalid schema"):
+        _Producing({**sink, "value.schema": "message {"}, longs, False)
+    dates = StructType([StructField("value", StructType([StructField("day", DateType())]))])
+    with pytest.raises(StromOptionError, match=r"column 'value': column 'day': Spark type date has no Protobuf type"):
+        _Producing(sink, dates, False)
