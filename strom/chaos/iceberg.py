@@ -1,6 +1,7 @@
 """``python -m strom.chaos.iceberg``: an Iceberg topic written through faults, its tables checked.
 
     python -m strom.chaos.iceberg --seed N --seconds S --mode key_value|value_schema_id_prefix [--runs R]
+                                  [--no-settle]
 
 Each run starts a real ZooKeeper and three brokers sharing one Iceberg SQL catalog (a SQLite file)
 and warehouse, creates a 3-partition topic with RF=3 and min.insync.replicas=2 in the given
@@ -14,6 +15,8 @@ the seed decides:
   (AlterPartitionReassignments, through kafka-python's admin) and a preferred leader election
   (confluent-kafka's ``elect_leaders``): the leadership moves while the old leader lives on;
 - ``restart``: a clean restart (SIGTERM, controlled shutdown, start) of the partition's leader.
+
+Each fault waits until every broker is up with full ISRs; with ``--no-settle`` it does not.
 
 Then the producers stop, the tables are given time to catch up (bounded), and both are read with
 pyiceberg's scan and checked against what the producers were told: each (partition, offset)
@@ -300,9 +303,12 @@ def run(
     client: dict[str, str] | None = None,
     catch_up_s: float = CATCH_UP_S,
     log: Callable[[str], None] = print,
+    settle: bool = True,
 ) -> Outcome:
     """One run (see the module's docstring); ``listener`` is the brokers' one listener, with what
-    it needs in ``broker_overrides`` and what every client needs in ``client``."""
+    it needs in ``broker_overrides`` and what every client needs in ``client``. With ``settle``
+    false a fault does not wait for the last one's ISRs to fill again: a leader may be killed
+    while its partition has only one follower in sync, or none (unclean election stays off)."""
     from confluent_kafka.admin import NewTopic
 
     if mode not in MODES:
@@ -331,7 +337,8 @@ def run(
         for fault in faults:
             time.sleep(max(0.0, fault.at_s - (time.monotonic() - began)))
             # each fault hits a healthy cluster: a leader with two followers in sync to fail over to
-            cluster.wait(cluster.settled, "every broker up and full ISRs before the next fault")
+            if settle:
+                cluster.wait(cluster.settled, "every broker up and full ISRs before the next fault")
             done = inject(cluster, fault)
             outcome_faults.append(f"{fault.describe()}: {done}")
             log(f"  {outcome_faults[-1]}")
@@ -376,6 +383,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=60.0, help="how long the producers write under faults")
     parser.add_argument("--mode", choices=MODES, default="key_value")
     parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument(
+        "--no-settle",
+        action="store_true",
+        help="do not wait for full ISRs between faults (a leader may be killed while its followers catch up)",
+    )
     parser.add_argument("--dir", default=None, help="where runs keep their files (a temporary directory if not given)")
     args = parser.parse_args(argv)
     base = Path(args.dir or tempfile.mkdtemp(prefix="strom-iceberg-chaos-"))
@@ -385,9 +397,19 @@ def main(argv: list[str] | None = None) -> int:
         root = base / f"run-{seed}"
         print(f"run {i + 1}/{args.runs} seed {seed} mode {args.mode}, {args.seconds:g}s of faults", flush=True)
         shutil.rmtree(root, ignore_errors=True)  # an earlier run of this seed kept in --dir: start afresh
-        replay = f"python -m strom.chaos.iceberg --seed {seed} --seconds {args.seconds:g} --mode {args.mode}"
+        replay = (
+            f"python -m strom.chaos.iceberg --seed {seed} --seconds {args.seconds:g} --mode {args.mode}"
+            f"{' --no-settle' if args.no_settle else ''}"
+        )
         try:
-            outcome = run(root, seed, args.seconds, args.mode, log=lambda line: print(line, flush=True))
+            outcome = run(
+                root,
+                seed,
+                args.seconds,
+                args.mode,
+                log=lambda line: print(line, flush=True),
+                settle=not args.no_settle,
+            )
         except Exception as exc:  # a run that could not be checked: counted, and the campaign goes on
             failed += 1
             print(f"  ERROR: the run could not be checked: {type(exc).__name__}: {exc}", flush=True)
