@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import math
 import os
 import pkgutil
 import subprocess
@@ -55,7 +56,10 @@ def commit() -> str | None:
 
 
 def record(path: str, bench: str, figures: dict[str, tuple[float, str]], argv: list[str] | None = None) -> None:
-    """Append one run: ``figures`` maps a figure's name to (value, unit)."""
+    """Append one run: ``figures`` maps a figure's name to (value, unit). A figure the run could not
+    measure (NaN or infinite: a rate over no time) is left out, and said so: JSON has no such value."""
+    unmeasured = sorted(name for name, (value, _) in figures.items() if not math.isfinite(value))
+    figures = {name: figure for name, figure in figures.items() if name not in unmeasured}
     entry: dict[str, Any] = {
         "bench": bench,
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d"),
@@ -66,7 +70,7 @@ def record(path: str, bench: str, figures: dict[str, tuple[float, str]], argv: l
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "a", encoding="utf-8") as handle:
         handle.write(json.dumps(entry, sort_keys=True) + "\n")
-    print(f"recorded in {path}")
+    print(f"recorded in {path}" + (f" (not measured, left out: {', '.join(unmeasured)})" if unmeasured else ""))
 
 
 def record_if_asked(

@@ -24,6 +24,17 @@ def test_record_appends_one_line_per_run_and_load_reads_them_back(tmp_path, caps
     assert capsys.readouterr().out == f"recorded in {path}\n" * 2
 
 
+def test_a_figure_the_run_could_not_measure_is_left_out(tmp_path, capsys):
+    path = str(tmp_path / "results.jsonl")
+    figures = {"rate": (float("nan"), "MB/s"), "p99": (12.5, "ms"), "ratio": (float("inf"), "ratio")}
+    results.record(path, "reassign", figures, [])
+    with open(path) as handle:
+        line = handle.read()
+    assert "NaN" not in line and "Infinity" not in line  # the file stays JSON
+    assert results.load(path)[0]["figures"] == {"p99": {"value": 12.5, "unit": "ms"}}
+    assert capsys.readouterr().out == f"recorded in {path} (not measured, left out: rate, ratio)\n"
+
+
 def test_the_record_flag_defaults_to_the_file_the_site_plots():
     parser = argparse.ArgumentParser()
     results.add_record_argument(parser)
