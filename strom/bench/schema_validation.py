@@ -7,7 +7,9 @@ Starts one broker serving the Schema Registry, registers a record schema of 10 f
 (``confluent.value.schema.validation=true``). The same Avro records (Confluent's wire format,
 about 100 bytes each) are produced to each with confluent-kafka (acks=1, linger.ms=5), the two
 topics taking turns ``--rounds`` times so that a drift of the machine hits both. Prints each
-round's records per second, the medians, and their ratio (validated / plain). Asserts nothing
+round's records per second, the medians, and their ratio (validated / plain), and the broker's CPU
+time per record with validation off and on (read from /proc around each round: on a loaded
+machine the CPU a record costs the broker moves far less than the rates do). Asserts nothing
 (shared, noisy machines).
 """
 
@@ -129,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    from strom.bench.requests import start_broker, stop_broker
+    from strom.bench.requests import cpu_seconds, start_broker, stop_broker
 
     data_dir = tempfile.mkdtemp(prefix="strom-bench-sv-")
     process, port = start_broker(data_dir, {"schema.registry.listeners": "http://127.0.0.1:0"})
@@ -146,10 +148,13 @@ def main(argv: list[str] | None = None) -> int:
         size = sum(len(v) for v in values) / len(values)
         print(f"{args.messages} records of {size:.0f} bytes per round, compression {args.compression}", flush=True)
         rates: dict[str, list[float]] = {t: [] for t in TOPICS}
+        cpu_us: dict[str, list[float]] = {t: [] for t in TOPICS}  # the broker's CPU per record
         produce_rate(bootstrap, "plain", values[: min(10_000, len(values))], args.compression)  # warm-up
         for round_ in range(args.rounds):
             for topic in TOPICS if round_ % 2 == 0 else reversed(TOPICS):
+                began = cpu_seconds(process.pid)
                 rates[topic].append(produce_rate(bootstrap, topic, values, args.compression))
+                cpu_us[topic].append((cpu_seconds(process.pid) - began) / len(values) * 1e6)
             print(
                 f"round {round_ + 1}: plain {rates['plain'][-1]:,.0f}/s, validated {rates['validated'][-1]:,.0f}/s",
                 flush=True,
@@ -157,10 +162,14 @@ def main(argv: list[str] | None = None) -> int:
         plain, validated = statistics.median(rates["plain"]), statistics.median(rates["validated"])
         print(f"median records/s: validation off {plain:,.0f}, on {validated:,.0f}")
         print(f"ratio (on / off): {validated / plain:.2f}")
+        cpu_off, cpu_on = statistics.median(cpu_us["plain"]), statistics.median(cpu_us["validated"])
+        print(f"broker CPU a record (median): validation off {cpu_off:.2f} us, on {cpu_on:.2f} us")
         figures = {
             "validation off": (plain, "records/s"),
             "validation on": (validated, "records/s"),
             "on / off": (validated / plain, "ratio"),
+            "broker CPU a record, validation off": (cpu_off, "µs"),
+            "broker CPU a record, validation on": (cpu_on, "µs"),
         }
         record_if_asked(args, "schema_validation", figures, argv)
     finally:

@@ -1,5 +1,5 @@
 """python -m strom.bench.schema_validation produces to a plain and a validating topic and prints
-both rates and their ratio (every record delivered, or it exits)."""
+both rates, their ratio and the broker's CPU a record (every record delivered, or it exits)."""
 
 import re
 
@@ -15,6 +15,7 @@ def test_the_benchmark_prints_both_rates_and_their_ratio_and_records_them(capsys
     assert len(re.findall(r"^round \d: plain [\d,]+/s, validated [\d,]+/s$", out, re.M)) == 2, out
     ratio = re.search(r"^ratio \(on / off\): (\d+\.\d\d)$", out, re.M)
     assert ratio, out
+    assert re.search(r"^broker CPU a record \(median\): validation off \d+\.\d\d us, on \d+\.\d\d us$", out, re.M), out
     (run,) = results.load(recorded)
     assert run["bench"] == "schema_validation"
     figures = run["figures"]
@@ -23,3 +24,4 @@ def test_the_benchmark_prints_both_rates_and_their_ratio_and_records_them(capsys
     )
     assert figures["validation off"]["unit"] == figures["validation on"]["unit"] == "records/s"
     assert figures["validation on"]["value"] > 0
+    assert figures["broker CPU a record, validation on"]["unit"] == "µs"
