@@ -169,6 +169,9 @@ class _Checker:
         self.reader_side = reader
         self.writer_side = writer
         self.seen: set[tuple[int, int]] = set()
+        # schemas made during the check (the writer less its allOf): kept alive, so that no later
+        # one gets the id of one in ``seen`` and is taken for a pair already checked
+        self.made: list[dict] = []
 
     def check(self, reader: Any, writer: Any, path: str) -> list[str]:
         reader, r_side = self.reader_side.deref(reader)
@@ -258,6 +261,7 @@ class _Checker:
         problems = []
         w_branches = writer.get("allOf") or []
         rest = {k: v for k, v in writer.items() if k != "allOf"}
+        self.made.append(rest)
         either = writer.get("anyOf") or writer.get("oneOf") or []
         for index, branch in enumerate(reader.get("allOf") or []):
             if any(not self._fresh().check(branch, w, "") for w in w_branches):

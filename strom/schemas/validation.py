@@ -25,7 +25,8 @@ not expect one, a varint longer than it unrolls, anything malformed). A new pref
 added to the good ones and the walk goes on from that record; anything else sends the batch to
 ``_prefixes``, the full walk, which names every failing record and raises the structure errors.
 The fast walk accepts only what the full one accepts, so the verdict and its messages do not
-depend on which walk ran. With 60-byte records the fast walk costs about a third of the full one.
+depend on which walk ran. With 65-byte records the fast walk costs about half of the full one
+(0.41 against 0.85 µs of CPU a record).
 """
 
 from __future__ import annotations
