@@ -1,9 +1,11 @@
 """strom: a Kafka-compatible log."""
 
-# The Kafka release whose wire protocol, configs and on-disk format strom follows: strom serves the
-# request versions this release serves (server/legacy.py keeps those Kafka 4 removed), and
-# inter.broker.protocol.version defaults to it.
+# The Kafka release whose configs and on-disk format strom follows: the last one with ZooKeeper,
+# which strom's clusters use; inter.broker.protocol.version defaults to it.
 KAFKA_VERSION = "3.9"
+# The Kafka release whose request versions strom serves at their newest (issue 33: Produce v13,
+# ListOffsets v11, transactions v2), while server/legacy.py keeps the old versions Kafka 4 removed.
+KAFKA_PROTOCOL_VERSION = "4.1"
 
 
 def version_line() -> str:
@@ -15,4 +17,7 @@ def version_line() -> str:
         own = metadata.version("strom")
     except metadata.PackageNotFoundError:  # run from a checkout that was never installed
         own = "unknown"
-    return f"strom {own} (Kafka {KAFKA_VERSION} protocol and configs, Python {platform.python_version()})"
+    return (
+        f"strom {own} (Kafka {KAFKA_PROTOCOL_VERSION} protocol, Kafka {KAFKA_VERSION} configs, "
+        f"Python {platform.python_version()})"
+    )

@@ -10,7 +10,9 @@ import pytest
 from strom.cli.main import SUBCOMMANDS, main
 from strom.server.config import BrokerConfig
 
-EXPECTED = f"strom {metadata.version('strom')} (Kafka 3.9 protocol and configs, Python {platform.python_version()})\n"
+EXPECTED = (
+    f"strom {metadata.version('strom')} (Kafka 4.1 protocol, Kafka 3.9 configs, Python {platform.python_version()})\n"
+)
 
 
 def test_strom_version_prints_strom_kafka_and_python_versions():
