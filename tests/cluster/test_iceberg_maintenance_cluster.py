@@ -10,6 +10,7 @@ import time
 from strom.iceberg.table import CatalogSettings, committed_offsets, identifier, open_catalog
 from tests.cluster.conftest import create_topic, wait_until
 from tests.iceberg.support import assert_exactly, produce, table_rows, wait_for_rows
+from tests.metrics.conftest import METRICS_ON, metrics_url, scrape
 
 
 def test_the_leader_of_partition_0_alone_maintains_the_table_while_all_translate(cluster_factory, tmp_path):
@@ -20,6 +21,7 @@ def test_the_leader_of_partition_0_alone_maintains_the_table_while_all_translate
             "iceberg.target.lag.ms": "300",
             "iceberg.catalog.uri": catalog.uri,
             "iceberg.warehouse": str(tmp_path / "warehouse"),
+            **METRICS_ON,
         }
     )
     configs = {
@@ -56,11 +58,22 @@ def test_the_leader_of_partition_0_alone_maintains_the_table_while_all_translate
     maintained = [b for b in cluster.brokers if "metered's table:" in cluster.brokers[b].read_log()]
     assert maintained == [leaders[0]], (maintained, leaders)
     # expiry deleted the files only expired snapshots referenced, none a remaining snapshot reads
-    deleted = re.findall(
+    deleted_logged = re.findall(
         r"metered's table: .* (\d+) files only they referenced deleted", cluster.brokers[leaders[0]].read_log()
     )
-    assert sum(int(n) for n in deleted) > 0, deleted
+    assert sum(int(n) for n in deleted_logged) > 0, deleted_logged
     table = open_catalog(catalog).load_table(identifier("metered"))
     for snapshot in table.metadata.snapshots:
         table.scan(snapshot_id=snapshot.snapshot_id).to_arrow()
     assert_exactly(table_rows(catalog, "metered"), committed, {})
+    # the maintenance counters are on the broker that maintained the table, and only there
+    scraped = {b: scrape(metrics_url(cluster.brokers[b].data_dir)) for b in cluster.brokers}
+    for broker_id, found in scraped.items():
+        compactions = found.value("strom_iceberg_compactions_total", topic="metered")
+        expired = found.value("strom_iceberg_snapshots_expired_total", topic="metered")
+        deleted = found.total("strom_iceberg_files_deleted_total", topic="metered")
+        if broker_id == leaders[0]:
+            assert compactions > 0 and expired > 0 and deleted >= sum(int(n) for n in deleted_logged), found.text
+        else:
+            assert compactions == expired == deleted == 0, (broker_id, found.text)
+        assert found.value("strom_iceberg_maintenance_failures_total", topic="metered") == 0
