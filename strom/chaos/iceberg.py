@@ -1,7 +1,7 @@
 """``python -m strom.chaos.iceberg``: an Iceberg topic written through faults, its tables checked.
 
     python -m strom.chaos.iceberg --seed N --seconds S --mode key_value|value_schema_id_prefix [--runs R]
-                                  [--no-settle]
+                                  [--no-settle] [--faults kill,move,restart,kill-coordinator]
 
 Each run starts a real ZooKeeper and three brokers sharing one Iceberg SQL catalog (a SQLite file)
 and warehouse, creates a 3-partition topic with RF=3 and min.insync.replicas=2 in the given
@@ -17,6 +17,8 @@ the seed decides:
 - ``restart``: a clean restart (SIGTERM, controlled shutdown, start) of the partition's leader.
 
 Each fault waits until every broker is up with full ISRs; with ``--no-settle`` it does not.
+``kill-coordinator`` (kill -9 of the transactional producer's coordinator, started again after a
+hold) runs only when named in ``--faults``.
 
 Then the producers stop, the tables are given time to catch up (bounded), and both are read with
 pyiceberg's scan and checked against what the producers were told: each (partition, offset)
@@ -40,7 +42,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from strom.chaos.iceberg_workload import Values, Verdict, Writers, check, read_tables, register_versions
+from strom.chaos.iceberg_workload import (
+    TRANSACTIONAL_ID,
+    Values,
+    Verdict,
+    Writers,
+    check,
+    read_tables,
+    register_versions,
+)
 from strom.chaos.workload import client_logger, close_client_logger
 from strom.iceberg.table import CatalogSettings
 from strom.testing.cluster import LAG_TIME_MAX_MS, SESSION_TIMEOUT_MS
@@ -50,6 +60,8 @@ TOPIC = "iceberg-chaos"
 PARTITIONS = 3
 MODES = ("key_value", "value_schema_id_prefix")
 FAULTS = ("kill", "move", "restart")
+# only when named (--faults): the default schedules, the tests' among them, stay as they are
+EXTRA_FAULTS = ("kill-coordinator",)  # kill -9 of the transactional producer's coordinator
 SETTLE_S = 60.0  # bound on each wait for the cluster to settle
 CATCH_UP_S = 120.0  # bound on the wait for the tables to hold every committed record
 ROUNDS_AFTER_S = 2.0  # after the tables caught up: a few more translation rounds, nothing more may arrive
@@ -63,20 +75,22 @@ class Fault:
     hold_s: float = 0.0
 
     def describe(self) -> str:
-        hold = f" for {self.hold_s:.1f}s" if self.kind == "kill" else ""
+        hold = f" for {self.hold_s:.1f}s" if self.kind.startswith("kill") else ""
+        if self.kind == "kill-coordinator":
+            return f"{self.at_s:5.1f}s kill the transaction coordinator{hold}"
         return f"{self.at_s:5.1f}s {self.kind} the leader of partition {self.partition}{hold}"
 
 
-def schedule(seed: int, seconds: float) -> list[Fault]:
+def schedule(seed: int, seconds: float, kinds: tuple[str, ...] = FAULTS) -> list[Fault]:
     """The faults of one run: every kind once first (in an order the seed picks), then any."""
     rng = random.Random(seed)
-    first = list(FAULTS)
+    first = list(kinds)
     rng.shuffle(first)
     faults: list[Fault] = []
     at = rng.uniform(2, 4)
     while at < seconds - 3 or first:
-        kind = first.pop(0) if first else rng.choice(FAULTS)
-        hold = round(rng.uniform(1, 4), 1) if kind == "kill" else 0.0
+        kind = first.pop(0) if first else rng.choice(kinds)
+        hold = round(rng.uniform(1, 4), 1) if kind.startswith("kill") else 0.0
         faults.append(Fault(kind, rng.randrange(PARTITIONS), round(at, 1), hold))
         at += hold + rng.uniform(3, 6)
     return faults
@@ -165,20 +179,23 @@ class IcebergCluster:
         if self._zookeeper is not None:
             zookeeper_server.stop(self._zookeeper)
 
-    def state(self, partition: int) -> tuple[int, list[int]]:
-        """(leader, ISR) of a partition of the topic as ZooKeeper holds it; (-1, []) before it exists."""
+    def state(self, partition: int, topic: str = TOPIC) -> tuple[int, list[int]]:
+        """(leader, ISR) of a partition as ZooKeeper holds it; (-1, []) before it exists."""
         from strom.cluster import model
 
-        path = model.partition_state_path(TOPIC, partition)
+        path = model.partition_state_path(topic, partition)
         if not self.zk.exists(path):
             return -1, []
         state = model.PartitionState.from_json(self.zk.get(path)[0])
         return state.leader, list(state.isr)
 
-    def replicas(self, partition: int) -> list[int]:
+    def replicas(self, partition: int, topic: str = TOPIC) -> list[int]:
+        return self.assignment(topic)[partition]
+
+    def assignment(self, topic: str) -> dict[int, list[int]]:
         from strom.cluster import model
 
-        return model.TopicAssignment.from_json(TOPIC, self.zk.get(model.topic_path(TOPIC))[0]).partitions[partition]
+        return model.TopicAssignment.from_json(topic, self.zk.get(model.topic_path(topic))[0]).partitions
 
     def wait(self, condition: Callable[[], Any], what: str, timeout_s: float = SETTLE_S) -> Any:
         deadline = time.monotonic() + timeout_s
@@ -279,9 +296,15 @@ def inject(cluster: IcebergCluster, fault: Fault) -> str:
     """Run one fault to its end; what it did."""
     if fault.kind == "move":
         return move_leader(cluster, fault.partition)
-    leader = cluster.wait(lambda: (lead := cluster.state(fault.partition)[0]) in cluster.nodes and lead, "a leader")
+    topic, partition = TOPIC, fault.partition
+    if fault.kind == "kill-coordinator":  # the leader of the producer's __transaction_state partition
+        from strom.group.records import partition_for_group
+
+        topic = "__transaction_state"
+        partition = partition_for_group(TRANSACTIONAL_ID, len(cluster.assignment(topic)))
+    leader = cluster.wait(lambda: (lead := cluster.state(partition, topic)[0]) in cluster.nodes and lead, "a leader")
     node = cluster.nodes[leader]
-    if fault.kind == "kill":
+    if fault.kind.startswith("kill"):
         node.kill()
         time.sleep(fault.hold_s)
         began = time.monotonic()
@@ -304,6 +327,7 @@ def run(
     catch_up_s: float = CATCH_UP_S,
     log: Callable[[str], None] = print,
     settle: bool = True,
+    kinds: tuple[str, ...] = FAULTS,
 ) -> Outcome:
     """One run (see the module's docstring); ``listener`` is the brokers' one listener, with what
     it needs in ``broker_overrides`` and what every client needs in ``client``. With ``settle``
@@ -331,7 +355,7 @@ def run(
             url = (cluster.nodes[1].data_dir / "strom.schema-registry").read_text().strip()
             ids = register_versions(url, TOPIC)
         writers = Writers(cluster.bootstrap, TOPIC, Values(mode, ids), client, loggers).start()
-        faults = schedule(seed, seconds)
+        faults = schedule(seed, seconds, kinds)
         outcome_faults = []
         began = time.monotonic()
         for fault in faults:
@@ -384,12 +408,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mode", choices=MODES, default="key_value")
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument(
+        "--faults",
+        default=",".join(FAULTS),
+        help=f"comma-separated subset of {','.join(FAULTS + EXTRA_FAULTS)} (default: {','.join(FAULTS)})",
+    )
+    parser.add_argument(
         "--no-settle",
         action="store_true",
         help="do not wait for full ISRs between faults (a leader may be killed while its followers catch up)",
     )
     parser.add_argument("--dir", default=None, help="where runs keep their files (a temporary directory if not given)")
     args = parser.parse_args(argv)
+    kinds = tuple(k for k in args.faults.split(",") if k)
+    unknown = [k for k in kinds if k not in FAULTS + EXTRA_FAULTS]
+    if unknown or not kinds:
+        parser.error(f"unknown faults {unknown}; known: {', '.join(FAULTS + EXTRA_FAULTS)}")
     base = Path(args.dir or tempfile.mkdtemp(prefix="strom-iceberg-chaos-"))
     failed = 0
     for i in range(args.runs):
@@ -399,7 +432,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(root, ignore_errors=True)  # an earlier run of this seed kept in --dir: start afresh
         replay = (
             f"python -m strom.chaos.iceberg --seed {seed} --seconds {args.seconds:g} --mode {args.mode}"
-            f"{' --no-settle' if args.no_settle else ''}"
+            f" --faults {','.join(kinds)}{' --no-settle' if args.no_settle else ''}"
         )
         try:
             outcome = run(
@@ -409,6 +442,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.mode,
                 log=lambda line: print(line, flush=True),
                 settle=not args.no_settle,
+                kinds=kinds,
             )
         except Exception as exc:  # a run that could not be checked: counted, and the campaign goes on
             failed += 1

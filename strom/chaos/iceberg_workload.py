@@ -34,6 +34,7 @@ from strom.chaos.txn import COMMIT_DEADLINE_S, REPLACE, abandon, end_transaction
 from strom.chaos.workload import client_logging
 
 TXN_SIZE = 10
+TRANSACTIONAL_ID = "iceberg-chaos-txn"
 ABORT_EVERY = 4
 BAD_EVERY = 10  # schema mode: one record in ten cannot be translated
 UNKNOWN_ID = 987654
@@ -251,7 +252,7 @@ class Writers:
     def _new_transactional(self):
         from confluent_kafka import KafkaException
 
-        config = {"bootstrap.servers": self.bootstrap, "transactional.id": "iceberg-chaos-txn"}
+        config = {"bootstrap.servers": self.bootstrap, "transactional.id": TRANSACTIONAL_ID}
         deadline = time.monotonic() + 120
         while True:
             producer = _producer({**config, "transaction.timeout.ms": 60000}, self.client, self.loggers[1])
