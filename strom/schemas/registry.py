@@ -413,7 +413,7 @@ class SchemaRegistry:
         async with self._write_lock:
             await self._leader_partition()
             found = self._existing(subject, stored)
-            if found is not None and version is None and schema_id in (None, found.id):
+            if found is not None and version in (None, found.version) and schema_id in (None, found.id):
                 return Registered(found.id, found.version, self.next_offset)
             mode = self._may_register(subject, schema_id)
             next_version = max(self.state.subjects.get(subject, {0: None}), default=0) + 1
@@ -433,16 +433,39 @@ class SchemaRegistry:
                 if taken is not None and taken != stored:
                     raise RegistryError(422, 42205, f"Overwrite new schema with id {schema_id} is not permitted.")
             else:
-                schema_id = self.state.id_of(stored) or self.state.max_id + 1
+                known = self.state.id_of(stored)
+                schema_id = known if known is not None else self.state.max_id + 1
             version = version or next_version
             value = rec.SchemaValue(
                 subject, version, schema_id, stored.schema, schema_type, stored.references_json(), False
             )
-            offset = await self._write(
-                [(rec.encode_key(rec.SchemaKey(subject, version)), rec.encode_schema_value(value))]
-            )
+            entries = self._superseded(subject, schema_id, version)
+            entries.append((rec.encode_key(rec.SchemaKey(subject, version)), rec.encode_schema_value(value)))
+            offset = await self._write(entries)
             log.info("registered schema %d as version %d of %s (%s)", schema_id, version, subject, mode)
             return Registered(schema_id, version, offset)
+
+    def _superseded(self, subject: str, schema_id: int, version: int) -> list[tuple[bytes, bytes | None]]:
+        """Tombstones of the subject's soft-deleted versions below ``version`` that hold the id being
+        registered, as Confluent's ``KafkaSchemaRegistry.register`` writes them (in any mode: the
+        schema comes back under its old id as a new version, and the soft-deleted one goes for good),
+        except a version some schema, soft-deleted or not, still names as a reference (references
+        resolve by subject and version, and the referrer may be restored)."""
+        going = [
+            v
+            for v in self.state.versions(subject, True)
+            if v.deleted and v.id == schema_id and v.version < version and not self._referenced(subject, v.version)
+        ]
+        return [(rec.encode_key(rec.SchemaKey(subject, v.version)), None) for v in going]
+
+    def _referenced(self, subject: str, version: int) -> bool:
+        return any(
+            (str(r.get("subject")), r.get("version")) == (subject, version)
+            for versions in self.state.subjects.values()
+            for value in versions.values()
+            for r in value.references
+            if isinstance(r, dict)
+        )
 
     def lookup(
         self, subject: str, schema: str, schema_type: str, references: list, normalize: bool, deleted: bool

@@ -118,13 +118,16 @@ class Request:
 
 
 def _optional_int(body: dict[str, Any], name: str) -> int | None:
-    """A register request's ``id`` or ``version`` (IMPORT mode): absent, null, 0 or -1 mean none, as
-    in Confluent's registry; otherwise 1 .. 2^31-1."""
+    """A register request's ``id`` or ``version`` (IMPORT mode), as Confluent's registry reads them
+    (``Schema(subject, RegisterSchemaRequest)`` and ``KafkaSchemaRegistry.register``): absent, null
+    or negative mean none, and so does a version of 0; an id of 0 is an id (``schemaId >= 0``)."""
     value = body.get(name)
-    if value is None or value in (0, -1):
+    if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 2**31 - 1:
-        raise RegistryError(422, 42201, f"Invalid schema: {name} must be an integer between 1 and 2^31-1")
+    if isinstance(value, bool) or not isinstance(value, int) or value > 2**31 - 1:
+        raise RegistryError(422, 42201, f"Invalid schema: {name} must be an integer below 2^31")
+    if value < 0 or (value == 0 and name == "version"):
+        return None
     return value
 
 

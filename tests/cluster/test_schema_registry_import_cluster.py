@@ -21,7 +21,7 @@ def test_imported_ids_survive_the_writers_kill_and_restart(cluster_factory):
     urls = {broker_id: registry_url(process) for broker_id, process in cluster.brokers.items()}
     status, _, body = call(urls[1], "PUT", "/mode", {"mode": "IMPORT"}, timeout_s=30)
     assert (status, body) == (200, {"mode": "IMPORT"})
-    imported = {"Alpha": (900, 1), "Beta": (12, 4), "Gamma": (5000, 2)}
+    imported = {"Alpha": (900, 1), "Beta": (12, 4), "Gamma": (5000, 2), "Delta": (0, 1)}  # 0 is an id too
     for index, (name, (schema_id, version)) in enumerate(imported.items()):
         through = urls[index % 3]  # two of three are forwarded to the writer
         body = {"schema": schema(name), "id": schema_id, "version": version}
@@ -54,11 +54,12 @@ def test_imported_ids_survive_the_writers_kill_and_restart(cluster_factory):
 
     def restarted_sees_everything() -> bool:
         status, _, subjects = call(urls[writer], "GET", "/subjects")
-        return status == 200 and len(subjects) == 4
+        return status == 200 and len(subjects) == 5
 
     wait_until(restarted_sees_everything, 30, "the restarted broker's registry to read _schemas again")
     client = SchemaRegistryClient({"url": urls[writer]})
     assert json.loads(client.get_schema(900).schema_str)["name"] == "Alpha"
+    assert json.loads(client.get_schema(0).schema_str)["name"] == "Delta"
     assert client.get_latest_version("beta-value").version == 4
     assert call(urls[writer], "GET", "/mode")[2] == {"mode": "READWRITE"}
     assert client.register_schema("after-value", Schema(schema("After"), "AVRO")) == 5002

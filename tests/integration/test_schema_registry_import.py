@@ -131,3 +131,80 @@ def test_entering_import_mode_needs_an_empty_scope(broker):  # noqa: F811
     assert call(url, "GET", "/mode/live-value")[2] == {"mode": "READONLY_OVERRIDE"}
     assert call(url, "PUT", "/mode", {"mode": "READWRITE"})[0] == 200
     assert call(url, "GET", "/mode/live-value")[2] == {"mode": "READWRITE"}
+
+
+def versions_with_deleted(url: str, subject: str) -> list[int]:
+    return call(url, "GET", f"/subjects/{subject}/versions?deleted=true")[2]
+
+
+def test_id_zero_is_an_id_and_negative_ids_are_none(broker):  # noqa: F811
+    """Confluent's registry reads a request's absent or negative id as none and 0 as an id
+    (Schema(subject, RegisterSchemaRequest): id -1 when absent; register: ``schemaId >= 0``)."""
+    url = registry_url(broker)
+    assert call(url, "PUT", "/mode", {"mode": "IMPORT"})[0] == 200
+    assert imported(url, "zero-value", ORDER_V1, 0, 1)[2] == {"id": 0, "version": 1}
+    assert json.loads(call(url, "GET", "/schemas/ids/0")[2]["schema"]) == ORDER_V1
+    assert call(url, "GET", "/schemas/ids/0/versions")[2] == [{"subject": "zero-value", "version": 1}]
+    # the same again is answered with what is there, also naming its version
+    assert imported(url, "zero-value", ORDER_V1, 0)[2] == {"id": 0, "version": 1}
+    assert imported(url, "zero-value", ORDER_V1, 0, 1)[2] == {"id": 0, "version": 1}
+    # another schema cannot take id 0
+    reply = imported(url, "zero-value", OTHER, 0, 2)
+    assert error_of(reply) == (422, 42205) and reply[2]["message"] == "Overwrite new schema with id 0 is not permitted."
+    # a negative id is no id: IMPORT mode wants one
+    reply = imported(url, "zero-value", ORDER_V2, -5)
+    assert error_of(reply) == (422, 42205) and "not in read-write mode" in reply[2]["message"]
+    # a version of 0 (or negative) is no version: the next one
+    assert imported(url, "zero-value", ORDER_V2, 3, 0)[2] == {"id": 3, "version": 2}
+    assert versions_with_deleted(url, "zero-value") == [1, 2]
+
+    assert call(url, "PUT", "/mode", {"mode": "READWRITE"})[0] == 200
+    assert call(url, "POST", "/subjects/n-value/versions", {"schema": json.dumps(OTHER), "id": -1})[2] == {
+        "id": 4,
+        "version": 1,
+    }
+    # a record written under id 0 decodes
+    client = SchemaRegistryClient({"url": url})
+    context = SerializationContext("zero", MessageField.VALUE)
+    assert AvroDeserializer(client)(b"\x00\x00\x00\x00\x00\x54", context) == {"id": 42}
+
+
+def test_a_soft_deleted_version_with_the_registered_id_is_deleted_for_good(broker):  # noqa: F811
+    """As Confluent's KafkaSchemaRegistry.register: registering a schema under the id of a
+    soft-deleted earlier version of the subject (the same schema again, or an import naming that
+    id) tombstones that version, unless a schema, soft-deleted or not, still references it."""
+    url = registry_url(broker)
+    body = {"schema": json.dumps(ORDER_V1)}
+    first = call(url, "POST", "/subjects/again-value/versions", body)[2]
+    assert call(url, "DELETE", "/subjects/again-value/versions/1")[2] == 1
+    assert versions_with_deleted(url, "again-value") == [1]
+    # the same schema again: its old id, a new version, and version 1 is gone for good
+    assert call(url, "POST", "/subjects/again-value/versions", body)[2] == {"id": first["id"], "version": 2}
+    assert versions_with_deleted(url, "again-value") == [2]
+    assert error_of(call(url, "GET", "/subjects/again-value/versions/1?deleted=true")) == (404, 40402)
+
+    # a soft-deleted version another schema references is kept
+    base = {"type": "record", "name": "Base", "fields": [{"name": "b", "type": "int"}]}
+    holder = {"type": "record", "name": "Holder", "fields": [{"name": "base", "type": "Base"}]}
+    base_id = call(url, "POST", "/subjects/base-value/versions", {"schema": json.dumps(base)})[2]["id"]
+    references = [{"name": "Base", "subject": "base-value", "version": 1}]
+    reply = call(
+        url, "POST", "/subjects/holder-value/versions", {"schema": json.dumps(holder), "references": references}
+    )
+    assert reply[0] == 200
+    assert call(url, "DELETE", "/subjects/holder-value")[0] == 200  # the referrer soft-deleted: still counts
+    assert call(url, "DELETE", "/subjects/base-value/versions/1")[0] == 200
+    again = call(url, "POST", "/subjects/base-value/versions", {"schema": json.dumps(base)})[2]
+    assert again == {"id": base_id, "version": 2}
+    assert versions_with_deleted(url, "base-value") == [1, 2]
+
+    # an import naming the id of a soft-deleted version (IMPORT entered with force, which keeps it)
+    other = call(url, "POST", "/subjects/moved-value/versions", {"schema": json.dumps(OTHER)})[2]["id"]
+    assert call(url, "DELETE", "/subjects/moved-value")[0] == 200
+    assert call(url, "PUT", "/mode/moved-value?force=true", {"mode": "IMPORT"})[0] == 200
+    assert versions_with_deleted(url, "moved-value") == [1]
+    assert imported(url, "moved-value", OTHER, other, 7)[2] == {"id": other, "version": 7}
+    assert versions_with_deleted(url, "moved-value") == [7]
+    assert call(url, "GET", f"/schemas/ids/{other}/versions?deleted=true")[2] == [
+        {"subject": "moved-value", "version": 7}
+    ]
