@@ -269,6 +269,7 @@ class IcebergTranslator:
                 continue
             for partition, offset in result.offsets.items():
                 self._known[(job.topic, partition)] = offset
+                self._waited((job.topic, partition), offset, 0.0)  # drops the marks the table has passed
             self._read_topics.add(job.topic)
             self.rows += result.rows
             self._of(job.topic).translation_conflicts += result.commits_lost
