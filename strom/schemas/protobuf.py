@@ -385,11 +385,23 @@ def compatibility_problems(level: str, new: ParsedProto, previous: list[ParsedPr
     return compatibility.problems(level, new, previous, protobuf_compatibility.read_problems)
 
 
+def syntax_tree(schema: str) -> ast.File | None:
+    """The ``.proto`` text's syntax tree, or None when it does not parse."""
+    try:
+        return _PARSER.parse(schema)
+    except (InvalidSchemaError, RecursionError):
+        return None
+
+
+def map_entry_name(field: str) -> str:
+    """protoc's name of a map field's entry message: ``my_map`` -> ``MyMapEntry``."""
+    return _camel(field)
+
+
 def record_name(schema: str) -> str | None:
     """RecordNameStrategy's name of a Protobuf schema: its first message's full name."""
-    try:
-        tree = _PARSER.parse(schema)
-    except (InvalidSchemaError, RecursionError):
+    tree = syntax_tree(schema)
+    if tree is None:
         return None
     package = next((e.name for e in tree.file_elements if isinstance(e, ast.Package)), "")
     first = next((e.name for e in tree.file_elements if isinstance(e, ast.Message)), None)

@@ -191,6 +191,14 @@ class SchemaRegistry:
     def record_name_of_id(self, schema_id: int) -> str | None:
         return self.state.record_name_of_id(schema_id)
 
+    def is_protobuf_id(self, schema_id: int) -> bool:
+        if self.state.schema_by_id(schema_id) is None:
+            self.catch_up()  # registered a moment ago, as subjects_of_id
+        return self.state.is_protobuf_id(schema_id)
+
+    def message_name_of_id(self, schema_id: int, indexes: tuple[int, ...]) -> str | None:
+        return self.state.message_name_of_id(schema_id, indexes)
+
     async def caught_up_to(self, offset: int, timeout_s: float) -> bool:
         """Wait (bounded) until the view has read everything below ``offset``; at once without a
         replica (such a broker forwards its reads too)."""

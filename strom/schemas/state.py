@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from strom.schemas import formats
+from strom.schemas import formats, protobuf_indexes
 from strom.schemas import records as rec
 
 log = logging.getLogger("strom.schemas")
@@ -44,6 +44,7 @@ class RegistryState:
         self._by_schema: dict[StoredSchema, int] | None = None
         self._id_subjects: dict[int, frozenset[str]] | None = None  # produce-side validation's cache
         self._record_names: dict[int, str | None] = {}
+        self._message_names: dict[int, dict[tuple[int, ...], str] | None] = {}  # Protobuf ids' paths
 
     # -- replay -------------------------------------------------------------------------------------
     def apply(self, key: rec.Key, value: bytes | None) -> None:
@@ -60,6 +61,7 @@ class RegistryState:
             self._ids = self._by_schema = None
             self._id_subjects = None
             self._record_names.clear()
+            self._message_names.clear()
         elif isinstance(key, rec.ConfigKey):
             self._set(self.configs, key.subject, None if value is None else rec.decode_config_value(value))
         elif isinstance(key, rec.ModeKey):
@@ -125,6 +127,23 @@ class RegistryState:
                 None if stored is None else formats.record_name(stored.schema_type, stored.schema)
             )
         return self._record_names[schema_id]
+
+    def is_protobuf_id(self, schema_id: int) -> bool:
+        stored = self.schema_by_id(schema_id)
+        return stored is not None and stored.schema_type == "PROTOBUF"
+
+    def message_name_of_id(self, schema_id: int, indexes: tuple[int, ...]) -> str | None:
+        """The full name of the message at ``indexes`` (Confluent's message indexes) of the Protobuf
+        schema ``schema_id``; None when there is none. Each id's paths are listed once."""
+        if schema_id not in self._message_names:
+            stored = self.schema_by_id(schema_id)
+            self._message_names[schema_id] = (
+                protobuf_indexes.message_names(stored.schema)
+                if stored is not None and stored.schema_type == "PROTOBUF"
+                else None
+            )
+        names = self._message_names[schema_id]
+        return None if names is None else names.get(indexes)
 
     def versions(self, subject: str, deleted: bool = False) -> list[rec.SchemaValue]:
         """The subject's versions, oldest first; soft-deleted ones only with ``deleted``."""

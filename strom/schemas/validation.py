@@ -5,10 +5,12 @@ A topic with ``confluent.value.schema.validation`` (or ``.key.``, or Redpanda's
 starts with Confluent's wire format prefix, magic byte 0 then a 4-byte big-endian schema id, the
 id is one the Schema Registry knows, and it is registered under the subject the topic's
 ``confluent.value.subject.name.strategy`` names: ``<topic>-value`` (TopicNameStrategy), the
-record name (RecordNameStrategy: an Avro record's full name, a JSON schema's ``title``, a
-Protobuf schema's first message) or ``<topic>-<record name>`` (TopicRecordNameStrategy). Any
-schema type: only the prefix is read (a Protobuf value's message indexes follow it unread), as
-Confluent Server checks ids, not bodies. Otherwise the batch is refused whole with INVALID_RECORD and each
+record name (RecordNameStrategy: an Avro record's full name, a JSON schema's ``title``, the
+full name of the Protobuf message the record's message indexes name) or ``<topic>-<record name>``
+(TopicRecordNameStrategy). Any schema type: only the prefix is read, as Confluent Server checks
+ids, not bodies; with a record-name strategy a Protobuf id's prefix runs on over its message
+indexes (strom.schemas.protobuf_indexes), and a record whose indexes are malformed or name no
+message fails. Otherwise the batch is refused whole with INVALID_RECORD and each
 failing record named by its index (KIP-467); nothing of it is written. A null value or key (a
 tombstone) passes: there is nothing to decode.
 
@@ -31,6 +33,7 @@ depend on which walk ran. With 65-byte records the fast walk costs about half of
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 from strom.protocol.compression import CompressionError, DecompressedTooLargeError
@@ -41,6 +44,7 @@ from strom.protocol.errors import (
     RecordValidationError,
 )
 from strom.protocol.records import BatchHeader, batch_records_payload, decode_varint, iter_batch_headers
+from strom.schemas import protobuf_indexes
 from strom.storage.log_config import LogConfig
 
 MAGIC = 0
@@ -52,6 +56,27 @@ class SchemaIdView(Protocol):
     def subjects_of_id(self, schema_id: int) -> frozenset[str] | None: ...
 
     def record_name_of_id(self, schema_id: int) -> str | None: ...
+
+    def is_protobuf_id(self, schema_id: int) -> bool: ...
+
+    def message_name_of_id(self, schema_id: int, indexes: tuple[int, ...]) -> str | None: ...
+
+
+Extender = Callable[[bytes, int, int], int]  # (payload, value start, value end) -> its prefix's length
+RECORD_NAME_STRATEGIES = ("RecordNameStrategy", "TopicRecordNameStrategy")
+
+
+def _extenders(config: LogConfig, view: SchemaIdView) -> tuple[Extender | None, Extender | None]:
+    """Per side, what extends a prefix over a Protobuf record's message indexes: only where a
+    record-name strategy needs the record's message."""
+    out: list[Extender | None] = []
+    for enabled, strategy in (
+        (config.key_schema_validation, config.key_subject_name_strategy),
+        (config.value_schema_validation, config.value_subject_name_strategy),
+    ):
+        named = enabled and strategy.rsplit(".", 1)[-1] in RECORD_NAME_STRATEGIES
+        out.append(protobuf_indexes.extender(view.is_protobuf_id) if named else None)
+    return out[0], out[1]
 
 
 def check_records(topic: str, config: LogConfig, records: bytes | memoryview, view: SchemaIdView) -> dict[int, bytes]:
@@ -65,16 +90,17 @@ def check_records(topic: str, config: LogConfig, records: bytes | memoryview, vi
     errors: list[tuple[int, str | None]] = []
     failed = first_index = 0
     decompressed: dict[int, bytes] = {}
+    extend = _extenders(config, view)
     for header in iter_batch_headers(records):
         if header.is_control:
             continue
         payload = _payload(records, header, config)
         if header.compression:
             decompressed[header.position] = payload
-        if _all_pass(topic, config, payload, header.records_count, view):
+        if _all_pass(topic, config, payload, header.records_count, view, extend):
             first_index += header.records_count
             continue
-        problems = _full_walk(topic, config, payload, header.records_count, view)
+        problems = _full_walk(topic, config, payload, header.records_count, view, extend)
         for index in sorted(problems):
             failed += 1
             if len(errors) < MAX_NAMED:
@@ -90,10 +116,12 @@ def check_records(topic: str, config: LogConfig, records: bytes | memoryview, vi
     return decompressed
 
 
-def _full_walk(topic: str, config: LogConfig, payload: bytes, count: int, view: SchemaIdView) -> dict[int, str]:
+def _full_walk(
+    topic: str, config: LogConfig, payload: bytes, count: int, view: SchemaIdView, extend: tuple = (None, None)
+) -> dict[int, str]:
     """Every failing record of a batch: its index -> why (the value's reason before the key's).
     Raises InvalidRecordError for a malformed record."""
-    keys, values = _prefixes(payload, count)
+    keys, values = _prefixes(payload, count, 0, extend)
     problems: dict[int, str] = {}
     for side, strategy, prefixes, enabled in (
         ("key", config.key_subject_name_strategy, keys, config.key_schema_validation),
@@ -128,7 +156,9 @@ def _payload(buf, header: BatchHeader, config: LogConfig) -> bytes:
 MAX_GOOD = 16  # prefixes judged good in one batch before the fast walk gives way to the full one
 
 
-def _all_pass(topic: str, config: LogConfig, payload: bytes, count: int, view: SchemaIdView) -> bool:
+def _all_pass(
+    topic: str, config: LogConfig, payload: bytes, count: int, view: SchemaIdView, extend: tuple = (None, None)
+) -> bool:
     """True when every record of the batch passes, proved by the fast walk; False when the full
     walk must decide (some record fails, or the fast walk could not vouch for one)."""
     check_keys, check_values = config.key_schema_validation, config.value_schema_validation
@@ -148,7 +178,7 @@ def _all_pass(topic: str, config: LogConfig, payload: bytes, count: int, view: S
             return True
         # the record the walk stopped at: a prefix not judged yet? (its structure is the full walk's to check)
         try:
-            (key,), (value,) = _prefixes(payload, 1, position)
+            (key,), (value,) = _prefixes(payload, 1, position, extend)
         except InvalidRecordError:
             return False
         learned = False
@@ -159,7 +189,10 @@ def _all_pass(topic: str, config: LogConfig, payload: bytes, count: int, view: S
             good = good_keys if side == "key" else good_values
             if not enabled or prefix is None or prefix in good:
                 continue
-            if len(good) >= MAX_GOOD or _problem(topic, side, strategy, prefix, view) is not None:
+            # a prefix over Protobuf message indexes is left to the full walk: one startswith here
+            # could match a short value's bytes and the next record's (the walk does not bound it)
+            too_long = len(prefix) > PREFIX_SIZE
+            if too_long or len(good) >= MAX_GOOD or _problem(topic, side, strategy, prefix, view) is not None:
                 return False
             if side == "key":
                 good_keys += (prefix,)
@@ -264,15 +297,18 @@ def _scan(
     return count, position
 
 
-def _prefixes(payload: bytes, count: int, position: int = 0) -> tuple[list[bytes | None], list[bytes | None]]:
-    """The first 5 bytes (fewer if shorter; None if null) of the key and value of each of ``count``
-    records from ``position``.
+def _prefixes(
+    payload: bytes, count: int, position: int = 0, extend: tuple[Extender | None, Extender | None] = (None, None)
+) -> tuple[list[bytes | None], list[bytes | None]]:
+    """The first 5 bytes (fewer if shorter; None if null; more where ``extend`` says, a Protobuf
+    record's message indexes) of the key and value of each of ``count`` records from ``position``.
 
     The full walk: varints of one byte are read inline, longer ones by decode_varint."""
     keys: list[bytes | None] = []
     values: list[bytes | None] = []
     end = len(payload)
     varint = decode_varint
+    extend_key, extend_value = extend
     try:
         for _ in range(count):
             byte = payload[position]
@@ -300,7 +336,10 @@ def _prefixes(payload: bytes, count: int, position: int = 0) -> tuple[list[bytes
             if size < 0:
                 keys.append(None)
             else:
-                keys.append(payload[cursor : cursor + (size if size < PREFIX_SIZE else PREFIX_SIZE)])
+                take = size if size < PREFIX_SIZE else PREFIX_SIZE
+                if extend_key is not None and take == PREFIX_SIZE:
+                    take = extend_key(payload, cursor, min(cursor + size, limit))
+                keys.append(payload[cursor : cursor + take])
                 cursor += size
             byte = payload[cursor]
             if byte < 0x80:
@@ -310,7 +349,10 @@ def _prefixes(payload: bytes, count: int, position: int = 0) -> tuple[list[bytes
             if size < 0:
                 values.append(None)
             else:
-                values.append(payload[cursor : cursor + (size if size < PREFIX_SIZE else PREFIX_SIZE)])
+                take = size if size < PREFIX_SIZE else PREFIX_SIZE
+                if extend_value is not None and take == PREFIX_SIZE:
+                    take = extend_value(payload, cursor, min(cursor + size, limit))
+                values.append(payload[cursor : cursor + take])
                 cursor += size
             if cursor > limit:
                 raise InvalidRecordError("Found invalid record structure: a key or value runs past its record")
@@ -323,7 +365,8 @@ def _prefixes(payload: bytes, count: int, position: int = 0) -> tuple[list[bytes
 
 
 def _problem(topic: str, side: str, strategy: str, data: bytes, view: SchemaIdView) -> str | None:
-    """Why a value (key) starting with ``data`` (its first 5 bytes at most) fails, or None."""
+    """Why a value (key) starting with ``data`` (its first 5 bytes at most, or with a record-name
+    strategy a Protobuf id's message indexes too) fails, or None."""
     if len(data) < PREFIX_SIZE or data[0] != MAGIC:
         return f"the {side} has no schema id (Confluent's prefix: magic byte 0 and a 4-byte schema id)"
     schema_id = int.from_bytes(data[1:PREFIX_SIZE], "big")
@@ -334,7 +377,13 @@ def _problem(topic: str, side: str, strategy: str, data: bytes, view: SchemaIdVi
     if short == "TopicNameStrategy":
         subject = f"{topic}-{side}"
     else:
-        name = view.record_name_of_id(schema_id)
+        if view.is_protobuf_id(schema_id):
+            try:
+                name: str | None = protobuf_indexes.record_name(data, schema_id, view.message_name_of_id)
+            except protobuf_indexes.MalformedIndexes as exc:
+                return f"the {side} with schema id {schema_id}: {exc}"
+        else:
+            name = view.record_name_of_id(schema_id)
         if name is None:
             return (
                 f"the {side}'s schema id {schema_id} has no record name (an Avro record, a JSON schema's "

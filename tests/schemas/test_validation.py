@@ -34,6 +34,12 @@ class View:
     def record_name_of_id(self, schema_id: int) -> str | None:
         return "bench.Event" if schema_id in (3, 4) else None
 
+    def is_protobuf_id(self, schema_id: int) -> bool:
+        return False  # Protobuf ids: tests/schemas/test_protobuf_indexes.py
+
+    def message_name_of_id(self, schema_id: int, indexes: tuple[int, ...]) -> str | None:
+        return None
+
 
 def framed(schema_id: int, body: bytes = b"\x02hi") -> bytes:
     return struct.pack(">bI", 0, schema_id) + body
