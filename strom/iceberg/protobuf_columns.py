@@ -126,6 +126,22 @@ class ProtobufSchema:
             found = found.nested_types[index]
         return found
 
+    def named(self, name: str | None) -> Descriptor:
+        """The message called ``name`` (full, or relative to the file's package; nested ones as
+        ``Outer.Inner``) in this file, the first message for None; KeyError naming the choices."""
+        if name is None:
+            return self.message()
+        package = self.file.package
+        for candidate in (name, f"{package}.{name}" if package else name):
+            try:
+                found = self.pool.FindMessageTypeByName(candidate)
+            except KeyError:
+                continue
+            if found.file.name == self.file.name:
+                return found
+        choices = ", ".join(d.full_name for d in self.top)
+        raise KeyError(f"the schema has no message {name!r} (its top-level messages: {choices})")
+
     def path_of(self, descriptor: Descriptor) -> tuple[int, ...]:
         """The message indexes of ``descriptor`` in this file (the inverse of ``message``)."""
         path: list[int] = []

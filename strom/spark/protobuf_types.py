@@ -2,7 +2,7 @@
 types, framed values as Arrow columns, and Spark structs back to framed messages.
 
 The reader's message is the schema's first message (as Confluent's RecordNameStrategy names a
-Protobuf schema); its Spark type is ``strom.iceberg.protobuf_columns``'s Arrow type of it. Values
+Protobuf schema), or the one option ``value.protobuf.message`` names; its Spark type is ``strom.iceberg.protobuf_columns``'s Arrow type of it. Values
 are parsed with the reader's descriptor whatever version wrote them: Protobuf resolves by field
 number (a field the reader lacks is skipped, one the writer lacked is unset), which is what the
 registry's Protobuf compatibility rules guarantee to be meaningful.
@@ -75,38 +75,56 @@ def registered(client: Any, schema: Any) -> pc.ProtobufSchema:
     return load(schema.schema_str, list(found.items()))
 
 
-def spark_type(schema: pc.ProtobufSchema) -> DataType:
-    """The Spark type of the schema's first message."""
+def reader_message(schema: pc.ProtobufSchema, name: str | None):
+    """The message ``value.protobuf.message`` names (the first one without it)."""
+    try:
+        return schema.named(name)
+    except KeyError as exc:
+        raise ProtobufTypeError(exc.args[0]) from None
+
+
+def spark_type(schema: pc.ProtobufSchema, message: str | None = None) -> DataType:
+    """The Spark type of the schema's message ``message`` (its first one by default)."""
     from pyspark.sql.pandas.types import from_arrow_type
 
     try:
-        return from_arrow_type(pc.arrow_type(schema.message()))
+        return from_arrow_type(pc.arrow_type(reader_message(schema, message)))
     except pc.UnsupportedMessage as exc:
         raise ProtobufTypeError(str(exc)) from None
 
 
 class ProtobufColumnDecoder:
-    """Framed values to ``arrow_type`` (the source's column type) with ``schema``'s first message;
-    ``known(id)`` says whether an id is a registered Protobuf schema (cached by ``strom.spark.typed``)."""
+    """Framed values to ``arrow_type`` (the source's column type) with ``schema``'s message
+    ``message`` (the first by default): values must name it by their message indexes; ``known(id)`` says whether an id is a registered Protobuf schema (cached by ``strom.spark.typed``)."""
 
-    def __init__(self, schema: pc.ProtobufSchema, arrow_type: pa.DataType, known: Callable[[int], bool]):
-        self.descriptor = schema.message()
+    def __init__(
+        self,
+        schema: pc.ProtobufSchema,
+        arrow_type: pa.DataType,
+        known: Callable[[int], bool],
+        message: str | None = None,
+    ):
+        self.descriptor = reader_message(schema, message)
+        self.path = schema.path_of(self.descriptor)
         self.arrow_type = arrow_type
         self._is_known = known
 
     def decode(self, values: pa.Array) -> Decoded:
         if isinstance(values, pa.ChunkedArray):
             values = values.combine_chunks()
-        column, bad, reasons = pc.decode(values, self.descriptor, (0,), self._is_known)
+        column, bad, reasons = pc.decode(values, self.descriptor, self.path, self._is_known)
         return Decoded(column.cast(self.arrow_type), bad, reasons)
 
 
 class ProtobufColumnEncoder:
-    """The sink's encoder: an Arrow column of structs to values framed with ``schema_id``."""
+    """The sink's encoder: an Arrow column of structs to values of message ``message`` (the first
+    by default) framed with ``schema_id`` and its message indexes."""
 
-    def __init__(self, schema_text: str, schema_id: int):
-        self.cls = pc.message_class(load(schema_text).message())
-        self.prefix = pc.frame(schema_id)
+    def __init__(self, schema_text: str, schema_id: int, message: str | None = None):
+        schema = load(schema_text)
+        descriptor = reader_message(schema, message)
+        self.cls = pc.message_class(descriptor)
+        self.prefix = pc.frame(schema_id, schema.path_of(descriptor))
 
     def encode(self, column: pa.Array) -> list[bytes | None]:
         cls, prefix = self.cls, self.prefix

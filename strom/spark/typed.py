@@ -15,6 +15,9 @@ Source options (``value.`` shown; ``key.`` alike):
   ``value.schema.id`` or ``value.schema.version`` to pin the reader schema; by default it is the
   subject's latest version when the query starts. Records written with other (compatible)
   versions are read with it as Avro resolution says;
+- ``value.protobuf.message`` (``value.format=protobuf``): the message read (and written by the
+  sink), by full name or relative to the schema's package; by default the schema's first message.
+  Values name their message by Confluent's message indexes; one naming another message is corrupt;
 - ``mode``: ``FAILFAST`` (default: a record that does not decode fails the query, naming its
   topic, partition and offset) or ``PERMISSIVE`` (its ``value`` is null and its bytes are in a
   ``_corrupt_value`` column, ``_corrupt_key`` for keys).
@@ -65,6 +68,7 @@ class SideFormat:
     schema_id: int | None = None
     schema_version: int | None = None
     schema_text: str | None = None  # the sink's value.schema
+    message: str | None = None  # value.protobuf.message: the Protobuf message read or written (default the first)
 
     @property
     def typed(self) -> bool:
@@ -105,8 +109,17 @@ class TypedOptions:
                 except ValueError as exc:
                     raise StromOptionError(f"option '{side}.schema' is not JSON: {exc}") from None
             subject = opts.get(f"{side}.subject")
+            message = opts.get(f"{side}.protobuf.message")
+            if message is not None and fmt != PROTOBUF:
+                raise StromOptionError(f"option '{side}.protobuf.message' needs option '{side}.format=protobuf'")
             sides[side] = SideFormat(
-                side, fmt, None if subject is None else str(subject), schema_id, version, text and str(text)
+                side,
+                fmt,
+                None if subject is None else str(subject),
+                schema_id,
+                version,
+                text and str(text),
+                None if message is None else str(message),
             )
         mode = str(opts.get("mode", FAILFAST)).strip().upper()
         if mode not in (FAILFAST, PERMISSIVE):
@@ -215,7 +228,7 @@ def source_schema(base, opts: TypedOptions, topics: list[str]):
             if side.format == AVRO:
                 data_type, _ = avro_types.spark_type(json.loads(text))
             elif side.format == PROTOBUF:
-                data_type = protobuf_types.spark_type(protobuf_schema(opts, schema_id))
+                data_type = protobuf_types.spark_type(protobuf_schema(opts, schema_id), side.message)
             else:
                 data_type = json_types.spark_type(json.loads(text))
         except (ValueError, KeyError) as exc:  # AvroTypeError, JsonTypeError, ProtobufTypeError are ValueErrors
@@ -252,7 +265,7 @@ def _decoder(opts: TypedOptions, side: SideFormat, schema_id: int, arrow_type):
     from strom.spark.json_columns import JsonColumnDecoder
     from strom.spark.protobuf_types import ProtobufColumnDecoder
 
-    key = (tuple(sorted(opts.registry.items())), side.format, schema_id, str(arrow_type))
+    key = (tuple(sorted(opts.registry.items())), side.format, side.message, schema_id, str(arrow_type))
     with _clients_lock:
         found = _decoders.get(key)
     if found is None:
@@ -269,7 +282,7 @@ def _decoder(opts: TypedOptions, side: SideFormat, schema_id: int, arrow_type):
         if side.format == JSON:
             found = JsonColumnDecoder(arrow_type, known)
         elif side.format == PROTOBUF:
-            found = ProtobufColumnDecoder(protobuf_schema(opts, schema_id), arrow_type, known)
+            found = ProtobufColumnDecoder(protobuf_schema(opts, schema_id), arrow_type, known, side.message)
         else:
             text = writer_schema_text(opts, schema_id)
             found = AvroColumnDecoder(text, arrow_type, lambda i: writer_schema_text(opts, i))
@@ -366,9 +379,10 @@ def writer_schema(opts: TypedOptions, side: SideFormat, data_type, topic: str | 
                 text = json.dumps(derived)
         if side.format == PROTOBUF:
             try:
-                protobuf_types.load(text)
+                parsed = protobuf_types.load(text)
             except protobuf_types.ProtobufTypeError as exc:
                 raise StromOptionError(f"option '{side.side}.schema' is not a Protobuf schema: {exc}") from None
+            protobuf_types.reader_message(parsed, side.message)  # a ProtobufTypeError names the choices
         if side.format == AVRO:
             from strom.spark.avro_columns import parse
 
@@ -397,7 +411,7 @@ def column_encoder(side: SideFormat, schema_text: str, schema_id: int):
     if side.format == PROTOBUF:
         from strom.spark.protobuf_types import ProtobufColumnEncoder
 
-        return ProtobufColumnEncoder(schema_text, schema_id).encode
+        return ProtobufColumnEncoder(schema_text, schema_id, side.message).encode
     from strom.spark.avro_encoding import AvroColumnEncoder
 
     return AvroColumnEncoder(schema_text, schema_id).encode

@@ -223,3 +223,14 @@ def test_as_dict_is_what_the_columns_hold():
     cls = pc.message_class(schema.message())
     messages = [order(cls, i) for i in range(12)] + [cls()]
     assert [pc.as_dict(m) for m in messages] == pc.columns(messages, schema.message()).to_pylist()
+
+
+def test_messages_are_found_by_name():
+    schema = schema_of(ORDER)
+    assert schema.named(None).full_name == "shop.Order"
+    assert schema.named("Where").full_name == schema.named("shop.Where").full_name == "shop.Where"
+    assert schema.path_of(schema.named("Order.Line")) == (0, 2)
+    with pytest.raises(KeyError, match=r"no message 'Nope' \(its top-level messages: shop.Order, shop.Where\)"):
+        schema.named("Nope")
+    with pytest.raises(KeyError, match="no message 'google.protobuf.Timestamp'"):
+        schema.named("google.protobuf.Timestamp")  # in the pool, but not the schema's own

@@ -263,6 +263,70 @@ def test_bad_protobuf_sink_options_are_refused_by_name():
     longs = StructType([StructField("value", StructType([StructField("n", LongType())]))])
     with pytest.raises(StromOptionError, match=r"option 'value.schema' is not a Protobuf schema: Invalid schema"):
         _Producing({**sink, "value.schema": "message {"}, longs, False)
+    with pytest.raises(StromOptionError, match=r"option 'value.protobuf.message' needs option 'value.format=protobuf'"):
+        _Producing({**sink, "value.format": "avro", "value.protobuf.message": "X"}, longs, False)
+    with pytest.raises(
+        StromOptionError, match=r"column 'value': the schema has no message 'X' \(its top-level messages: R\)"
+    ):
+        _Producing(
+            {**sink, "value.schema": 'syntax = "proto3"; message R { int64 n = 1; }', "value.protobuf.message": "X"},
+            longs,
+            False,
+        )
     dates = StructType([StructField("value", StructType([StructField("day", DateType())]))])
     with pytest.raises(StromOptionError, match=r"column 'value': column 'day': Spark type date has no Protobuf type"):
         _Producing(sink, dates, False)
+
+
+PEOPLE = """
+syntax = "proto3";
+package people;
+message Address { string city = 1; }
+message Person {
+  string name = 1;
+  Address home = 2;
+}
+"""
+
+
+def test_protobuf_message_option_reads_and_writes_a_message_other_than_the_first(spark, broker):  # noqa: F811
+    """A schema whose record is its second message: confluent-kafka's serializer frames it with
+    message indexes [1]; read with value.protobuf.message, and written back so its deserializer reads it."""
+
+    url = registry_url(broker)
+    client = SchemaRegistryClient({"url": url})
+    create_topic(broker.bootstrap, "people", 1)
+    schema = load(PEOPLE)
+    person = message_class(schema.named("Person"))
+    serializer = ProtobufSerializer(person, client, {"use.deprecated.format": False})
+    context = SerializationContext("people", MessageField.VALUE)
+    values = [serializer(person(name=f"p{i}", home={"city": f"c{i % 3}"}), context) for i in range(12)]
+    assert values[0][5:7] == b"\x02\x02"  # one index, 1 (zig-zag varints)
+    produce_raw(broker.bootstrap, "people", values, 0)
+    options = {"subscribe": "people", "value.format": "protobuf", "schema.registry.url": url}
+
+    with pytest.raises(Exception, match=r"message indexes \[1\] name another message than the reader's \[0\]"):
+        strom_reader(spark, broker.bootstrap, **options).collect()
+    df = strom_reader(spark, broker.bootstrap, **options, **{"value.protobuf.message": "Person"})
+    assert dict(df.dtypes)["value"] == "struct<name:string,home:struct<city:string>>"
+    assert [r.value.asDict(recursive=True) for r in df.orderBy("offset").collect()] == [
+        {"name": f"p{i}", "home": {"city": f"c{i % 3}"}} for i in range(12)
+    ]
+
+    create_topic(broker.bootstrap, "people-out", 1)
+    (
+        df.select("value")
+        .write.format("strom")
+        .mode("append")
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("topic", "people-out")
+        .option("value.format", "protobuf")
+        .option("value.schema", PEOPLE)
+        .option("value.protobuf.message", "people.Person")
+        .option("schema.registry.url", url)
+        .save()
+    )
+    got = read_back(broker.bootstrap, "people-out", 1, ProtobufDeserializer(person, {"use.deprecated.format": False}))
+    assert sorted((p.name, p.home.city) for p in got) == sorted((f"p{i}", f"c{i % 3}") for i in range(12))
+    with pytest.raises(Exception, match="the schema has no message 'Robot'"):
+        strom_reader(spark, broker.bootstrap, **options, **{"value.protobuf.message": "Robot"}).schema
