@@ -18,7 +18,8 @@ the seed decides:
 
 Each fault waits until every broker is up with full ISRs; with ``--no-settle`` it does not.
 ``kill-coordinator`` (kill -9 of the transactional producer's coordinator, started again after a
-hold) runs only when named in ``--faults``.
+hold) and ``pause`` (SIGSTOP of a partition's leader past its ZooKeeper session, then SIGCONT: it
+wakes as a stale leader, maybe mid-translation) run only when named in ``--faults``.
 
 Then the producers stop, the tables are given time to catch up (bounded), and both are read with
 pyiceberg's scan and checked against what the producers were told: each (partition, offset)
@@ -32,8 +33,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -61,7 +64,11 @@ PARTITIONS = 3
 MODES = ("key_value", "value_schema_id_prefix")
 FAULTS = ("kill", "move", "restart")
 # only when named (--faults): the default schedules, the tests' among them, stay as they are
-EXTRA_FAULTS = ("kill-coordinator",)  # kill -9 of the transactional producer's coordinator
+EXTRA_FAULTS = (
+    "kill-coordinator",  # kill -9 of the transactional producer's coordinator
+    "pause",  # SIGSTOP of a partition's leader past its ZooKeeper session, then SIGCONT: a stale leader wakes
+)
+PAUSE_S = (SESSION_TIMEOUT_MS / 1000 + 1, SESSION_TIMEOUT_MS / 1000 + 4)
 SETTLE_S = 60.0  # bound on each wait for the cluster to settle
 CATCH_UP_S = 120.0  # bound on the wait for the tables to hold every committed record
 ROUNDS_AFTER_S = 2.0  # after the tables caught up: a few more translation rounds, nothing more may arrive
@@ -75,7 +82,7 @@ class Fault:
     hold_s: float = 0.0
 
     def describe(self) -> str:
-        hold = f" for {self.hold_s:.1f}s" if self.kind.startswith("kill") else ""
+        hold = f" for {self.hold_s:.1f}s" if self.hold_s else ""
         if self.kind == "kill-coordinator":
             return f"{self.at_s:5.1f}s kill the transaction coordinator{hold}"
         return f"{self.at_s:5.1f}s {self.kind} the leader of partition {self.partition}{hold}"
@@ -91,6 +98,8 @@ def schedule(seed: int, seconds: float, kinds: tuple[str, ...] = FAULTS) -> list
     while at < seconds - 3 or first:
         kind = first.pop(0) if first else rng.choice(kinds)
         hold = round(rng.uniform(1, 4), 1) if kind.startswith("kill") else 0.0
+        if kind == "pause":  # drawn only for it: the other kinds' schedules stay as they were
+            hold = round(rng.uniform(*PAUSE_S), 1)
         faults.append(Fault(kind, rng.randrange(PARTITIONS), round(at, 1), hold))
         at += hold + rng.uniform(3, 6)
     return faults
@@ -304,6 +313,14 @@ def inject(cluster: IcebergCluster, fault: Fault) -> str:
         partition = partition_for_group(TRANSACTIONAL_ID, len(cluster.assignment(topic)))
     leader = cluster.wait(lambda: (lead := cluster.state(partition, topic)[0]) in cluster.nodes and lead, "a leader")
     node = cluster.nodes[leader]
+    if fault.kind == "pause":
+        assert node.process is not None
+        os.kill(node.process.pid, signal.SIGSTOP)
+        try:
+            time.sleep(fault.hold_s)
+        finally:
+            os.kill(node.process.pid, signal.SIGCONT)
+        return f"paused broker {leader} (SIGSTOP) for {fault.hold_s:.1f}s, past its {SESSION_TIMEOUT_MS} ms session"
     if fault.kind.startswith("kill"):
         node.kill()
         time.sleep(fault.hold_s)
