@@ -25,12 +25,11 @@ import io
 import json
 import struct
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from strom.chaos.txn import COMMIT_DEADLINE_S, REPLACE, abandon, end_transaction
+from strom.chaos.txn import COMMIT_DEADLINE_S, REPLACE, abandon, end_transaction, initialised
 from strom.chaos.workload import client_logging
 
 TXN_SIZE = 10
@@ -250,19 +249,8 @@ class Writers:
         self._guarded(self._run_transactional)
 
     def _new_transactional(self):
-        from confluent_kafka import KafkaException
-
         config = {"bootstrap.servers": self.bootstrap, "transactional.id": TRANSACTIONAL_ID}
-        deadline = time.monotonic() + 120
-        while True:
-            producer = _producer({**config, "transaction.timeout.ms": 60000}, self.client, self.loggers[1])
-            try:
-                producer.init_transactions(30)
-                return producer
-            except KafkaException:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.5)
+        return initialised(lambda: _producer({**config, "transaction.timeout.ms": 60000}, self.client, self.loggers[1]))
 
     def _run_transactional(self) -> None:
         producer = self._new_transactional()

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from strom.chaos.workload import ProducerThreads, Verdict, client_logging
 
@@ -59,11 +61,10 @@ class TxnProducers(ProducerThreads[TxnHistory]):
         return TxnHistory()
 
     def _producer(self, index: int):
-        from confluent_kafka import KafkaException, Producer
+        from confluent_kafka import Producer
 
-        deadline = time.monotonic() + 120
-        while True:
-            producer = Producer(
+        return initialised(
+            lambda: Producer(
                 {
                     "bootstrap.servers": self.bootstrap,
                     "transactional.id": f"chaos-txn-{index}",
@@ -78,13 +79,7 @@ class TxnProducers(ProducerThreads[TxnHistory]):
                     **client_logging(self._loggers[index]),
                 }
             )
-            try:
-                producer.init_transactions(30)
-                return producer
-            except KafkaException:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.5)
+        )
 
     def _run(self, index: int) -> None:
         producer = self._producer(index)
@@ -123,6 +118,23 @@ class TxnProducers(ProducerThreads[TxnHistory]):
         if outcome.endswith(REPLACE):
             raise _Replace(outcome.removesuffix(REPLACE))
         return outcome
+
+
+def initialised(make: Callable[[], Any], timeout_s: float = 120.0) -> Any:
+    """A transactional producer from ``make`` whose init_transactions succeeded: while the
+    coordinator cannot answer (a fault still held), a new producer tries again, for ``timeout_s``."""
+    from confluent_kafka import KafkaException
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        producer = make()
+        try:
+            producer.init_transactions(30)
+            return producer
+        except KafkaException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
 
 
 REPLACE = "!"  # ends an outcome after which the producer cannot go on: a new one must fence it
