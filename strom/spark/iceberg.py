@@ -7,9 +7,14 @@
 pyiceberg plans the table's current snapshot (its data file list and the offsets it covers,
 from the snapshot summary) and Spark's own Parquet reader scans the files: no Iceberg jar and no
 row through a Python worker. With ``bootstrap_servers``, the records past the snapshot's offsets
-up to the latest committed offsets at the call are read through the ``strom`` source
-(read_committed) and unioned, so every committed record appears once. The columns are those of
-the ``strom`` source with headers.
+up to the latest committed offsets at the call (read_committed) are unioned, so every committed
+record appears once. The columns are those of the ``strom`` source with headers.
+
+The tail is planned once, here: a Spark job of the ``strom`` source costs half a second to a
+second before its first record (its planning runs in a Python worker, its tasks start more), which
+at a small tail is most of what read_topic adds to the table's scan. So no tail (the table covers
+the latest offsets) adds nothing, a short one is read on the driver with the source's own reader
+(``kafka_io.read_range``) and handed to Spark as Arrow, and only a long one runs the source.
 
 A topic in a schema mode (``value_schema_id_prefix``, ``value_schema_latest``) has typed columns:
 ``value`` is then a struct of the table's value columns (the column itself for a value that is not
@@ -23,6 +28,7 @@ as it is not in the table either.
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any
 
 from strom.iceberg.schema_modes import MODES as SCHEMA_MODES
@@ -36,9 +42,24 @@ def planned_files(catalog_uri: str, topic: str, warehouse: str = "file:///tmp") 
     return files, offsets
 
 
+# Catalogs opened by this process, by (uri, warehouse): opening one builds a SQLAlchemy engine and
+# checks the catalog's tables, which cost more than planning a small table; the table itself is
+# loaded anew at every call, so a cached catalog never serves an old snapshot.
+_catalogs: dict[tuple[str, str], Any] = {}
+_catalogs_lock = threading.Lock()
+
+
+def _catalog(catalog_uri: str, warehouse: str) -> Any:
+    with _catalogs_lock:
+        found = _catalogs.get((catalog_uri, warehouse))
+        if found is None:
+            found = _catalogs[(catalog_uri, warehouse)] = open_catalog(CatalogSettings(catalog_uri, warehouse))
+        return found
+
+
 def _plan(catalog_uri: str, topic: str, warehouse: str = "file:///tmp") -> tuple[list[str], dict[int, int], Any, str]:
     """(data files, offsets, the table's Arrow schema, its mode) of the current snapshot."""
-    table = open_catalog(CatalogSettings(catalog_uri, warehouse)).load_table(identifier(topic))
+    table = _catalog(catalog_uri, warehouse).load_table(identifier(topic))
     snapshot = table.current_snapshot()
     arrow_schema = table.schema().as_arrow()
     mode = table_mode(table)
@@ -59,7 +80,7 @@ def _value_column(arrow_schema: Any):
     return F.struct(*[F.col(f"`{name}`") for name in names]).alias("value")
 
 
-def _from_table(spark, topic: str, files: list[str], arrow_schema: Any = None, mode: str = "key_value"):
+def _from_table(spark, topic: str, files: list[str], arrow_schema: Any, mode: str = "key_value"):
     from pyspark.sql import functions as F
 
     from strom.spark.schema import kafka_schema
@@ -68,14 +89,12 @@ def _from_table(spark, topic: str, files: list[str], arrow_schema: Any = None, m
         if mode in SCHEMA_MODES:
             raise ValueError(f"the table of {topic} has no data files yet: nothing tells the value's Spark type")
         return spark.createDataFrame([], kafka_schema(include_headers=True))
-    if mode in SCHEMA_MODES:
-        from pyspark.sql.pandas.types import from_arrow_schema
+    from pyspark.sql.pandas.types import from_arrow_schema
 
-        # the table's current schema, not one file's: files written before the schema evolved lack
-        # its newer columns (read as nulls) and hold narrower types (widened by the reader)
-        df = spark.read.schema(from_arrow_schema(arrow_schema)).parquet(*files)
-    else:
-        df = spark.read.parquet(*files)
+    # the table's current schema, not one file's: files written before the schema evolved lack
+    # its newer columns (read as nulls) and hold narrower types (widened by the reader); and,
+    # given the schema, Spark reads no file footer on the driver to infer one
+    df = spark.read.schema(from_arrow_schema(arrow_schema)).parquet(*files)
     value = _value_column(arrow_schema) if mode in SCHEMA_MODES else F.col("value")
     return df.select(
         F.col("key"),
@@ -89,19 +108,65 @@ def _from_table(spark, topic: str, files: list[str], arrow_schema: Any = None, m
     )
 
 
-def _partitions(bootstrap_servers: str, topic: str, options: dict[str, str] | None = None) -> list[int]:
-    """The topic's partitions, asked with the connection and security settings of the ``kafka.*``
-    options (a SASL_SSL listener's, say), as the strom source's own clients take them."""
-    from confluent_kafka.admin import AdminClient
+# Tails of at most this many records in all are read on the driver (strom's Fetch reader, or its
+# consumer for SSL/SASL) and handed to Spark as Arrow: a Spark job of the strom source costs about
+# half a second to a second before its first record (Python data source planning and workers),
+# more than reading a few tens of thousands of records here.
+LOCAL_TAIL_RECORDS = 100_000
 
-    from strom.spark.options import client_config_from_options, connection_config
 
-    config = connection_config(client_config_from_options(options or {}))
-    metadata = AdminClient({**config, "bootstrap.servers": bootstrap_servers}).list_topics(topic, timeout=30)
-    found = metadata.topics[topic]
-    if found.error is not None:
-        raise ValueError(f"topic {topic}: {found.error}")
-    return sorted(found.partitions)
+def _source_options(bootstrap_servers: str, options: dict[str, str] | None) -> dict[str, str]:
+    """The ``strom`` source options of the tail read: read_committed, with headers, the user's
+    ``kafka.*`` settings (a SASL_SSL listener's, say) on top."""
+    return {
+        "kafka.bootstrap.servers": bootstrap_servers,
+        "includeHeaders": "true",
+        "kafka.isolation.level": "read_committed",
+        **(options or {}),
+    }
+
+
+def _tail_ranges(opts: Any, topic: str, offsets: dict[int, int]) -> list[Any]:
+    """The offset ranges past the table, per partition: from the table's next offset (the log's
+    earliest for a partition the table has not seen) to the latest committed offset now (the
+    last stable offset: the tail is read read_committed). One ListOffsets round, through the
+    admin client the strom source keeps for the process."""
+    from strom.spark.kafka_io import Admin
+    from strom.spark.options import EARLIEST, LATEST, OffsetRange
+
+    admin = Admin(opts)
+    tps = admin.subscribed()
+    if not tps:
+        raise ValueError(f"topic {topic} does not exist on {opts.bootstrap_servers}")
+    latest = admin.offsets(tps, LATEST)
+    unseen = [tp for tp in tps if tp[1] not in offsets]
+    earliest = admin.offsets(unseen, EARLIEST) if unseen else {}
+    ranges = []
+    for tp in tps:
+        start = offsets[tp[1]] if tp[1] in offsets else earliest[tp]
+        if start > latest[tp]:
+            raise ValueError(
+                f"the table of {topic} holds partition {tp[1]} up to offset {start}, past the log's latest "
+                f"committed offset {latest[tp]} (was the topic deleted and made again?)"
+            )
+        if start < latest[tp]:
+            ranges.append(OffsetRange(topic, tp[1], start, latest[tp]))
+    return ranges
+
+
+def _tail_on_driver(opts: Any, ranges: list[Any]) -> Any:
+    """The records of ``ranges`` as one Arrow table of the ``strom`` source's columns (with headers),
+    read here with the reader the source's tasks use (``kafka_io.read_range``: the same
+    read_committed filtering, the same data-loss checks)."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from strom.spark.kafka_io import read_range
+    from strom.spark.schema import kafka_schema
+
+    arrow_schema = to_arrow_schema(kafka_schema(include_headers=True), timezone="UTC")
+    batches = [batch for r in ranges for batch in read_range(opts, r, arrow_schema)]
+    return pa.Table.from_batches(batches, schema=arrow_schema)
 
 
 def read_topic(
@@ -113,12 +178,18 @@ def read_topic(
     options: dict[str, str] | None = None,
     schema_registry_url: str | None = None,
     schema_registry_config: dict[str, str] | None = None,
+    local_tail_records: int = LOCAL_TAIL_RECORDS,
 ):
     """The topic's committed records as one DataFrame: the table's, plus (with ``bootstrap_servers``)
     the log's past the table's offsets. ``options`` go to the ``strom`` source (``kafka.*`` client
     settings); ``schema_registry_url`` decodes the log's records of a schema-mode topic, with
     ``schema_registry_config`` any other setting of confluent-kafka's SchemaRegistryClient
-    (``basic.auth.user.info``, ``ssl.ca.location``...)."""
+    (``basic.auth.user.info``, ``ssl.ca.location``...).
+
+    The tail past the table is planned here, once: when the table already covers the latest
+    committed offsets, the DataFrame is the table's alone; a tail of at most ``local_tail_records``
+    records is read on the driver and added as Arrow (no Python data source job); a longer one is
+    read by the ``strom`` source's tasks, up to the offsets planned here."""
     files, offsets, arrow_schema, mode = _plan(catalog_uri, topic)
     df = _from_table(spark, topic, files, arrow_schema, mode)
     if bootstrap_servers is None:
@@ -128,27 +199,41 @@ def read_topic(
         raise ValueError(
             f"{topic} is in a schema mode: read_topic needs schema_registry_url to decode its newest records"
         )
+    from strom.spark.options import SourceOptions
+
+    source_options = _source_options(bootstrap_servers, options)
+    opts = SourceOptions.parse({**source_options, "subscribe": topic}, streaming=False)
+    ranges = _tail_ranges(opts, topic, offsets)
+    if not ranges:
+        return df
+    schemas = None
+    if is_typed:
+        assert schema_registry_url is not None
+        schemas = _registry_schemas(schema_registry_url, topic, schema_registry_config)
+    if sum(r.end - r.start for r in ranges) <= local_tail_records:
+        tail = _tail_on_driver(opts, ranges)
+        if is_typed:
+            import pyarrow as pa
+
+            typed = _arrow_schema_of(spark, df.schema)
+            tail = pa.Table.from_batches(
+                list(_decode_batches(tail.to_batches(), typed, arrow_schema, mode, schemas)), schema=typed
+            )
+        if tail.num_rows == 0:  # only aborted records and markers past the table
+            return df
+        return df.unionByName(spark.createDataFrame(tail, schema=df.schema if is_typed else None))
     from strom.spark import register
 
     register(spark)
-    starting = {str(p): offsets.get(p, -2) for p in _partitions(bootstrap_servers, topic, options)}
-    reader = (
-        spark.read.format("strom")
-        .option("kafka.bootstrap.servers", bootstrap_servers)
-        .option("assign", json.dumps({topic: [int(p) for p in starting]}))
-        .option("startingOffsets", json.dumps({topic: starting}))
-        .option("endingOffsets", "latest")
-        .option("includeHeaders", "true")
-        .option("kafka.isolation.level", "read_committed")
-    )
-    for key, value in (options or {}).items():
+    reader = spark.read.format("strom")
+    for key, value in source_options.items():
         reader = reader.option(key, value)
+    reader = reader.option("assign", json.dumps({topic: [r.partition for r in ranges]}))
+    reader = reader.option("startingOffsets", json.dumps({topic: {str(r.partition): r.start for r in ranges}}))
+    reader = reader.option("endingOffsets", json.dumps({topic: {str(r.partition): r.end for r in ranges}}))
     live = reader.load()
     if is_typed:
-        assert schema_registry_url is not None
-        live = _decoded(
-            live, df.schema, arrow_schema, mode, _registry_schemas(schema_registry_url, topic, schema_registry_config)
-        )
+        live = _decoded(live, df.schema, arrow_schema, mode, schemas)
     return df.unionByName(live)
 
 
@@ -197,42 +282,54 @@ def _text(client, subject: str | None, version: int | None) -> str:
     return (found.schema_str if found is not None else None) or ""
 
 
-def _decoded(live, spark_schema, table_arrow: Any, mode: str, schemas):
-    """The log's records with ``value`` decoded as the table's columns (mapInArrow in Python workers)."""
-    import pyarrow as pa
+def _arrow_schema_of(spark, spark_schema) -> Any:
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    zone = live.sparkSession.conf.get("spark.sql.session.timeZone") or "UTC"
-    out_schema = to_arrow_schema(spark_schema, timezone=zone)
-    value_type = out_schema.field("value").type
-    single = value_names(table_arrow) == ["value"]
+    zone = spark.conf.get("spark.sql.session.timeZone") or "UTC"
+    return to_arrow_schema(spark_schema, timezone=zone)
+
+
+def _decoded(live, spark_schema, table_arrow: Any, mode: str, schemas):
+    """The log's records with ``value`` decoded as the table's columns (mapInArrow in Python workers)."""
+    out_schema = _arrow_schema_of(live.sparkSession, spark_schema)
 
     def decode(batches):
-        from strom.iceberg.schema_modes import Decoded, Decoder, value_arrays
-
-        decoder = Decoder(mode, schemas)
-        for batch in batches:
-            values = batch.column("value").to_pylist()
-            keep, decoded = [], []
-            for index, value in enumerate(values):
-                verdict = decoder.decode(value)
-                if isinstance(verdict, Decoded):  # the others are dead letters: not in the table either
-                    keep.append(index)
-                    decoded.append(verdict.value)
-            rows = batch.take(pa.array(keep, pa.int64()))
-            try:
-                arrays = value_arrays(table_arrow, decoded)
-            except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
-                raise ValueError(
-                    "records in the log past the table's snapshot do not fit the table's columns (written with "
-                    f"a schema version the table has not evolved to yet; its next translation round will): {exc}"
-                ) from None
-            names = value_names(table_arrow)
-            if single:
-                column = arrays[0].cast(value_type)
-            else:
-                column = pa.StructArray.from_arrays(arrays, names=names).cast(value_type)
-            columns = [column if name == "value" else rows.column(name) for name in out_schema.names]
-            yield pa.RecordBatch.from_arrays(columns, schema=out_schema)
+        return _decode_batches(batches, out_schema, table_arrow, mode, schemas)
 
     return live.mapInArrow(decode, spark_schema)
+
+
+def _decode_batches(batches, out_schema: Any, table_arrow: Any, mode: str, schemas):
+    """Batches of the ``strom`` source's columns with ``value`` decoded as the table's columns
+    (``out_schema``), each record as the brokers translate it; dead letters are left out, as they
+    are not in the table either. Run in Python workers (a long tail) or on the driver (a short one)."""
+    import pyarrow as pa
+
+    from strom.iceberg.schema_modes import Decoded, Decoder, value_arrays
+
+    value_type = out_schema.field("value").type
+    names = value_names(table_arrow)
+    single = names == ["value"]
+    decoder = Decoder(mode, schemas)
+    for batch in batches:
+        values = batch.column("value").to_pylist()
+        keep, decoded = [], []
+        for index, value in enumerate(values):
+            verdict = decoder.decode(value)
+            if isinstance(verdict, Decoded):  # the others are dead letters: not in the table either
+                keep.append(index)
+                decoded.append(verdict.value)
+        rows = batch.take(pa.array(keep, pa.int64()))
+        try:
+            arrays = value_arrays(table_arrow, decoded)
+        except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
+            raise ValueError(
+                "records in the log past the table's snapshot do not fit the table's columns (written with "
+                f"a schema version the table has not evolved to yet; its next translation round will): {exc}"
+            ) from None
+        if single:
+            column = arrays[0].cast(value_type)
+        else:
+            column = pa.StructArray.from_arrays(arrays, names=names).cast(value_type)
+        columns = [column if name == "value" else rows.column(name) for name in out_schema.names]
+        yield pa.RecordBatch.from_arrays(columns, schema=out_schema)

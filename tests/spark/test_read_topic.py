@@ -42,6 +42,9 @@ def test_read_topic_from_the_table_and_past_it_from_the_log(spark, tmp_path):
         assert from_table.inputFiles() and all(f.endswith(".parquet") for f in from_table.inputFiles())
         assert_exactly(spark_rows(from_table), committed, aborted)
         assert {row.topic for row in from_table.select("topic").distinct().collect()} == {"history"}
+        # the table covers the log's latest committed offsets: nothing past it to read
+        covered = read_topic(spark, "history", catalog_uri=catalog.uri, bootstrap_servers=broker.bootstrap)
+        assert_exactly(spark_rows(covered), committed, aborted)
 
         # translation off: what is produced now is only in the log
         broker.stop()
@@ -53,6 +56,11 @@ def test_read_topic_from_the_table_and_past_it_from_the_log(spark, tmp_path):
         both = read_topic(spark, "history", catalog_uri=catalog.uri, bootstrap_servers=broker.bootstrap)
         assert_exactly(spark_rows(both), committed | newer, aborted)
         assert from_table.count() == len(committed)  # the table did not move: the newest came from the log
+        # the same tail read by the strom source's Spark tasks rather than on the driver
+        tasks = read_topic(
+            spark, "history", catalog_uri=catalog.uri, bootstrap_servers=broker.bootstrap, local_tail_records=0
+        )
+        assert_exactly(spark_rows(tasks), committed | newer, aborted)
     finally:
         broker.stop()
 
@@ -183,16 +191,18 @@ def test_read_topic_of_a_schema_mode_topic_over_sasl_ssl_with_registry_credentia
             "kafka.ssl.truststore.type": "PEM",
             "kafka.ssl.truststore.location": str(certs.ca),
         }
-        df = read_topic(
-            spark,
-            "guarded",
-            catalog_uri=catalog.uri,
-            bootstrap_servers=f"127.0.0.1:{secure}",
-            options=kafka,
-            schema_registry_url=registry_url(data),
-            schema_registry_config=alice,
-        )
-        assert_typed(df, in_table | later.good, topic="guarded")
+        for local_tail_records in (100, 0):  # the tail read on the driver, then by the source's tasks
+            df = read_topic(
+                spark,
+                "guarded",
+                catalog_uri=catalog.uri,
+                bootstrap_servers=f"127.0.0.1:{secure}",
+                options=kafka,
+                schema_registry_url=registry_url(data),
+                schema_registry_config=alice,
+                local_tail_records=local_tail_records,
+            )
+            assert_typed(df, in_table | later.good, topic="guarded")
     finally:
         broker.stop()
 
@@ -271,5 +281,61 @@ def test_read_topic_of_a_compacted_partitioned_table(spark, tmp_path):
         newer = produce(broker.bootstrap, "compacted", 60, "b")
         both = read_topic(spark, "compacted", catalog_uri=catalog.uri, bootstrap_servers=broker.bootstrap)
         assert_exactly(spark_rows(both), committed | newer, {})
+    finally:
+        broker.stop()
+
+
+def test_read_topic_after_retention_deleted_the_oldest_segments(spark, tmp_path):
+    """Retention deleted the segments of the records already in the table: they come from the table,
+    the newer ones from the log (read on the driver, and by the strom source's tasks), each once."""
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+
+    from strom.spark.options import EARLIEST, SourceOptions
+
+    data = tmp_path / "data"
+    catalog = catalog_of(data)
+    broker = BrokerProcess(data, {**ICEBERG, "log.retention.check.interval.ms": "200"}).start()
+
+    def retention(ms: str) -> None:
+        entry = ConfigEntry("retention.ms", ms, incremental_operation=AlterConfigOpType.SET)
+        resource = ConfigResource(ConfigResource.Type.TOPIC, "retained", incremental_configs=[entry])
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        for done in admin.incremental_alter_configs([resource]).values():
+            done.result(30)
+
+    def earliest() -> dict:
+        from strom.spark.kafka_io import Admin
+
+        opts = SourceOptions.parse(
+            {"kafka.bootstrap.servers": broker.bootstrap, "subscribe": "retained"}, streaming=False
+        )
+        admin = Admin(opts)
+        return admin.offsets(admin.subscribed(), EARLIEST)
+
+    try:
+        create_topic(broker.bootstrap, "retained", 2, **{"segment.bytes": "1024"})
+        committed = produce(broker.bootstrap, "retained", 300, "a", **{"linger.ms": 0, "batch.num.messages": 5})
+        wait_for_rows(catalog, "retained", len(committed))
+        retention("1")
+        deadline = time.monotonic() + 60
+        while not all(offset > 0 for offset in earliest().values()):
+            assert time.monotonic() < deadline, f"retention deleted no segment: earliest offsets {earliest()}"
+            time.sleep(0.2)
+        retention("604800000")  # the newer records stay in the log
+
+        broker.stop()
+        broker.overrides["iceberg.enabled"] = "false"
+        broker.start()
+        newer = produce(broker.bootstrap, "retained", 120, "b")
+        assert all(offset > 0 for offset in earliest().values())  # the oldest records are in the table only
+        for local_tail_records in (100_000, 0):
+            df = read_topic(
+                spark,
+                "retained",
+                catalog_uri=catalog.uri,
+                bootstrap_servers=broker.bootstrap,
+                local_tail_records=local_tail_records,
+            )
+            assert_exactly(spark_rows(df), committed | newer, {})
     finally:
         broker.stop()
