@@ -23,47 +23,30 @@ from collections.abc import Callable
 
 from proto_schema_parser import ast
 
+from strom.iceberg.protobuf_columns import message_indexes
 from strom.schemas import protobuf
 
 PREFIX_SIZE = 5
-MAX_DEPTH = 64  # indexes in a path: messages nested deeper than this are not written by anyone
-MAX_BYTES = 5 * (MAX_DEPTH + 1)  # the most bytes a well-formed index section takes
+MAX_BYTES = 10 * 65  # the most bytes an index section the parser accepts takes (64 indexes of 10 bytes)
 
 
 class MalformedIndexes(ValueError):
     """Message indexes that cannot be read (the reason is the message)."""
 
 
-def _varint(data: bytes | memoryview, position: int, end: int) -> tuple[int, int]:
-    """A zig-zag varint of at most 5 bytes (a Java int, as Confluent's ByteUtils.readVarint)."""
-    raw = shift = 0
-    while True:
-        if position >= end:
-            raise MalformedIndexes("its Protobuf message indexes run past its end")
-        byte = data[position]
-        position += 1
-        raw |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return (raw >> 1) ^ -(raw & 1), position
-        shift += 7
-        if shift >= 35:
-            raise MalformedIndexes("its Protobuf message indexes hold a varint longer than 5 bytes")
-
-
 def read(data: bytes | memoryview, position: int, end: int) -> tuple[tuple[int, ...], int]:
-    """(the indexes, the position after them) of the index section at ``position``."""
-    count, position = _varint(data, position, end)
-    if count == 0:
-        return (0,), position
-    if count < 0 or count > MAX_DEPTH:
-        raise MalformedIndexes(f"its Protobuf message indexes have a count of {count}")
-    indexes = []
-    for _ in range(count):
-        index, position = _varint(data, position, end)
-        if index < 0:
-            raise MalformedIndexes(f"its Protobuf message indexes hold a negative index {index}")
-        indexes.append(index)
-    return tuple(indexes), position
+    """(the indexes, the position after them) of the index section at ``position``, read within
+    ``end`` by the one parser of them (strom.iceberg.protobuf_columns.message_indexes); a negative
+    index names no message either."""
+    try:
+        indexes, after = message_indexes(bytes(data[position : min(end, position + MAX_BYTES)]), 0)
+    except IndexError:
+        raise MalformedIndexes("its Protobuf message indexes run past its end") from None
+    except ValueError as exc:
+        raise MalformedIndexes(f"its Protobuf message indexes do not decode: {exc}") from None
+    if min(indexes) < 0:
+        raise MalformedIndexes(f"its Protobuf message indexes hold a negative index {min(indexes)}")
+    return indexes, position + after
 
 
 def message_names(schema: str) -> dict[tuple[int, ...], str] | None:

@@ -66,10 +66,10 @@ def test_reads_what_the_serializer_writes(path):
     [
         (b"", "run past its end"),
         (b"\x04\x02", "run past its end"),  # a count of 2, one index
-        (b"\x01", "a count of -1"),
+        (b"\x01", "do not decode: -1 message indexes"),
         (b"\x02\x03", "a negative index -2"),
-        (b"\x82\x01" + b"\x00" * 65, "a count of 65"),
-        (b"\x02\xff\xff\xff\xff\xff\x01", "longer than 5 bytes"),
+        (b"\x82\x01" + b"\x00" * 65, "do not decode: 65 message indexes"),
+        (b"\x02" + b"\xff" * 10 + b"\x01", "varint longer than 10 bytes"),
     ],
 )
 def test_malformed_indexes_are_refused(data, why):
