@@ -48,7 +48,7 @@ def parse(schema_type: str, text: str, referenced: list[tuple[str, str]]) -> tup
 
 
 def normalized(schema_type: str, canonical: str) -> str:
-    """``normalize=true``'s form of a canonical text (Protobuf's canonical text is already one)."""
+    """``normalize=true``'s form of a canonical text (a Protobuf text stays as it is)."""
     if schema_type == "AVRO":
         return avro.normalized(canonical)
     if schema_type == "JSON":

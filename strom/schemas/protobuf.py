@@ -10,9 +10,10 @@ ANTLR grammar of Buf's) into an AST, which is turned here into a ``FileDescripto
 types, ...). Imports resolve to schema references (by their name, as Confluent's clients name
 them) and to the well-known types ``google/protobuf/*.proto``, which need no reference.
 
-The canonical text, stored and answered, is the descriptor rendered back to ``.proto``
-(strom.schemas.protobuf_text), so that the same schema sent as text or as a descriptor gets one
-id, as Confluent's registry stores its canonical rendering. ``?format=serialized`` answers base64
+The canonical text, stored and answered (strom.schemas.protobuf_text), is a text's syntax tree
+printed back (as written, without comments and layout), or a descriptor rendered to ``.proto``;
+``ParsedProto.same`` tells two spellings of one schema (a text and its descriptor) apart from two
+schemas, as Confluent's registry stores its printer's rendering and looks schemas up by it. ``?format=serialized`` answers base64
 of the descriptor, which is what confluent-kafka's deserializers ask for. Compatibility is
 Confluent's Protobuf rules (strom.schemas.protobuf_compatibility).
 """
@@ -34,7 +35,7 @@ from proto_schema_parser import ast
 from proto_schema_parser.parser import Parser
 
 from strom.schemas import compatibility, protobuf_compatibility
-from strom.schemas.protobuf_text import render
+from strom.schemas.protobuf_text import option_signature, print_tree, render
 
 FDP = descriptor_pb2.FileDescriptorProto
 FieldProto = descriptor_pb2.FieldDescriptorProto
@@ -82,11 +83,24 @@ class InvalidSchemaError(ValueError):
 
 
 class ParsedProto:
-    """A parsed schema: its descriptor and the descriptors of the files it imports."""
+    """A parsed schema: its descriptor and the descriptors of the files it imports; ``identity``,
+    the descriptor rendered (type names fully qualified, options left out), and ``options``, the
+    options as written (None for a schema sent as a descriptor): two spellings of one schema have
+    the same identity and options (see ``same``)."""
 
-    def __init__(self, file: Any, dependencies: dict[str, Any]):
+    def __init__(self, file: Any, dependencies: dict[str, Any], options: tuple | None = None):
         self.file = file
         self.dependencies = dependencies
+        self.identity = render(file)
+        self.options = options
+
+    def same(self, other: ParsedProto) -> bool:
+        """The same schema spelled another way: type names written otherwise (``Line`` and
+        ``.shop.Order.Line``), or one of them sent as a descriptor (whose options strom does not
+        compare: confluent-kafka's serializers send descriptors)."""
+        if self.identity != other.identity:
+            return False
+        return self.options is None or other.options is None or self.options == other.options
 
     def serialized(self) -> str:
         """Base64 of the descriptor: the answer to ``format=serialized``."""
@@ -124,7 +138,7 @@ def parse(text: str, referenced: Iterable[tuple[str, str]] = ()) -> tuple[Parsed
         parsed, _ = parse(other, [(n, t) for n, t in referenced if n != name])
         parsed.file.name = name
         dependencies[name] = parsed.file
-    file = _read(text, dependencies)
+    file, tree = _read(text, dependencies)
     if not file.message_type and not file.enum_type:
         raise InvalidSchemaError("Invalid schema: the schema defines no message and no enum")
     file.name = SCHEMA_FILE
@@ -147,7 +161,9 @@ def parse(text: str, referenced: Iterable[tuple[str, str]] = ()) -> tuple[Parsed
         raise
     except Exception as exc:  # upb's TypeError, a KeyError of a missing dependency
         raise InvalidSchemaError(f"Invalid schema: {exc}") from None
-    return ParsedProto(file, dependencies), render(file)
+    if tree is None:
+        return ParsedProto(file, dependencies), render(file)
+    return ParsedProto(file, dependencies, option_signature(tree)), print_tree(tree)
 
 
 def _add(pool: DescriptorPool, file: Any, dependencies: dict[str, Any], added: set[str]) -> None:
@@ -162,18 +178,19 @@ def _add(pool: DescriptorPool, file: Any, dependencies: dict[str, Any], added: s
     pool.Add(file)
 
 
-def _read(text: str, dependencies: dict[str, Any]) -> Any:
-    """The descriptor of ``.proto`` text, or of a base64 descriptor when it is not text."""
+def _read(text: str, dependencies: dict[str, Any]) -> tuple[Any, ast.File | None]:
+    """The descriptor of ``.proto`` text and its syntax tree, or of a base64 descriptor (no tree)
+    when it is not text."""
     try:
         tree = _PARSER.parse(text)
     except InvalidSchemaError as exc:
         decoded = _from_base64(text)
         if decoded is None:
             raise exc from None
-        return decoded
+        return decoded, None
     except RecursionError:
         raise InvalidSchemaError("Invalid schema: nested too deeply") from None
-    return _Builder(tree, dependencies).build()
+    return _Builder(tree, dependencies).build(), tree
 
 
 def _from_base64(text: str) -> Any | None:

@@ -378,25 +378,29 @@ class SchemaRegistry:
             stored = StoredSchema(formats.normalized(schema_type, stored.schema), stored.schema_type, stored.references)
         return parsed, stored
 
-    def _existing(self, subject: str, stored: StoredSchema, deleted: bool = False) -> rec.SchemaValue | None:
+    def _existing(
+        self, subject: str, stored: StoredSchema, parsed: formats.Parsed, deleted: bool = False
+    ) -> rec.SchemaValue | None:
         for value in reversed(self.state.versions(subject, deleted)):
-            if self.state.stored(value) == stored or self._same_protobuf(value, stored):
+            if self.state.stored(value) == stored or self._same_protobuf(value, stored, parsed):
                 return value
         return None
 
-    def _same_protobuf(self, value: rec.SchemaValue, stored: StoredSchema) -> bool:
-        """A Protobuf version whose text is not strom's canonical rendering (a ``_schemas`` topic
-        copied from Confluent's registry, which keeps type names as written) is the same schema
-        when its rendering is."""
+    def _same_protobuf(self, value: rec.SchemaValue, stored: StoredSchema, parsed: formats.Parsed) -> bool:
+        """A Protobuf version whose text differs is the same schema when both spell one schema
+        (strom.schemas.protobuf.ParsedProto.same): the same .proto sent as text and as a descriptor
+        (confluent-kafka's serializers look a registered text up with its descriptor), type names
+        written otherwise, or a ``_schemas`` topic copied from Confluent's registry, whose printer
+        lays text out otherwise."""
         if value.schema_type != "PROTOBUF" or stored.schema_type != "PROTOBUF" or value.schema == stored.schema:
             return False
         if references_of(value.references) != stored.references:
             return False
         try:
-            parsed, _ = self._parse(value.schema, value.schema_type, value.references)
+            old, _ = self._parse(value.schema, value.schema_type, value.references)
         except RegistryError:
             return False
-        return parsed.canonical == stored.schema
+        return bool(old.value.same(parsed.value))
 
     async def register(
         self,
@@ -415,12 +419,12 @@ class SchemaRegistry:
         self.readable()
         await self.parse_ahead([(schema, schema_type, references)], subject)
         parsed, stored = self._prepare(schema, schema_type, references, normalize)
-        found = self._existing(subject, stored)
+        found = self._existing(subject, stored, parsed)
         if found is not None and version is None and schema_id in (None, found.id):
             return Registered(found.id, found.version, self.next_offset)  # any broker answers from its view
         async with self._write_lock:
             await self._leader_partition()
-            found = self._existing(subject, stored)
+            found = self._existing(subject, stored, parsed)
             if found is not None and version in (None, found.version) and schema_id in (None, found.id):
                 return Registered(found.id, found.version, self.next_offset)
             mode = self._may_register(subject, schema_id)
@@ -481,8 +485,8 @@ class SchemaRegistry:
         self.readable()
         if not self.state.versions(subject, deleted):
             raise subject_not_found(subject)
-        _, stored = self._prepare(schema, schema_type, references, normalize)
-        found = self._existing(subject, stored, deleted)
+        parsed, stored = self._prepare(schema, schema_type, references, normalize)
+        found = self._existing(subject, stored, parsed, deleted)
         if found is None:
             raise schema_not_found()
         return found

@@ -35,12 +35,16 @@ def problems(level, new, *previous):
     return protobuf.compatibility_problems(level, parsed(new), [parsed(p) for p in previous])
 
 
-def test_text_and_descriptor_are_one_canonical_text():
+def test_text_is_kept_as_written_and_a_descriptor_is_the_same_schema():
     first, canonical = protobuf.parse(BASE)
     assert protobuf.parse(canonical)[1] == canonical  # a fixed point
-    assert protobuf.parse(first.serialized())[1] == canonical  # the base64 descriptor of it
-    assert "map<string, int32> counts = 4;" in canonical and "optional .shop.Order.Status status = 7;" in canonical
-    assert "oneof payment {" in canonical and "reserved 20 to 22;" in canonical
+    assert "repeated Line lines = 3;" in canonical and "optional Status status = 7;" in canonical  # as written
+    assert "map<string, int32> counts = 4;" in canonical and "reserved 20 to 22, 30;" in canonical
+    # the base64 descriptor of it: rendered with fully qualified names, the same schema
+    described, rendered = protobuf.parse(first.serialized())
+    assert "optional .shop.Order.Status status = 7;" in rendered and "oneof payment {" in rendered
+    assert protobuf.parse(rendered)[1] == rendered and described.same(first) and first.same(described)
+    assert first.identity == described.identity == protobuf.parse(rendered)[0].identity
     file = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(first.serialized()))
     order = file.message_type[0]
     assert [f.number for f in order.field] == [1, 2, 3, 4, 5, 6, 7, 8]
@@ -58,7 +62,8 @@ def test_a_well_known_types_own_descriptor_is_accepted():
 def test_references_resolve_imports():
     common = 'syntax = "proto3";\npackage common;\nmessage Money { int64 cents = 1; }\n'
     text = 'syntax = "proto3";\nimport "common.proto";\nmessage Price { common.Money amount = 1; }\n'
-    assert ".common.Money amount = 1;" in protobuf.parse(text, [("common.proto", common)])[1]
+    price, canonical = protobuf.parse(text, [("common.proto", common)])
+    assert "common.Money amount = 1;" in canonical and ".common.Money amount = 1;" in price.identity
     with pytest.raises(protobuf.InvalidSchemaError, match="common.proto"):
         protobuf.parse(text)
 
@@ -206,3 +211,84 @@ def test_levels_and_transitivity():
     assert not problems("FULL", v2, v1)
     assert not problems("BACKWARD", v3, v1) and problems("BACKWARD_TRANSITIVE", v3, v1, v2)
     assert problems("FORWARD", v3, v2) and not problems("NONE", v3, v2)
+
+
+COMMENTED = """// the shop's orders
+syntax = "proto3";
+package shop;
+option java_package = "com.example.shop";  // for the Java client
+option go_package = "example.com/shop";
+import "google/protobuf/timestamp.proto";
+
+/* an order */
+message Order {
+  string id = 1 [json_name = "orderId", deprecated = true];
+  message Line { string sku = 1; }
+  map<string, Line> by_sku = 2 [deprecated = true];
+  repeated Line lines = 3;
+  google.protobuf.Timestamp at = 4;
+  option (my.ext) = true;
+}
+enum Kind { A = 0; B = 1 [deprecated = true]; }
+"""
+
+
+def test_options_and_names_are_kept_and_layout_and_comments_are_not():
+    """Confluent's registry stores its printer's rendering of the parsed file (comments and layout
+    dropped, everything else as written): so does strom, with proto-schema-parser's printer."""
+    parsed_first, canonical = protobuf.parse(COMMENTED)
+    assert canonical == (
+        'syntax = "proto3";\n'
+        "package shop;\n"
+        'option java_package = "com.example.shop";\n'
+        'option go_package = "example.com/shop";\n'
+        'import "google/protobuf/timestamp.proto";\n'
+        "message Order {\n"
+        '  string id = 1 [json_name = "orderId", deprecated = true];\n'
+        "  message Line {\n"
+        "    string sku = 1;\n"
+        "  }\n"
+        "  map<string, Line> by_sku = 2 [deprecated = true];\n"
+        "  repeated Line lines = 3;\n"
+        "  google.protobuf.Timestamp at = 4;\n"
+        "  option (my.ext) = true;\n"
+        "}\n"
+        "enum Kind {\n"
+        "  A = 0;\n"
+        "  B = 1 [deprecated = true];\n"
+        "}\n"
+    )
+    assert protobuf.parse(canonical)[1] == canonical
+    relaid = "\n".join(line.split("//")[0].strip() for line in COMMENTED.splitlines()).replace("/* an order */", "")
+    again, same_text = protobuf.parse("  " + relaid.replace(" = ", "=") + "\n\n")
+    assert same_text == canonical and again.same(parsed_first)
+    # another option value: another schema, though the descriptors' renderings are one
+    other, other_text = protobuf.parse(COMMENTED.replace('go_package = "example.com/shop"', 'go_package = "x/shop"'))
+    assert other_text != canonical and other.identity == parsed_first.identity and not other.same(parsed_first)
+    # the descriptor (options beyond default, packed and allow_alias not compared) is the same schema
+    assert protobuf.parse(parsed_first.serialized())[0].same(parsed_first)
+
+
+@pytest.mark.parametrize(
+    "text, kept",
+    [
+        (
+            'syntax = "proto3";\nenum K { option (x.y) = { a: 1 b: 2 }; A = 0 [(v) = { q: "z" }]; reserved 3 to 4; }\n'
+            "message M { K k = 1; }\n",
+            ['A = 0 [(v) = { q: "z" }];', "  option (x.y) = {", "reserved 3 to 4;"],
+        ),
+        (
+            'syntax = "proto3";\noption optimize_for = SPEED;\nmessage M { map<string, M> m = 1 [deprecated = true]; }\n'
+            "service S { rpc Get (M) returns (stream M); }\n",
+            [
+                "option optimize_for = SPEED;",
+                "map<string, M> m = 1 [deprecated = true];",
+                "rpc Get (M) returns (stream M);",
+            ],
+        ),
+    ],
+)
+def test_the_printed_text_is_a_fixed_point_and_keeps_what_was_written(text, kept):
+    canonical = protobuf.parse(text)[1]
+    assert protobuf.parse(canonical)[1] == canonical
+    assert all(part in canonical for part in kept), canonical
