@@ -113,6 +113,10 @@ def _from_table(spark, topic: str, files: list[str], arrow_schema: Any, mode: st
 # half a second to a second before its first record (Python data source planning and workers),
 # more than reading a few tens of thousands of records here.
 LOCAL_TAIL_RECORDS = 100_000
+# ... and while their Arrow columns stay below this many bytes (the count alone does not bound the
+# driver's memory: records may be large); past it the driver's read is dropped and the tail goes
+# to the source's tasks.
+LOCAL_TAIL_BYTES = 64 * 1024 * 1024
 
 
 def _source_options(bootstrap_servers: str, options: dict[str, str] | None) -> dict[str, str]:
@@ -157,7 +161,7 @@ def _tail_ranges(opts: Any, topic: str, offsets: dict[int, int]) -> list[Any]:
 def _tail_on_driver(opts: Any, ranges: list[Any]) -> Any:
     """The records of ``ranges`` as one Arrow table of the ``strom`` source's columns (with headers),
     read here with the reader the source's tasks use (``kafka_io.read_range``: the same
-    read_committed filtering, the same data-loss checks)."""
+    read_committed filtering, the same data-loss checks); None once they pass LOCAL_TAIL_BYTES."""
     import pyarrow as pa
     from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -165,7 +169,13 @@ def _tail_on_driver(opts: Any, ranges: list[Any]) -> Any:
     from strom.spark.schema import kafka_schema
 
     arrow_schema = to_arrow_schema(kafka_schema(include_headers=True), timezone="UTC")
-    batches = [batch for r in ranges for batch in read_range(opts, r, arrow_schema)]
+    batches, size = [], 0
+    for r in ranges:
+        for batch in read_range(opts, r, arrow_schema):
+            size += batch.nbytes
+            if size > LOCAL_TAIL_BYTES:
+                return None
+            batches.append(batch)
     return pa.Table.from_batches(batches, schema=arrow_schema)
 
 
@@ -188,8 +198,9 @@ def read_topic(
 
     The tail past the table is planned here, once: when the table already covers the latest
     committed offsets, the DataFrame is the table's alone; a tail of at most ``local_tail_records``
-    records is read on the driver and added as Arrow (no Python data source job); a longer one is
-    read by the ``strom`` source's tasks, up to the offsets planned here."""
+    records (and LOCAL_TAIL_BYTES of columns) is read on the driver and added as Arrow (no Python
+    data source job); a longer one is read by the ``strom`` source's tasks, up to the offsets
+    planned here."""
     files, offsets, arrow_schema, mode = _plan(catalog_uri, topic)
     df = _from_table(spark, topic, files, arrow_schema, mode)
     if bootstrap_servers is None:
@@ -210,8 +221,8 @@ def read_topic(
     if is_typed:
         assert schema_registry_url is not None
         schemas = _registry_schemas(schema_registry_url, topic, schema_registry_config)
-    if sum(r.end - r.start for r in ranges) <= local_tail_records:
-        tail = _tail_on_driver(opts, ranges)
+    tail = _tail_on_driver(opts, ranges) if sum(r.end - r.start for r in ranges) <= local_tail_records else None
+    if tail is not None:
         if is_typed:
             import pyarrow as pa
 

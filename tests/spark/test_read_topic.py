@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from strom.spark import read_topic
+from strom.spark import iceberg, read_topic
 from tests.broker_process import BrokerProcess
 from tests.iceberg.support import assert_exactly, create_topic, produce, transaction, wait_for_rows
 from tests.iceberg.test_translator import ICEBERG, catalog_of
@@ -26,7 +26,18 @@ def spark_rows(df) -> list[dict]:
     ]
 
 
-def test_read_topic_from_the_table_and_past_it_from_the_log(spark, tmp_path):
+def tail_read_by(df) -> str:
+    """Where the DataFrame's records past the table come from, as its plan (``df.explain()``) shows:
+    ``table only``, ``driver`` (an Arrow table read on the driver) or ``source`` (the strom source)."""
+    plan = df._jdf.queryExecution().optimizedPlan().toString()
+    if "LocalRelation" in plan:
+        return "driver"
+    if "RelationV2" in plan and "strom" in plan:
+        return "source"
+    return "table only"
+
+
+def test_read_topic_from_the_table_and_past_it_from_the_log(spark, tmp_path, monkeypatch):
     data = tmp_path / "data"
     catalog = catalog_of(data)
     broker = BrokerProcess(data, ICEBERG).start()
@@ -45,6 +56,7 @@ def test_read_topic_from_the_table_and_past_it_from_the_log(spark, tmp_path):
         # the table covers the log's latest committed offsets: nothing past it to read
         covered = read_topic(spark, "history", catalog_uri=catalog.uri, bootstrap_servers=broker.bootstrap)
         assert_exactly(spark_rows(covered), committed, aborted)
+        assert tail_read_by(covered) == "table only"
 
         # translation off: what is produced now is only in the log
         broker.stop()
@@ -55,12 +67,19 @@ def test_read_topic_from_the_table_and_past_it_from_the_log(spark, tmp_path):
         newer |= transaction(broker.bootstrap, "history", 10, "t4", commit=True)
         both = read_topic(spark, "history", catalog_uri=catalog.uri, bootstrap_servers=broker.bootstrap)
         assert_exactly(spark_rows(both), committed | newer, aborted)
+        assert tail_read_by(both) == "driver"
         assert from_table.count() == len(committed)  # the table did not move: the newest came from the log
         # the same tail read by the strom source's Spark tasks rather than on the driver
         tasks = read_topic(
             spark, "history", catalog_uri=catalog.uri, bootstrap_servers=broker.bootstrap, local_tail_records=0
         )
         assert_exactly(spark_rows(tasks), committed | newer, aborted)
+        assert tail_read_by(tasks) == "source"
+        # a tail too big in bytes for the driver: its read there is dropped, the source's tasks read it
+        monkeypatch.setattr(iceberg, "LOCAL_TAIL_BYTES", 1000)
+        too_big = read_topic(spark, "history", catalog_uri=catalog.uri, bootstrap_servers=broker.bootstrap)
+        assert_exactly(spark_rows(too_big), committed | newer, aborted)
+        assert tail_read_by(too_big) == "source"
     finally:
         broker.stop()
 
@@ -328,7 +347,7 @@ def test_read_topic_after_retention_deleted_the_oldest_segments(spark, tmp_path)
         broker.start()
         newer = produce(broker.bootstrap, "retained", 120, "b")
         assert all(offset > 0 for offset in earliest().values())  # the oldest records are in the table only
-        for local_tail_records in (100_000, 0):
+        for local_tail_records, read_by in ((100_000, "driver"), (0, "source")):
             df = read_topic(
                 spark,
                 "retained",
@@ -337,5 +356,6 @@ def test_read_topic_after_retention_deleted_the_oldest_segments(spark, tmp_path)
                 local_tail_records=local_tail_records,
             )
             assert_exactly(spark_rows(df), committed | newer, {})
+            assert tail_read_by(df) == read_by
     finally:
         broker.stop()
