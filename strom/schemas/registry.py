@@ -177,8 +177,7 @@ class SchemaRegistry:
         if found is None:
             self.catch_up()
             found = self.state.subjects_of_id(schema_id)
-            partition = self._replicas.partitions.get(KEY)
-            if found is None and partition is not None and partition.log.log_end_offset > self.next_offset:
+            if found is None and self.reading_behind():
                 # An in-sync replica holds a registration the writer has committed (and answered)
                 # before it learns the new high watermark: a producer may already use the id, so
                 # the batch is refused retriably rather than as invalid.
@@ -187,6 +186,14 @@ class SchemaRegistry:
                     "still reading committed registrations; retry"
                 )
         return found
+
+    def reading_behind(self) -> bool:
+        """Whether this broker's replica of ``_schemas`` holds records its view has not read: an
+        in-sync replica gets a registration before it learns that the writer committed it (and
+        answered the client), so a subject just added to a known id may not be in the view yet."""
+        self.catch_up()
+        partition = self._replicas.partitions.get(KEY)
+        return partition is not None and partition.log.log_end_offset > self.next_offset
 
     def record_name_of_id(self, schema_id: int) -> str | None:
         return self.state.record_name_of_id(schema_id)

@@ -40,6 +40,7 @@ from strom.protocol.compression import CompressionError, DecompressedTooLargeErr
 from strom.protocol.errors import (
     CorruptRecordError,
     InvalidRecordError,
+    NotEnoughReplicasError,
     RecordTooLargeError,
     RecordValidationError,
 )
@@ -60,6 +61,8 @@ class SchemaIdView(Protocol):
     def is_protobuf_id(self, schema_id: int) -> bool: ...
 
     def message_name_of_id(self, schema_id: int, indexes: tuple[int, ...]) -> str | None: ...
+
+    def reading_behind(self) -> bool: ...
 
 
 Extender = Callable[[bytes, int, int], int]  # (payload, value start, value end) -> its prefix's length
@@ -390,6 +393,16 @@ def _problem(topic: str, side: str, strategy: str, data: bytes, view: SchemaIdVi
                 f"title, a Protobuf message), which {short} needs"
             )
         subject = name if short == "RecordNameStrategy" else f"{topic}-{name}"
-    if subject not in subjects:
-        return f"the {side}'s schema id {schema_id} is not registered under subject {subject!r}"
-    return None
+    if subject in subjects:
+        return None
+    # the subject may be a registration this broker reads only now (reading_behind reads what its
+    # replica committed since), or has not read yet
+    behind = view.reading_behind()
+    if subject in (view.subjects_of_id(schema_id) or ()):
+        return None
+    if behind:
+        raise NotEnoughReplicasError(
+            f"the {side}'s schema id {schema_id} is not under subject {subject!r} in this broker's view of "
+            "the Schema Registry, which is still reading committed registrations; retry"
+        )
+    return f"the {side}'s schema id {schema_id} is not registered under subject {subject!r}"

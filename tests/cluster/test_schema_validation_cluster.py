@@ -42,7 +42,6 @@ def test_protobuf_record_names_on_a_3_broker_cluster(cluster_factory):
         registry_url(cluster.brokers[other]),
         topic,
         cluster.brokers[leader].bootstrap,
-        registry_url(cluster.brokers[leader]),
     )
     cluster.wait_logs_equal(topic)
     assert {cluster.log_end(broker_id, topic, 0) for broker_id in cluster.brokers} == {4}

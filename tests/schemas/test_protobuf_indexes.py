@@ -100,6 +100,9 @@ class View:
     def message_name_of_id(self, schema_id: int, path: tuple[int, ...]) -> str | None:
         return self.names.get(path) if schema_id == 1 else None
 
+    def reading_behind(self) -> bool:
+        return False
+
 
 def framed(schema_id: int, path: list[int] | None, body: bytes = b"\x0a\x02hi") -> bytes:
     return struct.pack(">bI", 0, schema_id) + (indexes(path) if path is not None else b"") + body

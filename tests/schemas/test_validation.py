@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from strom.protocol.errors import InvalidRecordError, RecordValidationError
+from strom.protocol.errors import InvalidRecordError, NotEnoughReplicasError, RecordValidationError
 from strom.protocol.records import BatchHeader, NewRecord, build_batch
 from strom.schemas import validation
 from strom.schemas.validation import check_records
@@ -39,6 +39,9 @@ class View:
 
     def message_name_of_id(self, schema_id: int, indexes: tuple[int, ...]) -> str | None:
         return None
+
+    def reading_behind(self) -> bool:
+        return False
 
 
 def framed(schema_id: int, body: bytes = b"\x02hi") -> bytes:
@@ -228,3 +231,25 @@ def test_a_short_value_is_not_read_past_its_end():
     assert refused.value.record_errors == [
         (1, "the value has no schema id (Confluent's prefix: magic byte 0 and a 4-byte schema id)")
     ]
+
+
+def test_a_subject_the_view_may_not_have_read_yet_is_refused_retriably():
+    """A replica holding registrations its view has not read (committed before this broker knows
+    it): an id not under the topic's subject may be a registration a moment old, so NOT_ENOUGH_REPLICAS."""
+
+    class Behind(View):
+        def reading_behind(self) -> bool:
+            return True
+
+    with pytest.raises(NotEnoughReplicasError, match="still reading committed registrations"):
+        check_records(TOPIC, config(), build_batch([NewRecord(framed(2))]), Behind())
+    check_records(TOPIC, config(), build_batch([NewRecord(framed(1))]), Behind())  # under its subject: passes
+
+
+def test_a_subject_the_view_reads_while_checking_passes():
+    class Reading(View):
+        def reading_behind(self) -> bool:  # reads the registration of id 2 under orders-value now
+            self.subjects = {**View.subjects, 2: frozenset({"orders-key", "orders-value"})}
+            return False
+
+    check_records(TOPIC, config(), build_batch([NewRecord(framed(2))]), Reading())
