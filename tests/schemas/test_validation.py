@@ -185,7 +185,7 @@ def test_the_fast_walk_vouches_only_for_what_the_full_walk_passes(records, overr
     if len(records) > 30:  # offset deltas past 63 and, with the padding below, past 8,191
         records = records + [NewRecord(framed(1)) for _ in range(9_000)]
     batch = build_batch(records, compression=compression)
-    assert [index for index, _ in named(batch, cfg)] == _failing(records, cfg)
+    assert [index for index, _ in named(batch, cfg)] == _failing(records, cfg)[: validation.MAX_NAMED]
     payload = validation._payload(batch, BatchHeader.parse(batch, 0), cfg)
     count = len(records)
     if not _failing(records, cfg) and all(r.value is None or len(r.value) < 8_000 for r in records):
