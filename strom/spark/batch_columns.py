@@ -117,14 +117,14 @@ def decode_fields(
         timestamps = np.full(count, header.max_timestamp, np.int64)
     else:
         timestamps = header.base_timestamp + fields.timestamp_delta
+    headers = None
+    if with_headers:
+        headers = _headers(batch, header, fields, np.frombuffer(payload, np.uint8), count)
     source, key_start, value_start = payload, fields.key_start, fields.value_start
     if header.compression == 0:  # positions in the batch's buffer rather than in its records section
         source = batch
         key_start += header.position + BATCH_HEADER_SIZE
         value_start += header.position + BATCH_HEADER_SIZE
-    headers = None
-    if with_headers:
-        headers = [r.headers for r in decode_batch_records(batch, header)]
     return BatchFields(
         header.base_offset + fields.offset_delta,
         timestamps,
@@ -135,6 +135,16 @@ def decode_fields(
         fields.value_length,
         headers,
     )
+
+
+def _headers(batch, header: BatchHeader, fields: _Fields, data: np.ndarray, count: int) -> list:
+    """Each record's headers. Most batches carry none: each record's header count, the byte right
+    after its value, is then 0, which one numpy look tells; only a batch with some headers is
+    decoded record by record (a few microseconds a record, more than all its other columns)."""
+    after = fields.value_start + np.maximum(fields.value_length, 0)
+    if len(after) == count and (count == 0 or int(after.max()) < len(data)) and not data[after].any():
+        return [[] for _ in range(count)]
+    return [r.headers for r in decode_batch_records(batch, header)]
 
 
 def _records_section(batch, header: BatchHeader, max_output: int):

@@ -319,7 +319,10 @@ class _PartitionBatches:
         ]
         if self.headers_type is not None:
             # a record without headers gets null, as in Spark's Kafka source
-            columns.append(pa.array([h or None for h in headers], self.headers_type))
+            if any(headers):
+                columns.append(pa.array([h or None for h in headers], self.headers_type))
+            else:  # none has any (the usual case): no Python object per record
+                columns.append(pa.nulls(n, self.headers_type))
         return pa.RecordBatch.from_arrays(columns, schema=self.schema)
 
 
