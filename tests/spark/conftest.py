@@ -32,6 +32,23 @@ def spark():
     session.stop()
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item):
+    """Make the test's SparkSession the active one of the JVM thread that will run its calls.
+
+    A Python data source is found by name through the JVM thread's *active* session when a
+    DataFrame is written (DataSource.lookupDataSource asks SparkSession.getActiveSession), while
+    reading finds it through the reader's own session. In full runs the py4j thread at times had
+    no active session by the time a test wrote (DATA_SOURCE_NOT_FOUND: strom, on a write right
+    after reads that worked): a test that ran alone passed. Which earlier test lost it was not
+    found; setting it after the test's fixtures are up, before its body, gives every test the same
+    start. A user's application has one session, active from getOrCreate on.
+    """
+    session = item.funcargs.get("spark") if hasattr(item, "funcargs") else None
+    if session is not None:
+        session._jvm.SparkSession.setActiveSession(session._jsparkSession)
+
+
 def create_topic(bootstrap: str, name: str, partitions: int) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 

@@ -443,11 +443,6 @@ def test_typed_pipeline_on_three_brokers(spark, cluster_factory, tmp_path):
         **{"value.format": "avro", "schema.registry.url": urls[1]},
     )
     out = source.select(F.struct(F.col("value.id").alias("id"), F.col("value.channel").alias("channel")).alias("value"))
-    # Spark's writeStream looks a Python data source up in the JVM thread's active session
-    # (DataSource.lookupDataSource calls SparkSession.getActiveSession). In this test, after the
-    # cluster fixture, the thread had none (DATA_SOURCE_NOT_FOUND: strom, every run without this
-    # line; why the thread lost it was not found); createDataFrame makes the session active again
-    spark.createDataFrame([], "n int")
     query = (
         out.writeStream.format("strom")
         .option("kafka.bootstrap.servers", cluster.bootstrap)

@@ -227,7 +227,6 @@ def test_protobuf_streaming_exactly_once_on_three_brokers(spark, cluster_factory
         **{"value.format": "protobuf", "schema.registry.url": urls[1]},
     )
     out = source.select(F.struct("value.id", "value.channel", "value.at").alias("value"))
-    spark.createDataFrame([], "n int")  # the active session writeStream needs (see test_typed's 3-broker test)
     query = (
         out.writeStream.format("strom")
         .option("kafka.bootstrap.servers", cluster.bootstrap)
