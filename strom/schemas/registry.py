@@ -477,6 +477,19 @@ class SchemaRegistry:
         ]
         return [(rec.encode_key(rec.SchemaKey(subject, v.version)), None) for v in going]
 
+    def _refuse_if_referenced(self, subject: str, versions: list[int]) -> None:
+        """Confluent refuses to delete, softly or for good, a version another schema names as a
+        reference (42206), until that schema is deleted for good: a soft-deleted referrer can be
+        restored, and its reference must still resolve then."""
+        for version in versions:
+            if self._referenced(subject, version):
+                raise RegistryError(
+                    422,
+                    42206,
+                    "One or more references exist to the schema "
+                    f"{{magic=1,keytype=SCHEMA,subject={subject},version={version}}}",
+                )
+
     def _referenced(self, subject: str, version: int) -> bool:
         return any(
             (str(r.get("subject")), r.get("version")) == (subject, version)
@@ -553,6 +566,7 @@ class SchemaRegistry:
             if found is None:
                 raise version_not_found(subject, number)
             key = rec.encode_key(rec.SchemaKey(subject, number))
+            self._refuse_if_referenced(subject, [number])
             if not permanent:
                 if found.deleted:
                     raise RegistryError(
@@ -593,6 +607,7 @@ class SchemaRegistry:
                     raise RegistryError(
                         404, 40404, f"Subject '{subject}' was soft deleted.Set permanent=true to delete permanently"
                     )
+                self._refuse_if_referenced(subject, [v.version for v in live])
                 key = rec.encode_key(rec.DeleteSubjectKey(subject))
                 offset = await self._write([(key, rec.encode_delete_subject_value(subject, every[-1].version))])
                 return [v.version for v in live], offset
@@ -600,6 +615,7 @@ class SchemaRegistry:
                 raise RegistryError(
                     404, 40405, f"Subject '{subject}' was not deleted first before being permanently deleted"
                 )
+            self._refuse_if_referenced(subject, [v.version for v in every])
             entries: list[tuple[bytes, bytes | None]] = [
                 (rec.encode_key(rec.SchemaKey(subject, v.version)), None) for v in every
             ]

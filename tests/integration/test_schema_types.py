@@ -383,3 +383,17 @@ def exercise_json_references(url: str) -> None:
     with pytest.raises(SerializationError):
         serializer({"ship_to": {"zip": "not a number"}}, context)  # validated through the reference
     assert JSONDeserializer(None, schema_registry_client=client)(data, context) == {"ship_to": {"zip": 12345}}
+
+    # a referenced version is not deleted while a schema names it, soft-deleted referrers included (42206)
+    for delete in (lambda: client.delete_version("address", 1), lambda: client.delete_subject("address")):
+        with pytest.raises(SchemaRegistryError) as referenced:
+            delete()
+        assert (referenced.value.http_status_code, referenced.value.error_code) == (422, 42206), referenced.value
+    client.delete_version("address", 2)  # named by nothing: deleted as before
+    client.delete_subject("ref-orders-value")
+    with pytest.raises(SchemaRegistryError) as still:
+        client.delete_version("address", 1)
+    assert still.value.error_code == 42206 and "subject=address,version=1" in still.value.error_message
+    client.delete_subject("ref-orders-value", permanent=True)
+    assert client.delete_subject("address") == [1]
+    assert not {"address", "ref-orders-value"} & set(client.get_subjects())
