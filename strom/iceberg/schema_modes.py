@@ -9,6 +9,16 @@ JSON by property name; Protobuf by field number), so the columns are the latest 
 Avro is read by ``strom.iceberg.avro_columns``, JSON Schema and Protobuf by
 ``strom.iceberg.typed_values``.
 
+A Protobuf schema holds several messages, and a value's message indexes name the one it holds
+(Confluent's serializer writes them; Redpanda resolves a record's type from its schema id and
+message indexes the same way). The columns are therefore keyed by (schema id, message indexes),
+``Key``: a record fills the columns of the message it names, and a table whose records name
+different messages has the union of their columns by name, as it has for the versions of one
+schema; a message whose columns clash with the table's (the same name, a type Iceberg cannot
+widen to) cannot join it and its records are dead letters. In ``value_schema_latest`` a record
+is read as the latest version's message of the same full name (a message the latest version
+lacks: a dead letter).
+
 The broker hands the worker the registry as it knows it (``SchemaSet``: the schema texts by id,
 the subject's latest id, and whether its view of ``_schemas`` has read everything its replica
 holds). A record that cannot be translated gets a reason and goes to the dead-letter table; one
@@ -23,7 +33,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
-from strom.iceberg import avro_columns, typed_values
+from strom.iceberg import avro_columns, protobuf_columns, typed_values
 
 MAGIC = 0
 PREFIX = struct.Struct(">bI")
@@ -57,21 +67,29 @@ class Wait:
 WAIT = Wait()
 
 
-class Decoded:
-    __slots__ = ("schema_id", "value")
+Key = tuple[int, tuple[int, ...]]  # (schema id, the Protobuf message indexes; () for Avro and JSON)
 
-    def __init__(self, schema_id: int, value: Any):
+
+class Decoded:
+    """A decoded value: ``value`` fills the columns of ``columns`` (its writer's schema and
+    message, or the latest version's in ``value_schema_latest``)."""
+
+    __slots__ = ("columns", "schema_id", "value")
+
+    def __init__(self, schema_id: int, value: Any, columns: Key | None = None):
         self.schema_id, self.value = schema_id, value
+        self.columns: Key = columns if columns is not None else (schema_id, ())
 
 
 class Decoder:
-    """Decodes values for one round; each schema is parsed (and mapped to columns) once."""
+    """Decodes values for one round; each schema is parsed (and each of its messages mapped to
+    columns) once."""
 
     def __init__(self, mode: str, schemas: SchemaSet):
         self.mode, self.schemas = mode, schemas
-        self._parsed: dict[int, Any] = {}  # id -> fastavro's parsed schema, or the reason it has none
-        self._fields: dict[int, list[Any] | str] = {}
-        self._routes: dict[int, tuple[Any, Any, Any] | str] = {}
+        self._parsed: dict[int, Any] = {}  # id -> fastavro's parsed schema, a reader, or why it has none
+        self._fields: dict[Key, list[Any] | str] = {}
+        self._routes: dict[Key, tuple[Any, Any, Any, Key] | str] = {}
         self.reader_id = schemas.latest_id if mode == "value_schema_latest" else None
         from fastavro import schemaless_reader  # imported once a round, not once a record
 
@@ -107,57 +125,97 @@ class Decoder:
         self._parsed[schema_id] = found
         return found
 
-    def columns_id(self, writer_id: int) -> int:
-        """The schema whose columns a record of ``writer_id`` fills: its own, or the latest."""
-        return self.reader_id if self.reader_id is not None else writer_id
+    def base(self) -> Key | None:
+        """The columns a ``value_schema_latest`` table starts with, before any record: the latest
+        version's (None in the other mode, and for a Protobuf schema, whose columns are those of
+        the messages its records name)."""
+        if self.reader_id is None or isinstance(self.parsed(self.reader_id), typed_values.ProtobufReader):
+            return None
+        return (self.reader_id, ())
 
-    def fields(self, schema_id: int) -> list[Any] | str:
-        """The value columns of a schema, or why it has none."""
-        if schema_id not in self._fields:
-            parsed = self.parsed(schema_id)
+    def label(self, key: Key) -> str:
+        """How reasons name the columns of ``key``: its schema id, and its message if Protobuf."""
+        parsed = self._parsed.get(key[0])
+        if isinstance(parsed, typed_values.ProtobufReader):
+            message = parsed.message(key[1])
+            if isinstance(message, typed_values.ProtobufMessage):
+                return f"schema id {key[0]} message {message.name}"
+        return f"schema id {key[0]}"
+
+    def fields(self, key: Key | int) -> list[Any] | str:
+        """The value columns of a schema (and message), or why it has none."""
+        if isinstance(key, int):
+            key = (key, ())
+        if key not in self._fields:
+            parsed = self.parsed(key[0])
+            if isinstance(parsed, typed_values.ProtobufReader):
+                parsed = parsed.message(key[1] or (0,))
             if isinstance(parsed, (str, Wait)):
-                self._fields[schema_id] = parsed if isinstance(parsed, str) else f"unknown schema id {schema_id}"
+                self._fields[key] = parsed if isinstance(parsed, str) else f"unknown schema id {key[0]}"
             else:
                 try:
                     if isinstance(parsed, typed_values.TypedReader):
-                        self._fields[schema_id] = parsed.fields(11)
+                        self._fields[key] = parsed.fields(11)
                     else:
-                        self._fields[schema_id] = avro_columns.value_fields(parsed, 11)
+                        self._fields[key] = avro_columns.value_fields(parsed, 11)
                 except avro_columns.UnsupportedSchema as exc:
-                    self._fields[schema_id] = f"schema id {schema_id}: {exc}"
-        return self._fields[schema_id]
+                    self._fields[key] = f"{self.label(key)}: {exc}"
+        return self._fields[key]
 
-    def _route(self, schema_id: int) -> tuple[Any, Any, Any] | str | Wait:
-        """How a value of ``schema_id`` is read: (writer schema, reader schema or None, converter),
-        or why it cannot be; worked out once an id (a batch mostly repeats one or two)."""
-        found = self._routes.get(schema_id)
+    def _route(self, schema_id: int, path: tuple[int, ...]) -> tuple[Any, Any, Any, Key] | str | Wait:
+        """How a value of ``schema_id`` (and Protobuf message ``path``) is read: (writer, reader or
+        None, converter, the key of the columns it fills), or why it cannot be; worked out once a
+        key (a batch mostly repeats one or two)."""
+        key = (schema_id, path)
+        found = self._routes.get(key)
         if found is not None:
             return found
         writer = self.parsed(schema_id)
         if isinstance(writer, (str, Wait)):
             return writer  # not kept: a Wait ends the partition's round anyway
-        reader = None
+        if isinstance(writer, typed_values.ProtobufReader):
+            writer = writer.message(path)
+            if isinstance(writer, str):
+                self._routes[key] = f"schema id {schema_id}: {writer}"
+                return self._routes[key]
+        reader, columns = None, key
         if self.mode == "value_schema_latest":
-            if self.reader_id is None:
-                found = f"the subject {self.schemas.subject} has no schema"
-            else:
-                reader = self.parsed(self.reader_id)
-                if isinstance(reader, (str, Wait)):
-                    why = reader if isinstance(reader, str) else "unknown"
-                    found = f"the latest schema of {self.schemas.subject}: {why}"
-                elif _kind(reader) != _kind(writer):
-                    found = (
-                        f"schema id {schema_id} is {_kind(writer)}, the latest schema of {self.schemas.subject} "
-                        f"(id {self.reader_id}) is {_kind(reader)}"
-                    )
-        if found is None and isinstance(writer, typed_values.TypedReader):
-            columns = self.fields(self.columns_id(schema_id))
-            found = columns if isinstance(columns, str) else (writer, reader, None)
+            reader, columns, found = self._latest(schema_id, writer)
         if found is None:
-            columns = self.fields(self.columns_id(schema_id))
-            found = columns if isinstance(columns, str) else (writer, reader, self._converter(schema_id))
-        self._routes[schema_id] = found
+            fields = self.fields(columns)
+            if isinstance(fields, str):
+                found = fields
+            elif isinstance(writer, typed_values.TypedReader):
+                found = (writer, reader, None, columns)
+            else:
+                found = (writer, reader, self._converter(columns), columns)
+        self._routes[key] = found
         return found
+
+    def _latest(self, schema_id: int, writer: Any) -> tuple[Any, Key, str | None]:
+        """(the latest version's reader for a value ``writer`` wrote, the key of its columns, or why
+        there is none) in ``value_schema_latest``; a Protobuf message is read as the latest
+        version's message of the same full name."""
+        subject = self.schemas.subject
+        if self.reader_id is None:
+            return None, (schema_id, ()), f"the subject {subject} has no schema"
+        reader = self.parsed(self.reader_id)
+        if isinstance(reader, (str, Wait)):
+            why = reader if isinstance(reader, str) else "unknown"
+            return None, (schema_id, ()), f"the latest schema of {subject}: {why}"
+        if _kind(reader) != _kind(writer):
+            return (
+                None,
+                (schema_id, ()),
+                f"schema id {schema_id} is {_kind(writer)}, the latest schema of {subject} "
+                f"(id {self.reader_id}) is {_kind(reader)}",
+            )
+        if isinstance(reader, typed_values.ProtobufReader):
+            message = reader.named(writer.name)
+            if isinstance(message, str):
+                return None, (schema_id, ()), f"the latest schema of {subject} (id {self.reader_id}): {message}"
+            return message, (self.reader_id, message.path), None
+        return reader, (self.reader_id, ()), None
 
     def decode(self, value: bytes | None) -> Decoded | str | Wait:
         """The record's schema id and its value as its columns take it, or why it cannot be translated."""
@@ -166,16 +224,23 @@ class Decoder:
         if len(value) < PREFIX.size or value[0] != MAGIC:
             return "no schema id prefix (magic byte 0 and a 4-byte schema id)"
         schema_id = PREFIX.unpack_from(value)[1]
-        route = self._route(schema_id)
+        path: tuple[int, ...] = ()
+        at = PREFIX.size
+        if isinstance(self.parsed(schema_id), typed_values.ProtobufReader):
+            try:
+                path, at = protobuf_columns.message_indexes(value, PREFIX.size)
+            except (IndexError, ValueError) as exc:
+                return f"schema id {schema_id}: message indexes do not decode: {exc}"
+        route = self._route(schema_id, path)
         if isinstance(route, (str, Wait)):
             return route
-        writer, reader, convert = route
+        writer, reader, convert, columns = route
         if isinstance(writer, typed_values.TypedReader):
             try:
-                return Decoded(schema_id, (reader or writer).read(value))
+                return Decoded(schema_id, (reader or writer).read(value, at), columns)
             except ValueError as exc:
-                as_latest = f" as schema id {self.reader_id}" if reader is not None else ""
-                return f"bytes do not decode with schema id {schema_id}{as_latest}: {exc}"
+                as_latest = f" as {self.label(columns)}" if reader is not None else ""
+                return f"bytes do not decode with {self.label((schema_id, path))}{as_latest}: {exc}"
         buffer = io.BytesIO(value)
         buffer.seek(PREFIX.size)
         try:
@@ -186,11 +251,11 @@ class Decoder:
         left = len(value) - buffer.tell()
         if left:
             return f"{left} bytes left over after decoding with schema id {schema_id}"
-        return Decoded(schema_id, convert(decoded) if convert is not None else decoded)
+        return Decoded(schema_id, convert(decoded) if convert is not None else decoded, columns)
 
-    def _converter(self, writer_id: int) -> Any:
+    def _converter(self, columns: Key) -> Any:
         """From fastavro's value to the columns' (None: the same), for the schema whose columns it fills."""
-        parsed = self.parsed(self.columns_id(writer_id))
+        parsed = self.parsed(columns[0])
         convert = avro_columns.converter(parsed)
         if avro_columns.is_record(parsed):
             return convert
@@ -198,7 +263,8 @@ class Decoder:
 
 
 def _kind(parsed: Any) -> str:
-    return parsed.schema_type if isinstance(parsed, typed_values.TypedReader) else "AVRO"
+    typed = (typed_values.TypedReader, typed_values.ProtobufReader)
+    return parsed.schema_type if isinstance(parsed, typed) else "AVRO"
 
 
 def value_names(arrow_schema: Any) -> list[str]:

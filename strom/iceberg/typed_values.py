@@ -9,9 +9,12 @@ columns, every one optional (a column a newer version adds has no value in older
   (properties the schema lacks are ignored, missing ones are null), a ``date-time`` string as an
   instant. A body that is not JSON, not an object, or holds a value of another type than its
   column is a dead letter with the reason.
-- Protobuf: the schema's first message's fields are the columns; a value is parsed with the
-  reader's descriptor (by field number, whatever version wrote it), so it must name the first
-  message (message indexes ``[0]``). The schema comes as descriptors (``RegisteredSchema.descriptors``),
+- Protobuf: a value's message indexes (Confluent's wire format) name the message it holds, and
+  that message's fields are its columns (``ProtobufReader.message``: one reader per message, as
+  Redpanda resolves a record's type from its schema id and message indexes); the value is parsed
+  with the reader's descriptor (by field number, whatever version wrote it). In
+  ``value_schema_latest`` the reader is the latest version's message of the same full name
+  (``ProtobufReader.named``). The schema comes as descriptors (``RegisteredSchema.descriptors``),
   made by the broker from the ``.proto`` text: ``.proto`` parsing lives in ``strom.schemas``, above
   this layer.
 
@@ -52,8 +55,9 @@ class TypedReader:
             return [NestedField(next(ids), f.name, _iceberg(f.type, ids), required=False) for f in self.value_type]
         return [NestedField(next(ids), "value", _iceberg(self.value_type, ids), required=False)]
 
-    def read(self, value: bytes) -> dict:
-        """The value (prefix included) as its columns take it; ValueError saying why it cannot be."""
+    def read(self, value: bytes, at: int = PREFIX_SIZE) -> dict:
+        """The value (its body from ``at``, past the prefix) as its columns take it; ValueError
+        saying why it cannot be."""
         raise NotImplementedError
 
 
@@ -68,9 +72,9 @@ class JsonReader(TypedReader):
         self.convert = json_columns.converter(self.value_type)
         self.is_object = pa.types.is_struct(self.value_type)
 
-    def read(self, value: bytes) -> dict:
+    def read(self, value: bytes, at: int = PREFIX_SIZE) -> dict:
         try:
-            document = json.loads(value[PREFIX_SIZE:])
+            document = json.loads(value[at:])
         except (ValueError, UnicodeDecodeError) as exc:
             raise ValueError(f"not JSON: {exc}") from None
         if self.is_object and not isinstance(document, dict):
@@ -80,35 +84,67 @@ class JsonReader(TypedReader):
         return document if self.is_object else {"value": document}
 
 
-class ProtobufReader(TypedReader):
+class ProtobufMessage(TypedReader):
+    """One message of a Protobuf schema: its columns, and a value's message bytes read into them."""
+
     schema_type = "PROTOBUF"
 
-    def __init__(self, descriptors: tuple[bytes, ...]):
-        if not descriptors:
-            raise UnsupportedSchema("no descriptor of the schema was given")
-        descriptor = protobuf_columns.ProtobufSchema(descriptors).message()
-        self.cls = protobuf_columns.message_class(descriptor)
+    def __init__(self, descriptor: Any, path: tuple[int, ...]):
         try:
             self.value_type = protobuf_columns.arrow_type(descriptor)
         except protobuf_columns.UnsupportedMessage as exc:
             raise UnsupportedSchema(str(exc)) from None
-        self.name = descriptor.full_name
+        self.cls = protobuf_columns.message_class(descriptor)
+        self.name, self.path = descriptor.full_name, path
 
-    def read(self, value: bytes) -> dict:
+    def read(self, value: bytes, at: int = PREFIX_SIZE) -> dict:
+        """``at``: where the message's bytes start, past the prefix and the message indexes."""
         from google.protobuf.message import DecodeError
 
-        try:
-            indexes, at = protobuf_columns.message_indexes(value, PREFIX_SIZE)
-        except (IndexError, ValueError) as exc:
-            raise ValueError(f"message indexes do not decode: {exc}") from None
-        if indexes != (0,):
-            raise ValueError(f"message indexes {list(indexes)} name another message than the first, {self.name}")
         message = self.cls()
         try:
             message.ParseFromString(value[at:])
         except (DecodeError, RuntimeError) as exc:
             raise ValueError(f"not a {self.name}: {exc}") from None
         return protobuf_columns.as_dict(message)
+
+
+class ProtobufReader:
+    """A registered Protobuf schema: the messages its values may name, each read once."""
+
+    schema_type = "PROTOBUF"
+
+    def __init__(self, descriptors: tuple[bytes, ...]):
+        if not descriptors:
+            raise UnsupportedSchema("no descriptor of the schema was given")
+        self.schema = protobuf_columns.ProtobufSchema(descriptors)
+        self._messages: dict[tuple[int, ...], ProtobufMessage | str] = {}
+
+    def message(self, path: tuple[int, ...]) -> ProtobufMessage | str:
+        """The message that message indexes ``path`` name, or why none can be read."""
+        found = self._messages.get(path)
+        if found is None:
+            try:
+                descriptor = self.schema.message(path)
+            except IndexError:
+                found = f"message indexes {list(path)} name no message of the schema"
+            else:
+                try:
+                    found = ProtobufMessage(descriptor, path)
+                except UnsupportedSchema as exc:
+                    found = f"message {descriptor.full_name}: {exc}"
+            self._messages[path] = found
+        return found
+
+    def named(self, full_name: str) -> ProtobufMessage | str:
+        """The message of this schema called ``full_name``, or why there is none."""
+        try:
+            descriptor = self.schema.named(full_name)
+        except KeyError as exc:
+            return str(exc.args[0]) if exc.args else f"the schema has no message {full_name}"
+        if descriptor.full_name != full_name:  # named() also takes names relative to the package
+            return f"the schema has no message {full_name!r}"
+        return self.message(self.schema.path_of(descriptor))
 
 
 def _iceberg(type_: pa.DataType, ids: Any) -> Any:

@@ -25,7 +25,7 @@ from typing import Any
 
 from strom.iceberg import partition_spec
 from strom.iceberg import table as tables
-from strom.iceberg.schema_modes import Decoded, Decoder, SchemaSet, Wait, value_arrays
+from strom.iceberg.schema_modes import Decoded, Decoder, Key, SchemaSet, Wait, value_arrays
 from strom.iceberg.segments import Aborted, committed_records
 from strom.protocol.records import BatchHeader, Record
 
@@ -213,24 +213,24 @@ def _typed_rows(table: Any, good: list[tuple[Row, Decoded]]) -> tuple[Any, list[
     return build(kept), dead
 
 
-def _evolve(table: Any, decoder: Decoder, schema_ids: list[int]) -> dict[int, str]:
-    """Add the columns of ``schema_ids`` to the table (widening types Iceberg can widen); returns the
-    schemas that cannot be added, with why. A CommitFailedException (another broker evolved it
-    first) goes up: the round plans again."""
+def _evolve(table: Any, decoder: Decoder, keys: list[Key]) -> dict[Key, str]:
+    """Add the columns of ``keys`` (schemas, and Protobuf messages) to the table (widening types
+    Iceberg can widen); returns those that cannot be added, with why. A CommitFailedException
+    (another broker evolved it first) goes up: the round plans again."""
     from pyiceberg.exceptions import ValidationError
     from pyiceberg.schema import Schema
 
-    refused: dict[int, str] = {}
-    for schema_id in schema_ids:
-        fields = decoder.fields(schema_id)
+    refused: dict[Key, str] = {}
+    for key in keys:
+        fields = decoder.fields(key)
         if isinstance(fields, str):
-            refused[schema_id] = fields
+            refused[key] = fields
             continue
         try:
             with table.update_schema() as update:
                 update.union_by_name(Schema(*fields))
         except (ValidationError, ValueError) as exc:
-            refused[schema_id] = f"schema id {schema_id} does not fit the table's columns: {exc}"
+            refused[key] = f"{decoder.label(key)} does not fit the table's columns: {exc}"
     return refused
 
 
@@ -249,8 +249,9 @@ def _translate_typed(job: TopicJob) -> TopicResult:
     for _attempt in range(COMMIT_ATTEMPTS):
         decoder = Decoder(job.mode, schemas)
         base: list[Any] = []
-        if decoder.reader_id is not None and not isinstance(decoder.fields(decoder.reader_id), str):
-            base = list(decoder.fields(decoder.reader_id))
+        latest = decoder.base()
+        if latest is not None and not isinstance(decoder.fields(latest), str):
+            base = list(decoder.fields(latest))
         table = tables.load_or_create(
             catalog,
             job.topic,
@@ -289,8 +290,7 @@ def _translate_typed(job: TopicJob) -> TopicResult:
         if offsets == committed:
             return TopicResult(committed, 0, lost, waiting=waiting)
         try:
-            ids = sorted({decoder.columns_id(d.schema_id) for _, d in good})
-            refused = _evolve(table, decoder, ids)
+            refused = _evolve(table, decoder, sorted({d.columns for _, d in good}))
             # after the schema: a field on a value column the table has only now can be added
             left_out = tuple(partition_spec.evolve(table, job.partition_spec))
             if _snapshot_id(table) != planned_from:
@@ -298,12 +298,8 @@ def _translate_typed(job: TopicJob) -> TopicResult:
                 # would now be checked against that snapshot, not the one the offsets were read from
                 raise CommitFailedException("the table moved on while its schema evolved")
             if refused:
-                dead += [
-                    (row, refused[decoder.columns_id(d.schema_id)])
-                    for row, d in good
-                    if decoder.columns_id(d.schema_id) in refused
-                ]
-                good = [(row, d) for row, d in good if decoder.columns_id(d.schema_id) not in refused]
+                dead += [(row, refused[d.columns]) for row, d in good if d.columns in refused]
+                good = [(row, d) for row, d in good if d.columns not in refused]
             rows, unfit = _typed_rows(table, good)
             dead += unfit
             # a dead letter below the dead-letter table's offsets is there already (a round that died

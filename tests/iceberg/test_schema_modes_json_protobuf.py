@@ -166,7 +166,7 @@ def test_protobuf_values_as_columns_with_evolution_and_dead_letters(tmp_path):
         bad_values = [
             (b"not protobuf", "no schema id prefix"),
             (frame(v1_id) + b"\xff\xff\xff", "not a shop.Order"),
-            (frame(v1_id, (1,)) + b"\x08\x01", "message indexes [1] name another message than the first, shop.Order"),
+            (frame(v1_id, (1,)) + b"\x08\x01", "message indexes [1] name no message of the schema"),
         ]
         bad = dict(zip(produce(broker.bootstrap, "orders-pb", [v for v, _ in bad_values]), [r for _, r in bad_values]))
         rows, dead = settled(data, "orders-pb", 40, len(bad))
