@@ -22,18 +22,29 @@ too (``read_problems(reader=new, writer=old)``), FORWARD the other way round. Ch
   or removed where the writer had it ``false``, is fine; a property on both sides is checked
   recursively; a property of the reader's ``properties`` that it requires and the writer did not is
   REQUIRED_ATTRIBUTE_ADDED (fine with a ``default``); closing an open model is
-  ADDITIONAL_PROPERTIES_REMOVED;
+  ADDITIONAL_PROPERTIES_REMOVED. Absent ``additionalProperties``, ``unevaluatedProperties`` is
+  the content model (UNEVALUATED_PROPERTIES_REMOVED/NARROWED), the names its ``allOf`` branches
+  (or every ``anyOf``/``oneOf`` branch) give being evaluated there; a name only a writer's branch
+  gives is compared with the branch's schema for it;
 - arrays by ``items``, tuples (``prefixItems``, draft 7's list ``items``) position by position,
-  ``additionalItems`` as it is; ``enum`` values the writer allows must stay (ENUM_ARRAY_NARROWED);
+  past them ``items``/``additionalItems`` or else ``unevaluatedItems``, ``additionalItems`` as it
+  is; ``contains`` with ``minContains``/``maxContains`` (MIN_CONTAINS_ADDED/INCREASED,
+  MAX_CONTAINS_ADDED/DECREASED; a bare ``contains`` added or narrowed is strom's own
+  CONTAINS_ADDED/NARROWED, which Confluent's diff does not compare); ``enum`` values the writer allows must stay (ENUM_ARRAY_NARROWED);
   ``const`` must not change; a ``not`` added, or one that refuses less, is a problem;
 - bounds may widen but not narrow: ``maxLength``/``maximum``/``exclusiveMaximum``/``maxItems``/
   ``maxProperties`` added or lowered, their minimum twins added or raised, ``pattern`` added or
   changed, ``multipleOf`` added or changed to a step that does not divide the old one,
   ``uniqueItems`` added, and ``dependentRequired``/``dependencies``/``dependentSchemas`` added or
   changed are problems;
-- ``anyOf``/``oneOf``: each writer branch must be read by some reader branch (adding a branch is
-  fine, removing one is not); ``allOf``: each reader branch must read the writer, one of the
-  writer's ``allOf`` branches, or every branch of its ``anyOf``/``oneOf``;
+- ``anyOf``/``oneOf``: each branch of the writer's ``anyOf``/``oneOf`` must be read by some reader
+  branch, or one reader branch reads the whole writer or one of its ``allOf`` branches (adding a
+  branch is fine, removing one is SUM_TYPE_NARROWED; ``oneOf`` to ``anyOf``, ``allOf`` to either
+  are fine where the branches read: Confluent's COMBINED_TYPE_EXTENDED; otherwise
+  COMBINED_TYPE_CHANGED); ``allOf``: each reader branch must read the writer, one of the writer's
+  ``allOf`` branches, or every branch of its ``anyOf``/``oneOf`` (PRODUCT_TYPE_EXTENDED or
+  COMBINED_TYPE_CHANGED otherwise); a writer's types are narrowed through its combinators
+  (``{"oneOf": [{"type": "string"}]}`` is a string);
 - ``$ref`` is followed, once per pair (recursion): local ones (``#/definitions/x``,
   ``#/$defs/x``), and ones to another document (``address.json#/...``) into the schema the
   reference of that name holds (its own local refs resolving in it);
@@ -49,9 +60,11 @@ too (``read_problems(reader=new, writer=old)``), FORWARD the other way round. Ch
   REQUIRED_ATTRIBUTE_ADDED unless the writer requires them there or they have a default. A
   conditional removed, ``if`` alone and ``then``/``else`` without ``if`` are fine.
 
-Run (outside the test suite) against the 205 draft 7 and 2020-12 cases of Confluent's JSON
-Schema diff examples, the verdicts agree on every one (none has ``format`` or ``if``). A ``$ref`` to
-a document no reference names is taken to accept anything.
+Run against the 263 cases of Confluent's JSON Schema diff examples (json-schema-provider's
+diff-schema-examples, diff-combined-schema-examples and their 2020-12 twins, Confluent Schema
+Registry's master of July 2026, 8.5.0-0) by ``scripts/json_schema_confluent_examples.py``, the
+verdicts agree on every one (none has ``format`` or ``if``). A ``$ref`` to a document no
+reference names is taken to accept anything.
 ``patternProperties`` patterns are matched with RE2 (linear time; one it cannot compile is left out).
 """
 
@@ -129,6 +142,13 @@ def _allows(types: set[str] | None, kind: str) -> bool:
     return types is None or kind in types or (kind == "integer" and "number" in types)
 
 
+def _intersect(one: set[str] | None, other: set[str] | None) -> set[str] | None:
+    """The types both allow (None: any); ``integer`` is what ``number`` and ``integer`` share."""
+    if one is None or other is None:
+        return other if one is None else one
+    return {k for k in one if _allows(other, k)} | {k for k in other if _allows(one, k)}
+
+
 class _Side:
     """One side of a check: the document a local ``$ref`` resolves in, and the referenced ones."""
 
@@ -203,7 +223,7 @@ class _Checker:
                 problems.append(f"{path}: NOT_TYPE_ADDED")
             elif _Checker(self.writer_side, self.reader_side).check(writer["not"], reader["not"], ""):
                 problems.append(f"{path}: NOT_TYPE_NARROWED: the reader's not accepts what the writer's does not")
-        r_types, w_types = _types(reader), _types(writer)
+        r_types, w_types = _types(reader), self._writer_types(writer)
         if r_types is not None:
             if w_types is None:
                 problems.append(f"{path}: TYPE_NARROWED: the reader allows only {sorted(r_types)}, the writer any type")
@@ -226,18 +246,31 @@ class _Checker:
             problems += self._object(reader, writer, path)
         if _allows(w_types, "array") and _allows(r_types, "array"):
             problems += self._items(reader, writer, path)
+            problems += self._contains(reader, writer, path)
         return problems
 
     def _items(self, reader: dict, writer: dict, path: str) -> list[str]:
         """``items`` (one schema for every item) or a tuple (``prefixItems``, or draft 7's list
-        ``items``), position by position; past a tuple, ``items``/``additionalItems``."""
+        ``items``), position by position; past a tuple, ``items``/``additionalItems``, or absent
+        those ``unevaluatedItems`` (an item ``contains`` matches is evaluated too, so there an
+        item satisfies ``contains`` or ``unevaluatedItems``). Items an in-place ``allOf``/``anyOf``
+        branch's tuple evaluates are not counted: a reader relying on them is judged stricter
+        than it is (a refusal, never a wrong yes)."""
 
         def layout(schema: dict) -> tuple[list, Any]:
             if isinstance(schema.get("prefixItems"), list):
-                return schema["prefixItems"], schema.get("items", True)
+                return schema["prefixItems"], schema.get("items", unevaluated(schema))
             if isinstance(schema.get("items"), list):
-                return schema["items"], schema.get("additionalItems", True)
-            return [], schema.get("items", True)
+                return schema["items"], schema.get("additionalItems", unevaluated(schema))
+            return [], schema.get("items", unevaluated(schema))
+
+        def unevaluated(schema: dict) -> Any:
+            rest = schema.get("unevaluatedItems", True)
+            if rest is True or rest == {} or "contains" not in schema:
+                return rest
+            either = {"anyOf": [schema["contains"], rest]}
+            self.made.append(either)
+            return either
 
         r_tuple, r_rest = layout(reader)
         w_tuple, w_rest = layout(writer)
@@ -254,12 +287,63 @@ class _Checker:
             )
         return problems
 
+    def _contains(self, reader: dict, writer: dict, path: str) -> list[str]:
+        """The reader's ``contains``: its arrays hold at least ``minContains`` (default 1) and at
+        most ``maxContains`` items its ``contains`` reads. The writer guarantees at least its own
+        ``minContains`` items its own ``contains`` reads, so the reader's ``contains`` must read
+        the writer's (CONTAINS_NARROWED; CONTAINS_ADDED without one) and its minimum must not be
+        above the writer's (MIN_CONTAINS_ADDED/INCREASED); a writer's ``items`` schema, which every
+        item satisfies, counts as its ``contains`` with ``minItems`` as the minimum. A reader's ``maxContains`` holds when
+        the writer's ``contains`` reads the reader's (it counts every item the reader counts) with
+        a ``maxContains`` no higher, or when the writer's ``maxItems`` is no higher
+        (MAX_CONTAINS_ADDED/DECREASED otherwise). Confluent's diff compares the two counts only
+        (a bare ``contains`` added or changed is strom's own rule)."""
+        if "contains" not in reader:
+            return []
+        problems: list[str] = []
+        has = "contains" in writer
+        r_min, r_max = reader.get("minContains", 1), reader.get("maxContains")
+        w_max = writer.get("maxContains") if has else None
+        if has:
+            w_contains, w_min = writer["contains"], writer.get("minContains", 1)
+        elif "items" in writer and not isinstance(writer["items"], list) and "prefixItems" not in writer:
+            w_contains, w_min = writer["items"], writer.get("minItems", 0)  # every item, at least minItems
+        else:
+            w_contains, w_min = None, 0
+        if isinstance(r_min, int) and r_min > 0:
+            if w_contains is None:
+                problems.append(f"{path}/contains: CONTAINS_ADDED")
+            else:
+                if found := self.check(reader["contains"], w_contains, f"{path}/contains"):
+                    problems += [f"{path}/contains: CONTAINS_NARROWED", *found]
+                if isinstance(w_min, int) and r_min > w_min:
+                    kind = "MIN_CONTAINS_INCREASED" if "minContains" in writer else "MIN_CONTAINS_ADDED"
+                    problems.append(f"{path}/minContains: {kind} ({w_min} -> {r_min})")
+        if isinstance(r_max, int):
+            counted = has and not _Checker(self.writer_side, self.reader_side).check(
+                writer["contains"], reader["contains"], ""
+            )
+            bounded = isinstance(w_max, int) and counted and w_max <= r_max
+            short = isinstance(writer.get("maxItems"), int) and writer["maxItems"] <= r_max
+            if not (bounded or short):
+                kind = "MAX_CONTAINS_DECREASED" if isinstance(w_max, int) else "MAX_CONTAINS_ADDED"
+                problems.append(f"{path}/maxContains: {kind} ({w_max} -> {r_max})")
+        return problems
+
     def _all_of(self, reader: dict, writer: dict, path: str) -> list[str]:
         """Each branch of the reader's ``allOf`` must read the writer's documents: it reads the
         writer (less its own allOf) or one of the writer's ``allOf`` branches, each of which every
-        writer document satisfies."""
+        writer document satisfies. A branch that reads none is Confluent's PRODUCT_TYPE_EXTENDED
+        (the writer's ``allOf`` had fewer) or COMBINED_TYPE_CHANGED (the writer combined another
+        way)."""
         problems = []
         w_branches = writer.get("allOf") or []
+        if w_branches:
+            kind = "PRODUCT_TYPE_EXTENDED"
+        elif "anyOf" in writer or "oneOf" in writer:
+            kind = "COMBINED_TYPE_CHANGED"
+        else:
+            kind = None
         rest = {k: v for k, v in writer.items() if k != "allOf"}
         self.made.append(rest)
         either = writer.get("anyOf") or writer.get("oneOf") or []
@@ -268,21 +352,71 @@ class _Checker:
                 continue
             if either and all(not self._fresh().check(branch, w, "") for w in either):
                 continue  # it reads each branch a writer document may satisfy
-            problems += self.check(branch, rest, f"{path}/allOf/{index}")
+            found = self.check(branch, rest, f"{path}/allOf/{index}")
+            if found and kind:
+                problems.append(f"{path}/allOf/{index}: {kind}: the branch reads none of the writer's")
+            problems += found
         return problems
 
     def _combined(self, keyword: str, reader: dict, writer: dict, path: str) -> list[str]:
+        """The reader's ``anyOf``/``oneOf``: every writer document must satisfy one of its branches.
+        A writer document satisfies one branch of the writer's ``anyOf`` (or ``oneOf``), so each of
+        those must be read by some reader branch; it satisfies every branch of the writer's
+        ``allOf``, so a reader branch that reads one of them, or the whole writer, is enough. So
+        ``oneOf`` read as ``anyOf``, a singleton ``allOf`` as ``anyOf`` or ``oneOf`` with more
+        branches are fine (Confluent's COMBINED_TYPE_EXTENDED), a branch lost is not
+        (SUM_TYPE_NARROWED, or COMBINED_TYPE_CHANGED when the writer combined another way)."""
         r_branches = reader.get(keyword)
         if not r_branches:
             return []
-        w_branches = writer.get(keyword) or [writer]
-        problems = []
-        for index, branch in enumerate(w_branches):
-            if not any(not self._fresh().check(r, branch, "") for r in r_branches):
-                problems.append(
-                    f"{path}/{keyword}: no branch of the reader's {keyword} reads the writer's branch {index}"
-                )
-        return problems
+
+        def read(schema: Any) -> bool:
+            return any(not self._fresh().check(r, schema, "") for r in r_branches)
+
+        alternatives = writer.get("anyOf") or writer.get("oneOf") or []
+        lost = [index for index, branch in enumerate(alternatives) if not read(branch)]
+        if alternatives and not lost:
+            return []
+        if read(writer) or any(read(branch) for branch in writer.get("allOf") or []):
+            return []
+        if keyword in writer:
+            kind = "SUM_TYPE_NARROWED"
+        elif any(k in writer for k in ("anyOf", "oneOf", "allOf")):
+            kind = "COMBINED_TYPE_CHANGED"
+        else:
+            kind = "TYPE_CHANGED"
+        if alternatives:
+            return [
+                f"{path}/{keyword}: {kind}: no branch of the reader's {keyword} reads the writer's branch {index}"
+                for index in lost
+            ]
+        return [f"{path}/{keyword}: {kind}: no branch of the reader's {keyword} reads the writer's documents"]
+
+    def _writer_types(self, schema: dict, depth: int = 0) -> set[str] | None:
+        """The types a writer document may have (None: any): its own ``type``, narrowed by each
+        ``allOf`` branch and by the union of its ``anyOf``/``oneOf`` branches, so that a writer
+        ``{"oneOf": [{"type": "string"}]}`` counts as a string."""
+        found = _types(schema)
+        if depth > 8:
+            return found
+
+        def of(branch: Any) -> set[str] | None:
+            branch = self.writer_side.deref(branch)[0]
+            if branch is False:
+                return set()
+            return self._writer_types(branch, depth + 1) if isinstance(branch, dict) else None
+
+        for branch in schema.get("allOf") or []:
+            found = _intersect(found, of(branch))
+        for keyword in ("anyOf", "oneOf"):
+            branches = schema.get(keyword) or []
+            if branches:
+                union: set[str] | None = set()
+                for branch in branches:
+                    kinds = of(branch)
+                    union = None if kinds is None or union is None else union | kinds
+                found = _intersect(found, union)
+        return found
 
     def _conditional(self, reader: dict, writer: dict, path: str) -> list[str]:
         """The reader's ``if``/``then``/``else``: a writer document must pass the reader's branch
@@ -370,25 +504,39 @@ class _Checker:
         return problems
 
     def _object(self, reader: dict, writer: dict, path: str) -> list[str]:
+        """Properties, by the content models of both sides: a schema's ``additionalProperties``,
+        or, absent that, its ``unevaluatedProperties`` (draft 2019-09 on), which differ in what
+        counts as evaluated: for ``unevaluatedProperties`` the properties its ``allOf`` branches
+        name, and those every branch of its ``anyOf``/``oneOf`` names, are evaluated there (and
+        checked as those branches are), not by the content model. A property a writer's branch
+        names and its own ``properties`` do not is compared like one of its own, with the schema
+        (or, from ``anyOf``/``oneOf``, each schema) a writer document may hold it with."""
         problems: list[str] = []
         r_props: dict[str, Any] = reader.get("properties") or {}
         w_props: dict[str, Any] = writer.get("properties") or {}
-        r_additional = reader.get("additionalProperties", True)
-        w_additional = writer.get("additionalProperties", True)
+        r_key, r_additional = _content_model(reader)
+        w_key, w_additional = _content_model(writer)
         r_patterns = _patterns(reader)
         w_patterns = _patterns(writer)
-        for name, schema in w_props.items():
+        r_held = self._held_by_branches(reader) if r_key == "unevaluatedProperties" else set()
+        w_given = self._given_by_branches(writer, w_patterns, w_additional)
+        writer_names = [(n, [s]) for n, s in w_props.items()] + list(w_given.items())
+        for name, alternatives in writer_names:
             where = f"{path}/properties/{name}"
-            if schema is False:
-                continue  # the writer's documents never hold it
-            if name in r_props:
-                problems += self.check(r_props[name], schema, where)
-            elif (covering := _matching(r_patterns, name)) is not None:
-                problems += self.check(covering, schema, where)  # read by the reader's patternProperties
-            elif r_additional is False:
-                problems.append(f"{where}: PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL")
-            elif isinstance(r_additional, dict):
-                problems += self.check(r_additional, schema, where)
+            for schema in alternatives:
+                if schema is False:
+                    continue  # the writer's documents never hold it
+                if name in r_props:
+                    problems += self.check(r_props[name], schema, where)
+                elif (covering := _matching(r_patterns, name)) is not None:
+                    problems += self.check(covering, schema, where)  # read by the reader's patternProperties
+                elif name in r_held:
+                    continue  # evaluated by the reader's branches, and checked as they are
+                elif r_additional is False:
+                    problems.append(f"{where}: PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL")
+                    break
+                elif isinstance(r_additional, dict):
+                    problems += self.check(r_additional, schema, where)
         for name, schema in r_props.items():
             if name in w_props or self.reader_side.deref(schema)[0] in (True, {}):
                 continue  # a property any value satisfies changes nothing
@@ -396,16 +544,23 @@ class _Checker:
             covered = _matching(w_patterns, name)
             if covered is not None:
                 problems += self.check(schema, covered, where)  # the writer's patternProperties held it
+            elif name in w_given:
+                for given in w_given[name]:  # as a writer's branch held it
+                    problems += self.check(schema, given, where)
             elif w_additional is False:
                 continue  # PROPERTY_ADDED_TO_CLOSED_CONTENT_MODEL: the writer's documents never hold it
             elif w_additional is True or w_additional == {}:
                 problems.append(f"{where}: PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL")
             else:
                 problems += self.check(schema, w_additional, where)  # covered by a partially open model
+        label = "UNEVALUATED_PROPERTIES" if r_key == "unevaluatedProperties" else "ADDITIONAL_PROPERTIES"
         if r_additional is False and w_additional is not False:
-            problems.append(f"{path}: ADDITIONAL_PROPERTIES_REMOVED")
+            problems.append(f"{path}: {label}_REMOVED")
         elif isinstance(r_additional, dict) and w_additional is not False:
-            problems += self.check(r_additional, w_additional, f"{path}/additionalProperties")
+            found = self.check(r_additional, w_additional, f"{path}/{r_key}")
+            if found and (w_additional is True or w_additional == {}):
+                problems.append(f"{path}: {label}_NARROWED")
+            problems += found
         w_required = set(writer.get("required") or [])
         for name in reader.get("required") or []:
             if name not in w_required and name in r_props:  # as Confluent: required names of properties
@@ -413,6 +568,49 @@ class _Checker:
                 if not has_default:
                     problems.append(f"{path}/required/{name}: REQUIRED_ATTRIBUTE_ADDED")
         return problems
+
+    def _branches(self, schema: dict, keyword: str, side: _Side) -> list[dict]:
+        """The branches of a combinator keyword, their ``$ref`` followed; ``true`` as ``{}``."""
+        found = []
+        for branch in schema.get(keyword) or []:
+            branch = side.deref(branch)[0]
+            found.append({} if branch is True else branch if isinstance(branch, dict) else {"not": {}})
+        return found
+
+    def _held_by_branches(self, reader: dict) -> set[str]:
+        """The names ``unevaluatedProperties`` leaves to the reader's branches: those an ``allOf``
+        branch names, and those every branch of its ``anyOf`` (or ``oneOf``) names."""
+        held: set[str] = set()
+        for branch in self._branches(reader, "allOf", self.reader_side):
+            held |= set(branch.get("properties") or {})
+        for keyword in ("anyOf", "oneOf"):
+            branches = self._branches(reader, keyword, self.reader_side)
+            if branches:
+                held |= set.intersection(*(set(b.get("properties") or {}) for b in branches))
+        return held
+
+    def _given_by_branches(self, writer: dict, patterns: list, rest: Any) -> dict[str, list[Any]]:
+        """The names the writer's branches give that its own ``properties`` and
+        ``patternProperties`` do not (with ``additionalProperties`` present, that governs them):
+        name -> the schemas a writer document may hold it with, one of which it satisfies. From an
+        ``allOf`` branch, that branch's schema (the document satisfies it, whatever else); from
+        ``anyOf``/``oneOf``, each branch's, or the content model's for a branch that lacks it."""
+        if "additionalProperties" in writer:
+            return {}
+        own = writer.get("properties") or {}
+        given: dict[str, list[Any]] = {}
+        for branch in self._branches(writer, "allOf", self.writer_side):
+            for name, schema in (branch.get("properties") or {}).items():
+                if name not in own and _matching(patterns, name) is None:
+                    given.setdefault(name, [schema])
+        for keyword in ("anyOf", "oneOf"):
+            branches = self._branches(writer, keyword, self.writer_side)
+            names = {n for b in branches for n in b.get("properties") or {}}
+            for name in sorted(names):
+                if name in own or name in given or _matching(patterns, name) is not None:
+                    continue
+                given[name] = [(b.get("properties") or {}).get(name, rest) for b in branches]
+        return given
 
 
 def _patterns(schema: dict) -> list[tuple[Any, Any]]:
@@ -431,6 +629,15 @@ def _patterns(schema: dict) -> list[tuple[Any, Any]]:
 
 def _matching(patterns: list[tuple[Any, Any]], name: str) -> Any | None:
     return next((sub for pattern, sub in patterns if pattern.search(name)), None)
+
+
+def _content_model(schema: dict) -> tuple[str, Any]:
+    """(the keyword, its schema) that properties no ``properties``/``patternProperties`` name
+    must satisfy: ``additionalProperties``, else ``unevaluatedProperties``, else anything."""
+    for keyword in ("additionalProperties", "unevaluatedProperties"):
+        if keyword in schema:
+            return keyword, schema[keyword]
+    return "additionalProperties", True
 
 
 def read_problems(reader: ParsedJson, writer: ParsedJson) -> list[str]:

@@ -330,3 +330,287 @@ def test_format_and_conditional_rules(level, previous, new, compatible, named):
     assert (not found) == compatible, found
     if named is not None:
         assert any(named in p for p in found), found
+
+
+# Confluent's JSON Schema diff examples (Confluent Schema Registry's json-schema-provider test
+# resources; scripts/json_schema_confluent_examples.py runs all 263 of them), as strom's own table:
+# (source, previous, new, compatible, the difference named when not). These are the cases strom
+# disagreed on before it had rules for unevaluatedProperties/unevaluatedItems, minContains and
+# switches between oneOf, anyOf and allOf, with their incompatible neighbours.
+DRAFT_2020 = "https://json-schema.org/draft/2020-12/schema"
+
+
+def d2020(schema):
+    return json.dumps({"$schema": DRAFT_2020, **schema})
+
+
+def assert_verdict(found, compatible, named):
+    assert (not found) == compatible, found
+    if named is not None:
+        assert any(named in p for p in found), found
+
+
+def prop1(schema):
+    return json.dumps({"type": "object", "properties": {"prop1": schema}})
+
+
+COMBINED = "diff-combined-schema-examples.json"
+EXAMPLES = "diff-schema-examples-2020-12.json"
+STRING_NUMBER = [NUMBER, STRING]
+
+CONFLUENT_EXAMPLE_CASES = [
+    # COMBINED_TYPE_EXTENDED: oneOf read as anyOf, allOf as anyOf or oneOf (each also in
+    # diff-combined-schema-examples-2020-12.json #10-#13 with a $schema)
+    (f"{COMBINED} #10", prop1({"oneOf": [STRING]}), prop1({"anyOf": [STRING]}), True, None),
+    (f"{COMBINED} #11", prop1({"oneOf": [STRING]}), prop1({"anyOf": STRING_NUMBER}), True, None),
+    (f"{COMBINED} #12", prop1({"allOf": [STRING]}), prop1({"anyOf": [STRING]}), True, None),
+    (f"{COMBINED} #14", prop1({"allOf": [STRING]}), prop1({"anyOf": STRING_NUMBER}), True, None),
+    (f"{COMBINED} #15", prop1({"allOf": STRING_NUMBER}), prop1({"anyOf": [STRING]}), True, None),
+    (f"{COMBINED} #16", prop1({"anyOf": [STRING]}), prop1({"oneOf": STRING_NUMBER}), True, None),
+    (f"{COMBINED} #18", prop1({"allOf": [NUMBER]}), prop1({"oneOf": STRING_NUMBER}), True, None),
+    (f"{COMBINED} #19", prop1({"allOf": STRING_NUMBER}), prop1({"oneOf": [STRING]}), True, None),
+    (
+        "diff-combined-schema-examples-2020-12.json #10",
+        d2020({"properties": {"prop1": {"oneOf": [STRING]}}}),
+        d2020({"properties": {"prop1": {"anyOf": [STRING]}}}),
+        True,
+        None,
+    ),
+    # ... and their incompatible neighbours: a branch lost, or a switch whose branches do not read
+    (f"{COMBINED} #7", prop1({"oneOf": STRING_NUMBER}), prop1({"oneOf": [STRING]}), False, "SUM_TYPE_NARROWED"),
+    (f"{COMBINED} #13", prop1({"oneOf": STRING_NUMBER}), prop1({"anyOf": [STRING]}), False, "COMBINED_TYPE_CHANGED"),
+    (f"{COMBINED} #17", prop1({"anyOf": STRING_NUMBER}), prop1({"oneOf": [STRING]}), False, "COMBINED_TYPE_CHANGED"),
+    (f"{COMBINED} #22", prop1({"anyOf": [STRING]}), prop1({"allOf": STRING_NUMBER}), False, "COMBINED_TYPE_CHANGED"),
+    (f"{COMBINED} #23", prop1({"oneOf": [STRING]}), prop1({"allOf": STRING_NUMBER}), False, "COMBINED_TYPE_CHANGED"),
+    (f"{COMBINED} #9", prop1({"allOf": [STRING]}), prop1({"allOf": [{"enum": ["one"]}, STRING]}), False, "PRODUCT"),
+    (f"{COMBINED} #24", prop1(STRING), prop1({"anyOf": STRING_NUMBER}), True, None),
+    # unevaluatedProperties as the content model
+    (
+        f"{EXAMPLES} #33",
+        d2020({"properties": {"foo": STRING}, "unevaluatedProperties": False}),
+        d2020({"properties": {"foo": STRING, "bar": NUMBER}, "unevaluatedProperties": False}),
+        True,
+        None,
+    ),
+    (
+        f"{EXAMPLES} #36",
+        d2020({"properties": {"foo": STRING}, "unevaluatedProperties": STRING}),
+        d2020({"properties": {"foo": STRING, "bar": STRING}, "unevaluatedProperties": STRING}),
+        True,
+        None,
+    ),
+    (
+        f"{EXAMPLES} #38",
+        d2020({"properties": {"foo": STRING}, "unevaluatedProperties": STRING}),
+        d2020({"properties": {"foo": STRING, "bar": NUMBER}, "unevaluatedProperties": STRING}),
+        False,
+        "TYPE_CHANGED",
+    ),
+    (
+        f"{EXAMPLES} #40",
+        d2020({"properties": {"foo": STRING}, "unevaluatedProperties": STRING}),
+        d2020({"properties": {"foo": STRING, "bar": STRING}, "required": ["bar"], "unevaluatedProperties": STRING}),
+        False,
+        "REQUIRED_ATTRIBUTE_ADDED",
+    ),
+    # unevaluatedItems past a tuple
+    (
+        f"{EXAMPLES} #68",
+        d2020({"type": "array", "prefixItems": [STRING, NUMBER], "unevaluatedItems": STRING}),
+        d2020({"type": "array", "prefixItems": [STRING, NUMBER, STRING], "unevaluatedItems": STRING}),
+        True,
+        None,
+    ),
+    (
+        f"{EXAMPLES} #70",
+        d2020({"type": "array", "prefixItems": [STRING, NUMBER], "unevaluatedItems": STRING}),
+        d2020({"type": "array", "prefixItems": [STRING, NUMBER, NUMBER], "unevaluatedItems": STRING}),
+        False,
+        "items/2: TYPE_CHANGED",
+    ),
+    (
+        f"{EXAMPLES} #72",
+        d2020({"type": "array", "prefixItems": [STRING, NUMBER, STRING], "unevaluatedItems": STRING}),
+        d2020({"type": "array", "prefixItems": [STRING, NUMBER], "unevaluatedItems": STRING}),
+        True,
+        None,
+    ),
+    (
+        f"{EXAMPLES} #76",
+        d2020({"type": "array", "prefixItems": [STRING, NUMBER, NUMBER], "unevaluatedItems": STRING}),
+        d2020({"type": "array", "prefixItems": [STRING, NUMBER], "unevaluatedItems": STRING}),
+        False,
+        "items/2: TYPE_CHANGED",
+    ),
+    # minContains: removed (back to 1) or decreased is fine, increased is not
+    (
+        f"{EXAMPLES} #82",
+        d2020({"type": "array", "contains": NUMBER, "minContains": 1}),
+        d2020({"type": "array", "contains": NUMBER}),
+        True,
+        None,
+    ),
+    (
+        f"{EXAMPLES} #83",
+        d2020({"type": "array", "contains": NUMBER, "minContains": 1}),
+        d2020({"type": "array", "contains": NUMBER, "minContains": 2}),
+        False,
+        "MIN_CONTAINS_INCREASED",
+    ),
+    (
+        f"{EXAMPLES} #84",
+        d2020({"type": "array", "contains": NUMBER, "minContains": 2}),
+        d2020({"type": "array", "contains": NUMBER, "minContains": 1}),
+        True,
+        None,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("source", "previous", "new", "compatible", "named"),
+    CONFLUENT_EXAMPLE_CASES,
+    ids=[case[0] for case in CONFLUENT_EXAMPLE_CASES],
+)
+def test_confluent_diff_examples(source, previous, new, compatible, named):
+    """Confluent's verdict: the new schema registered over the previous one at BACKWARD (STRICT)."""
+    assert_verdict(problems("BACKWARD", new, previous), compatible, named)
+
+
+# The rules behind those examples, each on its own, past what Confluent's examples cover: the
+# writer's documents are what each side's keywords let through.
+ARRAY = {"type": "array"}
+COMPOSED = {"allOf": [{"properties": {"a": STRING}}], "properties": {"x": INT}, "unevaluatedProperties": False}
+FLAT = {"properties": {"a": STRING, "x": INT}, "additionalProperties": False}
+
+RULE_CASES = [
+    # combinators: a writer's types are narrowed through its oneOf/anyOf/allOf
+    ("BACKWARD", {"oneOf": [STRING]}, STRING, True, None),
+    ("BACKWARD", {"oneOf": [STRING, NUMBER]}, STRING, False, "TYPE_NARROWED"),
+    ("BACKWARD", {"anyOf": [STRING, NUMBER]}, {"anyOf": [NUMBER, STRING]}, True, None),
+    ("BACKWARD", {"allOf": [STRING, {"maxLength": 5}]}, {"anyOf": [{"maxLength": 5}]}, True, None),
+    ("BACKWARD", {"allOf": [STRING]}, {"oneOf": [NUMBER]}, False, "COMBINED_TYPE_CHANGED"),
+    ("FORWARD", {"anyOf": [STRING]}, {"oneOf": [STRING]}, True, None),
+    ("FULL", {"oneOf": [STRING]}, {"anyOf": [STRING, NUMBER]}, False, "FORWARD #/oneOf: COMBINED_TYPE_CHANGED"),
+    # unevaluatedProperties: added closed or narrowed is refused, removed or widened is fine
+    (
+        "BACKWARD",
+        {"properties": {"a": STRING}},
+        {"properties": {"a": STRING}, "unevaluatedProperties": False},
+        False,
+        "UNEVALUATED_PROPERTIES_REMOVED",
+    ),
+    (
+        "BACKWARD",
+        {"properties": {"a": STRING}, "unevaluatedProperties": False},
+        {"properties": {"a": STRING}},
+        True,
+        None,
+    ),
+    (
+        "BACKWARD",
+        {"properties": {"a": STRING}},
+        {"properties": {"a": STRING}, "unevaluatedProperties": INT},
+        False,
+        "UNEVALUATED_PROPERTIES_NARROWED",
+    ),
+    ("BACKWARD", {"unevaluatedProperties": INT}, {"unevaluatedProperties": NUMBER}, True, None),
+    ("BACKWARD", {"unevaluatedProperties": NUMBER}, {"unevaluatedProperties": INT}, False, "TYPE_NARROWED"),
+    # ... the names its allOf branches give are evaluated there: a composed closed schema
+    # flattened, or flattened back, keeps its documents
+    ("BACKWARD", COMPOSED, FLAT, True, None),
+    ("BACKWARD", FLAT, COMPOSED, True, None),
+    ("BACKWARD", COMPOSED, COMPOSED, True, None),
+    (
+        "BACKWARD",
+        COMPOSED,
+        {"properties": {"x": INT}, "additionalProperties": False},
+        False,
+        "properties/a: PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL",
+    ),
+    (
+        "BACKWARD",
+        {**FLAT, "properties": {"a": NUMBER, "x": INT}},
+        {**COMPOSED, "allOf": [{"properties": {"a": INT}}]},
+        False,
+        "allOf/0/properties/a: TYPE_NARROWED",
+    ),
+    # unevaluatedItems past a tuple: added closed is refused, removed is fine; an item contains
+    # matches is evaluated
+    (
+        "BACKWARD",
+        {**ARRAY, "prefixItems": [STRING]},
+        {**ARRAY, "prefixItems": [STRING], "unevaluatedItems": False},
+        False,
+        "/items",
+    ),
+    (
+        "BACKWARD",
+        {**ARRAY, "prefixItems": [STRING], "unevaluatedItems": False},
+        {**ARRAY, "prefixItems": [STRING]},
+        True,
+        None,
+    ),
+    (
+        "BACKWARD",
+        {**ARRAY, "items": STRING},
+        {**ARRAY, "contains": STRING, "unevaluatedItems": False, "minContains": 0},
+        True,
+        None,
+    ),
+    (
+        "BACKWARD",
+        {**ARRAY, "items": NUMBER},
+        {**ARRAY, "contains": STRING, "unevaluatedItems": False, "minContains": 0},
+        False,
+        "TYPE_CHANGED",
+    ),
+    # contains, minContains, maxContains
+    ("BACKWARD", ARRAY, {**ARRAY, "contains": STRING}, False, "CONTAINS_ADDED"),
+    ("BACKWARD", ARRAY, {**ARRAY, "contains": STRING, "minContains": 0}, True, None),
+    ("BACKWARD", {**ARRAY, "contains": STRING}, ARRAY, True, None),
+    ("BACKWARD", {**ARRAY, "contains": INT}, {**ARRAY, "contains": NUMBER}, True, None),
+    ("BACKWARD", {**ARRAY, "contains": NUMBER}, {**ARRAY, "contains": INT}, False, "CONTAINS_NARROWED"),
+    ("BACKWARD", {**ARRAY, "items": STRING, "minItems": 1}, {**ARRAY, "contains": STRING}, True, None),
+    ("BACKWARD", {**ARRAY, "items": STRING}, {**ARRAY, "contains": STRING}, False, "MIN_CONTAINS_ADDED"),
+    (
+        "BACKWARD",
+        {**ARRAY, "contains": STRING},
+        {**ARRAY, "contains": STRING, "maxContains": 3},
+        False,
+        "MAX_CONTAINS_ADDED",
+    ),
+    (
+        "BACKWARD",
+        {**ARRAY, "contains": STRING, "maxContains": 2},
+        {**ARRAY, "contains": STRING, "maxContains": 3},
+        True,
+        None,
+    ),
+    (
+        "BACKWARD",
+        {**ARRAY, "contains": STRING, "maxContains": 3},
+        {**ARRAY, "contains": STRING, "maxContains": 2},
+        False,
+        "MAX_CONTAINS_DECREASED",
+    ),
+    (
+        "BACKWARD",
+        {**ARRAY, "maxItems": 2},
+        {**ARRAY, "contains": STRING, "minContains": 0, "maxContains": 3},
+        True,
+        None,
+    ),
+    (
+        "FORWARD",
+        {**ARRAY, "contains": STRING, "minContains": 2},
+        {**ARRAY, "contains": STRING, "minContains": 3},
+        True,
+        None,
+    ),
+]
+
+
+@pytest.mark.parametrize(("level", "previous", "new", "compatible", "named"), RULE_CASES)
+def test_combinator_unevaluated_and_contains_rules(level, previous, new, compatible, named):
+    assert_verdict(problems(level, d2020(new), d2020(previous)), compatible, named)
