@@ -244,6 +244,46 @@ def test_open_content_model_rules(broker):
     assert client.register_schema("norm-value", Schema(reordered, "JSON"), normalize_schemas=True) == first
 
 
+def test_switches_between_one_of_any_of_and_all_of_get_confluents_answers(broker):
+    """Confluent's diff-combined-schema-examples through confluent-kafka's client: oneOf read as
+    anyOf with a branch more is BACKWARD compatible (#11, COMBINED_TYPE_EXTENDED), so is allOf
+    read as oneOf with fewer branches (#19); anyOf read as a oneOf that lost a branch is not (#17,
+    COMBINED_TYPE_CHANGED): 409 on register, the difference named by the verbose check. And
+    draft 2020-12's unevaluatedProperties is a content model (diff-schema-examples-2020-12 #33)."""
+    url = registry_url(broker)
+    client = SchemaRegistryClient({"url": url})
+
+    def prop1(schema: dict) -> Schema:
+        return Schema(json.dumps({"type": "object", "properties": {"prop1": schema}}), "JSON")
+
+    string, number = {"type": "string"}, {"type": "number"}
+    # (a title on version 1, so that the refused schema below is not one the subject holds)
+    client.register_schema("combined-value", prop1({"oneOf": [{"title": "text", **string}]}))
+    assert client.test_compatibility("combined-value", prop1({"anyOf": [number, string]})) is True
+    any_of = client.register_schema("combined-value", prop1({"anyOf": [number, string]}))
+    assert client.test_compatibility("combined-value", prop1({"oneOf": [string]})) is False
+    with pytest.raises(SchemaRegistryError) as refused:
+        client.register_schema("combined-value", prop1({"oneOf": [string]}))
+    assert (refused.value.http_status_code, refused.value.error_code) == (409, 409)
+    body = {"schema": prop1({"oneOf": [string]}).schema_str, "schemaType": "JSON"}
+    status, _, verbose = call(url, "POST", "/compatibility/subjects/combined-value/versions/latest?verbose=true", body)
+    assert status == 200 and verbose["is_compatible"] is False
+    assert any("COMBINED_TYPE_CHANGED" in message for message in verbose["messages"]), verbose
+    assert client.get_latest_version("combined-value").schema_id == any_of
+
+    client.register_schema("product-value", prop1({"allOf": [number, string]}))
+    assert client.test_compatibility("product-value", prop1({"oneOf": [string]})) is True
+
+    draft_2020 = "https://json-schema.org/draft/2020-12/schema"
+    closed = {"$schema": draft_2020, "properties": {"foo": string}, "unevaluatedProperties": False}
+    client.register_schema("unevaluated-value", Schema(json.dumps(closed), "JSON"))
+    added = {**closed, "properties": {"foo": string, "bar": number}}
+    assert client.test_compatibility("unevaluated-value", Schema(json.dumps(added), "JSON")) is True
+    opened = {"$schema": draft_2020, "properties": {"foo": string}}
+    client.register_schema("unevaluated-value", Schema(json.dumps(opened), "JSON"))
+    assert client.test_compatibility("unevaluated-value", Schema(json.dumps(closed), "JSON")) is False
+
+
 def test_json_and_protobuf_over_https(tmp_path):
     certs = make_certificates(tmp_path / "certs")
     with BrokerProcess(tmp_path / "broker", tls_overrides(certs)) as broker:
