@@ -271,6 +271,29 @@ def cluster(cluster_factory):
     return cluster_factory()
 
 
+@pytest.fixture
+def iceberg_cluster(cluster_factory, tmp_path):
+    """Call with (target_lag_ms=500, registry=False, overrides=None): three brokers translating their
+    Iceberg topics into one shared SQL catalog (sqlite and a file warehouse under tmp_path), each
+    serving the Schema Registry when ``registry``; returns (the cluster, its CatalogSettings)."""
+    from strom.iceberg.table import CatalogSettings
+
+    def make(target_lag_ms: int = 500, registry: bool = False, overrides: dict[str, str] | None = None):
+        warehouse = tmp_path / "warehouse"
+        catalog = CatalogSettings("sqlite:///" + str(tmp_path / "catalog.db"), "file://" + str(warehouse))
+        config = {
+            "iceberg.enabled": "true",
+            "iceberg.target.lag.ms": str(target_lag_ms),
+            "iceberg.catalog.uri": catalog.uri,
+            "iceberg.warehouse": str(warehouse),
+            **({"schema.registry.listeners": "http://127.0.0.1:0"} if registry else {}),
+            **(overrides or {}),
+        }
+        return cluster_factory(overrides=config), catalog
+
+    return make
+
+
 def create_topic(
     cluster: Cluster, name: str, partitions: int = 3, replication_factor: int = 3, configs: dict[str, str] | None = None
 ) -> None:

@@ -8,21 +8,12 @@ import subprocess
 import sys
 import time
 
-from strom.iceberg.table import CatalogSettings
 from tests.cluster.conftest import create_topic, wait_until
 from tests.iceberg.support import assert_exactly, produce, table_rows, transaction, wait_for_rows
 
 
-def test_a_new_leader_continues_the_table_without_gap_or_duplicate(cluster_factory, tmp_path):
-    catalog = CatalogSettings("sqlite:///" + str(tmp_path / "catalog.db"), "file://" + str(tmp_path / "warehouse"))
-    cluster = cluster_factory(
-        overrides={
-            "iceberg.enabled": "true",
-            "iceberg.target.lag.ms": "500",
-            "iceberg.catalog.uri": catalog.uri,
-            "iceberg.warehouse": str(tmp_path / "warehouse"),
-        }
-    )
+def test_a_new_leader_continues_the_table_without_gap_or_duplicate(iceberg_cluster):
+    cluster, catalog = iceberg_cluster()
     create_topic(cluster, "clicks", partitions=3, configs={"iceberg.mode": "key_value"})
     committed = produce(cluster.bootstrap, "clicks", 900, "a", acks="all")
     committed |= transaction(cluster.bootstrap, "clicks", 30, "t1", commit=True)

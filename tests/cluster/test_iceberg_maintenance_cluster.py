@@ -7,23 +7,14 @@ from __future__ import annotations
 import re
 import time
 
-from strom.iceberg.table import CatalogSettings, committed_offsets, identifier, open_catalog
+from strom.iceberg.table import committed_offsets, identifier, open_catalog
 from tests.cluster.conftest import create_topic, wait_until
 from tests.iceberg.support import assert_exactly, produce, table_rows, wait_for_rows
 from tests.metrics.conftest import METRICS_ON, metrics_url, scrape
 
 
-def test_the_leader_of_partition_0_alone_maintains_the_table_while_all_translate(cluster_factory, tmp_path):
-    catalog = CatalogSettings("sqlite:///" + str(tmp_path / "catalog.db"), "file://" + str(tmp_path / "warehouse"))
-    cluster = cluster_factory(
-        overrides={
-            "iceberg.enabled": "true",
-            "iceberg.target.lag.ms": "300",
-            "iceberg.catalog.uri": catalog.uri,
-            "iceberg.warehouse": str(tmp_path / "warehouse"),
-            **METRICS_ON,
-        }
-    )
+def test_the_leader_of_partition_0_alone_maintains_the_table_while_all_translate(iceberg_cluster):
+    cluster, catalog = iceberg_cluster(target_lag_ms=300, overrides=METRICS_ON)
     configs = {
         "iceberg.mode": "key_value",
         "iceberg.partition.spec": "(kafka.partition)",

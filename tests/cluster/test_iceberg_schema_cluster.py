@@ -8,22 +8,13 @@ from __future__ import annotations
 
 import time
 
-from strom.iceberg.table import CatalogSettings, identifier
+from strom.iceberg.table import identifier
 from tests.cluster.conftest import create_topic, wait_until
 from tests.iceberg.avro_support import AvroProducer, assert_exactly_once, registry_url, scan, wait_for_tables
 
 
-def test_a_new_leader_continues_both_tables_without_gap_or_duplicate(cluster_factory, tmp_path):
-    catalog = CatalogSettings("sqlite:///" + str(tmp_path / "catalog.db"), "file://" + str(tmp_path / "warehouse"))
-    cluster = cluster_factory(
-        overrides={
-            "iceberg.enabled": "true",
-            "iceberg.target.lag.ms": "500",
-            "iceberg.catalog.uri": catalog.uri,
-            "iceberg.warehouse": str(tmp_path / "warehouse"),
-            "schema.registry.listeners": "http://127.0.0.1:0",
-        }
-    )
+def test_a_new_leader_continues_both_tables_without_gap_or_duplicate(iceberg_cluster):
+    cluster, catalog = iceberg_cluster(registry=True)
     create_topic(cluster, "typed", partitions=3, configs={"iceberg.mode": "value_schema_id_prefix"})
     victim = cluster.leader("typed", 0)
     survivor = next(b for b in cluster.brokers if b != victim)

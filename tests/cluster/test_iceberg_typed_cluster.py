@@ -16,7 +16,7 @@ from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from strom.iceberg.protobuf_columns import frame
-from strom.iceberg.table import CatalogSettings, identifier
+from strom.iceberg.table import identifier
 from tests.cluster.conftest import create_topic, wait_until
 from tests.iceberg.avro_support import registry_url, scan, wait_for_tables
 from tests.iceberg.test_schema_modes_json_protobuf import ORDER_JSON_V1, ORDER_JSON_V2, check_proto_rows, json_order
@@ -53,17 +53,8 @@ def check(rows: list, dead: list, feed: Feed) -> None:
     assert len(set(dead_at)) == len(dead_at) and set(dead_at) == feed.bad, "each bad record once"
 
 
-def test_json_and_protobuf_tables_survive_a_killed_leader(cluster_factory, tmp_path):
-    catalog = CatalogSettings("sqlite:///" + str(tmp_path / "catalog.db"), "file://" + str(tmp_path / "warehouse"))
-    cluster = cluster_factory(
-        overrides={
-            "iceberg.enabled": "true",
-            "iceberg.target.lag.ms": "500",
-            "iceberg.catalog.uri": catalog.uri,
-            "iceberg.warehouse": str(tmp_path / "warehouse"),
-            "schema.registry.listeners": "http://127.0.0.1:0",
-        }
-    )
+def test_json_and_protobuf_tables_survive_a_killed_leader(iceberg_cluster):
+    cluster, catalog = iceberg_cluster(registry=True)
     for topic in ("pb", "js"):
         create_topic(cluster, topic, partitions=3, configs={"iceberg.mode": "value_schema_id_prefix"})
     victim = cluster.leader("pb", 0)

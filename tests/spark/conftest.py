@@ -8,6 +8,8 @@ import time
 import pytest
 
 from strom.spark import register, use_this_python
+from tests.broker_process import BrokerProcess
+from tests.cluster.conftest import cluster_factory, zookeeper  # noqa: F401 - fixtures of typed_cluster
 
 WAIT_S = 60
 
@@ -30,6 +32,24 @@ def spark():
     register(session)
     yield session
     session.stop()
+
+
+@pytest.fixture
+def typed_broker(spark, tmp_path):
+    """A broker serving the Schema Registry, as the typed tests use it (tests.spark.typed_support)."""
+    from tests.spark.typed_support import REGISTRY_ON, TypedBroker
+
+    with BrokerProcess(tmp_path / "broker", REGISTRY_ON) as process:
+        yield TypedBroker.of_broker(spark, process)
+
+
+@pytest.fixture
+def typed_cluster(spark, cluster_factory):  # noqa: F811 - the fixture imported above
+    """Three brokers on one ZooKeeper, each serving the Schema Registry (``urls`` in broker order);
+    its topics are replicated 3 times."""
+    from tests.spark.typed_support import REGISTRY_ON, TypedBroker
+
+    return TypedBroker.of_cluster(spark, cluster_factory(overrides=REGISTRY_ON))
 
 
 @pytest.hookimpl(tryfirst=True)

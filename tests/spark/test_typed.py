@@ -8,18 +8,15 @@ import datetime as dt
 import decimal
 import json
 import re
-import time
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from tests.broker_process import BrokerProcess
-from tests.cluster.conftest import cluster_factory, zookeeper  # noqa: F401 - fixtures of the 3-broker test
-from tests.integration.test_schema_registry import registry_url
-from tests.spark.conftest import WAIT_S, create_topic, strom_reader
+from tests.spark.conftest import WAIT_S
+from tests.spark.typed_support import TypedBroker, produce_raw
 
 EVENT_V1 = {
     "type": "record",
@@ -64,12 +61,6 @@ def event(i: int, version: int) -> dict:
     return record
 
 
-@pytest.fixture
-def broker(tmp_path):
-    with BrokerProcess(tmp_path / "broker", {"schema.registry.listeners": "http://127.0.0.1:0"}) as process:
-        yield process
-
-
 def produce_avro(bootstrap: str, url: str, topic: str, schema: dict, records: list[dict], partition_of) -> list:
     """Records through confluent-kafka's AvroSerializer (auto-registering ``schema``); [(partition, offset)]."""
     serializer = AvroSerializer(SchemaRegistryClient({"url": url}), json.dumps(schema))
@@ -93,45 +84,6 @@ def produce_avro(bootstrap: str, url: str, topic: str, schema: dict, records: li
     return placed
 
 
-def produce_raw(bootstrap: str, topic: str, values: list[bytes], partition: int) -> list[int]:
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
-    offsets: list[int] = []
-    for value in values:
-        producer.produce(topic, value, partition=partition, on_delivery=lambda err, msg: offsets.append(msg.offset()))
-    assert producer.flush(WAIT_S) == 0
-    return offsets
-
-
-def read_back(bootstrap: str, topic: str, partitions: int, deserializer, prefix: bytes | None = None) -> list:
-    """Every committed record of ``topic`` through a read_committed consumer, deserialized; each
-    value's first 5 bytes checked against ``prefix`` when given."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"{topic}-check",
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-        }
-    )
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    got, at_end = [], set()
-    deadline = time.monotonic() + WAIT_S
-    try:
-        while len(at_end) < partitions:
-            assert time.monotonic() < deadline, f"read {len(got)} records of {topic}"
-            for msg in consumer.consume(500, 0.5):
-                if msg.error() is not None:
-                    at_end.add(msg.partition())  # _PARTITION_EOF: the end of what is committed
-                    continue
-                if prefix is not None:
-                    assert msg.value()[:5] == prefix
-                got.append(deserializer(msg.value(), SerializationContext(topic, MessageField.VALUE)))
-    finally:
-        consumer.close()
-    return got
-
-
 def as_spark(record: dict) -> dict:
     """What a Spark Row of the decoded value holds for ``record`` (timestamps compared as instants)."""
     return {**record, "at": record["at"].timestamp(), "where": dict(record["where"])}
@@ -143,26 +95,24 @@ def row_dict(row) -> dict:
     return value
 
 
-def test_streaming_read_of_two_schema_versions_as_typed_columns(spark, broker, tmp_path):
+def test_streaming_read_of_two_schema_versions_as_typed_columns(spark, typed_broker, tmp_path):
     """v1 and v2 records, written by AvroSerializer, come out as columns of the latest (v2) schema,
     row by row as produced; v1 records get the new field's default."""
     spark.conf.set("spark.sql.session.timeZone", "UTC")
-    url = registry_url(broker)
-    create_topic(broker.bootstrap, "events", 2)
+    typed = typed_broker
+    typed.topics("events", partitions=2)
     v1 = [event(i, 1) for i in range(150)]
     v2 = [event(i, 2) for i in range(150, 300)]
-    placed = produce_avro(broker.bootstrap, url, "events", EVENT_V1, v1, lambda i: i % 2)
-    placed += produce_avro(broker.bootstrap, url, "events", EVENT_V2, v2, lambda i: i % 2)
-    assert SchemaRegistryClient({"url": url}).get_versions("events-value") == [1, 2]
+    placed = produce_avro(typed.bootstrap, typed.url, "events", EVENT_V1, v1, lambda i: i % 2)
+    placed += produce_avro(typed.bootstrap, typed.url, "events", EVENT_V2, v2, lambda i: i % 2)
+    assert typed.client.get_versions("events-value") == [1, 2]
 
-    source = strom_reader(
-        spark,
-        broker.bootstrap,
+    source = typed.read(
+        "avro",
         streaming=True,
         subscribe="events",
         startingOffsets="earliest",
         maxOffsetsPerTrigger="120",  # several micro-batches
-        **{"value.format": "avro", "schema.registry.url": url},
     )
     value_type = dict(source.dtypes)["value"]
     assert value_type.startswith("struct<id:bigint,user:string,price:double,paid:boolean,kind:string,")
@@ -186,40 +136,24 @@ def test_streaming_read_of_two_schema_versions_as_typed_columns(spark, broker, t
         assert row_dict(row.value) == as_spark(want), (row.partition, row.offset)
 
 
-def test_batch_read_pins_a_version_and_reads_keys(spark, broker):
+def test_batch_read_pins_a_version_and_reads_keys(spark, typed_broker):
     """value.schema.version=1 reads v2 records with v1 (the new field dropped); Avro keys decode too,
     and arrays, maps and a union of several types come out in Spark's shapes."""
     spark.conf.set("spark.sql.session.timeZone", "UTC")
-    url = registry_url(broker)
-    client = SchemaRegistryClient({"url": url})
-    create_topic(broker.bootstrap, "pinned", 1)
-    produce_avro(broker.bootstrap, url, "pinned", EVENT_V1, [event(0, 1)], lambda i: 0)
-    produce_avro(broker.bootstrap, url, "pinned", EVENT_V2, [event(1, 2)], lambda i: 0)
-    rows = strom_reader(
-        spark,
-        broker.bootstrap,
-        subscribe="pinned",
-        **{"value.format": "avro", "schema.registry.url": url, "value.schema.version": "1"},
-    ).collect()
+    typed, client = typed_broker, typed_broker.client
+    typed.topics("pinned")
+    produce_avro(typed.bootstrap, typed.url, "pinned", EVENT_V1, [event(0, 1)], lambda i: 0)
+    produce_avro(typed.bootstrap, typed.url, "pinned", EVENT_V2, [event(1, 2)], lambda i: 0)
+    rows = typed.read("avro", subscribe="pinned", **{"value.schema.version": "1"}).collect()
     assert [row_dict(r.value) for r in rows] == [as_spark(event(0, 1)), as_spark(event(1, 1))]
     v2_id = client.get_version("pinned-value", 2).schema_id
-    by_id = strom_reader(
-        spark,
-        broker.bootstrap,
-        subscribe="pinned",
-        **{"value.format": "avro", "schema.registry.url": url, "value.schema.id": str(v2_id)},
-    )
+    by_id = typed.read("avro", subscribe="pinned", **{"value.schema.id": str(v2_id)})
     assert [row_dict(r.value) for r in by_id.collect()] == [
         as_spark({**event(0, 2), "channel": "web"}),
         as_spark(event(1, 2)),
     ]
     with pytest.raises(Exception, match="Schema Registry: the value schema"):
-        strom_reader(
-            spark,
-            broker.bootstrap,
-            subscribe="pinned",
-            **{"value.format": "avro", "schema.registry.url": url, "value.schema.version": "9"},
-        )
+        typed.read("avro", subscribe="pinned", **{"value.schema.version": "9"})
 
     nested = {
         "type": "record",
@@ -231,7 +165,7 @@ def test_batch_read_pins_a_version_and_reads_keys(spark, broker):
         ],
     }
     key_schema = {"type": "string"}
-    create_topic(broker.bootstrap, "baskets", 1)
+    typed.topics("baskets")
     value_ser = AvroSerializer(client, json.dumps(nested))
     key_ser = AvroSerializer(client, json.dumps(key_schema))
     baskets = [
@@ -239,7 +173,7 @@ def test_batch_read_pins_a_version_and_reads_keys(spark, broker):
         {"items": [], "counts": {}, "either": "x"},
         {"items": ["c"], "counts": {"c": 2, "d": 3}, "either": None},
     ]
-    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    producer = Producer({"bootstrap.servers": typed.bootstrap})
     for i, basket in enumerate(baskets):
         producer.produce(
             "baskets",
@@ -247,12 +181,7 @@ def test_batch_read_pins_a_version_and_reads_keys(spark, broker):
             key=key_ser(f"basket-{i}", SerializationContext("baskets", MessageField.KEY)),
         )
     assert producer.flush(WAIT_S) == 0
-    df = strom_reader(
-        spark,
-        broker.bootstrap,
-        subscribe="baskets",
-        **{"value.format": "avro", "key.format": "avro", "schema.registry.url": url},
-    )
+    df = typed.read("avro", subscribe="baskets", **{"key.format": "avro"})
     assert dict(df.dtypes)["key"] == "string"
     assert dict(df.dtypes)["value"] == (
         "struct<items:array<string>,counts:map<string,bigint>,either:struct<member0:int,member1:string>>"
@@ -265,26 +194,25 @@ def test_batch_read_pins_a_version_and_reads_keys(spark, broker):
     ]
 
 
-def test_failfast_names_the_record_and_permissive_keeps_its_bytes(spark, broker):
-    url = registry_url(broker)
-    create_topic(broker.bootstrap, "dirty", 1)
-    produce_avro(broker.bootstrap, url, "dirty", EVENT_V1, [event(i, 1) for i in range(40)], lambda i: 0)
+def test_failfast_names_the_record_and_permissive_keeps_its_bytes(spark, typed_broker):
+    typed, url = typed_broker, typed_broker.url
+    typed.topics("dirty")
+    produce_avro(typed.bootstrap, url, "dirty", EVENT_V1, [event(i, 1) for i in range(40)], lambda i: 0)
     corrupt = [
         b"not avro at all",
         b"\x00\x00\x00\x27\x0fpadding",
         b"\x00\x00\x00\x01\x02",
     ]  # no prefix, id 39, cut short
-    offsets = produce_raw(broker.bootstrap, "dirty", corrupt, 0)
-    produce_avro(broker.bootstrap, url, "dirty", EVENT_V1, [event(i, 1) for i in range(40, 50)], lambda i: 0)
-    options = {"subscribe": "dirty", "value.format": "avro", "schema.registry.url": url}
+    offsets = produce_raw(typed.bootstrap, "dirty", corrupt, 0)
+    produce_avro(typed.bootstrap, url, "dirty", EVENT_V1, [event(i, 1) for i in range(40, 50)], lambda i: 0)
 
     with pytest.raises(Exception) as failed:
-        strom_reader(spark, broker.bootstrap, **options).collect()
+        typed.read("avro", subscribe="dirty").collect()
     message = str(failed.value)
     assert f"topic dirty partition 0 offset {offsets[0]}" in message, message
     assert "no Confluent schema id prefix" in message and "mode=PERMISSIVE" in message
 
-    df = strom_reader(spark, broker.bootstrap, mode="PERMISSIVE", **options)
+    df = typed.read("avro", subscribe="dirty", mode="PERMISSIVE")
     assert df.columns[-1] == "_corrupt_value"
     rows = {r.offset: r for r in df.collect()}
     assert len(rows) == 53
@@ -294,23 +222,16 @@ def test_failfast_names_the_record_and_permissive_keeps_its_bytes(spark, broker)
     assert [r.value.id for r in good] == list(range(50)) and all(r._corrupt_value is None for r in good)
 
 
-def test_exactly_once_sink_writes_avro_that_confluent_deserializer_reads_once(spark, broker, tmp_path):
+def test_exactly_once_sink_writes_avro_that_confluent_deserializer_reads_once(spark, typed_broker, tmp_path):
     """A streaming query reads typed events and writes a typed projection, exactly once; the schema
     is derived from the struct and registered on the first write; AvroDeserializer reads it back."""
     from pyspark.sql import functions as F
 
-    url = registry_url(broker)
-    create_topic(broker.bootstrap, "orders", 2)
-    create_topic(broker.bootstrap, "receipts", 2)
-    produce_avro(broker.bootstrap, url, "orders", EVENT_V1, [event(i, 1) for i in range(200)], lambda i: i % 2)
-    source = strom_reader(
-        spark,
-        broker.bootstrap,
-        streaming=True,
-        subscribe="orders",
-        startingOffsets="earliest",
-        maxOffsetsPerTrigger="70",
-        **{"value.format": "avro", "schema.registry.url": url},
+    typed, url, client = typed_broker, typed_broker.url, typed_broker.client
+    typed.topics("orders", "receipts", partitions=2)
+    produce_avro(typed.bootstrap, url, "orders", EVENT_V1, [event(i, 1) for i in range(200)], lambda i: i % 2)
+    source = typed.read(
+        "avro", streaming=True, subscribe="orders", startingOffsets="earliest", maxOffsetsPerTrigger="70"
     )
     receipts = source.select(
         F.col("partition"),
@@ -322,26 +243,14 @@ def test_exactly_once_sink_writes_avro_that_confluent_deserializer_reads_once(sp
             F.col("value.at").alias("at"),
         ).alias("value"),
     )
-    query = (
-        receipts.writeStream.format("strom")
-        .option("kafka.bootstrap.servers", broker.bootstrap)
-        .option("topic", "receipts")
-        .option("deliveryGuarantee", "exactly-once")
-        .option("value.format", "avro")
-        .option("schema.registry.url", url)
-        .option("checkpointLocation", str(tmp_path / "ckpt"))
-        .trigger(availableNow=True)
-        .start()
-    )
-    assert query.awaitTermination(240) and query.exception() is None
+    typed.write_stream(receipts, "receipts", "avro", tmp_path / "ckpt")
 
-    client = SchemaRegistryClient({"url": url})
     registered = client.get_latest_version("receipts-value")
     schema = json.loads(registered.schema.schema_str)
     assert [f["name"] for f in schema["fields"]] == ["order", "user", "amount", "coupon", "at"]
     deserializer = AvroDeserializer(SchemaRegistryClient({"url": url}))
     prefix = b"\x00" + registered.schema_id.to_bytes(4, "big")
-    got = read_back(broker.bootstrap, "receipts", 2, deserializer, prefix)
+    got = typed.read_back("receipts", 2, deserializer, prefix)
     want = {}
     for i in range(200):
         e = event(i, 1)
@@ -352,20 +261,9 @@ def test_exactly_once_sink_writes_avro_that_confluent_deserializer_reads_once(sp
 
     # auto.register.schemas=false with a schema that is not registered: refused when the write starts
     df = spark.createDataFrame([(1,)], "n int").select(F.struct("n").alias("value"))
+    unregistered = json.dumps({"type": "record", "name": "N", "fields": [{"name": "n", "type": "int"}]})
     with pytest.raises(Exception, match="receipts-value|40403|not found"):
-        (
-            df.write.format("strom")
-            .mode("append")
-            .option("kafka.bootstrap.servers", broker.bootstrap)
-            .option("topic", "receipts")
-            .option("value.format", "avro")
-            .option("schema.registry.url", url)
-            .option("auto.register.schemas", "false")
-            .option(
-                "value.schema", json.dumps({"type": "record", "name": "N", "fields": [{"name": "n", "type": "int"}]})
-            )
-            .save()
-        )
+        typed.write(df, "receipts", "avro", **{"auto.register.schemas": "false", "value.schema": unregistered})
     assert client.get_versions("receipts-value") == [registered.version]
 
 
@@ -374,13 +272,12 @@ def test_sasl_ssl_broker_and_a_registry_that_asks_for_credentials(spark, tmp_pat
     reaches the registry clients on the driver and the executors; a wrong password is refused by name."""
     from pyspark.sql import functions as F
 
-    from tests.spark.secured_broker import sasl_ssl_broker
+    from tests.spark.secured_broker import ALICE, sasl_ssl_broker
 
     with sasl_ssl_broker(tmp_path) as (broker, kafka):
-        url = registry_url(broker)
-        create_topic(broker.bootstrap, "secure-events", 1)
-        create_topic(broker.bootstrap, "secure-out", 1)
-        client = SchemaRegistryClient({"url": url, "basic.auth.user.info": "alice:alice-secret"})
+        typed = TypedBroker.secured(spark, broker, kafka, ALICE)
+        typed.topics("secure-events", "secure-out")
+        client = typed.client
         serializer = AvroSerializer(client, json.dumps(EVENT_V1))
         producer = Producer({"bootstrap.servers": broker.bootstrap})
         for i in range(20):
@@ -389,73 +286,37 @@ def test_sasl_ssl_broker_and_a_registry_that_asks_for_credentials(spark, tmp_pat
             )
         assert producer.flush(WAIT_S) == 0
 
-        typed = {"value.format": "avro", "schema.registry.url": url}
-        alice = {"schema.registry.basic.auth.user.info": "alice:alice-secret"}
-        reader = spark.read.format("strom").option("subscribe", "secure-events")
-        for key, value in {**kafka, **typed, **alice}.items():
-            reader = reader.option(key, value)
-        df = reader.load()
+        df = typed.read("avro", subscribe="secure-events")
         assert [r.value.id for r in df.orderBy("offset").collect()] == list(range(20))
 
-        writer = (
-            df.select(F.struct(F.col("value.id").alias("id"), F.col("value.user").alias("user")).alias("value"))
-            .write.format("strom")
-            .mode("append")
-            .option("topic", "secure-out")
-        )
-        for key, value in {**kafka, **typed, **alice}.items():
-            writer = writer.option(key, value)
-        writer.save()
-        got = read_back(broker.bootstrap, "secure-out", 1, AvroDeserializer(client))
+        out = df.select(F.struct(F.col("value.id").alias("id"), F.col("value.user").alias("user")).alias("value"))
+        typed.write(out, "secure-out", "avro")
+        got = typed.read_back("secure-out", 1, AvroDeserializer(client))
         assert sorted(g["id"] for g in got) == list(range(20))
         assert got[0]["user"] == event(got[0]["id"], 1)["user"]
 
-        wrong = spark.read.format("strom").option("subscribe", "secure-events")
-        for key, value in {**kafka, **typed, "schema.registry.basic.auth.user.info": "alice:wrong"}.items():
-            wrong = wrong.option(key, value)
         with pytest.raises(Exception, match="Schema Registry.*(401|Unauthorized|40101)"):
-            wrong.load()
+            typed.read("avro", subscribe="secure-events", **{"schema.registry.basic.auth.user.info": "alice:wrong"})
 
 
-def test_typed_pipeline_on_three_brokers(spark, cluster_factory, tmp_path):
+def test_typed_pipeline_on_three_brokers(spark, typed_cluster, tmp_path):
     """A 3-broker cluster, each broker serving the registry: records serialized through broker 0's
     registry are read as typed columns through broker 1's, and the exactly-once sink registers its
     schema through broker 2's (a non-writer forwards it); AvroDeserializer reads every record once."""
     from pyspark.sql import functions as F
 
-    from tests.cluster.conftest import create_topic as create_replicated_topic
-
-    cluster = cluster_factory(overrides={"schema.registry.listeners": "http://127.0.0.1:0"})
-    urls = [registry_url(cluster.brokers[b]) for b in sorted(cluster.brokers)]
-    create_replicated_topic(cluster, "c-events", partitions=3, replication_factor=3)
-    create_replicated_topic(cluster, "c-out", partitions=3, replication_factor=3)
+    typed, urls = typed_cluster, typed_cluster.urls
+    typed.topics("c-events", "c-out", partitions=3)
     records = [event(i, 1) for i in range(90)] + [event(i, 2) for i in range(90, 120)]
-    produce_avro(cluster.bootstrap, urls[0], "c-events", EVENT_V1, records[:90], lambda i: i % 3)
-    produce_avro(cluster.bootstrap, urls[0], "c-events", EVENT_V2, records[90:], lambda i: i % 3)
+    produce_avro(typed.bootstrap, urls[0], "c-events", EVENT_V1, records[:90], lambda i: i % 3)
+    produce_avro(typed.bootstrap, urls[0], "c-events", EVENT_V2, records[90:], lambda i: i % 3)
 
-    source = strom_reader(
-        spark,
-        cluster.bootstrap,
-        streaming=True,
-        subscribe="c-events",
-        startingOffsets="earliest",
-        maxOffsetsPerTrigger="50",
-        **{"value.format": "avro", "schema.registry.url": urls[1]},
+    source = typed.read(
+        "avro", streaming=True, url=urls[1], subscribe="c-events", startingOffsets="earliest", maxOffsetsPerTrigger="50"
     )
     out = source.select(F.struct(F.col("value.id").alias("id"), F.col("value.channel").alias("channel")).alias("value"))
-    query = (
-        out.writeStream.format("strom")
-        .option("kafka.bootstrap.servers", cluster.bootstrap)
-        .option("topic", "c-out")
-        .option("deliveryGuarantee", "exactly-once")
-        .option("value.format", "avro")
-        .option("schema.registry.url", urls[2])
-        .option("checkpointLocation", str(tmp_path / "ckpt"))
-        .trigger(availableNow=True)
-        .start()
-    )
-    assert query.awaitTermination(240) and query.exception() is None
-    got = read_back(cluster.bootstrap, "c-out", 3, AvroDeserializer(SchemaRegistryClient({"url": urls[0]})))
+    typed.write_stream(out, "c-out", "avro", tmp_path / "ckpt", url=urls[2])
+    got = typed.read_back("c-out", 3, AvroDeserializer(SchemaRegistryClient({"url": urls[0]})))
     assert sorted((g["id"], g["channel"]) for g in got) == [(r["id"], r.get("channel", "web")) for r in records]
 
 
@@ -478,16 +339,15 @@ ORDER_JSON = {
 }
 
 
-def test_json_format_reads_and_writes_typed_columns(spark, broker):
+def test_json_format_reads_and_writes_typed_columns(spark, typed_broker):
     """value.format=json: documents written by confluent-kafka's JSONSerializer as typed columns,
     corrupt ones per mode; the sink derives and registers a JSON schema and JSONDeserializer reads
     what it wrote."""
     from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
     from pyspark.sql import functions as F
 
-    url = registry_url(broker)
-    client = SchemaRegistryClient({"url": url})
-    create_topic(broker.bootstrap, "orders-json", 1)
+    typed, client = typed_broker, typed_broker.client
+    typed.topics("orders-json")
     serializer = JSONSerializer(json.dumps(ORDER_JSON), client)
     context = SerializationContext("orders-json", MessageField.VALUE)
     orders = [
@@ -504,13 +364,12 @@ def test_json_format_reads_and_writes_typed_columns(spark, broker):
         }
         for i in range(30)
     ]
-    offsets = produce_raw(broker.bootstrap, "orders-json", [serializer(o, context) for o in orders], 0)
+    offsets = produce_raw(typed.bootstrap, "orders-json", [serializer(o, context) for o in orders], 0)
     schema_id = client.get_latest_version("orders-json-value").schema_id
     corrupt = [b"\x00" + schema_id.to_bytes(4, "big") + b"{not json", b'{"id": 1}']
-    offsets += produce_raw(broker.bootstrap, "orders-json", corrupt, 0)
-    options = {"subscribe": "orders-json", "value.format": "json", "schema.registry.url": url}
+    offsets += produce_raw(typed.bootstrap, "orders-json", corrupt, 0)
 
-    df = strom_reader(spark, broker.bootstrap, mode="PERMISSIVE", **options)
+    df = typed.read("json", subscribe="orders-json", mode="PERMISSIVE")
     assert dict(df.dtypes)["value"] == (
         "struct<id:bigint,item:string,price:double,paid:boolean,tags:array<string>,at:timestamp,"
         "note:string,ship:struct<city:string>>"
@@ -524,24 +383,16 @@ def test_json_format_reads_and_writes_typed_columns(spark, broker):
         }
     assert [(r.value, r._corrupt_value) for r in rows[30:]] == [(None, raw) for raw in corrupt]
     with pytest.raises(Exception, match=f"topic orders-json partition 0 offset {offsets[30]}"):
-        strom_reader(spark, broker.bootstrap, **options).collect()
+        typed.read("json", subscribe="orders-json").collect()
 
-    create_topic(broker.bootstrap, "orders-json-out", 1)
-    good = strom_reader(spark, broker.bootstrap, mode="PERMISSIVE", **options).where("value IS NOT NULL")
-    (
-        good.select(F.struct("value.id", "value.item", "value.tags", "value.at").alias("value"))
-        .write.format("strom")
-        .mode("append")
-        .option("kafka.bootstrap.servers", broker.bootstrap)
-        .option("topic", "orders-json-out")
-        .option("value.format", "json")
-        .option("schema.registry.url", url)
-        .save()
-    )
+    typed.topics("orders-json-out")
+    good = typed.read("json", subscribe="orders-json", mode="PERMISSIVE").where("value IS NOT NULL")
+    out = good.select(F.struct("value.id", "value.item", "value.tags", "value.at").alias("value"))
+    typed.write(out, "orders-json-out", "json")
     registered = client.get_latest_version("orders-json-out-value")
     assert registered.schema.schema_type == "JSON"
     deserializer = JSONDeserializer(registered.schema.schema_str, schema_registry_client=client)
-    got = read_back(broker.bootstrap, "orders-json-out", 1, deserializer)
+    got = typed.read_back("orders-json-out", 1, deserializer)
     assert sorted((g["id"], g["item"], tuple(g["tags"])) for g in got) == [
         (o["id"], o["item"], tuple(o["tags"])) for o in orders
     ]

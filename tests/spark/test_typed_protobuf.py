@@ -8,17 +8,14 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from strom.iceberg.protobuf_columns import frame, message_class
 from strom.spark.protobuf_types import load
-from tests.cluster.conftest import cluster_factory, zookeeper  # noqa: F401 - fixtures of the 3-broker test
-from tests.integration.test_schema_registry import registry_url
 from tests.protobuf_support import AT, ORDER_V1, ORDER_V2, expected, order, order_class
-from tests.spark.conftest import WAIT_S, create_topic, strom_reader
-from tests.spark.test_typed import broker, produce_raw, read_back  # noqa: F401 - broker is a fixture
+from tests.spark.conftest import WAIT_S
+from tests.spark.typed_support import TypedBroker, produce_raw
 
 UTC = dt.UTC
 
@@ -29,12 +26,11 @@ def as_expected(row) -> dict:
     return {**value, "at": value["at"].replace(tzinfo=UTC)}
 
 
-def test_protobuf_format_reads_two_versions_and_writes_what_the_deserializer_reads(spark, broker):  # noqa: F811
+def test_protobuf_format_reads_two_versions_and_writes_what_the_deserializer_reads(spark, typed_broker):
     from pyspark.sql import functions as F
 
-    url = registry_url(broker)
-    client = SchemaRegistryClient({"url": url})
-    create_topic(broker.bootstrap, "orders-pb", 1)
+    typed, client = typed_broker, typed_broker.client
+    typed.topics("orders-pb")
     context = SerializationContext("orders-pb", MessageField.VALUE)
     values = []
     for version, text, ids in ((1, ORDER_V1, range(0, 30)), (2, ORDER_V2, range(30, 60))):
@@ -42,13 +38,12 @@ def test_protobuf_format_reads_two_versions_and_writes_what_the_deserializer_rea
         serializer = ProtobufSerializer(cls, client, {"use.deprecated.format": False})
         values += [serializer(order(cls, i), context) for i in ids]
     assert client.get_versions("orders-pb-value") == [1, 2]
-    offsets = produce_raw(broker.bootstrap, "orders-pb", values, 0)
+    offsets = produce_raw(typed.bootstrap, "orders-pb", values, 0)
     latest = client.get_latest_version("orders-pb-value").schema_id
     corrupt = [b"not protobuf", frame(latest) + b"\xff\xff\xff", frame(latest, (1,)) + b"\x08\x01"]
-    offsets += produce_raw(broker.bootstrap, "orders-pb", corrupt, 0)
-    options = {"subscribe": "orders-pb", "value.format": "protobuf", "schema.registry.url": url}
+    offsets += produce_raw(typed.bootstrap, "orders-pb", corrupt, 0)
 
-    df = strom_reader(spark, broker.bootstrap, mode="PERMISSIVE", **options)
+    df = typed.read("protobuf", subscribe="orders-pb", mode="PERMISSIVE")
     assert dict(df.dtypes)["value"] == (
         "struct<id:bigint,item:string,price:double,kind:string,coupon:string,at:timestamp,"
         "ship:struct<city:string>,tags:array<string>,counts:map<string,int>,channel:string>"
@@ -57,33 +52,25 @@ def test_protobuf_format_reads_two_versions_and_writes_what_the_deserializer_rea
     assert [as_expected(r) for r in rows[:60]] == [expected(i, 1 if i < 30 else 2) for i in range(60)]
     assert [(r.value, r._corrupt_value) for r in rows[60:]] == [(None, raw) for raw in corrupt]
     with pytest.raises(Exception) as failed:
-        strom_reader(spark, broker.bootstrap, **options).collect()
+        typed.read("protobuf", subscribe="orders-pb").collect()
     message = str(failed.value)
     assert f"topic orders-pb partition 0 offset {offsets[60]}" in message, message
     assert "does not decode as PROTOBUF" in message and "no Confluent schema id prefix" in message
     # pinned to version 1: the channel field is not a column, version-2 records are still read
-    pinned = strom_reader(spark, broker.bootstrap, mode="PERMISSIVE", **options, **{"value.schema.version": "1"})
+    pinned = typed.read("protobuf", subscribe="orders-pb", mode="PERMISSIVE", **{"value.schema.version": "1"})
     assert "channel" not in dict(pinned.dtypes)["value"]
     assert pinned.where("value IS NOT NULL").count() == 60
 
     # the sink: a projection, its schema derived from the struct and registered on the first write
-    create_topic(broker.bootstrap, "orders-pb-out", 1)
-    good = strom_reader(spark, broker.bootstrap, mode="PERMISSIVE", **options).where("value IS NOT NULL")
-    (
-        good.select(F.struct("value.id", "value.item", "value.kind", "value.ship", "value.at").alias("value"))
-        .write.format("strom")
-        .mode("append")
-        .option("kafka.bootstrap.servers", broker.bootstrap)
-        .option("topic", "orders-pb-out")
-        .option("value.format", "protobuf")
-        .option("schema.registry.url", url)
-        .save()
-    )
+    typed.topics("orders-pb-out")
+    good = typed.read("protobuf", subscribe="orders-pb", mode="PERMISSIVE").where("value IS NOT NULL")
+    out = good.select(F.struct("value.id", "value.item", "value.kind", "value.ship", "value.at").alias("value"))
+    typed.write(out, "orders-pb-out", "protobuf")
     registered = client.get_latest_version("orders-pb-out-value")
     assert registered.schema.schema_type == "PROTOBUF"
     out_cls = message_class(load(registered.schema.schema_str).message())
     deserializer = ProtobufDeserializer(out_cls, {"use.deprecated.format": False})
-    got = read_back(broker.bootstrap, "orders-pb-out", 1, deserializer, frame(registered.schema_id)[:5])
+    got = typed.read_back("orders-pb-out", 1, deserializer, frame(registered.schema_id)[:5])
     assert sorted((m.id, m.item, m.ship.city, m.at.seconds) for m in got) == [
         (i, f"item-{i}-ü", f"c{i % 4}", AT + i) for i in range(60)
     ]
@@ -94,59 +81,18 @@ def test_protobuf_format_reads_two_versions_and_writes_what_the_deserializer_rea
 KEY_SCHEMA = 'syntax = "proto3";\npackage shop;\nmessage OrderKey {\n  int64 id = 1;\n  string region = 2;\n}\n'
 
 
-def read_pairs(bootstrap: str, topic: str, partitions: int, key_cls, value_cls, security: dict | None = None) -> list:
-    """Every committed (key, value) of ``topic`` through a read_committed consumer, both deserialized
-    by confluent-kafka's ProtobufDeserializer."""
-    import time
-
-    from confluent_kafka import Consumer, TopicPartition
-
-    keys = ProtobufDeserializer(key_cls, {"use.deprecated.format": False})
-    values = ProtobufDeserializer(value_cls, {"use.deprecated.format": False})
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"{topic}-pairs",
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            **(security or {}),
-        }
-    )
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    got, at_end = [], set()
-    deadline = time.monotonic() + WAIT_S
-    try:
-        while len(at_end) < partitions:
-            assert time.monotonic() < deadline, f"read {len(got)} records of {topic}"
-            for msg in consumer.consume(500, 0.5):
-                if msg.error() is not None:
-                    at_end.add(msg.partition())
-                    continue
-                got.append(
-                    (
-                        keys(msg.key(), SerializationContext(topic, MessageField.KEY)),
-                        values(msg.value(), SerializationContext(topic, MessageField.VALUE)),
-                    )
-                )
-    finally:
-        consumer.close()
-    return got
-
-
 def test_protobuf_keys_and_values_over_sasl_ssl_with_registry_credentials(spark, tmp_path):
     """key.format and value.format protobuf through a SASL_SSL listener and a registry that asks
     for credentials: read as two struct columns, written back as both, read by ProtobufDeserializer."""
     from confluent_kafka import Producer
     from pyspark.sql import functions as F
 
-    from tests.spark.secured_broker import sasl_ssl_broker
+    from tests.spark.secured_broker import ALICE, sasl_ssl_broker
 
     with sasl_ssl_broker(tmp_path) as (broker, kafka):
-        url = registry_url(broker)
-        create_topic(broker.bootstrap, "secure-pb", 1)
-        create_topic(broker.bootstrap, "secure-pb-out", 1)
-        client = SchemaRegistryClient({"url": url, "basic.auth.user.info": "alice:alice-secret"})
+        typed = TypedBroker.secured(spark, broker, kafka, ALICE)
+        typed.topics("secure-pb", "secure-pb-out")
+        client = typed.client
         key_cls, value_cls = order_class(KEY_SCHEMA), order_class(ORDER_V1)
         key_ser = ProtobufSerializer(key_cls, client, {"use.deprecated.format": False})
         value_ser = ProtobufSerializer(value_cls, client, {"use.deprecated.format": False})
@@ -159,53 +105,42 @@ def test_protobuf_keys_and_values_over_sasl_ssl_with_registry_credentials(spark,
             )
         assert producer.flush(WAIT_S) == 0
 
-        typed = {
-            "key.format": "protobuf",
-            "value.format": "protobuf",
-            "schema.registry.url": url,
-            "schema.registry.basic.auth.user.info": "alice:alice-secret",
-        }
-        reader = spark.read.format("strom").option("subscribe", "secure-pb")
-        for key, value in {**kafka, **typed}.items():
-            reader = reader.option(key, value)
-        df = reader.load()
+        protobuf_keys = {"key.format": "protobuf"}
+        df = typed.read("protobuf", subscribe="secure-pb", **protobuf_keys)
         assert dict(df.dtypes)["key"] == "struct<id:bigint,region:string>"
         rows = df.orderBy("offset").collect()
         assert [r.key.asDict() for r in rows] == [{"id": i, "region": f"r{i % 2}"} for i in range(20)]
         assert [{**as_expected(r), "channel": None} for r in rows] == [expected(i, 1) for i in range(20)]
 
-        writer = (
-            df.select("key", F.struct("value.id", "value.item").alias("value"))
-            .write.format("strom")
-            .mode("append")
-            .option("topic", "secure-pb-out")
+        typed.write(
+            df.select("key", F.struct("value.id", "value.item").alias("value")),
+            "secure-pb-out",
+            "protobuf",
+            **protobuf_keys,
         )
-        for key, value in {**kafka, **typed}.items():
-            writer = writer.option(key, value)
-        writer.save()
         out_key = message_class(load(client.get_latest_version("secure-pb-out-key").schema.schema_str).message())
         out_value = message_class(load(client.get_latest_version("secure-pb-out-value").schema.schema_str).message())
-        got = read_pairs(broker.bootstrap, "secure-pb-out", 1, out_key, out_value)
+        got = typed.read_back(
+            "secure-pb-out",
+            1,
+            ProtobufDeserializer(out_value, {"use.deprecated.format": False}),
+            keys=ProtobufDeserializer(out_key, {"use.deprecated.format": False}),
+        )
         assert sorted((k.id, k.region, v.id, v.item) for k, v in got) == [
             (i, f"r{i % 2}", i, f"item-{i}-ü") for i in range(20)
         ]
 
 
-def test_protobuf_streaming_exactly_once_on_three_brokers(spark, cluster_factory, tmp_path):  # noqa: F811
+def test_protobuf_streaming_exactly_once_on_three_brokers(spark, typed_cluster, tmp_path):
     """A 3-broker cluster, each broker serving the registry: Protobuf records of two versions
     serialized through broker 0's registry, read as typed columns through broker 1's, written by the
     exactly-once sink registering through broker 2's; ProtobufDeserializer reads every record once."""
     from confluent_kafka import Producer
     from pyspark.sql import functions as F
 
-    from tests.cluster.conftest import create_topic as create_replicated_topic
-
-    cluster = cluster_factory(overrides={"schema.registry.listeners": "http://127.0.0.1:0"})
-    urls = [registry_url(cluster.brokers[b]) for b in sorted(cluster.brokers)]
-    create_replicated_topic(cluster, "c-pb", partitions=3, replication_factor=3)
-    create_replicated_topic(cluster, "c-pb-out", partitions=3, replication_factor=3)
-    client = SchemaRegistryClient({"url": urls[0]})
-    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    typed, urls, client = typed_cluster, typed_cluster.urls, typed_cluster.client
+    typed.topics("c-pb", "c-pb-out", partitions=3)
+    producer = Producer({"bootstrap.servers": typed.bootstrap, "acks": "all"})
     versions = {}
     for version, text, ids in ((1, ORDER_V1, range(0, 60)), (2, ORDER_V2, range(60, 90))):
         cls = order_class(text)
@@ -217,31 +152,14 @@ def test_protobuf_streaming_exactly_once_on_three_brokers(spark, cluster_factory
             versions[i] = version
     assert producer.flush(60) == 0
 
-    source = strom_reader(
-        spark,
-        cluster.bootstrap,
-        streaming=True,
-        subscribe="c-pb",
-        startingOffsets="earliest",
-        maxOffsetsPerTrigger="40",
-        **{"value.format": "protobuf", "schema.registry.url": urls[1]},
+    source = typed.read(
+        "protobuf", streaming=True, url=urls[1], subscribe="c-pb", startingOffsets="earliest", maxOffsetsPerTrigger="40"
     )
     out = source.select(F.struct("value.id", "value.channel", "value.at").alias("value"))
-    query = (
-        out.writeStream.format("strom")
-        .option("kafka.bootstrap.servers", cluster.bootstrap)
-        .option("topic", "c-pb-out")
-        .option("deliveryGuarantee", "exactly-once")
-        .option("value.format", "protobuf")
-        .option("schema.registry.url", urls[2])
-        .option("checkpointLocation", str(tmp_path / "ckpt"))
-        .trigger(availableNow=True)
-        .start()
-    )
-    assert query.awaitTermination(240) and query.exception() is None
+    typed.write_stream(out, "c-pb-out", "protobuf", tmp_path / "ckpt", url=urls[2])
     registered = client.get_latest_version("c-pb-out-value")
     out_cls = message_class(load(registered.schema.schema_str).message())
-    got = read_back(cluster.bootstrap, "c-pb-out", 3, ProtobufDeserializer(out_cls, {"use.deprecated.format": False}))
+    got = typed.read_back("c-pb-out", 3, ProtobufDeserializer(out_cls, {"use.deprecated.format": False}))
     assert sorted((m.id, m.channel if m.HasField("channel") else None, m.at.seconds) for m in got) == [
         (i, expected(i, versions[i])["channel"], AT + i) for i in range(90)
     ]
@@ -288,44 +206,36 @@ message Person {
 """
 
 
-def test_protobuf_message_option_reads_and_writes_a_message_other_than_the_first(spark, broker):  # noqa: F811
+def test_protobuf_message_option_reads_and_writes_a_message_other_than_the_first(spark, typed_broker):
     """A schema whose record is its second message: confluent-kafka's serializer frames it with
     message indexes [1]; read with value.protobuf.message, and written back so its deserializer reads it."""
 
-    url = registry_url(broker)
-    client = SchemaRegistryClient({"url": url})
-    create_topic(broker.bootstrap, "people", 1)
+    typed, client = typed_broker, typed_broker.client
+    typed.topics("people")
     schema = load(PEOPLE)
     person = message_class(schema.named("Person"))
     serializer = ProtobufSerializer(person, client, {"use.deprecated.format": False})
     context = SerializationContext("people", MessageField.VALUE)
     values = [serializer(person(name=f"p{i}", home={"city": f"c{i % 3}"}), context) for i in range(12)]
     assert values[0][5:7] == b"\x02\x02"  # one index, 1 (zig-zag varints)
-    produce_raw(broker.bootstrap, "people", values, 0)
-    options = {"subscribe": "people", "value.format": "protobuf", "schema.registry.url": url}
+    produce_raw(typed.bootstrap, "people", values, 0)
 
     with pytest.raises(Exception, match=r"message indexes \[1\] name another message than the reader's \[0\]"):
-        strom_reader(spark, broker.bootstrap, **options).collect()
-    df = strom_reader(spark, broker.bootstrap, **options, **{"value.protobuf.message": "Person"})
+        typed.read("protobuf", subscribe="people").collect()
+    df = typed.read("protobuf", subscribe="people", **{"value.protobuf.message": "Person"})
     assert dict(df.dtypes)["value"] == "struct<name:string,home:struct<city:string>>"
     assert [r.value.asDict(recursive=True) for r in df.orderBy("offset").collect()] == [
         {"name": f"p{i}", "home": {"city": f"c{i % 3}"}} for i in range(12)
     ]
 
-    create_topic(broker.bootstrap, "people-out", 1)
-    (
-        df.select("value")
-        .write.format("strom")
-        .mode("append")
-        .option("kafka.bootstrap.servers", broker.bootstrap)
-        .option("topic", "people-out")
-        .option("value.format", "protobuf")
-        .option("value.schema", PEOPLE)
-        .option("value.protobuf.message", "people.Person")
-        .option("schema.registry.url", url)
-        .save()
+    typed.topics("people-out")
+    typed.write(
+        df.select("value"),
+        "people-out",
+        "protobuf",
+        **{"value.schema": PEOPLE, "value.protobuf.message": "people.Person"},
     )
-    got = read_back(broker.bootstrap, "people-out", 1, ProtobufDeserializer(person, {"use.deprecated.format": False}))
+    got = typed.read_back("people-out", 1, ProtobufDeserializer(person, {"use.deprecated.format": False}))
     assert sorted((p.name, p.home.city) for p in got) == sorted((f"p{i}", f"c{i % 3}") for i in range(12))
     with pytest.raises(Exception, match="the schema has no message 'Robot'"):
-        strom_reader(spark, broker.bootstrap, **options, **{"value.protobuf.message": "Robot"}).schema
+        typed.read("protobuf", subscribe="people", **{"value.protobuf.message": "Robot"}).schema
