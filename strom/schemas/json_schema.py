@@ -258,15 +258,19 @@ class _Checker:
         than it is (a refusal, never a wrong yes)."""
 
         def layout(schema: dict) -> tuple[list, Any]:
-            if isinstance(schema.get("prefixItems"), list):
-                return schema["prefixItems"], schema.get("items", unevaluated(schema))
-            if isinstance(schema.get("items"), list):
-                return schema["items"], schema.get("additionalItems", unevaluated(schema))
-            return [], schema.get("items", unevaluated(schema))
+            # a keyword of another draft (prefixItems before 2020-12, additionalItems after) may
+            # hold anything: only a schema, or a list of them, counts
+            if _is_tuple(schema.get("prefixItems")):
+                return schema["prefixItems"], _schema_in(schema, "items", unevaluated(schema))
+            if _is_tuple(schema.get("items")):
+                return schema["items"], _schema_in(schema, "additionalItems", unevaluated(schema))
+            return [], _schema_in(schema, "items", unevaluated(schema))
 
         def unevaluated(schema: dict) -> Any:
             rest = schema.get("unevaluatedItems", True)
-            if rest is True or rest == {} or "contains" not in schema:
+            if not isinstance(rest, (dict, bool)):
+                return True  # not a schema: a keyword of no draft the schema names
+            if rest is True or rest == {} or not isinstance(schema.get("contains"), (dict, bool)):
                 return rest
             either = {"anyOf": [schema["contains"], rest]}
             self.made.append(either)
@@ -281,9 +285,9 @@ class _Checker:
             problems += self.check(r_item, w_item, f"{path}/items/{index}")
         if isinstance(r_rest, (dict, bool)):
             problems += self.check(r_rest, w_rest if isinstance(w_rest, (dict, bool)) else True, f"{path}/items")
-        if "additionalItems" in reader and not isinstance(reader.get("items"), list):  # compared as they are
-            problems += self.check(
-                reader["additionalItems"], writer.get("additionalItems", True), f"{path}/additionalItems"
+        if isinstance(reader.get("additionalItems"), (dict, bool)) and not _is_tuple(reader.get("items")):
+            problems += self.check(  # compared as they are
+                reader["additionalItems"], _schema_in(writer, "additionalItems", True), f"{path}/additionalItems"
             )
         return problems
 
@@ -298,15 +302,15 @@ class _Checker:
         a ``maxContains`` no higher, or when the writer's ``maxItems`` is no higher
         (MAX_CONTAINS_ADDED/DECREASED otherwise). Confluent's diff compares the two counts only
         (a bare ``contains`` added or changed is strom's own rule)."""
-        if "contains" not in reader:
-            return []
+        if not isinstance(reader.get("contains"), (dict, bool)):
+            return []  # none, or (before draft 6) a keyword that is not a schema
         problems: list[str] = []
-        has = "contains" in writer
+        has = isinstance(writer.get("contains"), (dict, bool))
         r_min, r_max = reader.get("minContains", 1), reader.get("maxContains")
         w_max = writer.get("maxContains") if has else None
         if has:
             w_contains, w_min = writer["contains"], writer.get("minContains", 1)
-        elif "items" in writer and not isinstance(writer["items"], list) and "prefixItems" not in writer:
+        elif isinstance(writer.get("items"), (dict, bool)) and "prefixItems" not in writer:
             w_contains, w_min = writer["items"], writer.get("minItems", 0)  # every item, at least minItems
         else:
             w_contains, w_min = None, 0
@@ -572,7 +576,8 @@ class _Checker:
     def _branches(self, schema: dict, keyword: str, side: _Side) -> list[dict]:
         """The branches of a combinator keyword, their ``$ref`` followed; ``true`` as ``{}``."""
         found = []
-        for branch in schema.get(keyword) or []:
+        branches = schema.get(keyword)
+        for branch in branches if isinstance(branches, list) else []:
             branch = side.deref(branch)[0]
             found.append({} if branch is True else branch if isinstance(branch, dict) else {"not": {}})
         return found
@@ -631,11 +636,21 @@ def _matching(patterns: list[tuple[Any, Any]], name: str) -> Any | None:
     return next((sub for pattern, sub in patterns if pattern.search(name)), None)
 
 
+def _schema_in(schema: dict, keyword: str, default: Any) -> Any:
+    """The keyword's value when it is a schema (an object or a boolean), else ``default``."""
+    value = schema.get(keyword)
+    return value if isinstance(value, (dict, bool)) else default
+
+
+def _is_tuple(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(item, (dict, bool)) for item in value)
+
+
 def _content_model(schema: dict) -> tuple[str, Any]:
     """(the keyword, its schema) that properties no ``properties``/``patternProperties`` name
     must satisfy: ``additionalProperties``, else ``unevaluatedProperties``, else anything."""
     for keyword in ("additionalProperties", "unevaluatedProperties"):
-        if keyword in schema:
+        if isinstance(schema.get(keyword), (dict, bool)):  # before 2019-09 unevaluated* may hold anything
             return keyword, schema[keyword]
     return "additionalProperties", True
 

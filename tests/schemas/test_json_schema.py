@@ -614,3 +614,24 @@ RULE_CASES = [
 @pytest.mark.parametrize(("level", "previous", "new", "compatible", "named"), RULE_CASES)
 def test_combinator_unevaluated_and_contains_rules(level, previous, new, compatible, named):
     assert_verdict(problems(level, d2020(new), d2020(previous)), compatible, named)
+
+
+def test_keywords_of_another_draft_holding_no_schema_get_an_answer():
+    """Before 2019-09 unevaluated*, before 2020-12 prefixItems, before draft 6 contains, and
+    after 2019-09 additionalItems are no keywords, so a schema may give them any value: the
+    check leaves such a value out rather than failing on it."""
+    draft4, draft7 = "http://json-schema.org/draft-04/schema#", "http://json-schema.org/draft-07/schema#"
+    odd = [
+        (draft7, {"unevaluatedProperties": 5, "properties": {"a": STRING}}),
+        (draft7, {"unevaluatedItems": "x", "items": [STRING]}),
+        (draft7, {"prefixItems": [1], "type": "array"}),
+        (draft4, {"contains": None, "type": "array"}),
+        (draft7, {"contains": STRING, "minContains": "x", "maxContains": [1]}),
+        (DRAFT_2020, {"additionalItems": 2.5, "type": "array"}),
+    ]
+    other = {"properties": {"b": STRING}, "contains": {}, "maxItems": 3, "unevaluatedProperties": NUMBER}
+    for draft, schema in odd:
+        odd_text, other_text = json.dumps({"$schema": draft, **schema}), json.dumps({"$schema": draft, **other})
+        assert problems("FULL", odd_text, odd_text) == []
+        assert isinstance(problems("FULL", odd_text, other_text), list)
+        assert isinstance(problems("FULL", other_text, odd_text), list)
