@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from strom.storage.iceberg_spec import DEFAULT_PARTITION_SPEC
 
@@ -37,11 +37,15 @@ NO_RETRY = {"commit.retry.num-retries": "0"}
 
 @dataclass(frozen=True)
 class CatalogSettings:
-    """Where the tables live: an Iceberg SQL catalog (SQLAlchemy URL) and the warehouse new tables use."""
+    """Where the tables live: an Iceberg SQL catalog (SQLAlchemy URL) and the warehouse new tables use,
+    or (``kind="rest"``) an Iceberg REST catalog at ``uri``, ``rest`` holding the properties of
+    pyiceberg's RestCatalog (credential, token, warehouse, ssl), the warehouse being the server's."""
 
     uri: str
     warehouse: str
     target_file_size_bytes: int = 512 * 1024 * 1024
+    kind: str = "sql"
+    rest: tuple[tuple[str, Any], ...] = ()
 
     @classmethod
     def for_broker(
@@ -56,13 +60,67 @@ class CatalogSettings:
             warehouse = "file://" + os.path.abspath(warehouse)
         return cls(uri, warehouse, target_file_size_bytes)
 
+    @classmethod
+    def for_rest(
+        cls,
+        uri: str,
+        target_file_size_bytes: int = 512 * 1024 * 1024,
+        credential: str | None = None,
+        token: str | None = None,
+        warehouse: str | None = None,
+        ca_location: str | None = None,
+    ) -> CatalogSettings:
+        """An Iceberg REST catalog, with pyiceberg's properties: ``credential`` (OAuth2 client
+        credentials ``id:secret``, exchanged for a token at the catalog's /v1/oauth/tokens),
+        ``token`` (a bearer token), ``warehouse`` (sent to the catalog's /v1/config), and the CA
+        certificates (PEM) an https catalog's certificate is checked against."""
+        given: dict[str, Any] = {"credential": credential, "token": token, "warehouse": warehouse}
+        properties: list[tuple[str, Any]] = [(k, v) for k, v in given.items() if v is not None]
+        if credential is not None:  # the catalog's own token endpoint, named (pyiceberg warns otherwise)
+            properties.append(("oauth2-server-uri", uri.rstrip("/") + "/v1/oauth/tokens"))
+        if ca_location is not None:
+            properties.append(("ssl", (("cabundle", ca_location),)))
+        return cls(uri, warehouse or "", target_file_size_bytes, "rest", tuple(properties))
+
+
+class CatalogUnreachable(Exception):
+    """The REST catalog did not answer (or refused the broker's credentials): one clear line,
+    which the translator logs and counts as a failed round."""
+
 
 def open_catalog(settings: CatalogSettings) -> Catalog:
+    if settings.kind == "rest":
+        return _open_rest(settings)
     from pyiceberg.catalog.sql import SqlCatalog
 
     if settings.warehouse.startswith("file://"):
         os.makedirs(settings.warehouse.removeprefix("file://"), exist_ok=True)
     return SqlCatalog(CATALOG_NAME, uri=settings.uri, warehouse=settings.warehouse)
+
+
+def _open_rest(settings: CatalogSettings) -> Catalog:
+    import requests
+    from pyiceberg.catalog.rest import RestCatalog
+    from pyiceberg.exceptions import RESTError
+
+    class PinnedCaRestCatalog(RestCatalog):
+        """requests lets REQUESTS_CA_BUNDLE or CURL_CA_BUNDLE override a session's own CA
+        (psf/requests#3829): with iceberg.rest.catalog.ssl.ca.location the catalog's sessions
+        ignore the environment (set up here, before the first request: the config and the token)."""
+
+        def _config_headers(self, session: Any) -> None:
+            super()._config_headers(session)
+            session.trust_env = False
+
+    properties = {k: dict(v) if isinstance(v, tuple) else v for k, v in settings.rest}
+    kind = PinnedCaRestCatalog if "ssl" in properties else RestCatalog
+    try:
+        return kind(CATALOG_NAME, uri=settings.uri, **cast("dict[str, str]", properties))
+    except (requests.RequestException, RESTError, OSError) as exc:
+        raise CatalogUnreachable(
+            f"the Iceberg REST catalog {settings.uri} (iceberg.rest.catalog.uri) cannot be used: "
+            f"{type(exc).__name__}: {exc}"
+        ) from None
 
 
 DLQ_SUFFIX = "~dlq"  # "~" is no character of a topic name: the dead-letter table's name is no topic's

@@ -67,6 +67,7 @@ from strom.server.controller_role import ControllerRole
 from strom.server.dispatcher import Dispatcher
 from strom.server.dynamic_config_application import DynamicConfigApplication
 from strom.server.handlers import fetch
+from strom.server.iceberg_rest_catalog import BrokerRestCatalog, translator_catalog
 from strom.server.internal_topics import InternalTopics
 from strom.server.listener_servers import Endpoints, ListenerServers, Protocols
 from strom.server.metadata_reload import MetadataReloader
@@ -242,6 +243,7 @@ class Broker:
             self._stop,
         )
         self.iceberg: IcebergTranslator | None = None  # iceberg.enabled: the Iceberg topics' translator
+        self.rest_catalog = BrokerRestCatalog(self.broker_id)  # iceberg.rest.catalog.listeners
 
     # -- startup -----------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -343,6 +345,8 @@ class Broker:
         )
         if config.schema_registry_listeners:  # bound before registering: the registration carries its URL
             self.schemas.bind(config.schema_registry_listeners, self.host)
+        if config.iceberg_rest_catalog_listeners:
+            self.rest_catalog.bind(config.iceberg_rest_catalog_listeners, self.host)
         self.registration.info = BrokerInfo(
             self.broker_id,
             self.host,
@@ -409,10 +413,10 @@ class Broker:
         if config.metrics_listener:
             self._start_metrics(config.metrics_listener)
         await self.schemas.serve(self.credentials.lookup)  # with schema.registry.listeners
+        self.rest_catalog.serve(config, self.credentials.lookup)  # with iceberg.rest.catalog.listeners
         self._announce(listener.host, self.port)
 
     def _start_iceberg(self, config: BrokerConfig) -> None:
-        from strom.iceberg.table import CatalogSettings
         from strom.iceberg.translator import IcebergTranslator
 
         replicas = self.replica_manager
@@ -422,9 +426,7 @@ class Broker:
                 return []
             return [(p.topic, p.index, p.log.config, p.log) for p in list(replicas.partitions.values()) if p.is_leader]
 
-        catalog = CatalogSettings.for_broker(
-            config.log_dirs, config.iceberg_catalog_uri, config.iceberg_warehouse, config.iceberg_target_file_size_bytes
-        )
+        catalog = translator_catalog(config)
 
         def schemas(topic: str):
             from strom.server.iceberg_schemas import schema_set
@@ -668,6 +670,7 @@ class Broker:
         self.controller_role.close()
         self.listener_servers.close()
         self.schemas.close()
+        self.rest_catalog.close()
         if self.credentials is not None:
             self.credentials.stop()
         self.quotas.stop()

@@ -147,6 +147,11 @@ class BrokerConfig(ServiceKeys, CoordinatorKeys, ReplicationKeys, LogKeys, Conne
             f"{self.log_cleaner_min_compaction_lag_ms} exceeds "
             f"log.cleaner.max.compaction.lag.ms {self.log_cleaner_max_compaction_lag_ms}",
         )
+        require(
+            self.iceberg_catalog_type != "rest" or self.iceberg_rest_catalog_uri is not None,
+            "iceberg.rest.catalog.uri",
+            "is required with iceberg.catalog.type=rest",
+        )
         require(bool(self.log_dirs), "log.dirs", "at least one directory is required")
         require(bool(self.listeners), "listeners", "at least one listener is required")
         ports = [listener.port for listener in self.listeners if listener.port != 0]
