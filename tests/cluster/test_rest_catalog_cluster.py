@@ -1,18 +1,27 @@
-"""Iceberg topics on 3 brokers that commit through Iceberg REST catalogs: each broker serves one
-(iceberg.rest.catalog.listeners) over the cluster's shared SQL catalog and commits through its own
-(iceberg.catalog.type=rest), so the leaders of one topic's partitions race on one table through
-three servers, each commit guarded by the SQL row's compare-and-set; the loser's 409 is planned
-again. A leader killed with kill -9 is succeeded from the table's offsets: every committed record
-once, scanned with pyiceberg through a REST catalog."""
+"""Iceberg topics on 3 brokers that commit through Iceberg REST catalogs (iceberg.catalog.type=rest),
+scanned with pyiceberg through a REST catalog: every committed record once.
+
+PLAINTEXT: each broker serves a catalog (iceberg.rest.catalog.listeners) over the cluster's shared
+SQL catalog and commits through its own, so the leaders of one topic's partitions race on one
+table through three servers, each commit guarded by the SQL row's compare-and-set (the loser's 409
+is planned again); a leader killed with kill -9 is succeeded from the table's offsets.
+SASL_SSL: one broker serves an https catalog requiring a SCRAM user's login, all three commit
+through it; it is killed with kill -9 and restarted."""
 
 from __future__ import annotations
 
+import json
 import time
 
+from kazoo.client import KazooClient
+
+from strom.cluster import model, zookeeper_server
 from strom.cluster.zookeeper_server import free_port
 from strom.iceberg.table import CatalogSettings
+from strom.security.scram import ScramCredential
 from tests.cluster.conftest import Cluster, create_topic, wait_until
 from tests.iceberg.support import assert_exactly, produce, table_rows, transaction, wait_for_rows
+from tests.tls_certs import make_certificates
 
 
 def test_three_brokers_commit_one_topic_through_their_rest_catalogs(tmp_path, zookeeper):
@@ -52,3 +61,81 @@ def test_three_brokers_commit_one_topic_through_their_rest_catalogs(tmp_path, zo
         assert set(counts.values()) == {len(committed)}, counts
         logs = cluster.logs()
     assert "translating clicks failed" not in logs
+
+
+SCRAM_JAAS = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="alice" password="{}";'
+
+
+def test_sasl_ssl_brokers_commit_through_one_brokers_https_catalog_that_is_killed_and_restarted(tmp_path, zookeeper):
+    """Broker 0 serves the https catalog, requiring a SCRAM user's login; all three commit through
+    it as alice (OAuth2 client credentials). Broker 0 is killed with kill -9: the others' rounds
+    fail (counted) until it is back, and the table still ends with every committed record once."""
+    certs = make_certificates(tmp_path / "certs")
+    catalog_url = f"https://127.0.0.1:{free_port()}"
+    cluster = Cluster(
+        tmp_path / "cluster",
+        zookeeper,
+        3,
+        {
+            "listener.security.protocol.map": "CLIENT:PLAINTEXT,INTERNAL:SASL_SSL",
+            "inter.broker.listener.name": "INTERNAL",
+            "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+            "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+            "listener.name.internal.scram-sha-512.sasl.jaas.config": SCRAM_JAAS.format("alice-secret"),
+            "ssl.keystore.location": str(certs.broker),
+            "ssl.truststore.location": str(certs.ca),
+            "iceberg.enabled": "true",
+            "iceberg.target.lag.ms": "300",
+            "iceberg.catalog.uri": "sqlite:///" + str(tmp_path / "catalog.db"),
+            "iceberg.warehouse": str(tmp_path / "warehouse"),
+            "iceberg.catalog.type": "rest",
+            "iceberg.rest.catalog.uri": catalog_url,
+            "iceberg.rest.catalog.credential": "alice:alice-secret",
+            "iceberg.rest.catalog.ssl.ca.location": str(certs.ca),
+        },
+    )
+    secure_ports = {}
+    for broker_id, process in cluster.brokers.items():
+        client_port = int(process.overrides["listeners"].rsplit(":", 1)[1])
+        secure_ports[broker_id] = zookeeper_server.free_port()
+        process.overrides["listeners"] = (
+            f"CLIENT://127.0.0.1:{client_port},INTERNAL://127.0.0.1:{secure_ports[broker_id]}"
+        )
+    cluster.brokers[0].overrides["iceberg.rest.catalog.listeners"] = catalog_url
+    credential = ScramCredential.from_password("SCRAM-SHA-512", "alice-secret")
+    root = KazooClient(hosts=zookeeper, timeout=10)
+    root.start(timeout=30)
+    try:
+        root.create(
+            cluster.chroot + model.user_config_path("alice"),
+            json.dumps({"version": 1, "config": {"SCRAM-SHA-512": credential.to_text()}}).encode(),
+            makepath=True,
+        )
+    finally:
+        root.stop()
+        root.close()
+    secured = {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": "alice",
+        "sasl.password": "alice-secret",
+        "ssl.ca.location": str(certs.ca),
+    }
+    with cluster:
+        bootstrap = ",".join(f"127.0.0.1:{port}" for port in secure_ports.values())
+        create_topic(cluster, "paid", partitions=3, configs={"iceberg.mode": "key_value"})
+        catalog = CatalogSettings.for_rest(catalog_url, credential="alice:alice-secret", ca_location=str(certs.ca))
+        committed = produce(bootstrap, "paid", 600, "a", acks="all", **secured)
+        aborted = transaction(cluster.bootstrap, "paid", 20, "t", commit=False)
+        wait_until(lambda: len(table_rows(catalog, "paid")) > 0, 60, "the first rows")
+        cluster.kill(0)  # the catalog's server
+        committed |= produce(bootstrap, "paid", 300, "b", acks="all", **secured)
+        time.sleep(1.5)  # rounds that cannot reach the catalog
+        cluster.restart(0)
+        committed |= produce(bootstrap, "paid", 300, "c", acks="all", **secured)
+        wait_for_rows(catalog, "paid", len(committed), timeout_s=120)
+        time.sleep(1.5)
+        assert_exactly(table_rows(catalog, "paid"), committed, aborted)
+        logs = cluster.logs()
+    assert f"the Iceberg REST catalog {catalog_url} (iceberg.rest.catalog.uri) cannot be used" in logs
+    assert "alice-secret" not in logs
