@@ -346,8 +346,11 @@ class RestCatalogService:
     ) -> Reply:
         from pyiceberg.table import CommitTableRequest
 
-        request = CommitTableRequest.model_validate_json(body or b"null")
         identifier = (*_namespace(ns), name)
+        given = _json(body)
+        # the spec makes the body's identifier optional (the path names the table); pyiceberg's model wants it
+        given.setdefault("identifier", {"namespace": list(identifier[:-1]), "name": name})
+        request = CommitTableRequest.model_validate(given)
         wanted = (*request.identifier.namespace.root, request.identifier.name)
         if wanted != identifier:
             raise _bad(f"the body names table {'.'.join(wanted)}, the path {'.'.join(identifier)}")

@@ -20,8 +20,6 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from strom.cluster.metadata_cache import MetadataCache
-from strom.server.dynamic_listeners import LISTEN_BACKLOG
-from strom.startup import bind_failure
 
 if TYPE_CHECKING:
     from strom.replication.replica_manager import ReplicaManager
@@ -66,22 +64,10 @@ class BrokerSchemaRegistry:
     def bind(self, listener: str, advertised_host: str) -> None:
         """Bind schema.registry.listeners (a port in use stops startup, naming the key); a wildcard
         host is published as ``advertised_host``."""
-        from strom.server.schema_registry_http import parse_listener
+        from strom.server.http_listener import bind_http_listener
 
-        scheme, host, port = parse_listener("schema.registry.listeners", listener)
-        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((host, port))
-            sock.listen(LISTEN_BACKLOG)
-            sock.setblocking(False)
-        except OSError as exc:
-            sock.close()
-            raise bind_failure("schema.registry.listeners", host, port, exc) from exc
-        self._socket = sock
-        shown_host = advertised_host if host in ("0.0.0.0", "::") else host
-        shown = f"[{shown_host}]" if ":" in shown_host else shown_host
-        self.url = f"{scheme}://{shown}:{sock.getsockname()[1]}"
+        self._socket, self.url = bind_http_listener("schema.registry.listeners", listener, advertised_host)
+        self._socket.setblocking(False)  # served by asyncio
 
     def service(self) -> SchemaRegistry:
         """The registry's view of _schemas on this broker, made on first use."""

@@ -18,9 +18,6 @@ import socket
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from strom.server.dynamic_listeners import LISTEN_BACKLOG
-from strom.startup import bind_failure
-
 if TYPE_CHECKING:
     from strom.iceberg.rest_catalog_server import RestCatalogServer
     from strom.iceberg.table import CatalogSettings
@@ -68,21 +65,9 @@ class BrokerRestCatalog:
         self.server: RestCatalogServer | None = None
 
     def bind(self, listener: str, advertised_host: str) -> None:
-        from strom.server.schema_registry_http import parse_listener
+        from strom.server.http_listener import bind_http_listener
 
-        scheme, host, port = parse_listener(LISTENERS_KEY, listener)
-        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((host, port))
-            sock.listen(LISTEN_BACKLOG)
-        except OSError as exc:
-            sock.close()
-            raise bind_failure(LISTENERS_KEY, host, port, exc) from exc
-        self._socket = sock
-        shown_host = advertised_host if host in ("0.0.0.0", "::") else host
-        shown = f"[{shown_host}]" if ":" in shown_host else shown_host
-        self.url = f"{scheme}://{shown}:{sock.getsockname()[1]}"
+        self._socket, self.url = bind_http_listener(LISTENERS_KEY, listener, advertised_host)
 
     def serve(self, config: BrokerConfig, credentials: Callable[[str, str], ScramCredential | None]) -> None:
         """Serve the bound listener (nothing without one). ``credentials``: the SCRAM credential of

@@ -163,6 +163,12 @@ def test_errors_are_the_specs_bodies_and_a_malformed_body_changes_nothing(served
     assert catalog.list_tables("ns") == [("ns", "t")]
     assert catalog.list_namespaces() == [("ns",)]
     assert catalog.load_table(("ns", "t")).metadata_location == before == table.metadata_location
+    other = requests.post(
+        f"{url}/v1/namespaces/ns/tables/t",
+        json={"identifier": {"namespace": ["ns"], "name": "u"}, "updates": []},
+        timeout=10,
+    )
+    assert other.status_code == 400 and "the path" in other.json()["error"]["message"]
 
     # a requirement that does not hold: 409, the table as it was
     stale = {
@@ -173,6 +179,14 @@ def test_errors_are_the_specs_bodies_and_a_malformed_body_changes_nothing(served
     refused = requests.post(f"{url}/v1/namespaces/ns/tables/t", json=stale, timeout=10)
     assert (refused.status_code, refused.json()["error"]["type"]) == (409, "CommitFailedException")
     assert "x" not in catalog.load_table(("ns", "t")).properties
+    # the spec's identifier is optional in a commit's body: the path names the table
+    done = requests.post(
+        f"{url}/v1/namespaces/ns/tables/t",
+        json={"updates": [{"action": "set-properties", "updates": {"x": "y"}}]},
+        timeout=10,
+    )
+    assert done.status_code == 200 and done.json()["metadata"]["properties"]["x"] == "y"
+    assert catalog.load_table(("ns", "t")).properties["x"] == "y"
     with pytest.raises(BadRequestError):  # the client reads the spec's 400 as its BadRequestError
         catalog.create_namespace(("bad", ""))
     assert requests.get(f"{url}/v2/config", timeout=10).status_code == 404

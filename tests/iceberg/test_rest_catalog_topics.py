@@ -150,3 +150,14 @@ def test_a_bad_rest_catalog_config_stops_startup_naming_the_key(tmp_path):
     assert "no-colon-secret" not in result.stderr + result.stdout
     result = start_expecting_failure(tmp_path / "e", "iceberg.rest.catalog.listeners=tcp://127.0.0.1:0")
     assert result.returncode != 0 and "iceberg.rest.catalog.listeners" in result.stderr
+
+
+def test_a_catalog_port_in_use_stops_startup_naming_the_key(tmp_path):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        result = start_expecting_failure(tmp_path / "a", f"iceberg.rest.catalog.listeners=http://127.0.0.1:{port}")
+    assert result.returncode != 0 and "iceberg.rest.catalog.listeners" in result.stderr
