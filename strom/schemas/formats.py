@@ -47,13 +47,17 @@ def parse(schema_type: str, text: str, referenced: list[tuple[str, str]]) -> tup
     return Parsed(schema_type, value, canonical), canonical
 
 
-def normalized(schema_type: str, canonical: str) -> str:
-    """``normalize=true``'s form of a canonical text (a Protobuf text stays as it is)."""
+def normalized(schema_type: str, canonical: str, value: Any = None) -> str:
+    """``normalize=true``'s form of a canonical text; a Protobuf schema's is printed from its
+    parsed ``value`` (its names are resolved against the files it imports)."""
     if schema_type == "AVRO":
         return avro.normalized(canonical)
     if schema_type == "JSON":
         return json_schema.normalized(canonical)
-    return canonical
+    try:
+        return str(value.normalized()) if value is not None else canonical
+    except protobuf.InvalidSchemaError as exc:
+        raise InvalidSchemaError(str(exc)) from None
 
 
 def compatibility_problems(level: str, new: Parsed, previous: list[Parsed]) -> list[str]:

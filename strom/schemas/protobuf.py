@@ -10,12 +10,15 @@ ANTLR grammar of Buf's) into an AST, which is turned here into a ``FileDescripto
 types, ...). Imports resolve to schema references (by their name, as Confluent's clients name
 them) and to the well-known types ``google/protobuf/*.proto``, which need no reference.
 
-The canonical text, stored and answered (strom.schemas.protobuf_text), is a text's syntax tree
-printed back (as written, without comments and layout), or a descriptor rendered to ``.proto``;
-``ParsedProto.same`` tells two spellings of one schema (a text and its descriptor) apart from two
-schemas, as Confluent's registry stores its printer's rendering and looks schemas up by it. ``?format=serialized`` answers base64
-of the descriptor, which is what confluent-kafka's deserializers ask for. Compatibility is
-Confluent's Protobuf rules (strom.schemas.protobuf_compatibility).
+The canonical text, stored and answered, is what Confluent's registry stores: its printer's
+rendering (strom.schemas.protobuf_printer) of the file's elements (strom.schemas.protobuf_elements),
+taken from the text as written or from the descriptor as Confluent reads one; ``normalize=true``
+stores Confluent's normalized rendering (``ParsedProto.normalized``). ``ParsedProto.same`` tells
+two spellings of one schema (a text and its descriptor) apart from two schemas: strom finds a
+version of a subject by either spelling, where Confluent compares the texts.
+``?format=serialized`` answers base64 of the descriptor, which is what confluent-kafka's
+deserializers ask for. Compatibility is Confluent's Protobuf rules
+(strom.schemas.protobuf_compatibility).
 """
 
 from __future__ import annotations
@@ -34,8 +37,8 @@ from google.protobuf.message import DecodeError
 from proto_schema_parser import ast
 from proto_schema_parser.parser import Parser
 
-from strom.schemas import compatibility, protobuf_compatibility
-from strom.schemas.protobuf_text import option_signature, print_tree, render
+from strom.schemas import compatibility, protobuf_compatibility, protobuf_elements, protobuf_printer
+from strom.schemas.protobuf_text import option_signature, render
 
 FDP = descriptor_pb2.FileDescriptorProto
 FieldProto = descriptor_pb2.FieldDescriptorProto
@@ -88,11 +91,32 @@ class ParsedProto:
     options as written (None for a schema sent as a descriptor): two spellings of one schema have
     the same identity and options (see ``same``)."""
 
-    def __init__(self, file: Any, dependencies: dict[str, Any], options: tuple | None = None):
+    def __init__(
+        self,
+        file: Any,
+        dependencies: dict[str, Any],
+        options: tuple | None = None,
+        elements: protobuf_elements.File | None = None,
+    ):
         self.file = file
         self.dependencies = dependencies
         self.identity = render(file)
         self.options = options
+        self.elements = elements if elements is not None else protobuf_elements.from_descriptor(file)
+
+    def text(self) -> str:
+        """The text Confluent's registry stores for this schema."""
+        return protobuf_printer.to_text(self.elements)
+
+    def normalized(self) -> str:
+        """``normalize=true``'s text: Confluent's normalized rendering, type names resolved
+        against the schema's own types and those of the files it imports."""
+        files = [protobuf_elements.from_descriptor(dep) for dep in self.dependencies.values()]
+        types = protobuf_printer.Types([*files, self.elements], self.elements.package)
+        try:
+            return protobuf_printer.to_text(self.elements, normalize=True, types=types)
+        except ValueError as exc:
+            raise InvalidSchemaError(f"Invalid schema: {exc}") from None
 
     def same(self, other: ParsedProto) -> bool:
         """The same schema spelled another way: type names written otherwise (``Line`` and
@@ -162,8 +186,14 @@ def parse(text: str, referenced: Iterable[tuple[str, str]] = ()) -> tuple[Parsed
     except Exception as exc:  # upb's TypeError, a KeyError of a missing dependency
         raise InvalidSchemaError(f"Invalid schema: {exc}") from None
     if tree is None:
-        return ParsedProto(file, dependencies), render(file)
-    return ParsedProto(file, dependencies, option_signature(tree)), print_tree(tree)
+        parsed = ParsedProto(file, dependencies)
+    else:
+        try:
+            elements = protobuf_elements.from_tree(tree)
+        except ValueError as exc:
+            raise InvalidSchemaError(f"Invalid schema: {exc}") from None
+        parsed = ParsedProto(file, dependencies, option_signature(tree), elements)
+    return parsed, parsed.text()
 
 
 def _add(pool: DescriptorPool, file: Any, dependencies: dict[str, Any], added: set[str]) -> None:
@@ -235,6 +265,26 @@ def _ranges(texts: list[str], end_exclusive: bool) -> list[tuple[int, int]]:
     return out
 
 
+def _set_standard(options: Any, option: ast.Option) -> None:
+    """Set a standard option (a field of ``FileOptions``, ``FieldOptions`` ...) as written, so the
+    descriptor (``format=serialized``) carries it as protoc's would; custom ``(my.option)`` ones
+    and values of another type are left out of the descriptor (the text keeps them)."""
+    field = options.DESCRIPTOR.fields_by_name.get(option.name)
+    value = option.value
+    if field is None or field.is_repeated or field.message_type is not None:
+        return
+    if field.enum_type is not None:
+        found = field.enum_type.values_by_name.get(value.name) if isinstance(value, ast.Identifier) else None
+        if found is not None:
+            setattr(options, option.name, found.number)
+    elif field.type == field.TYPE_BOOL:
+        if isinstance(value, bool):
+            setattr(options, option.name, value)
+    elif field.type == field.TYPE_STRING:
+        if isinstance(value, str):
+            setattr(options, option.name, protobuf_elements.unescape(value))
+
+
 class _Builder:
     """AST -> FileDescriptorProto, with type names resolved to fully qualified ones."""
 
@@ -296,6 +346,8 @@ class _Builder:
                 self._message(file.message_type.add(), element, scope, file.syntax)
             elif isinstance(element, ast.Enum):
                 self._enum(file.enum_type.add(), element)
+            elif isinstance(element, ast.Option):
+                _set_standard(file.options, element)
         return file
 
     def _message(self, out: Any, message: ast.Message, scope: str, syntax: str) -> None:
@@ -328,6 +380,8 @@ class _Builder:
                 out.reserved_name.extend(element.names)
             elif isinstance(element, ast.Group):
                 raise InvalidSchemaError("Invalid schema: groups are not supported")
+            elif isinstance(element, ast.Option):
+                _set_standard(out.options, element)  # map_entry too: Confluent prints a descriptor's maps so
         for field, name in synthetic:  # protoc puts proto3 optional's oneofs after the real ones
             field.oneof_index = len(out.oneof_decl)
             out.oneof_decl.add(name=name)
@@ -359,9 +413,18 @@ class _Builder:
         for option in field.options:
             if option.name == "default":
                 value = option.value
-                out.default_value = ("true" if value else "false") if isinstance(value, bool) else str(value)
-            elif option.name == "packed" and isinstance(option.value, bool):
-                out.options.packed = option.value
+                if isinstance(value, bool):
+                    out.default_value = "true" if value else "false"
+                elif isinstance(value, ast.Identifier):
+                    out.default_value = value.name  # an enum value, inf or nan
+                elif isinstance(value, str) and out.type == FieldProto.TYPE_STRING:
+                    out.default_value = protobuf_elements.unescape(value)
+                else:
+                    out.default_value = str(value)
+            elif option.name == "json_name":
+                out.json_name = protobuf_elements.unescape(str(option.value))
+            else:
+                _set_standard(out.options, option)
 
     def _map(self, out: Any, field: ast.MapField, scope: str, syntax: str) -> None:
         entry = out.nested_type.add(name=_camel(field.name))
@@ -372,22 +435,26 @@ class _Builder:
         key.type = SCALARS[field.key_type]
         value = entry.field.add(name="value", number=2, label=FieldProto.LABEL_OPTIONAL)
         self._type(value, field.value_type, scope)
-        out.field.add(
+        added = out.field.add(
             name=field.name,
             number=field.number,
             label=FieldProto.LABEL_REPEATED,
             type=FieldProto.TYPE_MESSAGE,
             type_name=f"{scope}.{entry.name}",
         )
+        for option in field.options:
+            _set_standard(added.options, option)
 
     @staticmethod
     def _enum(out: Any, enum: ast.Enum) -> None:
         out.name = enum.name
         for element in enum.elements:
             if isinstance(element, ast.EnumValue):
-                out.value.add(name=element.name, number=element.number)
-            elif isinstance(element, ast.Option) and element.name == "allow_alias":
-                out.options.allow_alias = bool(element.value)
+                value = out.value.add(name=element.name, number=element.number)
+                for option in element.options:
+                    _set_standard(value.options, option)
+            elif isinstance(element, ast.Option):
+                _set_standard(out.options, element)
             elif isinstance(element, ast.EnumReserved):
                 for start, end in _ranges(element.ranges, end_exclusive=False):
                     out.reserved_range.add(start=start, end=end)

@@ -1,35 +1,25 @@
-"""Protobuf schemas printed as ``.proto`` text: the canonical forms the registry stores.
+"""A Protobuf schema's *identity*: its descriptor rendered as ``.proto`` text, and the options of
+its text; what ``strom.schemas.protobuf.ParsedProto.same`` compares to tell two spellings of one
+schema (a text and its descriptor, type names written otherwise) from two schemas. The text the
+registry stores is Confluent's printer's (strom.schemas.protobuf_printer); this rendering is never
+stored.
 
-A schema sent as ``.proto`` text is stored as its syntax tree printed back (``print_tree``), as
-Confluent's registry stores its printer's rendering of the parsed file
-(``ProtobufSchema.canonicalString``): comments and layout are dropped, so the same schema written
-with other whitespace or comments gets the same text and id, and everything else is kept as
-written: type names (``Line``, not ``.shop.Order.Line``), declaration order (nested messages
-between fields, which Confluent's message indexes count in), options of every kind
-(``java_package``, ``go_package``, ``json_name``, custom ``(my.option)`` ones, on the file,
-messages, fields, map fields, enums and their values), services and extensions. It is
-``proto-schema-parser``'s own Generator, with comments taken out of the tree first and the
-options it leaves out (enum values', map fields') or quotes wrongly (a file option's identifier
-value, ``optimize_for = SPEED``) printed.
-
-A schema sent as a descriptor (confluent-kafka's ``ProtobufSerializer`` sends base64 of a
-``FileDescriptorProto``), and every schema's *identity* (``render``, what two texts are compared
-by when they differ), is the descriptor rendered: declaration order of each kind kept; type names
-written fully qualified (``.shop.Order.Line``), so the text means the same wherever it is read;
-map fields written as ``map<K, V>`` (their entry messages left out), real oneofs as blocks, proto3
-``optional`` as a label. Of the options only ``default``, ``packed`` and ``allow_alias`` are kept;
-services and extensions are not rendered. Rendering a descriptor parsed from a rendering gives the
-same text (a fixed point), and so does printing a tree parsed from a printed tree.
+The rendering: fields in number order (printers order them otherwise: Confluent's puts oneofs
+after the other fields), real oneofs as blocks, type names fully qualified (``.shop.Order.Line``),
+map fields as ``map<K, V>`` (their entry messages left out), proto3 ``optional`` as a label. Of the
+options only ``default``, ``packed`` and ``allow_alias`` are rendered (the others are compared by
+``option_signature``, for texts); services and extensions are not.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from google.protobuf import descriptor_pb2
 from proto_schema_parser import ast
-from proto_schema_parser.generator import Generator
+
+from strom.schemas.protobuf_elements import option
+from strom.schemas.protobuf_printer import option_text
 
 FieldProto = descriptor_pb2.FieldDescriptorProto
 
@@ -99,14 +89,15 @@ def _render_message(message: Any, syntax: str, indent: str) -> list[str]:
     lines = [f"{indent}message {message.name} {{"]
     real_oneofs = {f.oneof_index for f in message.field if f.HasField("oneof_index") and not f.proto3_optional}
     done: set[int] = set()
-    for field in message.field:
+    fields = sorted(message.field, key=lambda f: f.number)  # printers order them otherwise
+    for field in fields:
         if field.HasField("oneof_index") and field.oneof_index in real_oneofs:
             index = field.oneof_index
             if index in done:
                 continue
             done.add(index)
             lines.append(f"{inner}oneof {message.oneof_decl[index].name} {{")
-            for member in message.field:
+            for member in fields:
                 if member.HasField("oneof_index") and member.oneof_index == index:
                     lines.append(f"{inner}  {_render_field(member, syntax, entries, True)}")
             lines.append(f"{inner}}}")
@@ -142,79 +133,19 @@ def _render_enum(enum: Any, indent: str) -> list[str]:
     return lines
 
 
-def _without_comments(node: Any) -> Any:
-    """A copy of a syntax tree (node) with its comments left out."""
-    if isinstance(node, list):
-        return [_without_comments(n) for n in node if not isinstance(n, ast.Comment)]
-    if dataclasses.is_dataclass(node) and not isinstance(node, type):
-        changes = {
-            f.name: _without_comments(getattr(node, f.name))
-            for f in dataclasses.fields(node)
-            if isinstance(getattr(node, f.name), list)
-        }
-        return dataclasses.replace(node, **changes) if changes else node
-    return node
-
-
-class _Printer(Generator):
-    """proto-schema-parser's Generator, printing the options it leaves out or misquotes."""
-
-    def generate(self, file: ast.File) -> str:
-        lines = [f'syntax = "{file.syntax}";'] if file.syntax else []
-        for element in file.file_elements:
-            if isinstance(element, ast.Option):
-                lines.append(self._generate_option(element, 0))
-            else:
-                lines.append(super().generate(ast.File(file_elements=[element])))
-        return "\n".join(line for line in lines if line) + "\n"
-
-    def _options(self, options: list, indent_level: int) -> str:
-        if not options:
-            return ""
-        inner = ", ".join(
-            f"{o.name} = {self._generate_option_value(o.value, indent_level, inline=True)}" for o in options
-        )
-        return f" [{inner}]"
-
-    def _generate_map_field(self, map_field: ast.MapField, indent_level: int = 0) -> str:
-        line = super()._generate_map_field(map_field, indent_level)
-        return line[:-1] + self._options(map_field.options, indent_level) + ";"
-
-    def _generate_enum(self, enum: ast.Enum, indent_level: int = 0) -> str:
-        lines = [f"{'  ' * indent_level}enum {enum.name} {{"]
-        for element in enum.elements:
-            if isinstance(element, ast.EnumValue):
-                options = self._options(element.options, indent_level + 1)
-                lines.append(f"{'  ' * (indent_level + 1)}{element.name} = {element.number}{options};")
-            else:
-                printed = super()._generate_enum(ast.Enum(name="", elements=[element]), indent_level).split("\n")
-                lines += printed[1:-1]  # the element's lines, without the wrapping enum's
-        lines.append(f"{'  ' * indent_level}}}")
-        return "\n".join(lines)
-
-
-def print_tree(tree: ast.File) -> str:
-    """A ``.proto`` syntax tree printed back without its comments: the canonical text of a schema
-    sent as text."""
-    return _Printer().generate(_without_comments(tree))
-
-
 def option_signature(tree: ast.File) -> tuple[tuple[str, str], ...]:
     """Every option of a schema (where it is, its name and value), sorted: what, beside the
     identity, tells two spellings of one schema from two schemas."""
-    printer = _Printer()
     found: list[tuple[str, str]] = []
 
     def walk(elements: list, where: str) -> None:
         for element in elements:
             name = getattr(element, "name", "")
             if isinstance(element, ast.Option):
-                found.append((where, f"{element.name}={printer._generate_option_value(element.value, 0, True)}"))
+                found.append((where, option_text(option(element.name, element.value))))
                 continue
-            for option in getattr(element, "options", None) or []:
-                found.append(
-                    (f"{where}.{name}", f"{option.name}={printer._generate_option_value(option.value, 0, True)}")
-                )
+            for written in getattr(element, "options", None) or []:
+                found.append((f"{where}.{name}", option_text(option(written.name, written.value))))
             inner = getattr(element, "elements", None)
             if isinstance(inner, list):
                 walk(inner, f"{where}.{name}")

@@ -382,7 +382,11 @@ class SchemaRegistry:
     def _prepare(self, schema: str, schema_type: str, references: list, normalize: bool):
         parsed, stored = self._parse(schema, schema_type, references)
         if normalize:
-            stored = StoredSchema(formats.normalized(schema_type, stored.schema), stored.schema_type, stored.references)
+            try:
+                text = formats.normalized(schema_type, stored.schema, parsed.value)
+            except formats.InvalidSchemaError as exc:
+                raise RegistryError(422, 42201, str(exc)) from None
+            stored = StoredSchema(text, stored.schema_type, stored.references)
         return parsed, stored
 
     def _existing(

@@ -22,8 +22,8 @@ from tests.integration.test_schema_validation import create_topic
 
 ORDERS = ['{"id": 1, "item": "book"}', '{"id": 2, "item": "pen"}']
 READING_PROTO = (
-    'syntax = "proto3";\npackage example;\nmessage Reading {\n  string sensor = 1;\n  double value = 2;\n'
-    "  Unit unit = 3;\n  message Unit {\n    string name = 1;\n  }\n}\n"
+    'syntax = "proto3";\npackage example;\n\nmessage Reading {\n  string sensor = 1;\n  double value = 2;\n'
+    "  Unit unit = 3;\n\n  message Unit {\n    string name = 1;\n  }\n}\n"
 )
 READINGS = ['{"sensor": "s-1", "value": 1.5, "unit": {"name": "C"}}', '{"sensor": "s-2", "value": 2.25}']
 

@@ -135,7 +135,7 @@ def test_an_unreachable_registry_is_one_line():
 
 def test_json_and_protobuf_schema_types(url, tmp_path):
     """--schema-type JSON and PROTOBUF (any case): registered as their type, checked by its rules."""
-    proto = 'syntax = "proto3";\npackage cli;\nmessage Reading {\n  string sensor = 1;\n}\n'
+    proto = 'syntax = "proto3";\npackage cli;\n\nmessage Reading {\n  string sensor = 1;\n}\n'
     (tmp_path / "reading.proto").write_text(proto)
     args = [
         "--subject",

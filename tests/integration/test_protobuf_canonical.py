@@ -1,6 +1,6 @@
-"""A Protobuf schema registered as .proto text comes back as written (options of every kind, type
-names as written; comments and layout dropped), as Confluent's registry keeps its printer's
-rendering; the same schema laid out otherwise gets the same id and version; confluent-kafka's
+"""A Protobuf schema registered as .proto text comes back as Confluent's registry prints it
+(options of every kind, type names as written; comments dropped, laid out by its printer); the
+same schema laid out otherwise gets the same id and version; confluent-kafka's
 ProtobufSerializer, which sends a descriptor, finds it by lookup; an option changed is another
 schema. ``exercise_canonical`` is shared with the 3-broker test
 (tests/cluster/test_schema_types_cluster.py)."""
@@ -45,19 +45,27 @@ message Order {
 
 PRINTED = """syntax = "proto3";
 package shop;
+
 import "google/protobuf/descriptor.proto";
+
 option java_package = "com.example.shop";
 option go_package = "example.com/shop;shop";
-extend google.protobuf.FieldOptions {
-  string sensitive = 50001;
-}
+
 message Order {
   string id = 1 [json_name = "orderId"];
-  string email = 2 [(sensitive) = "pii", deprecated = true];
+  string email = 2 [
+    (sensitive) = "pii",
+    deprecated = true
+  ];
   repeated Line lines = 3;
+
   message Line {
     string sku = 1;
   }
+}
+
+extend google.protobuf.FieldOptions {
+  string sensitive = 50001;
 }
 """
 

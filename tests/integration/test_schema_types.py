@@ -49,7 +49,7 @@ ORDER_RETYPED = {**ORDER_V2, "properties": {**ORDER_V2["properties"], "id": {"ty
 OPEN = {"type": "object", "properties": {"a": {"type": "string"}}}
 OPEN_ADDED = {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "integer"}}}
 
-READING_V1 = 'syntax = "proto3";\npackage example;\nmessage Reading {\n  string sensor = 1;\n  double value = 2;\n}\n'
+READING_V1 = 'syntax = "proto3";\npackage example;\n\nmessage Reading {\n  string sensor = 1;\n  double value = 2;\n}\n'
 
 
 def reading_class(extra_field: tuple[str, int, int] | None = None, file_name: str = "reading.proto"):

@@ -235,23 +235,31 @@ enum Kind { A = 0; B = 1 [deprecated = true]; }
 
 def test_options_and_names_are_kept_and_layout_and_comments_are_not():
     """Confluent's registry stores its printer's rendering of the parsed file (comments and layout
-    dropped, everything else as written): so does strom, with proto-schema-parser's printer."""
+    dropped, everything else as written, laid out as its printer lays it out): so does strom."""
     parsed_first, canonical = protobuf.parse(COMMENTED)
     assert canonical == (
         'syntax = "proto3";\n'
         "package shop;\n"
+        "\n"
+        'import "google/protobuf/timestamp.proto";\n'
+        "\n"
         'option java_package = "com.example.shop";\n'
         'option go_package = "example.com/shop";\n'
-        'import "google/protobuf/timestamp.proto";\n'
+        "\n"
         "message Order {\n"
-        '  string id = 1 [json_name = "orderId", deprecated = true];\n'
-        "  message Line {\n"
-        "    string sku = 1;\n"
-        "  }\n"
+        "  option (my.ext) = true;\n"
+        "\n"
+        "  string id = 1 [\n"
+        "    deprecated = true,\n"
+        '    json_name = "orderId"\n'
+        "  ];\n"
         "  map<string, Line> by_sku = 2 [deprecated = true];\n"
         "  repeated Line lines = 3;\n"
         "  google.protobuf.Timestamp at = 4;\n"
-        "  option (my.ext) = true;\n"
+        "\n"
+        "  message Line {\n"
+        "    string sku = 1;\n"
+        "  }\n"
         "}\n"
         "enum Kind {\n"
         "  A = 0;\n"
@@ -275,7 +283,11 @@ def test_options_and_names_are_kept_and_layout_and_comments_are_not():
         (
             'syntax = "proto3";\nenum K { option (x.y) = { a: 1 b: 2 }; A = 0 [(v) = { q: "z" }]; reserved 3 to 4; }\n'
             "message M { K k = 1; }\n",
-            ['A = 0 [(v) = { q: "z" }];', "  option (x.y) = {", "reserved 3 to 4;"],
+            [
+                '  A = 0 [(v) = {\n    q: "z"\n  }];',
+                "  option (x.y) = {\n    a: 1,\n    b: 2\n  };",
+                "reserved 3 to 4;",
+            ],
         ),
         (
             'syntax = "proto3";\noption optimize_for = SPEED;\nmessage M { map<string, M> m = 1 [deprecated = true]; }\n'
@@ -283,7 +295,7 @@ def test_options_and_names_are_kept_and_layout_and_comments_are_not():
             [
                 "option optimize_for = SPEED;",
                 "map<string, M> m = 1 [deprecated = true];",
-                "rpc Get (M) returns (stream M);",
+                "  rpc Get (M) returns (stream M);",
             ],
         ),
     ],

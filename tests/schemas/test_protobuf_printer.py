@@ -1,0 +1,405 @@
+"""Confluent's Protobuf printer (strom.schemas.protobuf_printer over strom.schemas.protobuf_elements):
+the texts below are what Confluent's ``ProtobufSchemaUtils.toString`` and ``toNormalizedString``
+print, written out from its rules (layout, option order and kinds, what a descriptor keeps)."""
+
+import base64
+
+from google.protobuf import descriptor_pb2
+
+from strom.schemas import protobuf
+
+FDP = descriptor_pb2.FileDescriptorProto
+F = descriptor_pb2.FieldDescriptorProto
+
+EVERY_KIND = r"""syntax = "proto2";
+package shop;
+import "google/protobuf/descriptor.proto";
+option java_package = "com.example.shop";
+option optimize_for = SPEED;
+option (shop.file_tags) = { name: "orders" tags: ["a", "b"] level: HIGH weight: 2 };
+extend google.protobuf.FieldOptions { optional string sensitive = 50001; }
+enum Kind { option allow_alias = true; A = 0; B = 0 [deprecated = true]; reserved 5 to 9, 20; }
+message Order {
+  option deprecated = true;
+  required string id = 1 [json_name = "orderId", (sensitive) = "pii"];
+  optional int32 n = 2 [default = 7, deprecated = true];
+  optional Kind kind = 3 [default = B];
+  repeated int32 nums = 4 [packed = true];
+  map<string, Line> lines = 5;
+  oneof pay { string card = 6; string cash = 7 [(sensitive) = "x"]; }
+  extensions 100 to 199, 300 to max;
+  reserved 10, 12 to 14;
+  reserved "gone";
+  message Line { optional string sku = 1 [default = "a\"b\n"]; }
+}
+service Shop { rpc Get (Order) returns (stream Order.Line) { option deprecated = true; } }
+"""
+
+EVERY_KIND_PRINTED = """syntax = "proto2";
+package shop;
+
+import "google/protobuf/descriptor.proto";
+
+option java_package = "com.example.shop";
+option optimize_for = SPEED;
+option (shop.file_tags) = {
+  name: "orders",
+  tags: [
+    "a",
+    "b"
+  ],
+  level: HIGH,
+  weight: 2
+};
+
+message Order {
+  reserved 10, 12 to 14;
+  reserved "gone";
+
+  option deprecated = true;
+
+  required string id = 1 [
+    (sensitive) = "pii",
+    json_name = "orderId"
+  ];
+  optional int32 n = 2 [
+    deprecated = true,
+    default = 7
+  ];
+  optional Kind kind = 3 [default = B];
+  repeated int32 nums = 4 [packed = true];
+  map<string, Line> lines = 5;
+
+  oneof pay {
+    string card = 6;
+    string cash = 7 [(sensitive) = "x"];
+  }
+
+  extensions 100 to 199, 300 to max;
+
+  message Line {
+    optional string sku = 1 [default = "a\\"b\\n"];
+  }
+}
+enum Kind {
+  reserved 5 to 9, 20;
+  option allow_alias = true;
+  A = 0;
+  B = 0 [deprecated = true];
+}
+
+extend google.protobuf.FieldOptions {
+  optional string sensitive = 50001;
+}
+
+service Shop {
+  rpc Get (Order) returns (stream Order.Line) {
+    option deprecated = true;
+  };
+}
+"""
+
+EVERY_KIND_NORMALIZED = """package shop;
+
+import "google/protobuf/descriptor.proto";
+
+option java_package = "com.example.shop";
+option optimize_for = SPEED;
+option (shop.file_tags) = {
+  level: HIGH,
+  name: "orders",
+  tags: [
+    "a",
+    "b"
+  ],
+  weight: 2
+};
+
+message Order {
+  reserved 10;
+  reserved 12 to 14;
+  reserved "gone";
+
+  option deprecated = true;
+
+  required string id = 1 [
+    json_name = "orderId",
+    (shop.sensitive) = "pii"
+  ];
+  optional int32 n = 2 [
+    default = 7,
+    deprecated = true
+  ];
+  optional .shop.Kind kind = 3 [default = B];
+  repeated int32 nums = 4 [packed = true];
+  map<string, .shop.Order.Line> lines = 5;
+
+  oneof pay {
+    string card = 6;
+    string cash = 7 [(shop.sensitive) = "x"];
+  }
+
+  extensions 100 to 199;
+  extensions 300 to max;
+
+  message Line {
+    optional string sku = 1 [default = "a\\"b\\n"];
+  }
+}
+enum Kind {
+  reserved 5 to 9;
+  reserved 20;
+  option allow_alias = true;
+  A = 0;
+  B = 0 [deprecated = true];
+}
+
+extend .google.protobuf.FieldOptions {
+  optional string sensitive = 50001;
+}
+
+service Shop {
+  rpc Get (.shop.Order) returns (stream .shop.Order.Line) {
+    option deprecated = true;
+  };
+}
+"""
+
+
+def test_text_is_printed_as_confluent_prints_it_with_every_kind_of_option():
+    parsed, text = protobuf.parse(EVERY_KIND)
+    assert text == EVERY_KIND_PRINTED
+    assert protobuf.parse(text)[1] == text  # a fixed point
+    assert parsed.normalized() == EVERY_KIND_NORMALIZED
+    assert protobuf.parse(EVERY_KIND_NORMALIZED)[0].normalized() == EVERY_KIND_NORMALIZED
+
+
+def protoc_like() -> FDP:
+    """The descriptor protoc makes of ORDER (json_name on every field, as protoc sets it)."""
+    file = FDP(name="shop/order.proto", package="shop", syntax="proto3", dependency=["google/protobuf/timestamp.proto"])
+    file.options.java_package = "com.example.shop"
+    file.options.go_package = "example.com/shop;shop"
+    order = file.message_type.add(name="Order")
+    order.field.add(name="id", number=1, label=F.LABEL_OPTIONAL, type=F.TYPE_STRING, json_name="id")
+    order.field.add(
+        name="lines",
+        number=2,
+        label=F.LABEL_REPEATED,
+        type=F.TYPE_MESSAGE,
+        type_name=".shop.Order.Line",
+        json_name="lines",
+    )
+    counts = order.field.add(
+        name="counts",
+        number=3,
+        label=F.LABEL_REPEATED,
+        type=F.TYPE_MESSAGE,
+        type_name=".shop.Order.CountsEntry",
+        json_name="counts",
+    )
+    counts.options.deprecated = True
+    order.field.add(
+        name="status",
+        number=4,
+        label=F.LABEL_OPTIONAL,
+        type=F.TYPE_ENUM,
+        type_name=".shop.Order.Status",
+        json_name="status",
+        oneof_index=1,
+        proto3_optional=True,
+    )
+    order.field.add(name="card", number=5, label=F.LABEL_OPTIONAL, type=F.TYPE_STRING, json_name="card", oneof_index=0)
+    order.field.add(
+        name="at",
+        number=6,
+        label=F.LABEL_OPTIONAL,
+        type=F.TYPE_MESSAGE,
+        type_name=".google.protobuf.Timestamp",
+        json_name="at",
+    )
+    order.oneof_decl.add(name="payment")
+    order.oneof_decl.add(name="_status")
+    line = order.nested_type.add(name="Line")
+    line.field.add(name="sku", number=1, label=F.LABEL_OPTIONAL, type=F.TYPE_STRING, json_name="sku")
+    entry = order.nested_type.add(name="CountsEntry")
+    entry.options.map_entry = True
+    entry.field.add(name="key", number=1, label=F.LABEL_OPTIONAL, type=F.TYPE_STRING, json_name="key")
+    entry.field.add(name="value", number=2, label=F.LABEL_OPTIONAL, type=F.TYPE_INT32, json_name="value")
+    status = order.enum_type.add(name="Status")
+    status.value.add(name="NEW", number=0)
+    status.value.add(name="PAID", number=1).options.deprecated = True
+    order.reserved_range.add(start=20, end=23)
+    order.reserved_name.append("old")
+    return file
+
+
+ORDER = """syntax = "proto3";
+package shop;
+import "google/protobuf/timestamp.proto";
+option java_package = "com.example.shop";
+option go_package = "example.com/shop;shop";
+message Order {
+  string id = 1;
+  repeated Line lines = 2;
+  map<string, int32> counts = 3 [deprecated = true];
+  optional Status status = 4;
+  oneof payment { string card = 5; }
+  google.protobuf.Timestamp at = 6;
+  reserved 20 to 22;
+  reserved "old";
+  message Line { string sku = 1; }
+  enum Status { NEW = 0; PAID = 1 [deprecated = true]; }
+}
+"""
+
+# Confluent's rendering of protoc_like(): type names as the descriptor has them, the map as its
+# entry message, json_name kept, proto3's implicit label left out
+DESCRIPTOR_PRINTED = """syntax = "proto3";
+package shop;
+
+import "google/protobuf/timestamp.proto";
+
+option java_package = "com.example.shop";
+option go_package = "example.com/shop;shop";
+
+message Order {
+  reserved 20 to 22;
+  reserved "old";
+
+  string id = 1 [json_name = "id"];
+  repeated .shop.Order.Line lines = 2 [json_name = "lines"];
+  repeated .shop.Order.CountsEntry counts = 3 [
+    deprecated = true,
+    json_name = "counts"
+  ];
+  optional .shop.Order.Status status = 4 [json_name = "status"];
+  .google.protobuf.Timestamp at = 6 [json_name = "at"];
+
+  oneof payment {
+    string card = 5 [json_name = "card"];
+  }
+
+  message Line {
+    string sku = 1 [json_name = "sku"];
+  }
+  message CountsEntry {
+    option map_entry = true;
+  
+    string key = 1 [json_name = "key"];
+    int32 value = 2 [json_name = "value"];
+  }
+  enum Status {
+    NEW = 0;
+    PAID = 1 [deprecated = true];
+  }
+}
+"""
+
+ORDER_NORMALIZED = """syntax = "proto3";
+package shop;
+
+import "google/protobuf/timestamp.proto";
+
+option go_package = "example.com/shop;shop";
+option java_package = "com.example.shop";
+
+message Order {
+  reserved 20 to 22;
+  reserved "old";
+
+  string id = 1;
+  repeated .shop.Order.Line lines = 2;
+  map<string, int32> counts = 3 [deprecated = true];
+  optional .shop.Order.Status status = 4;
+  .google.protobuf.Timestamp at = 6;
+
+  oneof payment {
+    string card = 5;
+  }
+
+  message Line {
+    string sku = 1;
+  }
+  enum Status {
+    NEW = 0;
+    PAID = 1 [deprecated = true];
+  }
+}
+"""
+
+
+def encoded(file: FDP) -> str:
+    return base64.standard_b64encode(file.SerializeToString()).decode()
+
+
+def test_a_descriptor_keeps_what_confluent_keeps():
+    parsed, text = protobuf.parse(encoded(protoc_like()))
+    assert text == DESCRIPTOR_PRINTED
+    # the stored text parses back to the same schema, maps as maps
+    again, again_text = protobuf.parse(text)
+    assert again_text == text and again.same(parsed)
+    assert again.file.message_type[0].nested_type[1].options.map_entry
+
+
+def test_normalize_gives_one_text_for_a_text_and_its_descriptor():
+    """Confluent gives one id to a text and its descriptor when both are normalized and the
+    descriptor carries nothing the text lacks (protoc's json_name is such a thing)."""
+    from_text, _ = protobuf.parse(ORDER)
+    assert from_text.normalized() == ORDER_NORMALIZED
+    bare = protoc_like()
+    for message in [bare.message_type[0], *bare.message_type[0].nested_type]:
+        for member in message.field:
+            member.ClearField("json_name")
+    assert protobuf.parse(encoded(bare))[0].normalized() == ORDER_NORMALIZED
+    # with protoc's json_name on every field, Confluent keeps them, normalized too
+    with_names = protobuf.parse(encoded(protoc_like()))[0].normalized()
+    assert 'string id = 1 [json_name = "id"];' in with_names and with_names != ORDER_NORMALIZED
+    # strom's own descriptor of the text (format=serialized) is the same schema
+    assert protobuf.parse(from_text.serialized())[0].normalized() == ORDER_NORMALIZED
+
+
+RELAID = """// the same schema, written in another order
+syntax = "proto3";
+import "google/protobuf/timestamp.proto";
+package shop;
+option go_package = "example.com/shop;shop";
+option java_package = "com.example.shop";
+message Order {
+  enum Status { NEW = 0; PAID = 1 [deprecated = true]; }
+  message Line { string sku = 1; }
+  reserved "old";
+  .google.protobuf.Timestamp at = 6;
+  oneof payment { string card = 5; }
+  optional Order.Status status = 4;
+  map<string, int32> counts = 3 [deprecated = true];
+  repeated .shop.Order.Line lines = 2;
+  string id = 1;
+  reserved 20 to 22;
+}
+"""
+
+
+def test_normalize_gives_one_text_for_two_layouts():
+    parsed, text = protobuf.parse(RELAID)
+    assert text != protobuf.parse(ORDER)[1]
+    assert parsed.normalized() == ORDER_NORMALIZED
+
+
+def test_normalized_numbers_and_option_maps():
+    text = """syntax = "proto3";
+package p;
+import "google/protobuf/descriptor.proto";
+extend google.protobuf.MessageOptions { Rule rule = 50002; }
+message Rule { int32 min = 1; double ratio = 2; repeated string tags = 3; }
+message M {
+  option (rule).min = 1;
+  option (rule).ratio = 1.23456;
+  int32 a = 1;
+}
+"""
+    parsed, printed = protobuf.parse(text)
+    assert "  option (rule).min = 1;\n  option (rule).ratio = 1.23456;\n" in printed
+    normalized = parsed.normalized()
+    # resolved to the extension's full name, the settings of the non-repeated option merged into
+    # one message value, its number printed as Java's DecimalFormat prints it
+    assert "  option (p.rule) = {\n    min: 1,\n    ratio: 1.235\n  };\n" in normalized, normalized
