@@ -315,7 +315,7 @@ class RestCatalogService:
             staged = self.catalog._create_staged_table(  # noqa: SLF001 (pyiceberg's own staging, as create_table_transaction)
                 identifier, request.table_schema, request.location, spec, order, request.properties
             )
-            return 200, _table_body(staged.metadata_location, staged.metadata), []
+            return 200, _table_body(None, staged.metadata), []  # the spec: no metadata location while staged
         with self._writes:
             table = self.catalog.create_table(
                 identifier, request.table_schema, request.location, spec, order, request.properties

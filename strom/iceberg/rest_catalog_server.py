@@ -52,6 +52,11 @@ class _Handler(BaseHTTPRequestHandler):
         log.debug("iceberg rest catalog: " + format, *args)
 
     def _respond(self) -> None:
+        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():  # every client here sends a length
+            self.close_connection = True
+            body = {"error": {"message": "Send a Content-Length", "type": "BadRequestException", "code": 411}}
+            self._write(411, body, [])
+            return
         length_text = self.headers.get("Content-Length") or "0"
         try:
             length = int(length_text)

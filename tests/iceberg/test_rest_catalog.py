@@ -190,4 +190,6 @@ def test_errors_are_the_specs_bodies_and_a_malformed_body_changes_nothing(served
     with pytest.raises(BadRequestError):  # the client reads the spec's 400 as its BadRequestError
         catalog.create_namespace(("bad", ""))
     assert requests.get(f"{url}/v2/config", timeout=10).status_code == 404
+    chunked = requests.post(f"{url}/v1/namespaces", data=iter([b'{"namespace": ["c"]}']), timeout=10)
+    assert chunked.status_code == 411 and catalog.list_namespaces() == [("ns",)]
     assert requests.put(f"{url}/v1/namespaces", timeout=10).status_code == 405
