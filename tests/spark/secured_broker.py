@@ -15,8 +15,11 @@ ALICE = "alice:alice-secret"  # schema.registry.basic.auth.user.info
 
 
 @contextmanager
-def sasl_ssl_broker(tmp_path: Path) -> Iterator[tuple[BrokerProcess, dict[str, str]]]:
-    """(the broker, the strom source's and sink's kafka.* options for its SASL_SSL listener as alice)."""
+def sasl_ssl_broker(
+    tmp_path: Path, overrides: dict[str, str] | None = None, data: Path | None = None
+) -> Iterator[tuple[BrokerProcess, dict[str, str]]]:
+    """(the broker, the strom source's and sink's kafka.* options for its SASL_SSL listener as alice);
+    ``overrides``: more broker configs; ``data``: its data dir (default ``tmp_path / "secured"``)."""
     from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
 
     from strom.cluster.zookeeper_server import free_port
@@ -29,8 +32,9 @@ def sasl_ssl_broker(tmp_path: Path) -> Iterator[tuple[BrokerProcess, dict[str, s
         "ssl.keystore.location": str(certs.broker),
         "sasl.enabled.mechanisms": "SCRAM-SHA-256",
         "schema.registry.listeners": "http://127.0.0.1:0",
+        **(overrides or {}),
     }
-    with BrokerProcess(tmp_path / "secured", config) as broker:
+    with BrokerProcess(data or tmp_path / "secured", config) as broker:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         upsert = UserScramCredentialUpsertion(
             "alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"alice-secret"

@@ -162,33 +162,15 @@ def assert_typed(df, expected: dict, topic: str = "typed") -> None:
 def test_read_topic_of_a_schema_mode_topic_over_sasl_ssl_with_registry_credentials(spark, tmp_path):
     """The newest records come over a SASL_SSL listener (the strom source's kafka.* options) and the
     schemas from a registry that asks for HTTP Basic credentials (schema_registry_config)."""
-    from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
-
-    from strom.cluster.zookeeper_server import free_port
     from tests.iceberg.avro_support import AvroProducer, registry_url, wait_for_tables
     from tests.iceberg.test_schema_modes import ICEBERG as SCHEMA_ICEBERG
     from tests.iceberg.test_schema_modes import create_topic as create_typed
-    from tests.tls_certs import make_certificates
+    from tests.spark.secured_broker import ALICE, sasl_ssl_broker
 
-    certs = make_certificates(tmp_path / "certs")
-    plain, secure = free_port(), free_port()
     data = tmp_path / "data"
     catalog = catalog_of(data)
-    config = {
-        **SCHEMA_ICEBERG,
-        "listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_SSL://127.0.0.1:{secure}",
-        "ssl.keystore.location": str(certs.broker),
-        "sasl.enabled.mechanisms": "SCRAM-SHA-256",
-    }
-    alice = {"basic.auth.user.info": "alice:alice-secret"}
-    broker = BrokerProcess(data, config).start()
-    try:
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-        upsert = UserScramCredentialUpsertion(
-            "alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"alice-secret"
-        )
-        for future in admin.alter_user_scram_credentials([upsert], request_timeout=30).values():
-            future.result(30)
+    alice = {"basic.auth.user.info": ALICE}
+    with sasl_ssl_broker(tmp_path, SCHEMA_ICEBERG, data) as (broker, kafka):
         create_typed(broker.bootstrap, "guarded", "value_schema_id_prefix", partitions=1)
         producer = AvroProducer(broker.bootstrap, registry_url(data), "guarded", registry=alice)
         producer.orders(25, version=1)
@@ -202,28 +184,19 @@ def test_read_topic_of_a_schema_mode_topic_over_sasl_ssl_with_registry_credentia
         later = AvroProducer(broker.bootstrap, registry_url(data), "guarded", registry=alice)
         later.orders(15, version=1, start=25)
         later.flush()
-        kafka = {
-            "kafka.security.protocol": "SASL_SSL",
-            "kafka.sasl.mechanism": "SCRAM-SHA-256",
-            "kafka.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required "
-            'username="alice" password="alice-secret";',
-            "kafka.ssl.truststore.type": "PEM",
-            "kafka.ssl.truststore.location": str(certs.ca),
-        }
+        secure = kafka.pop("kafka.bootstrap.servers")  # read_topic takes it as bootstrap_servers
         for local_tail_records in (100, 0):  # the tail read on the driver, then by the source's tasks
             df = read_topic(
                 spark,
                 "guarded",
                 catalog_uri=catalog.uri,
-                bootstrap_servers=f"127.0.0.1:{secure}",
+                bootstrap_servers=secure,
                 options=kafka,
                 schema_registry_url=registry_url(data),
                 schema_registry_config=alice,
                 local_tail_records=local_tail_records,
             )
             assert_typed(df, in_table | later.good, topic="guarded")
-    finally:
-        broker.stop()
 
 
 def test_read_topic_of_a_latest_mode_topic_resolves_the_logs_records_to_the_latest_version(spark, tmp_path):
