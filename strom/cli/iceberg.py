@@ -44,8 +44,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--catalog-uri",
         metavar="URI",
-        help="the Iceberg SQL catalog (SQLAlchemy URL); default: the broker's iceberg.catalog.uri, or the "
-        "SQLite catalog in its first log dir",
+        help="the Iceberg catalog: a SQL catalog's SQLAlchemy URL or a REST catalog's http(s) URL; default: "
+        "the brokers' (iceberg.rest.catalog.uri with iceberg.catalog.type=rest, else iceberg.catalog.uri, or "
+        "the SQLite catalog in the first log dir)",
+    )
+    parser.add_argument(
+        "--catalog-credential",
+        metavar="ID:SECRET",
+        help="a REST catalog's OAuth2 client credentials (against strom's catalog on SASL brokers: a SCRAM user "
+        "and its password); an https catalog is checked against the --command-config's ssl.ca.location",
     )
     add_timeout_argument(parser, default_ms=10_000)
 
@@ -75,7 +82,8 @@ def run(args: argparse.Namespace) -> int:
         topics = iceberg_topics(admin, args.topic, timeout_s)
         if args.topic and args.topic not in topics:
             raise ToolError(f"topic {args.topic} is not an Iceberg topic (its iceberg.mode is disabled)")
-        catalog = open_brokers_catalog(admin, args.catalog_uri, timeout_s)
+        rest = RestAccess(args.catalog_credential, props.get("ssl.ca.location"))
+        catalog = open_brokers_catalog(admin, args.catalog_uri, timeout_s, rest)
         if args.action == "list":
             print_tables(catalog, topics)
         else:
@@ -106,8 +114,17 @@ def iceberg_topics(admin, only: str | None, timeout_s: float) -> dict[str, str]:
     return dict(sorted(modes.items()))
 
 
-def open_brokers_catalog(admin, catalog_uri: str | None, timeout_s: float):
-    """The catalog the brokers commit to; None when it is the default one and not made yet."""
+@dataclass(frozen=True)
+class RestAccess:
+    """How to log in to a REST catalog: the brokers' own credentials are secrets DescribeConfigs hides."""
+
+    credential: str | None = None
+    ca_location: str | None = None
+
+
+def open_brokers_catalog(admin, catalog_uri: str | None, timeout_s: float, rest: RestAccess | None = None):
+    """The catalog the brokers commit to (``catalog_uri``: another); None when it is the default SQL
+    catalog and not made yet."""
     from confluent_kafka.admin import ConfigResource
 
     from strom.iceberg.table import CatalogSettings, open_catalog
@@ -123,6 +140,17 @@ def open_brokers_catalog(admin, catalog_uri: str | None, timeout_s: float):
         entry = entries.get(key)
         return entry.value if entry is not None else None
 
+    rest_uri = catalog_uri if catalog_uri and catalog_uri.startswith(("http://", "https://")) else None
+    if catalog_uri is None and value("iceberg.catalog.type") == "rest":
+        rest_uri = value("iceberg.rest.catalog.uri")
+    if rest_uri is not None:
+        access = rest or RestAccess()
+        try:
+            return open_catalog(
+                CatalogSettings.for_rest(rest_uri, credential=access.credential, ca_location=access.ca_location)
+            )
+        except Exception as exc:  # CatalogUnreachable names the key; pyiceberg's own errors: one line
+            raise ToolError(f"cannot open the Iceberg REST catalog {rest_uri}: {exc}") from None
     log_dirs = tuple((value("log.dirs") or value("log.dir") or "").split(","))
     settings = CatalogSettings.for_broker(
         log_dirs, catalog_uri or value("iceberg.catalog.uri"), value("iceberg.warehouse"), 512 * 1024 * 1024

@@ -6,6 +6,8 @@ stops startup naming the key."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 import urllib.request
 
@@ -19,6 +21,19 @@ from tests.iceberg.support import WAIT_S, assert_exactly, create_topic, produce,
 from tests.tls_certs import make_certificates
 
 ICEBERG = {"iceberg.enabled": "true", "iceberg.target.lag.ms": "500"}
+STROM = [sys.executable, "-m", "strom.cli.main"]
+
+
+def status_lags(bootstrap: str, *extra: str) -> list[tuple[str, str, str]]:
+    """(topic, partition, lag in records) of each row of ``strom iceberg status``."""
+    status = subprocess.run(
+        [*STROM, "iceberg", "--bootstrap-server", bootstrap, "status", *extra],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert status.returncode == 0, status.stderr
+    return [(row[0], row[1], row[4]) for row in (line.split() for line in status.stdout.splitlines()[1:])]
 
 
 def test_a_broker_commits_an_iceberg_topic_through_its_own_rest_catalog(tmp_path):
@@ -42,6 +57,8 @@ def test_a_broker_commits_an_iceberg_topic_through_its_own_rest_catalog(tmp_path
         # the same table in the SQL catalog the REST catalog serves
         sql = CatalogSettings.for_broker((str(tmp_path / "data"),), None, None, 1)
         assert len(table_rows(sql, "orders")) == len(committed)
+        # strom iceberg status finds the brokers' REST catalog through iceberg.rest.catalog.uri: caught up
+        assert status_lags(broker.bootstrap) == [("orders", str(p), "0") for p in range(3)]
     assert "translating orders failed" not in broker.read_log()
 
 
@@ -125,6 +142,19 @@ def test_sasl_ssl_brokers_use_an_https_catalog_with_a_scram_users_client_credent
             timeout=10,
         )
         assert (token.status_code, token.json()["error"]) == (401, "invalid_client")
+        # strom iceberg status over SASL_SSL logs in to the catalog with --catalog-credential
+        properties = tmp_path / "client.properties"
+        properties.write_text("".join(f"{k}={v}\n" for k, v in secured.items()))
+        command = ["--command-config", str(properties), "--catalog-credential", "alice:alice-secret"]
+        assert status_lags(f"127.0.0.1:{secure}", *command) == [("secure", str(p), "0") for p in range(2)]
+        refused = subprocess.run(
+            [*STROM, "iceberg", "--bootstrap-server", f"127.0.0.1:{secure}", "status", "--command-config"]
+            + [str(properties)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert refused.returncode == 1 and f"cannot open the Iceberg REST catalog {url}" in refused.stderr
         # plain HTTP to the https listener gets nothing served
         try:
             requests.get(f"http://127.0.0.1:{catalog_port}/v1/config", timeout=5)
