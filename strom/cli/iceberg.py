@@ -2,13 +2,18 @@
 
     strom iceberg --bootstrap-server 127.0.0.1:9092 list [--topic T] [--catalog-uri URI]
     strom iceberg --bootstrap-server 127.0.0.1:9092 status [--topic T] [--catalog-uri URI]
+    strom iceberg --bootstrap-server 127.0.0.1:9092 remove-orphan-files --topic T [--older-than-ms N] [--dry-run]
 
 ``list`` prints a line per Iceberg topic (``iceberg.mode`` other than disabled): its mode, the
 table's location, current snapshot and rows. ``status`` prints a line per partition: the offset
 the table holds up to (from its snapshot's summary, the same offsets the translator resumes
 from), the partition's committed end (the last stable offset: what a read_committed consumer
 reads up to, and so what translation can reach), the lag in records, and in seconds (how old the
-oldest committed record that is not in the table yet is).
+oldest committed record that is not in the table yet is). ``remove-orphan-files`` deletes the
+files in the topic's tables' locations that no metadata references and that are older than
+``--older-than-ms`` (default: the topic's ``iceberg.orphan.files.older.than.ms``, Iceberg's 3 days
+when that is -1), as Iceberg's removeOrphanFiles does (strom.iceberg.orphan_files), printing each;
+``--dry-run`` prints them and deletes nothing.
 
 The catalog is the brokers' own: ``iceberg.catalog.uri`` as the broker describes it, or, when
 that is unset, the SQLite catalog in the broker's first log dir, which this tool can open when it
@@ -33,14 +38,29 @@ from strom.cli.client_props import (
     error_text,
 )
 
-ACTIONS = ("list", "status")
+ACTIONS = ("list", "status", "remove-orphan-files")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT", help="the broker(s) to connect to")
     add_command_config_argument(parser)
-    parser.add_argument("action", choices=ACTIONS, help="list: tables; status: translation lag per partition")
-    parser.add_argument("--topic", help="only this topic")
+    parser.add_argument(
+        "action",
+        choices=ACTIONS,
+        help="list: tables; status: translation lag per partition; remove-orphan-files: delete the files "
+        "of a topic's tables that no metadata references",
+    )
+    parser.add_argument("--topic", help="only this topic (remove-orphan-files: the topic, required)")
+    parser.add_argument(
+        "--older-than-ms",
+        type=int,
+        metavar="MS",
+        help="remove-orphan-files: only files last modified longer ago than this (default: the topic's "
+        "iceberg.orphan.files.older.than.ms)",
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help="remove-orphan-files: print the files it would delete, delete none"
+    )
     parser.add_argument(
         "--catalog-uri",
         metavar="URI",
@@ -86,6 +106,8 @@ def run(args: argparse.Namespace) -> int:
         catalog = open_brokers_catalog(admin, args.catalog_uri, timeout_s, rest)
         if args.action == "list":
             print_tables(catalog, topics)
+        elif args.action == "remove-orphan-files":
+            remove_orphan_files(admin, catalog, args, timeout_s)
         else:
             print_lag(admin, config, catalog, topics, timeout_s)
     except ToolError as exc:
@@ -183,6 +205,45 @@ def load(catalog, topic: str):
         return catalog.load_table(identifier(topic))
     except NoSuchTableError:
         return None  # not translated yet: the first commit creates it
+
+
+def remove_orphan_files(admin, catalog, args: argparse.Namespace, timeout_s: float) -> None:
+    """Delete (or, ``--dry-run``, list) the orphan files of the topic's table and dead-letter table."""
+    from confluent_kafka.admin import ConfigResource
+    from pyiceberg.exceptions import NoSuchTableError
+
+    from strom.iceberg.orphan_files import DEFAULT_OLDER_THAN_MS, remove_orphans
+    from strom.iceberg.table import dlq_identifier, identifier
+
+    if not args.topic:
+        raise ToolError("remove-orphan-files needs --topic")
+    older_than = args.older_than_ms
+    if older_than is None:
+        [future] = admin.describe_configs([ConfigResource("topic", args.topic)], request_timeout=timeout_s).values()
+        entry = future.result(timeout_s).get("iceberg.orphan.files.older.than.ms")
+        older_than = int(entry.value) if entry is not None and entry.value is not None else DEFAULT_OLDER_THAN_MS
+        if older_than < 0:  # the topic's periodic pass is off; by hand, Iceberg's margin
+            older_than = DEFAULT_OLDER_THAN_MS
+    if older_than < 0:
+        raise ToolError(f"--older-than-ms must be at least 0, not {older_than}")
+    count = size = 0
+    for name in (identifier(args.topic), dlq_identifier(args.topic)):
+        try:
+            table = catalog.load_table(name) if catalog is not None else None
+        except NoSuchTableError:
+            table = None
+        if table is None:
+            continue
+        try:
+            removed = remove_orphans(table, older_than, dry_run=args.dry_run)
+        except Exception as exc:  # a manifest that cannot be read: nothing is deleted
+            raise ToolError(f"listing the orphan files of {name[1]} failed, nothing deleted: {exc}") from None
+        for path in removed.paths or []:
+            print(f"{'would delete' if args.dry_run else 'deleted'} {path}")
+        count += removed.orphan_files
+        size += removed.orphan_bytes
+    done = "would be deleted (dry run)" if args.dry_run else "deleted"
+    print(f"{count} orphan files ({size} bytes) older than {older_than} ms {done} from the tables of {args.topic}")
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,10 @@ metadata only; then the files that only they referenced are deleted (strom.icebe
 the small files a compaction replaced among them. The topic's ``write.metadata.*`` configs are
 kept as the table's properties of those names, so pyiceberg's commits delete old metadata files
 as Iceberg's do.
+
+**Orphan files** (what no metadata references: a lost commit's files, a dead worker's) older than
+the topic's ``iceberg.orphan.files.older.than.ms`` (Iceberg's removeOrphanFiles ``older_than``,
+3 days by default) are deleted last (strom.iceberg.orphan_files).
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from typing import Any
 
 from strom.iceberg import table as tables
 from strom.iceberg.expired_files import delete_unreachable
+from strom.iceberg.orphan_files import DEFAULT_OLDER_THAN_MS, remove_orphans
 
 log = logging.getLogger("strom.iceberg")
 
@@ -58,6 +63,8 @@ class MaintenanceJob:
     # Iceberg's table properties, set on the table (pyiceberg's commits delete old metadata.json by them)
     metadata_delete_after_commit: bool = False
     metadata_previous_versions_max: int = 100
+    # the topic's iceberg.orphan.files.older.than.ms: orphans older than this are deleted (-1: never)
+    orphan_older_than_ms: int = DEFAULT_OLDER_THAN_MS
 
 
 @dataclass
@@ -74,6 +81,8 @@ class MaintenanceResult:
     manifest_lists_deleted: int = 0
     commits_lost: int = 0  # maintenance commits planned again because another writer committed first
     cleanup_failures: int = 0  # expiries whose files could not be deleted (they stay, referenced by nothing)
+    orphan_files_deleted: int = 0  # files no metadata referenced, older than the margin (strom.iceberg.orphan_files)
+    orphan_bytes_deleted: int = 0
 
     @property
     def files_deleted(self) -> int:
@@ -103,6 +112,10 @@ def maintain_topic(job: MaintenanceJob) -> MaintenanceResult:
             result,
             job.delete_expired_files,
         )
+        if job.orphan_older_than_ms >= 0:
+            removed = remove_orphans(catalog.load_table(name), job.orphan_older_than_ms)
+            result.orphan_files_deleted += removed.orphan_files
+            result.orphan_bytes_deleted += removed.orphan_bytes
     return result
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from strom.iceberg.maintenance import MaintenanceJob, MaintenanceResult, maintain_topic
+from strom.iceberg.orphan_files import Removed
 from strom.iceberg.schema_modes import MODES as SCHEMA_MODES
 from strom.iceberg.schema_modes import SchemaSet
 from strom.iceberg.segments import Aborted
@@ -81,6 +82,8 @@ class TopicSettings(Protocol):
     def write_metadata_delete_after_commit_enabled(self) -> bool: ...
     @property
     def write_metadata_previous_versions_max(self) -> int: ...
+    @property
+    def iceberg_orphan_files_older_than_ms(self) -> int: ...
 
 
 @dataclass
@@ -98,6 +101,10 @@ class TopicCounters:
     data_bytes_deleted: int = 0
     manifests_deleted: int = 0
     manifest_lists_deleted: int = 0
+    metadata_files_deleted: int = 0  # a dropped table's metadata.json files, purged
+    orphan_files_deleted: int = 0  # files no metadata referenced: old orphans, a dropped table's leftovers
+    orphan_bytes_deleted: int = 0
+    tables_purged: int = 0  # tables of deleted topics dropped and their files deleted (iceberg.delete)
     maintenance_failures: int = 0
     translation_failures: int = 0
     translation_conflicts: int = 0  # translation commits that lost a race and were planned again
@@ -116,6 +123,19 @@ class TopicCounters:
         self.manifest_lists_deleted += result.manifest_lists_deleted
         self.maintenance_conflicts += result.commits_lost
         self.maintenance_failures += result.cleanup_failures
+        self.orphan_files_deleted += result.orphan_files_deleted
+        self.orphan_bytes_deleted += result.orphan_bytes_deleted
+
+    def purged(self, removed: Removed) -> None:
+        """A dropped table's purge: its files deleted, by kind."""
+        self.tables_purged += 1
+        self.data_files_deleted += removed.data_files
+        self.data_bytes_deleted += removed.data_bytes
+        self.manifests_deleted += removed.manifests
+        self.manifest_lists_deleted += removed.manifest_lists
+        self.metadata_files_deleted += removed.metadata_files
+        self.orphan_files_deleted += removed.orphan_files
+        self.orphan_bytes_deleted += removed.orphan_bytes
 
 
 class IcebergTranslator:
@@ -254,8 +274,14 @@ class IcebergTranslator:
                 log.info("iceberg: topic %s was deleted; its table is kept (iceberg.delete=false)", topic)
                 continue
             try:
-                await loop.run_in_executor(self._executor(), drop_table, self.catalog, topic)
-                log.info("iceberg: topic %s was deleted, and its table with it (iceberg.delete=true)", topic)
+                purged: list[Removed] = await loop.run_in_executor(self._executor(), drop_table, self.catalog, topic)
+                for removed in purged:
+                    self._of(topic).purged(removed)
+                log.info(
+                    "iceberg: topic %s was deleted, and its table with it (iceberg.delete=true): %d files purged",
+                    topic,
+                    sum(removed.files for removed in purged),
+                )
             except Exception as exc:
                 self.failures += 1
                 log.warning("iceberg: dropping the table of deleted topic %s failed: %r", topic, exc)
@@ -319,6 +345,7 @@ class IcebergTranslator:
                 settings.history_expire_min_snapshots_to_keep,
                 metadata_delete_after_commit=settings.write_metadata_delete_after_commit_enabled,
                 metadata_previous_versions_max=settings.write_metadata_previous_versions_max,
+                orphan_older_than_ms=settings.iceberg_orphan_files_older_than_ms,
             )
             try:
                 result: MaintenanceResult = await loop.run_in_executor(self._executor(), maintain_topic, job)
@@ -332,6 +359,13 @@ class IcebergTranslator:
             self.compactions += result.files_rewritten > 0
             self.snapshots_expired += result.snapshots_expired
             self._of(topic).add(result)
+            if result.orphan_files_deleted:
+                log.info(
+                    "iceberg: %s's tables: %d orphan files (%d bytes) no metadata referenced deleted",
+                    topic,
+                    result.orphan_files_deleted,
+                    result.orphan_bytes_deleted,
+                )
             if result.files_rewritten or result.snapshots_expired:
                 log.info(
                     "iceberg: %s's table: %d small files compacted into %d, %d snapshots expired, "

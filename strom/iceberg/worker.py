@@ -25,6 +25,7 @@ from typing import Any
 
 from strom.iceberg import partition_spec
 from strom.iceberg import table as tables
+from strom.iceberg.orphan_files import Removed, purge
 from strom.iceberg.schema_modes import Decoded, Decoder, Key, SchemaSet, Wait, value_arrays
 from strom.iceberg.segments import Aborted, committed_records
 from strom.protocol.records import BatchHeader, Record
@@ -339,16 +340,17 @@ def table_offsets(catalog: tables.CatalogSettings, topic: str) -> dict[int, int]
         return {}
 
 
-def drop_table(catalog: tables.CatalogSettings, topic: str) -> None:
-    """Drop a deleted topic's table (its metadata; pyiceberg leaves the files in the warehouse)."""
-    from pyiceberg.exceptions import NoSuchTableError
-
+def drop_table(catalog: tables.CatalogSettings, topic: str) -> list[Removed]:
+    """Drop a deleted topic's table and its dead-letter table and purge their files, as Iceberg's
+    DROP TABLE ... PURGE (strom.iceberg.orphan_files): what each dropped table's purge deleted."""
     opened = tables.open_catalog(catalog)
+    purged = []
     for name in (tables.identifier(topic), tables.dlq_identifier(topic)):
-        try:
-            opened.drop_table(name)
-        except NoSuchTableError:
-            pass  # another broker that led one of its partitions dropped it first (or it had no dead letters)
+        # None: another broker that led one of its partitions dropped it first (or it had no dead letters)
+        removed = purge(opened, name)
+        if removed is not None:
+            purged.append(removed)
+    return purged
 
 
 def init_worker() -> None:

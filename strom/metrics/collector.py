@@ -319,8 +319,16 @@ class BrokerCollector(Collector):
             (
                 "deleted_data_bytes",
                 "data_bytes_deleted",
-                "Bytes of the data files deleted because only expired snapshots referenced them",
+                "Bytes of the data files deleted because only expired snapshots referenced them, or their "
+                "table was dropped with its topic (iceberg.delete)",
             ),
+            (
+                "deleted_orphan_bytes",
+                "orphan_bytes_deleted",
+                "Bytes of the files deleted that no metadata referenced (iceberg.orphan.files.older.than.ms, "
+                "a dropped table's leftovers)",
+            ),
+            ("tables_purged", "tables_purged", "Tables dropped with their deleted topic and their files purged"),
             ("maintenance_failures", "maintenance_failures", "Maintenance runs that failed (retried next interval)"),
             ("translation_failures", "translation_failures", "Translation rounds that failed (retried next round)"),
         ]
@@ -331,8 +339,9 @@ class BrokerCollector(Collector):
             yield family
         deleted = CounterMetricFamily(
             "strom_iceberg_files_deleted",
-            "Files deleted from the warehouse because only expired snapshots referenced them, by kind "
-            "(data, manifest, manifest_list)",
+            "Files deleted from the warehouse because only expired snapshots referenced them or their table "
+            "was dropped with its topic, by kind (data, manifest, manifest_list, metadata), and files no "
+            "metadata referenced (orphan)",
             labels=["topic", "kind"],
         )
         conflicts = CounterMetricFamily(
@@ -345,6 +354,8 @@ class BrokerCollector(Collector):
             deleted.add_metric([topic, "data"], found.data_files_deleted)
             deleted.add_metric([topic, "manifest"], found.manifests_deleted)
             deleted.add_metric([topic, "manifest_list"], found.manifest_lists_deleted)
+            deleted.add_metric([topic, "metadata"], found.metadata_files_deleted)
+            deleted.add_metric([topic, "orphan"], found.orphan_files_deleted)
             conflicts.add_metric([topic, "translation"], found.translation_conflicts)
             conflicts.add_metric([topic, "maintenance"], found.maintenance_conflicts)
         yield deleted

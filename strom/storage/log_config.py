@@ -544,7 +544,8 @@ ICEBERG_TOPIC_KEYS: dict[str, TopicKey] = {
         "boolean",
         (),
         "Implemented (Redpanda's key): when the topic is deleted, the brokers that led its partitions drop its "
-        "Iceberg table from the catalog (the data files stay in the warehouse); false keeps the table.",
+        "Iceberg tables from the catalog and purge their files from the warehouse (data, manifests, metadata, "
+        "as Iceberg's DROP TABLE ... PURGE); false keeps the tables and their files.",
     ),
     "iceberg.partition.spec": TopicKey(
         "iceberg_partition_spec",
@@ -618,6 +619,15 @@ ICEBERG_TOPIC_KEYS: dict[str, TopicKey] = {
         "Iceberg's table property (and its default, 100): the previous metadata.json files a table keeps "
         "in its metadata log.",
     ),
+    "iceberg.orphan.files.older.than.ms": TopicKey(
+        "iceberg_orphan_files_older_than_ms",
+        _long(-1),
+        "long",
+        (),
+        "strom's own, named after the older_than of Iceberg's removeOrphanFiles (and its default, 3 days): "
+        "the maintenance deletes files in the table's location that no snapshot or metadata file references "
+        "once they are older than this, so that a writer's file not committed yet is never touched; -1: never.",
+    ),
 }
 TOPIC_KEYS.update(ICEBERG_TOPIC_KEYS)
 
@@ -657,6 +667,7 @@ class LogConfig:
     history_expire_min_snapshots_to_keep: int = 1
     write_metadata_delete_after_commit_enabled: bool = False  # Iceberg's default
     write_metadata_previous_versions_max: int = 100  # Iceberg's default
+    iceberg_orphan_files_older_than_ms: int = 3 * 24 * 3600 * 1000  # Iceberg's removeOrphanFiles default
     compression_gzip_level: int = -1
     compression_lz4_level: int = 9
     compression_zstd_level: int = 3

@@ -4,6 +4,7 @@ kill -9 at arbitrary moments of translation neither loses nor duplicates a recor
 
 from __future__ import annotations
 
+import os
 import random
 import time
 
@@ -142,26 +143,55 @@ def test_the_translation_lag_is_a_metric_per_partition(tmp_path):
         assert behind == 100 or len(table_rows(catalog_of(data), "lagging")) == len(committed | more), behind
 
 
-def test_a_deleted_topic_takes_its_table_with_it_unless_iceberg_delete_is_false(tmp_path):
+def test_a_deleted_topic_takes_its_table_and_its_files_with_it_unless_iceberg_delete_is_false(tmp_path):
     from pyiceberg.exceptions import NoSuchTableError
 
+    from tests.iceberg.test_orphan_files import files_under, plant
+    from tests.metrics.conftest import METRICS_ON, metrics_url, scrape
+
     data = tmp_path / "data"
-    with BrokerProcess(data, ICEBERG) as broker:
+    with BrokerProcess(data, {**ICEBERG, **METRICS_ON}) as broker:
         create_topic(broker.bootstrap, "dropped", 1)
         create_topic(broker.bootstrap, "kept", 1, **{"iceberg.delete": "false"})
         for topic in ("dropped", "kept"):
-            wait_for_rows(catalog_of(data), topic, len(produce(broker.bootstrap, topic, 20, topic)))
+            for round_ in range(3):  # a few snapshots: several manifests, manifest lists and metadata files
+                produce(broker.bootstrap, topic, 20, f"{topic}{round_}")
+                wait_for_rows(catalog_of(data), topic, 20 * (round_ + 1))
+        catalog = open_catalog(catalog_of(data))
+        locations = {t: catalog.load_table(identifier(t)).location() for t in ("dropped", "kept")}
+        before = {t: files_under(locations[t]) for t in locations}
+        assert all(len(found) >= 9 for found in before.values()), before
+        lost = plant(locations["dropped"], "data/lost-commit.parquet", age_s=60)  # a lost commit's file
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         for future in admin.delete_topics(["dropped", "kept"], operation_timeout=30).values():
             future.result(30)
-        catalog = open_catalog(catalog_of(data))
         deadline = time.monotonic() + 30
         while catalog.table_exists(identifier("dropped")) and time.monotonic() < deadline:
             time.sleep(0.2)
         with pytest.raises(NoSuchTableError):
             catalog.load_table(identifier("dropped"))
-        time.sleep(1.5)  # more rounds: the kept table stays, rows and all
-        assert len(table_rows(catalog_of(data), "kept")) == 20
+        deadline = time.monotonic() + 30
+        while files_under(locations["dropped"]) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert files_under(locations["dropped"]) == [], "data, manifests, metadata and the orphan all gone"
+        assert not os.path.exists(lost)
+        url = metrics_url(data)
+        deadline = time.monotonic() + 30
+        while scrape(url).value("strom_iceberg_tables_purged_total", topic="dropped") != 1:
+            assert time.monotonic() < deadline, "the purge is counted"
+            time.sleep(0.2)
+        found = scrape(url)
+        by_kind = {
+            kind: found.value("strom_iceberg_files_deleted_total", topic="dropped", kind=kind)
+            for kind in ("data", "manifest", "manifest_list", "metadata", "orphan")
+        }
+        assert sum(by_kind.values()) == len(before["dropped"]) + 1, (by_kind, before["dropped"])
+        assert by_kind["data"] >= 3 and by_kind["metadata"] >= 4 and by_kind["orphan"] == 1, by_kind
+        assert found.value("strom_iceberg_deleted_orphan_bytes_total", topic="dropped") == len(b"not committed")
+        time.sleep(1.5)  # more rounds: the kept table stays, rows and files all
+        assert len(table_rows(catalog_of(data), "kept")) == 60
+        assert files_under(locations["kept"]) == before["kept"]
+        assert found.value("strom_iceberg_tables_purged_total", topic="kept") == 0
     log = broker.read_log()
-    assert "topic dropped was deleted, and its table with it" in log
+    assert "topic dropped was deleted, and its table with it (iceberg.delete=true)" in log
     assert "topic kept was deleted; its table is kept (iceberg.delete=false)" in log

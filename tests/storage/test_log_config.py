@@ -197,6 +197,7 @@ ICEBERG_TOPIC_KEYS = [
     "history.expire.min-snapshots-to-keep",
     "write.metadata.delete-after-commit.enabled",
     "write.metadata.previous-versions-max",
+    "iceberg.orphan.files.older.than.ms",
 ]
 
 
@@ -214,6 +215,13 @@ def test_iceberg_keys_their_alias_and_the_modes():
         assert LogConfig().with_overrides({"redpanda.iceberg.mode": mode}).iceberg_mode == mode
     with pytest.raises(ConfigError, match="iceberg.mode: 'columns' is not one of disabled, key_value"):
         LogConfig().with_overrides({"iceberg.mode": "columns"})
+    assert shown["iceberg.orphan.files.older.than.ms"] == str(3 * 24 * 3600 * 1000)  # Iceberg's older_than default
+    assert (
+        LogConfig().with_overrides({"iceberg.orphan.files.older.than.ms": "-1"}).iceberg_orphan_files_older_than_ms
+        == -1
+    )
+    with pytest.raises(ConfigError, match="iceberg.orphan.files.older.than.ms"):
+        LogConfig().with_overrides({"iceberg.orphan.files.older.than.ms": "-2"})
 
 
 def test_iceberg_partition_spec_its_alias_and_its_grammar():
