@@ -54,8 +54,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _respond(self) -> None:
         if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():  # every client here sends a length
             self.close_connection = True
-            body = {"error": {"message": "Send a Content-Length", "type": "BadRequestException", "code": 411}}
-            self._write(411, body, [])
+            refusal = {"error": {"message": "Send a Content-Length", "type": "BadRequestException", "code": 411}}
+            self._write(411, refusal, [])
             return
         length_text = self.headers.get("Content-Length") or "0"
         try:
