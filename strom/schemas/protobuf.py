@@ -35,9 +35,9 @@ from google.protobuf import descriptor_pb2
 from google.protobuf.descriptor_pool import DescriptorPool
 from google.protobuf.message import DecodeError
 from proto_schema_parser import ast
-from proto_schema_parser.parser import Parser
 
 from strom.schemas import compatibility, protobuf_compatibility, protobuf_elements, protobuf_printer
+from strom.schemas.protobuf_parser import LiteralParser
 from strom.schemas.protobuf_text import option_signature, render
 
 FDP = descriptor_pb2.FileDescriptorProto
@@ -141,7 +141,7 @@ def _quiet(recognizer: Any) -> None:
     recognizer.addErrorListener(_Raise())
 
 
-_PARSER = Parser(setup_lexer=_quiet, setup_parser=_quiet)
+_PARSER = LiteralParser(setup_lexer=_quiet, setup_parser=_quiet)
 
 
 def _well_known(name: str) -> Any | None:

@@ -189,7 +189,7 @@ def _value(value: Any) -> tuple[str, Any]:
     if isinstance(value, bool):
         return "BOOLEAN", "true" if value else "false"
     if isinstance(value, (int, float)):
-        return "NUMBER", _number_text(value)
+        return "NUMBER", getattr(value, "literal", None) or _number_text(value)  # as written
     if isinstance(value, ast.Identifier):
         return "ENUM", value.name
     if isinstance(value, ast.MessageLiteral):

@@ -21,7 +21,8 @@ with keys sorted and one-element lists unwrapped; numbers as Java's ``DecimalFor
 from __future__ import annotations
 
 import re
-from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+import struct
+from decimal import ROUND_HALF_EVEN, Context, Decimal, InvalidOperation
 from typing import Any
 
 from strom.schemas.protobuf_elements import (
@@ -485,20 +486,41 @@ def escape(text: str) -> str:
 
 def _java_decimal(text: str) -> str:
     """A number as Java's ``DecimalFormat`` (no grouping) prints what commons-lang's
-    ``NumberUtils.createNumber`` reads: integers as digits, decimals with at most three fraction
-    digits (half even); what is not a number (``inf``, ``nan``) as written."""
+    ``NumberUtils.createNumber`` reads: an integer (decimal, ``0x`` hex, ``0`` octal) as its
+    digits; a decimal with up to 7 fraction digits as a float, up to 16 as a double, then exact,
+    printed with at most three fraction digits (half even, on the shortest digits of the float);
+    what is not a number (``inf``, ``nan``) as written."""
     stripped = text.strip()
     try:
         if re.fullmatch(r"[-+]?0[xX][0-9a-fA-F]+", stripped):
             return str(int(stripped, 16))
         if re.fullmatch(r"[-+]?0[0-7]+", stripped):
             return str(int(stripped, 8))
-        number = Decimal(stripped.rstrip("fFdDlL") if not stripped.lower().startswith(("inf", "nan")) else "x")
-    except (ValueError, InvalidOperation):
+        if re.fullmatch(r"[-+]?\d+", stripped):
+            return str(int(stripped))
+        found = re.fullmatch(r"[-+]?\d*(?:\.(\d*))?(?:[eE][-+]?\d+)?[fFdD]?", stripped)
+        if found is None:
+            return text
+        literal = stripped.rstrip("fFdD")
+        decimals = len(found.group(1) or "")
+        number = Decimal(literal)
+        if decimals <= 16:
+            value = float(literal)
+            if decimals <= 7:
+                try:
+                    value = struct.unpack("<f", struct.pack("<f", value))[0]
+                except OverflowError:  # too big for a float: commons-lang takes a double
+                    pass
+            if value not in (float("inf"), float("-inf")):  # else exact, as commons-lang's BigDecimal
+                number = Decimal(repr(value))
+        rounded = number.quantize(Decimal("0.001"), rounding=ROUND_HALF_EVEN, context=Context(prec=400))
+    except (ValueError, InvalidOperation, OverflowError):  # too long to print: as written
         return text
-    rounded = number.quantize(Decimal("0.001"), rounding=ROUND_HALF_EVEN) if number != number.to_integral() else number
-    out = format(rounded.normalize() if rounded != rounded.to_integral() else rounded.to_integral(), "f")
-    return "0" if out == "-0" else out
+    if rounded == rounded.to_integral():
+        digits = format(rounded.to_integral(), "f")
+    else:
+        digits = format(rounded.normalize(), "f")
+    return f"-{digits}" if number < 0 and not digits.startswith("-") else digits
 
 
 def option_text(option: Option) -> str:

@@ -6,6 +6,7 @@ view of _schemas at once; evolution, 409, soft and hard deletes and references a
 from __future__ import annotations
 
 from tests.integration.test_protobuf_canonical import exercise_canonical
+from tests.integration.test_protobuf_descriptors import exercise_descriptors
 from tests.integration.test_schema_registry import registry_url
 from tests.integration.test_schema_types import (
     exercise_generated_protobuf,
@@ -36,3 +37,5 @@ def test_json_and_protobuf_on_a_3_broker_cluster(cluster_factory):
     exercise_generated_protobuf(registry_url(cluster.brokers[other]), "statuses")
     # .proto text kept as written, registered through a broker that forwards to the writer
     exercise_canonical(registry_url(cluster.brokers[other]), registry_url(cluster.brokers[writer]))
+    # descriptors stored as Confluent stores them; normalize=true's one id for a text and its descriptor
+    exercise_descriptors(registry_url(cluster.brokers[other]), registry_url(cluster.brokers[writer]))

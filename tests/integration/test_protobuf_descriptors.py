@@ -51,59 +51,62 @@ def schema_id(data: bytes) -> int:
     return int(struct.unpack(">I", data[1:5])[0])
 
 
-def test_text_and_descriptor_normalized_get_one_id(tmp_path):
+def exercise_descriptors(url: str, other_url: str) -> None:
+    """Register through ``url``; read and look up through ``other_url`` too (the 3-broker test in
+    tests/cluster/test_schema_types_cluster.py passes another broker's)."""
+    client = SchemaRegistryClient({"url": url})
+
+    # the text, normalized, to subject A: Confluent's normalized text is stored
+    text_id = client.register_schema("orders-a-value", Schema(ORDER, "PROTOBUF"), normalize_schemas=True)
+    for where in (url, other_url):
+        assert call(where, "GET", f"/schemas/ids/{text_id}")[2] == {
+            "schemaType": "PROTOBUF",
+            "schema": ORDER_NORMALIZED,
+        }
+
+    # the serializer auto-registers the descriptor of the same .proto, normalized, to subject B
+    data = serialize(url, order_class(json_names=False), "orders-b", normalize=True)
+    assert schema_id(data) == text_id
+    assert call(other_url, "GET", "/subjects/orders-b-value/versions/1")[2]["id"] == text_id
+
+    # lookups by either form, in either subject, find it
+    described = base64.standard_b64encode(order_class(json_names=False).DESCRIPTOR.file.serialized_pb).decode()
+    for subject in ("orders-a-value", "orders-b-value"):
+        for form in (ORDER, described):
+            found = SchemaRegistryClient({"url": other_url}).lookup_schema(
+                subject, Schema(form, "PROTOBUF"), normalize_schemas=True
+            )
+            assert (found.schema_id, found.version) == (text_id, 1), (subject, form[:20])
+
+    # two layouts of one schema, normalized: one id, one version
+    assert client.register_schema("orders-c-value", Schema(RELAID, "PROTOBUF"), normalize_schemas=True) == text_id
+    assert client.register_schema("orders-a-value", Schema(RELAID, "PROTOBUF"), normalize_schemas=True) == text_id
+    assert call(other_url, "GET", "/subjects/orders-a-value/versions")[2] == [1]
+
+    # not normalized: the text as Confluent prints it, and protoc's descriptor as Confluent renders
+    # it (fully qualified names, the map's entry message, json_name on every field, options kept):
+    # two texts, so two more ids
+    plain_id = client.register_schema("orders-p-value", Schema(ORDER, "PROTOBUF"))
+    assert plain_id != text_id
+    data = serialize(url, order_class(json_names=True), "orders-d", normalize=False)
+    descriptor_id = schema_id(data)
+    assert descriptor_id not in (text_id, plain_id)
+    assert call(other_url, "GET", f"/schemas/ids/{descriptor_id}")[2]["schema"] == DESCRIPTOR_PRINTED
+    assert call(other_url, "GET", "/subjects/orders-d-value/versions/1/schema")[2] == DESCRIPTOR_PRINTED
+
+    # normalized, protoc's json_name still tells them apart (Confluent keeps json_name)
+    normalized = schema_id(serialize(url, order_class(json_names=True), "orders-e", normalize=True))
+    assert normalized not in (text_id, plain_id, descriptor_id)
+    assert 'string id = 1 [json_name = "id"];' in call(other_url, "GET", f"/schemas/ids/{normalized}")[2]["schema"]
+
+    # strom still finds the text's version in its own subject by the descriptor (Confluent
+    # compares texts; strom also compares the schemas they spell)
+    described = base64.standard_b64encode(order_class(json_names=True).DESCRIPTOR.file.serialized_pb).decode()
+    found = SchemaRegistryClient({"url": other_url}).lookup_schema("orders-p-value", Schema(described, "PROTOBUF"))
+    assert (found.schema_id, found.version) == (plain_id, 1)
+
+
+def test_protobuf_descriptors_on_one_broker(tmp_path):
     with BrokerProcess(tmp_path / "broker", {"schema.registry.listeners": "http://127.0.0.1:0"}) as broker:
         url = registry_url(broker)
-        client = SchemaRegistryClient({"url": url})
-
-        # the text, normalized, to subject A: Confluent's normalized text is stored
-        text_id = client.register_schema("orders-a-value", Schema(ORDER, "PROTOBUF"), normalize_schemas=True)
-        assert call(url, "GET", f"/schemas/ids/{text_id}")[2] == {"schemaType": "PROTOBUF", "schema": ORDER_NORMALIZED}
-
-        # the serializer auto-registers the descriptor of the same .proto, normalized, to subject B
-        data = serialize(url, order_class(json_names=False), "orders-b", normalize=True)
-        assert schema_id(data) == text_id
-        assert call(url, "GET", "/subjects/orders-b-value/versions/1")[2]["id"] == text_id
-
-        # lookups by either form, in either subject, find it
-        described = base64.standard_b64encode(order_class(json_names=False).DESCRIPTOR.file.serialized_pb).decode()
-        for subject in ("orders-a-value", "orders-b-value"):
-            for form in (ORDER, described):
-                found = SchemaRegistryClient({"url": url}).lookup_schema(
-                    subject, Schema(form, "PROTOBUF"), normalize_schemas=True
-                )
-                assert (found.schema_id, found.version) == (text_id, 1), (subject, form[:20])
-
-        # two layouts of one schema, normalized: one id, one version
-        assert client.register_schema("orders-c-value", Schema(RELAID, "PROTOBUF"), normalize_schemas=True) == text_id
-        assert client.register_schema("orders-a-value", Schema(RELAID, "PROTOBUF"), normalize_schemas=True) == text_id
-        assert call(url, "GET", "/subjects/orders-a-value/versions")[2] == [1]
-
-
-def test_without_normalizing_the_descriptor_is_stored_as_confluent_stores_it(tmp_path):
-    with BrokerProcess(tmp_path / "broker", {"schema.registry.listeners": "http://127.0.0.1:0"}) as broker:
-        url = registry_url(broker)
-        client = SchemaRegistryClient({"url": url})
-        text_id = client.register_schema("orders-a-value", Schema(ORDER, "PROTOBUF"))
-
-        # protoc's descriptor, not normalized: Confluent's rendering of it (fully qualified names,
-        # the map's entry message, json_name on every field, options kept), so another id
-        data = serialize(url, order_class(json_names=True), "orders-d", normalize=False)
-        descriptor_id = schema_id(data)
-        assert descriptor_id != text_id
-        assert call(url, "GET", f"/schemas/ids/{descriptor_id}")[2]["schema"] == DESCRIPTOR_PRINTED
-        assert call(url, "GET", "/subjects/orders-d-value/versions/1/schema")[2] == DESCRIPTOR_PRINTED
-
-        # normalized, protoc's json_name still tells them apart (Confluent keeps json_name)
-        normalized = serialize(url, order_class(json_names=True), "orders-e", normalize=True)
-        assert schema_id(normalized) not in (text_id, descriptor_id)
-        assert (
-            'string id = 1 [json_name = "id"];'
-            in call(url, "GET", f"/schemas/ids/{schema_id(normalized)}")[2]["schema"]
-        )
-
-        # strom still finds the text's version in its own subject by the descriptor (Confluent
-        # compares texts; strom also compares the schemas they spell)
-        described = base64.standard_b64encode(order_class(json_names=True).DESCRIPTOR.file.serialized_pb).decode()
-        found = client.lookup_schema("orders-a-value", Schema(described, "PROTOBUF"))
-        assert (found.schema_id, found.version) == (text_id, 1)
+        exercise_descriptors(url, url)

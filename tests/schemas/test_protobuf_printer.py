@@ -403,3 +403,75 @@ message M {
     # resolved to the extension's full name, the settings of the non-repeated option merged into
     # one message value, its number printed as Java's DecimalFormat prints it
     assert "  option (p.rule) = {\n    min: 1,\n    ratio: 1.235\n  };\n" in normalized, normalized
+
+
+def test_number_literals_are_printed_as_written_and_normalized_as_java_formats_them():
+    text = """syntax = "proto2";
+package q;
+option (hex) = 0x10;
+option (quoted) = "0x10";
+option (exponent) = 1e3;
+option (trailing) = 1.50;
+option (octal) = -010;
+option (single) = 1.2345;
+option (tiny) = -0.0001;
+option (values) = { x: 0x1F y: [1.50, 2] };
+message M {
+  optional int32 a = 1 [default = 0x10];
+  optional double d = 2 [default = 1.50];
+  optional float f = 3 [default = -inf];
+}
+"""
+    parsed, printed = protobuf.parse(text)
+    assert printed == (
+        'syntax = "proto2";\n'
+        "package q;\n"
+        "\n"
+        "option (hex) = 0x10;\n"
+        'option (quoted) = "0x10";\n'
+        "option (exponent) = 1e3;\n"
+        "option (trailing) = 1.50;\n"
+        "option (octal) = -010;\n"
+        "option (single) = 1.2345;\n"
+        "option (tiny) = -0.0001;\n"
+        "option (values) = {\n"
+        "  x: 0x1F,\n"
+        "  y: [\n"
+        "    1.50,\n"
+        "    2\n"
+        "  ]\n"
+        "};\n"
+        "\n"
+        "message M {\n"
+        "  optional int32 a = 1 [default = 0x10];\n"
+        "  optional double d = 2 [default = 1.50];\n"
+        "  optional float f = 3 [default = -inf];\n"
+        "}\n"
+    )
+    # the descriptor has protoc's values
+    assert [f.default_value for f in parsed.file.message_type[0].field] == ["16", "1.5", "-inf"]
+    # normalized: sorted by name; 1.2345 read as a float (7 or fewer decimals), so 1.235
+    assert parsed.normalized() == (
+        "package q;\n"
+        "\n"
+        "option (exponent) = 1000;\n"
+        "option (hex) = 16;\n"
+        "option (octal) = -8;\n"
+        'option (quoted) = "0x10";\n'
+        "option (single) = 1.235;\n"
+        "option (tiny) = -0;\n"
+        "option (trailing) = 1.5;\n"
+        "option (values) = {\n"
+        "  x: 31,\n"
+        "  y: [\n"
+        "    1.5,\n"
+        "    2\n"
+        "  ]\n"
+        "};\n"
+        "\n"
+        "message M {\n"
+        "  optional int32 a = 1 [default = 16];\n"
+        "  optional double d = 2 [default = 1.5];\n"
+        "  optional float f = 3 [default = -inf];\n"
+        "}\n"
+    )
