@@ -7,8 +7,9 @@ are parsed with the reader's descriptor whatever version wrote them: Protobuf re
 number (a field the reader lacks is skipped, one the writer lacked is unset), which is what the
 registry's Protobuf compatibility rules guarantee to be meaningful.
 
-The sink writes the schema given as ``value.schema`` (``.proto`` text) or, without it, one
-derived from the column's Spark type (``proto_schema``): a proto3 message whose fields are the
+The sink writes the schema given as ``value.schema`` (``.proto`` text; its imports of other
+schemas are schema references, resolved in ``strom.spark.typed`` as confluent-kafka's
+``ProtobufSerializer`` names them) or, without it, one derived from the column's Spark type (``proto_schema``): a proto3 message whose fields are the
 struct's in order, numbered from 1, nullable scalars as ``optional`` (so that null and 0 stay
 apart), structs as nested messages, arrays as ``repeated``, maps as ``map<K, V>`` and timestamps
 as ``google.protobuf.Timestamp``.
@@ -61,9 +62,15 @@ def load(text: str, referenced: Sequence[tuple[str, str]] = ()) -> pc.ProtobufSc
 def registered(client: Any, schema: Any) -> pc.ProtobufSchema:
     """The message classes of a registered schema (confluent-kafka's ``Schema``), its references
     fetched from the registry, theirs first."""
+    return load(schema.schema_str, referenced(client, schema.references))
+
+
+def referenced(client: Any, references: Sequence[Any] | None) -> list[tuple[str, str]]:
+    """(import name, text) of every schema ``references`` (confluent-kafka's ``SchemaReference``)
+    name, and of those they name in turn, theirs first: what ``load`` takes."""
     found: dict[str, str] = {}
 
-    def collect(references: list) -> None:
+    def collect(references: Sequence[Any] | None) -> None:
         for reference in references or []:
             if reference.name in found:
                 continue
@@ -71,8 +78,30 @@ def registered(client: Any, schema: Any) -> pc.ProtobufSchema:
             collect(other.references)
             found[reference.name] = other.schema_str
 
-    collect(schema.references)
-    return load(schema.schema_str, list(found.items()))
+    collect(references)
+    return list(found.items())
+
+
+# imports that need no reference: confluent-kafka's ProtobufSerializer registers none for them (its
+# _is_builtin), and strom.schemas.protobuf knows the well-known types itself
+BUILTIN_IMPORTS = ("google/protobuf/", "google/type/", "confluent/")
+
+
+def imports(text: str) -> list[str]:
+    """The imports of ``.proto`` text that name other schemas, in order (none of ``BUILTIN_IMPORTS``).
+    Text that does not parse has none here: ``load`` says what is wrong with it."""
+    from proto_schema_parser import ast
+    from proto_schema_parser.parser import Parser
+
+    def quiet(recognizer: Any) -> None:
+        recognizer.removeErrorListeners()  # ANTLR's default prints to stderr
+
+    try:
+        tree = Parser(setup_lexer=quiet, setup_parser=quiet).parse(text)
+    except Exception:
+        return []
+    names = [e.name for e in tree.file_elements if isinstance(e, ast.Import)]
+    return [name for name in names if not name.startswith(BUILTIN_IMPORTS)]
 
 
 def reader_message(schema: pc.ProtobufSchema, name: str | None):
@@ -118,10 +147,17 @@ class ProtobufColumnDecoder:
 
 class ProtobufColumnEncoder:
     """The sink's encoder: an Arrow column of structs to values of message ``message`` (the first
-    by default) framed with ``schema_id`` and its message indexes."""
+    by default) framed with ``schema_id`` and its message indexes; ``referenced``: (import name,
+    text) of the schemas the schema imports."""
 
-    def __init__(self, schema_text: str, schema_id: int, message: str | None = None):
-        schema = load(schema_text)
+    def __init__(
+        self,
+        schema_text: str,
+        schema_id: int,
+        message: str | None = None,
+        referenced: Sequence[tuple[str, str]] = (),
+    ):
+        schema = load(schema_text, referenced)
         descriptor = reader_message(schema, message)
         self.cls = pc.message_class(descriptor)
         self.prefix = pc.frame(schema_id, schema.path_of(descriptor))

@@ -132,7 +132,7 @@ class _Producing:
         _check(fields, "partition", (IntegerType(),))
         _check(fields, "headers", (HEADERS_TYPE,))
         self.columns = set(fields)
-        # (schema id, schema text) of each typed side (Avro or JSON): chosen, and registered, once, here on the driver
+        # the schema of each typed side (typed.WriterSchema): chosen, and registered, once, here on the driver
         self.avro = {
             side.side: writer_schema(self.typed, side, fields.get(side.side), self.topic)
             for side in self.typed.sides()
@@ -298,14 +298,14 @@ class _Producing:
 
         values = None if "value" in self.avro else column("value")
         keys = (None if "key" in self.avro else column("key")) or [None] * n
-        for side, (schema_id, text) in self.avro.items():
+        for side, written in self.avro.items():
             form = self.typed.key if side == "key" else self.typed.value
-            encode = column_encoder(form, text, schema_id)
+            encode = column_encoder(form, written)
             try:
                 encoded = encode(batch.column(names[side]))
             except (ValueError, TypeError, KeyError, AttributeError) as exc:
                 raise RuntimeError(
-                    f"strom sink: a {side} does not fit the {form.format} schema {schema_id}: {exc}"
+                    f"strom sink: a {side} does not fit the {form.format} schema {written.schema_id}: {exc}"
                 ) from None
             if side == "value":
                 values = encoded

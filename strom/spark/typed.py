@@ -34,6 +34,14 @@ for Protobuf) or, without it, derived from the column's Spark type (for Avro as 
 (the default, as Confluent's serializers) it is registered under ``value.subject`` (default
 ``<topic>-value``) when the write starts (an identical schema keeps its id); with ``false`` the
 subject's latest version is used and nothing is registered.
+
+A ``.proto`` ``value.schema`` may import other schemas (``import "common.proto";``): each import is
+a schema reference, as confluent-kafka's ``ProtobufSerializer`` registers it: named by the import,
+under the subject of that name (its default ``reference.subject.name.strategy``), here its latest
+version, which must be registered already. ``value.schema.references`` names them otherwise: a JSON
+list of ``{"name": import, "subject": ..., "version": ...}`` as the registry's REST API takes them
+(``subject`` defaults to the name, ``version`` to the latest). Well-known types
+(``google/protobuf/...``) need none.
 """
 
 from __future__ import annotations
@@ -42,6 +50,7 @@ import functools
 import json
 import threading
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from strom.spark.options import StromOptionError, _bool, _positive_int
 
@@ -69,6 +78,8 @@ class SideFormat:
     schema_version: int | None = None
     schema_text: str | None = None  # the sink's value.schema
     message: str | None = None  # value.protobuf.message: the Protobuf message read or written (default the first)
+    # value.schema.references: (import name, subject, version or None for the latest); None: from the imports
+    references: tuple[tuple[str, str, int | None], ...] | None = None
 
     @property
     def typed(self) -> bool:
@@ -120,6 +131,7 @@ class TypedOptions:
                 version,
                 text and str(text),
                 None if message is None else str(message),
+                _references(opts, side, fmt),
             )
         mode = str(opts.get("mode", FAILFAST)).strip().upper()
         if mode not in (FAILFAST, PERMISSIVE):
@@ -131,6 +143,43 @@ class TypedOptions:
             first = parsed.sides()[0]
             raise StromOptionError(f"option '{first.side}.format={first.format}' needs option 'schema.registry.url'")
         return parsed
+
+
+def _references(opts: dict, side: str, fmt: str) -> tuple[tuple[str, str, int | None], ...] | None:
+    """Option ``<side>.schema.references``: a JSON list of {"name", "subject", "version"}, as the
+    registry's REST API takes references; subject defaults to the name, version to the latest."""
+    key = f"{side}.schema.references"
+    raw = opts.get(key)
+    if raw is None:
+        return None
+    if fmt != PROTOBUF:
+        raise StromOptionError(f"option '{key}' needs option '{side}.format=protobuf'")
+    shape = 'a JSON list of {"name": ..., "subject": ..., "version": ...}'
+    try:
+        listed = json.loads(str(raw))
+    except ValueError as exc:
+        raise StromOptionError(f"option '{key}' must be {shape}: {exc}") from None
+    if not isinstance(listed, list):
+        raise StromOptionError(f"option '{key}' must be {shape}, got {raw!r}")
+    found = []
+    for item in listed:
+        name = item.get("name") if isinstance(item, dict) else None
+        subject = item.get("subject", name) if isinstance(item, dict) else None
+        version = item.get("version") if isinstance(item, dict) else None
+        if (
+            not isinstance(name, str)
+            or not name
+            or not isinstance(subject, str)
+            or not subject
+            or set(item) - {"name", "subject", "version"}
+            or not (version is None or (isinstance(version, int) and not isinstance(version, bool) and version > 0))
+        ):
+            raise StromOptionError(
+                f"option '{key}': {json.dumps(item)} is not a reference "
+                '({"name": import, "subject": ..., "version": a positive integer}; subject and version may be left out)'
+            )
+        found.append((name, subject, version))
+    return tuple(found)
 
 
 # -- the registry ---------------------------------------------------------------------------------
@@ -340,8 +389,16 @@ def _positions(mask):
 # -- the sink -------------------------------------------------------------------------------------
 
 
-def writer_schema(opts: TypedOptions, side: SideFormat, data_type, topic: str | None) -> tuple[int, str]:
-    """(id, text) of the schema the sink writes ``side`` with: registered now if auto.register.schemas."""
+class WriterSchema(NamedTuple):
+    """The schema the sink writes one side with, as its tasks need it."""
+
+    schema_id: int
+    text: str
+    referenced: tuple[tuple[str, str], ...] = ()  # Protobuf: (import name, text) of what it imports
+
+
+def writer_schema(opts: TypedOptions, side: SideFormat, data_type, topic: str | None) -> WriterSchema:
+    """The schema the sink writes ``side`` with: registered now if auto.register.schemas."""
     from confluent_kafka.schema_registry import Schema
     from confluent_kafka.schema_registry.error import SchemaRegistryError
     from pyspark.sql.types import StructType
@@ -362,8 +419,11 @@ def writer_schema(opts: TypedOptions, side: SideFormat, data_type, topic: str | 
                 raise StromOptionError(
                     f"{side.side}.format={side.format}, but the latest {subject} is of type {latest.schema.schema_type}"
                 )
-            return latest.schema_id, latest.schema.schema_str
+            imported = protobuf_types.referenced(client, latest.schema.references) if side.format == PROTOBUF else []
+            return WriterSchema(latest.schema_id, latest.schema.schema_str, tuple(imported))
         text = side.schema_text
+        references: list = []
+        imported = []
         if text is None:
             if not isinstance(data_type, StructType):
                 raise StromOptionError(
@@ -378,8 +438,10 @@ def writer_schema(opts: TypedOptions, side: SideFormat, data_type, topic: str | 
                 )
                 text = json.dumps(derived)
         if side.format == PROTOBUF:
+            references = _protobuf_references(client, side, text)
+            imported = protobuf_types.referenced(client, references)
             try:
-                parsed = protobuf_types.load(text)
+                parsed = protobuf_types.load(text, imported)
             except protobuf_types.ProtobufTypeError as exc:
                 raise StromOptionError(f"option '{side.side}.schema' is not a Protobuf schema: {exc}") from None
             protobuf_types.reader_message(parsed, side.message)  # a ProtobufTypeError names the choices
@@ -390,9 +452,10 @@ def writer_schema(opts: TypedOptions, side: SideFormat, data_type, topic: str | 
                 parse(text)
             except (ValueError, TypeError, KeyError) as exc:
                 raise StromOptionError(f"option '{side.side}.schema' is not an Avro schema: {exc}") from None
+        schema = Schema(text, schema_type, references)
         if opts.auto_register:
-            return client.register_schema(subject, Schema(text, schema_type)), text
-        return client.lookup_schema(subject, Schema(text, schema_type)).schema_id, text
+            return WriterSchema(client.register_schema(subject, schema), text, tuple(imported))
+        return WriterSchema(client.lookup_schema(subject, schema).schema_id, text, tuple(imported))
     except (avro_types.AvroTypeError, json_types.JsonTypeError, protobuf_types.ProtobufTypeError) as exc:
         raise StromOptionError(f"column {side.side!r}: {exc}") from None
     except SchemaRegistryError as exc:
@@ -401,8 +464,38 @@ def writer_schema(opts: TypedOptions, side: SideFormat, data_type, topic: str | 
         raise _registry_error(exc, f"cannot reach {opts.registry.get('url')}") from None
 
 
-def column_encoder(side: SideFormat, schema_text: str, schema_id: int):
+def _protobuf_references(client, side: SideFormat, text: str) -> list:
+    """The references (confluent-kafka's ``SchemaReference``) a ``.proto`` sink schema is registered
+    with: option ``<side>.schema.references``, or each import under the subject of its name at its
+    latest version, as confluent-kafka's ProtobufSerializer names them (reference_subject_name_strategy)."""
+    from confluent_kafka.schema_registry import SchemaReference
+    from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+    from strom.spark import protobuf_types
+
+    wanted = side.references
+    if wanted is None:
+        wanted = tuple((name, name, None) for name in protobuf_types.imports(text))
+    found = []
+    for name, subject, version in wanted:
+        try:
+            registered = client.get_version(subject, version) if version else client.get_latest_version(subject)
+        except SchemaRegistryError as exc:
+            if exc.http_status_code != 404:
+                raise
+            named = "is named" if side.references is not None else "is imported"
+            raise StromOptionError(
+                f"{side.side}.schema: reference {name!r} {named} as subject {subject}"
+                f"{'' if version is None else f' version {version}'}, which the registry does not have ({exc}); "
+                f"register it first, or name it with option '{side.side}.schema.references'"
+            ) from None
+        found.append(SchemaReference(name, subject, registered.version))
+    return found
+
+
+def column_encoder(side: SideFormat, written: WriterSchema):
     """The sink's encoder of one side: an Arrow column of Spark rows to a list of framed bytes."""
+    schema_text, schema_id = written.text, written.schema_id
     if side.format == JSON:
         from strom.spark.json_columns import JsonRowEncoder
 
@@ -411,7 +504,7 @@ def column_encoder(side: SideFormat, schema_text: str, schema_id: int):
     if side.format == PROTOBUF:
         from strom.spark.protobuf_types import ProtobufColumnEncoder
 
-        return ProtobufColumnEncoder(schema_text, schema_id, side.message).encode
+        return ProtobufColumnEncoder(schema_text, schema_id, side.message, written.referenced).encode
     from strom.spark.avro_encoding import AvroColumnEncoder
 
     return AvroColumnEncoder(schema_text, schema_id).encode

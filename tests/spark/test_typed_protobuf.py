@@ -6,8 +6,10 @@ per mode, and the sink's derived schema registered and read back exactly once.""
 from __future__ import annotations
 
 import datetime as dt
+import json
 
 import pytest
+from confluent_kafka.schema_registry import Schema
 from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
@@ -194,6 +196,31 @@ def test_bad_protobuf_sink_options_are_refused_by_name():
     with pytest.raises(StromOptionError, match=r"column 'value': column 'day': Spark type date has no Protobuf type"):
         _Producing(sink, dates, False)
 
+    from strom.spark.protobuf_types import imports
+    from strom.spark.typed import TypedOptions
+
+    key = "value.schema.references"
+    for value, message in [
+        ("[{", r"option 'value.schema.references' must be a JSON list of \{"),
+        ('{"name": "a.proto"}', r"must be a JSON list of .* got"),
+        ('[{"subject": "s"}]', r'\{"subject": "s"\} is not a reference'),
+        ('[{"name": "a.proto", "version": 0}]', "is not a reference"),
+        ('[{"name": "a.proto", "versoin": 1}]', "is not a reference"),
+    ]:
+        with pytest.raises(StromOptionError, match=message):
+            TypedOptions.parse({**sink, key: value})
+    with pytest.raises(
+        StromOptionError, match=r"option 'value.schema.references' needs option 'value.format=protobuf'"
+    ):
+        TypedOptions.parse({**sink, "value.format": "avro", key: "[]"})
+    parsed = TypedOptions.parse(
+        {**sink, key: '[{"name": "a.proto"}, {"name": "b.proto", "subject": "b", "version": 2}]'}
+    )
+    assert parsed.value.references == (("a.proto", "a.proto", None), ("b.proto", "b", 2))
+    assert TypedOptions.parse(sink).value.references is None  # the imports name them
+    assert imports(INVOICE) == ["common.proto"]  # the well-known types need no reference
+    assert imports("message {") == []
+
 
 PEOPLE = """
 syntax = "proto3";
@@ -239,3 +266,72 @@ def test_protobuf_message_option_reads_and_writes_a_message_other_than_the_first
     assert sorted((p.name, p.home.city) for p in got) == sorted((f"p{i}", f"c{i % 3}") for i in range(12))
     with pytest.raises(Exception, match="the schema has no message 'Robot'"):
         typed.read("protobuf", subscribe="people", **{"value.protobuf.message": "Robot"}).schema
+
+
+COMMON = 'syntax = "proto3";\npackage common;\nmessage Money {\n  string currency = 1;\n  int64 units = 2;\n}\n'
+INVOICE = """
+syntax = "proto3";
+package billing;
+import "common.proto";
+import "google/protobuf/timestamp.proto";
+message Invoice {
+  int64 id = 1;
+  common.Money total = 2;
+  google.protobuf.Timestamp at = 3;
+}
+"""
+
+
+def test_protobuf_sink_registers_a_schema_that_imports_another_with_its_references(spark, typed_broker):
+    """A value.schema importing common.proto: the sink registers it with a reference to the subject
+    common.proto (as confluent-kafka's ProtobufSerializer names it), or to the subject option
+    value.schema.references names; confluent-kafka's ProtobufDeserializer, fetching the writer
+    schema and its reference from the registry, reads back exactly the messages it was given."""
+    typed, client = typed_broker, typed_broker.client
+    typed.topics("invoices", "invoices-out", "invoices-shared")
+    invoice = message_class(load(INVOICE, [("common.proto", COMMON)]).message())
+    serializer = ProtobufSerializer(invoice, client, {"use.deprecated.format": False})
+    context = SerializationContext("invoices", MessageField.VALUE)
+    sent = []
+    for i in range(15):
+        message = invoice(id=i, total={"currency": ["EUR", "USD"][i % 2], "units": 100 * i + 1})
+        message.at.seconds = AT + i
+        sent.append(message)
+    produce_raw(typed.bootstrap, "invoices", [serializer(m, context) for m in sent], 0)
+    references = client.get_latest_version("invoices-value").schema.references
+    assert [(r.name, r.subject, r.version) for r in references] == [("common.proto", "common.proto", 1)]
+    df = typed.read("protobuf", subscribe="invoices")
+    assert dict(df.dtypes)["value"] == "struct<id:bigint,total:struct<currency:string,units:bigint>,at:timestamp>"
+
+    def read_back(topic: str) -> list:
+        deserializer = ProtobufDeserializer(invoice, {"use.deprecated.format": False}, client)
+        return sorted(typed.read_back(topic, 1, deserializer), key=lambda m: m.id)
+
+    # the import resolved as the serializer does: the subject named by the import, its latest version
+    typed.write(df.select("value"), "invoices-out", "protobuf", **{"value.schema": INVOICE})
+    registered = client.get_latest_version("invoices-out-value")
+    assert [(r.name, r.subject, r.version) for r in registered.schema.references] == [
+        ("common.proto", "common.proto", 1)
+    ]
+    assert read_back("invoices-out") == sent
+
+    # named by value.schema.references: another subject holding the same file
+    client.register_schema("shared-money", Schema(COMMON, "PROTOBUF"))
+    shared = json.dumps([{"name": "common.proto", "subject": "shared-money", "version": 1}])
+    typed.write(
+        df.select("value"),
+        "invoices-shared",
+        "protobuf",
+        **{"value.schema": INVOICE, "value.schema.references": shared},
+    )
+    registered = client.get_latest_version("invoices-shared-value")
+    assert [(r.name, r.subject, r.version) for r in registered.schema.references] == [
+        ("common.proto", "shared-money", 1)
+    ]
+    assert read_back("invoices-shared") == sent
+
+    # an import the registry does not have is refused when the write starts, naming it
+    elsewhere = INVOICE.replace('"common.proto"', '"money/v2.proto"')
+    with pytest.raises(Exception, match=r"reference 'money/v2.proto' is imported as subject money/v2.proto"):
+        typed.write(df.select("value"), "invoices-out", "protobuf", **{"value.schema": elsewhere})
+    assert client.get_versions("invoices-out-value") == [1]
