@@ -36,30 +36,55 @@ from strom.iceberg.schema_modes import value_names
 from strom.iceberg.table import CatalogSettings, committed_offsets, identifier, open_catalog, table_mode
 
 
-def planned_files(catalog_uri: str, topic: str, warehouse: str = "file:///tmp") -> tuple[list[str], dict[int, int]]:
+def planned_files(
+    catalog_uri: str, topic: str, warehouse: str = "file:///tmp", catalog_config: dict[str, str] | None = None
+) -> tuple[list[str], dict[int, int]]:
     """The data files of the table's current snapshot and the offsets that snapshot covers."""
-    files, offsets, _, _ = _plan(catalog_uri, topic, warehouse)
+    files, offsets, _, _ = _plan(catalog_uri, topic, warehouse, catalog_config)
     return files, offsets
 
 
-# Catalogs opened by this process, by (uri, warehouse): opening one builds a SQLAlchemy engine and
-# checks the catalog's tables, which cost more than planning a small table; the table itself is
-# loaded anew at every call, so a cached catalog never serves an old snapshot.
-_catalogs: dict[tuple[str, str], Any] = {}
+# Catalogs opened by this process, by (uri, warehouse, REST login): opening one builds a SQLAlchemy
+# engine and checks the catalog's tables (or asks a REST catalog's config and a token), which cost
+# more than planning a small table; the table itself is loaded anew at every call, so a cached
+# catalog never serves an old snapshot.
+_catalogs: dict[tuple[str, str, tuple[tuple[str, str], ...]], Any] = {}
 _catalogs_lock = threading.Lock()
+REST_CATALOG_CONFIG = ("credential", "token", "warehouse", "ssl.ca.location")
 
 
-def _catalog(catalog_uri: str, warehouse: str) -> Any:
+def _settings(catalog_uri: str, warehouse: str, config: dict[str, str]) -> CatalogSettings:
+    """A SQLAlchemy URL is a SQL catalog; an http(s) URL a REST catalog, logged in with ``config``."""
+    unknown = sorted(set(config) - set(REST_CATALOG_CONFIG))
+    if unknown:
+        raise ValueError(f"catalog_config takes {', '.join(REST_CATALOG_CONFIG)}, not {', '.join(unknown)}")
+    if not catalog_uri.startswith(("http://", "https://")):
+        if config:
+            raise ValueError("catalog_config is a REST catalog's: catalog_uri is a SQL catalog's URL")
+        return CatalogSettings(catalog_uri, warehouse)
+    return CatalogSettings.for_rest(
+        catalog_uri,
+        credential=config.get("credential"),
+        token=config.get("token"),
+        warehouse=config.get("warehouse"),
+        ca_location=config.get("ssl.ca.location"),
+    )
+
+
+def _catalog(catalog_uri: str, warehouse: str, config: dict[str, str] | None = None) -> Any:
+    key = (catalog_uri, warehouse, tuple(sorted((config or {}).items())))
     with _catalogs_lock:
-        found = _catalogs.get((catalog_uri, warehouse))
+        found = _catalogs.get(key)
         if found is None:
-            found = _catalogs[(catalog_uri, warehouse)] = open_catalog(CatalogSettings(catalog_uri, warehouse))
+            found = _catalogs[key] = open_catalog(_settings(catalog_uri, warehouse, config or {}))
         return found
 
 
-def _plan(catalog_uri: str, topic: str, warehouse: str = "file:///tmp") -> tuple[list[str], dict[int, int], Any, str]:
+def _plan(
+    catalog_uri: str, topic: str, warehouse: str = "file:///tmp", catalog_config: dict[str, str] | None = None
+) -> tuple[list[str], dict[int, int], Any, str]:
     """(data files, offsets, the table's Arrow schema, its mode) of the current snapshot."""
-    table = _catalog(catalog_uri, warehouse).load_table(identifier(topic))
+    table = _catalog(catalog_uri, warehouse, catalog_config).load_table(identifier(topic))
     snapshot = table.current_snapshot()
     arrow_schema = table.schema().as_arrow()
     mode = table_mode(table)
@@ -187,6 +212,7 @@ def read_topic(
     topic: str,
     *,
     catalog_uri: str,
+    catalog_config: dict[str, str] | None = None,
     bootstrap_servers: str | None = None,
     options: dict[str, str] | None = None,
     schema_registry_url: str | None = None,
@@ -194,7 +220,10 @@ def read_topic(
     local_tail_records: int = LOCAL_TAIL_RECORDS,
 ):
     """The topic's committed records as one DataFrame: the table's, plus (with ``bootstrap_servers``)
-    the log's past the table's offsets. ``options`` go to the ``strom`` source (``kafka.*`` client
+    the log's past the table's offsets. ``catalog_uri``: the SQL catalog's SQLAlchemy URL, or an
+    Iceberg REST catalog's http(s) URL (such as a broker's iceberg.rest.catalog.listeners), with
+    ``catalog_config`` its login: ``credential`` (OAuth2 client credentials id:secret), ``token``,
+    ``warehouse``, ``ssl.ca.location``. ``options`` go to the ``strom`` source (``kafka.*`` client
     settings); ``schema_registry_url`` decodes the log's records of a schema-mode topic, with
     ``schema_registry_config`` any other setting of confluent-kafka's SchemaRegistryClient
     (``basic.auth.user.info``, ``ssl.ca.location``...).
@@ -204,7 +233,7 @@ def read_topic(
     records (and LOCAL_TAIL_BYTES of columns) is read on the driver and added as Arrow (no Python
     data source job); a longer one is read by the ``strom`` source's tasks, up to the offsets
     planned here."""
-    files, offsets, arrow_schema, mode = _plan(catalog_uri, topic)
+    files, offsets, arrow_schema, mode = _plan(catalog_uri, topic, catalog_config=catalog_config)
     df = _from_table(spark, topic, files, arrow_schema, mode)
     if bootstrap_servers is None:
         return df
