@@ -48,6 +48,7 @@ log = logging.getLogger("strom.iceberg")
 
 NAMESPACE_SEPARATOR = "\x1f"  # the spec's default between a multi-level namespace's parts in a path
 TOKEN_TTL_S = 3600
+MAX_MESSAGE = 1000  # characters of an error message
 MAX_TOKENS = 10000  # tokens kept at most (the expired ones are dropped first)
 
 # what GET /v1/config announces: the clients check an endpoint is listed before calling it
@@ -174,7 +175,8 @@ class RestCatalogService:
         ]
         for kind, status, name in statuses:
             if isinstance(exc, kind):
-                return RestError(status, name, str(exc).splitlines()[0] if str(exc) else name)
+                text = " ".join(str(exc).split())  # pydantic's errors span lines: the field at fault is below the first
+                return RestError(status, name, text[:MAX_MESSAGE] or name)
         log.exception("iceberg rest catalog: %s %s failed", method, path)
         return RestError(500, "ServiceFailureException", f"{type(exc).__name__}: {exc}")
 

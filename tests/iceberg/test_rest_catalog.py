@@ -78,6 +78,11 @@ def test_tables_made_committed_renamed_and_dropped_through_the_rest_catalog(serv
     assert rows(catalog.load_table(("shop", "staged"))) == [(7, "x")]
 
     assert catalog.list_tables("shop") == [("shop", "orders"), ("shop", "staged")]
+    # a table's metadata registered under another name: both read the same snapshot
+    location = catalog.load_table(("shop", "staged")).metadata_location
+    registered = catalog.register_table(("shop", "registered"), location)
+    assert rows(registered) == [(7, "x")]
+    catalog.drop_table(("shop", "registered"))
     catalog.rename_table(("shop", "staged"), ("shop", "moved"))
     assert catalog.table_exists(("shop", "moved")) and not catalog.table_exists(("shop", "staged"))
     with pytest.raises(NamespaceNotEmptyError):
@@ -157,6 +162,8 @@ def test_errors_are_the_specs_bodies_and_a_malformed_body_changes_nothing(served
         bad = requests.post(f"{url}/v1/namespaces/ns/tables/t", data=body, timeout=10)
         assert bad.status_code == 400, bad.text
         assert bad.json()["error"]["type"] == "BadRequestException" and bad.json()["error"]["code"] == 400
+    unknown_action = requests.post(f"{url}/v1/namespaces/ns/tables/t", data=body, timeout=10).json()["error"]
+    assert "action" in unknown_action["message"]  # the field at fault is named
     bad = requests.post(f"{url}/v1/namespaces", data=b'{"namespace": "flat"}', timeout=10)
     assert bad.status_code == 400
     assert requests.post(f"{url}/v1/namespaces/ns/tables", data=b'{"name": "u"}', timeout=10).status_code == 400
