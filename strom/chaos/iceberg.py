@@ -2,6 +2,7 @@
 
     python -m strom.chaos.iceberg --seed N --seconds S --mode key_value|value_schema_id_prefix [--runs R]
                                   [--no-settle] [--faults kill,move,restart,kill-coordinator]
+                                  [--security plaintext|sasl_ssl]
 
 Each run starts a real ZooKeeper and three brokers sharing one Iceberg SQL catalog (a SQLite file)
 and warehouse, creates a 3-partition topic with RF=3 and min.insync.replicas=2 in the given
@@ -20,6 +21,12 @@ Each fault waits until every broker is up with full ISRs; with ``--no-settle`` i
 ``kill-coordinator`` (kill -9 of the transactional producer's coordinator, started again after a
 hold) and ``pause`` (SIGSTOP of a partition's leader past its ZooKeeper session, then SIGCONT: it
 wakes as a stale leader, maybe mid-translation) run only when named in ``--faults``.
+
+With ``--security sasl_ssl`` the brokers' one listener is SASL_SSL (PLAIN) and carries
+replication too: a CA and a broker certificate for 127.0.0.1 are made in the run's directory
+(``strom.cli.secure_cluster.prepare``, as ``strom cluster start --secure`` makes them), the brokers
+log in to each other as ``broker`` and every client of the run (producers, the faults' admin
+calls) as ``admin``, both with passwords made for the run.
 
 Then the producers stop, the tables are given time to catch up (bounded), and both are read with
 pyiceberg's scan and checked against what the producers were told: each (partition, offset)
@@ -402,6 +409,38 @@ def run(
             close_client_logger(logger)
 
 
+SECURITY = ("plaintext", "sasl_ssl")
+PLAIN_LOGIN = "org.apache.kafka.common.security.plain.PlainLoginModule required"
+
+
+def sasl_ssl(directory: Path) -> tuple[dict[str, str], dict[str, str]]:
+    """(broker overrides, client settings) for brokers whose one listener is SASL_SSL with PLAIN,
+    replication included, with a CA and certificate made in ``directory``/secrets."""
+    from strom.cli.secure_cluster import ADMIN_USER, BROKER_USER, prepare
+
+    made = prepare(str(directory), [1])
+    broker, admin = made.passwords[BROKER_USER], made.passwords[ADMIN_USER]
+    users = f'user_{BROKER_USER}="{broker}" user_{ADMIN_USER}="{admin}"'
+    overrides = {
+        "security.inter.broker.protocol": "SASL_SSL",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "listener.name.sasl_ssl.plain.sasl.jaas.config": (
+            f'{PLAIN_LOGIN} username="{BROKER_USER}" password="{broker}" {users};'
+        ),
+        "ssl.keystore.location": made.keystore(1),  # names 127.0.0.1: every broker of the run presents it
+        "ssl.truststore.location": made.ca,
+    }
+    client = {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": ADMIN_USER,
+        "sasl.password": admin,
+        "ssl.ca.location": made.ca,
+    }
+    return overrides, client
+
+
 def _catch_up(cluster: IcebergCluster, ledger, mode: str, timeout_s: float) -> float | None:
     """When the tables first held every record they must (bounded); None if they never did."""
     expected = ledger.expected()
@@ -434,6 +473,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="do not wait for full ISRs between faults (a leader may be killed while its followers catch up)",
     )
+    parser.add_argument(
+        "--security",
+        choices=SECURITY,
+        default="plaintext",
+        help="the brokers' one listener: plaintext, or sasl_ssl (PLAIN over TLS, replication included)",
+    )
     parser.add_argument("--dir", default=None, help="where runs keep their files (a temporary directory if not given)")
     args = parser.parse_args(argv)
     kinds = tuple(k for k in args.faults.split(",") if k)
@@ -445,18 +490,28 @@ def main(argv: list[str] | None = None) -> int:
     for i in range(args.runs):
         seed = args.seed + i
         root = base / f"run-{seed}"
-        print(f"run {i + 1}/{args.runs} seed {seed} mode {args.mode}, {args.seconds:g}s of faults", flush=True)
+        print(
+            f"run {i + 1}/{args.runs} seed {seed} mode {args.mode} over {args.security}, {args.seconds:g}s of faults",
+            flush=True,
+        )
         shutil.rmtree(root, ignore_errors=True)  # an earlier run of this seed kept in --dir: start afresh
         replay = (
             f"python -m strom.chaos.iceberg --seed {seed} --seconds {args.seconds:g} --mode {args.mode}"
-            f" --faults {','.join(kinds)}{' --no-settle' if args.no_settle else ''}"
+            f" --faults {','.join(kinds)}{' --no-settle' if args.no_settle else ''} --security {args.security}"
         )
         try:
+            listener, overrides, client = "PLAINTEXT", None, None
+            if args.security == "sasl_ssl":
+                listener = "SASL_SSL"
+                overrides, client = sasl_ssl(root)
             outcome = run(
                 root,
                 seed,
                 args.seconds,
                 args.mode,
+                listener,
+                overrides,
+                client,
                 log=lambda line: print(line, flush=True),
                 settle=not args.no_settle,
                 kinds=kinds,

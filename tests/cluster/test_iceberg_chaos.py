@@ -15,7 +15,6 @@ from __future__ import annotations
 import pytest
 
 from strom.chaos import iceberg
-from tests.tls_certs import make_certificates, sasl_ssl_plain
 
 SECONDS = 16.0  # of writing under faults: the seed's schedule fits kill, move and restart in it
 SEED = 2
@@ -44,7 +43,10 @@ def test_the_tables_hold_exactly_the_committed_records_through_kills_moves_and_r
 
 
 def test_over_sasl_ssl_the_table_holds_exactly_the_committed_records(tmp_path):
-    """Clients, replication and the admin calls of the faults on one SASL_SSL listener (PLAIN)."""
-    brokers, client = sasl_ssl_plain(make_certificates(tmp_path / "certs"))
+    """Clients, replication and the admin calls of the faults on one SASL_SSL listener (PLAIN), set
+    up as ``python -m strom.chaos.iceberg --security sasl_ssl`` sets it up (its CA, certificate and
+    passwords made in the run's directory)."""
+    brokers, client = iceberg.sasl_ssl(tmp_path / "run")
+    assert client["security.protocol"] == "SASL_SSL" and brokers["security.inter.broker.protocol"] == "SASL_SSL"
     outcome = iceberg.run(tmp_path / "run", SEED, SECONDS, "key_value", "SASL_SSL", brokers, client, catch_up_s=60)
     assert_exactly_once(outcome, "key_value")
