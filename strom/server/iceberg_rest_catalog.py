@@ -18,6 +18,8 @@ import socket
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from strom.startup import StartupError
+
 if TYPE_CHECKING:
     from strom.iceberg.rest_catalog_server import RestCatalogServer
     from strom.iceberg.table import CatalogSettings
@@ -91,7 +93,13 @@ class BrokerRestCatalog:
             context = tls.server_context(lambda key: config.listener_setting("ICEBERG_REST_CATALOG", key))
         from pyiceberg.catalog import MetastoreCatalog
 
-        served = open_catalog(served_catalog(config))
+        settings = served_catalog(config)
+        try:
+            served = open_catalog(settings)
+        except Exception as exc:  # SQLAlchemy's own errors (a database that cannot be reached, a bad URL)
+            raise StartupError(
+                "iceberg.catalog.uri", f"cannot open the SQL catalog {settings.uri} that {LISTENERS_KEY} serves: {exc}"
+            ) from None
         assert isinstance(served, MetastoreCatalog)  # pyiceberg's SqlCatalog
         service = RestCatalogService(served, authenticate)
         self.server = RestCatalogServer(service, self._socket, context)

@@ -180,6 +180,14 @@ def test_a_bad_rest_catalog_config_stops_startup_naming_the_key(tmp_path):
     assert "no-colon-secret" not in result.stderr + result.stdout
     result = start_expecting_failure(tmp_path / "e", "iceberg.rest.catalog.listeners=tcp://127.0.0.1:0")
     assert result.returncode != 0 and "iceberg.rest.catalog.listeners" in result.stderr
+    # the SQL catalog it would serve cannot be opened: startup stops naming its key, no traceback
+    result = start_expecting_failure(
+        tmp_path / "f",
+        "iceberg.rest.catalog.listeners=http://127.0.0.1:0",
+        f"iceberg.catalog.uri=sqlite:///{tmp_path}/no/such/dir/catalog.db",
+    )
+    assert result.returncode != 0 and "iceberg.catalog.uri: cannot open the SQL catalog" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 def test_a_catalog_port_in_use_stops_startup_naming_the_key(tmp_path):
