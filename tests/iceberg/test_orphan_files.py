@@ -7,13 +7,12 @@ not committed yet), nor anything a snapshot references: every committed row stil
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
 from urllib.parse import urlparse
 
 from strom.iceberg.table import identifier, open_catalog
 from tests.broker_process import BrokerProcess
+from tests.cli.test_iceberg_cli import strom_iceberg
 from tests.iceberg.support import assert_exactly, create_topic, produce, table_rows, wait_for_rows
 from tests.iceberg.test_maintenance import set_topic_config
 from tests.iceberg.test_translator import ICEBERG, catalog_of
@@ -104,15 +103,6 @@ def test_the_maintenance_deletes_orphans_older_than_the_margin_and_nothing_else(
         assert found.value("strom_iceberg_files_deleted_total", topic="littered", kind="orphan") == 3
         assert found.value("strom_iceberg_deleted_orphan_bytes_total", topic="littered") == 3 * len(NOT_COMMITTED)
     assert "3 orphan files (39 bytes) no metadata referenced deleted" in broker.read_log()
-
-
-def strom_iceberg(broker: BrokerProcess, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "strom.cli.main", "iceberg", "--bootstrap-server", broker.bootstrap, *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def test_remove_orphan_files_command_with_dry_run(tmp_path):
