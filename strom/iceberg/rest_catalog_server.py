@@ -14,6 +14,7 @@ import json
 import logging
 import socket
 import ssl
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -42,6 +43,10 @@ class _Server(ThreadingHTTPServer):
                 return
         super().finish_request(request, client_address)
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A connection that broke (a client gone mid-answer): one line, not socketserver's traceback on stderr."""
+        log.info("iceberg rest catalog: the connection from %s failed: %r", client_address, sys.exc_info()[1])
+
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
@@ -67,6 +72,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._write(413 if length > 0 else 400, _error_body(413 if length > 0 else 400, length_text), [])
             return
         body = self.rfile.read(length) if length else b""
+        if len(body) < length:  # the client went away mid-body: nothing of it is acted on
+            self.close_connection = True
+            return
         headers = {k.lower(): v for k, v in self.headers.items()}
         status, payload, extra = self.server.service.handle(self.command, self.path, headers, body)
         self._write(status, payload, extra)

@@ -6,6 +6,7 @@ only (no other Iceberg REST catalog server can be installed here)."""
 
 from __future__ import annotations
 
+import socket
 import threading
 from pathlib import Path
 
@@ -197,6 +198,11 @@ def test_errors_are_the_specs_bodies_and_a_malformed_body_changes_nothing(served
     with pytest.raises(BadRequestError):  # the client reads the spec's 400 as its BadRequestError
         catalog.create_namespace(("bad", ""))
     assert requests.get(f"{url}/v2/config", timeout=10).status_code == 404
+    # a body cut short by a client that goes away is not acted on, and the server serves on
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as cut:
+        cut.sendall(b'POST /v1/namespaces HTTP/1.1\r\nHost: x\r\nContent-Length: 40\r\n\r\n{"namespace": ["cut"]}')
+    assert catalog.list_namespaces() == [("ns",)]
     chunked = requests.post(f"{url}/v1/namespaces", data=iter([b'{"namespace": ["c"]}']), timeout=10)
     assert chunked.status_code == 411 and catalog.list_namespaces() == [("ns",)]
     assert requests.put(f"{url}/v1/namespaces", timeout=10).status_code == 405
