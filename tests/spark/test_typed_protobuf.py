@@ -335,3 +335,40 @@ def test_protobuf_sink_registers_a_schema_that_imports_another_with_its_referenc
     with pytest.raises(Exception, match=r"reference 'money/v2.proto' is imported as subject money/v2.proto"):
         typed.write(df.select("value"), "invoices-out", "protobuf", **{"value.schema": elsewhere})
     assert client.get_versions("invoices-out-value") == [1]
+
+
+def test_protobuf_sink_resolves_an_import_through_another_brokers_registry(spark, typed_cluster):
+    """On 3 brokers: common.proto registered through broker 0's registry, the importing schema
+    resolved and registered by the sink through broker 2's, and ProtobufDeserializer fetching both
+    through broker 1's reads back each row written."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+    from tests.spark.conftest import wait_for
+
+    typed, urls = typed_cluster, typed_cluster.urls
+    typed.topics("c-invoices", partitions=3)
+    SchemaRegistryClient({"url": urls[0]}).register_schema("common.proto", Schema(COMMON, "PROTOBUF"))
+    through_2 = SchemaRegistryClient({"url": urls[2]})
+
+    def seen_through_2() -> bool:
+        try:
+            return through_2.get_versions("common.proto") == [1]
+        except SchemaRegistryError:  # 40401 until broker 2 has read the registration
+            return False
+
+    wait_for(seen_through_2, what="common.proto through broker 2")
+    at = dt.datetime.fromtimestamp(AT, UTC)
+    rows = [((i, (["EUR", "USD"][i % 2], 100 * i + 1), at + dt.timedelta(seconds=i)),) for i in range(30)]
+    df = spark.createDataFrame(rows, "value struct<id:bigint,total:struct<currency:string,units:bigint>,at:timestamp>")
+    typed.write(df, "c-invoices", "protobuf", url=urls[2], **{"value.schema": INVOICE})
+
+    through_1 = SchemaRegistryClient({"url": urls[1]})
+    references = through_1.get_latest_version("c-invoices-value").schema.references
+    assert [(r.name, r.subject, r.version) for r in references] == [("common.proto", "common.proto", 1)]
+    invoice = message_class(load(INVOICE, [("common.proto", COMMON)]).message())
+    deserializer = ProtobufDeserializer(invoice, {"use.deprecated.format": False}, through_1)
+    got = sorted(typed.read_back("c-invoices", 3, deserializer), key=lambda m: m.id)
+    assert [(m.id, m.total.currency, m.total.units, m.at.seconds) for m in got] == [
+        (i, ["EUR", "USD"][i % 2], 100 * i + 1, AT + i) for i in range(30)
+    ]
