@@ -34,9 +34,16 @@ from antlr4.error.ErrorListener import ErrorListener
 from google.protobuf import descriptor_pb2
 from google.protobuf.descriptor_pool import DescriptorPool
 from google.protobuf.message import DecodeError
+from google.protobuf.message_factory import GetMessageClass
 from proto_schema_parser import ast
 
-from strom.schemas import compatibility, protobuf_compatibility, protobuf_elements, protobuf_printer
+from strom.schemas import (
+    compatibility,
+    protobuf_compatibility,
+    protobuf_confluent,
+    protobuf_elements,
+    protobuf_printer,
+)
 from strom.schemas.protobuf_parser import LiteralParser
 from strom.schemas.protobuf_text import option_signature, render
 
@@ -102,7 +109,7 @@ class ParsedProto:
         self.dependencies = dependencies
         self.identity = render(file)
         self.options = options
-        self.elements = elements if elements is not None else protobuf_elements.from_descriptor(file)
+        self.elements = elements if elements is not None else protobuf_elements.from_descriptor(file, _meta_option)
 
     def text(self) -> str:
         """The text Confluent's registry stores for this schema."""
@@ -144,13 +151,46 @@ def _quiet(recognizer: Any) -> None:
 _PARSER = LiteralParser(setup_lexer=_quiet, setup_parser=_quiet)
 
 
+_CONFLUENT: dict[str, Any] = {}  # confluent/*.proto -> its descriptor, parsed once
+
+
 def _well_known(name: str) -> Any | None:
-    found = WELL_KNOWN.get(name)
-    if found is None:
-        return None
+    """A file imported without a reference: protobuf's well-known types and Confluent's own."""
     proto = FDP()
-    found.CopyToProto(proto)
+    found = WELL_KNOWN.get(name)
+    if found is not None:
+        found.CopyToProto(proto)
+        return proto
+    if name not in protobuf_confluent.TEXTS:
+        return None
+    if name not in _CONFLUENT:
+        parsed, _ = parse(protobuf_confluent.TEXTS[name])
+        parsed.file.name = name
+        _CONFLUENT[name] = parsed.file
+    proto.CopyFrom(_CONFLUENT[name])
     return proto
+
+
+_META_CLASS: list[Any] = []
+
+
+def _meta_class() -> Any:
+    """``confluent.Meta`` as a class whose ``params`` keep the order they were sent in (its map
+    entries read as a repeated message)."""
+    if not _META_CLASS:
+        meta = FDP()
+        meta.CopyFrom(_well_known(protobuf_confluent.META))
+        for nested in meta.message_type[0].nested_type:
+            nested.options.ClearField("map_entry")
+        pool = DescriptorPool()
+        pool.AddSerializedFile(WELL_KNOWN["google/protobuf/descriptor.proto"].serialized_pb)
+        pool.Add(meta)
+        _META_CLASS.append(GetMessageClass(pool.FindMessageTypeByName("confluent.Meta")))
+    return _META_CLASS[0]
+
+
+def _meta_option(options: Any) -> protobuf_elements.Option | None:
+    return protobuf_confluent.meta_option(options, _meta_class)
 
 
 def parse(text: str, referenced: Iterable[tuple[str, str]] = ()) -> tuple[ParsedProto, str]:
@@ -348,7 +388,43 @@ class _Builder:
                 self._enum(file.enum_type.add(), element)
             elif isinstance(element, ast.Option):
                 _set_standard(file.options, element)
+            elif isinstance(element, ast.Extension):
+                self._extend(file.extension, element, scope, file.syntax)
+            elif isinstance(element, ast.Service):
+                self._service(file.service.add(), element, scope)
         return file
+
+    def _extend(self, out: Any, extend: ast.Extension, scope: str, syntax: str) -> None:
+        """An ``extend`` block's fields, as protoc puts them in the descriptor (``extendee`` fully
+        qualified): custom options are declared so, and normalizing resolves their names."""
+        extendee, kind = self.resolve(extend.typeName, scope)
+        if kind != "message":
+            raise InvalidSchemaError(f"Invalid schema: extend {extend.typeName}: not a message")
+        for element in extend.elements:
+            if isinstance(element, ast.Field):
+                field = out.add()
+                self._field(field, element, scope, syntax, [])
+                field.extendee = extendee
+                field.ClearField("proto3_optional")
+            elif isinstance(element, ast.Group):
+                raise InvalidSchemaError("Invalid schema: groups are not supported")
+
+    def _service(self, out: Any, service: ast.Service, scope: str) -> None:
+        out.name = service.name
+        for element in service.elements:
+            if isinstance(element, ast.Option):
+                _set_standard(out.options, element)
+            elif isinstance(element, ast.Method):
+                method = out.method.add(name=element.name)
+                method.input_type = self.resolve(element.input_type.type, scope)[0]
+                method.output_type = self.resolve(element.output_type.type, scope)[0]
+                if element.input_type.stream:
+                    method.client_streaming = True
+                if element.output_type.stream:
+                    method.server_streaming = True
+                for option in element.elements:
+                    if isinstance(option, ast.Option):
+                        _set_standard(method.options, option)
 
     def _message(self, out: Any, message: ast.Message, scope: str, syntax: str) -> None:
         out.name = message.name
@@ -374,6 +450,11 @@ class _Builder:
                 self._message(out.nested_type.add(), element, here, syntax)
             elif isinstance(element, ast.Enum):
                 self._enum(out.enum_type.add(), element)
+            elif isinstance(element, ast.Extension):
+                self._extend(out.extension, element, here, syntax)
+            elif isinstance(element, ast.ExtensionRange):
+                for start, end in _ranges(element.ranges, end_exclusive=True):
+                    out.extension_range.add(start=start, end=end)
             elif isinstance(element, ast.Reserved):
                 for start, end in _ranges(element.ranges, end_exclusive=True):
                     out.reserved_range.add(start=start, end=end)

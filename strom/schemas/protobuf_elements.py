@@ -14,9 +14,9 @@ services), built from either form a schema arrives in:
   method: deprecated, idempotency_level), ``json_name`` when set, ``default`` outside proto3,
   reserved ranges and names, extension ranges, extensions; type names as the descriptor has them
   (fully qualified, ``.shop.Order.Line``); map fields as their ``...Entry`` messages with
-  ``option map_entry = true``. Custom options are dropped: Confluent parses a descriptor with an
-  extension registry that knows only its own ``confluent.*`` options, so others are unknown fields
-  to it.
+  ``option map_entry = true``. Of the custom options only Confluent's own ``confluent.*_meta``
+  are kept (strom.schemas.protobuf_confluent reads them): Confluent parses a descriptor with an
+  extension registry that knows only those, so others are unknown fields to it.
 
 strom.schemas.protobuf_printer prints these elements as Confluent does.
 """
@@ -24,6 +24,7 @@ strom.schemas.protobuf_printer prints these elements as Confluent does.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -403,7 +404,11 @@ _SERVICE_OPTIONS = (("deprecated", "BOOLEAN"),)
 _METHOD_OPTIONS = (("deprecated", "BOOLEAN"), ("idempotency_level", "ENUM"))
 
 
-def _standard(options: Any, names: tuple[tuple[str, str], ...]) -> list[Option]:
+Meta = Callable[[Any], "Option | None"]  # a descriptor's options -> its confluent.*_meta option
+
+
+def _standard(options: Any, names: tuple[tuple[str, str], ...], meta: Meta | None = None) -> list[Option]:
+    """The options Confluent names, in its order, then its own ``confluent.*_meta`` one."""
     out = []
     for name, kind in names:
         if not options.HasField(name):
@@ -416,6 +421,9 @@ def _standard(options: Any, names: tuple[tuple[str, str], ...]) -> list[Option]:
         else:
             text = value
         out.append(Option(name, kind, text))
+    found = meta(options) if meta is not None else None
+    if found is not None:
+        out.append(found)
     return out
 
 
@@ -434,12 +442,15 @@ def _label(proto: Any, syntax: str) -> str | None:
     return None if proto3 else "optional"
 
 
-def _descriptor_field(proto: Any, syntax: str, in_oneof: bool) -> Field:
+def _descriptor_field(proto: Any, syntax: str, in_oneof: bool, meta: Meta | None) -> Field:
     options = _standard(proto.options, _FIELD_OPTIONS)
     field_options = proto.options
     fields_by_name = field_options.DESCRIPTOR.fields_by_name
     for target in field_options.targets:
         options.append(Option("targets", "ENUM", fields_by_name["targets"].enum_type.values_by_number[target].name))
+    found = meta(field_options) if meta is not None else None
+    if found is not None:
+        options.append(found)
     return Field(
         label=None if in_oneof else _label(proto, syntax),
         type=proto.type_name if proto.HasField("type_name") else _scalar(proto.type),
@@ -451,11 +462,11 @@ def _descriptor_field(proto: Any, syntax: str, in_oneof: bool) -> Field:
     )
 
 
-def _extends(fields: Any, syntax: str) -> list[Extend]:
+def _extends(fields: Any, syntax: str, meta: Meta | None) -> list[Extend]:
     grouped: dict[str, Extend] = {}
     for proto in fields:
         grouped.setdefault(proto.extendee, Extend(proto.extendee)).fields.append(
-            _descriptor_field(proto, syntax, False)
+            _descriptor_field(proto, syntax, False, meta)
         )
     return list(grouped.values())
 
@@ -464,26 +475,28 @@ def _exclusive(ranges: Any) -> list[Reserved]:
     return [Reserved([r.start if r.start == r.end - 1 else Range(r.start, r.end - 1)]) for r in ranges]
 
 
-def _descriptor_message(proto: Any, syntax: str) -> Message:
-    out = Message(proto.name, options=_standard(proto.options, _MESSAGE_OPTIONS))
+def _descriptor_message(proto: Any, syntax: str, meta: Meta | None) -> Message:
+    out = Message(proto.name, options=_standard(proto.options, _MESSAGE_OPTIONS, meta))
     oneofs = [OneOf(o.name) for o in proto.oneof_decl]
     for member in proto.field:
         if member.HasField("oneof_index") and not member.proto3_optional:
-            oneofs[member.oneof_index].fields.append(_descriptor_field(member, syntax, True))
+            oneofs[member.oneof_index].fields.append(_descriptor_field(member, syntax, True, meta))
         else:
-            out.fields.append(_descriptor_field(member, syntax, False))
+            out.fields.append(_descriptor_field(member, syntax, False, meta))
     out.oneofs = [o for o in oneofs if o.fields]
-    out.nested = [_descriptor_message(m, syntax) for m in proto.nested_type]
-    out.nested += [_descriptor_enum(e) for e in proto.enum_type]
+    out.nested = [_descriptor_message(m, syntax, meta) for m in proto.nested_type]
+    out.nested += [_descriptor_enum(e, meta) for e in proto.enum_type]
     out.reserveds = _exclusive(proto.reserved_range) + [Reserved([name]) for name in proto.reserved_name]
     out.extensions = [Extensions(r.values) for r in _exclusive(proto.extension_range)]
-    out.extends = _extends(proto.extension, syntax)
+    out.extends = _extends(proto.extension, syntax, meta)
     return out
 
 
-def _descriptor_enum(proto: Any) -> Enum:
-    out = Enum(proto.name, options=_standard(proto.options, _ENUM_OPTIONS))
-    out.constants = [EnumConstant(v.name, v.number, _standard(v.options, _ENUM_VALUE_OPTIONS)) for v in proto.value]
+def _descriptor_enum(proto: Any, meta: Meta | None) -> Enum:
+    out = Enum(proto.name, options=_standard(proto.options, _ENUM_OPTIONS, meta))
+    out.constants = [
+        EnumConstant(v.name, v.number, _standard(v.options, _ENUM_VALUE_OPTIONS, meta)) for v in proto.value
+    ]
     out.reserveds = [Reserved([r.start if r.start == r.end else Range(r.start, r.end)]) for r in proto.reserved_range]
     out.reserveds += [Reserved([name]) for name in proto.reserved_name]
     return out
@@ -505,8 +518,9 @@ def _descriptor_service(proto: Any) -> Service:
     return out
 
 
-def from_descriptor(proto: Any) -> File:
-    """The elements of a ``FileDescriptorProto``, as Confluent's ``toProtoFile`` makes them."""
+def from_descriptor(proto: Any, meta: Meta | None = None) -> File:
+    """The elements of a ``FileDescriptorProto``, as Confluent's ``toProtoFile`` makes them;
+    ``meta`` reads Confluent's own ``confluent.*_meta`` option out of an options message."""
     syntax = proto.syntax if proto.syntax in ("proto2", "proto3") else None
     out = File(syntax=syntax, package=proto.package or None)
     public = set(proto.public_dependency)
@@ -516,10 +530,10 @@ def from_descriptor(proto: Any) -> File:
             out.public_imports.append(name)
         elif index not in weak:
             out.imports.append(name)
-    out.options = _standard(proto.options, _FILE_OPTIONS)
+    out.options = _standard(proto.options, _FILE_OPTIONS, meta)
     syntax_rules = proto.syntax or "proto2"
-    out.types = [_descriptor_message(m, syntax_rules) for m in proto.message_type]
-    out.types += [_descriptor_enum(e) for e in proto.enum_type]
+    out.types = [_descriptor_message(m, syntax_rules, meta) for m in proto.message_type]
+    out.types += [_descriptor_enum(e, meta) for e in proto.enum_type]
     out.services = [_descriptor_service(s) for s in proto.service]
-    out.extends = _extends(proto.extension, syntax_rules)
+    out.extends = _extends(proto.extension, syntax_rules, meta)
     return out

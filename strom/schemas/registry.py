@@ -386,7 +386,10 @@ class SchemaRegistry:
                 text = formats.normalized(schema_type, stored.schema, parsed.value)
             except formats.InvalidSchemaError as exc:
                 raise RegistryError(422, 42201, str(exc)) from None
-            stored = StoredSchema(text, stored.schema_type, stored.references)
+            refs = stored.references
+            if schema_type == "PROTOBUF":  # Confluent's ProtobufSchema.normalize sorts them too
+                refs = tuple(dict.fromkeys(sorted(refs, key=lambda r: (r[1], r[2]))))
+            stored = StoredSchema(text, stored.schema_type, refs)
         return parsed, stored
 
     def _existing(

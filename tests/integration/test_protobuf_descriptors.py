@@ -11,10 +11,11 @@ from __future__ import annotations
 import base64
 import struct
 
-from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
+from confluent_kafka.schema_registry.confluent import meta_pb2
 from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
-from google.protobuf import descriptor_pool, timestamp_pb2
+from google.protobuf import descriptor_pb2, descriptor_pool, timestamp_pb2
 from google.protobuf.message_factory import GetMessageClass
 
 from tests.broker_process import BrokerProcess
@@ -105,8 +106,71 @@ def exercise_descriptors(url: str, other_url: str) -> None:
     found = SchemaRegistryClient({"url": other_url}).lookup_schema("orders-p-value", Schema(described, "PROTOBUF"))
     assert (found.schema_id, found.version) == (plain_id, 1)
 
+    # Confluent's own meta options: imported without a reference (the serializer skips
+    # confluent/*.proto), kept from the descriptor as Confluent keeps them
+    customer = customer_class()
+    data = ProtobufSerializer(customer, client, conf={"auto.register.schemas": True})(
+        customer(email="a@example.com"), SerializationContext("customers", MessageField.VALUE)
+    )
+    assert call(other_url, "GET", f"/schemas/ids/{schema_id(data)}")[2]["schema"] == CUSTOMER_PRINTED
+    assert client.register_schema("customers-text-value", Schema(CUSTOMER_PRINTED, "PROTOBUF")) == schema_id(data)
+
+
+CUSTOMER_PRINTED = """syntax = "proto3";
+package shop;
+
+import "confluent/meta.proto";
+
+message Customer {
+  string email = 1 [(confluent.field_meta) = {
+    tags: [
+      "PII"
+    ]
+  }];
+}
+"""
+
+
+def customer_class():
+    """shop.Customer, whose email carries Confluent's field meta (tags: PII)."""
+    file = descriptor_pb2.FileDescriptorProto(
+        name="shop/customer.proto", package="shop", syntax="proto3", dependency=["confluent/meta.proto"]
+    )
+    email = file.message_type.add(name="Customer").field.add(
+        name="email", number=1, type=descriptor_pb2.FieldDescriptorProto.TYPE_STRING
+    )
+    email.label = descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL
+    email.options.Extensions[meta_pb2.field_meta].tags.append("PII")
+    pool = descriptor_pool.DescriptorPool()
+    pool.AddSerializedFile(descriptor_pb2.DESCRIPTOR.serialized_pb)
+    pool.AddSerializedFile(meta_pb2.DESCRIPTOR.serialized_pb)
+    pool.Add(file)
+    return GetMessageClass(pool.FindMessageTypeByName("shop.Customer"))
+
 
 def test_protobuf_descriptors_on_one_broker(tmp_path):
     with BrokerProcess(tmp_path / "broker", {"schema.registry.listeners": "http://127.0.0.1:0"}) as broker:
         url = registry_url(broker)
         exercise_descriptors(url, url)
+
+
+def test_normalize_sorts_references(tmp_path):
+    """Confluent's normalize sorts a Protobuf schema's references (by subject, then version): the
+    same imports listed in another order are one schema, normalized."""
+    with BrokerProcess(tmp_path / "broker", {"schema.registry.listeners": "http://127.0.0.1:0"}) as broker:
+        url = registry_url(broker)
+        client = SchemaRegistryClient({"url": url})
+        for name in ("alpha", "beta"):
+            text = f'syntax = "proto3";\npackage {name};\nmessage Id {{ string value = 1; }}\n'
+            client.register_schema(f"{name}-value", Schema(text, "PROTOBUF"))
+        text = (
+            'syntax = "proto3";\nimport "alpha.proto";\nimport "beta.proto";\n'
+            "message Pair { alpha.Id a = 1; beta.Id b = 2; }\n"
+        )
+        alpha, beta = SchemaReference("alpha.proto", "alpha-value", 1), SchemaReference("beta.proto", "beta-value", 1)
+        first = client.register_schema("pairs-value", Schema(text, "PROTOBUF", [beta, alpha]), normalize_schemas=True)
+        again = client.register_schema("pairs-value", Schema(text, "PROTOBUF", [alpha, beta]), normalize_schemas=True)
+        assert first == again
+        answer = call(url, "GET", f"/schemas/ids/{first}")[2]
+        assert [r["subject"] for r in answer["references"]] == ["alpha-value", "beta-value"]
+        assert answer["schema"].startswith('syntax = "proto3";\n\nimport "alpha.proto";\nimport "beta.proto";\n')

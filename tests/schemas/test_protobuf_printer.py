@@ -4,9 +4,10 @@ print, written out from its rules (layout, option order and kinds, what a descri
 
 import base64
 
-from google.protobuf import descriptor_pb2
+from google.protobuf import descriptor_pb2, descriptor_pool
+from google.protobuf.message_factory import GetMessageClass
 
-from strom.schemas import protobuf
+from strom.schemas import protobuf, protobuf_confluent
 
 FDP = descriptor_pb2.FileDescriptorProto
 F = descriptor_pb2.FieldDescriptorProto
@@ -474,4 +475,93 @@ message M {
         "  optional double d = 2 [default = 1.5];\n"
         "  optional float f = 3 [default = -inf];\n"
         "}\n"
+    )
+
+
+def meta_bytes(**values) -> bytes:
+    """A confluent.Meta message's bytes, from a class of strom's own meta.proto (the broker knows
+    no confluent-kafka module declaring it, so the option reaches it as an unknown field)."""
+    meta = protobuf.parse(protobuf_confluent.TEXTS[protobuf_confluent.META])[0].file
+    meta.name = protobuf_confluent.META
+    pool = descriptor_pool.DescriptorPool()
+    pool.AddSerializedFile(protobuf.WELL_KNOWN["google/protobuf/descriptor.proto"].serialized_pb)
+    pool.Add(meta)
+    return GetMessageClass(pool.FindMessageTypeByName("confluent.Meta"))(**values).SerializeToString()
+
+
+def with_meta(options_class, data: bytes, **standard):
+    """Options carrying confluent.*_meta (extension 1088) as a protoc-made descriptor does."""
+    tag = bytes([0x82, 0x44])  # field 1088, length-delimited
+    return options_class.FromString(options_class(**standard).SerializeToString() + tag + bytes([len(data)]) + data)
+
+
+def test_a_descriptor_keeps_confluents_own_meta_options_and_drops_other_custom_ones():
+    file = FDP(name="pii.proto", package="shop", syntax="proto3", dependency=["confluent/meta.proto"])
+    file.options.CopyFrom(with_meta(descriptor_pb2.FileOptions, meta_bytes(doc="orders"), java_package="com.shop"))
+    order = file.message_type.add(name="Order")
+    order.options.CopyFrom(with_meta(descriptor_pb2.MessageOptions, meta_bytes(tags=["PUBLIC"])))
+    email = order.field.add(name="email", number=1, label=F.LABEL_OPTIONAL, type=F.TYPE_STRING, json_name="email")
+    email.options.CopyFrom(
+        with_meta(
+            descriptor_pb2.FieldOptions,
+            meta_bytes(doc="who", tags=["PII"], params={"scale": "2"}),
+            deprecated=True,
+        )
+    )
+    # another custom option (field 50001): an unknown field to Confluent too, so left out
+    custom = descriptor_pb2.FieldOptions.FromString(b"\x8a\xb5\x18\x03pii")
+    order.field.add(name="note", number=2, label=F.LABEL_OPTIONAL, type=F.TYPE_STRING).options.CopyFrom(custom)
+    kind = file.enum_type.add(name="Kind")
+    kind.value.add(name="A", number=0).options.CopyFrom(
+        with_meta(descriptor_pb2.EnumValueOptions, meta_bytes(tags=["X"]))
+    )
+    parsed, text = protobuf.parse(encoded(file))
+    assert text == (
+        'syntax = "proto3";\n'
+        "package shop;\n"
+        "\n"
+        'import "confluent/meta.proto";\n'
+        "\n"
+        'option java_package = "com.shop";\n'
+        "option (confluent.file_meta) = {\n"
+        '  doc: "orders"\n'
+        "};\n"
+        "\n"
+        "message Order {\n"
+        "  option (confluent.message_meta) = {\n"
+        "    tags: [\n"
+        '      "PUBLIC"\n'
+        "    ]\n"
+        "  };\n"
+        "\n"
+        "  string email = 1 [\n"
+        "    deprecated = true,\n"
+        "    (confluent.field_meta) = {\n"
+        '      doc: "who",\n'
+        "      params: [\n"
+        "        {\n"
+        '          value: "2",\n'
+        '          key: "scale"\n'
+        "        }\n"
+        "      ],\n"
+        "      tags: [\n"
+        '        "PII"\n'
+        "      ]\n"
+        "    },\n"
+        '    json_name = "email"\n'
+        "  ];\n"
+        "  string note = 2;\n"
+        "}\n"
+        "enum Kind {\n"
+        "  A = 0 [(confluent.enum_value_meta) = {\n"
+        "    tags: [\n"
+        '      "X"\n'
+        "    ]\n"
+        "  }];\n"
+        "}\n"
+    )
+    assert protobuf.parse(text)[1] == text  # Confluent's meta.proto is imported without a reference
+    # normalized: keys sorted, one-element lists unwrapped
+    assert '    (confluent.field_meta) = {\n      doc: "who",\n      params: {\n        key: "scale",\n' in (
+        parsed.normalized()
     )
