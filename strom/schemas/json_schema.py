@@ -66,6 +66,9 @@ Registry's master of July 2026, 8.5.0-0) by ``scripts/json_schema_confluent_exam
 verdicts agree on every one (none has ``format`` or ``if``). A ``$ref`` to a document no
 reference names is taken to accept anything.
 ``patternProperties`` patterns are matched with RE2 (linear time; one it cannot compile is left out).
+A check is bounded (it runs on the broker's event loop): past ``MAX_STEPS`` comparisons of
+subschemas, or subschemas nested past Python's recursion limit, the change is refused as
+TOO_COMPLEX rather than run on.
 """
 
 from __future__ import annotations
@@ -81,6 +84,11 @@ from strom.schemas import compatibility
 
 _DRAFT7 = "http://json-schema.org/draft-07/schema#"
 _TYPES = ("null", "boolean", "object", "array", "number", "string", "integer")
+# comparisons of subschemas one check (one direction, one previous version) may make: each of
+# Confluent's 263 examples needs at most 13, an object of 300 object properties and a oneOf of 5
+# about 1,800; combinators nested in combinators multiply them (allOf in allOf five deep, four
+# wide: millions), and the check runs on the broker's event loop, so past this it is refused
+MAX_STEPS = 25_000
 _UPPER = ("maxLength", "maximum", "exclusiveMaximum", "maxItems", "maxProperties")
 _LOWER = ("minLength", "minimum", "exclusiveMinimum", "minItems", "minProperties")
 
@@ -184,16 +192,36 @@ class _Side:
         return schema, side
 
 
+class _TooComplex(Exception):
+    pass
+
+
+class _Shared:
+    """What the checkers of one check share: the comparisons made so far, bounded by MAX_STEPS
+    (combinators nested in combinators multiply them, and the check runs on the broker's event
+    loop), and a writer schema's types by id (the schema kept beside them, so that its id stays
+    its own; walked once, so that branches naming their parent, a $ref cycle, cannot multiply
+    the walk)."""
+
+    def __init__(self) -> None:
+        self.steps = 0
+        self.types: dict[int, tuple[Any, Any]] = {}
+
+
 class _Checker:
-    def __init__(self, reader: _Side, writer: _Side):
+    def __init__(self, reader: _Side, writer: _Side, shared: _Shared | None = None):
         self.reader_side = reader
         self.writer_side = writer
         self.seen: set[tuple[int, int]] = set()
         # schemas made during the check (the writer less its allOf): kept alive, so that no later
         # one gets the id of one in ``seen`` and is taken for a pair already checked
         self.made: list[dict] = []
+        self.shared = _Shared() if shared is None else shared
 
     def check(self, reader: Any, writer: Any, path: str) -> list[str]:
+        self.shared.steps += 1
+        if self.shared.steps > MAX_STEPS:
+            raise _TooComplex
         reader, r_side = self.reader_side.deref(reader)
         writer, w_side = self.writer_side.deref(writer)
         saved = self.reader_side, self.writer_side
@@ -221,7 +249,7 @@ class _Checker:
         if "not" in reader:  # the reader refuses what its ``not`` accepts: the writer must refuse it too
             if "not" not in writer:
                 problems.append(f"{path}: NOT_TYPE_ADDED")
-            elif _Checker(self.writer_side, self.reader_side).check(writer["not"], reader["not"], ""):
+            elif _Checker(self.writer_side, self.reader_side, self.shared).check(writer["not"], reader["not"], ""):
                 problems.append(f"{path}: NOT_TYPE_NARROWED: the reader's not accepts what the writer's does not")
         r_types, w_types = _types(reader), self._writer_types(writer)
         if r_types is not None:
@@ -324,7 +352,7 @@ class _Checker:
                     kind = "MIN_CONTAINS_INCREASED" if "minContains" in writer else "MIN_CONTAINS_ADDED"
                     problems.append(f"{path}/minContains: {kind} ({w_min} -> {r_min})")
         if isinstance(r_max, int):
-            counted = has and not _Checker(self.writer_side, self.reader_side).check(
+            counted = has and not _Checker(self.writer_side, self.reader_side, self.shared).check(
                 writer["contains"], reader["contains"], ""
             )
             bounded = isinstance(w_max, int) and counted and w_max <= r_max
@@ -400,6 +428,16 @@ class _Checker:
         """The types a writer document may have (None: any): its own ``type``, narrowed by each
         ``allOf`` branch and by the union of its ``anyOf``/``oneOf`` branches, so that a writer
         ``{"oneOf": [{"type": "string"}]}`` counts as a string."""
+        types = self.shared.types
+        known = types.get(id(schema))
+        if known is not None:
+            return known[1]
+        types[id(schema)] = (schema, None)  # while it is walked, a cycle back to it allows any type
+        found = self._walk_types(schema, depth)
+        types[id(schema)] = (schema, found)
+        return found
+
+    def _walk_types(self, schema: dict, depth: int) -> set[str] | None:
         found = _types(schema)
         if depth > 8:
             return found
@@ -472,7 +510,7 @@ class _Checker:
         ]
 
     def _fresh(self) -> _Checker:
-        return _Checker(self.reader_side, self.writer_side)
+        return _Checker(self.reader_side, self.writer_side, self.shared)
 
     @staticmethod
     def _bounds(reader: dict, writer: dict, path: str) -> list[str]:
@@ -658,7 +696,12 @@ def _content_model(schema: dict) -> tuple[str, Any]:
 def read_problems(reader: ParsedJson, writer: ParsedJson) -> list[str]:
     """Why a document valid under ``writer`` may be invalid under ``reader``; empty if none."""
     checker = _Checker(_Side(reader.schema, reader.documents), _Side(writer.schema, writer.documents))
-    return checker.check(reader.schema, writer.schema, "#")
+    try:
+        return checker.check(reader.schema, writer.schema, "#")
+    except _TooComplex:
+        return [f"#: TOO_COMPLEX: the check needs more than {MAX_STEPS} comparisons of subschemas; refused"]
+    except RecursionError:
+        return ["#: TOO_COMPLEX: the subschemas nest too deeply to compare; refused"]
 
 
 def compatibility_problems(level: str, new: ParsedJson, previous: list[ParsedJson]) -> list[str]:

@@ -635,3 +635,22 @@ def test_keywords_of_another_draft_holding_no_schema_get_an_answer():
         assert problems("FULL", odd_text, odd_text) == []
         assert isinstance(problems("FULL", odd_text, other_text), list)
         assert isinstance(problems("FULL", other_text, odd_text), list)
+
+
+def test_a_check_past_its_budget_or_nested_too_deeply_is_refused_not_run_on():
+    """Combinators nested in combinators multiply the comparisons (the check runs on the
+    broker's loop): past json_schema.MAX_STEPS, or past Python's recursion limit (a $ref cycle
+    through anyOf), the change is refused with TOO_COMPLEX; a large ordinary schema is not."""
+
+    def nest(depth, keyword):
+        return STRING if depth == 0 else {keyword: [nest(depth - 1, keyword) for _ in range(4)]}
+
+    nested_all, nested_any = json.dumps(nest(5, "allOf")), json.dumps(nest(5, "anyOf"))
+    assert any("TOO_COMPLEX" in p and "comparisons" in p for p in problems("FULL", nested_all, nested_any))
+    cycle = {"$defs": {"a": {"anyOf": [{"$ref": "#/$defs/a"}] * 10 + [STRING]}}, "$ref": "#/$defs/a"}
+    found = problems("FORWARD", json.dumps(STRING), d2020(cycle))  # the cycle reads the new documents
+    assert any("TOO_COMPLEX" in p for p in found), found
+    inner = {f"q{k}": {"type": ["string", "null"]} for k in range(5)}
+    wide = {f"p{i}": {"type": "object", "properties": inner} for i in range(300)}
+    large = obj(wide, closed=True, oneOf=[{"required": [f"p{i}"]} for i in range(5)])
+    assert problems("FULL", large, large) == []
