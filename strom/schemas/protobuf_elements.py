@@ -223,15 +223,17 @@ def _literal(literal: ast.MessageLiteral) -> dict[str, Any]:
 
 
 def option(name: str, value: Any) -> Option:
-    """An option of the syntax tree: ``(my.opt).sub = 1`` is Wire's OPTION kind, nested."""
+    """An option of the syntax tree: ``(my.opt).sub.field = 1`` is Wire's OPTION kind, one level
+    per name after the parenthesized one."""
     kind, converted = _value(value)
-    if name.startswith("("):
-        close = name.find(")")
-        inner, rest = name[1:close], name[close + 1 :]
-        if rest.startswith("."):
-            return Option(inner, "OPTION", option(rest[1:], value), True)
-        return Option(inner, kind, converted, True)
-    return Option(name, kind, converted, False)
+    if not name.startswith("("):
+        return Option(name, kind, converted, False)
+    close = name.find(")")
+    inner, rest = name[1:close], name[close + 1 :]
+    made: Any = converted
+    for sub in reversed(rest[1:].split(".") if rest.startswith(".") else []):
+        made, kind = Option(sub, kind, made), "OPTION"
+    return Option(inner, kind, made, True)
 
 
 def _options(options: list) -> list[Option]:

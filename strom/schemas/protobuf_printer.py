@@ -385,6 +385,9 @@ class _Printer:
         return replacement
 
     def message_of(self, field: Field | None) -> Message | None:
+        """The message type of an option's field, resolved where the option is written (as
+        Confluent resolves it: a type nested in the option's message may not be found, and then
+        a later setting replaces an earlier one)."""
         if field is None or field.type in SCALARS:
             return None
         found = self.types.resolve(field.type, self.types.types)

@@ -391,19 +391,46 @@ def test_normalized_numbers_and_option_maps():
 package p;
 import "google/protobuf/descriptor.proto";
 extend google.protobuf.MessageOptions { Rule rule = 50002; }
-message Rule { int32 min = 1; double ratio = 2; repeated string tags = 3; }
+message Rule {
+  int32 min = 1;
+  double ratio = 2;
+  repeated string tags = 3;
+  Sub sub = 4;
+}
+message Sub { int32 a = 1; int32 b = 2; }
 message M {
   option (rule).min = 1;
   option (rule).ratio = 1.23456;
+  option (rule).sub.b = 2;
+  option (rule).tags = "x";
+  option (rule).sub.a = 1;
+  option (rule).tags = "y";
   int32 a = 1;
 }
 """
     parsed, printed = protobuf.parse(text)
-    assert "  option (rule).min = 1;\n  option (rule).ratio = 1.23456;\n" in printed
+    assert (
+        "  option (rule).min = 1;\n  option (rule).ratio = 1.23456;\n  option (rule).sub.b = 2;\n"
+        '  option (rule).tags = "x";\n  option (rule).sub.a = 1;\n  option (rule).tags = "y";\n'
+    ) in printed
     normalized = parsed.normalized()
     # resolved to the extension's full name, the settings of the non-repeated option merged into
-    # one message value, its number printed as Java's DecimalFormat prints it
-    assert "  option (p.rule) = {\n    min: 1,\n    ratio: 1.235\n  };\n" in normalized, normalized
+    # one message value (a singular submessage's deep, a repeated field's into a list), keys
+    # sorted, numbers printed as Java's DecimalFormat prints them
+    assert (
+        "  option (p.rule) = {\n"
+        "    min: 1,\n"
+        "    ratio: 1.235,\n"
+        "    sub: {\n"
+        "      a: 1,\n"
+        "      b: 2\n"
+        "    },\n"
+        "    tags: [\n"
+        '      "x",\n'
+        '      "y"\n'
+        "    ]\n"
+        "  };\n"
+    ) in normalized, normalized
 
 
 def test_number_literals_are_printed_as_written_and_normalized_as_java_formats_them():
