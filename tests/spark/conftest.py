@@ -52,6 +52,32 @@ def typed_cluster(spark, cluster_factory):  # noqa: F811 - the fixture imported 
     return TypedBroker.of_cluster(spark, cluster_factory(overrides=REGISTRY_ON))
 
 
+@pytest.fixture
+def iceberg_broker(tmp_path):
+    """Call with a broker config (Iceberg on): a broker on tmp_path/data and the SQL catalog beside
+    it that it translates its Iceberg topics into; returns (broker, CatalogSettings); stopped after
+    the test. ``translation_off(broker)`` restarts it translating nothing more."""
+    from tests.iceberg.test_translator import catalog_of
+
+    started: list[BrokerProcess] = []
+
+    def start(config: dict[str, str]) -> tuple[BrokerProcess, object]:
+        data = tmp_path / "data"
+        started.append(BrokerProcess(data, config).start())
+        return started[-1], catalog_of(data)
+
+    yield start
+    for broker in started:
+        broker.stop()
+
+
+def translation_off(broker: BrokerProcess) -> None:
+    """Restart ``broker`` with iceberg.enabled=false: what is produced from now on is only in the log."""
+    broker.stop()
+    broker.overrides["iceberg.enabled"] = "false"
+    broker.start()
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_call(item):
     """Make the test's SparkSession the active one of the JVM thread that will run its calls.

@@ -14,9 +14,8 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 
 from strom.iceberg.protobuf_columns import frame
 from strom.spark import read_topic
-from tests.broker_process import BrokerProcess
 from tests.iceberg.avro_support import registry_url
-from tests.iceberg.test_schema_modes import ICEBERG, catalog_of, create_topic
+from tests.iceberg.test_schema_modes import ICEBERG, create_topic
 from tests.iceberg.test_schema_modes_json_protobuf import (
     ORDER_JSON_V1,
     ORDER_JSON_V2,
@@ -26,6 +25,7 @@ from tests.iceberg.test_schema_modes_json_protobuf import (
     settled,
 )
 from tests.protobuf_support import ORDER_V1, ORDER_V2, expected
+from tests.spark.conftest import translation_off
 
 
 def produce_json(bootstrap: str, client, version: int, ids: range) -> dict[int, tuple[int, int]]:
@@ -43,43 +43,35 @@ def bad(bootstrap: str, client) -> None:
     produce(bootstrap, "js", [b"\x00" + struct.pack(">I", js_id) + b"{nope"])
 
 
-def test_read_topic_of_protobuf_and_json_topics_from_the_table_and_the_log(spark, tmp_path):
-    data = tmp_path / "data"
-    catalog = catalog_of(data)
-    broker = BrokerProcess(data, ICEBERG).start()
-    try:
-        for topic in ("pb", "js"):
-            create_topic(broker.bootstrap, topic, "value_schema_id_prefix", partitions=1)
-        client = SchemaRegistryClient({"url": registry_url(data)})
-        pb = produce_protobuf(broker.bootstrap, client, "pb", ORDER_V1, range(40))
-        pb |= produce_protobuf(broker.bootstrap, client, "pb", ORDER_V2, range(40, 60))
-        js = produce_json(broker.bootstrap, client, 1, range(40)) | produce_json(
-            broker.bootstrap, client, 2, range(40, 60)
-        )
-        bad(broker.bootstrap, client)
-        settled(data, "pb", len(pb), 1)
-        settled(data, "js", len(js), 1)
-        check_pb(read_topic(spark, "pb", catalog_uri=catalog.uri), pb)
-        check_js(read_topic(spark, "js", catalog_uri=catalog.uri), js)
+def test_read_topic_of_protobuf_and_json_topics_from_the_table_and_the_log(spark, iceberg_broker):
+    broker, catalog = iceberg_broker(ICEBERG)
+    data = broker.data_dir
+    for topic in ("pb", "js"):
+        create_topic(broker.bootstrap, topic, "value_schema_id_prefix", partitions=1)
+    client = SchemaRegistryClient({"url": registry_url(data)})
+    pb = produce_protobuf(broker.bootstrap, client, "pb", ORDER_V1, range(40))
+    pb |= produce_protobuf(broker.bootstrap, client, "pb", ORDER_V2, range(40, 60))
+    js = produce_json(broker.bootstrap, client, 1, range(40)) | produce_json(broker.bootstrap, client, 2, range(40, 60))
+    bad(broker.bootstrap, client)
+    settled(data, "pb", len(pb), 1)
+    settled(data, "js", len(js), 1)
+    check_pb(read_topic(spark, "pb", catalog_uri=catalog.uri), pb)
+    check_js(read_topic(spark, "js", catalog_uri=catalog.uri), js)
 
-        # translation off: what is produced now is only in the log, decoded on the way as the table is
-        broker.stop()
-        broker.overrides["iceberg.enabled"] = "false"
-        broker.start()
-        client = SchemaRegistryClient({"url": registry_url(data)})
-        pb |= produce_protobuf(broker.bootstrap, client, "pb", ORDER_V2, range(60, 80))
-        pb |= produce_protobuf(broker.bootstrap, client, "pb", ORDER_V1, range(80, 90))
-        js |= produce_json(broker.bootstrap, client, 2, range(60, 80))
-        bad(broker.bootstrap, client)
-        live = {
-            "catalog_uri": catalog.uri,
-            "bootstrap_servers": broker.bootstrap,
-            "schema_registry_url": registry_url(data),
-        }
-        check_pb(read_topic(spark, "pb", **live), pb)
-        check_js(read_topic(spark, "js", **live), js)
-    finally:
-        broker.stop()
+    # translation off: what is produced now is only in the log, decoded on the way as the table is
+    translation_off(broker)
+    client = SchemaRegistryClient({"url": registry_url(data)})
+    pb |= produce_protobuf(broker.bootstrap, client, "pb", ORDER_V2, range(60, 80))
+    pb |= produce_protobuf(broker.bootstrap, client, "pb", ORDER_V1, range(80, 90))
+    js |= produce_json(broker.bootstrap, client, 2, range(60, 80))
+    bad(broker.bootstrap, client)
+    live = {
+        "catalog_uri": catalog.uri,
+        "bootstrap_servers": broker.bootstrap,
+        "schema_registry_url": registry_url(data),
+    }
+    check_pb(read_topic(spark, "pb", **live), pb)
+    check_js(read_topic(spark, "js", **live), js)
 
 
 def check_pb(df, good: dict) -> None:
