@@ -1,6 +1,6 @@
-"""JSON Schema compatibility (strom.schemas.json_schema), against the cases Confluent's
-documentation of JSON Schema compatibility gives: content models, types, required properties,
-enums and bounds, per level and transitively."""
+"""JSON Schema compatibility (strom.schemas.json_schema, its rules in .json_schema_compatibility),
+against the cases Confluent's documentation of JSON Schema compatibility gives: content models,
+types, required properties, enums and bounds, per level and transitively."""
 
 import json
 
@@ -639,8 +639,9 @@ def test_keywords_of_another_draft_holding_no_schema_get_an_answer():
 
 def test_a_check_past_its_budget_or_nested_too_deeply_is_refused_not_run_on():
     """Combinators nested in combinators multiply the comparisons (the check runs on the
-    broker's loop): past json_schema.MAX_STEPS, or past Python's recursion limit (a $ref cycle
-    through anyOf), the change is refused with TOO_COMPLEX; a large ordinary schema is not."""
+    broker's loop): past json_schema_compatibility.MAX_STEPS, or past Python's recursion limit
+    (a $ref cycle through anyOf), the change is refused with TOO_COMPLEX; a large ordinary schema
+    is not."""
 
     def nest(depth, keyword):
         return STRING if depth == 0 else {keyword: [nest(depth - 1, keyword) for _ in range(4)]}
