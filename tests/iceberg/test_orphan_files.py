@@ -2,13 +2,18 @@
 planted in a table's data directory that no metadata references, older than the topic's
 ``iceberg.orphan.files.older.than.ms`` (its mtime set with os.utime), is deleted by the periodic
 maintenance and by ``strom iceberg remove-orphan-files``; a fresh one is not (a writer's file
-not committed yet), nor anything a snapshot references: every committed row still reads back."""
+not committed yet), nor anything a snapshot references: every committed row still reads back.
+A deleted topic's table is purged through a REST catalog as through the SQL one
+(tests/iceberg/test_translator.py)."""
 
 from __future__ import annotations
 
 import os
 import time
 from urllib.parse import urlparse
+
+import pytest
+from confluent_kafka.admin import AdminClient
 
 from strom.iceberg.table import identifier, open_catalog
 from tests.broker_process import BrokerProcess
@@ -140,3 +145,36 @@ def test_remove_orphan_files_command_with_dry_run(tmp_path):
         assert refused.returncode == 1 and "remove-orphan-files needs --topic" in refused.stderr
         refused = strom_iceberg(broker, "remove-orphan-files", "--topic", "swept", "--older-than-ms", "-5")
         assert refused.returncode == 1 and "--older-than-ms must be at least 0, not -5" in refused.stderr
+
+
+def test_a_deleted_topics_table_is_purged_through_a_rest_catalog_too(tmp_path):
+    """iceberg.catalog.type=rest (the broker's own REST catalog): the drop goes through the catalog
+    and the purge through the table's file IO, so no file of the table is left either."""
+    from pyiceberg.exceptions import NoSuchTableError
+
+    from strom.cluster.zookeeper_server import free_port
+    from strom.iceberg.table import CatalogSettings
+
+    url = f"http://127.0.0.1:{free_port()}"
+    config = {**ICEBERG, "iceberg.rest.catalog.listeners": url, "iceberg.catalog.type": "rest"}
+    with BrokerProcess(tmp_path / "data", {**config, "iceberg.rest.catalog.uri": url}) as broker:
+        create_topic(broker.bootstrap, "restful", 2)
+        catalog = CatalogSettings.for_rest(url)
+        committed = committed_rounds(broker, tmp_path / "data", "restful", rounds=2)
+        wait_for_rows(catalog, "restful", len(committed))
+        location = open_catalog(catalog).load_table(identifier("restful")).location()
+        assert len(files_under(location)) >= 6
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        for future in admin.delete_topics(["restful"], operation_timeout=30).values():
+            future.result(30)
+        deadline = time.monotonic() + 30
+        while files_under(location) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert files_under(location) == []
+        with pytest.raises(NoSuchTableError):
+            open_catalog(catalog).load_table(identifier("restful"))
+        # logged once the worker's purge returned (the files go first)
+        while "topic restful was deleted, and its table with it" not in broker.read_log():
+            assert time.monotonic() < deadline + 30, "the purge logged"
+            time.sleep(0.2)
+    assert "topic restful was deleted, and its table with it (iceberg.delete=true): " in broker.read_log()
