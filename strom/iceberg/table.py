@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from strom.storage.iceberg_spec import DEFAULT_PARTITION_SPEC
 
@@ -83,44 +83,16 @@ class CatalogSettings:
         return cls(uri, warehouse or "", target_file_size_bytes, "rest", tuple(properties))
 
 
-class CatalogUnreachable(Exception):
-    """The REST catalog did not answer (or refused the broker's credentials): one clear line,
-    which the translator logs and counts as a failed round."""
-
-
 def open_catalog(settings: CatalogSettings) -> Catalog:
     if settings.kind == "rest":
-        return _open_rest(settings)
+        from strom.iceberg.rest_client import open_rest_catalog
+
+        return open_rest_catalog(settings.uri, settings.rest)
     from pyiceberg.catalog.sql import SqlCatalog
 
     if settings.warehouse.startswith("file://"):
         os.makedirs(settings.warehouse.removeprefix("file://"), exist_ok=True)
     return SqlCatalog(CATALOG_NAME, uri=settings.uri, warehouse=settings.warehouse)
-
-
-def _open_rest(settings: CatalogSettings) -> Catalog:
-    import requests
-    from pyiceberg.catalog.rest import RestCatalog
-    from pyiceberg.exceptions import RESTError
-
-    class PinnedCaRestCatalog(RestCatalog):
-        """requests lets REQUESTS_CA_BUNDLE or CURL_CA_BUNDLE override a session's own CA
-        (psf/requests#3829): with iceberg.rest.catalog.ssl.ca.location the catalog's sessions
-        ignore the environment (set up here, before the first request: the config and the token)."""
-
-        def _config_headers(self, session: Any) -> None:
-            super()._config_headers(session)
-            session.trust_env = False
-
-    properties = {k: dict(v) if isinstance(v, tuple) else v for k, v in settings.rest}
-    kind = PinnedCaRestCatalog if "ssl" in properties else RestCatalog
-    try:
-        return kind(CATALOG_NAME, uri=settings.uri, **cast("dict[str, str]", properties))
-    except (requests.RequestException, RESTError, OSError) as exc:
-        raise CatalogUnreachable(
-            f"the Iceberg REST catalog {settings.uri} (iceberg.rest.catalog.uri) cannot be used: "
-            f"{type(exc).__name__}: {exc}"
-        ) from None
 
 
 DLQ_SUFFIX = "~dlq"  # "~" is no character of a topic name: the dead-letter table's name is no topic's
