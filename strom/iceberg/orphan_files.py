@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
-from strom.iceberg.expired_files import referenced
+from strom.iceberg.expired_files import Deleted, referenced
 
 log = logging.getLogger("strom.iceberg")
 
@@ -38,13 +38,9 @@ DEFAULT_OLDER_THAN_MS = 3 * 24 * 3600 * 1000  # Iceberg's removeOrphanFiles defa
 
 
 @dataclass
-class Removed:
-    """What a purge or an orphan pass deleted (or, dry, would delete)."""
+class Removed(Deleted):
+    """What a purge or an orphan pass deleted (or, dry, would delete): an expiry's kinds and more."""
 
-    data_files: int = 0
-    data_bytes: int = 0
-    manifests: int = 0
-    manifest_lists: int = 0
     metadata_files: int = 0
     orphan_files: int = 0  # files no metadata referenced (a purge's leftovers, or a live table's orphans)
     orphan_bytes: int = 0
@@ -52,7 +48,7 @@ class Removed:
 
     @property
     def files(self) -> int:
-        return self.data_files + self.manifests + self.manifest_lists + self.metadata_files + self.orphan_files
+        return super().files + self.metadata_files + self.orphan_files
 
 
 @dataclass(frozen=True)
