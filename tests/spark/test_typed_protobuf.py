@@ -372,3 +372,28 @@ def test_protobuf_sink_resolves_an_import_through_another_brokers_registry(spark
     assert [(m.id, m.total.currency, m.total.units, m.at.seconds) for m in got] == [
         (i, ["EUR", "USD"][i % 2], 100 * i + 1, AT + i) for i in range(30)
     ]
+
+
+def test_protobuf_sink_references_over_sasl_ssl_with_registry_credentials(spark, tmp_path):
+    """The sink resolves an import through a registry that asks for credentials and writes through
+    a SASL_SSL listener; ProtobufDeserializer, with the same credentials, reads back each row."""
+    from tests.spark.secured_broker import ALICE, sasl_ssl_broker
+
+    with sasl_ssl_broker(tmp_path) as (broker, kafka):
+        typed = TypedBroker.secured(spark, broker, kafka, ALICE)
+        typed.topics("secure-invoices")
+        typed.client.register_schema("common.proto", Schema(COMMON, "PROTOBUF"))
+        at = dt.datetime.fromtimestamp(AT, UTC)
+        rows = [((i, ("EUR", i), at + dt.timedelta(seconds=i)),) for i in range(10)]
+        df = spark.createDataFrame(
+            rows, "value struct<id:bigint,total:struct<currency:string,units:bigint>,at:timestamp>"
+        )
+        typed.write(df, "secure-invoices", "protobuf", **{"value.schema": INVOICE})
+        references = typed.client.get_latest_version("secure-invoices-value").schema.references
+        assert [(r.name, r.subject, r.version) for r in references] == [("common.proto", "common.proto", 1)]
+        invoice = message_class(load(INVOICE, [("common.proto", COMMON)]).message())
+        deserializer = ProtobufDeserializer(invoice, {"use.deprecated.format": False}, typed.client)
+        got = sorted(typed.read_back("secure-invoices", 1, deserializer), key=lambda m: m.id)
+        assert [(m.id, m.total.currency, m.total.units, m.at.seconds) for m in got] == [
+            (i, "EUR", i, AT + i) for i in range(10)
+        ]
