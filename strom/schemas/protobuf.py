@@ -115,6 +115,11 @@ class ParsedProto:
         """The text Confluent's registry stores for this schema."""
         return protobuf_printer.to_text(self.elements)
 
+    def without_extensions(self) -> str:
+        """``format=ignore_extensions``: the text without custom options (Confluent's own kept),
+        extension ranges and ``extend`` blocks."""
+        return protobuf_printer.to_text(self.elements, ignore_extensions=True)
+
     def normalized(self) -> str:
         """``normalize=true``'s text: Confluent's normalized rendering, type names resolved
         against the schema's own types and those of the files it imports."""

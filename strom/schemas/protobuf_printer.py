@@ -96,9 +96,10 @@ class Types:
 
 
 class _Printer:
-    def __init__(self, normalize: bool, types: Types | None):
+    def __init__(self, normalize: bool, types: Types | None, ignore_extensions: bool = False):
         self.normalize = normalize
         self.types = types if types is not None else Types([], None)
+        self.ignore_extensions = ignore_extensions  # format=ignore_extensions
 
     # -- the file and its parts
 
@@ -124,7 +125,7 @@ class _Printer:
             out.append("\n")
             out += [self.scoped(t) for t in types if isinstance(t, Message)]
             out += [self.scoped(t) for t in types if isinstance(t, Enum)]
-        if file.extends:
+        if file.extends and not self.ignore_extensions:
             out.append("\n")
             out += [self.extend(e) for e in self.group_extends(file.extends)]
         if file.services:
@@ -164,8 +165,9 @@ class _Printer:
             oneofs = [OneOf(o.name, sorted(o.fields, key=lambda f: f.tag), o.options) for o in oneofs if o.fields]
             oneofs.sort(key=lambda o: o.fields[0].tag)
         out.append(self.section(oneofs, self.oneof))
-        out.append(self.section(self.sorted_extensions(message.extensions), self.extensions))
-        out.append(self.section(self.group_extends(message.extends), self.extend))
+        if not self.ignore_extensions:
+            out.append(self.section(self.sorted_extensions(message.extensions), self.extensions))
+            out.append(self.section(self.group_extends(message.extends), self.extend))
         types = self.filter_types(message.nested)
         if types:
             out.append("\n")
@@ -356,6 +358,8 @@ class _Printer:
         return _java_decimal(text) if self.normalize else text
 
     def filter_options(self, options: list[Option]) -> list[Option]:
+        if self.ignore_extensions:  # custom options left out, Confluent's own kept
+            options = [o for o in options if not o.parenthesized or o.name.startswith("confluent.")]
         if not self.normalize or not options:
             return options
         resolved = []
@@ -531,7 +535,9 @@ def option_text(option: Option) -> str:
     return _Printer(False, None).option(option)
 
 
-def to_text(file: File, normalize: bool = False, types: Types | None = None) -> str:
+def to_text(file: File, normalize: bool = False, types: Types | None = None, ignore_extensions: bool = False) -> str:
     """The text Confluent's registry stores for ``file`` (``normalize``: its normalized form;
-    ``types``, the schema's own and imported types, are needed then)."""
-    return _Printer(normalize, types).file(file)
+    ``types``, the schema's own and imported types, are needed then; ``ignore_extensions``: the
+    answer to ``format=ignore_extensions``, without custom options other than Confluent's own,
+    extension ranges and ``extend`` blocks)."""
+    return _Printer(normalize, types, ignore_extensions).file(file)

@@ -366,6 +366,14 @@ class SchemaRegistry:
         parsed, _ = self._parse(stored.schema, stored.schema_type, stored.references_json())
         return str(parsed.value.serialized())
 
+    def without_extensions(self, stored: StoredSchema) -> str:
+        """``format=ignore_extensions``: a Protobuf schema without its custom options and
+        extensions, as Confluent's registry answers it; other types as they are."""
+        if stored.schema_type != "PROTOBUF":
+            return stored.schema
+        parsed, _ = self._parse(stored.schema, stored.schema_type, stored.references_json())
+        return str(parsed.value.without_extensions())
+
     def _live_parsed(self, subject: str) -> list[tuple[int, formats.Parsed]]:
         out = []
         for stored in self.state.versions(subject):

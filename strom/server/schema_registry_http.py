@@ -361,10 +361,15 @@ class SchemaRegistryHttp:
         return Reply(200, {"id": done.schema_id, "version": done.version}, offset=done.offset)
 
     async def _text(self, request: Request, stored: StoredSchema) -> str:
-        """The schema's text in the asked ``format`` (``serialized``: a Protobuf descriptor in base64)."""
-        if request.query.get("format") == "serialized":
+        """The schema's text in the asked ``format`` (``serialized``: a Protobuf descriptor in base64;
+        ``ignore_extensions``: a Protobuf text without custom options and extensions); another
+        format is ignored, as Confluent ignores it."""
+        asked = request.query.get("format")
+        if asked in ("serialized", "ignore_extensions"):
             await self.registry.parse_ahead([(stored.schema, stored.schema_type, stored.references_json())])
-            return self.registry.serialized(stored)
+            if asked == "serialized":
+                return self.registry.serialized(stored)
+            return self.registry.without_extensions(stored)
         return stored.schema
 
     async def _version(self, request: Request, subject: str, version: str) -> Reply:

@@ -92,6 +92,12 @@ def exercise_canonical(url: str, other_url: str) -> None:
     for where in (url, other_url):
         assert call(where, "GET", f"/schemas/ids/{schema_id}")[2] == {"schemaType": "PROTOBUF", "schema": PRINTED}
         assert call(where, "GET", f"/subjects/{subject}/versions/1/schema")[2] == PRINTED
+    # Confluent's format=ignore_extensions: no custom options, no extend blocks
+    without = call(other_url, "GET", f"/schemas/ids/{schema_id}?format=ignore_extensions")[2]["schema"]
+    assert without == PRINTED.replace(
+        '[\n    (sensitive) = "pii",\n    deprecated = true\n  ]', "[deprecated = true]"
+    ).replace("\nextend google.protobuf.FieldOptions {\n  string sensitive = 50001;\n}\n", "")
+    assert "sensitive" not in without and "deprecated = true" in without
 
     # the same schema laid out otherwise, without its comments: the same id and version
     relaid = "\n".join(line.split("//")[0].rstrip() for line in WRITTEN.splitlines())

@@ -592,3 +592,39 @@ def test_a_descriptor_keeps_confluents_own_meta_options_and_drops_other_custom_o
     assert '    (confluent.field_meta) = {\n      doc: "who",\n      params: {\n        key: "scale",\n' in (
         parsed.normalized()
     )
+
+
+def test_ignore_extensions_leaves_out_custom_options_and_extensions():
+    """format=ignore_extensions: Confluent's printer without custom options (its own kept),
+    extension ranges and extend blocks."""
+    parsed, _ = protobuf.parse(
+        EVERY_KIND.replace(
+            'option java_package = "com.example.shop";',
+            'option java_package = "com.example.shop";\noption (confluent.file_meta) = { doc: "kept" };',
+        ).replace(
+            'import "google/protobuf/descriptor.proto";',
+            'import "google/protobuf/descriptor.proto";\nimport "confluent/meta.proto";',
+        )
+    )
+    text = parsed.without_extensions()
+    assert text.startswith(
+        'syntax = "proto2";\n'
+        "package shop;\n"
+        "\n"
+        'import "google/protobuf/descriptor.proto";\n'
+        'import "confluent/meta.proto";\n'
+        "\n"
+        'option java_package = "com.example.shop";\n'
+        "option (confluent.file_meta) = {\n"
+        '  doc: "kept"\n'
+        "};\n"
+        "option optimize_for = SPEED;\n"
+        "\n"
+        "message Order {\n"
+    ), text
+    assert '  required string id = 1 [json_name = "orderId"];\n' in text
+    assert "    string cash = 7;\n" in text
+    assert "extensions" not in text and "extend" not in text and "sensitive" not in text and "file_tags" not in text
+    assert text.endswith(
+        "service Shop {\n  rpc Get (Order) returns (stream Order.Line) {\n    option deprecated = true;\n  };\n}\n"
+    )
