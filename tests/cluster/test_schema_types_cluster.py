@@ -9,6 +9,7 @@ from tests.integration.test_protobuf_canonical import exercise_canonical
 from tests.integration.test_protobuf_descriptors import exercise_descriptors
 from tests.integration.test_schema_registry import registry_url
 from tests.integration.test_schema_types import (
+    exercise_combined,
     exercise_generated_protobuf,
     exercise_json,
     exercise_json_references,
@@ -34,6 +35,7 @@ def test_json_and_protobuf_on_a_3_broker_cluster(cluster_factory):
     writer = cluster.leader("_schemas", 0)
     other = next(broker_id for broker_id in cluster.brokers if broker_id != writer)
     exercise_json_references(registry_url(cluster.brokers[other]))
+    exercise_combined(registry_url(cluster.brokers[other]))  # oneOf/anyOf/allOf switches: Confluent's answers
     exercise_generated_protobuf(registry_url(cluster.brokers[other]), "statuses")
     # .proto text kept as written, registered through a broker that forwards to the writer
     exercise_canonical(registry_url(cluster.brokers[other]), registry_url(cluster.brokers[writer]))

@@ -244,13 +244,13 @@ def test_open_content_model_rules(broker):
     assert client.register_schema("norm-value", Schema(reordered, "JSON"), normalize_schemas=True) == first
 
 
-def test_switches_between_one_of_any_of_and_all_of_get_confluents_answers(broker):
+def exercise_combined(url: str) -> None:
     """Confluent's diff-combined-schema-examples through confluent-kafka's client: oneOf read as
     anyOf with a branch more is BACKWARD compatible (#11, COMBINED_TYPE_EXTENDED), so is allOf
     read as oneOf with fewer branches (#19); anyOf read as a oneOf that lost a branch is not (#17,
     COMBINED_TYPE_CHANGED): 409 on register, the difference named by the verbose check. And
-    draft 2020-12's unevaluatedProperties is a content model (diff-schema-examples-2020-12 #33)."""
-    url = registry_url(broker)
+    draft 2020-12's unevaluatedProperties is a content model (diff-schema-examples-2020-12 #33).
+    Shared with the 3-broker test (tests/cluster/test_schema_types_cluster.py)."""
     client = SchemaRegistryClient({"url": url})
 
     def prop1(schema: dict) -> Schema:
@@ -282,6 +282,10 @@ def test_switches_between_one_of_any_of_and_all_of_get_confluents_answers(broker
     opened = {"$schema": draft_2020, "properties": {"foo": string}}
     client.register_schema("unevaluated-value", Schema(json.dumps(opened), "JSON"))
     assert client.test_compatibility("unevaluated-value", Schema(json.dumps(closed), "JSON")) is False
+
+
+def test_switches_between_one_of_any_of_and_all_of_get_confluents_answers(broker):
+    exercise_combined(registry_url(broker))
 
 
 def test_json_and_protobuf_over_https(tmp_path):
