@@ -521,6 +521,8 @@ PASSWORD_KEYS = frozenset(key for key, kind in DYNAMIC_TYPES.items() if kind == 
         "delegation.token.master.key",
         "zookeeper.ssl.keystore.password",
         "zookeeper.ssl.truststore.password",
+        "iceberg.rest.catalog.credential",  # strom's own secrets (config_key(..., sensitive=True))
+        "iceberg.rest.catalog.token",
     )
 )
 DYNAMIC_KEYS = PER_BROKER | CLUSTER_WIDE | QUOTA_KEYS

@@ -12,7 +12,13 @@ import time
 import urllib.request
 
 import requests
-from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+from confluent_kafka.admin import (
+    AdminClient,
+    ConfigResource,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
 
 from strom.cluster.zookeeper_server import free_port
 from strom.iceberg.table import CatalogSettings
@@ -120,6 +126,12 @@ def test_sasl_ssl_brokers_use_an_https_catalog_with_a_scram_users_client_credent
             "sasl.password": "alice-secret",
             "ssl.ca.location": str(certs.ca),
         }
+        # the credential is a secret: DescribeConfigs reports it as null, marked sensitive
+        [described] = admin.describe_configs([ConfigResource("broker", "0")], request_timeout=WAIT_S).values()
+        entries = described.result(WAIT_S)
+        secret = entries["iceberg.rest.catalog.credential"]
+        assert (secret.value, secret.is_sensitive) == (None, True)
+        assert entries["iceberg.rest.catalog.uri"].value == url
         create_topic(broker.bootstrap, "secure", 2)
         committed = produce(f"127.0.0.1:{secure}", "secure", 300, "s", **secured)
         catalog = CatalogSettings.for_rest(url, credential="alice:alice-secret", ca_location=str(certs.ca))

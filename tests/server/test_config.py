@@ -454,3 +454,13 @@ def test_deprecated_keys_still_need_valid_values():
         BrokerConfig.from_mapping({"log.message.format.version": "9.9"})
     with pytest.raises(ConfigError, match="log.cleaner.min.compaction.lag.ms"):
         BrokerConfig.from_mapping({"log.cleaner.min.compaction.lag.ms": "10", "log.cleaner.max.compaction.lag.ms": "5"})
+
+
+def test_every_secret_key_is_reported_as_sensitive():
+    """A key declared sensitive (its value null in DescribeConfigs) is also marked is_sensitive, as
+    Kafka's PASSWORD keys are: the two come from different tables, which must agree."""
+    from strom.server.dynamic_config_keys import is_password
+
+    secrets = [f.metadata["key"] for f in dataclasses.fields(BrokerConfig) if f.metadata.get("sensitive")]
+    assert "iceberg.rest.catalog.credential" in secrets and "iceberg.rest.catalog.token" in secrets
+    assert [key for key in secrets if not is_password(key)] == []
