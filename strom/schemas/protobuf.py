@@ -312,10 +312,16 @@ def _ranges(texts: list[str], end_exclusive: bool) -> list[tuple[int, int]]:
 
 def _set_standard(options: Any, option: ast.Option) -> None:
     """Set a standard option (a field of ``FileOptions``, ``FieldOptions`` ...) as written, so the
-    descriptor (``format=serialized``) carries it as protoc's would; custom ``(my.option)`` ones
-    and values of another type are left out of the descriptor (the text keeps them)."""
+    descriptor (``format=serialized``) carries it as protoc's would, and Confluent's own
+    ``(confluent.*_meta)``; other custom ``(my.option)`` ones and values of another type are left
+    out of the descriptor (the text keeps them), as Confluent's descriptor of a text leaves them."""
     field = options.DESCRIPTOR.fields_by_name.get(option.name)
     value = option.value
+    meta = protobuf_confluent.META_OPTIONS.get(options.DESCRIPTOR.full_name)
+    if meta is not None and option.name == f"({meta})" and isinstance(value, ast.MessageLiteral):
+        literal = protobuf_elements.option(option.name, value).value  # Confluent's own, kept
+        options.MergeFromString(protobuf_confluent.encode_meta(literal, _meta_class))
+        return
     if field is None or field.is_repeated or field.message_type is not None:
         return
     if field.enum_type is not None:

@@ -107,3 +107,36 @@ def meta_option(options: Any, meta_class: Callable[[], Any]) -> Option | None:
     if rules:
         value["rules"] = rules
     return Option(name, "MAP", value, True) if value else None
+
+
+def _strings(value: Any) -> list[str]:
+    return [str(v) for v in (value if isinstance(value, list) else [value])]
+
+
+def _messages(value: Any) -> list[dict]:
+    return [v for v in (value if isinstance(value, list) else [value]) if isinstance(v, dict)]
+
+
+def encode_meta(value: dict[str, Any], meta_class: Callable[[], Any]) -> bytes:
+    """A ``confluent.*_meta`` option written in text (an aggregate value: doc, params, tags,
+    rules) as the extension field of an options message, so that the descriptor of the text
+    (``format=serialized``) carries it as protoc's would, and as Confluent's does."""
+    meta = meta_class()()
+    if "doc" in value:
+        meta.doc = str(value["doc"])
+    for entry in _messages(value.get("params", [])):
+        meta.params.add(key=str(entry.get("key", "")), value=str(entry.get("value", "")))
+    meta.tags.extend(_strings(value.get("tags", [])))
+    for entry in _messages(value.get("rules", [])):
+        meta.rules.add(**{k: str(v) for k, v in entry.items() if k in ("name", "doc", "expr", "sql")})
+    data = meta.SerializeToString()
+    return _varint(META_FIELD << 3 | 2) + _varint(len(data)) + data
+
+
+def _varint(number: int) -> bytes:
+    out = bytearray()
+    while True:
+        low, number = number & 0x7F, number >> 7
+        out.append(low | (0x80 if number else 0))
+        if not number:
+            return bytes(out)

@@ -628,3 +628,40 @@ def test_ignore_extensions_leaves_out_custom_options_and_extensions():
     assert text.endswith(
         "service Shop {\n  rpc Get (Order) returns (stream Order.Line) {\n    option deprecated = true;\n  };\n}\n"
     )
+
+
+def test_confluents_meta_options_written_in_text_reach_its_descriptor():
+    text = """syntax = "proto3";
+package s;
+import "confluent/meta.proto";
+option (confluent.file_meta) = { doc: "f" };
+message M {
+  string a = 1 [(confluent.field_meta) = { tags: ["PII", "X"] params: { key: "k" value: "v" } rules: { name: "r" } }];
+  string b = 2 [(other.option) = true];
+}
+"""
+    parsed, _ = protobuf.parse(text)
+    described, described_text = protobuf.parse(parsed.serialized())
+    assert (
+        "  string a = 1 [(confluent.field_meta) = {\n"
+        "    params: [\n"
+        "      {\n"
+        '        key: "k",\n'
+        '        value: "v"\n'
+        "      }\n"
+        "    ],\n"
+        "    tags: [\n"
+        '      "PII",\n'
+        '      "X"\n'
+        "    ],\n"
+        "    rules: [\n"
+        "      {\n"
+        '        name: "r"\n'
+        "      }\n"
+        "    ]\n"
+        "  }];\n"
+        "  string b = 2;\n"
+    ) in described_text
+    assert 'option (confluent.file_meta) = {\n  doc: "f"\n};\n' in described_text
+    # normalized, the text and its descriptor differ only by the option Confluent drops
+    assert described.normalized() == parsed.normalized().replace(" [(other.option) = true]", "")
