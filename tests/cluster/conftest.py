@@ -294,6 +294,49 @@ def iceberg_cluster(cluster_factory, tmp_path):
     return make
 
 
+def internal_sasl_ssl(certs, mechanism: str = "SCRAM-SHA-512") -> dict[str, str]:
+    """Overrides for brokers that replicate over an INTERNAL SASL_SSL listener (``mechanism``) while
+    clients may use CLIENT (PLAINTEXT); ``split_listeners`` gives each broker the two."""
+    return {
+        "listener.security.protocol.map": "CLIENT:PLAINTEXT,INTERNAL:SASL_SSL",
+        "inter.broker.listener.name": "INTERNAL",
+        "sasl.enabled.mechanisms": mechanism,
+        "sasl.mechanism.inter.broker.protocol": mechanism,
+        "ssl.keystore.location": str(certs.broker),
+        "ssl.truststore.location": str(certs.ca),
+    }
+
+
+def split_listeners(cluster: Cluster) -> dict[int, tuple[int, int]]:
+    """Each broker's CLIENT listener on its own port and an INTERNAL one on a free port, before it
+    starts; broker id -> (CLIENT port, INTERNAL port)."""
+    ports = {}
+    for broker_id, process in cluster.brokers.items():
+        client_port = int(process.overrides["listeners"].rsplit(":", 1)[1])
+        ports[broker_id] = (client_port, zookeeper_server.free_port())
+        process.overrides["listeners"] = f"CLIENT://127.0.0.1:{client_port},INTERNAL://127.0.0.1:{ports[broker_id][1]}"
+    return ports
+
+
+def add_scram_user(cluster: Cluster, user: str, password: str, mechanism: str = "SCRAM-SHA-512") -> None:
+    """Write ``user``'s SCRAM credential into the cluster's chroot before its brokers start, in Kafka's
+    /config/users layout (as kafka-configs.sh --zookeeper does)."""
+    from strom.security.scram import ScramCredential
+
+    credential = ScramCredential.from_password(mechanism, password)
+    root = KazooClient(hosts=cluster.zookeeper, timeout=10)
+    root.start(timeout=30)
+    try:
+        root.create(
+            cluster.chroot + model.user_config_path(user),
+            json.dumps({"version": 1, "config": {mechanism: credential.to_text()}}).encode(),
+            makepath=True,
+        )
+    finally:
+        root.stop()
+        root.close()
+
+
 def create_topic(
     cluster: Cluster, name: str, partitions: int = 3, replication_factor: int = 3, configs: dict[str, str] | None = None
 ) -> None:

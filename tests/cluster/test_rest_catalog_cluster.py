@@ -10,16 +10,18 @@ through it; it is killed with kill -9 and restarted."""
 
 from __future__ import annotations
 
-import json
 import time
 
-from kazoo.client import KazooClient
-
-from strom.cluster import model, zookeeper_server
 from strom.cluster.zookeeper_server import free_port
 from strom.iceberg.table import CatalogSettings
-from strom.security.scram import ScramCredential
-from tests.cluster.conftest import Cluster, create_topic, wait_until
+from tests.cluster.conftest import (
+    Cluster,
+    add_scram_user,
+    create_topic,
+    internal_sasl_ssl,
+    split_listeners,
+    wait_until,
+)
 from tests.iceberg.support import assert_exactly, produce, table_rows, transaction, wait_for_rows
 from tests.tls_certs import make_certificates
 
@@ -77,13 +79,8 @@ def test_sasl_ssl_brokers_commit_through_one_brokers_https_catalog_that_is_kille
         zookeeper,
         3,
         {
-            "listener.security.protocol.map": "CLIENT:PLAINTEXT,INTERNAL:SASL_SSL",
-            "inter.broker.listener.name": "INTERNAL",
-            "sasl.enabled.mechanisms": "SCRAM-SHA-512",
-            "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+            **internal_sasl_ssl(certs),
             "listener.name.internal.scram-sha-512.sasl.jaas.config": SCRAM_JAAS.format("alice-secret"),
-            "ssl.keystore.location": str(certs.broker),
-            "ssl.truststore.location": str(certs.ca),
             "iceberg.enabled": "true",
             "iceberg.target.lag.ms": "300",
             "iceberg.catalog.uri": "sqlite:///" + str(tmp_path / "catalog.db"),
@@ -94,26 +91,9 @@ def test_sasl_ssl_brokers_commit_through_one_brokers_https_catalog_that_is_kille
             "iceberg.rest.catalog.ssl.ca.location": str(certs.ca),
         },
     )
-    secure_ports = {}
-    for broker_id, process in cluster.brokers.items():
-        client_port = int(process.overrides["listeners"].rsplit(":", 1)[1])
-        secure_ports[broker_id] = zookeeper_server.free_port()
-        process.overrides["listeners"] = (
-            f"CLIENT://127.0.0.1:{client_port},INTERNAL://127.0.0.1:{secure_ports[broker_id]}"
-        )
+    ports = split_listeners(cluster)
     cluster.brokers[0].overrides["iceberg.rest.catalog.listeners"] = catalog_url
-    credential = ScramCredential.from_password("SCRAM-SHA-512", "alice-secret")
-    root = KazooClient(hosts=zookeeper, timeout=10)
-    root.start(timeout=30)
-    try:
-        root.create(
-            cluster.chroot + model.user_config_path("alice"),
-            json.dumps({"version": 1, "config": {"SCRAM-SHA-512": credential.to_text()}}).encode(),
-            makepath=True,
-        )
-    finally:
-        root.stop()
-        root.close()
+    add_scram_user(cluster, "alice", "alice-secret")
     secured = {
         "security.protocol": "SASL_SSL",
         "sasl.mechanism": "SCRAM-SHA-512",
@@ -122,7 +102,7 @@ def test_sasl_ssl_brokers_commit_through_one_brokers_https_catalog_that_is_kille
         "ssl.ca.location": str(certs.ca),
     }
     with cluster:
-        bootstrap = ",".join(f"127.0.0.1:{port}" for port in secure_ports.values())
+        bootstrap = ",".join(f"127.0.0.1:{internal}" for _client, internal in ports.values())
         create_topic(cluster, "paid", partitions=3, configs={"iceberg.mode": "key_value"})
         catalog = CatalogSettings.for_rest(catalog_url, credential="alice:alice-secret", ca_location=str(certs.ca))
         committed = produce(bootstrap, "paid", 600, "a", acks="all", **secured)

@@ -11,11 +11,8 @@ from __future__ import annotations
 
 import json
 
-from kazoo.client import KazooClient
-
-from strom.cluster import model, zookeeper_server
-from strom.security.scram import ScramCredential
-from tests.cluster.conftest import Cluster, wait_until
+from strom.cluster import model
+from tests.cluster.conftest import Cluster, add_scram_user, internal_sasl_ssl, split_listeners, wait_until
 from tests.integration.clients import assert_same, confluent_consume, confluent_produce, sample_messages
 from tests.integration.tv2_support import TxnProducer
 from tests.integration.txn_support import read_confluent
@@ -30,35 +27,13 @@ def test_replication_and_failover_over_a_sasl_ssl_inter_broker_listener(tmp_path
         tmp_path / "cluster",
         zookeeper,
         3,
-        {
-            "listener.security.protocol.map": "CLIENT:PLAINTEXT,INTERNAL:SASL_SSL",
-            "inter.broker.listener.name": "INTERNAL",
-            "sasl.enabled.mechanisms": "SCRAM-SHA-512",
-            "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
-            "ssl.keystore.location": str(certs.broker),
-            "ssl.truststore.location": str(certs.ca),
-            "min.insync.replicas": "2",
-        },
+        {**internal_sasl_ssl(certs), "min.insync.replicas": "2"},
     )
-    ports = {}
+    ports = split_listeners(cluster)
     for broker_id, process in cluster.brokers.items():
-        client_port = int(process.overrides["listeners"].rsplit(":", 1)[1])
-        ports[broker_id] = (client_port, zookeeper_server.free_port())
-        process.overrides["listeners"] = f"CLIENT://127.0.0.1:{client_port},INTERNAL://127.0.0.1:{ports[broker_id][1]}"
         password = "nope" if broker_id == 2 else "admin-secret"
         process.overrides["listener.name.internal.scram-sha-512.sasl.jaas.config"] = SCRAM_JAAS.format(password)
-    credential = ScramCredential.from_password("SCRAM-SHA-512", "admin-secret")
-    root = KazooClient(hosts=zookeeper, timeout=10)
-    root.start(timeout=30)
-    try:
-        root.create(
-            cluster.chroot + model.user_config_path("admin"),
-            json.dumps({"version": 1, "config": {"SCRAM-SHA-512": credential.to_text()}}).encode(),
-            makepath=True,
-        )
-    finally:
-        root.stop()
-        root.close()
+    add_scram_user(cluster, "admin", "admin-secret")
 
     with cluster:
         registration = json.loads(cluster.zk.get(model.broker_path(0))[0])

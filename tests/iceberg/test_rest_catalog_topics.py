@@ -97,11 +97,10 @@ def test_an_unreachable_rest_catalog_is_a_counted_failure_and_the_broker_goes_on
     assert "Traceback" not in log
 
 
-def test_sasl_ssl_brokers_use_an_https_catalog_with_a_scram_users_client_credentials(tmp_path):
-    certs = make_certificates(tmp_path / "certs")
-    plain, secure, catalog_port = free_port(), free_port(), free_port()
-    url = f"https://127.0.0.1:{catalog_port}"
-    config = {
+def sasl_ssl_rest_broker(certs, plain: int, secure: int, url: str) -> dict[str, str]:
+    """A broker with PLAINTEXT and SASL_SSL (SCRAM-SHA-256) listeners serving the https catalog ``url``
+    and committing through it as alice (a SCRAM user the test makes)."""
+    return {
         **ICEBERG,
         "listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_SSL://127.0.0.1:{secure}",
         "ssl.keystore.location": str(certs.broker),
@@ -112,6 +111,13 @@ def test_sasl_ssl_brokers_use_an_https_catalog_with_a_scram_users_client_credent
         "iceberg.rest.catalog.credential": "alice:alice-secret",
         "iceberg.rest.catalog.ssl.ca.location": str(certs.ca),
     }
+
+
+def test_sasl_ssl_brokers_use_an_https_catalog_with_a_scram_users_client_credentials(tmp_path):
+    certs = make_certificates(tmp_path / "certs")
+    plain, secure, catalog_port = free_port(), free_port(), free_port()
+    url = f"https://127.0.0.1:{catalog_port}"
+    config = sasl_ssl_rest_broker(certs, plain, secure, url)
     with BrokerProcess(tmp_path / "data", config) as broker:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         upsert = UserScramCredentialUpsertion(

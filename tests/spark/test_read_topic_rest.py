@@ -14,6 +14,7 @@ from strom.iceberg.table import CatalogSettings
 from strom.spark import read_topic
 from tests.broker_process import BrokerProcess
 from tests.iceberg.support import WAIT_S, assert_exactly, create_topic, produce, transaction, wait_for_rows
+from tests.iceberg.test_rest_catalog_topics import sasl_ssl_rest_broker
 from tests.spark.test_read_topic import spark_rows, tail_read_by
 from tests.tls_certs import make_certificates
 
@@ -23,19 +24,7 @@ def test_read_topic_plans_the_table_through_a_secured_rest_catalog(spark, tmp_pa
     plain, secure, catalog_port = free_port(), free_port(), free_port()
     url = f"https://127.0.0.1:{catalog_port}"
     login = {"credential": "alice:alice-secret", "ssl.ca.location": str(certs.ca)}
-    config = {
-        "iceberg.enabled": "true",
-        "iceberg.target.lag.ms": "500",
-        "listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_SSL://127.0.0.1:{secure}",
-        "ssl.keystore.location": str(certs.broker),
-        "sasl.enabled.mechanisms": "SCRAM-SHA-256",
-        "iceberg.rest.catalog.listeners": url,
-        "iceberg.catalog.type": "rest",
-        "iceberg.rest.catalog.uri": url,
-        "iceberg.rest.catalog.credential": login["credential"],
-        "iceberg.rest.catalog.ssl.ca.location": login["ssl.ca.location"],
-    }
-    broker = BrokerProcess(tmp_path / "data", config).start()
+    broker = BrokerProcess(tmp_path / "data", sasl_ssl_rest_broker(certs, plain, secure, url)).start()
     try:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         upsert = UserScramCredentialUpsertion(
