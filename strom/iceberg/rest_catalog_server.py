@@ -26,12 +26,43 @@ log = logging.getLogger("strom.iceberg")
 MAX_BODY_BYTES = 64 * 1024 * 1024  # a commit carries schemas and snapshots, not data: far below it
 IDLE_TIMEOUT_S = 60.0
 URL_FILE = "strom.iceberg-catalog"  # in the broker's first log dir: the catalog's URL, for tools and tests
+MAX_CONNECTIONS = 128  # each holds a thread: past it a new connection gets 503 at once
+_BUSY_BODY = json.dumps(
+    {"error": {"message": "Too many connections to the catalog", "type": "ServiceUnavailableException", "code": 503}}
+).encode()
+BUSY = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\n"
+    + f"Content-Length: {len(_BUSY_BODY)}\r\n\r\n".encode()
+    + _BUSY_BODY
+)
 
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     service: RestCatalogService
     context: ssl.SSLContext | None
+    slots: threading.BoundedSemaphore
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.slots.acquire(blocking=False):
+            try:  # plain HTTP only: a TLS client cannot read it before a handshake, and just sees the close
+                if self.context is None:
+                    request.sendall(BUSY)
+            except OSError:
+                pass
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
 
     def finish_request(self, request: Any, client_address: Any) -> None:
         if self.context is not None:  # the handshake on this connection's thread (bounded by the timeout)
@@ -110,6 +141,7 @@ class RestCatalogServer:
         self._server.socket = sock
         self._server.service = service
         self._server.context = context
+        self._server.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
         self._thread = threading.Thread(target=self._server.serve_forever, name="iceberg-rest-catalog", daemon=True)
 
     def start(self) -> None:

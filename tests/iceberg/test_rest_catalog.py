@@ -6,8 +6,10 @@ only (no other Iceberg REST catalog server can be installed here)."""
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -206,3 +208,32 @@ def test_errors_are_the_specs_bodies_and_a_malformed_body_changes_nothing(served
     chunked = requests.post(f"{url}/v1/namespaces", data=iter([b'{"namespace": ["c"]}']), timeout=10)
     assert chunked.status_code == 411 and catalog.list_namespaces() == [("ns",)]
     assert requests.put(f"{url}/v1/namespaces", timeout=10).status_code == 405
+
+
+def test_connections_past_the_limit_get_503_and_a_freed_slot_serves_again(served):
+    from strom.iceberg.rest_catalog_server import MAX_CONNECTIONS
+
+    _broker, url = served
+    host, port = url.removeprefix("http://").split(":")
+    idle = [socket.create_connection((host, int(port)), timeout=10) for _ in range(MAX_CONNECTIONS)]
+    try:
+        # accepted in order: the idle ones hold every slot (for IDLE_TIMEOUT_S) by the time this one is
+        with socket.create_connection((host, int(port)), timeout=10) as extra:
+            answer = b""
+            while chunk := extra.recv(4096):
+                answer += chunk
+        assert answer.startswith(b"HTTP/1.1 503 ")
+        assert json.loads(answer.split(b"\r\n\r\n", 1)[1])["error"]["type"] == "ServiceUnavailableException"
+        idle.pop().close()
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if requests.get(f"{url}/v1/config", timeout=10).status_code == 200:
+                    break
+            except requests.ConnectionError:
+                pass
+            assert time.monotonic() < deadline, "no slot was freed"
+            time.sleep(0.1)
+    finally:
+        for sock in idle:
+            sock.close()
