@@ -4,7 +4,8 @@ The standard library's threading HTTP server, one thread per connection, as the 
 metrics endpoint do, rather than h11 on the broker's event loop as the Schema Registry does: every
 catalog call blocks (SQL, metadata files that can be large), so it would need a thread anyway,
 and a slow commit must not stall the loop that serves Produce and Fetch. HTTP/1.1 keep-alive;
-a connection idle for ``IDLE_TIMEOUT_S`` is closed; a body over ``MAX_BODY_BYTES`` gets 413 at once.
+a connection idle for ``IDLE_TIMEOUT_S`` is closed; a body over ``MAX_BODY_BYTES`` gets 413 at once;
+past ``MAX_CONNECTIONS`` connections (each holding a thread) a new one gets 503 and is closed.
 With https the TLS handshake happens on the connection's own thread, not in the accept loop.
 """
 
