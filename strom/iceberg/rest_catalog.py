@@ -67,6 +67,7 @@ ENDPOINTS = (
     "DELETE /v1/{prefix}/namespaces/{namespace}/tables/{table}",
     "POST /v1/{prefix}/namespaces/{namespace}/register",
     "POST /v1/{prefix}/tables/rename",
+    "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}/metrics",
 )
 
 # status, body (None: empty; bytes: JSON already encoded; else a value to encode), extra headers
@@ -125,6 +126,7 @@ class RestCatalogService:
             ("POST", ("namespaces", "*", "tables", "*"), self._commit_table),
             ("DELETE", ("namespaces", "*", "tables", "*"), self._drop_table),
             ("POST", ("tables", "rename"), self._rename_table),
+            ("POST", ("namespaces", "*", "tables", "*", "metrics"), self._report_metrics),
         ]
 
     # -- dispatch ------------------------------------------------------------------------------------
@@ -381,6 +383,13 @@ class RestCatalogService:
             self.catalog.rename_table(
                 (*source["namespace"], source["name"]), (*destination["namespace"], destination["name"])
             )
+        return 204, None, []
+
+    def _report_metrics(
+        self, query: dict[str, str], body: bytes, headers: Mapping[str, str], ns: str, name: str
+    ) -> Reply:
+        """Java's client reports each scan's and commit's metrics here; they are taken and not kept."""
+        _json(body)
         return 204, None, []
 
 

@@ -199,6 +199,9 @@ def test_errors_are_the_specs_bodies_and_a_malformed_body_changes_nothing(served
     assert catalog.load_table(("ns", "t")).properties["x"] == "y"
     with pytest.raises(BadRequestError):  # the client reads the spec's 400 as its BadRequestError
         catalog.create_namespace(("bad", ""))
+    # Java's client reports scan and commit metrics: taken, not kept
+    report = {"report-type": "commit-report", "table-name": "ns.t", "snapshot-id": 1, "sequence-number": 1}
+    assert requests.post(f"{url}/v1/namespaces/ns/tables/t/metrics", json=report, timeout=10).status_code == 204
     assert requests.get(f"{url}/v2/config", timeout=10).status_code == 404
     # a body cut short by a client that goes away is not acted on, and the server serves on
     host, port = url.removeprefix("http://").split(":")
