@@ -89,14 +89,20 @@ def metadata_files(table: Any) -> set[str]:
     return {table.metadata_location, *(entry.metadata_file for entry in table.metadata.metadata_log)}
 
 
-def purge(catalog: Any, name: tuple[str, str]) -> Removed | None:
+def purge(catalog: Any, name: tuple[str, str], topic_id: str | None = None) -> Removed | None:
     """Drop table ``name`` and delete its files (module docstring); None when there is no such
-    table (another broker dropped it first, and purges it)."""
+    table (another broker dropped it first, and purges it), or when ``topic_id`` is given and the
+    table records another topic's id (a topic made again under the name: its table is not ours)."""
     from pyiceberg.exceptions import NoSuchTableError
+
+    from strom.iceberg.table import TOPIC_ID_PROPERTY
 
     try:
         table = catalog.load_table(name)
     except NoSuchTableError:
+        return None
+    found = table.properties.get(TOPIC_ID_PROPERTY)
+    if topic_id and found and found != topic_id:
         return None
     began = time.time()
     try:

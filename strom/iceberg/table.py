@@ -30,6 +30,10 @@ if TYPE_CHECKING:
 NAMESPACE = "strom"
 OFFSET_PREFIX = "strom.offsets."
 MODE_PROPERTY = "strom.iceberg.mode"  # the topic's iceberg.mode, as its last translation round had it
+# the topic id (KIP-516, 32 hex digits) of the topic whose records the table holds: a topic deleted
+# and made again under the same name has another id, so its brokers know the table is the old one's
+TOPIC_ID_PROPERTY = "strom.topic.id"
+DELETE_PROPERTY = "strom.iceberg.delete"  # that topic's iceberg.delete, for whoever finds the table orphaned
 CATALOG_NAME = "strom"
 # pyiceberg's automatic commit retry re-applies an append onto a newer snapshot: never for ours
 NO_RETRY = {"commit.retry.num-retries": "0"}
@@ -176,10 +180,14 @@ def load_or_create(
     schema: Any = None,
     name: tuple[str, str] | None = None,
     partition_spec: str = DEFAULT_PARTITION_SPEC,
+    topic_id: str = "",
+    delete: bool = True,
+    location: str | None = None,
 ) -> Table:
     """The topic's table (``name``: another of its tables), made with ``schema`` (``key_value``'s by
     default) and the fields of ``partition_spec`` its columns take, on first use; brokers racing to
-    make it all end with the one that won."""
+    make it all end with the one that won. A new table records ``topic_id`` and ``delete`` (the
+    topic's iceberg.delete) and lives at ``location`` (None: where the catalog puts it)."""
     from pyiceberg.exceptions import NamespaceAlreadyExistsError, TableAlreadyExistsError
 
     from strom.iceberg.partition_spec import build
@@ -193,10 +201,12 @@ def load_or_create(
     except NamespaceAlreadyExistsError:
         pass
     properties = {**NO_RETRY, "write.target-file-size-bytes": str(target_file_size_bytes)}
+    if topic_id:
+        properties |= {TOPIC_ID_PROPERTY: topic_id, DELETE_PROPERTY: str(delete).lower()}
     schema = schema or key_value_schema()
     spec, _left_out = build(schema, partition_spec)  # the round's evolve() reports what was left out
     try:
-        return catalog.create_table(name, schema=schema, partition_spec=spec, properties=properties)
+        return catalog.create_table(name, schema=schema, location=location, partition_spec=spec, properties=properties)
     except TableAlreadyExistsError:
         return catalog.load_table(name)
 
@@ -209,6 +219,30 @@ def _without_retries(table: Table) -> Table:
     with table.transaction() as transaction:
         transaction.set_properties(NO_RETRY)
     return table
+
+
+def topic_location(settings: CatalogSettings, name: tuple[str, str], topic_id: str) -> str | None:
+    """Where a table of the topic with ``topic_id`` lives in a SQL catalog's warehouse: a directory
+    of its own under the table name's, so that a table of an earlier topic of the same name, kept
+    aside (iceberg.delete=false), never shares its files' directory (one table's orphan pass or
+    purge would take the other's files). None for a REST catalog: its server places tables."""
+    if settings.kind != "sql" or not topic_id:
+        return None
+    return f"{settings.warehouse.rstrip('/')}/{name[0]}.db/{name[1]}/{topic_id}"
+
+
+def table_topic_id(table: Table) -> str | None:
+    """The topic id a table was made for (None: a table made before strom recorded it)."""
+    found = table.properties.get(TOPIC_ID_PROPERTY)
+    return str(found) if found else None
+
+
+def keep_topic(table: Table, topic_id: str, delete: bool) -> None:
+    """Record the topic id and iceberg.delete of the topic whose records the table holds."""
+    wanted = {TOPIC_ID_PROPERTY: topic_id, DELETE_PROPERTY: str(delete).lower()}
+    if any(table.properties.get(key) != value for key, value in wanted.items()):
+        with table.transaction() as transaction:
+            transaction.set_properties(wanted)
 
 
 def table_mode(table: Table) -> str:

@@ -146,14 +146,18 @@ class IcebergTranslator:
         target_lag_ms: int,
         topic_exists: Callable[[str], bool] = lambda topic: True,
         schemas: Callable[[str], SchemaSet] | None = None,
+        topic_id: Callable[[str], str | None] | None = None,
     ):
         """``leaders``: (topic, partition, topic configs, log) of each partition this broker leads;
         ``topic_exists``: whether a topic is still in the cluster's metadata (a deleted one's table
-        is dropped when its iceberg.delete was true); ``schemas``: the registry's schemas for a
-        topic's round (None: no registry, the schema modes' records wait)."""
+        is dropped when its iceberg.delete was true); ``topic_id``: instead, the topic's id in the
+        cluster's metadata (32 hex digits; None once deleted), which also tells a topic deleted and
+        made again under its name from the one whose table this broker wrote; ``schemas``: the
+        registry's schemas for a topic's round (None: no registry, the schema modes' records wait)."""
         self.catalog = catalog
         self._leaders = leaders
-        self._topic_exists = topic_exists
+        self._topic_id = topic_id or (lambda topic: "" if topic_exists(topic) else None)
+        self._ids: dict[str, str] = {}  # Iceberg topics led here -> their topic id when last led
         self._schemas = schemas
         self.target_lag_ms = target_lag_ms
         self._pool: ProcessPoolExecutor | None = None
@@ -196,9 +200,14 @@ class IcebergTranslator:
         self._maintainer = {}
         now = time.monotonic()
         led: set[tuple[str, int]] = set()
+        ids: dict[str, str | None] = {}
         for topic, partition, settings, log_ in self._leaders():
             if settings.iceberg_mode not in TRANSLATED_MODES:
                 continue
+            if topic not in ids:
+                ids[topic] = self._topic_id(topic)
+            if ids[topic] is None or ids[topic] != self._ids.setdefault(topic, ids[topic] or ""):
+                continue  # deleted (or made again) since this round began: the next round sees to it
             led.add((topic, partition))
             modes[topic] = settings.iceberg_mode
             specs[topic] = settings.iceberg_partition_spec
@@ -228,7 +237,18 @@ class IcebergTranslator:
                     self.failures += 1
                     log.warning("iceberg: the schemas for %s could not be read, next round tries again: %r", topic, exc)
                     continue
-            jobs.append(TopicJob(topic, self.catalog, tuple(parts), mode, schemas, specs[topic]))
+            jobs.append(
+                TopicJob(
+                    topic,
+                    self.catalog,
+                    tuple(parts),
+                    mode,
+                    schemas,
+                    specs[topic],
+                    topic_id=self._ids[topic],
+                    delete=self._translated[topic],
+                )
+            )
         return jobs
 
     def lag(self) -> list[tuple[str, int, int, float]]:
@@ -265,16 +285,22 @@ class IcebergTranslator:
 
     async def run_round(self) -> None:
         loop = asyncio.get_running_loop()
-        for topic in [t for t in self._translated if not self._topic_exists(t)]:
+        # a topic deleted, or deleted and made again (another id), since it was last led here
+        for topic in [t for t in self._translated if self._topic_id(t) != self._ids.get(t, self._topic_id(t))]:
             drop = self._translated.pop(topic)
+            old_id = self._ids.pop(topic, "")
             self._read_topics.discard(topic)
             for key in [k for k in self._known if k[0] == topic]:
-                del self._known[key]
+                del self._known[key]  # the offsets of the old topic's table: none of the new one's
+            for key in [k for k in self._marks if k[0] == topic]:
+                del self._marks[key]
             if not drop:
                 log.info("iceberg: topic %s was deleted; its table is kept (iceberg.delete=false)", topic)
                 continue
             try:
-                purged: list[Removed] = await loop.run_in_executor(self._executor(), drop_table, self.catalog, topic)
+                purged: list[Removed] = await loop.run_in_executor(
+                    self._executor(), drop_table, self.catalog, topic, old_id
+                )
                 for removed in purged:
                     self._of(topic).purged(removed)
                 log.info(
@@ -297,6 +323,8 @@ class IcebergTranslator:
                 self._known[(job.topic, partition)] = offset
                 self._waited((job.topic, partition), offset, 0.0)  # drops the marks the table has passed
             self._read_topics.add(job.topic)
+            for note in result.set_aside:
+                log.info("iceberg: topic %s was made again (topic id %s): %s", job.topic, job.topic_id, note)
             self.rows += result.rows
             self._of(job.topic).translation_conflicts += result.commits_lost
             self.dead_letters += result.dead_letters

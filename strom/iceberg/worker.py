@@ -54,6 +54,8 @@ class TopicJob:
     mode: str = "key_value"
     schemas: SchemaSet | None = None  # the schema modes: the registry as the broker's view knows it
     partition_spec: str = tables.DEFAULT_PARTITION_SPEC  # the topic's iceberg.partition.spec
+    topic_id: str = ""  # the live topic's id (32 hex digits): a table of another id is an old topic's
+    delete: bool = True  # the topic's iceberg.delete
 
 
 @dataclass
@@ -64,6 +66,7 @@ class TopicResult:
     dead_letters: int = 0  # rows this round committed to the dead-letter table
     waiting: dict[int, int] = field(default_factory=dict)  # partition -> offset whose schema id is not known yet
     spec_left_out: tuple[str, ...] = ()  # fields of iceberg.partition.spec the table cannot take, with why
+    set_aside: tuple[str, ...] = ()  # what became of tables of an earlier topic of the same name
 
 
 Row = tuple[int, BatchHeader, Record]  # (partition, batch header, record)
@@ -121,6 +124,42 @@ def _back_to_key_value(table: Any) -> None:
     tables.keep_mode(table, "key_value")
 
 
+def _claim(catalog: Any, job: TopicJob) -> tuple[str, ...]:
+    """Make sure the topic's tables hold this topic's records, not those of an earlier topic of the
+    same name (deleted and made again between two rounds, or while this broker led none of it): a
+    table that records another topic id is that topic's, and is set aside before this round makes
+    the topic's own. As the deletion would have: dropped and purged when that topic's
+    iceberg.delete was true, else renamed ``<table>~<its topic id>`` and kept. A table made before
+    topic ids were recorded is taken as this topic's. Each step re-reads the id, so a broker that
+    lost a race to another never sets aside the new topic's table. Returns what it did, to log."""
+    from pyiceberg.exceptions import NoSuchTableError, TableAlreadyExistsError
+
+    done: list[str] = []
+    if not job.topic_id:
+        return ()
+    for name in (tables.identifier(job.topic), tables.dlq_identifier(job.topic)):
+        table = tables.load_existing(catalog, name)
+        if table is None:
+            continue
+        found = tables.table_topic_id(table)
+        if found is None or found == job.topic_id:
+            tables.keep_topic(table, job.topic_id, job.delete)
+            continue
+        if table.properties.get(tables.DELETE_PROPERTY, "true") == "true":
+            if purge(catalog, name, topic_id=found) is not None:  # None: another broker got there first
+                done.append(f"the table {name[1]} of an earlier topic {found} was dropped (iceberg.delete=true)")
+        else:
+            aside = (name[0], f"{name[1]}~{found}")
+            try:
+                again = tables.load_existing(catalog, name)
+                if again is not None and tables.table_topic_id(again) == found:
+                    catalog.rename_table(name, aside)
+                    done.append(f"the table of an earlier topic {found} was kept as {aside[1]} (iceberg.delete=false)")
+            except (NoSuchTableError, TableAlreadyExistsError):
+                pass  # another broker set it aside first
+    return tuple(done)
+
+
 def translate_topic(job: TopicJob) -> TopicResult:
     """One round for the partitions of ``job`` this broker leads."""
     if job.mode != "key_value":
@@ -129,10 +168,11 @@ def translate_topic(job: TopicJob) -> TopicResult:
     from pyiceberg.exceptions import CommitFailedException
 
     catalog = tables.open_catalog(job.catalog)
+    aside = _claim(catalog, job)
     lost = 0
     for _attempt in range(COMMIT_ATTEMPTS):
         table = tables.load_or_create(
-            catalog, job.topic, job.catalog.target_file_size_bytes, partition_spec=job.partition_spec
+            catalog, job.topic, job.catalog.target_file_size_bytes, partition_spec=job.partition_spec, **_made(job)
         )
         _back_to_key_value(table)
         try:
@@ -158,7 +198,7 @@ def translate_topic(job: TopicJob) -> TopicResult:
                 pieces.append(_arrow_rows(table.schema(), part.partition, records))
             offsets[part.partition] = resume
         if offsets == committed:
-            return TopicResult(committed, 0, lost, spec_left_out=left_out)  # nothing new: no snapshot
+            return TopicResult(committed, 0, lost, spec_left_out=left_out, set_aside=aside)  # nothing new
         # no rows but offsets moved (past aborted records or markers): a snapshot of offsets only,
         # so that the table's offsets reach the last stable offset
         rows = pa.concat_tables(pieces) if pieces else table.schema().as_arrow().empty_table()
@@ -168,8 +208,15 @@ def translate_topic(job: TopicJob) -> TopicResult:
             lost += 1
             log.info("%s: a commit lost a race (%s); planning again from the table's offsets", job.topic, exc)
             continue
-        return TopicResult(offsets, rows.num_rows, lost, spec_left_out=left_out)
+        return TopicResult(offsets, rows.num_rows, lost, spec_left_out=left_out, set_aside=aside)
     raise RuntimeError(f"{job.topic}: {COMMIT_ATTEMPTS} commits in a row lost their race")
+
+
+def _made(job: TopicJob, name: tuple[str, str] | None = None) -> dict[str, Any]:
+    """What a table this round makes records of its topic, and where it lives."""
+    name = name or tables.identifier(job.topic)
+    location = tables.topic_location(job.catalog, name, job.topic_id)
+    return {"topic_id": job.topic_id, "delete": job.delete, "location": location}
 
 
 def _dead_letter_rows(table: Any, rows: list[tuple[Row, str]]) -> Any:
@@ -246,6 +293,7 @@ def _translate_typed(job: TopicJob) -> TopicResult:
 
     schemas = job.schemas or SchemaSet(settled=False)
     catalog = tables.open_catalog(job.catalog)
+    aside = _claim(catalog, job)
     lost = 0
     for _attempt in range(COMMIT_ATTEMPTS):
         decoder = Decoder(job.mode, schemas)
@@ -259,6 +307,7 @@ def _translate_typed(job: TopicJob) -> TopicResult:
             job.catalog.target_file_size_bytes,
             schema=tables.typed_schema(base),
             partition_spec=job.partition_spec,
+            **_made(job),
         )
         tables.keep_mode(table, job.mode)
         committed = tables.committed_offsets(table)
@@ -289,7 +338,7 @@ def _translate_typed(job: TopicJob) -> TopicResult:
                     dead.append((row, verdict))
             offsets[part.partition] = resume
         if offsets == committed:
-            return TopicResult(committed, 0, lost, waiting=waiting)
+            return TopicResult(committed, 0, lost, waiting=waiting, set_aside=aside)
         try:
             refused = _evolve(table, decoder, sorted({d.columns for _, d in good}))
             # after the schema: a field on a value column the table has only now can be added
@@ -316,6 +365,7 @@ def _translate_typed(job: TopicJob) -> TopicResult:
                         job.catalog.target_file_size_bytes,
                         schema=tables.dead_letter_schema(),
                         name=tables.dlq_identifier(job.topic),
+                        **_made(job, tables.dlq_identifier(job.topic)),
                     )
                     if _snapshot_id(dlq) is not None:  # another broker made it and committed to it first
                         raise CommitFailedException("the dead-letter table was made and written meanwhile")
@@ -326,7 +376,7 @@ def _translate_typed(job: TopicJob) -> TopicResult:
             lost += 1
             log.info("%s: a commit lost a race (%s); planning again from the tables' offsets", job.topic, exc)
             continue
-        return TopicResult(offsets, rows.num_rows, lost, len(dead), waiting, left_out)
+        return TopicResult(offsets, rows.num_rows, lost, len(dead), waiting, left_out, aside)
     raise RuntimeError(f"{job.topic}: {COMMIT_ATTEMPTS} commits in a row lost their race")
 
 
@@ -340,14 +390,16 @@ def table_offsets(catalog: tables.CatalogSettings, topic: str) -> dict[int, int]
         return {}
 
 
-def drop_table(catalog: tables.CatalogSettings, topic: str) -> list[Removed]:
+def drop_table(catalog: tables.CatalogSettings, topic: str, topic_id: str = "") -> list[Removed]:
     """Drop a deleted topic's table and its dead-letter table and purge their files, as Iceberg's
-    DROP TABLE ... PURGE (strom.iceberg.orphan_files): what each dropped table's purge deleted."""
+    DROP TABLE ... PURGE (strom.iceberg.orphan_files): what each dropped table's purge deleted.
+    Only tables of ``topic_id`` (when given): a table of a topic made again under the name stays."""
     opened = tables.open_catalog(catalog)
     purged = []
     for name in (tables.identifier(topic), tables.dlq_identifier(topic)):
-        # None: another broker that led one of its partitions dropped it first (or it had no dead letters)
-        removed = purge(opened, name)
+        # None: another broker that led one of its partitions dropped it first (or it had no dead
+        # letters), or the table is a newer topic's of the same name
+        removed = purge(opened, name, topic_id=topic_id or None)
         if removed is not None:
             purged.append(removed)
     return purged

@@ -437,8 +437,8 @@ class Broker:
             catalog,
             leaders,
             config.iceberg_target_lag_ms,
-            topic_exists=lambda topic: topic in self.metadata.topics,
             schemas=schemas,
+            topic_id=lambda topic: info.topic_id.hex if (info := self.metadata.topics.get(topic)) else None,
         )
         self.background.run(self.iceberg.run(self._stop))
 

@@ -1,0 +1,88 @@
+"""A topic deleted and made again under the same name between two translation rounds: the table
+must hold the new topic's records only, every one of them, and never the old topic's.
+
+The table records the id (KIP-516) of the topic it was made for; a broker that finds another
+id's table drops it (the old topic's iceberg.delete=true) or keeps it aside as
+``<topic>~<old id>`` (false), then translates the new topic into a table of its own. Without
+that, the old table stayed and its committed offsets made the new topic's records 0..N look
+translated already."""
+
+from __future__ import annotations
+
+import time
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+
+from strom.iceberg.table import TOPIC_ID_PROPERTY, identifier, open_catalog
+from tests.broker_process import BrokerProcess
+from tests.iceberg.support import assert_exactly, create_topic, produce, table_rows, wait_for_rows
+from tests.iceberg.test_translator import catalog_of
+
+# a long lag: the deletion and the new topic both fall between two rounds
+ICEBERG = {"iceberg.enabled": "true", "iceberg.target.lag.ms": "3000"}
+
+
+def recreate(bootstrap: str, topic: str, partitions: int, replication: int = 1, **configs: str) -> None:
+    """Delete ``topic`` and make it again at once (retrying while the deletion is still under way)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.delete_topics([topic], operation_timeout=30).values():
+        future.result(30)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            create_topic(bootstrap, topic, partitions, replication, **configs)
+            return
+        except KafkaException as exc:
+            assert time.monotonic() < deadline, f"{topic} could not be made again: {exc}"
+            time.sleep(0.1)
+
+
+def topic_id_of(catalog, name: str) -> str:
+    return open_catalog(catalog).load_table(identifier(name)).properties[TOPIC_ID_PROPERTY]
+
+
+def test_a_topic_made_again_gets_a_table_of_its_own_and_the_old_one_is_dropped(tmp_path):
+    data = tmp_path / "data"
+    with BrokerProcess(data, ICEBERG) as broker:
+        catalog = catalog_of(data)
+        create_topic(broker.bootstrap, "orders", 2)
+        old = produce(broker.bootstrap, "orders", 60, "old")
+        wait_for_rows(catalog, "orders", len(old))
+        old_id = topic_id_of(catalog, "orders")
+        recreate(broker.bootstrap, "orders", 2)
+        new = produce(broker.bootstrap, "orders", 40, "new")  # offsets 0.. again, below the old table's
+        assert all(offset < 30 for _, offset in new)
+        rows = wait_for_rows(catalog, "orders", len(new))
+        time.sleep(7)  # two more rounds: nothing more may arrive
+        rows = table_rows(catalog, "orders")
+        assert_exactly(rows, new, {})
+        assert topic_id_of(catalog, "orders") != old_id
+        assert [name for _, name in open_catalog(catalog).list_tables("strom")] == ["orders"]
+    log = broker.read_log()
+    assert "translating orders failed" not in log
+    assert f"the table orders of an earlier topic {old_id} was dropped (iceberg.delete=true)" in log or (
+        "topic orders was deleted, and its table with it" in log  # the round after the deletion dropped it
+    )
+
+
+def test_a_kept_table_of_the_old_topic_is_set_aside_under_its_topic_id(tmp_path):
+    data = tmp_path / "data"
+    with BrokerProcess(data, ICEBERG) as broker:
+        catalog = catalog_of(data)
+        create_topic(broker.bootstrap, "events", 1, **{"iceberg.delete": "false"})
+        old = produce(broker.bootstrap, "events", 30, "old")
+        wait_for_rows(catalog, "events", len(old))
+        old_id = topic_id_of(catalog, "events")
+        recreate(broker.bootstrap, "events", 1)
+        new = produce(broker.bootstrap, "events", 20, "new")
+        wait_for_rows(catalog, "events", len(new))
+        time.sleep(7)
+        assert_exactly(table_rows(catalog, "events"), new, {})
+        assert_exactly(table_rows(catalog, f"events~{old_id}"), old, {})  # the old records, kept apart
+        assert sorted(name for _, name in open_catalog(catalog).list_tables("strom")) == ["events", f"events~{old_id}"]
+        old_location = open_catalog(catalog).load_table(identifier(f"events~{old_id}")).location()
+        assert open_catalog(catalog).load_table(identifier("events")).location() != old_location
+    log = broker.read_log()
+    assert "translating events failed" not in log
+    assert f"the table of an earlier topic {old_id} was kept as" in log
