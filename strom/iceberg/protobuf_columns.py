@@ -21,9 +21,15 @@ The mapping (as Spark's ``from_protobuf`` and Redpanda's Iceberg topics map Prot
 
 A recursive message has no Arrow type (``UnsupportedMessage``).
 
-Decoding is columnar where it can be: the values of a batch are parsed by protobuf's own parser
-(upb) into messages, then each field is read for all messages at once (one list comprehension per
-field, one Arrow array per column), never a Python dict per record.
+Decoding is columnar where it can be (``decode``): the values of a batch that carry the expected
+prefix are rewritten, in one numpy pass over the batch's bytes, into the elements of one synthetic
+message ``repeated <the message> items = 1`` (each 6-byte prefix becomes the element's tag and a
+5-byte length), so that protobuf's own parser (upb) reads the whole batch in one C call instead
+of one Python call per record; each field is then read for all messages at once (``map`` with
+``attrgetter``, one Arrow array per column; timestamps, enums and uint64 converted with numpy
+and Arrow), never a Python dict per record. Values without that prefix are parsed one by one
+(they are bad, or name the message in a rarer encoding), and a batch whose bulk parse fails is
+parsed again one value at a time, which says which value is bad and why.
 
 Confluent's wire format: the magic byte 0, the schema id (4 bytes, big-endian), the message
 indexes (a zig-zag varint count and as many zig-zag varint indexes, the path from the file's
@@ -36,6 +42,8 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 from collections.abc import Callable, Sequence
+from itertools import chain
+from operator import attrgetter, methodcaller
 from typing import Any
 
 import numpy as np
@@ -272,15 +280,23 @@ class Parsed:
             self.reasons.setdefault(row, why)
 
 
-def parse(values: Sequence[bytes | None], cls: Any, path: tuple[int, ...], known: Callable[[int], bool]) -> Parsed:
+def parse(
+    values: Sequence[bytes | None],
+    cls: Any,
+    path: tuple[int, ...],
+    known: Callable[[int], bool],
+    rows: Sequence[int] | None = None,
+    out: Parsed | None = None,
+) -> Parsed:
     """Framed values to messages of ``cls`` (the reader's message, at ``path`` in its file): the
     bytes are read with the reader's descriptor whatever version wrote them (Protobuf resolves by
     field number: unknown fields are skipped, missing ones are unset). A value is bad when it lacks
-    the prefix, names an id ``known`` refuses, names another message or does not parse."""
-    out = Parsed(len(values))
+    the prefix, names an id ``known`` refuses, names another message or does not parse.
+    ``rows``: the row of each value (by default its position), ``out``: where to add them."""
+    out = Parsed(len(values)) if out is None else out
     ids: dict[bytes, bool] = {}  # the 4 id bytes -> known: a batch repeats one or two ids
     first = path == (0,)
-    for row, value in enumerate(values):
+    for row, value in zip(range(len(values)) if rows is None else rows, values, strict=True):
         if value is None:
             continue
         if len(value) < 6 or value[0] != 0:
@@ -315,53 +331,177 @@ def parse(values: Sequence[bytes | None], cls: Any, path: tuple[int, ...], known
     return out
 
 
+# -- the whole batch in one parse -----------------------------------------------------------------
+
+_BATCHES: dict[tuple[int, str], tuple[Any, Any]] = {}  # (id of a pool, message name) -> (the pool, batch class)
+
+
+def batch_class(descriptor: Descriptor) -> Any:
+    """The class of ``message Batch { repeated <descriptor> items = 1; optional uint64 pad = 2; }``,
+    added once to the descriptor's own pool (``pad`` takes the filler bytes of longer prefixes)."""
+    pool = descriptor.file.pool
+    key = (id(pool), descriptor.full_name)
+    found = _BATCHES.get(key)
+    if found is None:
+        package = f"strom_batch.{descriptor.full_name}"
+        try:
+            batch = pool.FindMessageTypeByName(f"{package}.Batch")
+        except KeyError:
+            proto = descriptor_pb2.FileDescriptorProto(
+                name=f"strom_batch/{descriptor.full_name}.proto",
+                package=package,
+                dependency=[descriptor.file.name],
+                syntax="proto2",
+            )
+            message = proto.message_type.add(name="Batch")
+            repeated, optional = FieldDescriptor.LABEL_REPEATED, FieldDescriptor.LABEL_OPTIONAL
+            message.field.add(
+                name="items",
+                number=1,
+                label=repeated,
+                type=FieldDescriptor.TYPE_MESSAGE,
+                type_name=f".{descriptor.full_name}",
+            )
+            message.field.add(name="pad", number=2, label=optional, type=FieldDescriptor.TYPE_UINT64)
+            pool.Add(proto)
+            batch = pool.FindMessageTypeByName(f"{package}.Batch")
+        found = _BATCHES[key] = (pool, message_class(batch))  # the pool kept alive beside its id
+    return found[1]
+
+
+def _header(width: int) -> tuple[bytes, int]:
+    """What replaces a prefix of ``width`` (>= 6) bytes: (filler and the tag of field 1, the width
+    of the element's length varint after them). The filler sets field 2 to 0 (``10 00``, or
+    ``10 80 00`` for an odd count); the length takes 5 bytes, 4 when 1 byte would be left over
+    (one byte holds no field); upb reads a length of at most 5 varint bytes, so never more."""
+    filler, size = width - 6, 5
+    if filler == 1:
+        filler, size = 2, 4
+    pad = b"\x10\x00" * (filler // 2) if filler % 2 == 0 else b"\x10\x00" * (filler // 2 - 1) + b"\x10\x80\x00"
+    return pad + b"\x0a", size
+
+
+def _buffers(values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """(the value offsets as int64, the data bytes) of a binary array, without copying the data."""
+    offsets = np.frombuffer(values.buffers()[1], np.int32, len(values) + 1, values.offset * 4).astype(np.int64)
+    data = values.buffers()[2]
+    return offsets, np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
+
+
+def _bulk(values: pa.Array, descriptor: Descriptor, path: tuple[int, ...], known: Callable[[int], bool]):
+    """(the rows whose values have the usual prefix naming ``path`` and an id ``known`` accepts,
+    their messages in the same order), or None when those values do not all parse as one batch."""
+    expected = np.frombuffer(frame(0, path)[5:], np.uint8)
+    width = 5 + len(expected)
+    offsets, data = _buffers(values)
+    candidates = np.diff(offsets) >= width
+    if values.null_count:
+        candidates &= np.asarray(values.is_valid())
+    rows = np.flatnonzero(candidates)
+    head = data[offsets[rows][:, None] + np.arange(width)]
+    good = (head[:, 0] == 0) & (head[:, 5:] == expected).all(axis=1)
+    quad = head[:, 1:5].astype(np.int64)
+    ids = (quad[:, 0] << 24) | (quad[:, 1] << 16) | (quad[:, 2] << 8) | quad[:, 3]
+    for schema_id in np.unique(ids[good]).tolist():
+        if not known(schema_id):
+            good &= ids != schema_id
+    rows = rows[good]
+    if not len(rows):
+        return rows, []
+    if len(rows) < len(values):  # the chosen values side by side, as Arrow's filter copies them
+        mask = np.zeros(len(values), bool)
+        mask[rows] = True
+        offsets, data = _buffers(values.filter(pa.array(mask)))
+    buf = data[offsets[0] : offsets[-1]].copy()
+    at = offsets[:-1] - offsets[0]
+    sizes = np.diff(offsets) - width
+    if int(sizes.max()) >= 2**28:  # a length past 4 varint bytes: not worth a case of its own
+        return None
+    header, size = _header(width)
+    buf[at[:, None] + np.arange(len(header))] = np.frombuffer(header, np.uint8)
+    for k in range(size):
+        buf[at + len(header) + k] = ((sizes >> (7 * k)) & 0x7F) | (0x80 if k < size - 1 else 0)
+    batch = batch_class(descriptor)()
+    try:
+        batch.ParseFromString(buf.data)
+    except (DecodeError, RuntimeError, ValueError):
+        return None
+    messages = list(batch.items)
+    return (rows, messages) if len(messages) == len(rows) else None
+
+
 def decode(values: pa.Array, descriptor: Descriptor, path: tuple[int, ...], known: Callable[[int], bool]):
-    """(a column of ``arrow_type(descriptor)``, bad rows, row → reason) for a binary column of framed values."""
-    raw = values.to_pylist()
-    parsed = parse(raw, message_class(descriptor), path, known)
+    """(a column of ``arrow_type(descriptor)``, bad rows, row → reason) for a binary column of framed values.
+
+    The values with the usual prefix are parsed as one batch (module docstring); the others, and
+    all of them when that batch does not parse, one by one with ``parse``."""
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    n = len(values)
+    cls = message_class(descriptor)
+    bulk = _bulk(values, descriptor, path, known) if pa.types.is_binary(values.type) else None
+    if bulk is None:
+        parsed = parse(values.to_pylist(), cls, path, known)
+    else:
+        rows, messages = bulk
+        parsed = Parsed(n)
+        rest = np.ones(n, bool) if not values.null_count else np.asarray(values.is_valid()).copy()
+        rest[rows] = False
+        others = np.flatnonzero(rest)
+        if len(others):
+            parse(values.take(pa.array(others)).to_pylist(), cls, path, known, others.tolist(), parsed)
+        parsed.messages = messages + parsed.messages
+        parsed.rows = rows.tolist() + parsed.rows
     struct = columns(parsed.messages, descriptor)
-    index = np.full(len(raw), len(parsed.messages), np.int64)
-    index[parsed.rows] = np.arange(len(parsed.rows))
+    reasons = dict(sorted(parsed.reasons.items()))
+    rows = np.asarray(parsed.rows, np.int64)
+    if len(rows) == n and (rows == np.arange(n)).all():  # every value decoded, in order: no reordering
+        return struct, parsed.bad, reasons
+    index = np.full(n, len(rows), np.int64)
+    index[rows] = np.arange(len(rows))
     whole = pa.concat_arrays([struct, pa.nulls(1, struct.type)])
-    return whole.take(pa.array(index)), parsed.bad, dict(sorted(parsed.reasons.items()))
+    return whole.take(pa.array(index)), parsed.bad, reasons
 
 
-def columns(messages: Sequence[Any], descriptor: Descriptor, valid: list[bool] | None = None) -> pa.StructArray:
+def columns(messages: Sequence[Any], descriptor: Descriptor, valid: Sequence[bool] | None = None) -> pa.StructArray:
     """The messages as one struct array (``valid``: which are set; the others are null)."""
     type_ = arrow_type(descriptor)
-    children = [_column(messages, f, type_.field(f.name).type) for f in descriptor.fields]
-    mask = None if valid is None else pa.array([not v for v in valid], pa.bool_())
     if not descriptor.fields:
         return pa.array([{} if v else None for v in (valid or [True] * len(messages))], type_)
+    children = [_column(messages, f, type_.field(f.name).type) for f in descriptor.fields]
+    mask = None if valid is None else pa.array(_mask(valid))
     return pa.StructArray.from_arrays(children, fields=list(type_), mask=mask)
 
 
+def _offsets(lengths: Any, n: int) -> pa.Array:
+    offsets = np.zeros(n + 1, np.int32)
+    np.cumsum(np.fromiter(lengths, np.int64, n), out=offsets[1:])
+    return pa.array(offsets)
+
+
 def _column(messages: Sequence[Any], field: FieldDescriptor, type_: pa.DataType) -> pa.Array:
-    name = field.name
     if _is_map(field):
         return _map_column(messages, field, type_)
+    found = list(map(attrgetter(field.name), messages))
     if _is_repeated(field):
-        lists = [getattr(m, name) for m in messages]
-        offsets = np.zeros(len(lists) + 1, np.int32)
-        np.cumsum([len(x) for x in lists], out=offsets[1:])
-        flat = [x for items in lists for x in items]
-        values = _values(flat, field, type_.value_type, None)
-        return pa.ListArray.from_arrays(pa.array(offsets), values)
-    present = [m.HasField(name) for m in messages] if field.has_presence else None
-    return _values([getattr(m, name) for m in messages], field, type_, present)
+        values = _values(list(chain.from_iterable(found)), field, type_.value_type, None)
+        return pa.ListArray.from_arrays(_offsets(map(len, found), len(found)), values)
+    present = list(map(methodcaller("HasField", field.name), messages)) if field.has_presence else None
+    return _values(found, field, type_, present)
 
 
 def _map_column(messages: Sequence[Any], field: FieldDescriptor, type_: pa.MapType) -> pa.Array:
     entry = field.message_type
     key_field, value_field = entry.fields_by_number[1], entry.fields_by_number[2]
-    maps = [getattr(m, field.name) for m in messages]
-    offsets = np.zeros(len(maps) + 1, np.int32)
-    np.cumsum([len(x) for x in maps], out=offsets[1:])
+    maps = list(map(attrgetter(field.name), messages))
     keys = [k for found in maps for k in found]
     items = [found[k] for found in maps for k in found]
     key_array = _values(keys, key_field, type_.key_type, None)
     item_array = _values(items, value_field, type_.item_type, None)
-    return pa.MapArray.from_arrays(pa.array(offsets), key_array, item_array)
+    return pa.MapArray.from_arrays(_offsets(map(len, maps), len(maps)), key_array, item_array)
+
+
+_MICROS_SAFE = (2**63 - 1) // 1_000_000 - 1  # seconds whose microseconds an int64 holds
 
 
 def _values(values: list[Any], field: FieldDescriptor, type_: pa.DataType, present: list[bool] | None) -> pa.Array:
@@ -369,22 +509,32 @@ def _values(values: list[Any], field: FieldDescriptor, type_: pa.DataType, prese
     if field.type in (FieldDescriptor.TYPE_MESSAGE, FieldDescriptor.TYPE_GROUP):
         name = field.message_type.full_name
         if name == TIMESTAMP:
-            micros = [v.seconds * 1_000_000 + v.nanos // 1000 for v in values]
+            seconds = np.array(list(map(attrgetter("seconds"), values)), np.int64)
+            nanos = np.array(list(map(attrgetter("nanos"), values)), np.int64)
+            if len(seconds) and int(np.abs(seconds).max()) > _MICROS_SAFE:  # Arrow's error, as for any int
+                micros: Any = [
+                    s * 1_000_000 + ns // 1000 for s, ns in zip(seconds.tolist(), nanos.tolist(), strict=True)
+                ]
+            else:
+                micros = seconds * 1_000_000 + nanos // 1000
             return pa.array(micros, pa.int64(), mask=_mask(present)).cast(TIMESTAMP_TYPE)
         if name in _WRAPPERS:
             inner = field.message_type.fields_by_name["value"]
-            return _values([v.value for v in values], inner, type_, present)
+            return _values(list(map(attrgetter("value"), values)), inner, type_, present)
         return columns(values, field.message_type, present)
     if field.type == FieldDescriptor.TYPE_ENUM:
         names = {v.number: v.name for v in field.enum_type.values}
-        values = [names.get(v, str(v)) for v in values]
+        try:
+            values = list(map(names.__getitem__, values))
+        except KeyError:  # a number the reader's enum lacks: the number as text
+            values = [names.get(v, str(v)) for v in values]
     elif type_ == _UINT64:
-        values = [decimal.Decimal(v) for v in values]
+        return pa.array(values, pa.uint64(), mask=_mask(present)).cast(_UINT64)
     return pa.array(values, type_, mask=_mask(present))
 
 
-def _mask(present: list[bool] | None) -> pa.Array | None:
-    return None if present is None else pa.array([not p for p in present], pa.bool_())
+def _mask(present: Sequence[bool] | None) -> np.ndarray | None:
+    return None if present is None else ~np.array(present, bool)
 
 
 # -- encoding (the sink) --------------------------------------------------------------------------

@@ -1,0 +1,136 @@
+"""Decoding Confluent-framed Protobuf values into Arrow columns, against Avro's decoder, in one process.
+
+    python -m strom.bench.protobuf_decode [--records 20000] [--repeat 5] [--record]
+
+The Spark source, the console and the Iceberg workers decode a batch of framed values at a time
+(``strom.iceberg.protobuf_columns.decode``; Avro's is ``strom.spark.avro_columns``). This times
+that step alone, no broker and no Spark, for one batch of ``--records`` values of the same
+10-field record (the Avro ``BenchEvent`` of ``strom.bench.spark``, and its Protobuf twin: an
+int64, an int32, two strings, a double, a float, a bool, an enum, an optional string and a
+Timestamp) decoded four ways:
+
+* Protobuf, ``decode`` (the batch parsed at once, then column by column);
+* Protobuf per message: each value parsed on its own and turned into a row (``as_dict``, the
+  Iceberg schema modes' way), the rows then given to ``pyarrow.array``;
+* Avro columnar (``AvroColumnDecoder``) and Avro with fastavro per record (its fallback).
+
+The four take turns, round by round, so the load of a shared machine falls on them alike; the
+best round counts. Prints µs per record and the load average, asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+
+from strom.bench.results import add_record_argument, record_if_asked
+
+PROTO = """
+syntax = "proto3";
+package strom.bench;
+import "google/protobuf/timestamp.proto";
+message BenchEvent {
+  int64 id = 1;
+  int32 user_id = 2;
+  string user = 3;
+  string url = 4;
+  double price = 5;
+  float ratio = 6;
+  bool paid = 7;
+  Kind kind = 8;
+  optional string coupon = 9;
+  google.protobuf.Timestamp at = 10;
+  enum Kind { VIEW = 0; CART = 1; BUY = 2; }
+}
+"""
+START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+
+
+def protobuf_values(cls, count: int, prefix: bytes) -> list[bytes]:
+    """``count`` framed BenchEvent messages holding what ``strom.bench.spark.avro_values`` writes."""
+    values = []
+    for i in range(count):
+        message = cls(
+            id=i * 7919,
+            user_id=i % 5000,
+            user=f"user-{i % 5000}",
+            url=f"/shop/item/{i % 997}?ref=bench",
+            price=(i % 1000) * 0.99,
+            ratio=(i % 100) / 100,
+            paid=i % 3 == 0,
+            kind=i % 3,
+        )
+        if i % 4 == 0:
+            message.coupon = f"C{i % 100}"
+        message.at.FromDatetime(START + dt.timedelta(milliseconds=37 * i))
+        values.append(prefix + message.SerializeToString())
+    return values
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m strom.bench.protobuf_decode",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--records", type=int, default=20_000, help="values in the batch (default 20000)")
+    parser.add_argument("--repeat", type=int, default=5, help="rounds; the best counts (default 5)")
+    add_record_argument(parser)
+    args = parser.parse_args(argv)
+
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    from strom.bench.spark import AVRO_SCHEMA, avro_values, best_times
+    from strom.iceberg import protobuf_columns as pc
+    from strom.spark.avro_columns import AvroColumnDecoder
+    from strom.spark.avro_types import spark_type
+    from strom.spark.protobuf_types import load
+
+    n = args.records
+    schema = load(PROTO)
+    descriptor = schema.message()
+    cls = pc.message_class(descriptor)
+    proto_batch = pa.array(protobuf_values(cls, n, pc.frame(1)), pa.binary())
+    avro_text = json.dumps(AVRO_SCHEMA)
+    avro_batch = pa.array([b"\x00\x00\x00\x00\x02" + body for body in avro_values(n)], pa.binary())
+    avro_type = to_arrow_type(spark_type(AVRO_SCHEMA)[0], timezone="UTC")
+
+    def avro(columnar: bool):
+        decoder = AvroColumnDecoder(avro_text, avro_type, lambda _: avro_text)
+        if not columnar:
+            decoder._columnar[2] = False
+        return lambda: decoder.decode(avro_batch)
+
+    proto_type = pc.arrow_type(descriptor)
+
+    def per_message():
+        rows = [pc.as_dict(cls.FromString(value[6:])) for value in proto_batch.to_pylist()]
+        return pa.array(rows, proto_type)
+
+    decoded = pc.decode(proto_batch, descriptor, (0,), lambda _: True)[0]
+    if decoded.to_pylist() != per_message().to_pylist():
+        raise RuntimeError("decode and the per-message reading disagree")
+    runs = {
+        "protobuf decode": lambda: pc.decode(proto_batch, descriptor, (0,), lambda _: True),
+        "protobuf per message": per_message,
+        "avro columnar": avro(True),
+        "avro fastavro per record": avro(False),
+    }
+    times = best_times(runs, args.repeat)
+    load_1m = os.getloadavg()[0]
+    print(f"{n:,} values of a 10-field record, best of {args.repeat} rounds, load average {load_1m:.2f}")
+    for name, seconds in times.items():
+        print(f"  {name:28s} {seconds / n * 1e6:6.2f} µs/record")
+    ratio = times["protobuf decode"] / times["avro columnar"]
+    print(f"  protobuf decode / avro columnar: {ratio:.2f}")
+    figures = {f"{name} µs/record": (seconds / n * 1e6, "µs") for name, seconds in times.items()}
+    figures["protobuf decode / avro columnar"] = (ratio, "ratio")
+    record_if_asked(args, "protobuf_decode", figures, argv)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
