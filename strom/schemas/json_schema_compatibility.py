@@ -22,7 +22,10 @@ too (``read_problems(reader=new, writer=old)``), FORWARD the other way round. Ch
   gives is compared with the branch's schema for it;
 - arrays by ``items``, tuples (``prefixItems``, draft 7's list ``items``) position by position,
   past them ``items``/``additionalItems`` or else ``unevaluatedItems``, ``additionalItems`` as it
-  is; ``contains`` with ``minContains``/``maxContains`` (MIN_CONTAINS_ADDED/INCREASED,
+  is; ``unevaluatedItems`` leaves alone the items in-place branches evaluate, as 2020-12's
+  annotations say: for the reader, those every document it accepts has evaluated (an ``allOf``
+  branch's tuple, the shortest of its ``anyOf``/``oneOf`` branches'); for the writer, an item
+  may satisfy the schema of any branch that evaluates it instead; ``contains`` with ``minContains``/``maxContains`` (MIN_CONTAINS_ADDED/INCREASED,
   MAX_CONTAINS_ADDED/DECREASED; a bare ``contains`` added or narrowed is strom's own
   CONTAINS_ADDED/NARROWED, which Confluent's diff does not compare);
 - ``enum`` values the writer allows must stay (ENUM_ARRAY_NARROWED); ``const`` must not change;
@@ -42,7 +45,15 @@ too (``read_problems(reader=new, writer=old)``), FORWARD the other way round. Ch
   (``{"oneOf": [{"type": "string"}]}`` is a string);
 - ``$ref`` is followed, once per pair (recursion): local ones (``#/definitions/x``,
   ``#/$defs/x``), and ones to another document (``address.json#/...``) into the schema the
-  reference of that name holds (its own local refs resolving in it);
+  reference of that name holds (its own local refs resolving in it). In draft 2019-09 and
+  2020-12 keywords beside a ``$ref`` apply with it, so the pair is compared as an ``allOf`` of
+  the ``$ref`` and its siblings (Confluent's translation of such a schema makes the same allOf;
+  its diff then calls any keyword added beside a ``$ref`` TYPE_CHANGED, strom judges what it
+  refuses); in draft 7 and before, as their specifications say, siblings are ignored. A
+  required name counts when it is of a property of the schema or of one of its ``allOf``
+  branches (the ``$ref`` is one), and a writer's ``allOf`` branches' required names are its
+  own. A pair met again further down is taken to hold there when a property or an item lies
+  between, and refused when none does;
 - ``format`` as ``pattern``: added (FORMAT_ADDED) or changed (FORMAT_CHANGED) is a problem, removed
   is not. Confluent's diff does not compare ``format`` (its string rules are maxLength, minLength
   and pattern), but its Java serializers assert formats, so a reader that adds one refuses
@@ -77,6 +88,7 @@ from typing import Any
 MAX_STEPS = 25_000
 _UPPER = ("maxLength", "maximum", "exclusiveMaximum", "maxItems", "maxProperties")
 _LOWER = ("minLength", "minimum", "exclusiveMinimum", "minItems", "minProperties")
+_ALL = float("inf")  # every item of an array
 
 
 def _types(schema: dict[str, Any]) -> set[str] | None:
@@ -98,20 +110,49 @@ def _intersect(one: set[str] | None, other: set[str] | None) -> set[str] | None:
     return {k for k in one if _allows(other, k)} | {k for k in other if _allows(one, k)}
 
 
-class _Side:
-    """One side of a check: the document a local ``$ref`` resolves in, and the referenced ones."""
+# keywords beside a ``$ref`` that constrain nothing (annotations, and places definitions live)
+_INERT = frozenset(
+    (
+        "$ref", "$schema", "$id", "$anchor", "$dynamicAnchor", "$recursiveAnchor", "$vocabulary", "$comment",
+        "$defs", "definitions", "title", "description", "default", "examples", "deprecated", "readOnly", "writeOnly",
+    )
+)  # fmt: skip
 
-    def __init__(self, root: Any, documents: dict[str, Any]):
+
+def _siblings_apply(document: Any, inherited: bool = False) -> bool:
+    """Whether keywords beside a ``$ref`` apply in this document: from draft 2019-09 on, ``$ref``
+    is one applicator among the others; before (draft 7, strom's default, as Confluent's), its
+    siblings are ignored. A document without ``$schema`` keeps the draft of the one referring to it."""
+    draft = document.get("$schema") if isinstance(document, dict) else None
+    if not isinstance(draft, str):
+        return inherited
+    return "/draft/2019-09/" in draft or "/draft/2020-12/" in draft
+
+
+class _Side:
+    """One side of a check: the document a local ``$ref`` resolves in, and the referenced ones.
+    ``combined`` keeps, by id, the schema each ``$ref`` with keywords beside it stands for (its
+    siblings with the ``$ref`` as one more ``allOf`` branch), made once so that a ``$ref`` cycle
+    meets the same schemas again and ends."""
+
+    def __init__(self, root: Any, documents: dict[str, Any], combined: dict | None = None, modern: bool = False):
         self.root = root
         self.documents = documents
+        self.combined: dict[int, tuple[Any, dict]] = {} if combined is None else combined
+        self.modern = _siblings_apply(root, modern)
 
     def deref(self, schema: Any) -> tuple[Any, _Side]:
         """The schema a ``$ref`` leads to (followed in a chain, bounded), and the side whose root
-        its own local refs resolve in; an unknown target accepts anything."""
+        its own local refs resolve in; an unknown target accepts anything. In draft 2019-09 and
+        2020-12 a ``$ref`` with constraining keywords beside it is not followed: it stands for
+        ``{**siblings, "allOf": [{"$ref": ...}, *allOf]}``, whose branch is followed when it is
+        compared (as Confluent's translation of such a schema makes an allOf of the two)."""
         side = self
         for _ in range(32):
             if not isinstance(schema, dict) or not isinstance(schema.get("$ref"), str):
                 return schema, side
+            if side.modern and any(k not in _INERT for k in schema):
+                return side._combined(schema), side
             name, _, fragment = schema["$ref"].partition("#")
             if name:  # another document: a reference, by its name or the name's last segment
                 found = side.documents.get(name)
@@ -119,7 +160,7 @@ class _Side:
                     found = next((d for n, d in side.documents.items() if n.rsplit("/", 1)[-1] == name), None)
                 if found is None:
                     return True, side
-                side = _Side(found, side.documents)
+                side = _Side(found, side.documents, side.combined, side.modern)
             node = side.root
             for part in [p for p in fragment.split("/") if p]:
                 part = part.replace("~1", "/").replace("~0", "~")
@@ -132,6 +173,15 @@ class _Side:
             schema = node
         return schema, side
 
+    def _combined(self, schema: dict) -> dict:
+        known = self.combined.get(id(schema))
+        if known is None:
+            others = schema.get("allOf")
+            branches = [{"$ref": schema["$ref"]}, *(others if isinstance(others, list) else [])]
+            made = {**{k: v for k, v in schema.items() if k != "$ref"}, "allOf": branches}
+            known = self.combined[id(schema)] = (schema, made)  # the schema kept, so its id stays its own
+        return known[1]
+
 
 class _TooComplex(Exception):
     pass
@@ -140,13 +190,20 @@ class _TooComplex(Exception):
 class _Shared:
     """What the checkers of one check share: the comparisons made so far, bounded by MAX_STEPS
     (combinators nested in combinators multiply them, and the check runs on the broker's event
-    loop), and a writer schema's types by id (the schema kept beside them, so that its id stays
+    loop), a writer schema's types by id (the schema kept beside them, so that its id stays
     its own; walked once, so that branches naming their parent, a $ref cycle, cannot multiply
-    the walk)."""
+    the walk), the schemas made during the check, and the pairs under comparison: a pair met
+    again below itself (a $ref cycle, through the trial checkers of combinators too) is taken
+    to hold there when a property or an item lies between (a document is finite, so its own
+    comparison decides), and to fail when none does (``{"anyOf": [{"$ref": "#"}, ...]}``: the
+    branch that is the schema itself adds no document to it)."""
 
     def __init__(self) -> None:
         self.steps = 0
         self.types: dict[int, tuple[Any, Any]] = {}
+        self.made: dict[tuple, tuple[Any, Any]] = {}
+        self.active: dict[tuple[int, int], int] = {}  # pair -> the level it is compared at
+        self.level = 0  # how deep into a document (properties, items) the comparison is
 
 
 class _Checker:
@@ -180,9 +237,21 @@ class _Checker:
         if writer is True:
             writer = {}
         pair = (id(reader), id(writer))
+        shared = self.shared
+        if pair in shared.active:  # under way further up: a cycle
+            if shared.active[pair] < shared.level:
+                return []  # through a property or an item: it holds here if it holds there
+            return [f"{path}: a cycle of $ref reaches itself with no property or item between; refused"]
         if pair in self.seen:
-            return []
+            return []  # checked already by this checker, its problems said there
         self.seen.add(pair)
+        shared.active[pair] = shared.level
+        try:
+            return self._compare(reader, writer, path)
+        finally:
+            del shared.active[pair]
+
+    def _compare(self, reader: dict, writer: dict, path: str) -> list[str]:
         problems: list[str] = []
         for keyword in ("anyOf", "oneOf"):
             problems += self._combined(keyword, reader, writer, path)
@@ -211,29 +280,26 @@ class _Checker:
             problems.append(f"{path}: CONST changed or added")
         problems += self._bounds(reader, writer, path)
         problems += self._conditional(reader, writer, path)
-        if _allows(w_types, "object") and _allows(r_types, "object"):
-            problems += self._object(reader, writer, path)
-        if _allows(w_types, "array") and _allows(r_types, "array"):
-            problems += self._items(reader, writer, path)
-            problems += self._contains(reader, writer, path)
+        self.shared.level += 1  # into the document's properties and items
+        try:
+            if _allows(w_types, "object") and _allows(r_types, "object"):
+                problems += self._object(reader, writer, path)
+            if _allows(w_types, "array") and _allows(r_types, "array"):
+                problems += self._items(reader, writer, path)
+                problems += self._contains(reader, writer, path)
+        finally:
+            self.shared.level -= 1
         return problems
 
     def _items(self, reader: dict, writer: dict, path: str) -> list[str]:
         """``items`` (one schema for every item) or a tuple (``prefixItems``, or draft 7's list
         ``items``), position by position; past a tuple, ``items``/``additionalItems``, or absent
         those ``unevaluatedItems`` (an item ``contains`` matches is evaluated too, so there an
-        item satisfies ``contains`` or ``unevaluatedItems``). Items an in-place ``allOf``/``anyOf``
-        branch's tuple evaluates are not counted: a reader relying on them is judged stricter
-        than it is (a refusal, never a wrong yes)."""
-
-        def layout(schema: dict) -> tuple[list, Any]:
-            # a keyword of another draft (prefixItems before 2020-12, additionalItems after) may
-            # hold anything: only a schema, or a list of them, counts
-            if _is_tuple(schema.get("prefixItems")):
-                return schema["prefixItems"], _schema_in(schema, "items", unevaluated(schema))
-            if _is_tuple(schema.get("items")):
-                return schema["items"], _schema_in(schema, "additionalItems", unevaluated(schema))
-            return [], _schema_in(schema, "items", unevaluated(schema))
+        item satisfies ``contains`` or ``unevaluatedItems``). ``unevaluatedItems`` leaves alone
+        the items in-place branches evaluate (JSON Schema 2020-12's annotations): on the reader's
+        side the leading items every accepted document has evaluated by them (``_evaluated``), on
+        the writer's side an item past its own tuple satisfies ``unevaluatedItems`` or one of the
+        schemas a branch evaluates it with (``_writer_item``)."""
 
         def unevaluated(schema: dict) -> Any:
             rest = schema.get("unevaluatedItems", True)
@@ -241,12 +307,22 @@ class _Checker:
                 return True  # not a schema: a keyword of no draft the schema names
             if rest is True or rest == {} or not isinstance(schema.get("contains"), (dict, bool)):
                 return rest
-            either = {"anyOf": [schema["contains"], rest]}
-            self.made.append(either)
-            return either
+            return self._made(("contains", id(schema)), schema, lambda: {"anyOf": [schema["contains"], rest]})
 
-        r_tuple, r_rest = layout(reader)
-        w_tuple, w_rest = layout(writer)
+        r_tuple, r_rest = _own_items(reader)
+        if r_rest is None:
+            r_rest = unevaluated(reader)
+            if r_rest is not True and r_rest != {}:
+                count = self._evaluated(reader, self.reader_side, branches_only=True)
+                if count == _ALL:
+                    r_rest = True
+                elif count > len(r_tuple):  # the branches' own tuples read those items
+                    r_tuple = [*r_tuple, *[True] * (int(count) - len(r_tuple))]
+        w_tuple, w_rest = _own_items(writer)
+        if w_rest is None:
+            w_rest = unevaluated(writer)
+            if w_rest is not True and w_rest != {}:
+                w_tuple, w_rest = self._writer_items(writer, w_tuple, w_rest)
         problems: list[str] = []
         for index in range(max(len(r_tuple), len(w_tuple))):
             r_item = r_tuple[index] if index < len(r_tuple) else r_rest
@@ -259,6 +335,112 @@ class _Checker:
                 reader["additionalItems"], _schema_in(writer, "additionalItems", True), f"{path}/additionalItems"
             )
         return problems
+
+    def _made(self, key: tuple, keep: Any, make: Any) -> Any:
+        """A schema made during the check, made once per ``key`` (the id of ``keep``, which is
+        kept beside it so that the id stays its own): a ``$ref`` cycle meets the same one again."""
+        made = self.shared.made
+        if key not in made:
+            made[key] = (keep, make())
+        return made[key][1]
+
+    def _evaluated(self, schema: Any, side: _Side, branches_only: bool = False, depth: int = 0) -> float:
+        """How many leading items of an array the schema evaluates whenever it accepts it (``_ALL``
+        for every item): its own tuple, or all with ``items``/``additionalItems``/
+        ``unevaluatedItems``; the most any ``allOf`` branch evaluates (each holds); the fewest any
+        ``anyOf``/``oneOf`` branch evaluates (only a branch that holds counts, and which one does
+        is not known). Other applicators (``if``, ``dependentSchemas``) are not counted: fewer
+        items counted make the reader stricter, never more lenient than it is."""
+        if schema is False:
+            return _ALL  # never accepts: vacuous (an anyOf branch that never holds counts for nothing)
+        if not isinstance(schema, dict):
+            return 0
+        count: float = 0
+        if not branches_only:
+            own, rest = _own_items(schema)
+            if rest is not None or isinstance(schema.get("unevaluatedItems"), (dict, bool)):
+                return _ALL
+            count = len(own)
+        if depth > 8:
+            return count
+
+        def of(branch: Any) -> float:
+            branch, where = side.deref(branch)
+            if where.root is not side.root:
+                return 0  # in another document: not counted (stricter, never more lenient)
+            return self._evaluated(branch, side, depth=depth + 1)
+
+        for branch in _list_in(schema, "allOf"):
+            count = max(count, of(branch))
+        for keyword in ("anyOf", "oneOf"):
+            branches = _list_in(schema, keyword)
+            if branches:
+                count = max(count, min(of(branch) for branch in branches))
+        return count
+
+    def _writer_items(self, writer: dict, tuple_: list, rest: Any) -> tuple[list, Any]:
+        """The writer's tuple and rest when its ``unevaluatedItems`` is a constraint: an item past
+        its own tuple satisfies ``unevaluatedItems`` (with its ``contains``), or else some in-place
+        subschema evaluated it (an ``allOf``/``anyOf``/``oneOf`` branch, ``if``/``then``/``else``,
+        ``dependentSchemas``, a ``$ref`` beside keywords, and theirs in turn) and it satisfies
+        that one's schema for its position, ``items``/``unevaluatedItems`` past its tuple, or
+        ``contains``: the item is read as ``anyOf`` of them. Past a bound, or into another
+        document, the item may be anything."""
+        evaluators = self._evaluators(writer)
+        if evaluators is None:
+            return tuple_, True
+        if not evaluators:
+            return tuple_, rest
+        longest = max(len(t) for t, _, _ in evaluators)
+
+        def either(position: int) -> Any:
+            found = [rest]
+            for own, past, contains in evaluators:
+                found += [own[position] if position < len(own) else past, contains]
+            found = [f for f in found if f is not None and f is not False]
+            if not found:
+                return False
+            if any(f is True or f == {} for f in found):
+                return True
+            return found[0] if len(found) == 1 else {"anyOf": found}
+
+        positions = [
+            self._made(("item", id(writer), index), writer, lambda index=index: either(index))
+            for index in range(len(tuple_), longest)
+        ]
+        return [*tuple_, *positions], self._made(("item", id(writer), -1), writer, lambda: either(longest))
+
+    def _evaluators(self, writer: dict) -> list[tuple[list, Any, Any]] | None:
+        """(tuple, schema past it or None, contains or None) of each in-place subschema of the
+        writer that evaluates items; None past 256 subschemas, 8 levels, or into another document."""
+        found: list[tuple[list, Any, Any]] = []
+        side = self.writer_side
+        visited = 0
+
+        def walk(schema: dict, depth: int) -> bool:
+            nonlocal visited
+            subs = [*_list_in(schema, "allOf"), *_list_in(schema, "anyOf"), *_list_in(schema, "oneOf")]
+            subs += [schema[k] for k in ("if", "then", "else") if k in schema]
+            dependent = schema.get("dependentSchemas")
+            subs += list(dependent.values()) if isinstance(dependent, dict) else []
+            for sub in subs:
+                visited += 1
+                sub, where = side.deref(sub)
+                if visited > 256 or depth > 8 or where.root is not side.root:
+                    return False
+                if not isinstance(sub, dict):
+                    continue
+                own, past = _own_items(sub)
+                if past is None:
+                    past = _schema_in(sub, "unevaluatedItems", None)
+                contains = _schema_in(sub, "contains", None)
+                if own or past is not None or contains is not None:
+                    found.append((own, past, contains))
+                if not walk(sub, depth + 1):
+                    return False
+            return True
+
+        return found if walk(writer, 0) else None
 
     def _contains(self, reader: dict, writer: dict, path: str) -> list[str]:
         """The reader's ``contains``: its arrays hold at least ``minContains`` (default 1) and at
@@ -305,7 +487,7 @@ class _Checker:
 
     def _all_of(self, reader: dict, writer: dict, path: str) -> list[str]:
         """Each branch of the reader's ``allOf`` must read the writer's documents: it reads the
-        writer (less its own allOf) or one of the writer's ``allOf`` branches, each of which every
+        writer (less its own allOf, and then less its ``unevaluated*``) or one of the writer's ``allOf`` branches, each of which every
         writer document satisfies. A branch that reads none is Confluent's PRODUCT_TYPE_EXTENDED
         (the writer's ``allOf`` had fewer) or COMBINED_TYPE_CHANGED (the writer combined another
         way)."""
@@ -317,7 +499,10 @@ class _Checker:
             kind = "COMBINED_TYPE_CHANGED"
         else:
             kind = None
-        rest = {k: v for k, v in writer.items() if k != "allOf"}
+        # the writer less its allOf; its unevaluatedItems/unevaluatedProperties go too when it has
+        # branches: without them the items and properties they evaluated would be refused
+        dropped = ("allOf", "unevaluatedItems", "unevaluatedProperties") if w_branches else ("allOf",)
+        rest = {k: v for k, v in writer.items() if k not in dropped}
         self.made.append(rest)
         either = writer.get("anyOf") or writer.get("oneOf") or []
         for index, branch in enumerate(reader.get("allOf") or []):
@@ -545,9 +730,15 @@ class _Checker:
                 problems.append(f"{path}: {label}_NARROWED")
             problems += found
         w_required = set(writer.get("required") or [])
+        for branch in self._branches(writer, "allOf", self.writer_side):
+            w_required |= set(_list_in(branch, "required"))  # every writer document satisfies each branch
+        known = dict(r_props)  # the properties a required name may be of: the reader's own, or (a $ref
+        for branch in self._branches(reader, "allOf", self.reader_side):  # beside it is one) an allOf branch's
+            for name, schema in (branch.get("properties") or {}).items():
+                known.setdefault(name, schema)
         for name in reader.get("required") or []:
-            if name not in w_required and name in r_props:  # as Confluent: required names of properties
-                has_default = isinstance(r_props.get(name), dict) and "default" in r_props[name]
+            if name not in w_required and name in known:  # as Confluent: required names of properties
+                has_default = isinstance(known[name], dict) and "default" in known[name]
                 if not has_default:
                     problems.append(f"{path}/required/{name}: REQUIRED_ATTRIBUTE_ADDED")
         return problems
@@ -621,6 +812,22 @@ def _schema_in(schema: dict, keyword: str, default: Any) -> Any:
     return value if isinstance(value, (dict, bool)) else default
 
 
+def _own_items(schema: dict) -> tuple[list, Any]:
+    """(a schema's own tuple, the schema for its items past the tuple, or None): ``prefixItems``
+    and ``items``, or draft 7's list ``items`` and ``additionalItems``, or ``items`` alone. A
+    keyword of another draft may hold anything: only a schema, or a list of them, counts."""
+    if _is_tuple(schema.get("prefixItems")):
+        return schema["prefixItems"], _schema_in(schema, "items", None)
+    if _is_tuple(schema.get("items")):
+        return schema["items"], _schema_in(schema, "additionalItems", None)
+    return [], _schema_in(schema, "items", None)
+
+
+def _list_in(schema: dict, keyword: str) -> list:
+    value = schema.get(keyword)
+    return value if isinstance(value, list) else []
+
+
 def _is_tuple(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(item, (dict, bool)) for item in value)
 
@@ -638,7 +845,10 @@ def read_problems(reader: Any, writer: Any) -> list[str]:
     """Why a document valid under ``writer`` may be invalid under ``reader`` (each a parsed schema,
     strom.schemas.json_schema.ParsedJson: its ``schema`` and the ``documents`` its references name);
     empty if none."""
-    checker = _Checker(_Side(reader.schema, reader.documents), _Side(writer.schema, writer.documents))
+    combined: dict[int, tuple[Any, dict]] = {}
+    checker = _Checker(
+        _Side(reader.schema, reader.documents, combined), _Side(writer.schema, writer.documents, combined)
+    )
     try:
         return checker.check(reader.schema, writer.schema, "#")
     except _TooComplex:

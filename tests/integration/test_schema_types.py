@@ -249,7 +249,8 @@ def exercise_combined(url: str) -> None:
     anyOf with a branch more is BACKWARD compatible (#11, COMBINED_TYPE_EXTENDED), so is allOf
     read as oneOf with fewer branches (#19); anyOf read as a oneOf that lost a branch is not (#17,
     COMBINED_TYPE_CHANGED): 409 on register, the difference named by the verbose check. And
-    draft 2020-12's unevaluatedProperties is a content model (diff-schema-examples-2020-12 #33).
+    draft 2020-12's unevaluatedProperties is a content model (diff-schema-examples-2020-12 #33);
+    a required name beside a 2020-12 $ref is refused, a tuple an allOf branch evaluates is read.
     Shared with the 3-broker test (tests/cluster/test_schema_types_cluster.py)."""
     client = SchemaRegistryClient({"url": url})
 
@@ -282,6 +283,20 @@ def exercise_combined(url: str) -> None:
     opened = {"$schema": draft_2020, "properties": {"foo": string}}
     client.register_schema("unevaluated-value", Schema(json.dumps(opened), "JSON"))
     assert client.test_compatibility("unevaluated-value", Schema(json.dumps(closed), "JSON")) is False
+
+    # 2020-12: a keyword beside a $ref applies with it; items an allOf branch evaluates are its own
+    defs = {"a": {"type": "object", "properties": {"x": string}}}
+    referring = {"$schema": draft_2020, "$defs": defs, "$ref": "#/$defs/a"}
+    client.register_schema("beside-ref-value", Schema(json.dumps(referring), "JSON"))
+    required = Schema(json.dumps({**referring, "required": ["x"]}), "JSON")
+    assert client.test_compatibility("beside-ref-value", required) is False
+    with pytest.raises(SchemaRegistryError) as refused:
+        client.register_schema("beside-ref-value", required)
+    assert refused.value.http_status_code == 409
+    pair = {"$schema": draft_2020, "type": "array", "prefixItems": [string, number], "items": False}
+    client.register_schema("tuple-value", Schema(json.dumps(pair), "JSON"))
+    composed = {"$schema": draft_2020, "type": "array", "allOf": [{"prefixItems": [string, number]}]}
+    assert client.test_compatibility("tuple-value", Schema(json.dumps({**composed, "unevaluatedItems": False}), "JSON"))
 
 
 def test_switches_between_one_of_any_of_and_all_of_get_confluents_answers(broker):

@@ -3,10 +3,11 @@ against the cases Confluent's documentation of JSON Schema compatibility gives: 
 types, required properties, enums and bounds, per level and transitively."""
 
 import json
+import random
 
 import pytest
 
-from strom.schemas import json_schema
+from strom.schemas import json_schema, json_schema_compatibility
 
 
 def obj(properties, required=(), closed=False, **extra):
@@ -639,19 +640,241 @@ def test_keywords_of_another_draft_holding_no_schema_get_an_answer():
 
 def test_a_check_past_its_budget_or_nested_too_deeply_is_refused_not_run_on():
     """Combinators nested in combinators multiply the comparisons (the check runs on the
-    broker's loop): past json_schema_compatibility.MAX_STEPS, or past Python's recursion limit
-    (a $ref cycle through anyOf), the change is refused with TOO_COMPLEX; a large ordinary schema
-    is not."""
+    broker's loop): past json_schema_compatibility.MAX_STEPS, or past Python's recursion limit,
+    the change is refused with TOO_COMPLEX; a large ordinary schema is not. A $ref cycle through
+    anyOf ends where the pair it compares comes round again, with its answer."""
 
     def nest(depth, keyword):
         return STRING if depth == 0 else {keyword: [nest(depth - 1, keyword) for _ in range(4)]}
 
     nested_all, nested_any = json.dumps(nest(5, "allOf")), json.dumps(nest(5, "anyOf"))
     assert any("TOO_COMPLEX" in p and "comparisons" in p for p in problems("FULL", nested_all, nested_any))
+    deep = STRING
+    for _ in range(2000):  # deeper than the parser takes: the check's own guard, called directly
+        deep = {"type": "object", "properties": {"a": deep}}
+    found = json_schema_compatibility.read_problems(json_schema.ParsedJson(deep), json_schema.ParsedJson(deep))
+    assert any("TOO_COMPLEX" in p and "nest too deeply" in p for p in found), found
     cycle = {"$defs": {"a": {"anyOf": [{"$ref": "#/$defs/a"}] * 10 + [STRING]}}, "$ref": "#/$defs/a"}
-    found = problems("FORWARD", json.dumps(STRING), d2020(cycle))  # the cycle reads the new documents
-    assert any("TOO_COMPLEX" in p for p in found), found
+    assert problems("FORWARD", json.dumps(STRING), d2020(cycle)) == []  # the cycle reads strings
+    assert_verdict(problems("FORWARD", json.dumps(NUMBER), d2020(cycle)), False, "anyOf")
     inner = {f"q{k}": {"type": ["string", "null"]} for k in range(5)}
     wide = {f"p{i}": {"type": "object", "properties": inner} for i in range(300)}
     large = obj(wide, closed=True, oneOf=[{"required": [f"p{i}"]} for i in range(5)])
     assert problems("FULL", large, large) == []
+
+
+# Draft 2019-09 and 2020-12: keywords beside a $ref apply with it (as an allOf of the two, which
+# is what Confluent's translation of such a schema makes); in draft 7 and before they are ignored
+OBJECT_A = {"type": "object", "properties": {"x": STRING, "y": INT}}
+DRAFT_2019 = "https://json-schema.org/draft/2019-09/schema"
+DRAFT_7 = "http://json-schema.org/draft-07/schema#"
+
+
+def beside_ref(draft, **siblings):
+    defs = "definitions" if draft == DRAFT_7 else "$defs"
+    return json.dumps({"$schema": draft, defs: {"a": OBJECT_A}, "$ref": f"#/{defs}/a", **siblings})
+
+
+REF_SIBLING_CASES = [
+    # a required name beside the $ref, of a property the referenced schema has
+    (DRAFT_2020, {}, {"required": ["x"]}, False, "required/x: REQUIRED_ATTRIBUTE_ADDED"),
+    (DRAFT_2019, {}, {"required": ["x"]}, False, "required/x: REQUIRED_ATTRIBUTE_ADDED"),
+    (DRAFT_2020, {"required": ["x"]}, {}, True, None),
+    (DRAFT_2020, {"required": ["x"]}, {"required": ["x"]}, True, None),
+    (DRAFT_2020, {}, {"required": ["x"], "properties": {"x": {**STRING, "default": ""}}}, True, None),
+    # a property's schema narrowed beside the $ref, and the content model closed there
+    (DRAFT_2020, {}, {"properties": {"x": {"maxLength": 3}}}, False, "properties/x: maxLength added"),
+    (DRAFT_2020, {}, {"properties": {"y": NUMBER}}, True, None),
+    (DRAFT_2020, {}, {"additionalProperties": False}, False, "PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL"),
+    (DRAFT_2020, {"additionalProperties": False}, {}, True, None),
+    # a type beside the $ref that the referenced schema has already changes no document (strom's
+    # answer by documents; Confluent's diff calls any keyword added beside a $ref TYPE_CHANGED)
+    (DRAFT_2020, {}, {"type": "object"}, True, None),
+    (DRAFT_2020, {}, {"type": "string"}, False, "TYPE_CHANGED"),
+    # annotations beside a $ref constrain nothing
+    (DRAFT_2020, {}, {"description": "d", "title": "t", "$comment": "c"}, True, None),
+    # draft 7: siblings of $ref are ignored, as its specification says
+    (DRAFT_7, {}, {"required": ["x"]}, True, None),
+    (DRAFT_7, {}, {"type": "string"}, True, None),
+]
+
+
+@pytest.mark.parametrize(("draft", "before", "after", "compatible", "named"), REF_SIBLING_CASES)
+def test_keywords_beside_a_ref_apply_from_draft_2019_09(draft, before, after, compatible, named):
+    assert_verdict(problems("BACKWARD", beside_ref(draft, **after), beside_ref(draft, **before)), compatible, named)
+
+
+def test_a_ref_beside_keywords_inside_properties_and_in_a_cycle():
+    """A property whose schema is a $ref with a bound beside it is narrowed by the bound; a
+    recursive schema whose $ref carries keywords ends (the schema made for the $ref is made
+    once, so the cycle meets it again)."""
+    defs = {"name": STRING}
+    old = d2020({"$defs": defs, "type": "object", "properties": {"n": {"$ref": "#/$defs/name"}}})
+    new = d2020({"$defs": defs, "type": "object", "properties": {"n": {"$ref": "#/$defs/name", "maxLength": 3}}})
+    assert_verdict(problems("BACKWARD", new, old), False, "properties/n: maxLength added")
+    assert_verdict(problems("FORWARD", new, old), True, None)
+    node = {
+        "type": "object",
+        "properties": {"v": INT, "next": {"$ref": "#/$defs/node", "required": ["v"], "description": "d"}},
+    }
+    tree = d2020({"$defs": {"node": node}, "$ref": "#/$defs/node"})
+    assert problems("FULL", tree, tree) == []
+    looser = d2020(
+        {"$defs": {"node": {**node, "properties": {**node["properties"], "v": NUMBER}}}, "$ref": "#/$defs/node"}
+    )
+    assert_verdict(problems("BACKWARD", looser, tree), True, None)
+    assert_verdict(problems("BACKWARD", tree, looser), False, "TYPE_NARROWED")
+
+
+# unevaluatedItems through combinators (2020-12's annotations): the items an in-place branch's own
+# tuple or items evaluates are not unevaluated; a reader counts those every accepted document has
+# evaluated (each allOf branch's, the fewest of any anyOf branch's); a writer's item past its own
+# tuple satisfies its unevaluatedItems or the schema of some branch that evaluated it
+CLOSED_PAIR = {"prefixItems": [STRING, NUMBER], "items": False}
+UNEVALUATED_ITEMS_CASES = [
+    ("BACKWARD", CLOSED_PAIR, {"allOf": [{"prefixItems": [STRING, NUMBER]}], "unevaluatedItems": False}, True, None),
+    ("BACKWARD", CLOSED_PAIR, {"allOf": [{"prefixItems": [STRING]}], "unevaluatedItems": False}, False, "/items/1"),
+    ("BACKWARD", CLOSED_PAIR, {"allOf": [{"prefixItems": [STRING]}], "unevaluatedItems": NUMBER}, True, None),
+    ("BACKWARD", {"items": STRING}, {"allOf": [{"items": STRING}], "unevaluatedItems": False}, True, None),
+    (
+        "BACKWARD",
+        {"prefixItems": [STRING], "items": False},
+        {"anyOf": [{"prefixItems": [STRING]}, {"prefixItems": [STRING, NUMBER]}], "unevaluatedItems": False},
+        True,
+        None,
+    ),
+    # ["a", "b"] passes the first branch only, which leaves its second item unevaluated
+    (
+        "BACKWARD",
+        {"prefixItems": [STRING, STRING], "items": False},
+        {"anyOf": [{"prefixItems": [STRING]}, {"prefixItems": [STRING, NUMBER]}], "unevaluatedItems": False},
+        False,
+        "/items/1",
+    ),
+    # the writer's side: its documents' items are what its branches evaluated them with
+    ("BACKWARD", {"allOf": [{"prefixItems": [STRING]}], "unevaluatedItems": False}, {"items": STRING}, True, None),
+    (
+        "BACKWARD",
+        {"allOf": [{"prefixItems": [STRING]}], "unevaluatedItems": False},
+        {"items": NUMBER},
+        False,
+        "items/0: TYPE_CHANGED",
+    ),
+    (
+        "BACKWARD",
+        {"anyOf": [{"prefixItems": [STRING]}, {"prefixItems": [INT]}], "unevaluatedItems": False},
+        {"items": NUMBER},
+        False,
+        "items/0: TYPE_CHANGED",
+    ),
+    (
+        "BACKWARD",
+        {"anyOf": [{"prefixItems": [STRING]}, {"prefixItems": [INT]}], "unevaluatedItems": False},
+        {"items": {"type": ["string", "number"]}},
+        True,
+        None,
+    ),
+    # through a $ref beside unevaluatedItems
+    (
+        "BACKWARD",
+        CLOSED_PAIR,
+        {"$defs": {"pair": {"prefixItems": [STRING, NUMBER]}}, "$ref": "#/$defs/pair", "unevaluatedItems": False},
+        True,
+        None,
+    ),
+    # the same for properties: a writer's allOf gives its names, which its unevaluatedProperties
+    # does not refuse, so a reader's allOf branch is compared with them
+    (
+        "BACKWARD",
+        {"type": "object", "allOf": [{"properties": {"a": STRING}}], "unevaluatedProperties": False},
+        {"type": "object", "allOf": [{"properties": {"a": NUMBER}}]},
+        False,
+        "allOf/0",
+    ),
+    (
+        "BACKWARD",
+        {"type": "object", "allOf": [{"properties": {"a": STRING}}], "unevaluatedProperties": False},
+        {"type": "object", "allOf": [{"properties": {"a": STRING}}]},
+        True,
+        None,
+    ),
+]
+
+
+@pytest.mark.parametrize(("level", "previous", "new", "compatible", "named"), UNEVALUATED_ITEMS_CASES)
+def test_unevaluated_items_through_combinators(level, previous, new, compatible, named):
+    assert_verdict(problems(level, d2020({**ARRAY, **new}), d2020({**ARRAY, **previous})), compatible, named)
+
+
+def test_no_backward_yes_that_a_document_refutes():
+    """A differential probe, fixed seed: random draft 2020-12 pairs (with $ref beside keywords,
+    and array branches under unevaluatedItems); for every pair strom calls BACKWARD compatible,
+    no random document the old schema accepts may be refused by the new one (jsonschema's
+    validation). A document refused only by a required name is left out: Confluent counts only
+    required names of properties (the leniency the guide names)."""
+    from jsonschema import Draft202012Validator
+
+    rng = random.Random(7)
+    leaves = [STRING, NUMBER, INT, {"type": "boolean"}, {}, {"type": ["string", "null"]}, {"enum": ["a", 1]}, True]
+
+    def schema(depth=0, refs=True):
+        roll = rng.random()
+        if depth >= 3 or roll < 0.25:
+            return rng.choice(leaves)
+        if roll < 0.4:
+            if not refs:
+                return rng.choice(leaves)
+            found = {"$ref": "#/$defs/" + rng.choice("pq")}
+            extra = schema(depth + 1)
+            if rng.random() < 0.6 and isinstance(extra, dict):
+                found.update({k: v for k, v in extra.items() if k != "$ref"})
+            return found
+        if roll < 0.5:
+            return {rng.choice(["anyOf", "allOf"]): [schema(depth + 1, refs) for _ in range(rng.randint(1, 3))]}
+        if roll < 0.7:
+            found = {"type": "object", "properties": {k: schema(depth + 1, refs) for k in rng.sample("abc", 2)}}
+            found[rng.choice(["unevaluatedProperties", "additionalProperties"])] = rng.choice([False, STRING, True])
+            if rng.random() < 0.3:
+                found["required"] = rng.sample("abc", 1)
+            return found
+        found = {"type": "array"}
+        if rng.random() < 0.4:
+            found["prefixItems"] = [schema(depth + 1, refs) for _ in range(rng.randint(1, 2))]
+        found[rng.choice(["items", "unevaluatedItems", "unevaluatedItems"])] = rng.choice([False, STRING, NUMBER])
+        if rng.random() < 0.5:
+            branches = [{"prefixItems": [schema(depth + 1, refs) for _ in range(rng.randint(1, 3))]}]
+            branches += [rng.choice([{"items": schema(depth + 1, refs)}, {"contains": STRING}, {}])]
+            found[rng.choice(["anyOf", "allOf"])] = branches
+        return found
+
+    def value(depth=0):
+        roll = rng.random()
+        if depth >= 3 or roll < 0.4:
+            return rng.choice(["", "a", 0, 1, 2.5, True, None])
+        if roll < 0.65:
+            return {k: value(depth + 1) for k in rng.sample("abcd", rng.randint(0, 3))}
+        return [value(depth + 1) for _ in range(rng.randint(0, 4))]
+
+    def without_required(node):
+        if isinstance(node, dict):
+            return {k: without_required(v) for k, v in node.items() if k != "required"}
+        return [without_required(v) for v in node] if isinstance(node, list) else node
+
+    compatible = 0
+    for _ in range(250):
+        defs = {"p": schema(1, refs=False), "q": schema(1, refs=False)}
+        old = {"$schema": DRAFT_2020, "$defs": defs, "allOf": [schema()]}
+        new = {"$schema": DRAFT_2020, "$defs": defs, **({"allOf": [schema()]} if rng.random() < 0.5 else old)}
+        if rng.random() < 0.5:  # the old schema with keywords beside
+            extra = schema(1)
+            new = {**new, **(extra if isinstance(extra, dict) else {})}
+        if problems("BACKWARD", json.dumps(new), json.dumps(old)):
+            continue
+        compatible += 1
+        accepts, refuses = Draft202012Validator(old), Draft202012Validator(new)
+        lenient = Draft202012Validator(without_required(new))
+        for _ in range(150):
+            document = value()
+            if accepts.is_valid(document) and not refuses.is_valid(document):
+                assert lenient.is_valid(document), (old, new, document)
+    assert compatible > 50  # the probe looked at a fair number of yeses
