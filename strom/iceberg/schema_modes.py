@@ -85,8 +85,9 @@ class Decoder:
     """Decodes values for one round; each schema is parsed (and each of its messages mapped to
     columns) once."""
 
-    def __init__(self, mode: str, schemas: SchemaSet):
+    def __init__(self, mode: str, schemas: SchemaSet, protobuf_name: str = ""):
         self.mode, self.schemas = mode, schemas
+        self.protobuf_name = protobuf_name  # value_schema_latest's option: the message records are read as
         self._parsed: dict[int, Any] = {}  # id -> fastavro's parsed schema, a reader, or why it has none
         self._fields: dict[Key, list[Any] | str] = {}
         self._routes: dict[Key, tuple[Any, Any, Any, Key] | str] = {}
@@ -128,9 +129,13 @@ class Decoder:
     def base(self) -> Key | None:
         """The columns a ``value_schema_latest`` table starts with, before any record: the latest
         version's (None in the other mode, and for a Protobuf schema, whose columns are those of
-        the messages its records name)."""
-        if self.reader_id is None or isinstance(self.parsed(self.reader_id), typed_values.ProtobufReader):
+        the messages its records name, unless the mode's protobuf_name names the one)."""
+        if self.reader_id is None:
             return None
+        reader = self.parsed(self.reader_id)
+        if isinstance(reader, typed_values.ProtobufReader):
+            message = reader.named(self.protobuf_name) if self.protobuf_name else None
+            return (self.reader_id, message.path) if isinstance(message, typed_values.ProtobufMessage) else None
         return (self.reader_id, ())
 
     def label(self, key: Key) -> str:
@@ -211,7 +216,7 @@ class Decoder:
                 f"(id {self.reader_id}) is {_kind(reader)}",
             )
         if isinstance(reader, typed_values.ProtobufReader):
-            message = reader.named(writer.name)
+            message = reader.named(self.protobuf_name or writer.name)  # the option, else the writer's message
             if isinstance(message, str):
                 return None, (schema_id, ()), f"the latest schema of {subject} (id {self.reader_id}): {message}"
             return message, (self.reader_id, message.path), None

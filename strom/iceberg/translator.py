@@ -29,6 +29,7 @@ from strom.iceberg.schema_modes import SchemaSet
 from strom.iceberg.segments import Aborted
 from strom.iceberg.table import CatalogSettings
 from strom.iceberg.worker import PartitionJob, TopicJob, TopicResult, drop_table, init_worker, translate_topic
+from strom.storage.iceberg_mode import mode_name, parse_mode
 
 log = logging.getLogger("strom.iceberg")
 
@@ -145,7 +146,7 @@ class IcebergTranslator:
         leaders: Callable[[], Iterable[tuple[str, int, TopicSettings, TranslatedLog]]],
         target_lag_ms: int,
         topic_exists: Callable[[str], bool] = lambda topic: True,
-        schemas: Callable[[str], SchemaSet] | None = None,
+        schemas: Callable[..., SchemaSet] | None = None,
         topic_id: Callable[[str], str | None] | None = None,
     ):
         """``leaders``: (topic, partition, topic configs, log) of each partition this broker leads;
@@ -153,7 +154,8 @@ class IcebergTranslator:
         is dropped when its iceberg.delete was true); ``topic_id``: instead, the topic's id in the
         cluster's metadata (32 hex digits; None once deleted), which also tells a topic deleted and
         made again under its name from the one whose table this broker wrote; ``schemas``: the
-        registry's schemas for a topic's round (None: no registry, the schema modes' records wait)."""
+        registry's schemas for a topic's round, called with the topic and, when its
+        value_schema_latest names one, the subject (None: no registry, the schema modes' records wait)."""
         self.catalog = catalog
         self._leaders = leaders
         self._topic_id = topic_id or (lambda topic: "" if topic_exists(topic) else None)
@@ -202,7 +204,7 @@ class IcebergTranslator:
         led: set[tuple[str, int]] = set()
         ids: dict[str, str | None] = {}
         for topic, partition, settings, log_ in self._leaders():
-            if settings.iceberg_mode not in TRANSLATED_MODES:
+            if mode_name(settings.iceberg_mode) not in TRANSLATED_MODES:
                 continue
             if topic not in ids:
                 ids[topic] = self._topic_id(topic)
@@ -228,11 +230,14 @@ class IcebergTranslator:
             del self._marks[key]
         jobs = []
         for topic, parts in sorted(by_topic.items()):
-            mode = modes[topic]
+            mode = parse_mode(modes[topic])  # checked when the config was set: value_schema_latest's options
             schemas = None
-            if mode in SCHEMA_MODES:
+            if mode.name in SCHEMA_MODES:
                 try:
-                    schemas = self._schemas(topic) if self._schemas is not None else SchemaSet(settled=False)
+                    if self._schemas is None:
+                        schemas = SchemaSet(settled=False)
+                    else:  # the subject option instead of <topic>-value
+                        schemas = self._schemas(topic, mode.subject) if mode.subject else self._schemas(topic)
                 except Exception as exc:  # the registry's view failed: this topic waits, the others go on
                     self.failures += 1
                     log.warning("iceberg: the schemas for %s could not be read, next round tries again: %r", topic, exc)
@@ -242,11 +247,12 @@ class IcebergTranslator:
                     topic,
                     self.catalog,
                     tuple(parts),
-                    mode,
+                    mode.name,
                     schemas,
                     specs[topic],
                     topic_id=self._ids[topic],
                     delete=self._translated[topic],
+                    protobuf_name=mode.protobuf_name,
                 )
             )
         return jobs
@@ -259,7 +265,7 @@ class IcebergTranslator:
         found = []
         now = time.monotonic()
         for topic, partition, settings, log_ in self._leaders():
-            if settings.iceberg_mode not in TRANSLATED_MODES or topic not in self._read_topics:
+            if mode_name(settings.iceberg_mode) not in TRANSLATED_MODES or topic not in self._read_topics:
                 continue
             key = (topic, partition)
             translated = max(self._known.get(key, 0), log_.log_start_offset)

@@ -56,6 +56,7 @@ class TopicJob:
     partition_spec: str = tables.DEFAULT_PARTITION_SPEC  # the topic's iceberg.partition.spec
     topic_id: str = ""  # the live topic's id (32 hex digits): a table of another id is an old topic's
     delete: bool = True  # the topic's iceberg.delete
+    protobuf_name: str = ""  # value_schema_latest's protobuf_name: the message every record is read as
 
 
 @dataclass
@@ -296,7 +297,7 @@ def _translate_typed(job: TopicJob) -> TopicResult:
     aside = _claim(catalog, job)
     lost = 0
     for _attempt in range(COMMIT_ATTEMPTS):
-        decoder = Decoder(job.mode, schemas)
+        decoder = Decoder(job.mode, schemas, job.protobuf_name)
         base: list[Any] = []
         latest = decoder.base()
         if latest is not None and not isinstance(decoder.fields(latest), str):

@@ -428,10 +428,10 @@ class Broker:
 
         catalog = translator_catalog(config)
 
-        def schemas(topic: str):
+        def schemas(topic: str, subject: str | None = None):
             from strom.server.iceberg_schemas import schema_set
 
-            return schema_set(self.schemas.service(), replicas, self.metadata, topic)
+            return schema_set(self.schemas.service(), replicas, self.metadata, topic, subject)
 
         self.iceberg = IcebergTranslator(
             catalog,

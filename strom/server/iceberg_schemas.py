@@ -22,9 +22,12 @@ if TYPE_CHECKING:
 SCHEMAS_KEY = ("_schemas", 0)
 
 
-def schema_set(registry: SchemaRegistry, replicas: ReplicaManager, metadata: MetadataCache, topic: str) -> SchemaSet:
+def schema_set(
+    registry: SchemaRegistry, replicas: ReplicaManager, metadata: MetadataCache, topic: str, subject: str | None = None
+) -> SchemaSet:
     """Every schema the view holds by id (soft-deleted versions too: records written before the
-    deletion still decode), the latest live version of ``<topic>-value`` and whether the view is settled."""
+    deletion still decode), the latest live version of ``subject`` (value_schema_latest's option;
+    by default ``<topic>-value``) and whether the view is settled."""
     next_offset = registry.catch_up()
     partition = replicas.partitions.get(SCHEMAS_KEY)
     if partition is None:
@@ -42,7 +45,7 @@ def schema_set(registry: SchemaRegistry, replicas: ReplicaManager, metadata: Met
                     tuple(text for _, text in _referenced(state, stored.references, set())),
                     _descriptors(state, stored) if stored.schema_type == "PROTOBUF" else (),
                 )
-    subject = f"{topic}-value"
+    subject = subject or f"{topic}-value"
     live = state.versions(subject)
     return SchemaSet(by_id, live[-1].id if live else None, subject, settled)
 

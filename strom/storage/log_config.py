@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, NamedTuple
 
+from strom.storage.iceberg_mode import MODES, parse_mode
 from strom.storage.iceberg_spec import DEFAULT_PARTITION_SPEC, SpecError, parse_partition_spec
 
 
@@ -506,11 +507,15 @@ def warn_ignored(key: str, value: str, reason: str) -> None:
     log.warning("%s=%s is accepted for compatibility with Kafka and ignored: %s", key, value, reason)
 
 
-ICEBERG_MODES = ("disabled", "key_value", "value_schema_id_prefix", "value_schema_latest")
+ICEBERG_MODES = MODES
 
 
 def parse_iceberg_mode(key: str, raw: str) -> str:
-    return parse_choice(key, raw, ICEBERG_MODES)
+    """The mode, with value_schema_latest's options as strom writes them (strom.storage.iceberg_mode)."""
+    try:
+        return str(parse_mode(raw))
+    except ValueError as exc:
+        raise ConfigError(key, str(exc)) from None
 
 
 def parse_iceberg_partition_spec(key: str, raw: str) -> str:
@@ -528,7 +533,9 @@ _ICEBERG_MODE_EFFECT = (
     "`key_value`: a `kafka` struct of partition, offset, timestamp, timestamp type and headers, `key` and "
     "`value` as binary. `value_schema_id_prefix`: `kafka`, `key` and the columns of the Avro schema each "
     "value's 5-byte prefix names (the table evolves with new schema versions). `value_schema_latest`: the "
-    "columns of the latest schema of `<topic>-value`, each value read with its own schema resolved to it. "
+    "columns of the latest schema of `<topic>-value`, each value read with its own schema resolved to it; "
+    "Redpanda's options `value_schema_latest:subject=<subject>,protobuf_name=<package.Message>` name "
+    "another subject and the Protobuf message every record is read as (a bad option: INVALID_CONFIG). "
     "In the schema modes a record that cannot be translated goes to the table `strom.<topic>~dlq` with the reason."
 )
 
