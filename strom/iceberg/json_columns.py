@@ -13,20 +13,27 @@ The mapping:
   ``number`` → float64, ``boolean`` → bool; ``enum`` and ``const`` take the type of their values;
 - ``type: [T, "null"]``, and ``oneOf``/``anyOf`` of ``{"type": "null"}`` and one schema → that
   schema, nullable; ``$ref`` to ``#/definitions/...`` or ``#/$defs/...`` → the definition (a
-  definition that contains itself is refused: an Arrow type is finite).
+  definition that contains itself is refused: an Arrow type is finite);
+- a ``$ref`` to another document (``"address.json"``, ``"https://example.com/address.json#/$defs/City"``)
+  → what it points at in the documents the schema's references name (Confluent's schema
+  references: the reference's name is the URI, as confluent-kafka's JSONSerializer resolves it),
+  resolved against the ``$id`` around it with the ``referencing`` library, as ``jsonschema`` does.
 
 Anything else (several non-null types, an object without properties or with only
-``additionalProperties``, a remote ``$ref``) has no type here and is refused with the path to it
-(``UnsupportedJsonSchema``).
+``additionalProperties``, a ``$ref`` to a document that is not given) has no type here and is
+refused with the path to it (``UnsupportedJsonSchema``).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pyarrow as pa
+from referencing import Registry, Resource
+from referencing.exceptions import Unresolvable
+from referencing.jsonschema import DRAFT7
 
 TIMESTAMP_TYPE = pa.timestamp("us", tz="UTC")
 _SIMPLE: dict[str, pa.DataType] = {
@@ -41,31 +48,43 @@ class UnsupportedJsonSchema(ValueError):
     """A JSON Schema with no Arrow type here; the message says where in the schema."""
 
 
-def arrow_type(schema: Any) -> pa.DataType:
-    """The Arrow type of a JSON Schema document (parsed JSON)."""
-    return _arrow(schema, schema, "#", ())
+def arrow_type(schema: Any, documents: Mapping[str, Any] | None = None) -> pa.DataType:
+    """The Arrow type of a JSON Schema document (parsed JSON); ``documents`` are the schemas its
+    references name (reference name → parsed JSON), where a ``$ref`` to another document leads."""
+    root = Resource.from_contents(schema, default_specification=DRAFT7)  # Confluent's default draft
+    base = root.id() or ""
+    resources = [
+        (name, Resource.from_contents(doc, default_specification=DRAFT7)) for name, doc in (documents or {}).items()
+    ]
+    registry: Registry = Registry().with_resources([*resources, (base, root)]).crawl()
+    return _arrow(schema, registry.resolver(base_uri=base), "#", ())
 
 
 def _is_null(schema: Any) -> bool:
     return isinstance(schema, dict) and schema.get("type") == "null"
 
 
-def _arrow(schema: Any, root: dict, path: str, refs: tuple[str, ...]) -> pa.DataType:
+def _arrow(schema: Any, resolver: Any, path: str, refs: tuple[int, ...]) -> pa.DataType:
+    """``resolver`` resolves ``$ref``s where ``schema`` is (the base URI of the document around it);
+    ``refs`` are the ids of the schemas that ``$ref``s have led into on the way here."""
     if schema is True or schema == {}:
         raise UnsupportedJsonSchema(f"{path}: a schema that allows any value has no column type")
     if not isinstance(schema, dict):
         raise UnsupportedJsonSchema(f"{path}: not a schema: {schema!r}")
+    if "$id" in schema:
+        resolver = resolver.in_subresource(DRAFT7.create_resource(schema))
     if "$ref" in schema:
         ref = schema["$ref"]
-        if ref in refs:
+        resolved = _resolve(ref, resolver, path)
+        if id(resolved.contents) in refs:
             raise UnsupportedJsonSchema(f"{path}: {ref} contains itself, which no column type can hold")
-        return _arrow(_resolve(ref, root, path), root, ref, (*refs, ref))
+        return _arrow(resolved.contents, resolved.resolver, ref, (*refs, id(resolved.contents)))
     for key in ("oneOf", "anyOf"):
         if key in schema:
             branches = [b for b in schema[key] if not _is_null(b)]
             if len(branches) != 1:
                 raise UnsupportedJsonSchema(f"{path}: {key} of several non-null schemas has no column type")
-            return _arrow(branches[0], root, f"{path}/{key}", refs)
+            return _arrow(branches[0], resolver, f"{path}/{key}", refs)
     kind = schema.get("type")
     if kind is None and "enum" in schema:
         kind = _type_of_values(schema["enum"], path)
@@ -86,13 +105,13 @@ def _arrow(schema: Any, root: dict, path: str, refs: tuple[str, ...]) -> pa.Data
         items = schema.get("items")
         if not isinstance(items, dict):
             raise UnsupportedJsonSchema(f"{path}: an array needs one 'items' schema")
-        return pa.list_(_arrow(items, root, f"{path}/items", refs))
+        return pa.list_(_arrow(items, resolver, f"{path}/items", refs))
     if kind == "object":
         properties = schema.get("properties")
         if properties:
             return pa.struct(
                 [
-                    pa.field(name, _arrow(sub, root, f"{path}/properties/{name}", refs), nullable=True)
+                    pa.field(name, _arrow(sub, resolver, f"{path}/properties/{name}", refs), nullable=True)
                     for name, sub in properties.items()
                 ]
             )
@@ -123,20 +142,19 @@ def _type_of_values(values: list, path: str) -> str:
     return kinds.pop()
 
 
-def _resolve(ref: str, root: dict, path: str) -> Any:
-    if ref == "#":
-        return root
-    if not ref.startswith("#/"):
+def _resolve(ref: Any, resolver: Any, path: str) -> Any:
+    """What ``ref`` points at (``referencing``'s Resolved: its contents and the resolver there)."""
+    if not isinstance(ref, str):
+        raise UnsupportedJsonSchema(f"{path}: $ref {ref!r} is not a string")
+    try:
+        return resolver.lookup(ref)
+    except Unresolvable:
+        if ref.startswith("#"):
+            raise UnsupportedJsonSchema(f"{path}: {ref} points at nothing") from None
         raise UnsupportedJsonSchema(
-            f"{path}: only local references (#/definitions/..., #/$defs/...) are read, got {ref!r}"
-        )
-    node: Any = root
-    for part in ref[2:].split("/"):
-        part = part.replace("~1", "/").replace("~0", "~")
-        if not isinstance(node, dict) or part not in node:
-            raise UnsupportedJsonSchema(f"{path}: {ref} points at nothing")
-        node = node[part]
-    return node
+            f"{path}: {ref!r} names no schema given: only local references (#/definitions/..., #/$defs/...) "
+            "and the schemas of its references (by their names) are read"
+        ) from None
 
 
 # -- documents to column values -------------------------------------------------------------------

@@ -300,15 +300,26 @@ class SchemaRegistry:
             refs = references_of(references) if references else ()
         except (AttributeError, TypeError, ValueError):
             raise RegistryError(422, 42201, "Invalid schema: references are {name, subject, version} objects") from None
-        texts = []
-        for name, ref_subject, ref_version in refs:
-            found = self.state.subjects.get(ref_subject, {}).get(ref_version)
-            if found is None:
-                raise RegistryError(
-                    422, 42201, f"Invalid schema: reference {name} ({ref_subject} v{ref_version}) not found"
-                )
-            texts.append((name, found.schema))
-        return (schema_type, schema, tuple(texts)), refs
+        texts: dict[str, str] = {}
+
+        def collect(listed: tuple[tuple[str, str, int], ...]) -> None:
+            """The referenced texts and theirs, in turn, dependencies first (as Confluent's registry
+            resolves references: a referenced Avro type may use one that another subject defines)."""
+            for name, ref_subject, ref_version in listed:
+                if name in texts:
+                    continue
+                found = self.state.subjects.get(ref_subject, {}).get(ref_version)
+                if found is None:
+                    raise RegistryError(
+                        422, 42201, f"Invalid schema: reference {name} ({ref_subject} v{ref_version}) not found"
+                    )
+                texts[name] = ""  # taken, so that a cycle of references ends here
+                collect(references_of(found.references) if found.references else ())
+                del texts[name]
+                texts[name] = found.schema
+
+        collect(refs)
+        return (schema_type, schema, tuple(texts.items())), refs
 
     def _parse_now(self, key: tuple) -> formats.Parsed | str:
         """Parse and remember (a schema, or why it does not parse); pure, so it may run in the

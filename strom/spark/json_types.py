@@ -4,7 +4,8 @@
 JSON Schema to Spark (``spark_type``) is ``strom.iceberg.json_columns``'s mapping (object →
 struct, array → array, integer → long, number → double, string with ``format: date-time`` →
 timestamp, ``[T, "null"]`` → T, local ``$ref``s followed), shared with the Iceberg schema modes;
-anything it has no type for is refused with the path to it.
+a ``$ref`` to another document is followed into the schemas the registered schema's references
+name; anything it has no type for is refused with the path to it.
 
 Spark to JSON Schema (``json_schema``), for the sink: struct → object with ``properties`` and the
 non-nullable fields ``required``, nullable → ``[T, "null"]`` (``oneOf`` with null for objects and
@@ -39,15 +40,16 @@ class JsonTypeError(ValueError):
     """A JSON Schema with no Spark type here; the message says where in the schema."""
 
 
-def spark_type(schema: dict) -> DataType:
+def spark_type(schema: dict, documents: dict | None = None) -> DataType:
     """The Spark type of a JSON Schema document (parsed JSON): the Spark form of
-    ``strom.iceberg.json_columns``'s Arrow type, the one mapping the Iceberg schema modes use too."""
+    ``strom.iceberg.json_columns``'s Arrow type, the one mapping the Iceberg schema modes use too;
+    ``documents``: the schemas its references name, by reference name (``$ref``s to other documents)."""
     from pyspark.sql.pandas.types import from_arrow_type
 
     from strom.iceberg.json_columns import UnsupportedJsonSchema, arrow_type
 
     try:
-        return from_arrow_type(arrow_type(schema))
+        return from_arrow_type(arrow_type(schema, documents))
     except UnsupportedJsonSchema as exc:
         raise JsonTypeError(str(exc).replace("no column type", "no Spark type")) from None
 

@@ -42,6 +42,7 @@ from pyspark.sql.types import (
 
 from strom.iceberg import protobuf_columns as pc
 from strom.spark.avro_columns import Decoded
+from strom.spark.schema_references import referenced
 
 
 class ProtobufTypeError(ValueError):
@@ -63,23 +64,6 @@ def registered(client: Any, schema: Any) -> pc.ProtobufSchema:
     """The message classes of a registered schema (confluent-kafka's ``Schema``), its references
     fetched from the registry, theirs first."""
     return load(schema.schema_str, referenced(client, schema.references))
-
-
-def referenced(client: Any, references: Sequence[Any] | None) -> list[tuple[str, str]]:
-    """(import name, text) of every schema ``references`` (confluent-kafka's ``SchemaReference``)
-    name, and of those they name in turn, theirs first: what ``load`` takes."""
-    found: dict[str, str] = {}
-
-    def collect(references: Sequence[Any] | None) -> None:
-        for reference in references or []:
-            if reference.name in found:
-                continue
-            other = client.get_version(reference.subject, reference.version).schema
-            collect(other.references)
-            found[reference.name] = other.schema_str
-
-    collect(references)
-    return list(found.items())
 
 
 # imports that need no reference: confluent-kafka's ProtobufSerializer registers none for them (its

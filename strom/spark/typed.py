@@ -42,6 +42,12 @@ version, which must be registered already. ``value.schema.references`` names the
 list of ``{"name": import, "subject": ..., "version": ...}`` as the registry's REST API takes them
 (``subject`` defaults to the name, ``version`` to the latest). Well-known types
 (``google/protobuf/...``) need none.
+
+An Avro or JSON ``value.schema`` that uses what other subjects define (an Avro named type, a JSON
+``$ref`` to another document) is registered with the references ``value.schema.references`` names,
+as confluent-kafka's ``AvroSerializer`` and ``JSONSerializer`` register the ``Schema`` they are
+given: for Avro the name is the type's full name, for JSON the URI the ``$ref`` resolves to. The
+source reads schemas with references of all three formats (``strom.spark.schema_references``).
 """
 
 from __future__ import annotations
@@ -50,7 +56,7 @@ import functools
 import json
 import threading
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from strom.spark.options import StromOptionError, _bool, _positive_int
 
@@ -152,8 +158,8 @@ def _references(opts: dict, side: str, fmt: str) -> tuple[tuple[str, str, int | 
     raw = opts.get(key)
     if raw is None:
         return None
-    if fmt != PROTOBUF:
-        raise StromOptionError(f"option '{key}' needs option '{side}.format=protobuf'")
+    if fmt == BINARY:
+        raise StromOptionError(f"option '{key}' needs option '{side}.format' (avro, json or protobuf)")
     shape = 'a JSON list of {"name": ..., "subject": ..., "version": ...}'
     try:
         listed = json.loads(str(raw))
@@ -176,7 +182,7 @@ def _references(opts: dict, side: str, fmt: str) -> tuple[tuple[str, str, int | 
         ):
             raise StromOptionError(
                 f"option '{key}': {json.dumps(item)} is not a reference "
-                '({"name": import, "subject": ..., "version": a positive integer}; subject and version may be left out)'
+                '({"name": ..., "subject": ..., "version": a positive integer}; subject and version may be left out)'
             )
         found.append((name, subject, version))
     return tuple(found)
@@ -218,15 +224,15 @@ def subject_of(side: SideFormat, topics: list[str]) -> str:
     return f"{topics[0]}-{side.side}"
 
 
-def reader_schema(opts: TypedOptions, side: SideFormat, topics: list[str]) -> tuple[int, str]:
-    """(schema id, schema text) the source reads ``side`` with: pinned by id or version, else the latest."""
+def reader_schema(opts: TypedOptions, side: SideFormat, topics: list[str]) -> tuple[int, Any]:
+    """(schema id, confluent-kafka's ``Schema``) the source reads ``side`` with: pinned by id or
+    version, else the latest."""
     from confluent_kafka.schema_registry.error import SchemaRegistryError
 
     client = registry_client(opts.registry)
     try:
         if side.schema_id is not None:
-            schema = client.get_schema(side.schema_id)
-            schema_id, text, kind = side.schema_id, schema.schema_str, schema.schema_type
+            schema_id, schema = side.schema_id, client.get_schema(side.schema_id)
         else:
             subject = subject_of(side, topics)
             registered = (
@@ -234,14 +240,22 @@ def reader_schema(opts: TypedOptions, side: SideFormat, topics: list[str]) -> tu
                 if side.schema_version is not None
                 else client.get_latest_version(subject)
             )
-            schema_id, text, kind = registered.schema_id, registered.schema.schema_str, registered.schema.schema_type
+            schema_id, schema = registered.schema_id, registered.schema
     except SchemaRegistryError as exc:
         raise _registry_error(exc, f"the {side.side} schema") from None
     except OSError as exc:
         raise _registry_error(exc, f"cannot reach {opts.registry.get('url')}") from None
+    kind = schema.schema_type
     if (kind or "AVRO") != _SCHEMA_TYPES[side.format]:
         raise StromOptionError(f"{side.side}.format={side.format}, but schema {schema_id} is of type {kind}")
-    return schema_id, text
+    return schema_id, schema
+
+
+def avro_text(client, schema) -> str:
+    """An Avro schema's text with what its references define written in (one self-contained schema)."""
+    from strom.spark.schema_references import avro_self_contained, referenced
+
+    return avro_self_contained(schema.schema_str, [text for _, text in referenced(client, schema.references)])
 
 
 def writer_schema_text(opts: TypedOptions, schema_id: int, schema_type: str = "AVRO") -> str:
@@ -257,7 +271,7 @@ def writer_schema_text(opts: TypedOptions, schema_id: int, schema_type: str = "A
         raise
     if (schema.schema_type or "AVRO") != schema_type:
         raise LookupError(schema_id)
-    return schema.schema_str
+    return avro_text(registry_client(opts.registry), schema) if schema_type == "AVRO" else schema.schema_str
 
 
 # -- the source -----------------------------------------------------------------------------------
@@ -269,17 +283,20 @@ def source_schema(base, opts: TypedOptions, topics: list[str]):
     from pyspark.sql.types import BinaryType, StructField, StructType
 
     from strom.spark import avro_types, json_types, protobuf_types
+    from strom.spark.schema_references import json_documents, referenced
 
     fields = list(base.fields)
+    client = registry_client(opts.registry)
     for side in opts.sides():
-        schema_id, text = reader_schema(opts, side, topics)
+        schema_id, schema = reader_schema(opts, side, topics)
         try:
             if side.format == AVRO:
-                data_type, _ = avro_types.spark_type(json.loads(text))
+                data_type, _ = avro_types.spark_type(json.loads(avro_text(client, schema)))
             elif side.format == PROTOBUF:
                 data_type = protobuf_types.spark_type(protobuf_schema(opts, schema_id), side.message)
             else:
-                data_type = json_types.spark_type(json.loads(text))
+                documents = json_documents(referenced(client, schema.references))
+                data_type = json_types.spark_type(json.loads(schema.schema_str), documents)
         except (ValueError, KeyError) as exc:  # AvroTypeError, JsonTypeError, ProtobufTypeError are ValueErrors
             raise StromOptionError(f"the {side.side} schema (id {schema_id}) has no Spark type: {exc}") from None
         at = [f.name for f in fields].index(side.side)
@@ -393,7 +410,7 @@ class WriterSchema(NamedTuple):
     """The schema the sink writes one side with, as its tasks need it."""
 
     schema_id: int
-    text: str
+    text: str  # Avro: with what its references define written in (schema_references.avro_self_contained)
     referenced: tuple[tuple[str, str], ...] = ()  # Protobuf: (import name, text) of what it imports
 
 
@@ -404,6 +421,7 @@ def writer_schema(opts: TypedOptions, side: SideFormat, data_type, topic: str | 
     from pyspark.sql.types import StructType
 
     from strom.spark import avro_types, json_types, protobuf_types
+    from strom.spark.schema_references import avro_self_contained, referenced
 
     if side.subject is None and topic is None:
         raise StromOptionError(
@@ -419,11 +437,11 @@ def writer_schema(opts: TypedOptions, side: SideFormat, data_type, topic: str | 
                 raise StromOptionError(
                     f"{side.side}.format={side.format}, but the latest {subject} is of type {latest.schema.schema_type}"
                 )
-            imported = protobuf_types.referenced(client, latest.schema.references) if side.format == PROTOBUF else []
+            if side.format == AVRO:
+                return WriterSchema(latest.schema_id, avro_text(client, latest.schema))
+            imported = referenced(client, latest.schema.references) if side.format == PROTOBUF else []
             return WriterSchema(latest.schema_id, latest.schema.schema_str, tuple(imported))
         text = side.schema_text
-        references: list = []
-        imported = []
         if text is None:
             if not isinstance(data_type, StructType):
                 raise StromOptionError(
@@ -437,9 +455,10 @@ def writer_schema(opts: TypedOptions, side: SideFormat, data_type, topic: str | 
                     avro_types.avro_schema(data_type) if side.format == AVRO else json_types.json_schema(data_type)
                 )
                 text = json.dumps(derived)
+        references = _references_of(client, side, text)
+        imported = referenced(client, references)
+        written = text
         if side.format == PROTOBUF:
-            references = _protobuf_references(client, side, text)
-            imported = protobuf_types.referenced(client, references)
             try:
                 parsed = protobuf_types.load(text, imported)
             except protobuf_types.ProtobufTypeError as exc:
@@ -448,14 +467,21 @@ def writer_schema(opts: TypedOptions, side: SideFormat, data_type, topic: str | 
         if side.format == AVRO:
             from strom.spark.avro_columns import parse
 
+            written = avro_self_contained(text, [other for _, other in imported])
             try:
-                parse(text)
+                parse(written)
             except (ValueError, TypeError, KeyError) as exc:
-                raise StromOptionError(f"option '{side.side}.schema' is not an Avro schema: {exc}") from None
+                hint = (
+                    ""
+                    if references
+                    else f" (a type another subject defines needs option '{side.side}.schema.references')"
+                )
+                raise StromOptionError(f"option '{side.side}.schema' is not an Avro schema: {exc}{hint}") from None
+        carried = tuple(imported) if side.format == PROTOBUF else ()
         schema = Schema(text, schema_type, references)
         if opts.auto_register:
-            return WriterSchema(client.register_schema(subject, schema), text, tuple(imported))
-        return WriterSchema(client.lookup_schema(subject, schema).schema_id, text, tuple(imported))
+            return WriterSchema(client.register_schema(subject, schema), written, carried)
+        return WriterSchema(client.lookup_schema(subject, schema).schema_id, written, carried)
     except (avro_types.AvroTypeError, json_types.JsonTypeError, protobuf_types.ProtobufTypeError) as exc:
         raise StromOptionError(f"column {side.side!r}: {exc}") from None
     except SchemaRegistryError as exc:
@@ -464,10 +490,12 @@ def writer_schema(opts: TypedOptions, side: SideFormat, data_type, topic: str | 
         raise _registry_error(exc, f"cannot reach {opts.registry.get('url')}") from None
 
 
-def _protobuf_references(client, side: SideFormat, text: str) -> list:
-    """The references (confluent-kafka's ``SchemaReference``) a ``.proto`` sink schema is registered
-    with: option ``<side>.schema.references``, or each import under the subject of its name at its
-    latest version, as confluent-kafka's ProtobufSerializer names them (reference_subject_name_strategy)."""
+def _references_of(client, side: SideFormat, text: str) -> list:
+    """The references (confluent-kafka's ``SchemaReference``) a sink schema is registered with:
+    option ``<side>.schema.references``; without it, for a ``.proto`` schema each import under the
+    subject of its name at its latest version, as confluent-kafka's ProtobufSerializer names them
+    (reference_subject_name_strategy), and none for Avro and JSON (their serializers register the
+    references they are given)."""
     from confluent_kafka.schema_registry import SchemaReference
     from confluent_kafka.schema_registry.error import SchemaRegistryError
 
@@ -475,7 +503,7 @@ def _protobuf_references(client, side: SideFormat, text: str) -> list:
 
     wanted = side.references
     if wanted is None:
-        wanted = tuple((name, name, None) for name in protobuf_types.imports(text))
+        wanted = tuple((name, name, None) for name in protobuf_types.imports(text)) if side.format == PROTOBUF else ()
     found = []
     for name, subject, version in wanted:
         try:

@@ -271,3 +271,40 @@ def test_a_schemas_topic_written_by_confluent_is_read_as_it_is(broker):
     # the writer carries on above the highest id it read, and compatibility NONE lets int follow string
     status, _, body = call(url, "POST", "/subjects/old-value/versions", {"schema": '"int"'})
     assert (status, body) == (200, {"id": 41, "version": 2})
+
+
+def test_avro_references_are_resolved_transitively_as_confluents_registry_does(broker):
+    """A schema that references only geo.Address, whose own schema references geo.Country: the
+    registry resolves Address's reference too (dependencies first) and takes it, as Confluent's
+    does; AvroSerializer and AvroDeserializer (which resolve references the same way) round-trip
+    a record, and a reference to a version that does not exist is 42201."""
+    from confluent_kafka.schema_registry import SchemaReference
+
+    url = registry_url(broker)
+    client = SchemaRegistryClient({"url": url})
+    country = {"type": "enum", "name": "Country", "namespace": "geo", "symbols": ["DE", "FR"]}
+    address = {
+        "type": "record",
+        "name": "Address",
+        "namespace": "geo",
+        "fields": [{"name": "city", "type": "string"}, {"name": "country", "type": "Country"}],
+    }
+    user = {**USER_V1, "fields": [*USER_V1["fields"], {"name": "home", "type": "geo.Address"}]}
+    client.register_schema("geo.Country", Schema(json.dumps(country), "AVRO"))
+    client.register_schema(
+        "geo.Address", Schema(json.dumps(address), "AVRO", [SchemaReference("geo.Country", "geo.Country", 1)])
+    )
+    schema = Schema(json.dumps(user), "AVRO", [SchemaReference("geo.Address", "geo.Address", 1)])
+    schema_id = client.register_schema("users-geo-value", schema)
+    record = {"name": "ann", "age": 41, "home": {"city": "Lyon", "country": "FR"}}
+    context = SerializationContext("users-geo", MessageField.VALUE)
+    encoded = AvroSerializer(client, schema)(record, context)
+    assert encoded[:5] == b"\x00" + struct.pack(">I", schema_id)
+    assert AvroDeserializer(SchemaRegistryClient({"url": url}))(encoded, context) == record
+
+    missing = {
+        "schema": json.dumps(user),
+        "references": [{"name": "geo.Address", "subject": "geo.Address", "version": 2}],
+    }
+    status, _, body = call(url, "POST", "/subjects/users-geo-value/versions", missing)
+    assert (status, body["error_code"]) == (422, 42201) and "geo.Address" in body["message"]

@@ -210,9 +210,13 @@ def test_bad_protobuf_sink_options_are_refused_by_name():
         with pytest.raises(StromOptionError, match=message):
             TypedOptions.parse({**sink, key: value})
     with pytest.raises(
-        StromOptionError, match=r"option 'value.schema.references' needs option 'value.format=protobuf'"
+        StromOptionError,
+        match=r"option 'value.schema.references' needs option 'value.format' \(avro, json or protobuf\)",
     ):
-        TypedOptions.parse({**sink, "value.format": "avro", key: "[]"})
+        TypedOptions.parse({**sink, "value.format": "binary", key: "[]"})
+    assert TypedOptions.parse({**sink, "value.format": "avro", key: '[{"name": "geo.Address"}]'}).value.references == (
+        ("geo.Address", "geo.Address", None),
+    )
     parsed = TypedOptions.parse(
         {**sink, key: '[{"name": "a.proto"}, {"name": "b.proto", "subject": "b", "version": 2}]'}
     )
