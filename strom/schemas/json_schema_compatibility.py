@@ -351,6 +351,9 @@ class _Checker:
         ``anyOf``/``oneOf`` branch evaluates (only a branch that holds counts, and which one does
         is not known). Other applicators (``if``, ``dependentSchemas``) are not counted: fewer
         items counted make the reader stricter, never more lenient than it is."""
+        self.shared.steps += 1  # a walk of branches in branches is bounded with the comparisons
+        if self.shared.steps > MAX_STEPS:
+            raise _TooComplex
         if schema is False:
             return _ALL  # never accepts: vacuous (an anyOf branch that never holds counts for nothing)
         if not isinstance(schema, dict):
@@ -845,6 +848,11 @@ def read_problems(reader: Any, writer: Any) -> list[str]:
     """Why a document valid under ``writer`` may be invalid under ``reader`` (each a parsed schema,
     strom.schemas.json_schema.ParsedJson: its ``schema`` and the ``documents`` its references name);
     empty if none."""
+    try:
+        if reader.schema == writer.schema and reader.documents == writer.documents:
+            return []  # the same schema accepts the same documents (some rules judge it stricter)
+    except RecursionError:
+        pass
     combined: dict[int, tuple[Any, dict]] = {}
     checker = _Checker(
         _Side(reader.schema, reader.documents, combined), _Side(writer.schema, writer.documents, combined)

@@ -649,10 +649,10 @@ def test_a_check_past_its_budget_or_nested_too_deeply_is_refused_not_run_on():
 
     nested_all, nested_any = json.dumps(nest(5, "allOf")), json.dumps(nest(5, "anyOf"))
     assert any("TOO_COMPLEX" in p and "comparisons" in p for p in problems("FULL", nested_all, nested_any))
-    deep = STRING
+    deep, deeper = STRING, NUMBER
     for _ in range(2000):  # deeper than the parser takes: the check's own guard, called directly
-        deep = {"type": "object", "properties": {"a": deep}}
-    found = json_schema_compatibility.read_problems(json_schema.ParsedJson(deep), json_schema.ParsedJson(deep))
+        deep, deeper = {"type": "object", "properties": {"a": deep}}, {"type": "object", "properties": {"a": deeper}}
+    found = json_schema_compatibility.read_problems(json_schema.ParsedJson(deep), json_schema.ParsedJson(deeper))
     assert any("TOO_COMPLEX" in p and "nest too deeply" in p for p in found), found
     cycle = {"$defs": {"a": {"anyOf": [{"$ref": "#/$defs/a"}] * 10 + [STRING]}}, "$ref": "#/$defs/a"}
     assert problems("FORWARD", json.dumps(STRING), d2020(cycle)) == []  # the cycle reads strings
@@ -795,6 +795,15 @@ UNEVALUATED_ITEMS_CASES = [
         "BACKWARD",
         {"type": "object", "allOf": [{"properties": {"a": STRING}}], "unevaluatedProperties": False},
         {"type": "object", "allOf": [{"properties": {"a": STRING}}]},
+        True,
+        None,
+    ),
+    # anyOf branches count for the fewest items any of them evaluates, which judges this schema
+    # stricter than it is against others; against itself it is compatible
+    (
+        "FULL",
+        {"prefixItems": [STRING], "unevaluatedItems": NUMBER, "anyOf": [{"unevaluatedItems": True}, {}]},
+        {"prefixItems": [STRING], "unevaluatedItems": NUMBER, "anyOf": [{"unevaluatedItems": True}, {}]},
         True,
         None,
     ),
