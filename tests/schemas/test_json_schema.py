@@ -887,3 +887,25 @@ def test_no_backward_yes_that_a_document_refutes():
             if accepts.is_valid(document) and not refuses.is_valid(document):
                 assert lenient.is_valid(document), (old, new, document)
     assert compatible > 50  # the probe looked at a fair number of yeses
+
+
+def test_keywords_beside_a_ref_to_another_document_and_in_a_draft_2019_09_tuple():
+    """A $ref to a referenced document with keywords beside it, in a 2020-12 schema, applies them
+    too (a document without $schema of its own keeps the draft of the one referring to it); a
+    draft 2019-09 tuple (``items`` as a list) under an allOf branch is the branch's to evaluate."""
+    address = json.dumps({"type": "object", "properties": {"zip": STRING, "city": STRING}})
+
+    def order(**beside):
+        text = d2020({"type": "object", "properties": {"ship_to": {"$ref": "address.json", **beside}}})
+        return json_schema.parse(text, [("address.json", address)])[0]
+
+    assert json_schema.compatibility_problems("BACKWARD", order(required=["zip"]), [order()])
+    assert not json_schema.compatibility_problems("BACKWARD", order(), [order(required=["zip"])])
+    found = json_schema.compatibility_problems("BACKWARD", order(properties={"zip": {"maxLength": 5}}), [order()])
+    assert any("ship_to/properties/zip" in p and "maxLength" in p for p in found), found
+    draft_2019 = {"$schema": DRAFT_2019, "type": "array"}
+    pair = json.dumps({**draft_2019, "items": [STRING, NUMBER], "additionalItems": False})
+    composed = json.dumps({**draft_2019, "allOf": [{"items": [STRING, NUMBER]}], "unevaluatedItems": False})
+    assert problems("BACKWARD", composed, pair) == []
+    shorter = json.dumps({**draft_2019, "allOf": [{"items": [STRING]}], "unevaluatedItems": False})
+    assert_verdict(problems("BACKWARD", shorter, pair), False, "items/1")
