@@ -71,84 +71,84 @@ def referenced_files(data, topic: str) -> set[str]:
     return {os.path.relpath(urlparse(p).path, root) for p in paths}
 
 
-def test_the_maintenance_deletes_orphans_older_than_the_margin_and_nothing_else(tmp_path):
-    data = tmp_path / "data"
-    with BrokerProcess(data, {**ICEBERG, **METRICS_ON}) as broker:
-        create_topic(
-            broker.bootstrap,
-            "littered",
-            2,
-            **{
-                "iceberg.maintenance.interval.ms": str(HOUR_S * 1000),  # none until the files are planted
-                "iceberg.compaction.enabled": "false",
-                "iceberg.orphan.files.older.than.ms": str(HOUR_S * 1000),
-            },
-        )
-        committed = committed_rounds(broker, data, "littered")
-        location = open_catalog(catalog_of(data)).load_table(identifier("littered")).location()
-        old = [
-            plant(location, "data/lost-commit.parquet", age_s=2 * HOUR_S),
-            plant(location, "data/kafka_hour=2026-01-01-00/dead-worker.parquet", age_s=2 * HOUR_S),
-            plant(location, "metadata/99999-lost.metadata.json", age_s=2 * HOUR_S),
-        ]
-        fresh = plant(location, "data/not-committed-yet.parquet", age_s=60)  # a writer's, before its commit
-        live = referenced_files(data, "littered")
-        assert live <= set(files_under(location))
-        set_topic_config(broker.bootstrap, "littered", "iceberg.maintenance.interval.ms", "500")
-        deadline = time.monotonic() + 60
-        while any(os.path.exists(path) for path in old):
-            assert time.monotonic() < deadline, [p for p in old if os.path.exists(p)]
-            time.sleep(0.2)
-        assert os.path.exists(fresh), "a file younger than the margin is never an orphan"
-        assert live <= set(files_under(location)), "every referenced file is still there"
-        time.sleep(1.5)  # more maintenance runs: nothing else goes
-        assert set(files_under(location)) == referenced_files(data, "littered") | {"data/not-committed-yet.parquet"}
-        assert_exactly(table_rows(catalog_of(data), "littered"), committed, {})
-        deadline = time.monotonic() + 30  # counted once the worker's run returned (the files go first)
-        while (found := scrape(metrics_url(data))).value(
-            "strom_iceberg_files_deleted_total", topic="littered", kind="orphan"
-        ) != 3:
-            assert time.monotonic() < deadline, found.samples.get("strom_iceberg_files_deleted_total")
-            time.sleep(0.2)
-        assert found.value("strom_iceberg_deleted_orphan_bytes_total", topic="littered") == 3 * len(NOT_COMMITTED)
+def test_the_maintenance_deletes_orphans_older_than_the_margin_and_nothing_else(iceberg_broker):
+    broker, catalog = iceberg_broker({**ICEBERG, **METRICS_ON})
+    create_topic(
+        broker.bootstrap,
+        "littered",
+        2,
+        **{
+            "iceberg.maintenance.interval.ms": str(HOUR_S * 1000),  # none until the files are planted
+            "iceberg.compaction.enabled": "false",
+            "iceberg.orphan.files.older.than.ms": str(HOUR_S * 1000),
+        },
+    )
+    committed = committed_rounds(broker, broker.data_dir, "littered")
+    location = open_catalog(catalog).load_table(identifier("littered")).location()
+    old = [
+        plant(location, "data/lost-commit.parquet", age_s=2 * HOUR_S),
+        plant(location, "data/kafka_hour=2026-01-01-00/dead-worker.parquet", age_s=2 * HOUR_S),
+        plant(location, "metadata/99999-lost.metadata.json", age_s=2 * HOUR_S),
+    ]
+    fresh = plant(location, "data/not-committed-yet.parquet", age_s=60)  # a writer's, before its commit
+    live = referenced_files(broker.data_dir, "littered")
+    assert live <= set(files_under(location))
+    set_topic_config(broker.bootstrap, "littered", "iceberg.maintenance.interval.ms", "500")
+    deadline = time.monotonic() + 60
+    while any(os.path.exists(path) for path in old):
+        assert time.monotonic() < deadline, [p for p in old if os.path.exists(p)]
+        time.sleep(0.2)
+    assert os.path.exists(fresh), "a file younger than the margin is never an orphan"
+    assert live <= set(files_under(location)), "every referenced file is still there"
+    time.sleep(1.5)  # more maintenance runs: nothing else goes
+    assert set(files_under(location)) == referenced_files(broker.data_dir, "littered") | {
+        "data/not-committed-yet.parquet"
+    }
+    assert_exactly(table_rows(catalog, "littered"), committed, {})
+    deadline = time.monotonic() + 30  # counted once the worker's run returned (the files go first)
+    while (found := scrape(metrics_url(broker.data_dir))).value(
+        "strom_iceberg_files_deleted_total", topic="littered", kind="orphan"
+    ) != 3:
+        assert time.monotonic() < deadline, found.samples.get("strom_iceberg_files_deleted_total")
+        time.sleep(0.2)
+    assert found.value("strom_iceberg_deleted_orphan_bytes_total", topic="littered") == 3 * len(NOT_COMMITTED)
     assert "3 orphan files (39 bytes) no metadata referenced deleted" in broker.read_log()
 
 
-def test_remove_orphan_files_command_with_dry_run(tmp_path):
-    data = tmp_path / "data"
-    with BrokerProcess(data, ICEBERG) as broker:
-        create_topic(broker.bootstrap, "swept", 1, **{"iceberg.orphan.files.older.than.ms": "-1"})
-        committed = committed_rounds(broker, data, "swept", rounds=2)
-        table = open_catalog(catalog_of(data)).load_table(identifier("swept"))
-        old = plant(table.location(), "data/lost-commit.parquet", age_s=2 * HOUR_S)
-        fresh = plant(table.location(), "data/not-committed-yet.parquet", age_s=60)
-        margin = ("--older-than-ms", str(HOUR_S * 1000))
+def test_remove_orphan_files_command_with_dry_run(iceberg_broker):
+    broker, catalog = iceberg_broker(ICEBERG)
+    create_topic(broker.bootstrap, "swept", 1, **{"iceberg.orphan.files.older.than.ms": "-1"})
+    committed = committed_rounds(broker, broker.data_dir, "swept", rounds=2)
+    table = open_catalog(catalog).load_table(identifier("swept"))
+    old = plant(table.location(), "data/lost-commit.parquet", age_s=2 * HOUR_S)
+    fresh = plant(table.location(), "data/not-committed-yet.parquet", age_s=60)
+    margin = ("--older-than-ms", str(HOUR_S * 1000))
 
-        dry = strom_iceberg(broker, "remove-orphan-files", "--topic", "swept", *margin, "--dry-run")
-        assert dry.returncode == 0, dry.stderr
-        assert dry.stdout.splitlines() == [
-            f"would delete file://{old}",
-            f"1 orphan files ({len(NOT_COMMITTED)} bytes) older than 3600000 ms would be deleted (dry run) "
-            "from the tables of swept",
-        ]
-        assert os.path.exists(old) and os.path.exists(fresh)
+    dry = strom_iceberg(broker, "remove-orphan-files", "--topic", "swept", *margin, "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.splitlines() == [
+        f"would delete file://{old}",
+        f"1 orphan files ({len(NOT_COMMITTED)} bytes) older than 3600000 ms would be deleted (dry run) "
+        "from the tables of swept",
+    ]
+    assert os.path.exists(old) and os.path.exists(fresh)
 
-        done = strom_iceberg(broker, "remove-orphan-files", "--topic", "swept", *margin)
-        assert done.returncode == 0, done.stderr
-        assert done.stdout.splitlines()[0] == f"deleted file://{old}"
-        assert not os.path.exists(old) and os.path.exists(fresh)
-        # the topic's own margin (-1: its periodic pass is off) leaves the command Iceberg's 3 days
-        again = strom_iceberg(broker, "remove-orphan-files", "--topic", "swept")
-        assert again.returncode == 0, again.stderr
-        assert again.stdout.splitlines() == [
-            f"0 orphan files (0 bytes) older than {3 * 24 * HOUR_S * 1000} ms deleted from the tables of swept"
-        ]
-        assert_exactly(table_rows(catalog_of(data), "swept"), committed, {})
+    done = strom_iceberg(broker, "remove-orphan-files", "--topic", "swept", *margin)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0] == f"deleted file://{old}"
+    assert not os.path.exists(old) and os.path.exists(fresh)
+    # the topic's own margin (-1: its periodic pass is off) leaves the command Iceberg's 3 days
+    again = strom_iceberg(broker, "remove-orphan-files", "--topic", "swept")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.splitlines() == [
+        f"0 orphan files (0 bytes) older than {3 * 24 * HOUR_S * 1000} ms deleted from the tables of swept"
+    ]
+    assert_exactly(table_rows(catalog, "swept"), committed, {})
 
-        refused = strom_iceberg(broker, "remove-orphan-files")
-        assert refused.returncode == 1 and "remove-orphan-files needs --topic" in refused.stderr
-        refused = strom_iceberg(broker, "remove-orphan-files", "--topic", "swept", "--older-than-ms", "-5")
-        assert refused.returncode == 1 and "--older-than-ms must be at least 0, not -5" in refused.stderr
+    refused = strom_iceberg(broker, "remove-orphan-files")
+    assert refused.returncode == 1 and "remove-orphan-files needs --topic" in refused.stderr
+    refused = strom_iceberg(broker, "remove-orphan-files", "--topic", "swept", "--older-than-ms", "-5")
+    assert refused.returncode == 1 and "--older-than-ms must be at least 0, not -5" in refused.stderr
 
 
 def test_a_deleted_topics_table_is_purged_through_a_rest_catalog_too(tmp_path):

@@ -15,9 +15,8 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 
 from strom.iceberg.protobuf_columns import frame, message_class
 from strom.spark.protobuf_types import load
-from tests.broker_process import BrokerProcess
 from tests.iceberg.avro_support import registry_url
-from tests.iceberg.test_schema_modes import ICEBERG, catalog_of, column_types, create_topic
+from tests.iceberg.test_schema_modes import ICEBERG, column_types, create_topic
 from tests.iceberg.test_schema_modes_json_protobuf import settled
 
 SHOP = """
@@ -136,57 +135,55 @@ def check(rows: list[dict], dead: list[dict], feed: Feed, columns=VALUE_COLUMNS)
         assert reason in reasons[where], (reasons[where], reason)
 
 
-def test_each_record_fills_the_columns_of_the_message_its_indexes_name(tmp_path):
-    data = tmp_path / "data"
-    with BrokerProcess(data, ICEBERG) as broker:
-        create_topic(broker.bootstrap, "shop", "value_schema_id_prefix", partitions=1)
-        client = SchemaRegistryClient({"url": registry_url(data)})
-        feed = Feed(broker.bootstrap, client, "shop")
-        for i in range(20):
-            feed.send(ORDER, i)
-        feed.flush()
-        settled(data, "shop", 20, 0)  # the table's columns are Order's first
-        for i in range(20, 50):
-            feed.send((ORDER, LINE, REFUND)[i % 3], i)
-        feed.flush()
-        schema_id = client.get_latest_version("shop-value").schema_id
-        assert client.get_versions("shop-value") == [1], "one schema, every message under it"
-        feed.send(CLASH, 50, bad=f"schema id {schema_id} message shop.Clash does not fit the table's columns")
-        feed.send_bad(frame(schema_id, (3,)) + b"\x08\x01", "message indexes [3] name no message of the schema")
-        feed.send_bad(frame(schema_id, REFUND) + b"\xff\xff", "not a shop.Refund")
-        feed.send_bad(frame(schema_id)[:5] + b"\x81", "message indexes do not decode")
-        feed.flush()
-        rows, dead = settled(data, "shop", len(feed.good), len(feed.bad))
-        check(rows, dead, feed)
-        types = column_types(catalog_of(data), "shop")
-        assert {k: types[k] for k in VALUE_COLUMNS} == {
-            "id": "long",
-            "item": "string",
-            "price": "double",
-            "sku": "string",
-            "count": "int",
-            "amount": "double",
-            "reason": "string",
-        }
+def test_each_record_fills_the_columns_of_the_message_its_indexes_name(iceberg_broker):
+    broker, catalog = iceberg_broker(ICEBERG)
+    create_topic(broker.bootstrap, "shop", "value_schema_id_prefix", partitions=1)
+    client = SchemaRegistryClient({"url": registry_url(broker.data_dir)})
+    feed = Feed(broker.bootstrap, client, "shop")
+    for i in range(20):
+        feed.send(ORDER, i)
+    feed.flush()
+    settled(broker.data_dir, "shop", 20, 0)  # the table's columns are Order's first
+    for i in range(20, 50):
+        feed.send((ORDER, LINE, REFUND)[i % 3], i)
+    feed.flush()
+    schema_id = client.get_latest_version("shop-value").schema_id
+    assert client.get_versions("shop-value") == [1], "one schema, every message under it"
+    feed.send(CLASH, 50, bad=f"schema id {schema_id} message shop.Clash does not fit the table's columns")
+    feed.send_bad(frame(schema_id, (3,)) + b"\x08\x01", "message indexes [3] name no message of the schema")
+    feed.send_bad(frame(schema_id, REFUND) + b"\xff\xff", "not a shop.Refund")
+    feed.send_bad(frame(schema_id)[:5] + b"\x81", "message indexes do not decode")
+    feed.flush()
+    rows, dead = settled(broker.data_dir, "shop", len(feed.good), len(feed.bad))
+    check(rows, dead, feed)
+    types = column_types(catalog, "shop")
+    assert {k: types[k] for k in VALUE_COLUMNS} == {
+        "id": "long",
+        "item": "string",
+        "price": "double",
+        "sku": "string",
+        "count": "int",
+        "amount": "double",
+        "reason": "string",
+    }
     assert "translating shop failed" not in broker.read_log()
 
 
-def test_latest_mode_reads_each_message_as_the_latest_versions_message_of_its_name(tmp_path):
-    data = tmp_path / "data"
-    with BrokerProcess(data, ICEBERG) as broker:
-        create_topic(broker.bootstrap, "shop-latest", "value_schema_latest", partitions=1)
-        client = SchemaRegistryClient({"url": registry_url(data)})
-        client.register_schema("shop-latest-value", Schema(SHOP, "PROTOBUF"))
-        latest = client.register_schema("shop-latest-value", Schema(SHOP_V2, "PROTOBUF"))
-        feed = Feed(broker.bootstrap, client, "shop-latest")
-        for i in range(30):  # version-1 records: read as version 2's messages (Refund's note unset)
-            path = (ORDER, LINE, REFUND)[i % 3]
-            want = {**expected(path, i), "note": None} if path == REFUND else expected(path, i)
-            feed.send(path, i, want=want)
-        for i in range(30, 45):
-            feed.send(REFUND, i, text=SHOP_V2, want=expected(REFUND, i, 2))
-        feed.send_bad(frame(latest, (7,)) + b"", "message indexes [7] name no message of the schema")
-        feed.flush()
-        rows, dead = settled(data, "shop-latest", len(feed.good), len(feed.bad))
-        check(rows, dead, feed, (*VALUE_COLUMNS, "note"))
-        assert "note" in column_types(catalog_of(data), "shop-latest")
+def test_latest_mode_reads_each_message_as_the_latest_versions_message_of_its_name(iceberg_broker):
+    broker, catalog = iceberg_broker(ICEBERG)
+    create_topic(broker.bootstrap, "shop-latest", "value_schema_latest", partitions=1)
+    client = SchemaRegistryClient({"url": registry_url(broker.data_dir)})
+    client.register_schema("shop-latest-value", Schema(SHOP, "PROTOBUF"))
+    latest = client.register_schema("shop-latest-value", Schema(SHOP_V2, "PROTOBUF"))
+    feed = Feed(broker.bootstrap, client, "shop-latest")
+    for i in range(30):  # version-1 records: read as version 2's messages (Refund's note unset)
+        path = (ORDER, LINE, REFUND)[i % 3]
+        want = {**expected(path, i), "note": None} if path == REFUND else expected(path, i)
+        feed.send(path, i, want=want)
+    for i in range(30, 45):
+        feed.send(REFUND, i, text=SHOP_V2, want=expected(REFUND, i, 2))
+    feed.send_bad(frame(latest, (7,)) + b"", "message indexes [7] name no message of the schema")
+    feed.flush()
+    rows, dead = settled(broker.data_dir, "shop-latest", len(feed.good), len(feed.bad))
+    check(rows, dead, feed, (*VALUE_COLUMNS, "note"))
+    assert "note" in column_types(catalog, "shop-latest")

@@ -10,6 +10,7 @@ import pytest
 from strom.spark import register, use_this_python
 from tests.broker_process import BrokerProcess
 from tests.cluster.conftest import cluster_factory, zookeeper  # noqa: F401 - fixtures of typed_cluster
+from tests.iceberg.conftest import iceberg_broker  # noqa: F401 - the fixture of the read_topic tests
 
 WAIT_S = 60
 
@@ -50,25 +51,6 @@ def typed_cluster(spark, cluster_factory):  # noqa: F811 - the fixture imported 
     from tests.spark.typed_support import REGISTRY_ON, TypedBroker
 
     return TypedBroker.of_cluster(spark, cluster_factory(overrides=REGISTRY_ON))
-
-
-@pytest.fixture
-def iceberg_broker(tmp_path):
-    """Call with a broker config (Iceberg on): a broker on tmp_path/data and the SQL catalog beside
-    it that it translates its Iceberg topics into; returns (broker, CatalogSettings); stopped after
-    the test. ``translation_off(broker)`` restarts it translating nothing more."""
-    from tests.iceberg.test_translator import catalog_of
-
-    started: list[BrokerProcess] = []
-
-    def start(config: dict[str, str]) -> tuple[BrokerProcess, object]:
-        data = tmp_path / "data"
-        started.append(BrokerProcess(data, config).start())
-        return started[-1], catalog_of(data)
-
-    yield start
-    for broker in started:
-        broker.stop()
 
 
 def translation_off(broker: BrokerProcess) -> None:
