@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from strom.iceberg import avro_columns, protobuf_columns, typed_values
+from strom.storage.iceberg_mode import parse_mode
 
 MAGIC = 0
 PREFIX = struct.Struct(">bI")
@@ -86,12 +87,15 @@ class Decoder:
     columns) once."""
 
     def __init__(self, mode: str, schemas: SchemaSet, protobuf_name: str = ""):
-        self.mode, self.schemas = mode, schemas
-        self.protobuf_name = protobuf_name  # value_schema_latest's option: the message records are read as
+        """``mode`` may carry value_schema_latest's options (strom.storage.iceberg_mode): its
+        protobuf_name is the message records are read as, unless ``protobuf_name`` is given."""
+        parsed = parse_mode(mode)
+        self.mode, self.schemas = parsed.name, schemas
+        self.protobuf_name = protobuf_name or parsed.protobuf_name
         self._parsed: dict[int, Any] = {}  # id -> fastavro's parsed schema, a reader, or why it has none
         self._fields: dict[Key, list[Any] | str] = {}
         self._routes: dict[Key, tuple[Any, Any, Any, Key] | str] = {}
-        self.reader_id = schemas.latest_id if mode == "value_schema_latest" else None
+        self.reader_id = schemas.latest_id if self.mode == "value_schema_latest" else None
         from fastavro import schemaless_reader  # imported once a round, not once a record
 
         self._read = schemaless_reader

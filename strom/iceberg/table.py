@@ -33,6 +33,9 @@ MODE_PROPERTY = "strom.iceberg.mode"  # the topic's iceberg.mode, as its last tr
 # the topic id (KIP-516, 32 hex digits) of the topic whose records the table holds: a topic deleted
 # and made again under the same name has another id, so its brokers know the table is the old one's
 TOPIC_ID_PROPERTY = "strom.topic.id"
+# value_schema_latest's options as the topic's iceberg.mode gave them (readers decode the log's
+# newest records as the brokers do: read_topic)
+MODE_OPTIONS_PROPERTY = "strom.iceberg.mode.options"
 DELETE_PROPERTY = "strom.iceberg.delete"  # that topic's iceberg.delete, for whoever finds the table orphaned
 CATALOG_NAME = "strom"
 # pyiceberg's automatic commit retry re-applies an append onto a newer snapshot: never for ours
@@ -251,10 +254,17 @@ def table_mode(table: Table) -> str:
 
 
 def keep_mode(table: Table, mode: str) -> None:
-    """Record ``mode`` in the table's properties (readers such as read_topic decode by it)."""
-    if table.properties.get(MODE_PROPERTY) != mode:
+    """Record ``mode`` (with value_schema_latest's options, if any) in the table's properties
+    (readers such as read_topic decode by it): the mode's name, and the whole of it."""
+    wanted = {MODE_PROPERTY: mode.partition(":")[0], MODE_OPTIONS_PROPERTY: mode}
+    if any(table.properties.get(key) != value for key, value in wanted.items()):
         with table.transaction() as transaction:
-            transaction.set_properties({MODE_PROPERTY: mode})
+            transaction.set_properties(wanted)
+
+
+def table_mode_options(table: Table) -> str:
+    """The iceberg.mode a table was last written in, with value_schema_latest's options."""
+    return str(table.properties.get(MODE_OPTIONS_PROPERTY) or table_mode(table))
 
 
 def committed_offsets(table: Table) -> dict[int, int]:

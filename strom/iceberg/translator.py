@@ -253,6 +253,7 @@ class IcebergTranslator:
                     topic_id=self._ids[topic],
                     delete=self._translated[topic],
                     protobuf_name=mode.protobuf_name,
+                    mode_options=str(mode),
                 )
             )
         return jobs

@@ -57,6 +57,7 @@ class TopicJob:
     topic_id: str = ""  # the live topic's id (32 hex digits): a table of another id is an old topic's
     delete: bool = True  # the topic's iceberg.delete
     protobuf_name: str = ""  # value_schema_latest's protobuf_name: the message every record is read as
+    mode_options: str = ""  # the whole iceberg.mode, with value_schema_latest's options (kept in the table)
 
 
 @dataclass
@@ -310,7 +311,7 @@ def _translate_typed(job: TopicJob) -> TopicResult:
             partition_spec=job.partition_spec,
             **_made(job),
         )
-        tables.keep_mode(table, job.mode)
+        tables.keep_mode(table, job.mode_options or job.mode)
         committed = tables.committed_offsets(table)
         planned_from = _snapshot_id(table)
         dlq = tables.load_existing(catalog, tables.dlq_identifier(job.topic))

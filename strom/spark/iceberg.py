@@ -33,7 +33,8 @@ from typing import Any
 
 from strom.iceberg.schema_modes import MODES as SCHEMA_MODES
 from strom.iceberg.schema_modes import value_names
-from strom.iceberg.table import CatalogSettings, committed_offsets, identifier, open_catalog, table_mode
+from strom.iceberg.table import CatalogSettings, committed_offsets, identifier, open_catalog, table_mode_options
+from strom.storage.iceberg_mode import parse_mode
 
 
 def planned_files(
@@ -83,11 +84,12 @@ def _catalog(catalog_uri: str, warehouse: str, config: dict[str, str] | None = N
 def _plan(
     catalog_uri: str, topic: str, warehouse: str = "file:///tmp", catalog_config: dict[str, str] | None = None
 ) -> tuple[list[str], dict[int, int], Any, str]:
-    """(data files, offsets, the table's Arrow schema, its mode) of the current snapshot."""
+    """(data files, offsets, the table's Arrow schema, its mode with value_schema_latest's options)
+    of the current snapshot."""
     table = _catalog(catalog_uri, warehouse, catalog_config).load_table(identifier(topic))
     snapshot = table.current_snapshot()
     arrow_schema = table.schema().as_arrow()
-    mode = table_mode(table)
+    mode = table_mode_options(table)
     if snapshot is None:
         return [], {}, arrow_schema, mode
     files = [task.file.file_path for task in table.scan(snapshot_id=snapshot.snapshot_id).plan_files()]
@@ -233,7 +235,9 @@ def read_topic(
     records (and LOCAL_TAIL_BYTES of columns) is read on the driver and added as Arrow (no Python
     data source job); a longer one is read by the ``strom`` source's tasks, up to the offsets
     planned here."""
-    files, offsets, arrow_schema, mode = _plan(catalog_uri, topic, catalog_config=catalog_config)
+    files, offsets, arrow_schema, mode_options = _plan(catalog_uri, topic, catalog_config=catalog_config)
+    latest = parse_mode(mode_options)  # the subject and message value_schema_latest may name
+    mode = latest.name
     df = _from_table(spark, topic, files, arrow_schema, mode)
     if bootstrap_servers is None:
         return df
@@ -252,7 +256,7 @@ def read_topic(
     schemas = None
     if is_typed:
         assert schema_registry_url is not None
-        schemas = _registry_schemas(schema_registry_url, topic, schema_registry_config)
+        schemas = _registry_schemas(schema_registry_url, topic, schema_registry_config, latest.subject)
     tail = _tail_on_driver(opts, ranges) if sum(r.end - r.start for r in ranges) <= local_tail_records else None
     if tail is not None:
         if is_typed:
@@ -260,7 +264,7 @@ def read_topic(
 
             typed = _arrow_schema_of(spark, df.schema)
             tail = pa.Table.from_batches(
-                list(_decode_batches(tail.to_batches(), typed, arrow_schema, mode, schemas)), schema=typed
+                list(_decode_batches(tail.to_batches(), typed, arrow_schema, mode_options, schemas)), schema=typed
             )
         if tail.num_rows == 0:  # only aborted records and markers past the table
             return df
@@ -276,13 +280,14 @@ def read_topic(
     reader = reader.option("endingOffsets", json.dumps({topic: {str(r.partition): r.end for r in ranges}}))
     live = reader.load()
     if is_typed:
-        live = _decoded(live, df.schema, arrow_schema, mode, schemas)
+        live = _decoded(live, df.schema, arrow_schema, mode_options, schemas)
     return df.unionByName(live)
 
 
-def _registry_schemas(url: str, topic: str, config: dict[str, str] | None = None):
-    """Every schema of the registry by id, and the latest of ``<topic>-value``, read on the driver
-    (confluent-kafka's client): what the brokers' translation is given (a SchemaSet)."""
+def _registry_schemas(url: str, topic: str, config: dict[str, str] | None = None, subject: str = ""):
+    """Every schema of the registry by id, and the latest of ``subject`` (``<topic>-value`` by
+    default), read on the driver (confluent-kafka's client): what the brokers' translation is given
+    (a SchemaSet)."""
     from confluent_kafka.schema_registry import SchemaRegistryClient
     from confluent_kafka.schema_registry.error import SchemaRegistryError
 
@@ -291,7 +296,7 @@ def _registry_schemas(url: str, topic: str, config: dict[str, str] | None = None
     client = SchemaRegistryClient({**(config or {}), "url": url})
     by_id: dict[int, RegisteredSchema] = {}
     latest = None
-    subject_name = f"{topic}-value"
+    subject_name = subject or f"{topic}-value"
     for subject in client.get_subjects():
         for version in client.get_versions(subject):
             registered = client.get_version(subject, version)
