@@ -29,7 +29,10 @@ of one Python call per record; each field is then read for all messages at once 
 ``attrgetter``, one Arrow array per column; timestamps, enums and uint64 converted with numpy
 and Arrow), never a Python dict per record. Values without that prefix are parsed one by one
 (they are bad, or name the message in a rarer encoding), and a batch whose bulk parse fails is
-parsed again one value at a time, which says which value is bad and why.
+parsed again one value at a time, which says which value is bad and why. Flat proto3 messages
+(no ``repeated``, no ``map``) skip upb and the Python reads altogether: ``strom.iceberg.protobuf_wire``
+reads their fields from the batch's bytes with numpy, and hands back to upb whatever it would not
+read exactly as upb does.
 
 Confluent's wire format: the magic byte 0, the schema id (4 bytes, big-endian), the message
 indexes (a zig-zag varint count and as many zig-zag varint indexes, the path from the file's
@@ -53,23 +56,12 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.descriptor_pool import DescriptorPool
 from google.protobuf.message import DecodeError
 
-TIMESTAMP = "google.protobuf.Timestamp"
-TIMESTAMP_TYPE = pa.timestamp("us", tz="UTC")
-_WRAPPERS = {
-    f"google.protobuf.{name}"
-    for name in (
-        "DoubleValue",
-        "FloatValue",
-        "Int64Value",
-        "UInt64Value",
-        "Int32Value",
-        "UInt32Value",
-        "BoolValue",
-        "StringValue",
-        "BytesValue",
-    )
-}
-_UINT64 = pa.decimal128(20, 0)
+from strom.iceberg import protobuf_wire
+from strom.iceberg.protobuf_wire import MICROS_SAFE as _MICROS_SAFE
+from strom.iceberg.protobuf_wire import TIMESTAMP, TIMESTAMP_TYPE
+from strom.iceberg.protobuf_wire import UINT64 as _UINT64
+from strom.iceberg.protobuf_wire import WRAPPERS as _WRAPPERS
+
 _SCALARS = {
     FieldDescriptor.TYPE_DOUBLE: pa.float64(),
     FieldDescriptor.TYPE_FLOAT: pa.float32(),
@@ -417,6 +409,12 @@ def _bulk(values: pa.Array, descriptor: Descriptor, path: tuple[int, ...], known
     sizes = np.diff(offsets) - width
     if int(sizes.max()) >= 2**28:  # a length past 4 varint bytes: not worth a case of its own
         return None
+    if protobuf_wire.supported(descriptor):  # flat messages: their columns straight from the bytes
+        padded = np.concatenate([buf, np.zeros(protobuf_wire.PAD, np.uint8)])
+        try:
+            return rows, protobuf_wire.decode(padded, at + width, at + width + sizes, descriptor)
+        except protobuf_wire.Fallback:
+            pass
     header, size = _header(width)
     buf[at[:, None] + np.arange(len(header))] = np.frombuffer(header, np.uint8)
     for k in range(size):
@@ -440,21 +438,29 @@ def decode(values: pa.Array, descriptor: Descriptor, path: tuple[int, ...], know
     n = len(values)
     cls = message_class(descriptor)
     bulk = _bulk(values, descriptor, path, known) if pa.types.is_binary(values.type) else None
+    head: tuple[np.ndarray, pa.Array] | None = None
     if bulk is None:
         parsed = parse(values.to_pylist(), cls, path, known)
     else:
-        rows, messages = bulk
+        rows, found = bulk
         parsed = Parsed(n)
         rest = np.ones(n, bool) if not values.null_count else np.asarray(values.is_valid()).copy()
         rest[rows] = False
         others = np.flatnonzero(rest)
         if len(others):
             parse(values.take(pa.array(others)).to_pylist(), cls, path, known, others.tolist(), parsed)
-        parsed.messages = messages + parsed.messages
-        parsed.rows = rows.tolist() + parsed.rows
+        if isinstance(found, list):
+            parsed.messages = found + parsed.messages
+            parsed.rows = rows.tolist() + parsed.rows
+        else:
+            head = (rows, found)
     struct = columns(parsed.messages, descriptor)
+    order = parsed.rows
+    if head is not None:  # the columns read from the bytes come first
+        struct = pa.concat_arrays([head[1], struct])
+        order = head[0].tolist() + order
     reasons = dict(sorted(parsed.reasons.items()))
-    rows = np.asarray(parsed.rows, np.int64)
+    rows = np.asarray(order, np.int64)
     if len(rows) == n and (rows == np.arange(n)).all():  # every value decoded, in order: no reordering
         return struct, parsed.bad, reasons
     index = np.full(n, len(rows), np.int64)
@@ -501,9 +507,6 @@ def _map_column(messages: Sequence[Any], field: FieldDescriptor, type_: pa.MapTy
     return pa.MapArray.from_arrays(_offsets(map(len, maps), len(maps)), key_array, item_array)
 
 
-_MICROS_SAFE = (2**63 - 1) // 1_000_000 - 1  # seconds whose microseconds an int64 holds
-
-
 def _values(values: list[Any], field: FieldDescriptor, type_: pa.DataType, present: list[bool] | None) -> pa.Array:
     """One column of single values of ``field`` (``present``: which rows hold one; None: all do)."""
     if field.type in (FieldDescriptor.TYPE_MESSAGE, FieldDescriptor.TYPE_GROUP):
@@ -523,7 +526,7 @@ def _values(values: list[Any], field: FieldDescriptor, type_: pa.DataType, prese
             return _values(list(map(attrgetter("value"), values)), inner, type_, present)
         return columns(values, field.message_type, present)
     if field.type == FieldDescriptor.TYPE_ENUM:
-        names = {v.number: v.name for v in field.enum_type.values}
+        names = protobuf_wire.enum_names(field)
         try:
             values = list(map(names.__getitem__, values))
         except KeyError:  # a number the reader's enum lacks: the number as text

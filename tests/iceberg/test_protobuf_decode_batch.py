@@ -47,6 +47,25 @@ message All {
 message Second { string s = 1; All.Inner inner = 2; }
 enum Color { RED = 0; GREEN = 1; BLUE = 2; }
 """
+# no repeated field and no map: read straight from the bytes (strom.iceberg.protobuf_wire)
+FLAT = """
+syntax = "proto3";
+package flat;
+import "google/protobuf/timestamp.proto";
+import "google/protobuf/wrappers.proto";
+message Event {
+  int64 id = 1; int32 small = 2; uint32 u32 = 3; uint64 u64 = 4; sint32 s32 = 5; sint64 s64 = 6;
+  fixed32 f32 = 7; fixed64 f64 = 8; sfixed32 sf32 = 9; sfixed64 sf64 = 10; bool flag = 11;
+  double d = 12; float f = 13; string text = 14; bytes blob = 15; Level level = 16;
+  optional string maybe = 17; optional int64 maybe_n = 18; optional Level maybe_level = 19;
+  google.protobuf.Timestamp at = 20; google.protobuf.DoubleValue w_double = 21;
+  google.protobuf.UInt64Value w_u64 = 22; google.protobuf.StringValue w_text = 23;
+  Where where = 24;
+  oneof pick { string p_text = 25; int32 p_number = 26; Where p_where = 27; }
+  enum Level { LOW = 0; MID = 1; HIGH = 2; ALSO_HIGH = 2; option allow_alias = true; }
+}
+message Where { string city = 1; optional int32 zone = 2; google.protobuf.Timestamp since = 3; }
+"""
 CLASSIC = """
 syntax = "proto2";
 package classic;
@@ -164,7 +183,10 @@ def values_for(
         elif roll < 0.12:
             out.append(pc.frame(8, path) + body)  # an id the registry does not know
         elif roll < 0.14 and corrupt:
-            out.append(prefix + body[: max(0, len(body) - 1)] + b"\xff")  # most likely corrupt
+            if descriptor.full_name == "classic.Old":  # a proto2 string that is not UTF-8 is not refused
+                out.append(prefix + body + b"\x0a\x7f")  # field 1, 127 bytes long: past the end
+            else:
+                out.append(prefix + body[: max(0, len(body) - 1)] + b"\xff")  # most likely corrupt
         elif roll < 0.16:
             out.append(rng.choice([b"", b"\x00", b"\x01\x00\x00\x00\x07\x00", b"\x00\x00\x00\x00\x07"]))
         elif roll < 0.18:
@@ -186,6 +208,8 @@ def simple(values: list[bytes | None], descriptor, path: tuple[int, ...]):
 
 
 CASES = [
+    (FLAT, "Event"),
+    (FLAT, "Where"),
     (EVERYTHING, "All"),
     (EVERYTHING, "Second"),
     (EVERYTHING, "All.Inner"),
@@ -194,7 +218,7 @@ CASES = [
 ]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1), case=st.sampled_from(CASES), n=st.integers(0, 60), corrupt=st.booleans())
 def test_decoding_a_batch_gives_what_the_values_give_one_by_one(seed, case, n, corrupt):
     text, name = case
@@ -242,3 +266,27 @@ def test_a_sliced_and_chunked_column_decodes_like_its_values():
 def test_the_schema_parses_as_the_registry_parses_it():
     parse(EVERYTHING)
     parse(CLASSIC)
+
+
+def test_flat_messages_are_read_from_their_bytes_and_what_upb_would_merge_is_left_to_upb():
+    """A flat proto3 message's columns come from ``protobuf_wire`` (no messages made); a value
+    with a message field twice (protobuf merges the two) sends the batch back to upb, with the
+    same result."""
+    pschema = schema(FLAT)
+    descriptor = pschema.named("Event")
+    cls = pc.message_class(descriptor)
+    messages = [cls(id=i, text=f"t{i}", level=i % 3, where={"city": f"c{i}"}) for i in range(40)]
+    for i, message in enumerate(messages):
+        if i % 2:
+            message.at.seconds = 1_700_000_000 + i
+    values = [pc.frame(7) + m.SerializeToString() for m in messages]
+    bulk = pc._bulk(pa.array(values), descriptor, (0,), lambda i: i == 7)
+    assert bulk is not None and isinstance(bulk[1], pa.StructArray)
+    merged = values[:]
+    merged[3] = values[3] + cls(where={"city": "later"}).SerializeToString()  # where: city from the second
+    bulk = pc._bulk(pa.array(merged), descriptor, (0,), lambda i: i == 7)
+    assert bulk is not None and isinstance(bulk[1], list)  # upb's messages
+    for batch in (values, merged):
+        column, bad, reasons = pc.decode(pa.array(batch), descriptor, (0,), lambda i: i == 7)
+        assert (column.to_pylist(), list(bad), reasons) == simple(batch, descriptor, (0,))
+    assert column.to_pylist()[3]["where"] == {"city": "later", "zone": None, "since": None}
