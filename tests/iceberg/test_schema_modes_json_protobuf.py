@@ -18,7 +18,6 @@ from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from strom.iceberg.protobuf_columns import frame
-from tests.broker_process import BrokerProcess
 from tests.iceberg.avro_support import registry_url, wait_for_tables
 from tests.iceberg.test_schema_modes import ICEBERG, catalog_of, column_types, create_topic
 from tests.protobuf_support import ORDER_V1, ORDER_V2, expected, order, order_class
@@ -75,61 +74,58 @@ def settled(data, topic: str, rows: int, dead: int) -> tuple[list, list]:
     return wait_for_tables(catalog_of(data), topic, 0, 0)
 
 
-def test_json_schema_values_as_columns_with_evolution_and_dead_letters(tmp_path):
-    data = tmp_path / "data"
-    with BrokerProcess(data, ICEBERG) as broker:
-        create_topic(broker.bootstrap, "orders-json", "value_schema_id_prefix", partitions=1)
-        client = SchemaRegistryClient({"url": registry_url(data)})
-        context = SerializationContext("orders-json", MessageField.VALUE)
-        v1 = JSONSerializer(json.dumps(ORDER_JSON_V1), client)
-        good = {
-            o: (i, 1)
-            for i, o in zip(
-                range(40), produce(broker.bootstrap, "orders-json", [v1(json_order(i, 1), context) for i in range(40)])
-            )
-        }
-        v1_id = client.get_latest_version("orders-json-value").schema_id
-        prefix = b"\x00" + struct.pack(">I", v1_id)
-        bad_values = [
-            (b'{"id": 1, "item": "no prefix"}', "no schema id prefix"),
-            (prefix + b"{not json", "not JSON"),
-            (prefix + b"[1, 2]", "not a JSON object but list"),
-            (prefix + b'{"id": "seven", "item": "x"}', "does not fit the table's columns"),
-            (b"\x00" + struct.pack(">I", 424242) + b"{}", "unknown schema id 424242"),
-        ]
-        bad = dict(
-            zip(produce(broker.bootstrap, "orders-json", [v for v, _ in bad_values]), [r for _, r in bad_values])
+def test_json_schema_values_as_columns_with_evolution_and_dead_letters(iceberg_broker):
+    broker, catalog = iceberg_broker(ICEBERG)
+    create_topic(broker.bootstrap, "orders-json", "value_schema_id_prefix", partitions=1)
+    client = SchemaRegistryClient({"url": registry_url(broker.data_dir)})
+    context = SerializationContext("orders-json", MessageField.VALUE)
+    v1 = JSONSerializer(json.dumps(ORDER_JSON_V1), client)
+    good = {
+        o: (i, 1)
+        for i, o in zip(
+            range(40), produce(broker.bootstrap, "orders-json", [v1(json_order(i, 1), context) for i in range(40)])
         )
-        rows, dead = settled(data, "orders-json", 40, len(bad))
-        types = column_types(catalog_of(data), "orders-json")
-        assert {k: types[k] for k in ("id", "item", "price", "at")} == {
-            "id": "long",
-            "item": "string",
-            "price": "double",
-            "at": "timestamptz",
-        }
-        assert types["tags"].startswith("list<") and types["ship"].startswith("struct<") and "note" not in types
+    }
+    v1_id = client.get_latest_version("orders-json-value").schema_id
+    prefix = b"\x00" + struct.pack(">I", v1_id)
+    bad_values = [
+        (b'{"id": 1, "item": "no prefix"}', "no schema id prefix"),
+        (prefix + b"{not json", "not JSON"),
+        (prefix + b"[1, 2]", "not a JSON object but list"),
+        (prefix + b'{"id": "seven", "item": "x"}', "does not fit the table's columns"),
+        (b"\x00" + struct.pack(">I", 424242) + b"{}", "unknown schema id 424242"),
+    ]
+    bad = dict(zip(produce(broker.bootstrap, "orders-json", [v for v, _ in bad_values]), [r for _, r in bad_values]))
+    rows, dead = settled(broker.data_dir, "orders-json", 40, len(bad))
+    types = column_types(catalog, "orders-json")
+    assert {k: types[k] for k in ("id", "item", "price", "at")} == {
+        "id": "long",
+        "item": "string",
+        "price": "double",
+        "at": "timestamptz",
+    }
+    assert types["tags"].startswith("list<") and types["ship"].startswith("struct<") and "note" not in types
 
-        # version 2 adds a property: the table gains a nullable column; version-1 rows keep null there
-        v2 = JSONSerializer(json.dumps(ORDER_JSON_V2), client)
-        offsets = produce(broker.bootstrap, "orders-json", [v2(json_order(i, 2), context) for i in range(40, 70)])
-        good.update({o: (i, 2) for i, o in zip(range(40, 70), offsets)})
-        rows, dead = settled(data, "orders-json", 70, len(bad))
-        assert column_types(catalog_of(data), "orders-json")["note"] == "string"
-        at = sorted(r["kafka"]["offset"] for r in rows)
-        assert at == sorted(good), "each good record once"
-        for row in rows:
-            i, version = good[row["kafka"]["offset"]]
-            want = json_order(i, version)
-            assert {k: row[k] for k in ("id", "item", "price", "tags", "ship")} == {
-                k: want[k] for k in ("id", "item", "price", "tags", "ship")
-            }
-            assert row["at"] == dt.datetime.fromisoformat(want["at"])
-            assert row["note"] == want.get("note")
-        reasons = {r["kafka"]["offset"]: r["reason"] for r in dead}
-        assert sorted(reasons) == sorted(bad) and len(dead) == len(bad)
-        for offset, reason in bad.items():
-            assert reason in reasons[offset], (reasons[offset], reason)
+    # version 2 adds a property: the table gains a nullable column; version-1 rows keep null there
+    v2 = JSONSerializer(json.dumps(ORDER_JSON_V2), client)
+    offsets = produce(broker.bootstrap, "orders-json", [v2(json_order(i, 2), context) for i in range(40, 70)])
+    good.update({o: (i, 2) for i, o in zip(range(40, 70), offsets)})
+    rows, dead = settled(broker.data_dir, "orders-json", 70, len(bad))
+    assert column_types(catalog, "orders-json")["note"] == "string"
+    at = sorted(r["kafka"]["offset"] for r in rows)
+    assert at == sorted(good), "each good record once"
+    for row in rows:
+        i, version = good[row["kafka"]["offset"]]
+        want = json_order(i, version)
+        assert {k: row[k] for k in ("id", "item", "price", "tags", "ship")} == {
+            k: want[k] for k in ("id", "item", "price", "tags", "ship")
+        }
+        assert row["at"] == dt.datetime.fromisoformat(want["at"])
+        assert row["note"] == want.get("note")
+    reasons = {r["kafka"]["offset"]: r["reason"] for r in dead}
+    assert sorted(reasons) == sorted(bad) and len(dead) == len(bad)
+    for offset, reason in bad.items():
+        assert reason in reasons[offset], (reasons[offset], reason)
     assert "translating orders-json failed" not in broker.read_log()
 
 
@@ -156,85 +152,82 @@ def check_proto_rows(rows: list[dict], good: dict, where=offset_of) -> None:
         assert {**got, "counts": dict(got["counts"])} == expected(i, version), row
 
 
-def test_protobuf_values_as_columns_with_evolution_and_dead_letters(tmp_path):
-    data = tmp_path / "data"
-    with BrokerProcess(data, ICEBERG) as broker:
-        create_topic(broker.bootstrap, "orders-pb", "value_schema_id_prefix", partitions=1)
-        client = SchemaRegistryClient({"url": registry_url(data)})
-        good = produce_protobuf(broker.bootstrap, client, "orders-pb", ORDER_V1, range(40))
-        v1_id = client.get_latest_version("orders-pb-value").schema_id
-        bad_values = [
-            (b"not protobuf", "no schema id prefix"),
-            (frame(v1_id) + b"\xff\xff\xff", "not a shop.Order"),
-            (frame(v1_id, (1,)) + b"\x08\x01", "message indexes [1] name no message of the schema"),
-        ]
-        bad = dict(zip(produce(broker.bootstrap, "orders-pb", [v for v, _ in bad_values]), [r for _, r in bad_values]))
-        rows, dead = settled(data, "orders-pb", 40, len(bad))
-        types = column_types(catalog_of(data), "orders-pb")
-        assert {k: types[k] for k in ("id", "item", "price", "kind", "coupon", "at")} == {
-            "id": "long",
-            "item": "string",
-            "price": "double",
-            "kind": "string",
-            "coupon": "string",
-            "at": "timestamptz",
-        }
-        assert types["counts"].startswith("map<") and types["ship"].startswith("struct<") and "channel" not in types
+def test_protobuf_values_as_columns_with_evolution_and_dead_letters(iceberg_broker):
+    broker, catalog = iceberg_broker(ICEBERG)
+    create_topic(broker.bootstrap, "orders-pb", "value_schema_id_prefix", partitions=1)
+    client = SchemaRegistryClient({"url": registry_url(broker.data_dir)})
+    good = produce_protobuf(broker.bootstrap, client, "orders-pb", ORDER_V1, range(40))
+    v1_id = client.get_latest_version("orders-pb-value").schema_id
+    bad_values = [
+        (b"not protobuf", "no schema id prefix"),
+        (frame(v1_id) + b"\xff\xff\xff", "not a shop.Order"),
+        (frame(v1_id, (1,)) + b"\x08\x01", "message indexes [1] name no message of the schema"),
+    ]
+    bad = dict(zip(produce(broker.bootstrap, "orders-pb", [v for v, _ in bad_values]), [r for _, r in bad_values]))
+    rows, dead = settled(broker.data_dir, "orders-pb", 40, len(bad))
+    types = column_types(catalog, "orders-pb")
+    assert {k: types[k] for k in ("id", "item", "price", "kind", "coupon", "at")} == {
+        "id": "long",
+        "item": "string",
+        "price": "double",
+        "kind": "string",
+        "coupon": "string",
+        "at": "timestamptz",
+    }
+    assert types["counts"].startswith("map<") and types["ship"].startswith("struct<") and "channel" not in types
 
-        good.update(produce_protobuf(broker.bootstrap, client, "orders-pb", ORDER_V2, range(40, 70)))
-        assert client.get_versions("orders-pb-value") == [1, 2]
-        rows, dead = settled(data, "orders-pb", 70, len(bad))
-        assert column_types(catalog_of(data), "orders-pb")["channel"] == "string"
-        check_proto_rows(rows, good)
-        reasons = {r["kafka"]["offset"]: r["reason"] for r in dead}
-        assert sorted(reasons) == sorted(bad) and len(dead) == len(bad)
-        for offset, reason in bad.items():
-            assert reason in reasons[offset], (reasons[offset], reason)
+    good.update(produce_protobuf(broker.bootstrap, client, "orders-pb", ORDER_V2, range(40, 70)))
+    assert client.get_versions("orders-pb-value") == [1, 2]
+    rows, dead = settled(broker.data_dir, "orders-pb", 70, len(bad))
+    assert column_types(catalog, "orders-pb")["channel"] == "string"
+    check_proto_rows(rows, good)
+    reasons = {r["kafka"]["offset"]: r["reason"] for r in dead}
+    assert sorted(reasons) == sorted(bad) and len(dead) == len(bad)
+    for offset, reason in bad.items():
+        assert reason in reasons[offset], (reasons[offset], reason)
     assert "translating orders-pb failed" not in broker.read_log()
 
 
-def test_protobuf_latest_mode_reads_every_record_as_the_latest_version(tmp_path):
-    data = tmp_path / "data"
-    with BrokerProcess(data, ICEBERG) as broker:
-        create_topic(broker.bootstrap, "latest-pb", "value_schema_latest", partitions=1)
-        client = SchemaRegistryClient({"url": registry_url(data)})
-        # both versions registered before translation sees a record: every row has version 2's columns
-        subject = "latest-pb-value"
-        from confluent_kafka.schema_registry import Schema
-
-        client.register_schema(subject, Schema(ORDER_V1, "PROTOBUF"))
-        client.register_schema(subject, Schema(ORDER_V2, "PROTOBUF"))
-        good = produce_protobuf(broker.bootstrap, client, "latest-pb", ORDER_V1, range(20))
-        good.update(produce_protobuf(broker.bootstrap, client, "latest-pb", ORDER_V2, range(20, 40)))
-        rows, dead = settled(data, "latest-pb", 40, 0)
-        assert dead == [] and "channel" in column_types(catalog_of(data), "latest-pb")
-        check_proto_rows(rows, good)
-
-
-def test_json_latest_mode_reads_every_document_with_the_latest_columns(tmp_path):
+def test_protobuf_latest_mode_reads_every_record_as_the_latest_version(iceberg_broker):
+    broker, catalog = iceberg_broker(ICEBERG)
+    create_topic(broker.bootstrap, "latest-pb", "value_schema_latest", partitions=1)
+    client = SchemaRegistryClient({"url": registry_url(broker.data_dir)})
+    # both versions registered before translation sees a record: every row has version 2's columns
+    subject = "latest-pb-value"
     from confluent_kafka.schema_registry import Schema
 
-    data = tmp_path / "data"
-    with BrokerProcess(data, ICEBERG) as broker:
-        create_topic(broker.bootstrap, "latest-js", "value_schema_latest", partitions=1)
-        client = SchemaRegistryClient({"url": registry_url(data)})
-        client.register_schema("latest-js-value", Schema(json.dumps(ORDER_JSON_V1), "JSON"))
-        client.register_schema("latest-js-value", Schema(json.dumps(ORDER_JSON_V2), "JSON"))
-        context = SerializationContext("latest-js", MessageField.VALUE)
-        good = {}
-        for version, schema, ids in ((1, ORDER_JSON_V1, range(20)), (2, ORDER_JSON_V2, range(20, 40))):
-            serializer = JSONSerializer(json.dumps(schema), client, conf={"auto.register.schemas": False})
-            offsets = produce(broker.bootstrap, "latest-js", [serializer(json_order(i, version), context) for i in ids])
-            good.update({o: (i, version) for i, o in zip(ids, offsets)})
-        rows, dead = settled(data, "latest-js", 40, 0)
-        assert dead == [] and column_types(catalog_of(data), "latest-js")["note"] == "string"
-        assert sorted(offset_of(r) for r in rows) == sorted(good)
-        for row in rows:
-            i, version = good[offset_of(row)]
-            want = json_order(i, version)
-            assert (row["id"], row["item"], row["ship"], row["note"]) == (
-                i,
-                want["item"],
-                want["ship"],
-                want.get("note"),
-            )
+    client.register_schema(subject, Schema(ORDER_V1, "PROTOBUF"))
+    client.register_schema(subject, Schema(ORDER_V2, "PROTOBUF"))
+    good = produce_protobuf(broker.bootstrap, client, "latest-pb", ORDER_V1, range(20))
+    good.update(produce_protobuf(broker.bootstrap, client, "latest-pb", ORDER_V2, range(20, 40)))
+    rows, dead = settled(broker.data_dir, "latest-pb", 40, 0)
+    assert dead == [] and "channel" in column_types(catalog, "latest-pb")
+    check_proto_rows(rows, good)
+
+
+def test_json_latest_mode_reads_every_document_with_the_latest_columns(iceberg_broker):
+    from confluent_kafka.schema_registry import Schema
+
+    broker, catalog = iceberg_broker(ICEBERG)
+    create_topic(broker.bootstrap, "latest-js", "value_schema_latest", partitions=1)
+    client = SchemaRegistryClient({"url": registry_url(broker.data_dir)})
+    client.register_schema("latest-js-value", Schema(json.dumps(ORDER_JSON_V1), "JSON"))
+    client.register_schema("latest-js-value", Schema(json.dumps(ORDER_JSON_V2), "JSON"))
+    context = SerializationContext("latest-js", MessageField.VALUE)
+    good = {}
+    for version, schema, ids in ((1, ORDER_JSON_V1, range(20)), (2, ORDER_JSON_V2, range(20, 40))):
+        serializer = JSONSerializer(json.dumps(schema), client, conf={"auto.register.schemas": False})
+        offsets = produce(broker.bootstrap, "latest-js", [serializer(json_order(i, version), context) for i in ids])
+        good.update({o: (i, version) for i, o in zip(ids, offsets)})
+    rows, dead = settled(broker.data_dir, "latest-js", 40, 0)
+    assert dead == [] and column_types(catalog, "latest-js")["note"] == "string"
+    assert sorted(offset_of(r) for r in rows) == sorted(good)
+    for row in rows:
+        i, version = good[offset_of(row)]
+        want = json_order(i, version)
+        assert (row["id"], row["item"], row["ship"], row["note"]) == (
+            i,
+            want["item"],
+            want["ship"],
+            want.get("note"),
+        )
