@@ -33,7 +33,14 @@ from typing import Any
 
 from strom.iceberg.schema_modes import MODES as SCHEMA_MODES
 from strom.iceberg.schema_modes import value_names
-from strom.iceberg.table import CatalogSettings, committed_offsets, identifier, open_catalog, table_mode_options
+from strom.iceberg.table import (
+    CatalogSettings,
+    committed_offsets,
+    identifier,
+    open_catalog,
+    table_mode_options,
+    table_topic_id,
+)
 from strom.storage.iceberg_mode import parse_mode
 
 
@@ -41,7 +48,7 @@ def planned_files(
     catalog_uri: str, topic: str, warehouse: str = "file:///tmp", catalog_config: dict[str, str] | None = None
 ) -> tuple[list[str], dict[int, int]]:
     """The data files of the table's current snapshot and the offsets that snapshot covers."""
-    files, offsets, _, _ = _plan(catalog_uri, topic, warehouse, catalog_config)
+    files, offsets, _, _, _ = _plan(catalog_uri, topic, warehouse, catalog_config)
     return files, offsets
 
 
@@ -83,17 +90,17 @@ def _catalog(catalog_uri: str, warehouse: str, config: dict[str, str] | None = N
 
 def _plan(
     catalog_uri: str, topic: str, warehouse: str = "file:///tmp", catalog_config: dict[str, str] | None = None
-) -> tuple[list[str], dict[int, int], Any, str]:
-    """(data files, offsets, the table's Arrow schema, its mode with value_schema_latest's options)
-    of the current snapshot."""
+) -> tuple[list[str], dict[int, int], Any, str, str | None]:
+    """(data files, offsets, the table's Arrow schema, its mode with value_schema_latest's options,
+    the id of the topic it was made for) of the current snapshot."""
     table = _catalog(catalog_uri, warehouse, catalog_config).load_table(identifier(topic))
     snapshot = table.current_snapshot()
     arrow_schema = table.schema().as_arrow()
     mode = table_mode_options(table)
     if snapshot is None:
-        return [], {}, arrow_schema, mode
+        return [], {}, arrow_schema, mode, table_topic_id(table)
     files = [task.file.file_path for task in table.scan(snapshot_id=snapshot.snapshot_id).plan_files()]
-    return files, committed_offsets(table), arrow_schema, mode
+    return files, committed_offsets(table), arrow_schema, mode, table_topic_id(table)
 
 
 def _value_column(arrow_schema: Any):
@@ -160,11 +167,12 @@ def _source_options(bootstrap_servers: str, options: dict[str, str] | None) -> d
     }
 
 
-def _tail_ranges(opts: Any, topic: str, offsets: dict[int, int]) -> list[Any]:
+def _tail_ranges(opts: Any, topic: str, offsets: dict[int, int], made_for: str | None = None) -> list[Any]:
     """The offset ranges past the table, per partition: from the table's next offset (the log's
     earliest for a partition the table has not seen) to the latest committed offset now (the
     last stable offset: the tail is read read_committed). One ListOffsets round, through the
-    admin client the strom source keeps for the process."""
+    admin client the strom source keeps for the process. A table ``made_for`` another topic id
+    than the live topic's is an earlier topic's of the same name: refused, never mixed in."""
     from strom.spark.kafka_io import Admin
     from strom.spark.options import EARLIEST, LATEST, OffsetRange
 
@@ -172,6 +180,13 @@ def _tail_ranges(opts: Any, topic: str, offsets: dict[int, int]) -> list[Any]:
     tps = admin.subscribed()
     if not tps:
         raise ValueError(f"topic {topic} does not exist on {opts.bootstrap_servers}")
+    live = admin.topic_id(topic) if made_for else None
+    if live is not None and live != made_for:
+        raise ValueError(
+            f"the table of {topic} holds the records of an earlier topic of that name (topic id {made_for}; "
+            f"the topic's is {live}): it was deleted and made again, and the brokers' next translation round "
+            "sets that table aside"
+        )
     latest = admin.offsets(tps, LATEST)
     unseen = [tp for tp in tps if tp[1] not in offsets]
     earliest = admin.offsets(unseen, EARLIEST) if unseen else {}
@@ -235,7 +250,7 @@ def read_topic(
     records (and LOCAL_TAIL_BYTES of columns) is read on the driver and added as Arrow (no Python
     data source job); a longer one is read by the ``strom`` source's tasks, up to the offsets
     planned here."""
-    files, offsets, arrow_schema, mode_options = _plan(catalog_uri, topic, catalog_config=catalog_config)
+    files, offsets, arrow_schema, mode_options, made_for = _plan(catalog_uri, topic, catalog_config=catalog_config)
     latest = parse_mode(mode_options)  # the subject and message value_schema_latest may name
     mode = latest.name
     df = _from_table(spark, topic, files, arrow_schema, mode)
@@ -250,7 +265,7 @@ def read_topic(
 
     source_options = _source_options(bootstrap_servers, options)
     opts = SourceOptions.parse({**source_options, "subscribe": topic}, streaming=False)
-    ranges = _tail_ranges(opts, topic, offsets)
+    ranges = _tail_ranges(opts, topic, offsets, made_for)
     if not ranges:
         return df
     schemas = None

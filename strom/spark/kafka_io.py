@@ -84,6 +84,22 @@ class Admin:
         metadata = self._admin.list_topics(timeout=METADATA_TIMEOUT_S)
         return {name: len(t.partitions) for name, t in metadata.topics.items() if t.error is None and t.partitions}
 
+    def topic_id(self, topic: str) -> str | None:
+        """The topic's id (KIP-516) as 32 hex digits, as the brokers record it in its Iceberg table
+        (None: not told, or no such topic)."""
+        from confluent_kafka import KafkaException, TopicCollection
+
+        try:
+            found = self._admin.describe_topics(TopicCollection([topic]))[topic].result(METADATA_TIMEOUT_S)
+        except KafkaException:
+            return None
+        uuid = getattr(found, "topic_id", None)
+        if uuid is None:
+            return None
+        mask = (1 << 64) - 1
+        high, low = uuid.get_most_significant_bits() & mask, uuid.get_least_significant_bits() & mask
+        return f"{high:016x}{low:016x}" if high or low else None
+
     def subscribed(self) -> list[TopicPartitionKey]:
         return self.opts.subscription.select(self.partition_counts())
 
