@@ -284,3 +284,43 @@ def test_avro_and_json_references_on_three_brokers(spark, typed_cluster):
     )
     got = typed.read_back("c-people-out", 3, JSONDeserializer(None, schema_registry_client=through[1]))
     assert sorted(got, key=lambda d: d["id"]) == documents
+
+
+def test_avro_and_json_references_over_sasl_ssl_with_registry_credentials(spark, tmp_path):
+    """Through a SASL_SSL listener and a registry that asks for credentials: records with references
+    read as typed columns and written back by the sink with value.schema.references; the
+    deserializers, with the same credentials, read back each record."""
+    from tests.spark.secured_broker import ALICE, sasl_ssl_broker
+    from tests.spark.typed_support import TypedBroker
+
+    with sasl_ssl_broker(tmp_path) as (broker, kafka):
+        typed = TypedBroker.secured(spark, broker, kafka, ALICE)
+        client = typed.client
+        typed.topics("s-customers", "s-customers-out", "s-people", "s-people-out")
+        register_avro_references(client)
+        client.register_schema("address-json", Schema(json.dumps(ADDRESS_JSON), "JSON"))
+        records = [customer(i) for i in range(12)]
+        avro = AvroSerializer(client, Schema(json.dumps(CUSTOMER), "AVRO", AVRO_REFERENCES))
+        values = serialized(avro, "s-customers", records)
+        produce_raw(typed.bootstrap, "s-customers", values, 0)
+        documents = [customer_json(i) for i in range(12)]
+        references = [SchemaReference(ADDRESS_URI, "address-json", 1)]
+        js = JSONSerializer(Schema(json.dumps(CUSTOMER_JSON), "JSON", references), client)
+        produce_raw(typed.bootstrap, "s-people", serialized(js, "s-people", documents), 0)
+
+        customers = typed.read("avro", subscribe="s-customers")
+        options = {"value.schema": json.dumps(CUSTOMER), "value.schema.references": AVRO_REFERENCES_OPTION}
+        typed.write(customers.select("value"), "s-customers-out", "avro", **options)
+        assert raw_values(typed, "s-customers-out", 1) == values
+        assert typed.read_back("s-customers-out", 1, AvroDeserializer(client)) == records
+
+        people = typed.read("json", subscribe="s-people")
+        option = json.dumps([{"name": ADDRESS_URI, "subject": "address-json"}])
+        typed.write(
+            people.select("value"),
+            "s-people-out",
+            "json",
+            **{"value.schema": json.dumps(CUSTOMER_JSON), "value.schema.references": option},
+        )
+        got = typed.read_back("s-people-out", 1, JSONDeserializer(None, schema_registry_client=client))
+        assert got == documents
