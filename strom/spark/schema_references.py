@@ -24,7 +24,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from strom.spark.avro_types import NAMED, full_name
+from strom.spark.avro_types import NAMED, collect_names, full_name
 
 
 def referenced(client: Any, references: Sequence[Any] | None) -> list[tuple[str, str]]:
@@ -62,33 +62,14 @@ def avro_self_contained(text: str, texts: Sequence[str]) -> str:
     definitions: dict[str, dict] = {}
     for other in texts:  # each referenced schema made whole with the ones before it, then its types taken
         whole = _Inliner(definitions).walk(json.loads(other), None)
-        _define_all(whole, None, definitions)
+        for key, defined in collect_names(whole).types.items():
+            definitions.setdefault(key, _standalone(defined, key))
     return json.dumps(_Inliner(definitions).walk(json.loads(text), None), separators=(",", ":"), ensure_ascii=False)
 
 
-def _define_all(schema: Any, namespace: str | None, definitions: dict[str, dict]) -> None:
-    """Every named type ``schema`` defines, standalone (its full name in it), into ``definitions``."""
-    if isinstance(schema, list):
-        for branch in schema:
-            _define_all(branch, namespace, definitions)
-    elif isinstance(schema, dict):
-        kind = schema.get("type")
-        if kind in NAMED:
-            key, space = full_name(schema, namespace)
-            definitions.setdefault(key, _standalone(schema, key))
-            for field in schema.get("fields", []):
-                _define_all(field["type"], space, definitions)
-        elif kind == "array":
-            _define_all(schema["items"], namespace, definitions)
-        elif kind == "map":
-            _define_all(schema["values"], namespace, definitions)
-        elif isinstance(kind, (dict, list)):
-            _define_all(kind, namespace, definitions)
-
-
 def _standalone(schema: dict, key: str) -> dict:
-    """A named type's definition that means the same wherever it is written: a full (dotted) name,
-    or the null namespace spelt out."""
+    """One of the named types a referenced schema defines (``collect_names``), as a definition that
+    means the same wherever it is written: a full (dotted) name, or the null namespace spelt out."""
     out = {k: v for k, v in schema.items() if k != "namespace"}
     if "." in key:
         out["name"] = key
