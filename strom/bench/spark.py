@@ -2,7 +2,7 @@
 and the sink's exactly-once delivery against its at-least-once delivery.
 
     python -m strom.bench.spark [--records 2000000] [--size 100] [--partitions 4] [--master local[*]]
-                                [--sink-records 500000] [--avro-records 1000000] [--only source|sink|avro] [--record]
+                                [--sink-records 500000] [--avro-records 1000000] [--only source|sink|avro|protobuf] [--record]
 
 Starts a broker (``strom server-start`` subprocess), produces RECORDS values of SIZE bytes across
 PARTITIONS partitions, then times ``groupBy("partition").count()`` over
@@ -23,6 +23,8 @@ columns against the same topic read as binary, by ``count`` and by a query that 
 (``sum(value.id)``, against ``sum(length(value))`` for binary), with the ready-made Arrow ceiling
 for scale; the decoder alone on one batch of 20,000 values, columnar against fastavro per record;
 and the sink writing 200,000 of those rows back as typed records against writing their bytes.
+The same record as Protobuf (``value.format=protobuf``, ``strom.bench.protobuf_decode``'s
+BenchEvent, AVRO_RECORDS of them): reading a field as typed columns against the topic as binary.
 
 Each query runs ``--repeat`` times after one warm-up and the best time counts. Prints rows/s and
 ratios; asserts nothing (the machine is shared and noisy).
@@ -501,6 +503,56 @@ def avro_figures(spark, bootstrap: str, registry: str, args) -> dict[str, tuple[
     }
 
 
+def protobuf_figures(spark, bootstrap: str, registry: str, args) -> dict[str, tuple[float, str]]:
+    """The source reading the 10-field record as Protobuf (``strom.bench.protobuf_decode``'s
+    BenchEvent) into typed columns against reading the same topic as binary."""
+    from confluent_kafka import Producer
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+    from pyspark.sql import functions as F
+
+    from strom.bench.protobuf_decode import PROTO, protobuf_values
+    from strom.cli.demo import create_topics
+    from strom.iceberg.protobuf_columns import frame, message_class
+    from strom.spark.protobuf_types import load
+
+    topic, n, partitions = "bench-protobuf", args.avro_records, args.partitions
+    create_topics(bootstrap, {topic: partitions})
+    schema_id = SchemaRegistryClient({"url": registry}).register_schema(f"{topic}-value", Schema(PROTO, "PROTOBUF"))
+    values = protobuf_values(message_class(load(PROTO).message()), 10_000, frame(schema_id))
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 50, "batch.size": 1_000_000})
+    for i in range(n):
+        try:
+            producer.produce(topic, values[i % len(values)], partition=i % partitions)
+        except BufferError:
+            producer.poll(0.05)
+            producer.produce(topic, values[i % len(values)], partition=i % partitions)
+    if producer.flush(300) != 0:
+        raise RuntimeError("records not acknowledged")
+
+    def reader(**options):
+        df = spark.read.format("strom").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+        for key, value in options.items():
+            df = df.option(key, value)
+        return df.load()
+
+    binary, typed = reader(), reader(**{"value.format": "protobuf", "schema.registry.url": registry})
+    sums = best_times(
+        {
+            "binary": lambda: binary.groupBy("partition").agg(F.sum(F.length("value"))).collect(),
+            "typed": lambda: typed.groupBy("partition").agg(F.sum(F.col("value.id"))).collect(),
+        },
+        args.repeat,
+    )
+    print(f"typed source: {n:,} Protobuf records of 10 fields, {partitions} partitions, best of {args.repeat}")
+    print(f"  sum(length(value)) as binary                  {sums['binary']:6.2f}s  {n / sums['binary']:12,.0f} rows/s")
+    print(f"  sum(value.id) as typed columns (protobuf)     {sums['typed']:6.2f}s  {n / sums['typed']:12,.0f} rows/s")
+    print(f"  ratio typed/binary reading a field {sums['binary'] / sums['typed']:.2f}   target >= 0.5")
+    return {
+        "protobuf typed source": (n / sums["typed"], "rows/s"),
+        "protobuf typed / binary (reading a field)": (sums["binary"] / sums["typed"], "ratio"),
+    }
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m strom.bench.spark", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -512,7 +564,9 @@ def main(argv=None) -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--sink-records", type=int, default=500_000)
     parser.add_argument("--avro-records", type=int, default=1_000_000)
-    parser.add_argument("--only", choices=("source", "sink", "avro"), default=None, help="run one part only")
+    parser.add_argument(
+        "--only", choices=("source", "sink", "avro", "protobuf"), default=None, help="run one part only"
+    )
     parser.add_argument("--dir", default=None, help="work directory (default: a temporary one)")
     add_record_argument(parser)
     args = parser.parse_args(argv)
@@ -548,6 +602,9 @@ def main(argv=None) -> int:
         if args.only in (None, "avro"):
             registry = (broker.data_dir / "strom.schema-registry").read_text().strip()
             figures |= avro_figures(spark, broker.bootstrap, registry, args)
+        if args.only in (None, "protobuf"):
+            registry = (broker.data_dir / "strom.schema-registry").read_text().strip()
+            figures |= protobuf_figures(spark, broker.bootstrap, registry, args)
     finally:
         if spark is not None:
             spark.stop()

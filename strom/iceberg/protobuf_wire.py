@@ -141,24 +141,24 @@ def _message(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, descriptor: 
         tag, after = varint(buf, pos[active])
         if (tag > np.uint64(0xFFFFFFFF)).any():
             raise Fallback("a tag past 32 bits")
-        number, wire = (tag >> np.uint64(3)).astype(np.int64), (tag & np.uint64(7)).astype(np.int64)
-        low, high = int(number.min()), int(number.max())
+        tags = tag.astype(np.int64)
+        low, high = int(tags.min()), int(tags.max())
         if low == high:  # the usual case: every value has the same field next
-            numbers = number[:1]
-        elif high < 4096:
-            numbers = np.flatnonzero(np.bincount(number))
+            distinct = tags[:1]
+        elif high < 32768:
+            distinct = np.flatnonzero(np.bincount(tags))
         else:
-            numbers = np.unique(number)
-        for num in numbers.tolist():
-            if len(numbers) == 1:
-                rows, at, wires = active, after, wire
+            distinct = np.unique(tags)
+        for key in distinct.tolist():  # a field number with one wire type
+            if len(distinct) == 1:
+                rows, at = active, after
             else:
-                chosen = np.flatnonzero(number == num)
-                rows, at, wires = active[chosen], after[chosen], wire[chosen]
+                chosen = np.flatnonzero(tags == key)
+                rows, at = active[chosen], after[chosen]
+            num, kind = key >> 3, key & 7
+            if num == 0:
+                raise Fallback("field number 0")
             state = fields.get(num)
-            kind = int(wires[0])
-            if (wires != kind).any() or num == 0:
-                raise Fallback("wire types differ")
             if state is not None and kind != state.wire:
                 raise Fallback("a wire type the field does not have")
             if kind == 0:
@@ -187,7 +187,7 @@ def _message(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, descriptor: 
                 state.present[rows] = True
                 if state.count is not None:
                     state.count[rows] += 1
-            if len(numbers) == 1:
+            if len(distinct) == 1:
                 after = at
             else:
                 after[chosen] = at

@@ -160,6 +160,10 @@ def scalar(field, rng: random.Random):
     raise AssertionError(kind)
 
 
+# field 127 of each wire type: varint, 8 bytes, length-delimited, 4 bytes
+UNKNOWN = [b"\xf8\x07\x05", b"\xf9\x07" + bytes(range(8)), b"\xfa\x07\x03abc", b"\xfd\x07\x01\x02\x03\x04"]
+
+
 def values_for(
     pschema: pc.ProtobufSchema, path: tuple[int, ...], rng: random.Random, n: int, corrupt: bool = True
 ) -> list[bytes | None]:
@@ -179,7 +183,9 @@ def values_for(
         elif roll < 0.08:
             out.append(prefix + body + body)  # the same message twice: merged as protobuf merges
         elif roll < 0.10:
-            out.append(prefix + body + b"\xf8\x07\x05")  # an unknown field (number 127)
+            out.append(prefix + body + rng.choice(UNKNOWN))  # a field the reader lacks (number 127)
+        elif roll < 0.11:
+            out.append(prefix + body + b"\x0a\x00")  # field 1 with another wire type: unknown to protobuf
         elif roll < 0.12:
             out.append(pc.frame(8, path) + body)  # an id the registry does not know
         elif roll < 0.14 and corrupt:
@@ -280,8 +286,11 @@ def test_flat_messages_are_read_from_their_bytes_and_what_upb_would_merge_is_lef
         if i % 2:
             message.at.seconds = 1_700_000_000 + i
     values = [pc.frame(7) + m.SerializeToString() for m in messages]
+    values[5:9] = [value + unknown for value, unknown in zip(values[5:9], UNKNOWN, strict=True)]  # skipped
+    values[9] = values[9] + pc.message_class(descriptor)(id=99, text="again").SerializeToString()  # the last wins
     bulk = pc._bulk(pa.array(values), descriptor, (0,), lambda i: i == 7)
     assert bulk is not None and isinstance(bulk[1], pa.StructArray)
+    assert bulk[1].to_pylist()[9]["id"] == 99 and bulk[1].to_pylist()[9]["text"] == "again"
     merged = values[:]
     merged[3] = values[3] + cls(where={"city": "later"}).SerializeToString()  # where: city from the second
     bulk = pc._bulk(pa.array(merged), descriptor, (0,), lambda i: i == 7)
