@@ -148,6 +148,7 @@ class IcebergTranslator:
         topic_exists: Callable[[str], bool] = lambda topic: True,
         schemas: Callable[..., SchemaSet] | None = None,
         topic_id: Callable[[str], str | None] | None = None,
+        confirmed_topic_id: Callable[[str], str | None] | None = None,
     ):
         """``leaders``: (topic, partition, topic configs, log) of each partition this broker leads;
         ``topic_exists``: whether a topic is still in the cluster's metadata (a deleted one's table
@@ -155,11 +156,15 @@ class IcebergTranslator:
         cluster's metadata (32 hex digits; None once deleted), which also tells a topic deleted and
         made again under its name from the one whose table this broker wrote; ``schemas``: the
         registry's schemas for a topic's round, called with the topic and, when its
-        value_schema_latest names one, the subject (None: no registry, the schema modes' records wait)."""
+        value_schema_latest names one, the subject (None: no registry, the schema modes' records wait);
+        ``confirmed_topic_id``: the topic's id as the cluster's store has it now (not a cache that
+        may be behind), asked before a table of another id is set aside (default ``topic_id``)."""
         self.catalog = catalog
         self._leaders = leaders
         self._topic_id = topic_id or (lambda topic: "" if topic_exists(topic) else None)
         self._ids: dict[str, str] = {}  # Iceberg topics led here -> their topic id when last led
+        self._confirmed_topic_id = confirmed_topic_id or self._topic_id
+        self._retired: dict[str, set[str]] = {}  # topic -> ids of earlier topics of its name, confirmed gone
         self._schemas = schemas
         self.target_lag_ms = target_lag_ms
         self._pool: ProcessPoolExecutor | None = None
@@ -254,6 +259,7 @@ class IcebergTranslator:
                     delete=self._translated[topic],
                     protobuf_name=mode.protobuf_name,
                     mode_options=str(mode),
+                    retired=tuple(sorted(self._retired.get(topic, ()))),
                 )
             )
         return jobs
@@ -321,10 +327,22 @@ class IcebergTranslator:
         for job in self.jobs():
             try:
                 result: TopicResult = await loop.run_in_executor(self._executor(), translate_topic, job)
+                if result.foreign and self._confirm_gone(job.topic, job.topic_id, result.foreign):
+                    job = replace(job, retired=(*job.retired, result.foreign))
+                    result = await loop.run_in_executor(self._executor(), translate_topic, job)
             except Exception as exc:  # a round that fails is retried by the next one, from the table's offsets
                 self.failures += 1
                 self._of(job.topic).translation_failures += 1
                 log.warning("iceberg: translating %s failed, next round tries again: %r", job.topic, exc)
+                continue
+            if result.foreign:
+                log.warning(
+                    "iceberg: the table of %s records topic id %s, this broker knows the topic as %s and the "
+                    "cluster's store does not confirm it: the table is left, the next round asks again",
+                    job.topic,
+                    result.foreign,
+                    job.topic_id,
+                )
                 continue
             for partition, offset in result.offsets.items():
                 self._known[(job.topic, partition)] = offset
@@ -361,6 +379,19 @@ class IcebergTranslator:
                 )
         await self._maintain(loop)
         self.rounds += 1
+
+    def _confirm_gone(self, topic: str, topic_id: str, found: str) -> bool:
+        """Whether the cluster's store says ``topic`` is the topic of ``topic_id`` (the one this
+        broker translates), so a table of ``found`` is an earlier topic's that may be set aside."""
+        try:
+            live = self._confirmed_topic_id(topic)
+        except Exception as exc:  # the store did not answer: the table waits for the next round
+            log.warning("iceberg: the topic id of %s could not be confirmed: %r", topic, exc)
+            return False
+        if live != topic_id or found == live:
+            return False
+        self._retired.setdefault(topic, set()).add(found)
+        return True
 
     async def _maintain(self, loop: asyncio.AbstractEventLoop) -> None:
         """Compact and expire the tables of the topics whose partition 0 this broker leads, each

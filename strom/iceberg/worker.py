@@ -58,6 +58,9 @@ class TopicJob:
     delete: bool = True  # the topic's iceberg.delete
     protobuf_name: str = ""  # value_schema_latest's protobuf_name: the message every record is read as
     mode_options: str = ""  # the whole iceberg.mode, with value_schema_latest's options (kept in the table)
+    # topic ids of earlier topics of this name the broker confirmed gone (from the cluster's store,
+    # not its cache): only a table of one of these is set aside
+    retired: tuple[str, ...] = ()
 
 
 @dataclass
@@ -69,6 +72,7 @@ class TopicResult:
     waiting: dict[int, int] = field(default_factory=dict)  # partition -> offset whose schema id is not known yet
     spec_left_out: tuple[str, ...] = ()  # fields of iceberg.partition.spec the table cannot take, with why
     set_aside: tuple[str, ...] = ()  # what became of tables of an earlier topic of the same name
+    foreign: str = ""  # a table of this topic id was found and left: the broker confirms it is gone first
 
 
 Row = tuple[int, BatchHeader, Record]  # (partition, batch header, record)
@@ -126,19 +130,22 @@ def _back_to_key_value(table: Any) -> None:
     tables.keep_mode(table, "key_value")
 
 
-def _claim(catalog: Any, job: TopicJob) -> tuple[str, ...]:
+def _claim(catalog: Any, job: TopicJob) -> tuple[tuple[str, ...], str]:
     """Make sure the topic's tables hold this topic's records, not those of an earlier topic of the
     same name (deleted and made again between two rounds, or while this broker led none of it): a
     table that records another topic id is that topic's, and is set aside before this round makes
     the topic's own. As the deletion would have: dropped and purged when that topic's
     iceberg.delete was true, else renamed ``<table>~<its topic id>`` and kept. A table made before
     topic ids were recorded is taken as this topic's. Each step re-reads the id, so a broker that
-    lost a race to another never sets aside the new topic's table. Returns what it did, to log."""
+    lost a race to another never sets aside the new topic's table. Only a table of an id in
+    ``job.retired`` is set aside: a broker whose metadata is behind (it still knows the earlier
+    topic) would otherwise take the new topic's table for an old one. Returns what it did, to
+    log, and the id of a table it found and left (the round translates nothing then)."""
     from pyiceberg.exceptions import NoSuchTableError, TableAlreadyExistsError
 
     done: list[str] = []
     if not job.topic_id:
-        return ()
+        return (), ""
     for name in (tables.identifier(job.topic), tables.dlq_identifier(job.topic)):
         table = tables.load_existing(catalog, name)
         if table is None:
@@ -147,6 +154,8 @@ def _claim(catalog: Any, job: TopicJob) -> tuple[str, ...]:
         if found is None or found == job.topic_id:
             tables.keep_topic(table, job.topic_id, job.delete)
             continue
+        if found not in job.retired:
+            return tuple(done), found
         if table.properties.get(tables.DELETE_PROPERTY, "true") == "true":
             if purge(catalog, name, topic_id=found) is not None:  # None: another broker got there first
                 done.append(f"the table {name[1]} of an earlier topic {found} was dropped (iceberg.delete=true)")
@@ -159,7 +168,7 @@ def _claim(catalog: Any, job: TopicJob) -> tuple[str, ...]:
                     done.append(f"the table of an earlier topic {found} was kept as {aside[1]} (iceberg.delete=false)")
             except (NoSuchTableError, TableAlreadyExistsError):
                 pass  # another broker set it aside first
-    return tuple(done)
+    return tuple(done), ""
 
 
 def translate_topic(job: TopicJob) -> TopicResult:
@@ -170,7 +179,9 @@ def translate_topic(job: TopicJob) -> TopicResult:
     from pyiceberg.exceptions import CommitFailedException
 
     catalog = tables.open_catalog(job.catalog)
-    aside = _claim(catalog, job)
+    aside, foreign = _claim(catalog, job)
+    if foreign:
+        return TopicResult({}, set_aside=aside, foreign=foreign)
     lost = 0
     for _attempt in range(COMMIT_ATTEMPTS):
         table = tables.load_or_create(
@@ -295,7 +306,9 @@ def _translate_typed(job: TopicJob) -> TopicResult:
 
     schemas = job.schemas or SchemaSet(settled=False)
     catalog = tables.open_catalog(job.catalog)
-    aside = _claim(catalog, job)
+    aside, foreign = _claim(catalog, job)
+    if foreign:
+        return TopicResult({}, set_aside=aside, foreign=foreign)
     lost = 0
     for _attempt in range(COMMIT_ATTEMPTS):
         decoder = Decoder(job.mode, schemas, job.protobuf_name)

@@ -439,8 +439,17 @@ class Broker:
             config.iceberg_target_lag_ms,
             schemas=schemas,
             topic_id=lambda topic: info.topic_id.hex if (info := self.metadata.topics.get(topic)) else None,
+            confirmed_topic_id=self._stored_topic_id,
         )
         self.background.run(self.iceberg.run(self._stop))
+
+    def _stored_topic_id(self, topic: str) -> str | None:
+        """The topic's id as the metadata store has it now (the cache may be behind a deletion)."""
+        if not self.store:
+            info = self.metadata.topics.get(topic)
+            return info.topic_id.hex if info else None
+        found = self.store.get_or_none(model.topic_path(topic))
+        return model.TopicAssignment.from_json(topic, found[0]).topic_id.hex if found else None
 
     def _start_metrics(self, listener: str) -> None:
         from strom.metrics.collector import Sources

@@ -86,3 +86,21 @@ def test_a_kept_table_of_the_old_topic_is_set_aside_under_its_topic_id(tmp_path)
     log = broker.read_log()
     assert "translating events failed" not in log
     assert f"the table of an earlier topic {old_id} was kept as" in log
+
+
+def test_a_table_of_an_id_not_confirmed_gone_is_left_alone(tmp_path):
+    """A broker whose metadata is behind (it still knows the earlier topic) finds the new topic's
+    table: the worker leaves it and says so, and sets a table aside only for an id the broker has
+    confirmed gone from the cluster's store."""
+    from strom.iceberg.table import CatalogSettings, load_or_create
+    from strom.iceberg.worker import TopicJob, translate_topic
+
+    catalog = CatalogSettings("sqlite:///" + str(tmp_path / "catalog.db"), "file://" + str(tmp_path / "warehouse"))
+    new_id, stale_id = "b" * 32, "a" * 32
+    load_or_create(open_catalog(catalog), "orders", 1, topic_id=new_id)
+    stale = translate_topic(TopicJob("orders", catalog, (), topic_id=stale_id))
+    assert stale.foreign == new_id and stale.offsets == {}
+    assert topic_id_of(catalog, "orders") == new_id, "the new topic's table is untouched"
+    confirmed = translate_topic(TopicJob("orders", catalog, (), topic_id=stale_id, retired=(new_id,)))
+    assert confirmed.foreign == "" and confirmed.set_aside
+    assert topic_id_of(catalog, "orders") == stale_id
