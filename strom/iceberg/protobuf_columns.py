@@ -454,7 +454,7 @@ def decode(values: pa.Array, descriptor: Descriptor, path: tuple[int, ...], know
             parsed.rows = rows.tolist() + parsed.rows
         else:
             head = (rows, found)
-    struct = columns(parsed.messages, descriptor)
+    struct = _columns_or_bad(parsed, descriptor)
     order = parsed.rows
     if head is not None:  # the columns read from the bytes come first
         struct = pa.concat_arrays([head[1], struct])
@@ -467,6 +467,27 @@ def decode(values: pa.Array, descriptor: Descriptor, path: tuple[int, ...], know
     index[rows] = np.arange(len(rows))
     whole = pa.concat_arrays([struct, pa.nulls(1, struct.type)])
     return whole.take(pa.array(index)), parsed.bad, reasons
+
+
+def _columns_or_bad(parsed: Parsed, descriptor: Descriptor) -> pa.StructArray:
+    """The parsed messages' columns; a message that parses but has no value of its column type
+    (a proto2 string that is not UTF-8, a timestamp past int64 microseconds) is a bad row, with
+    Arrow's reason, instead of failing the whole batch."""
+    try:
+        return columns(parsed.messages, descriptor)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, ValueError):
+        pass
+    kept: list[tuple[Any, int]] = []
+    for message, row in zip(parsed.messages, parsed.rows, strict=True):
+        try:
+            columns([message], descriptor)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, ValueError) as exc:
+            parsed.fail(row, f"not a {descriptor.full_name} of the reader's column types: {exc}")
+            continue
+        kept.append((message, row))
+    parsed.messages = [message for message, _ in kept]
+    parsed.rows = [row for _, row in kept]
+    return columns(parsed.messages, descriptor)
 
 
 def columns(messages: Sequence[Any], descriptor: Descriptor, valid: Sequence[bool] | None = None) -> pa.StructArray:

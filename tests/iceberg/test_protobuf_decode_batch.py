@@ -299,3 +299,26 @@ def test_flat_messages_are_read_from_their_bytes_and_what_upb_would_merge_is_lef
         column, bad, reasons = pc.decode(pa.array(batch), descriptor, (0,), lambda i: i == 7)
         assert (column.to_pylist(), list(bad), reasons) == simple(batch, descriptor, (0,))
     assert column.to_pylist()[3]["where"] == {"city": "later", "zone": None, "since": None}
+
+
+def test_a_value_with_no_value_of_its_column_type_is_a_bad_row_not_a_failed_batch():
+    """A proto2 string that is not UTF-8 parses (proto2 does not check) but is no Arrow string,
+    and a timestamp past what int64 microseconds hold is no Arrow timestamp: those rows are bad,
+    with the reason, and the batch's other rows decode."""
+    old = schema(CLASSIC).named("Old")
+    cls = pc.message_class(old)
+    values = [pc.frame(7) + cls(id=i, name=f"n{i}").SerializeToString() for i in range(4)]
+    values[2] = pc.frame(7) + cls(id=2).SerializeToString() + b"\x12\x01\xff"  # name: the byte ff
+    column, bad, reasons = pc.decode(pa.array(values), old, (0,), lambda i: i == 7)
+    assert [row and row["name"] for row in column.to_pylist()] == ["n0", "n1", None, "n3"]
+    assert list(bad) == [False, False, True, False]
+    assert list(reasons) == [2] and "classic.Old of the reader's column types" in reasons[2]
+    flat = schema(FLAT).named("Event")
+    event = pc.message_class(flat)
+    values = [pc.frame(7) + event(id=i).SerializeToString() for i in range(3)]
+    far = event(id=1)
+    far.at.seconds = 2**62
+    values[1] = pc.frame(7) + far.SerializeToString()
+    column, bad, reasons = pc.decode(pa.array(values), flat, (0,), lambda i: i == 7)
+    assert [row and row["id"] for row in column.to_pylist()] == [0, None, 2]
+    assert list(bad) == [False, True, False] and list(reasons) == [1]
