@@ -23,53 +23,11 @@ average; asserts nothing.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
 import time
 
 from strom.bench.results import add_record_argument, record_if_asked
-
-PROTO = """
-syntax = "proto3";
-package strom.bench;
-import "google/protobuf/timestamp.proto";
-message BenchEvent {
-  int64 id = 1;
-  int32 user_id = 2;
-  string user = 3;
-  string url = 4;
-  double price = 5;
-  float ratio = 6;
-  bool paid = 7;
-  Kind kind = 8;
-  optional string coupon = 9;
-  google.protobuf.Timestamp at = 10;
-  enum Kind { VIEW = 0; CART = 1; BUY = 2; }
-}
-"""
-START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
-
-
-def protobuf_values(cls, count: int, prefix: bytes) -> list[bytes]:
-    """``count`` framed BenchEvent messages holding what ``strom.bench.spark.avro_values`` writes."""
-    values = []
-    for i in range(count):
-        message = cls(
-            id=i * 7919,
-            user_id=i % 5000,
-            user=f"user-{i % 5000}",
-            url=f"/shop/item/{i % 997}?ref=bench",
-            price=(i % 1000) * 0.99,
-            ratio=(i % 100) / 100,
-            paid=i % 3 == 0,
-            kind=i % 3,
-        )
-        if i % 4 == 0:
-            message.coupon = f"C{i % 100}"
-        message.at.FromDatetime(START + dt.timedelta(milliseconds=37 * i))
-        values.append(prefix + message.SerializeToString())
-    return values
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     import pyarrow as pa
     from pyspark.sql.pandas.types import to_arrow_type
 
-    from strom.bench.spark import AVRO_SCHEMA, avro_values
+    from strom.bench.spark import AVRO_SCHEMA, PROTO, avro_values, protobuf_values
     from strom.iceberg import protobuf_columns as pc
     from strom.spark.avro_columns import AvroColumnDecoder
     from strom.spark.avro_types import spark_type

@@ -23,8 +23,8 @@ columns against the same topic read as binary, by ``count`` and by a query that 
 (``sum(value.id)``, against ``sum(length(value))`` for binary), with the ready-made Arrow ceiling
 for scale; the decoder alone on one batch of 20,000 values, columnar against fastavro per record;
 and the sink writing 200,000 of those rows back as typed records against writing their bytes.
-The same record as Protobuf (``value.format=protobuf``, ``strom.bench.protobuf_decode``'s
-BenchEvent, AVRO_RECORDS of them): reading a field as typed columns against the topic as binary.
+The same record as Protobuf (``value.format=protobuf``, ``PROTO``'s BenchEvent, AVRO_RECORDS
+of them): reading a field as typed columns against the topic as binary.
 
 Each query runs ``--repeat`` times after one warm-up and the best time counts. Prints rows/s and
 ratios; asserts nothing (the machine is shared and noisy).
@@ -503,14 +503,57 @@ def avro_figures(spark, bootstrap: str, registry: str, args) -> dict[str, tuple[
     }
 
 
+PROTO = """
+syntax = "proto3";
+package strom.bench;
+import "google/protobuf/timestamp.proto";
+message BenchEvent {
+  int64 id = 1;
+  int32 user_id = 2;
+  string user = 3;
+  string url = 4;
+  double price = 5;
+  float ratio = 6;
+  bool paid = 7;
+  Kind kind = 8;
+  optional string coupon = 9;
+  google.protobuf.Timestamp at = 10;
+  enum Kind { VIEW = 0; CART = 1; BUY = 2; }
+}
+"""
+
+
+def protobuf_values(cls, count: int, prefix: bytes) -> list[bytes]:
+    """``count`` framed BenchEvent messages (of ``PROTO``) holding what ``avro_values`` writes."""
+    import datetime as dt
+
+    start = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    values = []
+    for i in range(count):
+        message = cls(
+            id=i * 7919,
+            user_id=i % 5000,
+            user=f"user-{i % 5000}",
+            url=f"/shop/item/{i % 997}?ref=bench",
+            price=(i % 1000) * 0.99,
+            ratio=(i % 100) / 100,
+            paid=i % 3 == 0,
+            kind=i % 3,
+        )
+        if i % 4 == 0:
+            message.coupon = f"C{i % 100}"
+        message.at.FromDatetime(start + dt.timedelta(milliseconds=37 * i))
+        values.append(prefix + message.SerializeToString())
+    return values
+
+
 def protobuf_figures(spark, bootstrap: str, registry: str, args) -> dict[str, tuple[float, str]]:
-    """The source reading the 10-field record as Protobuf (``strom.bench.protobuf_decode``'s
-    BenchEvent) into typed columns against reading the same topic as binary."""
+    """The source reading the 10-field record as Protobuf (``PROTO``'s BenchEvent) into typed
+    columns against reading the same topic as binary."""
     from confluent_kafka import Producer
     from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
     from pyspark.sql import functions as F
 
-    from strom.bench.protobuf_decode import PROTO, protobuf_values
     from strom.cli.demo import create_topics
     from strom.iceberg.protobuf_columns import frame, message_class
     from strom.spark.protobuf_types import load
