@@ -91,7 +91,12 @@ def main(argv: list[str] | None = None) -> int:
             cpu[name] = min(cpu[name], time.process_time() - started_cpu)
             wall[name] = min(wall[name], time.perf_counter() - started)
     load_1m = os.getloadavg()[0]
-    print(f"{n:,} values of a 10-field record, best of {args.repeat} rounds, load average {load_1m:.2f}")
+    from google.protobuf.internal import api_implementation
+
+    print(
+        f"{n:,} values of a 10-field record, best of {args.repeat} rounds, load average {load_1m:.2f}, "
+        f"protobuf backend {api_implementation.Type()}"
+    )
     print(f"  {'':28s} {'wall':>6s}  {'CPU':>6s}  µs/record")
     for name in runs:
         print(f"  {name:28s} {wall[name] / n * 1e6:6.2f}  {cpu[name] / n * 1e6:6.2f}")
