@@ -235,7 +235,7 @@ def remove_orphan_files(admin, catalog, args: argparse.Namespace, timeout_s: flo
         if table is None:
             continue
         try:
-            removed = remove_orphans(table, older_than, dry_run=args.dry_run)
+            removed = remove_orphans(catalog, table, older_than, dry_run=args.dry_run)
         except Exception as exc:  # a manifest that cannot be read: nothing is deleted
             raise ToolError(f"listing the orphan files of {name[1]} failed, nothing deleted: {exc}") from None
         for path in removed.paths or []:

@@ -113,7 +113,7 @@ def maintain_topic(job: MaintenanceJob) -> MaintenanceResult:
             job.delete_expired_files,
         )
         if job.orphan_older_than_ms >= 0:
-            removed = remove_orphans(catalog.load_table(name), job.orphan_older_than_ms)
+            removed = remove_orphans(catalog, catalog.load_table(name), job.orphan_older_than_ms)
             result.orphan_files_deleted += removed.orphan_files
             result.orphan_bytes_deleted += removed.orphan_bytes
     return result

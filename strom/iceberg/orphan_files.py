@@ -19,6 +19,14 @@ race or a worker that died before committing. Only files older than ``older_than
 (Iceberg's default: 3 days), so a file a writer has written and not committed yet is never
 touched: what the metadata references is read *before* the location is listed, and a commit made
 meanwhile only adds young files. Object stores are listed through pyarrow's file systems.
+
+**Tables that share a location.** A catalog places a new table by its name unless told
+otherwise, so a table renamed aside (a topic's old table kept with ``iceberg.delete=false``) and
+the new table of the same name can share one directory: through a REST catalog strom does not
+choose locations. Each file listed under a location is therefore also checked against every other
+table of the namespace whose location overlaps it (one inside the other), and a file any of
+them references is never an orphan nor a purge's leftover. Iceberg's removeOrphanFiles assumes
+one table per location and would delete them.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
@@ -119,29 +128,64 @@ def purge(catalog: Any, name: tuple[str, str], topic_id: str | None = None) -> R
     removed.manifests = sum(_delete(io, path) for path in found.manifests)
     removed.manifest_lists = sum(_delete(io, path) for path in found.manifest_lists)
     removed.metadata_files = sum(_delete(io, path) for path in metadata_files(table))
+    neighbours = _keys_of(sharing_tables(catalog, name, table.location()))
     for left in list_location(table.location()):
-        if left.mtime < began and _delete(io, left.uri):
+        if left.mtime < began and _key(left.path) not in neighbours and _delete(io, left.uri):
             removed.orphan_files += 1
             removed.orphan_bytes += left.size
     _remove_empty_directories(table.location())
     return removed
 
 
-def orphans(table: Any, older_than_ms: int, now: float | None = None) -> list[Listed]:
-    """The files under a live table's location that nothing references and that are older than
-    ``older_than_ms`` (module docstring). A manifest that cannot be read raises: nothing is an
-    orphan rather than something still needed."""
+def sharing_tables(catalog: Any, name: tuple[str, ...], location: str) -> list[Any]:
+    """The tables of ``name``'s namespace, other than ``name``, whose location is ``location``,
+    lies inside it or holds it (module docstring: tables that share a location)."""
+    from pyiceberg.exceptions import NoSuchTableError
+
+    mine = _key(location).rstrip("/") + "/"
+    found = []
+    for other in catalog.list_tables(name[:-1]):
+        if tuple(other) == tuple(name):
+            continue
+        try:
+            table = catalog.load_table(other)
+        except NoSuchTableError:
+            continue  # dropped meanwhile: its files are its purge's
+        theirs = _key(table.location()).rstrip("/") + "/"
+        if theirs.startswith(mine) or mine.startswith(theirs):
+            found.append(table)
+    return found
+
+
+def _keys_of(tables: Iterable[Any]) -> set[str]:
+    """Every file ``tables`` reference, by file system name. A manifest that cannot be read
+    raises, so that nothing is deleted on a guess."""
+    known: set[str] = set()
+    for table in tables:
+        found = referenced(table.io, table.metadata.snapshots, live_only=False, missing_ok=False)
+        known |= {_key(path) for path in (*found.data_files, *found.manifests, *found.manifest_lists)}
+        known |= {_key(path) for path in metadata_files(table)}
+    return known
+
+
+def orphans(table: Any, older_than_ms: int, now: float | None = None, neighbours: Sequence[Any] = ()) -> list[Listed]:
+    """The files under a live table's location that neither it nor a ``neighbours`` table (one
+    sharing the location) references and that are older than ``older_than_ms`` (module
+    docstring). A manifest that cannot be read raises: nothing is an orphan rather than something
+    still needed."""
     cutoff = (time.time() if now is None else now) - older_than_ms / 1000
-    found = referenced(table.io, table.metadata.snapshots, live_only=False, missing_ok=False)
-    known = {_key(path) for path in (*found.data_files, *found.manifests, *found.manifest_lists)}
-    known |= {_key(path) for path in metadata_files(table)}
+    known = _keys_of([table, *neighbours])
     return [f for f in list_location(table.location()) if f.mtime < cutoff and _key(f.path) not in known]
 
 
-def remove_orphans(table: Any, older_than_ms: int, dry_run: bool = False, now: float | None = None) -> Removed:
-    """Delete (``dry_run``: only list) a live table's orphan files older than ``older_than_ms``."""
+def remove_orphans(
+    catalog: Any, table: Any, older_than_ms: int, dry_run: bool = False, now: float | None = None
+) -> Removed:
+    """Delete (``dry_run``: only list) a live table's orphan files older than ``older_than_ms``;
+    files of the catalog's other tables that share its location are kept."""
     removed = Removed(paths=[])
-    for orphan in orphans(table, older_than_ms, now):
+    neighbours = sharing_tables(catalog, table.name(), table.location())
+    for orphan in orphans(table, older_than_ms, now, neighbours):
         if dry_run or _delete(table.io, orphan.uri):
             removed.orphan_files += 1
             removed.orphan_bytes += orphan.size

@@ -104,3 +104,55 @@ def test_a_table_of_an_id_not_confirmed_gone_is_left_alone(tmp_path):
     confirmed = translate_topic(TopicJob("orders", catalog, (), topic_id=stale_id, retired=(new_id,)))
     assert confirmed.foreign == "" and confirmed.set_aside
     assert topic_id_of(catalog, "orders") == stale_id
+
+
+def test_through_a_rest_catalog_the_kept_table_shares_a_location_and_loses_no_file(tmp_path):
+    """A REST catalog places a table by its name, so the old topic's table kept aside and the new
+    topic's table share one directory. Removing the new table's orphan files, then deleting the
+    new topic (its table purged), must leave every file of the kept table: before, both took them
+    as the new table's orphans."""
+    import subprocess
+    import sys
+
+    from strom.cluster.zookeeper_server import free_port
+    from strom.iceberg.table import CatalogSettings
+
+    url = f"http://127.0.0.1:{free_port()}"
+    config = {
+        **ICEBERG,
+        "iceberg.rest.catalog.listeners": url,
+        "iceberg.catalog.type": "rest",
+        "iceberg.rest.catalog.uri": url,
+    }
+    with BrokerProcess(tmp_path / "data", config) as broker:
+        catalog = CatalogSettings.for_rest(url)
+        create_topic(broker.bootstrap, "events", 1, **{"iceberg.delete": "false"})
+        old = produce(broker.bootstrap, "events", 30, "old")
+        wait_for_rows(catalog, "events", len(old))
+        old_id = topic_id_of(catalog, "events")
+        recreate(broker.bootstrap, "events", 1)
+        new = produce(broker.bootstrap, "events", 20, "new")
+        kept = f"events~{old_id}"
+        wait_for_rows(catalog, kept, len(old))  # set aside first, then the new topic's table is made
+        wait_for_rows(catalog, "events", len(new))
+        opened = open_catalog(catalog)
+        assert opened.load_table(identifier("events")).location() == opened.load_table(identifier(kept)).location()
+        removed = subprocess.run(
+            [sys.executable, "-m", "strom.cli.main", "iceberg", "--bootstrap-server", broker.bootstrap]
+            + ["remove-orphan-files", "--topic", "events", "--older-than-ms", "0"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert removed.returncode == 0, removed.stderr
+        assert_exactly(table_rows(catalog, kept), old, {})
+        assert_exactly(table_rows(catalog, "events"), new, {})
+        # the new topic deleted: its table is purged, the kept one stays whole
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        for future in admin.delete_topics(["events"], operation_timeout=30).values():
+            future.result(30)
+        deadline = time.monotonic() + 30
+        while ("strom", "events") in [tuple(name) for name in open_catalog(catalog).list_tables("strom")]:
+            assert time.monotonic() < deadline, "the deleted topic's table was not dropped"
+            time.sleep(0.2)
+        assert_exactly(table_rows(catalog, kept), old, {})
