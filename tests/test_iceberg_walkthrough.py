@@ -59,8 +59,10 @@ def console_section(page: str) -> str:
 
 
 def without_run_details(text: str) -> str:
-    """A snapshot id and the warehouse's directory differ from run to run."""
+    """A snapshot id, the warehouse's directory and the topic's id (in the table's location)
+    differ from run to run."""
     text = re.sub(r"snapshot \d+", "snapshot N", text)
+    text = re.sub(r"(iceberg-warehouse/\S+)/[0-9a-f]{32}\b", r"\1/TOPIC-ID", text)
     return re.sub(r"file://\S*/iceberg-warehouse/", "file://.../iceberg-warehouse/", text)
 
 
