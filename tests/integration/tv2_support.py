@@ -150,9 +150,13 @@ class TxnProducer:
             ],
         }
         group_coordinator = self.coordinator(0, group)
+        # Kafka's TxnOffsetCommitHandler retries UNKNOWN_TOPIC_OR_PARTITION with the same
+        # coordinator: the group's __consumer_offsets partition may not be known to the
+        # transaction coordinator yet (a full run on 3 brokers answered it once)
         return (
             self.retry(
                 lambda: group_coordinator.request(ApiKey.TXN_OFFSET_COMMIT, 5, body),
+                codes=RETRIABLE | {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION},
                 code_of=lambda answer: answer.topics[0].partitions[0].error_code,
             )
             .topics[0]
